@@ -1,0 +1,57 @@
+# accelkit: the two commands of the quick start (`make demo`, `make test`) and the rest.
+#   make demo   build, then show `ak sysinfo` and the kernel benchmark
+#   make test   build and run every test, then the same under ASan+UBSan
+#   make bench  all benchmarks, each beside its peer
+#   make fuzz   libFuzzer targets (clang), FUZZ_SECONDS each
+#   make san    the ASan+UBSan build and its tests only
+BUILD     ?= build
+SAN_BUILD ?= build-san
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+JOBS      ?= $(shell nproc)
+# configure once per build dir; ninja if present (checked after setup installed it)
+CONFIGURE = test -f $(1)/CMakeCache.txt || cmake -S . -B $(1) $$(command -v ninja >/dev/null && echo -G Ninja)
+SAN_ENV   := ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+.PHONY: all setup build demo test unit san bench fuzz clean
+
+all: build
+
+setup:
+	@scripts/setup
+
+build: setup
+	@$(call CONFIGURE,$(BUILD)) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	@echo "== ak sysinfo"; $(BUILD)/ak sysinfo
+	@echo; echo "== ak bench kernels (1 thread; AK_NUM_THREADS=N for more)"; $(BUILD)/ak bench kernels
+	@echo; echo "== ak bench pool"; $(BUILD)/ak bench pool
+
+unit: build
+	ctest --test-dir $(BUILD) --output-on-failure -j 2
+
+san: setup
+	@$(call CONFIGURE,$(SAN_BUILD)) -DCMAKE_BUILD_TYPE=Debug -DAK_SANITIZE=ON
+	cmake --build $(SAN_BUILD) -j $(JOBS)
+	$(SAN_ENV) ctest --test-dir $(SAN_BUILD) --output-on-failure -j 2
+
+test: unit san
+
+bench: build
+	$(BUILD)/ak bench kernels
+	AK_NUM_THREADS=$(JOBS) $(BUILD)/ak bench kernels --only gemm
+	$(BUILD)/ak bench pool
+	bench/kernels/vs_peers.sh $(BUILD)
+
+fuzz: setup
+	@$(call CONFIGURE,$(FUZZ_BUILD)) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DAK_FUZZ=ON -DAK_BUILD_TESTS=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	@for f in $(FUZZ_BUILD)/tests/fuzz/fuzz_*; do \
+	  echo "== $$f ($(FUZZ_SECONDS) s)"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 tests/fuzz/corpus/$$(basename $$f) || exit 1; \
+	done
+
+clean:
+	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD)

@@ -1,0 +1,69 @@
+/* accelkit compute kernels: the public entry points over the dispatch table.
+ *
+ * Each call validates its arguments (NULL, sizes, leading dimensions) and then runs the
+ * variant chosen once at start-up for this CPU (AK_ISA overrides). The portable scalar
+ * references behind them are the test oracle. f16 and bf16 are stored as uint16_t bit
+ * patterns; arithmetic on them accumulates in f32 and rounds to nearest even once. */
+#ifndef ACCELKIT_KERNELS_H
+#define ACCELKIT_KERNELS_H
+
+#include "ak.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ak_dtype {
+    AK_DTYPE_F32 = 0,
+    AK_DTYPE_F16 = 1,
+    AK_DTYPE_BF16 = 2,
+    AK_DTYPE_COUNT_
+} ak_dtype;
+
+AK_API const char *ak_dtype_name(ak_dtype dtype);
+AK_API ak_status ak_dtype_size(ak_dtype dtype, size_t *out);
+
+/* ---- elementwise (dtype applies to every buffer; in-place allowed: dst may equal a
+ * or x; otherwise buffers must not overlap) ------------------------------------------ */
+
+/* dst[i] = a[i] + b[i] */
+AK_API ak_status ak_vec_add(ak_dtype dtype, void *dst, const void *a, const void *b, size_t n);
+/* dst[i] = alpha * x[i] */
+AK_API ak_status ak_vec_scale(ak_dtype dtype, void *dst, const void *x, float alpha, size_t n);
+/* y[i] += alpha * x[i] */
+AK_API ak_status ak_vec_axpy(ak_dtype dtype, void *y, float alpha, const void *x, size_t n);
+/* *out = sum of x[i], accumulated in f32 lanes (f64 for the final combine) */
+AK_API ak_status ak_vec_sum(ak_dtype dtype, const void *x, size_t n, double *out);
+
+/* ---- conversions (round to nearest even; NaN stays NaN, quieted) --------------------- */
+
+AK_API ak_status ak_f32_to_f16(uint16_t *dst, const float *src, size_t n);
+AK_API ak_status ak_f16_to_f32(float *dst, const uint16_t *src, size_t n);
+AK_API ak_status ak_f32_to_bf16(uint16_t *dst, const float *src, size_t n);
+AK_API ak_status ak_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
+
+/* ---- SGEMM ----------------------------------------------------------------------- */
+
+typedef enum ak_trans { AK_NO_TRANS = 0, AK_TRANS = 1 } ak_trans;
+
+/* Row-major C(M,N) = alpha * op(A)(M,K) · op(B)(K,N) + beta * C.
+ * op(A) is A (lda ≥ K) or Aᵀ with A stored (K,M) (lda ≥ M); likewise B (ldb ≥ N or ≥ K).
+ * ldc ≥ N. beta = 0 ignores the previous content of C (NaN in C does not propagate).
+ * pool NULL = the global pool (AK_NUM_THREADS). M, N or K may be 0. */
+AK_API ak_status ak_sgemm(ak_trans trans_a, ak_trans trans_b, size_t M, size_t N, size_t K,
+                          float alpha, const float *A, size_t lda, const float *B, size_t ldb,
+                          float beta, float *C, size_t ldc, ak_threadpool *pool);
+
+/* ---- machine limits (for benchmarks and ak sysinfo) ---------------------------------- */
+
+/* FP32 FMA peak of one core in GFLOP/s, measured with independent FMA chains for about
+ * `millis` ms using the active ISA. */
+AK_API ak_status ak_measure_fma_peak(int millis, double *gflops);
+/* Single-thread memcpy bandwidth in GB/s of traffic (bytes read + bytes written) over
+ * buffers of `bytes` each; median of repeated copies. */
+AK_API ak_status ak_measure_memcpy(size_t bytes, double *gbytes_per_s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ACCELKIT_KERNELS_H */

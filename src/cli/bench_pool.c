@@ -1,0 +1,104 @@
+/* `ak bench pool`: how fast the thread pool wakes its workers.
+ *
+ * Each job has one chunk per thread; every chunk records when it starts and then waits
+ * until all threads have started, so each worker must take its own chunk. Wake-up
+ * latency = time from the call until the last worker starts. "spinning" calls follow
+ * each other at once (workers still spinning); "sleeping" calls come after an idle gap
+ * longer than AK_POOL_SPIN_US (workers asleep on the futex). */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "accelkit/ak.h"
+#include "cli/cli.h"
+
+typedef struct wake_probe {
+    _Atomic int started;
+    int nthreads;
+    _Atomic uint64_t last_start_ns;
+} wake_probe;
+
+static void wake_task(void *ctx, size_t begin, size_t end, int thread_index) {
+    wake_probe *p = ctx;
+    uint64_t now = ak_now_ns();
+    uint64_t prev = atomic_load(&p->last_start_ns);
+    while (now > prev && !atomic_compare_exchange_weak(&p->last_start_ns, &prev, now)) {
+    }
+    atomic_fetch_add(&p->started, 1);
+    uint64_t give_up = now + 50000000; /* 50 ms: never hang if a worker is lost */
+    while (atomic_load(&p->started) < p->nthreads && ak_now_ns() < give_up) {
+    }
+}
+
+static void empty_task(void *ctx, size_t begin, size_t end, int thread_index) {}
+
+static void sleep_us(long us) {
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Median and p99 of `reps` wake-ups in µs, with `gap_us` idle time between calls. */
+static void measure_wake(ak_threadpool *pool, int nthreads, int reps, long gap_us, double *p50,
+                         double *p99) {
+    static double lat[2000];
+    for (int r = 0; r < reps; r++) {
+        if (gap_us) sleep_us(gap_us);
+        wake_probe probe = {0, nthreads, 0};
+        uint64_t t0 = ak_now_ns();
+        ak_threadpool_parallel_for(pool, (size_t)nthreads, 1, wake_task, &probe);
+        lat[r] = (double)(atomic_load(&probe.last_start_ns) - t0) / 1e3;
+    }
+    *p50 = ak_cli_median(lat, (size_t)reps);
+    *p99 = lat[(size_t)(reps * 0.99)];
+}
+
+static double measure_empty_call_us(ak_threadpool *pool, int nthreads, int reps) {
+    static double t[2000];
+    for (int r = 0; r < reps; r++) {
+        uint64_t t0 = ak_now_ns();
+        ak_threadpool_parallel_for(pool, (size_t)nthreads, 1, empty_task, NULL);
+        t[r] = (double)(ak_now_ns() - t0) / 1e3;
+    }
+    return ak_cli_median(t, (size_t)reps);
+}
+
+int ak_bench_pool(int argc, char **argv) {
+    int json = 0;
+    size_t threads = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc &&
+                 ak_cli_parse_size(argv[i + 1], &threads) == 0 && threads >= 2 && threads <= 256)
+            i++;
+        else {
+            fprintf(stderr, "ak bench pool: bad option '%s' (--threads N needs N in [2, 256])\n",
+                    argv[i]);
+            return AK_EXIT_ERROR;
+        }
+    }
+    ak_cpu_info cpu;
+    ak_status st = ak_cpu_get_info(&cpu);
+    if (st != AK_OK) return ak_cli_report("cpu", st);
+    int n = threads ? (int)threads : (cpu.logical_cores > 2 ? cpu.logical_cores : 2);
+    ak_threadpool *pool;
+    if ((st = ak_threadpool_create(n, &pool)) != AK_OK) return ak_cli_report("thread pool", st);
+    double hot50, hot99, cold50, cold99;
+    measure_wake(pool, n, 2000, 0, &hot50, &hot99);
+    measure_wake(pool, n, 200, 3000, &cold50, &cold99);
+    double empty_us = measure_empty_call_us(pool, n, 2000);
+    ak_threadpool_free(pool);
+    if (json) {
+        printf("{\"threads\":%d,\"wake_spinning_p50_us\":%.2f,\"wake_spinning_p99_us\":%.2f,"
+               "\"wake_sleeping_p50_us\":%.2f,\"wake_sleeping_p99_us\":%.2f,"
+               "\"empty_parallel_for_us\":%.2f}\n",
+               n, hot50, hot99, cold50, cold99, empty_us);
+        return AK_EXIT_OK;
+    }
+    printf("thread pool, %d threads (caller included)\n", n);
+    printf("%-34s %9s %9s\n", "", "p50 µs", "p99 µs");
+    printf("%-34s %9.2f %9.2f\n", "wake-up, workers spinning", hot50, hot99);
+    printf("%-34s %9.2f %9.2f\n", "wake-up, workers asleep (futex)", cold50, cold99);
+    printf("%-34s %9.2f\n", "empty parallel_for round trip", empty_us);
+    return AK_EXIT_OK;
+}

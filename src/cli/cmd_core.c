@@ -1,0 +1,88 @@
+/* Core subcommands: ak version, ak sysinfo, ak config. */
+#include <stdio.h>
+#include <string.h>
+
+#include "accelkit/kernels.h"
+#include "cli/cli.h"
+#include "core/params.h"
+#include "kernels/dispatch.h"
+
+int ak_cli_version(int argc, char **argv) {
+    printf("accelkit %s\n", AK_VERSION_STRING);
+    return AK_EXIT_OK;
+}
+
+static void print_features(const ak_cpu_info *c) {
+    struct { const char *name; int on; } f[] = {
+        {"sse4.2", c->has_sse42},         {"avx", c->has_avx},
+        {"avx2", c->has_avx2},            {"fma", c->has_fma},
+        {"f16c", c->has_f16c},            {"avx512f", c->has_avx512f},
+        {"avx512bw", c->has_avx512bw},    {"avx512vl", c->has_avx512vl},
+        {"avx512dq", c->has_avx512dq},    {"avx512_bf16", c->has_avx512_bf16},
+        {"avx512_fp16", c->has_avx512_fp16}, {"avx512_vnni", c->has_avx512_vnni},
+    };
+    printf("features      ");
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        if (f[i].on) printf(" %s", f[i].name);
+    printf("\n");
+}
+
+int ak_cli_sysinfo(int argc, char **argv) {
+    int json = 0, quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (strcmp(argv[i], "--quick") == 0) quick = 1;
+        else {
+            fprintf(stderr, "ak sysinfo: unknown option '%s'\n", argv[i]);
+            return AK_EXIT_ERROR;
+        }
+    }
+    ak_status st;
+    ak_cpu_info c;
+    if ((st = ak_cpu_get_info(&c)) != AK_OK) return ak_cli_report("sysinfo", st);
+    ak_threadpool *pool;
+    int threads = 0;
+    if ((st = ak_threadpool_global(&pool)) != AK_OK || (st = ak_threadpool_size(pool, &threads)))
+        return ak_cli_report("thread pool", st);
+    double peak = 0, memcpy_bw = 0;
+    if ((st = ak_measure_fma_peak(quick ? 50 : 400, &peak)) != AK_OK)
+        return ak_cli_report("FMA peak", st);
+    if ((st = ak_measure_memcpy((size_t)16 << 20, &memcpy_bw)) != AK_OK)
+        return ak_cli_report("memcpy", st);
+    if (json) {
+        printf("{\"version\":\"%s\",\"vendor\":\"%s\",\"brand\":\"%s\",\"cores\":%d,"
+               "\"threads\":%d,\"best_isa\":\"%s\",\"active_isa\":\"%s\",\"kernels\":\"%s\","
+               "\"l1d_bytes\":%zu,\"l2_bytes\":%zu,\"l3_bytes\":%zu,"
+               "\"fma_peak_gflops_per_core\":%.2f,\"memcpy_gbps\":%.2f}\n",
+               AK_VERSION_STRING, c.vendor, c.brand, c.logical_cores, threads,
+               ak_isa_name(c.best_isa), ak_isa_name(c.active_isa), ak__kernels_active()->name,
+               c.l1d_bytes, c.l2_bytes, c.l3_bytes, peak, memcpy_bw);
+        return AK_EXIT_OK;
+    }
+    printf("accelkit      %s\n", AK_VERSION_STRING);
+    printf("cpu           %s (%s)\n", c.brand[0] ? c.brand : "unknown", c.vendor);
+    printf("cores         %d online, global pool %d threads (AK_NUM_THREADS)\n",
+           c.logical_cores, threads);
+    printf("caches        L1d %zu KiB, L2 %zu KiB, L3 %zu KiB\n", c.l1d_bytes >> 10,
+           c.l2_bytes >> 10, c.l3_bytes >> 10);
+    print_features(&c);
+    printf("isa           %s active (best %s; AK_ISA), kernels '%s'\n", ak_isa_name(c.active_isa),
+           ak_isa_name(c.best_isa), ak__kernels_active()->name);
+    printf("fp32 peak     %.1f GFLOP/s per core (measured, FMA chains, %s)\n", peak,
+           ak_isa_name(c.active_isa));
+    printf("memcpy        %.1f GB/s (16 MiB, one thread, bytes read + written)\n", memcpy_bw);
+    return AK_EXIT_OK;
+}
+
+int ak_cli_config(int argc, char **argv) {
+    ak_status st = ak_init();
+    if (st != AK_OK) return ak_cli_report("init", st);
+    printf("%-18s %-8s %-10s %s\n", "variable", "layer", "value", "meaning");
+    for (int i = 0; i < AK_PARAM_COUNT_; i++) {
+        const ak__param_desc *d = ak__param_describe((ak__param_id)i);
+        const char *v = ak__param_str((ak__param_id)i);
+        printf("%-18s %-8s %-10s %s%s\n", d->name, d->layer, v[0] ? v : "\"\"", d->doc,
+               ak__param_is_set((ak__param_id)i) ? " [set]" : "");
+    }
+    return AK_EXIT_OK;
+}

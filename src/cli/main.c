@@ -1,0 +1,92 @@
+/* `ak`: entry point and dispatch to the registered subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct cli_entry {
+    const char *name, *usage, *summary;
+    int (*run)(int argc, char **argv);
+} cli_entry;
+
+static const cli_entry commands[] = {
+#define AK_CLI_COMMAND(name, usage, summary) {#name, usage, summary, ak_cli_##name},
+#include "cli/commands.def"
+#undef AK_CLI_COMMAND
+};
+
+static const cli_entry bench_domains[] = {
+#define AK_BENCH_DOMAIN(name, usage, summary) {#name, usage, summary, ak_bench_##name},
+#include "cli/bench.def"
+#undef AK_BENCH_DOMAIN
+};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static void print_entries(FILE *out, const cli_entry *entries, size_t n) {
+    for (size_t i = 0; i < n; i++) fprintf(out, "  %-10s %s\n", entries[i].name, entries[i].summary);
+}
+
+static void print_help(FILE *out) {
+    fprintf(out,
+            "ak %s: the accelkit command\n\n"
+            "usage: ak <command> [options]   (ak <command> --help for its options)\n\n"
+            "commands:\n",
+            AK_VERSION_STRING);
+    print_entries(out, commands, COUNT(commands));
+    fprintf(out, "\nenvironment: `ak config` lists every AK_* variable.\n");
+}
+
+static int is_help(const char *arg) {
+    return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0 || strcmp(arg, "help") == 0;
+}
+
+static const cli_entry *find(const cli_entry *entries, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(entries[i].name, name) == 0) return &entries[i];
+    return NULL;
+}
+
+static int run_entry(const cli_entry *e, int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) break;
+        if (is_help(argv[i]) && e->run != ak_cli_bench) {
+            printf("usage: %s\n%s\n", e->usage, e->summary);
+            return AK_EXIT_OK;
+        }
+    }
+    return e->run(argc, argv);
+}
+
+int ak_cli_bench(int argc, char **argv) {
+    if (argc < 2 || is_help(argv[1])) {
+        FILE *out = argc < 2 ? stderr : stdout;
+        fprintf(out, "usage: ak bench <domain> [options]\n\ndomains:\n");
+        print_entries(out, bench_domains, COUNT(bench_domains));
+        return argc < 2 ? AK_EXIT_ERROR : AK_EXIT_OK;
+    }
+    const cli_entry *e = find(bench_domains, COUNT(bench_domains), argv[1]);
+    if (!e) {
+        fprintf(stderr, "ak bench: unknown domain '%s' (ak bench --help lists them)\n", argv[1]);
+        return AK_EXIT_ERROR;
+    }
+    return run_entry(e, argc - 1, argv + 1);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        print_help(stderr);
+        return AK_EXIT_ERROR;
+    }
+    if (is_help(argv[1])) {
+        print_help(stdout);
+        return AK_EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) return ak_cli_version(argc - 1, argv + 1);
+    const cli_entry *e = find(commands, COUNT(commands), argv[1]);
+    if (!e) {
+        fprintf(stderr, "ak: unknown command '%s' (ak --help lists them)\n", argv[1]);
+        return AK_EXIT_ERROR;
+    }
+    return run_entry(e, argc - 1, argv + 1);
+}

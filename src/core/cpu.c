@@ -1,0 +1,177 @@
+/* CPU feature detection (cpuid + xgetbv) and the active-ISA choice (AK_ISA). */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "core/check.h"
+#include "core/init.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define AK_X86 1
+#endif
+
+static ak_cpu_info cpu;
+
+static const char *const isa_names[AK_ISA_COUNT_] = {"generic", "avx2", "avx512"};
+
+const char *ak_isa_name(ak_isa isa) {
+    return (unsigned)isa < AK_ISA_COUNT_ ? isa_names[isa] : "unknown";
+}
+
+ak_status ak_isa_parse(const char *text, ak_isa *out) {
+    AK_ARG_CHECK(text && out, "ak_isa_parse: NULL argument");
+    if (strcasecmp(text, "auto") == 0 || text[0] == '\0') {
+        AK_CHECK(ak__cpu_detect());
+        *out = cpu.best_isa;
+        return AK_OK;
+    }
+    for (int i = 0; i < AK_ISA_COUNT_; i++) {
+        if (strcasecmp(text, isa_names[i]) == 0) {
+            *out = (ak_isa)i;
+            return AK_OK;
+        }
+    }
+    return AK_FAIL(AK_ERR_INVALID_ARG, "'%s' is not one of auto, generic, avx2, avx512", text);
+}
+
+#ifdef AK_X86
+static uint64_t read_xcr0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static void read_brand(void) {
+    unsigned r[12];
+    unsigned max_ext = __get_cpuid_max(0x80000000u, NULL);
+    if (max_ext < 0x80000004u) return;
+    for (unsigned i = 0; i < 3; i++)
+        __get_cpuid(0x80000002u + i, &r[i * 4], &r[i * 4 + 1], &r[i * 4 + 2], &r[i * 4 + 3]);
+    memcpy(cpu.brand, r, sizeof r);
+    cpu.brand[48] = '\0';
+    /* trim the leading/trailing blanks some vendors pad with */
+    char *s = cpu.brand;
+    while (*s == ' ') s++;
+    memmove(cpu.brand, s, strlen(s) + 1);
+    for (size_t n = strlen(cpu.brand); n > 0 && cpu.brand[n - 1] == ' '; n--)
+        cpu.brand[n - 1] = '\0';
+}
+
+static void read_features(void) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    unsigned max_leaf = __get_cpuid_max(0, NULL);
+    __get_cpuid(0, &a, &b, &c, &d);
+    memcpy(cpu.vendor, &b, 4);
+    memcpy(cpu.vendor + 4, &d, 4);
+    memcpy(cpu.vendor + 8, &c, 4);
+    cpu.vendor[12] = '\0';
+    __get_cpuid(1, &a, &b, &c, &d);
+    int osxsave = (c >> 27) & 1;
+    uint64_t xcr0 = osxsave ? read_xcr0() : 0;
+    int os_ymm = (xcr0 & 0x6) == 0x6;    /* XMM and YMM state saved by the OS */
+    int os_zmm = (xcr0 & 0xe6) == 0xe6;  /* plus opmask and ZMM state */
+    cpu.has_sse42 = (c >> 20) & 1;
+    cpu.has_avx = ((c >> 28) & 1) && os_ymm;
+    cpu.has_fma = ((c >> 12) & 1) && os_ymm;
+    cpu.has_f16c = ((c >> 29) & 1) && os_ymm;
+    if (max_leaf >= 7) {
+        __get_cpuid_count(7, 0, &a, &b, &c, &d);
+        cpu.has_avx2 = ((b >> 5) & 1) && os_ymm;
+        cpu.has_avx512f = ((b >> 16) & 1) && os_zmm;
+        cpu.has_avx512dq = ((b >> 17) & 1) && os_zmm;
+        cpu.has_avx512bw = ((b >> 30) & 1) && os_zmm;
+        cpu.has_avx512vl = ((b >> 31) & 1) && os_zmm;
+        cpu.has_avx512_vnni = ((c >> 11) & 1) && os_zmm;
+        cpu.has_avx512_fp16 = ((d >> 23) & 1) && os_zmm;
+        __get_cpuid_count(7, 1, &a, &b, &c, &d);
+        cpu.has_avx512_bf16 = ((a >> 5) & 1) && os_zmm;
+    }
+}
+#endif
+
+/* Cache size from sysfs (what lscpu shows); glibc's sysconf misreads some hypervisors. */
+static size_t sysfs_cache_bytes(int index) {
+    char path[96];
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    unsigned long v = 0;
+    char unit = 0;
+    int got = fscanf(f, "%lu%c", &v, &unit);
+    fclose(f);
+    if (got < 1) return 0;
+    return v * (unit == 'K' ? 1024ul : unit == 'M' ? 1048576ul : 1ul);
+}
+
+static void read_topology(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu.logical_cores = n > 0 ? (int)n : 1;
+#ifdef _SC_LEVEL1_DCACHE_SIZE
+    long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE),
+         l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    cpu.l1d_bytes = l1 > 0 ? (size_t)l1 : 0;
+    cpu.l2_bytes = l2 > 0 ? (size_t)l2 : 0;
+    cpu.l3_bytes = l3 > 0 ? (size_t)l3 : 0;
+#endif
+    /* sysfs index0 = L1d, index2 = L2, index3 = L3 on x86 Linux */
+    size_t s1 = sysfs_cache_bytes(0), s2 = sysfs_cache_bytes(2), s3 = sysfs_cache_bytes(3);
+    if (s1) cpu.l1d_bytes = s1;
+    if (s2) cpu.l2_bytes = s2;
+    if (s3) cpu.l3_bytes = s3;
+}
+
+static int isa_supported(ak_isa isa) {
+    switch (isa) {
+    case AK_ISA_GENERIC: return 1;
+    case AK_ISA_AVX2: return cpu.has_avx2 && cpu.has_fma && cpu.has_f16c;
+    case AK_ISA_AVX512:
+        return isa_supported(AK_ISA_AVX2) && cpu.has_avx512f && cpu.has_avx512bw &&
+               cpu.has_avx512vl && cpu.has_avx512dq;
+    default: return 0;
+    }
+}
+
+ak_status ak__cpu_detect(void) {
+    static int detected;
+    if (detected) return AK_OK; /* called under ak_init's lock or after it */
+    memset(&cpu, 0, sizeof cpu);
+    snprintf(cpu.vendor, sizeof cpu.vendor, "unknown");
+#ifdef AK_X86
+    read_features();
+    read_brand();
+#endif
+    read_topology();
+    cpu.best_isa = AK_ISA_GENERIC;
+    for (int i = AK_ISA_COUNT_ - 1; i > 0; i--) {
+        if (isa_supported((ak_isa)i)) {
+            cpu.best_isa = (ak_isa)i;
+            break;
+        }
+    }
+    cpu.active_isa = cpu.best_isa;
+    detected = 1;
+    return AK_OK;
+}
+
+ak_status ak__cpu_set_active_isa(ak_isa isa) {
+    AK_CHECK(ak__cpu_detect());
+    if (!isa_supported(isa))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "this CPU cannot run ISA '%s' (best: %s)",
+                       ak_isa_name(isa), ak_isa_name(cpu.best_isa));
+    cpu.active_isa = isa;
+    return AK_OK;
+}
+
+ak_status ak_cpu_get_info(ak_cpu_info *out) {
+    AK_ARG_CHECK(out, "ak_cpu_get_info: NULL output");
+    AK_ENSURE_INIT();
+    *out = cpu;
+    return AK_OK;
+}
+
+int ak__cpu_supports(ak_isa isa) {
+    ak__cpu_detect();
+    return isa_supported(isa);
+}

@@ -1,0 +1,76 @@
+/* ak_init: one-time library start-up (parameters, logging, CPU, kernels, tracing).
+ * A failure is remembered and returned by every later call, so a bad AK_ISA surfaces
+ * as an error from whatever the caller does first, never as a crash. */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "core/check.h"
+#include "core/init.h"
+#include "core/params.h"
+#include "kernels/dispatch.h"
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static int init_done;
+static ak_status init_status;
+static char init_error[512];
+
+static ak_status configure_logging(void) {
+    ak_log_level level;
+    uint32_t mask;
+    AK_CHECK(ak_log_parse_level(ak__param_str(AK_PARAM_LOG), &level));
+    AK_CHECK(ak_log_parse_subsystems(ak__param_str(AK_PARAM_LOG_SUBSYS), &mask));
+    ak_log_set_level(level);
+    ak_log_set_subsystems(mask);
+    return AK_OK;
+}
+
+static ak_status select_kernels(void) {
+    ak_isa isa;
+    const char *isa_text = ak__param_str(AK_PARAM_ISA);
+    ak_status st = ak_isa_parse(isa_text, &isa);
+    if (st != AK_OK) {
+        char detail[256]; /* the message is rewritten in place below */
+        snprintf(detail, sizeof detail, "%s", ak_last_error());
+        return AK_FAIL(st, "AK_ISA: %s", detail);
+    }
+    AK_CHECK(ak__cpu_set_active_isa(isa));
+    const char *kernels = ak__param_str(AK_PARAM_KERNELS);
+    int force_ref = 0;
+    if (strcmp(kernels, "ref") == 0)
+        force_ref = 1;
+    else if (strcmp(kernels, "auto") != 0)
+        return AK_FAIL(AK_ERR_INVALID_ARG, "AK_KERNELS='%s' is not one of auto, ref", kernels);
+    return ak__kernels_select(isa, force_ref);
+}
+
+static ak_status run_init(void) {
+    AK_CHECK(ak__params_load());
+    AK_CHECK(configure_logging());
+    AK_CHECK(ak__cpu_detect());
+    AK_CHECK(select_kernels());
+    const char *trace = ak__param_str(AK_PARAM_TRACE);
+    if (trace[0]) AK_CHECK(ak__trace_start_at_exit(trace));
+    AK_LOG_INFO(AK_SUBSYS_CORE, "accelkit %s initialized: kernels %s", AK_VERSION_STRING,
+                ak__kernels_active()->name);
+    return AK_OK;
+}
+
+ak_status ak_init(void) {
+    pthread_mutex_lock(&init_lock);
+    if (!init_done) {
+        init_status = run_init();
+        snprintf(init_error, sizeof init_error, "%s", ak_last_error());
+        init_done = 1;
+    }
+    ak_status st = init_status;
+    pthread_mutex_unlock(&init_lock);
+    if (st != AK_OK) return AK_FAIL(st, "accelkit initialization failed: %s", init_error);
+    return AK_OK;
+}
+
+ak_status ak__init_reset(void) {
+    pthread_mutex_lock(&init_lock);
+    init_done = 0;
+    pthread_mutex_unlock(&init_lock);
+    return ak_init();
+}

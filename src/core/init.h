@@ -1,0 +1,20 @@
+/* Internal start-up hooks between core/ parts (called by ak_init only). */
+#ifndef AK_CORE_INIT_H
+#define AK_CORE_INIT_H
+
+#include <string.h>
+
+#include "accelkit/ak.h"
+
+/* Detects CPU features once (cpuid/xgetbv, caches, cores). */
+ak_status ak__cpu_detect(void);
+/* Fails when the CPU cannot run `isa`. */
+ak_status ak__cpu_set_active_isa(ak_isa isa);
+/* May the CPU run `isa`? (for kernel tables; detects on first use) */
+int ak__cpu_supports(ak_isa isa);
+/* Starts the process trace and writes it at exit. */
+ak_status ak__trace_start_at_exit(const char *path);
+/* Re-runs ak_init from scratch after the environment changed (tests only). */
+ak_status ak__init_reset(void);
+
+#endif /* AK_CORE_INIT_H */

@@ -1,0 +1,71 @@
+/* The kernel dispatch table: one function pointer per kernel, filled once by ak_init for
+ * the active ISA (AK_ISA) or with the scalar references (AK_KERNELS=ref).
+ *
+ * Adding a kernel: a reference in kernels/ref/, ISA variants in kernels/x86/, a member
+ * here, and a line in each fill function. Naming: ak_<dtype>_<what>[_<tile>]__<isa>. */
+#ifndef AK_KERNELS_DISPATCH_H
+#define AK_KERNELS_DISPATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "accelkit/ak.h"
+
+/* SGEMM microkernel: C(mr,nr) (row stride ldc) = alpha·Σ_k Ap[k]·Bp[k] + beta·C over the
+ * full tile, where Ap is a packed MR-row panel (k-major, MR floats per k) and Bp a
+ * packed NR-column panel (NR floats per k). beta == 0 must not read C. m ≤ MR and n ≤ NR
+ * give the valid part of the tile (edges). */
+typedef void (*ak__sgemm_ukernel_fn)(size_t k, float alpha, const float *Ap, const float *Bp,
+                                     float beta, float *C, size_t ldc, size_t m, size_t n);
+
+typedef struct ak__kernels {
+    const char *name; /* "ref", "generic", "avx2" */
+
+    /* elementwise f32 / f16 / bf16 (f32 accumulation); dst may equal a / x */
+    void (*f32_add)(float *dst, const float *a, const float *b, size_t n);
+    void (*f32_scale)(float *dst, const float *x, float alpha, size_t n);
+    void (*f32_axpy)(float *y, float alpha, const float *x, size_t n);
+    double (*f32_sum)(const float *x, size_t n);
+    void (*f16_add)(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n);
+    void (*f16_scale)(uint16_t *dst, const uint16_t *x, float alpha, size_t n);
+    void (*f16_axpy)(uint16_t *y, float alpha, const uint16_t *x, size_t n);
+    double (*f16_sum)(const uint16_t *x, size_t n);
+    void (*bf16_add)(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n);
+    void (*bf16_scale)(uint16_t *dst, const uint16_t *x, float alpha, size_t n);
+    void (*bf16_axpy)(uint16_t *y, float alpha, const uint16_t *x, size_t n);
+    double (*bf16_sum)(const uint16_t *x, size_t n);
+
+    /* conversions */
+    void (*f32_to_f16)(uint16_t *dst, const float *src, size_t n);
+    void (*f16_to_f32)(float *dst, const uint16_t *src, size_t n);
+    void (*f32_to_bf16)(uint16_t *dst, const float *src, size_t n);
+    void (*bf16_to_f32)(float *dst, const uint16_t *src, size_t n);
+
+    /* SGEMM: the whole operation (already validated), see ak_sgemm in kernels.h */
+    void (*sgemm)(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
+                  const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
+                  size_t ldc, ak_threadpool *pool);
+    /* the microkernel the blocked driver uses, with its tile (NULL for ref) */
+    ak__sgemm_ukernel_fn sgemm_ukernel;
+    int sgemm_mr, sgemm_nr;
+} ak__kernels;
+
+/* The active table; valid after ak_init() succeeded. */
+const ak__kernels *ak__kernels_active(void);
+/* Tables per variant, for tests that compare variants directly. Returns NULL if the
+ * variant is not compiled in or the CPU cannot run it. */
+const ak__kernels *ak__kernels_for(const char *variant /* "ref"|"generic"|"avx2"|"avx512" */);
+/* Called by ak_init: fills the active table. */
+ak_status ak__kernels_select(ak_isa isa, int force_ref);
+
+/* Fill functions, one per (part, variant); each sets only its own members. */
+void ak__fill_vec_ref(ak__kernels *k);
+void ak__fill_vec_avx2(ak__kernels *k);
+void ak__fill_convert_ref(ak__kernels *k);
+void ak__fill_convert_avx2(ak__kernels *k);
+void ak__fill_gemm_ref(ak__kernels *k);
+void ak__fill_gemm_generic(ak__kernels *k);
+void ak__fill_gemm_avx2(ak__kernels *k);
+void ak__fill_gemm_avx512(ak__kernels *k);
+
+#endif /* AK_KERNELS_DISPATCH_H */

@@ -1,0 +1,404 @@
+/* SGEMM: the public ak_sgemm entry point and the blocked (Goto/BLIS) driver behind the
+ * generic, AVX2 and AVX-512 variants.
+ *
+ * Loop nest, outermost first:
+ *   jc: NC columns of op(B)   (packed B panel KC×NC lives in L2/L3, shared by threads)
+ *   pc: KC deep slice          (beta applies on the first slice only, 1 afterwards)
+ *   ic: MC rows of op(A)       (packed A block MC×KC stays in L2, one per thread)
+ *   jr: NR columns             (one B sliver KC×NR stays in L1)
+ *   ir: MR rows                (microkernel: MR×NR accumulators in registers)
+ * Threads split the (ic block × jr range) tasks of each pc slice; B is packed by all
+ * threads together first. Packing buffers are cached per thread and only grow. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accelkit/kernels.h"
+#include "core/check.h"
+#include "core/params.h"
+#include "kernels/dispatch.h"
+#include "kernels/gemm.h"
+
+/* Below this many multiply-adds packing costs more than it saves. */
+#define SMALL_GEMM_MACS 4096u
+
+static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
+static size_t round_up(size_t a, size_t b) { return div_up(a, b) * b; }
+
+/* ---- per-thread packing buffers -------------------------------------------------- */
+
+/* Packed A of this thread, and packed B when this thread drives a call. (a_slice,
+ * a_block) name the A block held in `a`, so a thread that gets several tasks of the same
+ * block packs it once. */
+typedef struct pack_cache {
+    float *a, *b, *bs; /* A block, B panel, one B sliver (fused mode) */
+    size_t a_cap, b_cap, bs_cap; /* floats */
+    uint64_t a_slice;    /* gemm_job.slice it was packed for; 0 = none */
+    size_t a_block;
+} pack_cache;
+
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static int cache_key_ok;
+static _Atomic uint64_t next_slice = 1; /* 0 = "nothing packed" */
+
+static void cache_destroy(void *p) {
+    pack_cache *c = p;
+    ak_free(c->a);
+    ak_free(c->b);
+    ak_free(c->bs);
+    free(c);
+}
+
+static void cache_key_init(void) {
+    cache_key_ok = pthread_key_create(&cache_key, cache_destroy) == 0;
+}
+
+/* The calling thread's cache (created on first use, freed when the thread exits). */
+static pack_cache *cache_get(void) {
+    pthread_once(&cache_once, cache_key_init);
+    if (!cache_key_ok) return NULL;
+    pack_cache *c = pthread_getspecific(cache_key);
+    if (c) return c;
+    c = calloc(1, sizeof *c);
+    if (c && pthread_setspecific(cache_key, c) != 0) {
+        free(c);
+        c = NULL;
+    }
+    return c;
+}
+
+/* Grows *buf to at least n floats (64-byte aligned); NULL when out of memory. */
+static float *buf_reserve(float **buf, size_t *cap, size_t n) {
+    if (*cap >= n) return *buf;
+    ak_free(*buf);
+    *buf = NULL;
+    *cap = 0;
+    void *p;
+    if (ak_alloc(n * sizeof(float), &p) != AK_OK) return NULL;
+    *buf = p;
+    *cap = n;
+    return *buf;
+}
+
+/* ---- simple unpacked loop: tiny problems and the out-of-memory fallback ------------ */
+
+/* C = alpha·op(A)·op(B) + beta·C row by row; the inner j loop vectorizes for plain B. */
+static void gemm_simple(int ta, int tb, size_t M, size_t N, size_t K, float alpha,
+                        const float *A, size_t lda, const float *B, size_t ldb, float beta,
+                        float *C, size_t ldc) {
+    for (size_t i = 0; i < M; i++) {
+        float *c = C + i * ldc;
+        for (size_t j = 0; j < N; j++) c[j] = beta == 0.0f ? 0.0f : beta * c[j];
+        for (size_t p = 0; p < K; p++) {
+            float a = alpha * (ta ? A[p * lda + i] : A[i * lda + p]);
+            if (tb)
+                for (size_t j = 0; j < N; j++) c[j] += a * B[j * ldb + p];
+            else
+                for (size_t j = 0; j < N; j++) c[j] += a * B[p * ldb + j];
+        }
+    }
+}
+
+/* ---- packing ---------------------------------------------------------------------- */
+
+/* Packs op(A) rows [i0, i0+mb) × depth [p0, p0+kb) into MR-tall k-major slivers
+ * (sliver s holds rows s·MR.., MR floats per k), zero-padding the last one. */
+static void pack_a(int trans, const float *A, size_t lda, size_t i0, size_t mb, size_t p0,
+                   size_t kb, size_t mr, float *dst) {
+    for (size_t s = 0; s < mb; s += mr, dst += mr * kb) {
+        size_t m = min_sz(mr, mb - s);
+        if (trans) { /* A is (K,M): MR consecutive floats per k */
+            const float *src = A + p0 * lda + i0 + s;
+            for (size_t p = 0; p < kb; p++) {
+                for (size_t r = 0; r < m; r++) dst[p * mr + r] = src[p * lda + r];
+                for (size_t r = m; r < mr; r++) dst[p * mr + r] = 0.0f;
+            }
+        } else { /* A is (M,K): read each row contiguously, scatter with stride MR */
+            const float *src = A + (i0 + s) * lda + p0;
+            for (size_t r = 0; r < m; r++)
+                for (size_t p = 0; p < kb; p++) dst[p * mr + r] = src[r * lda + p];
+            for (size_t r = m; r < mr; r++)
+                for (size_t p = 0; p < kb; p++) dst[p * mr + r] = 0.0f;
+        }
+    }
+}
+
+/* Packs one NR-wide sliver of op(B): columns [j0, j0+n) × depth [p0, p0+kb), NR floats
+ * per k, zero-padded to NR. */
+static void pack_b_sliver(int trans, const float *B, size_t ldb, size_t p0, size_t kb,
+                          size_t j0, size_t n, size_t nr, float *dst) {
+    if (trans) { /* B is (N,K): each column of op(B) is a contiguous row of B */
+        for (size_t c = 0; c < n; c++) {
+            const float *src = B + (j0 + c) * ldb + p0;
+            for (size_t p = 0; p < kb; p++) dst[p * nr + c] = src[p];
+        }
+        for (size_t p = 0; p < kb; p++)
+            for (size_t c = n; c < nr; c++) dst[p * nr + c] = 0.0f;
+    } else {
+        for (size_t p = 0; p < kb; p++) {
+            memcpy(dst + p * nr, B + (p0 + p) * ldb + j0, n * sizeof(float));
+            for (size_t c = n; c < nr; c++) dst[p * nr + c] = 0.0f;
+        }
+    }
+}
+
+/* ---- microkernel edge tiles ------------------------------------------------------- */
+
+void ak__sgemm_store_edge(const float *tile, size_t ld_tile, float alpha, float beta,
+                          float *C, size_t ldc, size_t m, size_t n) {
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            float v = alpha * tile[i * ld_tile + j];
+            C[i * ldc + j] = beta == 0.0f ? v : v + beta * C[i * ldc + j];
+        }
+}
+
+/* Prefetches depth rows [r0, r1) of the op(B) sliver at columns [j0, j0+n) into L2, so
+ * that packing it (fused mode) later finds it there instead of in memory. */
+static void prefetch_b(int trans, const float *B, size_t ldb, size_t p0, size_t r0, size_t r1,
+                       size_t j0, size_t n) {
+    if (trans) {
+        for (size_t c = 0; c < n; c++)
+            for (size_t p = r0; p < r1; p += 16)
+                __builtin_prefetch(B + (j0 + c) * ldb + p0 + p, 0, 2);
+    } else {
+        for (size_t p = r0; p < r1; p++) {
+            const float *row = B + (p0 + p) * ldb + j0;
+            __builtin_prefetch(row, 0, 2);
+            __builtin_prefetch(row + n - 1, 0, 2);
+        }
+    }
+}
+
+/* ---- the blocked driver ------------------------------------------------------------ */
+
+typedef struct gemm_job {
+    const ak__gemm_config *cfg;
+    int ta, tb;
+    size_t M, K;
+    float alpha;
+    const float *A, *B;
+    size_t lda, ldb, ldc;
+    float *C;
+    size_t mc, kc; /* block sizes (mc a multiple of MR) */
+    /* the current (jc, pc) slice */
+    size_t jc, nb, pc, kb;
+    float beta;
+    float *bpack; /* packed B panel, kb × round_up(nb, NR); NULL in fused mode */
+    size_t n_slivers, part_slivers, n_parts;
+    uint64_t slice; /* unique per (call, jc, pc): tells threads if their packed A is current */
+} gemm_job;
+
+static void pack_b_range(void *vjob, size_t begin, size_t end, int thread_index) {
+    const gemm_job *job = vjob;
+    size_t nr = (size_t)job->cfg->nr;
+    (void)thread_index;
+    for (size_t s = begin; s < end; s++) {
+        size_t j = s * nr;
+        pack_b_sliver(job->tb, job->B, job->ldb, job->pc, job->kb, job->jc + j,
+                      min_sz(nr, job->nb - j), nr, job->bpack + s * nr * job->kb);
+    }
+}
+
+/* Unpacked fallback for one task when its thread cannot get a packing buffer. */
+static void task_unpacked(const gemm_job *job, size_t i0, size_t mb, size_t j0, size_t n) {
+    const float *a = job->ta ? job->A + job->pc * job->lda + i0 : job->A + i0 * job->lda + job->pc;
+    const float *b = job->tb ? job->B + j0 * job->ldb + job->pc : job->B + job->pc * job->ldb + j0;
+    gemm_simple(job->ta, job->tb, mb, n, job->kb, job->alpha, a, job->lda, b, job->ldb,
+                job->beta, job->C + i0 * job->ldc + j0, job->ldc);
+}
+
+/* The packed A block `ib` of the current slice in this thread's buffer (packed unless
+ * this thread already did it for an earlier task); NULL when out of memory. */
+static const float *thread_a_block(const gemm_job *job, pack_cache *cache, size_t ib,
+                                   size_t i0, size_t mb) {
+    size_t old_cap = cache->a_cap;
+    float *apack = buf_reserve(&cache->a, &cache->a_cap, job->mc * job->kc);
+    if (!apack) return NULL;
+    if (cache->a_cap != old_cap) cache->a_slice = 0; /* new buffer: nothing packed */
+    if (cache->a_slice != job->slice || cache->a_block != ib) {
+        pack_a(job->ta, job->A, job->lda, i0, mb, job->pc, job->kb, (size_t)job->cfg->mr, apack);
+        cache->a_slice = job->slice;
+        cache->a_block = ib;
+    }
+    return apack;
+}
+
+/* One task: rows [i0, i0+mb) of the block `ib` times the B slivers of part `part`.
+ * In fused mode (a single A block, so each B element is used by one block only) the
+ * thread packs each B sliver right before use: it goes from memory straight into L1
+ * instead of through a panel in L3. */
+static void run_task(const gemm_job *job, size_t ib, size_t part) {
+    const ak__gemm_config *cfg = job->cfg;
+    size_t mr = (size_t)cfg->mr, nr = (size_t)cfg->nr;
+    size_t i0 = ib * job->mc, mb = min_sz(job->mc, job->M - i0);
+    size_t s0 = part * job->part_slivers;
+    size_t s1 = min_sz(job->n_slivers, s0 + job->part_slivers);
+    pack_cache *cache = cache_get();
+    const float *apack = cache ? thread_a_block(job, cache, ib, i0, mb) : NULL;
+    float *bsliver = NULL;
+    if (apack && !job->bpack) bsliver = buf_reserve(&cache->bs, &cache->bs_cap, job->kc * nr);
+    if (!apack || (!job->bpack && !bsliver)) {
+        size_t j0 = job->jc + s0 * nr;
+        task_unpacked(job, i0, mb, j0, min_sz(job->jc + job->nb, job->jc + s1 * nr) - j0);
+        return;
+    }
+    for (size_t s = s0; s < s1; s++) {
+        size_t j = s * nr, n = min_sz(nr, job->nb - j);
+        if (bsliver)
+            pack_b_sliver(job->tb, job->B, job->ldb, job->pc, job->kb, job->jc + j, n, nr,
+                          bsliver);
+        const float *bp = bsliver ? bsliver : job->bpack + s * nr * job->kb;
+        float *c = job->C + i0 * job->ldc + job->jc + j;
+        /* fused mode: spread the prefetch of the next sliver over this one's tiles */
+        size_t next_n = bsliver && s + 1 < s1 ? min_sz(nr, job->nb - j - nr) : 0;
+        size_t chunk = div_up(job->kb, div_up(mb, mr)), r0 = 0;
+        for (size_t i = 0; i < mb; i += mr, r0 += chunk) {
+            if (next_n && r0 < job->kb)
+                prefetch_b(job->tb, job->B, job->ldb, job->pc, r0, min_sz(job->kb, r0 + chunk),
+                           job->jc + j + nr, next_n);
+            cfg->ukernel(job->kb, job->alpha, apack + i * job->kb, bp, job->beta,
+                         c + i * job->ldc, job->ldc, min_sz(mr, mb - i), n);
+        }
+    }
+}
+
+static void compute_range(void *vjob, size_t begin, size_t end, int thread_index) {
+    const gemm_job *job = vjob;
+    (void)thread_index;
+    for (size_t t = begin; t < end; t++) run_task(job, t / job->n_parts, t % job->n_parts);
+}
+
+/* Block size: the AK_GEMM_* parameter when set, else the variant's default; then evened
+ * out over the blocks it implies (K=257 with KC=256 becomes 2×129, not 256+1). */
+static size_t pick_block(ak__param_id id, int def, size_t total, size_t unit) {
+    int64_t v = ak__param_int(id);
+    size_t b = v > 0 ? (size_t)v : (size_t)def;
+    b = round_up(b ? b : unit, unit);
+    size_t nblocks = div_up(total, b);
+    return round_up(div_up(total, nblocks ? nblocks : 1), unit);
+}
+
+/* Splits the NR slivers of a slice into parts so that every thread gets several tasks
+ * even when there are few MC blocks (small M); one part when single-threaded. */
+static void plan_parts(gemm_job *job, size_t m_blocks, int nthreads) {
+    size_t parts = 1;
+    if (nthreads > 1 && m_blocks < 4 * (size_t)nthreads)
+        parts = div_up(4 * (size_t)nthreads, m_blocks);
+    /* keep at least 2 slivers per part so the packed A block is reused a little */
+    parts = min_sz(parts, job->n_slivers / 2 ? job->n_slivers / 2 : 1);
+    job->part_slivers = div_up(job->n_slivers, parts);
+    job->n_parts = div_up(job->n_slivers, job->part_slivers);
+}
+
+static int pool_threads(ak_threadpool **pool) {
+    int n = 1;
+    if (!*pool && ak_threadpool_global(pool) != AK_OK) *pool = NULL;
+    if (*pool && ak_threadpool_size(*pool, &n) != AK_OK) n = 1;
+    return n;
+}
+
+static void run_parallel(ak_threadpool *pool, int nthreads, size_t n, size_t grain,
+                         ak_parallel_fn fn, void *ctx) {
+    if (nthreads <= 1 || n <= 1 || ak_threadpool_parallel_for(pool, n, grain, fn, ctx) != AK_OK)
+        fn(ctx, 0, n, 0);
+}
+
+void ak__sgemm_blocked(const ak__gemm_config *cfg, int trans_a, int trans_b, size_t M,
+                       size_t N, size_t K, float alpha, const float *A, size_t lda,
+                       const float *B, size_t ldb, float beta, float *C, size_t ldc,
+                       ak_threadpool *pool) {
+    if (M * N * K <= SMALL_GEMM_MACS || K == 0) {
+        gemm_simple(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    size_t mr = (size_t)cfg->mr, nr = (size_t)cfg->nr;
+    int nthreads = pool_threads(&pool);
+    gemm_job job = {.cfg = cfg, .ta = trans_a, .tb = trans_b, .M = M, .K = K, .alpha = alpha,
+                    .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
+    job.kc = pick_block(AK_PARAM_GEMM_KC, cfg->kc, K, 1);
+    job.mc = pick_block(AK_PARAM_GEMM_MC, cfg->mc, M, mr);
+    size_t nc = pick_block(AK_PARAM_GEMM_NC, cfg->nc, N, nr);
+    size_t m_blocks = div_up(M, job.mc);
+    int fused = m_blocks == 1;
+    if (!fused) {
+        pack_cache *cache = cache_get();
+        job.bpack = cache ? buf_reserve(&cache->b, &cache->b_cap, job.kc * nc) : NULL;
+        if (!job.bpack) { /* out of memory: still correct, just slow */
+            gemm_simple(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+            return;
+        }
+    }
+    for (job.jc = 0; job.jc < N; job.jc += nc) {
+        job.nb = min_sz(nc, N - job.jc);
+        job.n_slivers = div_up(job.nb, nr);
+        plan_parts(&job, m_blocks, nthreads);
+        for (job.pc = 0; job.pc < K; job.pc += job.kc) {
+            job.kb = min_sz(job.kc, K - job.pc);
+            job.beta = job.pc == 0 ? beta : 1.0f;
+            job.slice = atomic_fetch_add(&next_slice, 1);
+            if (!fused)
+                run_parallel(pool, nthreads, job.n_slivers,
+                             div_up(job.n_slivers, 2 * (size_t)nthreads), pack_b_range, &job);
+            run_parallel(pool, nthreads, m_blocks * job.n_parts, 1, compute_range, &job);
+        }
+    }
+}
+
+/* ---- public entry point ------------------------------------------------------------ */
+
+/* C = beta·C, with beta == 0 writing zeros without reading C. */
+static void scale_c(size_t M, size_t N, float beta, float *C, size_t ldc) {
+    for (size_t i = 0; i < M; i++)
+        for (size_t j = 0; j < N; j++)
+            C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+}
+
+/* 1 when rows·ld floats fit in size_t bytes. */
+static int extent_ok(size_t rows, size_t ld) {
+    size_t elems, bytes;
+    return !__builtin_mul_overflow(rows, ld, &elems) &&
+           !__builtin_mul_overflow(elems, sizeof(float), &bytes);
+}
+
+static ak_status sgemm_validate(ak_trans ta, ak_trans tb, size_t M, size_t N, size_t K,
+                                const float *A, size_t lda, const float *B, size_t ldb,
+                                const float *C, size_t ldc) {
+    AK_ARG_CHECK(ta == AK_NO_TRANS || ta == AK_TRANS,
+                 "ak_sgemm: trans_a must be AK_NO_TRANS or AK_TRANS (got %d)", (int)ta);
+    AK_ARG_CHECK(tb == AK_NO_TRANS || tb == AK_TRANS,
+                 "ak_sgemm: trans_b must be AK_NO_TRANS or AK_TRANS (got %d)", (int)tb);
+    size_t mn, mnk;
+    AK_ARG_CHECK(!__builtin_mul_overflow(M, N, &mn) && !__builtin_mul_overflow(mn, K, &mnk),
+                 "ak_sgemm: M*N*K overflows (M=%zu N=%zu K=%zu)", M, N, K);
+    size_t a_rows = ta ? K : M, a_cols = ta ? M : K;
+    size_t b_rows = tb ? N : K, b_cols = tb ? K : N;
+    AK_ARG_CHECK(lda >= a_cols, "ak_sgemm: lda=%zu < %zu (columns of stored A)", lda, a_cols);
+    AK_ARG_CHECK(ldb >= b_cols, "ak_sgemm: ldb=%zu < %zu (columns of stored B)", ldb, b_cols);
+    AK_ARG_CHECK(ldc >= N, "ak_sgemm: ldc=%zu < N=%zu", ldc, N);
+    AK_ARG_CHECK(A || M == 0 || K == 0, "ak_sgemm: A is NULL with M=%zu K=%zu", M, K);
+    AK_ARG_CHECK(B || N == 0 || K == 0, "ak_sgemm: B is NULL with K=%zu N=%zu", K, N);
+    AK_ARG_CHECK(C || M == 0 || N == 0, "ak_sgemm: C is NULL with M=%zu N=%zu", M, N);
+    AK_ARG_CHECK(extent_ok(a_rows, lda) && extent_ok(b_rows, ldb) && extent_ok(M, ldc),
+                 "ak_sgemm: a matrix extent (rows × leading dimension) overflows");
+    return AK_OK;
+}
+
+ak_status ak_sgemm(ak_trans trans_a, ak_trans trans_b, size_t M, size_t N, size_t K,
+                   float alpha, const float *A, size_t lda, const float *B, size_t ldb,
+                   float beta, float *C, size_t ldc, ak_threadpool *pool) {
+    AK_ENSURE_INIT();
+    AK_CHECK(sgemm_validate(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc));
+    if (M == 0 || N == 0) return AK_OK;
+    if (K == 0 || alpha == 0.0f) {
+        scale_c(M, N, beta, C, ldc);
+        return AK_OK;
+    }
+    ak__kernels_active()->sgemm((int)trans_a, (int)trans_b, M, N, K, alpha, A, lda, B, ldb,
+                                beta, C, ldc, pool);
+    return AK_OK;
+}

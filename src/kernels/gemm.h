@@ -1,0 +1,44 @@
+/* The blocked SGEMM driver shared by every ISA variant (Goto/BLIS loop nest).
+ *
+ * A variant describes its microkernel and tuned block sizes in an ak__gemm_config and
+ * passes it to ak__sgemm_blocked from a thin wrapper that matches the dispatch table's
+ * sgemm signature. The driver packs op(B) into NR-wide and op(A) into MR-tall zero-padded
+ * slivers (transposes are absorbed there), so the microkernel only ever sees packed,
+ * k-major panels. */
+#ifndef AK_KERNELS_GEMM_H
+#define AK_KERNELS_GEMM_H
+
+#include <stddef.h>
+
+#include "kernels/dispatch.h"
+
+typedef struct ak__gemm_config {
+    ak__sgemm_ukernel_fn ukernel;
+    int mr, nr;     /* microkernel tile; nr a multiple of 8 keeps packed B rows aligned */
+    int kc, mc, nc; /* tuned defaults, overridden by AK_GEMM_KC/MC/NC when those are set */
+} ak__gemm_config;
+
+/* C(M,N) = alpha·op(A)·op(B) + beta·C with arguments already validated (see ak_sgemm).
+ * pool NULL = the global pool. Packing buffers are cached per thread and reused. */
+void ak__sgemm_blocked(const ak__gemm_config *cfg, int trans_a, int trans_b, size_t M,
+                       size_t N, size_t K, float alpha, const float *A, size_t lda,
+                       const float *B, size_t ldb, float beta, float *C, size_t ldc,
+                       ak_threadpool *pool);
+
+/* Writes the valid m×n part of an accumulated tile (row stride ld_tile) to C as
+ * alpha·tile + beta·C; beta == 0 does not read C. Microkernels use it on edge tiles. */
+void ak__sgemm_store_edge(const float *tile, size_t ld_tile, float alpha, float beta,
+                          float *C, size_t ldc, size_t m, size_t n);
+
+/* Microkernels (see ak__sgemm_ukernel_fn in dispatch.h). */
+void ak_f32_gemm_ukernel_4x8__generic(size_t k, float alpha, const float *Ap, const float *Bp,
+                                      float beta, float *C, size_t ldc, size_t m, size_t n);
+void ak_f32_gemm_ukernel_6x16__avx2(size_t k, float alpha, const float *Ap, const float *Bp,
+                                    float beta, float *C, size_t ldc, size_t m, size_t n);
+
+/* The scalar reference (kernels/ref/gemm_ref.c), also used by tests as the oracle. */
+void ak__sgemm_ref(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
+                   const float *A, size_t lda, const float *B, size_t ldb, float beta,
+                   float *C, size_t ldc, ak_threadpool *pool);
+
+#endif /* AK_KERNELS_GEMM_H */

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Integration tests of the `ak` command: help, version, sysinfo, config, bench, and the
+# error paths (unknown command/option, bad AK_ISA) with their exit codes.
+set -u
+AK=${1:?usage: test_cli.sh path/to/ak}
+pass=0 fail=0
+
+check() { # name expected_rc command... ; output kept in $out
+  local name=$1 want=$2; shift 2
+  out=$("$@" 2>&1); local rc=$?
+  if [ "$rc" -eq "$want" ]; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL $name: exit $rc, wanted $want"; echo "$out" | head -20; fi
+}
+contains() { # name needle
+  if grep -q -- "$2" <<<"$out"; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL $1: output lacks '$2'"; echo "$out" | head -20; fi
+}
+
+check help 0 "$AK" --help;              contains help "sysinfo"; contains help "bench"
+check no-args 2 "$AK"
+check version 0 "$AK" version;          contains version "accelkit 0.1.0"
+check unknown-cmd 2 "$AK" frobnicate;   contains unknown-cmd "unknown command 'frobnicate'"
+check sysinfo 0 "$AK" sysinfo --quick;  contains sysinfo "GFLOP/s per core"; contains sysinfo "memcpy"
+check sysinfo-json 0 "$AK" sysinfo --quick --json; contains sysinfo-json '"fma_peak_gflops_per_core":'
+check sysinfo-badopt 2 "$AK" sysinfo --frob
+check bad-isa 2 env AK_ISA=bogus "$AK" sysinfo --quick; contains bad-isa "AK_ISA: 'bogus'"
+check generic-isa 0 env AK_ISA=generic "$AK" sysinfo --quick; contains generic-isa "generic active"
+check bad-threads 2 env AK_NUM_THREADS=lots "$AK" sysinfo --quick; contains bad-threads "AK_NUM_THREADS"
+check config 0 "$AK" config;            contains config "AK_POOL_SPIN_US"
+check bench-help 0 "$AK" bench --help;  contains bench-help "kernels"
+check bench-none 2 "$AK" bench
+check bench-unknown 2 "$AK" bench nope; contains bench-unknown "unknown domain"
+check bench-badshape 2 "$AK" bench kernels --gemm 12x0x3
+check bench-gemm 0 "$AK" bench kernels --quick --no-peers --gemm 96x80x64
+contains bench-gemm "96x80x64"
+check bench-gemm-json 0 "$AK" bench kernels --quick --gemm 64x64x64 --json
+contains bench-gemm-json '"section":"gemm","m":64,"n":64,"k":64'
+# the result must agree with a peer BLAS when one is installed
+if grep -q '"openblas_gflops":[1-9]' <<<"$out"; then
+  rel=$(grep -o '"max_rel_diff":[^}]*' <<<"$out" | cut -d: -f2)
+  awk -v r="$rel" 'BEGIN { exit !(r < 1e-4) }' && pass=$((pass + 1)) ||
+    { fail=$((fail + 1)); echo "FAIL bench-gemm-json: differs from OpenBLAS by $rel"; }
+fi
+check bench-vec 0 "$AK" bench kernels --quick --only vec --json; contains bench-vec '"kernel":"bf16 add a+=b"'
+check bench-convert 0 "$AK" bench kernels --quick --only convert; contains bench-convert "f32->f16"
+check bench-pool 0 "$AK" bench pool --json; contains bench-pool '"wake_sleeping_p50_us":'
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
