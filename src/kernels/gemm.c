@@ -2,18 +2,21 @@
  * generic, AVX2 and AVX-512 variants.
  *
  * Loop nest, outermost first:
- *   jc: NC columns of op(B)   (packed B panel KC×NC lives in L2/L3, shared by threads)
+ *   jc: NC columns of op(B)   (packed B panel KC×NC lives in L2/L3)
  *   pc: KC deep slice          (beta applies on the first slice only, 1 afterwards)
- *   ic: MC rows of op(A)       (packed A block MC×KC stays in L2, one per thread)
+ *   ic: MC rows of op(A)       (packed A block MC×KC stays in L2)
  *   jr: NR columns             (one B sliver KC×NR stays in L1)
  *   ir: MR rows                (microkernel: MR×NR accumulators in registers)
- * Threads split the (ic block × jr range) tasks of each pc slice; B is packed by all
- * threads together first. Packing buffers are cached per thread and only grow. */
+ * Threads each take one region of C (a cut along M or N) and run the whole nest on it
+ * with their own packing buffers, which are cached per thread and only grow. */
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "accelkit/kernels.h"
 #include "core/check.h"
@@ -23,6 +26,8 @@
 
 /* Below this many multiply-adds packing costs more than it saves. */
 #define SMALL_GEMM_MACS 4096u
+/* Below this many multiply-adds one thread beats waking the others. */
+#define PARALLEL_GEMM_MACS (64u * 64u * 64u)
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
@@ -30,26 +35,20 @@ static size_t round_up(size_t a, size_t b) { return div_up(a, b) * b; }
 
 /* ---- per-thread packing buffers -------------------------------------------------- */
 
-/* Packed A of this thread, and packed B when this thread drives a call. (a_slice,
- * a_block) name the A block held in `a`, so a thread that gets several tasks of the same
- * block packs it once. */
+/* This thread's packed A block and packed B panel. */
 typedef struct pack_cache {
-    float *a, *b, *bs; /* A block, B panel, one B sliver (fused mode) */
-    size_t a_cap, b_cap, bs_cap; /* floats */
-    uint64_t a_slice;    /* gemm_job.slice it was packed for; 0 = none */
-    size_t a_block;
+    float *a, *b;        /* A block, B panel */
+    size_t a_cap, b_cap; /* floats */
 } pack_cache;
 
 static pthread_key_t cache_key;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 static int cache_key_ok;
-static _Atomic uint64_t next_slice = 1; /* 0 = "nothing packed" */
 
 static void cache_destroy(void *p) {
     pack_cache *c = p;
     ak_free(c->a);
     ak_free(c->b);
-    ak_free(c->bs);
     free(c);
 }
 
@@ -105,6 +104,31 @@ static void gemm_simple(int ta, int tb, size_t M, size_t N, size_t K, float alph
 
 /* ---- packing ---------------------------------------------------------------------- */
 
+/* One full 6-row sliver of a row-major A (rows src + r·lda, depth kb). Packing is a
+ * transpose; with SSE2, 4 depth steps at a time as a 4×4 transpose plus a 2×4 one. */
+static void pack_a_rows6(const float *src, size_t lda, size_t kb, float *dst) {
+    size_t p = 0;
+#if defined(__SSE2__)
+    for (; p + 4 <= kb; p += 4, dst += 24) {
+        __m128 r0 = _mm_loadu_ps(src + p), r1 = _mm_loadu_ps(src + lda + p);
+        __m128 r2 = _mm_loadu_ps(src + 2 * lda + p), r3 = _mm_loadu_ps(src + 3 * lda + p);
+        __m128 r4 = _mm_loadu_ps(src + 4 * lda + p), r5 = _mm_loadu_ps(src + 5 * lda + p);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3); /* r<q> = rows 0-3 at depth p+q */
+        __m128 lo = _mm_unpacklo_ps(r4, r5), hi = _mm_unpackhi_ps(r4, r5);
+        _mm_storeu_ps(dst, r0);
+        _mm_storel_pi((__m64 *)(dst + 4), lo);
+        _mm_storeu_ps(dst + 6, r1);
+        _mm_storeh_pi((__m64 *)(dst + 10), lo);
+        _mm_storeu_ps(dst + 12, r2);
+        _mm_storel_pi((__m64 *)(dst + 16), hi);
+        _mm_storeu_ps(dst + 18, r3);
+        _mm_storeh_pi((__m64 *)(dst + 22), hi);
+    }
+#endif
+    for (; p < kb; p++, dst += 6)
+        for (size_t r = 0; r < 6; r++) dst[r] = src[r * lda + p];
+}
+
 /* Packs op(A) rows [i0, i0+mb) × depth [p0, p0+kb) into MR-tall k-major slivers
  * (sliver s holds rows s·MR.., MR floats per k), zero-padding the last one. */
 static void pack_a(int trans, const float *A, size_t lda, size_t i0, size_t mb, size_t p0,
@@ -117,8 +141,12 @@ static void pack_a(int trans, const float *A, size_t lda, size_t i0, size_t mb, 
                 for (size_t r = 0; r < m; r++) dst[p * mr + r] = src[p * lda + r];
                 for (size_t r = m; r < mr; r++) dst[p * mr + r] = 0.0f;
             }
-        } else { /* A is (M,K): read each row contiguously, scatter with stride MR */
+        } else { /* A is (M,K): a transpose of each MR×kb block */
             const float *src = A + (i0 + s) * lda + p0;
+            if (mr == 6 && m == 6) {
+                pack_a_rows6(src, lda, kb, dst);
+                continue;
+            }
             for (size_t r = 0; r < m; r++)
                 for (size_t p = 0; p < kb; p++) dst[p * mr + r] = src[r * lda + p];
             for (size_t r = m; r < mr; r++)
@@ -138,9 +166,13 @@ static void pack_b_sliver(int trans, const float *B, size_t ldb, size_t p0, size
         }
         for (size_t p = 0; p < kb; p++)
             for (size_t c = n; c < nr; c++) dst[p * nr + c] = 0.0f;
+    } else if (n == 16 && nr == 16) { /* the common full AVX2 sliver: constant-length copies */
+        for (size_t p = 0; p < kb; p++)
+            for (size_t c = 0; c < 16; c++) dst[p * 16 + c] = B[(p0 + p) * ldb + j0 + c];
     } else {
         for (size_t p = 0; p < kb; p++) {
-            memcpy(dst + p * nr, B + (p0 + p) * ldb + j0, n * sizeof(float));
+            const float *src = B + (p0 + p) * ldb + j0;
+            for (size_t c = 0; c < n; c++) dst[p * nr + c] = src[c];
             for (size_t c = n; c < nr; c++) dst[p * nr + c] = 0.0f;
         }
     }
@@ -157,23 +189,6 @@ void ak__sgemm_store_edge(const float *tile, size_t ld_tile, float alpha, float 
         }
 }
 
-/* Prefetches depth rows [r0, r1) of the op(B) sliver at columns [j0, j0+n) into L2, so
- * that packing it (fused mode) later finds it there instead of in memory. */
-static void prefetch_b(int trans, const float *B, size_t ldb, size_t p0, size_t r0, size_t r1,
-                       size_t j0, size_t n) {
-    if (trans) {
-        for (size_t c = 0; c < n; c++)
-            for (size_t p = r0; p < r1; p += 16)
-                __builtin_prefetch(B + (j0 + c) * ldb + p0 + p, 0, 2);
-    } else {
-        for (size_t p = r0; p < r1; p++) {
-            const float *row = B + (p0 + p) * ldb + j0;
-            __builtin_prefetch(row, 0, 2);
-            __builtin_prefetch(row + n - 1, 0, 2);
-        }
-    }
-}
-
 /* ---- the blocked driver ------------------------------------------------------------ */
 
 typedef struct gemm_job {
@@ -188,15 +203,24 @@ typedef struct gemm_job {
     /* the current (jc, pc) slice */
     size_t jc, nb, pc, kb;
     float beta;
-    float *bpack; /* packed B panel, kb × round_up(nb, NR); NULL in fused mode */
-    size_t n_slivers, part_slivers, n_parts;
-    uint64_t slice; /* unique per (call, jc, pc): tells threads if their packed A is current */
+    float *bpack; /* packed B panel, kb × round_up(nb, NR) */
+    size_t n_slivers;
 } gemm_job;
 
-static void pack_b_range(void *vjob, size_t begin, size_t end, int thread_index) {
-    const gemm_job *job = vjob;
-    size_t nr = (size_t)job->cfg->nr;
-    (void)thread_index;
+/* Packs B slivers [begin, end) of the panel. Plain B is read row by row across all the
+ * slivers (long sequential reads the hardware prefetcher follows) rather than sliver by
+ * sliver (short reads at a large stride, which stall on cache misses). */
+static void pack_b_range(const gemm_job *job, size_t begin, size_t end) {
+    size_t nr = (size_t)job->cfg->nr, kb = job->kb;
+    size_t full_end = min_sz(end, job->nb / nr); /* slivers before the ragged edge */
+    if (!job->tb && nr == 16 && begin < full_end) {
+        for (size_t p = 0; p < kb; p++) {
+            const float *src = job->B + (job->pc + p) * job->ldb + job->jc;
+            for (size_t s = begin; s < full_end; s++)
+                for (size_t c = 0; c < 16; c++) job->bpack[(s * kb + p) * 16 + c] = src[s * 16 + c];
+        }
+        begin = full_end;
+    }
     for (size_t s = begin; s < end; s++) {
         size_t j = s * nr;
         pack_b_sliver(job->tb, job->B, job->ldb, job->pc, job->kb, job->jc + j,
@@ -212,65 +236,28 @@ static void task_unpacked(const gemm_job *job, size_t i0, size_t mb, size_t j0, 
                 job->beta, job->C + i0 * job->ldc + j0, job->ldc);
 }
 
-/* The packed A block `ib` of the current slice in this thread's buffer (packed unless
- * this thread already did it for an earlier task); NULL when out of memory. */
-static const float *thread_a_block(const gemm_job *job, pack_cache *cache, size_t ib,
-                                   size_t i0, size_t mb) {
-    size_t old_cap = cache->a_cap;
-    float *apack = buf_reserve(&cache->a, &cache->a_cap, job->mc * job->kc);
-    if (!apack) return NULL;
-    if (cache->a_cap != old_cap) cache->a_slice = 0; /* new buffer: nothing packed */
-    if (cache->a_slice != job->slice || cache->a_block != ib) {
-        pack_a(job->ta, job->A, job->lda, i0, mb, job->pc, job->kb, (size_t)job->cfg->mr, apack);
-        cache->a_slice = job->slice;
-        cache->a_block = ib;
-    }
-    return apack;
-}
-
-/* One task: rows [i0, i0+mb) of the block `ib` times the B slivers of part `part`.
- * In fused mode (a single A block, so each B element is used by one block only) the
- * thread packs each B sliver right before use: it goes from memory straight into L1
- * instead of through a panel in L3. */
-static void run_task(const gemm_job *job, size_t ib, size_t part) {
+/* Rows [i0, i0+mb) of A block `ib`, packed into this thread's buffer, times the whole
+ * packed B panel. (Packing each B sliver right before use when there is a single A block
+ * was tried: its short strided reads of B missed the caches and it lost to the row-wise
+ * panel pack.) */
+static void run_a_block(const gemm_job *job, pack_cache *cache, size_t ib) {
     const ak__gemm_config *cfg = job->cfg;
     size_t mr = (size_t)cfg->mr, nr = (size_t)cfg->nr;
     size_t i0 = ib * job->mc, mb = min_sz(job->mc, job->M - i0);
-    size_t s0 = part * job->part_slivers;
-    size_t s1 = min_sz(job->n_slivers, s0 + job->part_slivers);
-    pack_cache *cache = cache_get();
-    const float *apack = cache ? thread_a_block(job, cache, ib, i0, mb) : NULL;
-    float *bsliver = NULL;
-    if (apack && !job->bpack) bsliver = buf_reserve(&cache->bs, &cache->bs_cap, job->kc * nr);
-    if (!apack || (!job->bpack && !bsliver)) {
-        size_t j0 = job->jc + s0 * nr;
-        task_unpacked(job, i0, mb, j0, min_sz(job->jc + job->nb, job->jc + s1 * nr) - j0);
+    float *apack = buf_reserve(&cache->a, &cache->a_cap, job->mc * job->kc);
+    if (!apack) { /* out of memory: still correct, just slow */
+        task_unpacked(job, i0, mb, job->jc, job->nb);
         return;
     }
-    for (size_t s = s0; s < s1; s++) {
+    pack_a(job->ta, job->A, job->lda, i0, mb, job->pc, job->kb, mr, apack);
+    for (size_t s = 0; s < job->n_slivers; s++) {
         size_t j = s * nr, n = min_sz(nr, job->nb - j);
-        if (bsliver)
-            pack_b_sliver(job->tb, job->B, job->ldb, job->pc, job->kb, job->jc + j, n, nr,
-                          bsliver);
-        const float *bp = bsliver ? bsliver : job->bpack + s * nr * job->kb;
+        const float *bp = job->bpack + s * nr * job->kb;
         float *c = job->C + i0 * job->ldc + job->jc + j;
-        /* fused mode: spread the prefetch of the next sliver over this one's tiles */
-        size_t next_n = bsliver && s + 1 < s1 ? min_sz(nr, job->nb - j - nr) : 0;
-        size_t chunk = div_up(job->kb, div_up(mb, mr)), r0 = 0;
-        for (size_t i = 0; i < mb; i += mr, r0 += chunk) {
-            if (next_n && r0 < job->kb)
-                prefetch_b(job->tb, job->B, job->ldb, job->pc, r0, min_sz(job->kb, r0 + chunk),
-                           job->jc + j + nr, next_n);
+        for (size_t i = 0; i < mb; i += mr)
             cfg->ukernel(job->kb, job->alpha, apack + i * job->kb, bp, job->beta,
                          c + i * job->ldc, job->ldc, min_sz(mr, mb - i), n);
-        }
     }
-}
-
-static void compute_range(void *vjob, size_t begin, size_t end, int thread_index) {
-    const gemm_job *job = vjob;
-    (void)thread_index;
-    for (size_t t = begin; t < end; t++) run_task(job, t / job->n_parts, t % job->n_parts);
 }
 
 /* Block size: the AK_GEMM_* parameter when set, else the variant's default; then evened
@@ -281,18 +268,6 @@ static size_t pick_block(ak__param_id id, int def, size_t total, size_t unit) {
     b = round_up(b ? b : unit, unit);
     size_t nblocks = div_up(total, b);
     return round_up(div_up(total, nblocks ? nblocks : 1), unit);
-}
-
-/* Splits the NR slivers of a slice into parts so that every thread gets several tasks
- * even when there are few MC blocks (small M); one part when single-threaded. */
-static void plan_parts(gemm_job *job, size_t m_blocks, int nthreads) {
-    size_t parts = 1;
-    if (nthreads > 1 && m_blocks < 4 * (size_t)nthreads)
-        parts = div_up(4 * (size_t)nthreads, m_blocks);
-    /* keep at least 2 slivers per part so the packed A block is reused a little */
-    parts = min_sz(parts, job->n_slivers / 2 ? job->n_slivers / 2 : 1);
-    job->part_slivers = div_up(job->n_slivers, parts);
-    job->n_parts = div_up(job->n_slivers, job->part_slivers);
 }
 
 static int pool_threads(ak_threadpool **pool) {
@@ -308,43 +283,31 @@ static void run_parallel(ak_threadpool *pool, int nthreads, size_t n, size_t gra
         fn(ctx, 0, n, 0);
 }
 
-void ak__sgemm_blocked(const ak__gemm_config *cfg, int trans_a, int trans_b, size_t M,
-                       size_t N, size_t K, float alpha, const float *A, size_t lda,
-                       const float *B, size_t ldb, float beta, float *C, size_t ldc,
-                       ak_threadpool *pool) {
-    if (M * N * K <= SMALL_GEMM_MACS || K == 0) {
-        gemm_simple(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
+/* The whole loop nest on one region of C, on the calling thread. */
+static void blocked_region(const ak__gemm_config *cfg, int trans_a, int trans_b, size_t M,
+                           size_t N, size_t K, float alpha, const float *A, size_t lda,
+                           const float *B, size_t ldb, float beta, float *C, size_t ldc) {
     size_t mr = (size_t)cfg->mr, nr = (size_t)cfg->nr;
-    int nthreads = pool_threads(&pool);
     gemm_job job = {.cfg = cfg, .ta = trans_a, .tb = trans_b, .M = M, .K = K, .alpha = alpha,
                     .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
     job.kc = pick_block(AK_PARAM_GEMM_KC, cfg->kc, K, 1);
     job.mc = pick_block(AK_PARAM_GEMM_MC, cfg->mc, M, mr);
     size_t nc = pick_block(AK_PARAM_GEMM_NC, cfg->nc, N, nr);
     size_t m_blocks = div_up(M, job.mc);
-    int fused = m_blocks == 1;
-    if (!fused) {
-        pack_cache *cache = cache_get();
-        job.bpack = cache ? buf_reserve(&cache->b, &cache->b_cap, job.kc * nc) : NULL;
-        if (!job.bpack) { /* out of memory: still correct, just slow */
-            gemm_simple(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-            return;
-        }
+    pack_cache *cache = cache_get();
+    job.bpack = cache ? buf_reserve(&cache->b, &cache->b_cap, job.kc * nc) : NULL;
+    if (!job.bpack) { /* out of memory: still correct, just slow */
+        gemm_simple(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
     }
     for (job.jc = 0; job.jc < N; job.jc += nc) {
         job.nb = min_sz(nc, N - job.jc);
         job.n_slivers = div_up(job.nb, nr);
-        plan_parts(&job, m_blocks, nthreads);
         for (job.pc = 0; job.pc < K; job.pc += job.kc) {
             job.kb = min_sz(job.kc, K - job.pc);
             job.beta = job.pc == 0 ? beta : 1.0f;
-            job.slice = atomic_fetch_add(&next_slice, 1);
-            if (!fused)
-                run_parallel(pool, nthreads, job.n_slivers,
-                             div_up(job.n_slivers, 2 * (size_t)nthreads), pack_b_range, &job);
-            run_parallel(pool, nthreads, m_blocks * job.n_parts, 1, compute_range, &job);
+            pack_b_range(&job, 0, job.n_slivers);
+            for (size_t ib = 0; ib < m_blocks; ib++) run_a_block(&job, cache, ib);
         }
     }
 }
@@ -401,4 +364,66 @@ ak_status ak_sgemm(ak_trans trans_a, ak_trans trans_b, size_t M, size_t N, size_
     ak__kernels_active()->sgemm((int)trans_a, (int)trans_b, M, N, K, alpha, A, lda, B, ldb,
                                 beta, C, ldc, pool);
     return AK_OK;
+}
+
+/* ---- threading: independent regions of C ------------------------------------------ */
+
+/* With several threads C is cut into one region per thread along M or N, and each thread
+ * runs the whole loop nest on its region with its own packed panels: no barrier per
+ * slice. Cutting M makes every thread pack all of B, cutting N all of A, so the cut goes
+ * across the smaller operand's dimension. */
+typedef struct region_job {
+    const ak__gemm_config *cfg;
+    int ta, tb, split_n;
+    size_t M, N, K, unit, nregions;
+    float alpha, beta;
+    const float *A, *B;
+    size_t lda, ldb, ldc;
+    float *C;
+} region_job;
+
+static void region_range(void *vjob, size_t begin, size_t end, int thread_index) {
+    const region_job *r = vjob;
+    (void)thread_index;
+    size_t total = r->split_n ? r->N : r->M;
+    size_t units = div_up(total, r->unit);
+    for (size_t g = begin; g < end; g++) {
+        size_t lo = min_sz(total, units * g / r->nregions * r->unit);
+        size_t hi = min_sz(total, units * (g + 1) / r->nregions * r->unit);
+        if (lo >= hi) continue;
+        const float *a = r->A, *b = r->B;
+        float *c;
+        if (r->split_n) {
+            b += r->tb ? lo * r->ldb : lo;
+            c = r->C + lo;
+            blocked_region(r->cfg, r->ta, r->tb, r->M, hi - lo, r->K, r->alpha, a, r->lda, b,
+                           r->ldb, r->beta, c, r->ldc);
+        } else {
+            a += r->ta ? lo : lo * r->lda;
+            c = r->C + lo * r->ldc;
+            blocked_region(r->cfg, r->ta, r->tb, hi - lo, r->N, r->K, r->alpha, a, r->lda, b,
+                           r->ldb, r->beta, c, r->ldc);
+        }
+    }
+}
+
+void ak__sgemm_blocked(const ak__gemm_config *cfg, int trans_a, int trans_b, size_t M,
+                       size_t N, size_t K, float alpha, const float *A, size_t lda,
+                       const float *B, size_t ldb, float beta, float *C, size_t ldc,
+                       ak_threadpool *pool) {
+    if (M * N * K <= SMALL_GEMM_MACS || K == 0) {
+        gemm_simple(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    int nthreads = M * N * K < PARALLEL_GEMM_MACS ? 1 : pool_threads(&pool);
+    if (nthreads <= 1) {
+        blocked_region(cfg, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    region_job r = {.cfg = cfg, .ta = trans_a, .tb = trans_b, .M = M, .N = N, .K = K,
+                    .alpha = alpha, .beta = beta, .A = A, .B = B, .lda = lda, .ldb = ldb,
+                    .ldc = ldc, .C = C, .nregions = (size_t)nthreads};
+    r.split_n = M < N;
+    r.unit = (size_t)(r.split_n ? cfg->nr : cfg->mr);
+    run_parallel(pool, nthreads, r.nregions, 1, region_range, &r);
 }

@@ -9,11 +9,11 @@
  * is written). Tails go through a small zero-padded stack buffer so they reuse the
  * vector code and never touch memory past n.
  *
- * Large out-of-place results are written with non-temporal stores (see ak__stream_ok):
- * measured on a Zen 4 with 32 MiB L3, a+b->c over 16 MiB operands runs at 49 GB/s
- * instead of 31 GB/s, because no destination line is read for ownership first. In-place
- * calls keep normal stores: their lines are already cached, and streaming them measured
- * no faster. */
+ * Large out-of-place results are written with non-temporal stores (ak__stream_min_bytes):
+ * on a Zen 4 with 32 MiB L3, f32 a+b->c over 16 MiB operands went from about 29 to 37
+ * GB/s, because no destination line is read for ownership first. In-place calls keep
+ * normal stores: their lines are already cached, and streaming them measured no faster
+ * (slower when the data fits in the cache). */
 #include <immintrin.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -27,23 +27,26 @@ typedef enum { AK_E_F32, AK_E_F16, AK_E_BF16 } ak__elem;
 typedef enum { AK_OP_ADD, AK_OP_SCALE, AK_OP_AXPY } ak__op;
 
 /* 16 values widened to f32. Which element sits in which lane depends on the type (bf16
- * uses the in-lane unpack order); only the matching store has to undo it, and an
- * elementwise operation does not care. */
+ * puts the even elements in lo and the odd ones in hi); only the matching store has to
+ * undo it, and an elementwise operation does not care. */
 typedef struct {
     __m256 lo, hi;
 } ak__v16;
 
 AK_ALWAYS_INLINE size_t ak__elem_size(ak__elem e) { return e == AK_E_F32 ? 4 : 2; }
 
-/* f32 -> bf16 bits in the low half of each 32-bit lane, round to nearest even; NaN
- * keeps its sign and top payload bits with the quiet bit set (as core/half.h does). */
-AK_ALWAYS_INLINE __m256i ak__bf16_round(__m256 f) {
+/* f32 -> bf16 rounded to nearest even, left in the high 16 bits of each 32-bit lane (the
+ * low bits are garbage). u + 0x7fff + lsb is computed as u + 0x8000 - (lsb == 0) with a
+ * compare instead of a shift: shifts and shuffles share two ports and were the limit.
+ * NaN keeps its sign and top payload bits with the quiet bit set (as core/half.h does). */
+AK_ALWAYS_INLINE __m256i ak__bf16_round_hi(__m256 f) {
     __m256i u = _mm256_castps_si256(f);
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    __m256i lsb = _mm256_and_si256(u, _mm256_set1_epi32(0x10000));
+    __m256i even = _mm256_cmpeq_epi32(lsb, _mm256_setzero_si256()); /* -1 when lsb is 0 */
+    __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x8000)), even);
     __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
     __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
-    return _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet, is_nan), 16);
+    return _mm256_blendv_epi8(rounded, quiet, is_nan);
 }
 
 AK_ALWAYS_INLINE ak__v16 ak__load16(ak__elem e, const void *p) {
@@ -54,11 +57,10 @@ AK_ALWAYS_INLINE ak__v16 ak__load16(ak__elem e, const void *p) {
     } else if (e == AK_E_F16) {
         v.lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
         v.hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p + 1));
-    } else { /* bf16 is the top half of an f32: interleave zeros below each value */
+    } else { /* bf16 is the top half of an f32: shift the even elements up, mask the odd */
         __m256i raw = _mm256_loadu_si256((const __m256i *)p);
-        __m256i zero = _mm256_setzero_si256();
-        v.lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, raw));
-        v.hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, raw));
+        v.lo = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
+        v.hi = _mm256_castsi256_ps(_mm256_and_si256(raw, _mm256_set1_epi32((int)0xffff0000u)));
     }
     return v;
 }
@@ -83,8 +85,9 @@ AK_ALWAYS_INLINE void ak__store16(ak__elem e, void *p, ak__v16 v, int stream) {
             _mm_storeu_si128((__m128i *)p, lo);
             _mm_storeu_si128((__m128i *)p + 1, hi);
         }
-    } else { /* packus works per 128-bit lane: the inverse of the unpacks in ak__load16 */
-        __m256i packed = _mm256_packus_epi32(ak__bf16_round(v.lo), ak__bf16_round(v.hi));
+    } else { /* even elements back to the low halves, odd ones stay in the high halves */
+        __m256i lo = _mm256_srli_epi32(ak__bf16_round_hi(v.lo), 16);
+        __m256i packed = _mm256_blend_epi16(lo, ak__bf16_round_hi(v.hi), 0xaa);
         if (stream)
             _mm256_stream_si256((__m256i *)p, packed);
         else
@@ -167,14 +170,15 @@ AK_ALWAYS_INLINE void ak__map(ak__elem e, ak__op op, void *dst_, const void *a_,
     const unsigned char *a = (const unsigned char *)a_, *b = (const unsigned char *)b_;
     const size_t es = ak__elem_size(e);
     const __m256 alpha = _mm256_set1_ps(alpha_s);
-    int inputs = op == AK_OP_SCALE ? 1 : 2;
+    size_t buffers = op == AK_OP_SCALE ? 2 : 3; /* inputs + output */
     int aliased = dst == a || (op != AK_OP_SCALE && dst == b);
-    if (aliased || (uintptr_t)dst % es || n * es * (inputs + 1) < ak__stream_min_bytes()) {
+    if (aliased || (uintptr_t)dst % es || n * es < ak__stream_min_bytes() / buffers) {
         ak__map_body(e, op, 0, dst, a, b, alpha, n);
         return;
     }
     /* a short head brings dst to the 32-byte alignment streaming stores need */
     size_t head = ((32 - (uintptr_t)dst % 32) % 32) / es;
+    if (head > n) head = n;
     ak__map_short(e, op, dst, a, b, alpha, head);
     size_t off = head * es;
     ak__map_body(e, op, 1, dst + off, a + off, b + off, alpha, n - head);
