@@ -23,8 +23,12 @@ typedef enum ak_dtype {
 AK_API const char *ak_dtype_name(ak_dtype dtype);
 AK_API ak_status ak_dtype_size(ak_dtype dtype, size_t *out);
 
-/* ---- elementwise (dtype applies to every buffer; in-place allowed: dst may equal a
- * or x; otherwise buffers must not overlap) ------------------------------------------ */
+/* ---- elementwise ------------------------------------------------------------------
+ * dtype applies to every buffer; pointers must be aligned to the element size. dst may
+ * be exactly the same buffer as any input (in place); any other overlap is rejected.
+ * add/scale/axpy are bit-identical on every CPU and ISA: f16/bf16 are widened to f32,
+ * computed and rounded once; axpy rounds once (fused multiply-add). Large out-of-place
+ * calls may write with non-temporal stores. sum depends on the ISA's summation order. */
 
 /* dst[i] = a[i] + b[i] */
 AK_API ak_status ak_vec_add(ak_dtype dtype, void *dst, const void *a, const void *b, size_t n);
@@ -35,7 +39,8 @@ AK_API ak_status ak_vec_axpy(ak_dtype dtype, void *y, float alpha, const void *x
 /* *out = sum of x[i], accumulated in f32 lanes (f64 for the final combine) */
 AK_API ak_status ak_vec_sum(ak_dtype dtype, const void *x, size_t n, double *out);
 
-/* ---- conversions (round to nearest even; NaN stays NaN, quieted) --------------------- */
+/* ---- conversions (round to nearest even; NaN stays NaN, quieted; src and dst must not
+ * overlap) -------------------------------------------------------------------------- */
 
 AK_API ak_status ak_f32_to_f16(uint16_t *dst, const float *src, size_t n);
 AK_API ak_status ak_f16_to_f32(float *dst, const uint16_t *src, size_t n);

@@ -164,6 +164,11 @@ ak_status ak__cpu_set_active_isa(ak_isa isa) {
     return AK_OK;
 }
 
+size_t ak__cpu_cache_bytes(int level) {
+    ak__cpu_detect();
+    return level == 1 ? cpu.l1d_bytes : level == 2 ? cpu.l2_bytes : level == 3 ? cpu.l3_bytes : 0;
+}
+
 ak_status ak_cpu_get_info(ak_cpu_info *out) {
     AK_ARG_CHECK(out, "ak_cpu_get_info: NULL output");
     AK_ENSURE_INIT();

@@ -12,6 +12,9 @@ ak_status ak__cpu_detect(void);
 ak_status ak__cpu_set_active_isa(ak_isa isa);
 /* May the CPU run `isa`? (for kernel tables; detects on first use) */
 int ak__cpu_supports(ak_isa isa);
+/* Size in bytes of the level-1 data, level-2 or level-3 cache; 0 when unknown. Never
+ * fails (kernels call it without touching ak_last_error). */
+size_t ak__cpu_cache_bytes(int level);
 /* Starts the process trace and writes it at exit. */
 ak_status ak__trace_start_at_exit(const char *path);
 /* Re-runs ak_init from scratch after the environment changed (tests only). */

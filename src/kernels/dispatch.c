@@ -14,6 +14,7 @@ enum { TABLE_REF, TABLE_GENERIC, TABLE_AVX2, TABLE_AVX512, TABLE_COUNT };
 static ak__kernels tables[TABLE_COUNT];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 static const ak__kernels *active;
+static size_t stream_min_bytes;
 
 static void fill_ref(ak__kernels *k, const char *name) {
     memset(k, 0, sizeof *k);
@@ -24,6 +25,8 @@ static void fill_ref(ak__kernels *k, const char *name) {
 }
 
 static void build_tables(void) {
+    size_t llc = ak__cpu_cache_bytes(3);
+    stream_min_bytes = llc ? llc / 2 : (size_t)16 << 20;
     fill_ref(&tables[TABLE_REF], "ref");
     fill_ref(&tables[TABLE_GENERIC], "generic");
     ak__fill_gemm_generic(&tables[TABLE_GENERIC]);
@@ -50,6 +53,11 @@ const ak__kernels *ak__kernels_for(const char *variant) {
 }
 
 const ak__kernels *ak__kernels_active(void) { return active; }
+
+size_t ak__kernels_stream_min_bytes(void) {
+    pthread_once(&tables_once, build_tables);
+    return stream_min_bytes;
+}
 
 ak_status ak__kernels_select(ak_isa isa, int force_ref) {
     static const char *const by_isa[AK_ISA_COUNT_] = {"generic", "avx2", "avx512"};

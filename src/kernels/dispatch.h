@@ -50,6 +50,11 @@ typedef struct ak__kernels {
     int sgemm_mr, sgemm_nr;
 } ak__kernels;
 
+/* Bytes a call must move before large-output kernels switch to non-temporal stores:
+ * half the last-level cache (the result would be evicted before anyone reads it), or
+ * 16 MiB when the cache size is unknown. */
+size_t ak__kernels_stream_min_bytes(void);
+
 /* The active table; valid after ak_init() succeeded. */
 const ak__kernels *ak__kernels_active(void);
 /* Tables per variant, for tests that compare variants directly. Returns NULL if the

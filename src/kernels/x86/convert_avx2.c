@@ -12,28 +12,12 @@
  * ownership of every destination line (f16 -> f32 over 16 MiB of input went from about
  * 9.5 to 11.7 GB/s of input on a Zen 4 with 32 MiB L3). */
 #include <immintrin.h>
-#include <stdatomic.h>
 #include <stdint.h>
 
 #include "core/half.h"
 #include "kernels/dispatch.h"
+#include "kernels/x86/avx2_common.h"
 
-#define AK_ALWAYS_INLINE static inline __attribute__((always_inline))
-
-/* f32 -> bf16 rounded to nearest even, left in the high 16 bits of each 32-bit lane (the
- * low bits are garbage). u + 0x7fff + lsb is computed as u + 0x8000 - (lsb == 0) with a
- * compare instead of a shift: shifts and shuffles share two ports and were the limit.
- * NaN keeps its sign and top payload bits with the quiet bit set (as core/half.h does).
- * The same helper is in vec_avx2.c: each ISA file is compiled on its own. */
-AK_ALWAYS_INLINE __m256i ak__bf16_round_hi(__m256 f) {
-    __m256i u = _mm256_castps_si256(f);
-    __m256i lsb = _mm256_and_si256(u, _mm256_set1_epi32(0x10000));
-    __m256i even = _mm256_cmpeq_epi32(lsb, _mm256_setzero_si256()); /* -1 when lsb is 0 */
-    __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x8000)), even);
-    __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
-    __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
-    return _mm256_blendv_epi8(rounded, quiet, is_nan);
-}
 
 typedef enum { AK_C_TO_F16, AK_C_FROM_F16, AK_C_TO_BF16, AK_C_FROM_BF16 } ak__conv;
 
@@ -103,24 +87,10 @@ AK_ALWAYS_INLINE void ak__conv_scalar(ak__conv c, void *dst, const void *src, si
     }
 }
 
-/* Streaming pays off once the call moves more than half the last-level cache: the
- * output would be evicted before a consumer reads it anyway. Cached after the first
- * look-up (16 MiB when the cache size is unknown). Same rule as vec_avx2.c. */
-static size_t ak__stream_min_bytes(void) {
-    static _Atomic size_t cached;
-    size_t v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (!v) {
-        ak_cpu_info info;
-        v = ak_cpu_get_info(&info) == AK_OK && info.l3_bytes ? info.l3_bytes / 2 : 16u << 20;
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
-}
-
 AK_ALWAYS_INLINE void ak__convert(ak__conv c, void *dst, const void *src, size_t n) {
     const size_t dst_es = c == AK_C_TO_F16 || c == AK_C_TO_BF16 ? 2 : 4;
     /* 4 + 2 bytes of traffic per element */
-    int stream = (uintptr_t)dst % dst_es == 0 && n >= ak__stream_min_bytes() / 6;
+    int stream = (uintptr_t)dst % dst_es == 0 && n >= ak__kernels_stream_min_bytes() / 6;
     size_t i = 0;
     if (stream) { /* a scalar head brings dst to the alignment streaming stores need */
         i = ((32 - (uintptr_t)dst % 32) % 32) / dst_es;

@@ -15,13 +15,11 @@
  * normal stores: their lines are already cached, and streaming them measured no faster
  * (slower when the data fits in the cache). */
 #include <immintrin.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "kernels/dispatch.h"
-
-#define AK_ALWAYS_INLINE static inline __attribute__((always_inline))
+#include "kernels/x86/avx2_common.h"
 
 typedef enum { AK_E_F32, AK_E_F16, AK_E_BF16 } ak__elem;
 typedef enum { AK_OP_ADD, AK_OP_SCALE, AK_OP_AXPY } ak__op;
@@ -35,19 +33,6 @@ typedef struct {
 
 AK_ALWAYS_INLINE size_t ak__elem_size(ak__elem e) { return e == AK_E_F32 ? 4 : 2; }
 
-/* f32 -> bf16 rounded to nearest even, left in the high 16 bits of each 32-bit lane (the
- * low bits are garbage). u + 0x7fff + lsb is computed as u + 0x8000 - (lsb == 0) with a
- * compare instead of a shift: shifts and shuffles share two ports and were the limit.
- * NaN keeps its sign and top payload bits with the quiet bit set (as core/half.h does). */
-AK_ALWAYS_INLINE __m256i ak__bf16_round_hi(__m256 f) {
-    __m256i u = _mm256_castps_si256(f);
-    __m256i lsb = _mm256_and_si256(u, _mm256_set1_epi32(0x10000));
-    __m256i even = _mm256_cmpeq_epi32(lsb, _mm256_setzero_si256()); /* -1 when lsb is 0 */
-    __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x8000)), even);
-    __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
-    __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
-    return _mm256_blendv_epi8(rounded, quiet, is_nan);
-}
 
 AK_ALWAYS_INLINE ak__v16 ak__load16(ak__elem e, const void *p) {
     ak__v16 v;
@@ -149,20 +134,6 @@ AK_ALWAYS_INLINE void ak__map_body(ak__elem e, ak__op op, int stream, unsigned c
     if (i < n) ak__map_short(e, op, dst + i * es, a + i * es, b + i * es, alpha, n - i);
 }
 
-/* Streaming pays off once the call moves more than half the last-level cache: the
- * result would be evicted before a consumer reads it anyway. Cached after the first
- * look-up (16 MiB traffic when the cache size is unknown). */
-static size_t ak__stream_min_bytes(void) {
-    static _Atomic size_t cached;
-    size_t v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (!v) {
-        ak_cpu_info info;
-        v = ak_cpu_get_info(&info) == AK_OK && info.l3_bytes ? info.l3_bytes / 2 : 16u << 20;
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
-}
-
 /* dst = a op b over n elements, streaming large out-of-place results. */
 AK_ALWAYS_INLINE void ak__map(ak__elem e, ak__op op, void *dst_, const void *a_,
                               const void *b_, float alpha_s, size_t n) {
@@ -172,7 +143,7 @@ AK_ALWAYS_INLINE void ak__map(ak__elem e, ak__op op, void *dst_, const void *a_,
     const __m256 alpha = _mm256_set1_ps(alpha_s);
     size_t buffers = op == AK_OP_SCALE ? 2 : 3; /* inputs + output */
     int aliased = dst == a || (op != AK_OP_SCALE && dst == b);
-    if (aliased || (uintptr_t)dst % es || n * es < ak__stream_min_bytes() / buffers) {
+    if (aliased || (uintptr_t)dst % es || n * es < ak__kernels_stream_min_bytes() / buffers) {
         ak__map_body(e, op, 0, dst, a, b, alpha, n);
         return;
     }
