@@ -9,7 +9,7 @@
  * is written). Tails go through a small zero-padded stack buffer so they reuse the
  * vector code and never touch memory past n.
  *
- * Large out-of-place results are written with non-temporal stores (ak__stream_min_bytes):
+ * Large out-of-place results are written with non-temporal stores (ak__kernels_stream_min_bytes):
  * on a Zen 4 with 32 MiB L3, f32 a+b->c over 16 MiB operands went from about 29 to 37
  * GB/s, because no destination line is read for ownership first. In-place calls keep
  * normal stores: their lines are already cached, and streaming them measured no faster
