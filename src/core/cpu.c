@@ -1,4 +1,5 @@
 /* CPU feature detection (cpuid + xgetbv) and the active-ISA choice (AK_ISA). */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -133,9 +134,7 @@ static int isa_supported(ak_isa isa) {
     }
 }
 
-ak_status ak__cpu_detect(void) {
-    static int detected;
-    if (detected) return AK_OK; /* called under ak_init's lock or after it */
+static void detect_once(void) {
     memset(&cpu, 0, sizeof cpu);
     snprintf(cpu.vendor, sizeof cpu.vendor, "unknown");
 #ifdef AK_X86
@@ -151,7 +150,11 @@ ak_status ak__cpu_detect(void) {
         }
     }
     cpu.active_isa = cpu.best_isa;
-    detected = 1;
+}
+
+ak_status ak__cpu_detect(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, detect_once);
     return AK_OK;
 }
 
