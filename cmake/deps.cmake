@@ -10,55 +10,31 @@ macro(ak_dep_report name found detail)
   endif()
 endmacro()
 
-# cmocka: required for the unit tests only
-find_path(AK_CMOCKA_INCLUDE cmocka.h)
-find_library(AK_CMOCKA_LIB cmocka)
-if(AK_CMOCKA_INCLUDE AND AK_CMOCKA_LIB)
-  set(AK_HAVE_CMOCKA TRUE)
-else()
-  set(AK_HAVE_CMOCKA FALSE)
-endif()
-ak_dep_report("cmocka" AK_HAVE_CMOCKA "(unit tests)")
+# ak_find_lib(VAR "name" header library "why" [find_path options...]): sets VAR to TRUE
+# when both the header and the library are found, with VAR_INCLUDE and VAR_LIB.
+macro(ak_find_lib var name header library why)
+  find_path(${var}_INCLUDE ${header} ${ARGN})
+  find_library(${var}_LIB ${library})
+  if(${var}_INCLUDE AND ${var}_LIB)
+    set(${var} TRUE)
+  else()
+    set(${var} FALSE)
+  endif()
+  ak_dep_report("${name}" ${var} "${why}")
+endmacro()
 
+ak_find_lib(AK_HAVE_CMOCKA "cmocka" cmocka.h cmocka "(unit tests)")
 # OpenBLAS / BLIS: peers for the SGEMM benchmark, later optional inference backends
-find_path(AK_OPENBLAS_INCLUDE cblas.h PATHS /usr/include/x86_64-linux-gnu/openblas-pthread
-          NO_DEFAULT_PATH)
-find_library(AK_OPENBLAS_LIB openblas)
-if(AK_OPENBLAS_INCLUDE AND AK_OPENBLAS_LIB)
-  set(AK_HAVE_OPENBLAS TRUE)
-else()
-  set(AK_HAVE_OPENBLAS FALSE)
-endif()
-ak_dep_report("OpenBLAS" AK_HAVE_OPENBLAS "(SGEMM peer)")
-
-find_path(AK_BLIS_INCLUDE blis.h PATH_SUFFIXES blis)
-find_library(AK_BLIS_LIB blis)
-if(AK_BLIS_INCLUDE AND AK_BLIS_LIB)
-  set(AK_HAVE_BLIS TRUE)
-else()
-  set(AK_HAVE_BLIS FALSE)
-endif()
-ak_dep_report("BLIS" AK_HAVE_BLIS "(SGEMM peer)")
-
-find_path(AK_DNNL_INCLUDE dnnl.h)
-find_library(AK_DNNL_LIB dnnl)
-if(AK_DNNL_INCLUDE AND AK_DNNL_LIB)
-  set(AK_HAVE_DNNL TRUE)
-else()
-  set(AK_HAVE_DNNL FALSE)
-endif()
-ak_dep_report("oneDNN" AK_HAVE_DNNL "(inference backend, optional)")
+ak_find_lib(AK_HAVE_OPENBLAS "OpenBLAS" cblas.h openblas "(SGEMM peer)"
+            PATHS /usr/include/x86_64-linux-gnu/openblas-pthread NO_DEFAULT_PATH)
+ak_find_lib(AK_HAVE_BLIS "BLIS" blis.h blis "(SGEMM peer)" PATH_SUFFIXES blis)
+ak_find_lib(AK_HAVE_DNNL "oneDNN" dnnl.h dnnl "(inference backend, optional)")
 
 find_package(MPI QUIET COMPONENTS C)
 ak_dep_report("Open MPI" MPI_C_FOUND "(collectives peer, optional)")
 
-find_path(AK_PROTOBUF_C_INCLUDE protobuf-c/protobuf-c.h)
-if(AK_PROTOBUF_C_INCLUDE)
-  set(AK_HAVE_PROTOBUF_C TRUE)
-else()
-  set(AK_HAVE_PROTOBUF_C FALSE)
-endif()
-ak_dep_report("protobuf-c" AK_HAVE_PROTOBUF_C "(ONNX loader, optional)")
+ak_find_lib(AK_HAVE_PROTOBUF_C "protobuf-c" protobuf-c/protobuf-c.h protobuf-c
+            "(ONNX loader, optional)")
 
 # Debian's python3 carries python3-torch/numpy; prefer it over any other interpreter.
 if(EXISTS /usr/bin/python3 AND NOT Python3_EXECUTABLE)
