@@ -7,8 +7,12 @@
  *   ic: MC rows of op(A)       (packed A block MC×KC stays in L2)
  *   jr: NR columns             (one B sliver KC×NR stays in L1)
  *   ir: MR rows                (microkernel: MR×NR accumulators in registers)
- * Threads each take one region of C (a cut along M or N) and run the whole nest on it
- * with their own packing buffers, which are cached per thread and only grow. */
+ * Up to FUSED_MAX_M rows, A is a single block and each B sliver is packed right before
+ * use (with the next one prefetched) instead of into a shared panel.
+ * Threads take regions of C (a cut along M, or along N into a few regions per thread,
+ * handed out dynamically) and run the whole nest on each with their own packing
+ * buffers, which are cached per thread and only grow; a cut along N with few rows shares
+ * one packing of A. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,6 +30,12 @@
 
 /* Below this many multiply-adds packing costs more than it saves. */
 #define SMALL_GEMM_MACS 4096u
+/* Up to this many rows of A, packed KC deep (384 KB at KC=256), stay in the 1 MB L2 of
+ * Zen 4 as one block, so B need not be packed into a shared panel (see run_fused_slice). */
+#define FUSED_MAX_M 384u
+/* Cutting C along N: up to this many regions per thread, each this many NR slivers wide. */
+#define REGIONS_PER_THREAD 4u
+#define REGION_MIN_SLIVERS 4u
 /* Below this many multiply-adds one thread beats waking the others. */
 #define PARALLEL_GEMM_MACS (64u * 64u * 64u)
 
@@ -37,8 +47,8 @@ static size_t round_up(size_t a, size_t b) { return div_up(a, b) * b; }
 
 /* This thread's packed A block and packed B panel. */
 typedef struct pack_cache {
-    float *a, *b;        /* A block, B panel */
-    size_t a_cap, b_cap; /* floats */
+    float *a, *b, *pre;         /* A block, B panel, all of A for the threads (caller only) */
+    size_t a_cap, b_cap, pre_cap; /* floats */
 } pack_cache;
 
 static pthread_key_t cache_key;
@@ -49,6 +59,7 @@ static void cache_destroy(void *p) {
     pack_cache *c = p;
     ak_free(c->a);
     ak_free(c->b);
+    ak_free(c->pre);
     free(c);
 }
 
@@ -204,6 +215,7 @@ typedef struct gemm_job {
     size_t jc, nb, pc, kb;
     float beta;
     float *bpack; /* packed B panel, kb × round_up(nb, NR) */
+    const float *apre; /* fused path: all of op(A) packed by the caller, else NULL */
     size_t n_slivers;
 } gemm_job;
 
@@ -260,6 +272,72 @@ static void run_a_block(const gemm_job *job, pack_cache *cache, size_t ib) {
     }
 }
 
+/* Copies one full 16-wide sliver of plain B (rows src + p·ldb, depth kb). */
+static void pack_b16(const float *src, size_t ldb, size_t kb, float *dst) {
+    for (size_t p = 0; p < kb; p++, src += ldb, dst += 16) {
+#if defined(__SSE2__)
+        for (size_t c = 0; c < 16; c += 4) _mm_storeu_ps(dst + c, _mm_loadu_ps(src + c));
+#else
+        for (size_t c = 0; c < 16; c++) dst[c] = src[c];
+#endif
+    }
+}
+
+/* Rows [p0, p1) of the next B sliver to pull toward L2 (plain B only). */
+typedef struct b_prefetch {
+    const float *src; /* NULL: nothing to prefetch */
+    size_t ldb, p0, p1;
+} b_prefetch;
+
+/* Prefetches up to `rows` more rows of the next sliver. Spread between the row tiles so
+ * a few misses are in flight at a time: issued all at once, they exhaust the miss
+ * buffers and the loop stalls on them. */
+static void prefetch_rows(b_prefetch *pf, size_t rows) {
+    if (!pf->src) return;
+    size_t end = min_sz(pf->p1, pf->p0 + rows);
+    for (; pf->p0 < end; pf->p0++) __builtin_prefetch(pf->src + pf->p0 * pf->ldb, 0, 3);
+}
+
+/* Packs sliver s of the current slice into dst and aims pf at sliver s+1. */
+static void pack_b_one(const gemm_job *job, size_t s, float *dst, b_prefetch *pf) {
+    size_t nr = (size_t)job->cfg->nr, j = s * nr, n = min_sz(nr, job->nb - j);
+    *pf = (b_prefetch){NULL, job->ldb, 0, job->kb};
+    if (!job->tb && nr == 16 && n == 16) {
+        const float *src = job->B + job->pc * job->ldb + job->jc + j;
+        pack_b16(src, job->ldb, job->kb, dst);
+        if (j + nr < job->nb) pf->src = src + nr;
+        return;
+    }
+    pack_b_sliver(job->tb, job->B, job->ldb, job->pc, job->kb, job->jc + j, n, nr, dst);
+}
+
+/* The whole slice for a single A block (small M): each B sliver is packed into an
+ * L1-sized buffer right before its row tiles use it, while the next one is prefetched,
+ * so reading B from memory overlaps the microkernel instead of being a separate pass
+ * over the panel (that pass cost ~35% at 48×512×4608, where each B element is used only
+ * 48 times). */
+static void run_fused_slice(const gemm_job *job, float *apack, float *bsliver) {
+    const ak__gemm_config *cfg = job->cfg;
+    size_t mr = (size_t)cfg->mr, nr = (size_t)cfg->nr, M = job->M;
+    size_t pf_rows = div_up(job->kb, div_up(M, mr));
+    const float *ap = apack;
+    if (job->apre) /* slices are stored one after another, round_up(M, MR) rows each */
+        ap = job->apre + round_up(M, mr) * job->pc;
+    else
+        pack_a(job->ta, job->A, job->lda, 0, M, job->pc, job->kb, mr, apack);
+    for (size_t s = 0; s < job->n_slivers; s++) {
+        size_t j = s * nr, n = min_sz(nr, job->nb - j);
+        b_prefetch pf;
+        pack_b_one(job, s, bsliver, &pf);
+        float *c = job->C + job->jc + j;
+        for (size_t i = 0; i < M; i += mr) {
+            prefetch_rows(&pf, pf_rows);
+            cfg->ukernel(job->kb, job->alpha, ap + i * job->kb, bsliver, job->beta,
+                         c + i * job->ldc, job->ldc, min_sz(mr, M - i), n);
+        }
+    }
+}
+
 /* Block size: the AK_GEMM_* parameter when set, else the variant's default; then evened
  * out over the blocks it implies (K=257 with KC=256 becomes 2×129, not 256+1). */
 static size_t pick_block(ak__param_id id, int def, size_t total, size_t unit) {
@@ -286,17 +364,24 @@ static void run_parallel(ak_threadpool *pool, int nthreads, size_t n, size_t gra
 /* The whole loop nest on one region of C, on the calling thread. */
 static void blocked_region(const ak__gemm_config *cfg, int trans_a, int trans_b, size_t M,
                            size_t N, size_t K, float alpha, const float *A, size_t lda,
-                           const float *B, size_t ldb, float beta, float *C, size_t ldc) {
+                           const float *B, size_t ldb, float beta, float *C, size_t ldc,
+                           const float *apre) {
     size_t mr = (size_t)cfg->mr, nr = (size_t)cfg->nr;
     gemm_job job = {.cfg = cfg, .ta = trans_a, .tb = trans_b, .M = M, .K = K, .alpha = alpha,
-                    .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
+                    .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .apre = apre};
     job.kc = pick_block(AK_PARAM_GEMM_KC, cfg->kc, K, 1);
     job.mc = pick_block(AK_PARAM_GEMM_MC, cfg->mc, M, mr);
     size_t nc = pick_block(AK_PARAM_GEMM_NC, cfg->nc, N, nr);
+    /* Up to FUSED_MAX_M rows all of A is one block (unless MC is forced) and B goes
+     * sliver by sliver: measured faster than MC-row blocks sharing a packed B panel. */
+    if (M <= FUSED_MAX_M && ak__param_int(AK_PARAM_GEMM_MC) <= 0) job.mc = round_up(M, mr);
     size_t m_blocks = div_up(M, job.mc);
+    int fused = m_blocks == 1;
+    if (!fused) job.apre = NULL;
     pack_cache *cache = cache_get();
-    job.bpack = cache ? buf_reserve(&cache->b, &cache->b_cap, job.kc * nc) : NULL;
-    if (!job.bpack) { /* out of memory: still correct, just slow */
+    job.bpack = cache ? buf_reserve(&cache->b, &cache->b_cap, job.kc * (fused ? nr : nc)) : NULL;
+    float *apack = fused && job.bpack ? buf_reserve(&cache->a, &cache->a_cap, job.mc * job.kc) : NULL;
+    if (!job.bpack || (fused && !apack)) { /* out of memory: still correct, just slow */
         gemm_simple(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
@@ -306,6 +391,10 @@ static void blocked_region(const ak__gemm_config *cfg, int trans_a, int trans_b,
         for (job.pc = 0; job.pc < K; job.pc += job.kc) {
             job.kb = min_sz(job.kc, K - job.pc);
             job.beta = job.pc == 0 ? beta : 1.0f;
+            if (fused) {
+                run_fused_slice(&job, apack, job.bpack);
+                continue;
+            }
             pack_b_range(&job, 0, job.n_slivers);
             for (size_t ib = 0; ib < m_blocks; ib++) run_a_block(&job, cache, ib);
         }
@@ -380,6 +469,8 @@ typedef struct region_job {
     const float *A, *B;
     size_t lda, ldb, ldc;
     float *C;
+    const float *apre; /* cut along N with few rows: A packed once for all regions */
+    size_t kc;         /* depth block of apre's slices */
 } region_job;
 
 static void region_range(void *vjob, size_t begin, size_t end, int thread_index) {
@@ -397,14 +488,49 @@ static void region_range(void *vjob, size_t begin, size_t end, int thread_index)
             b += r->tb ? lo * r->ldb : lo;
             c = r->C + lo;
             blocked_region(r->cfg, r->ta, r->tb, r->M, hi - lo, r->K, r->alpha, a, r->lda, b,
-                           r->ldb, r->beta, c, r->ldc);
+                           r->ldb, r->beta, c, r->ldc, r->apre);
         } else {
             a += r->ta ? lo : lo * r->lda;
             c = r->C + lo * r->ldc;
             blocked_region(r->cfg, r->ta, r->tb, hi - lo, r->N, r->K, r->alpha, a, r->lda, b,
-                           r->ldb, r->beta, c, r->ldc);
+                           r->ldb, r->beta, c, r->ldc, NULL);
         }
     }
+}
+
+/* Packs depth slices [begin, end) of op(A) into r->apre (all M rows each). */
+static void prepack_range(void *vjob, size_t begin, size_t end, int thread_index) {
+    const region_job *r = vjob;
+    (void)thread_index;
+    size_t mp = round_up(r->M, (size_t)r->cfg->mr);
+    for (size_t s = begin; s < end; s++) {
+        size_t p0 = s * r->kc, kb = min_sz(r->kc, r->K - p0);
+        pack_a(r->ta, r->A, r->lda, 0, r->M, p0, kb, (size_t)r->cfg->mr,
+               (float *)r->apre + mp * p0);
+    }
+}
+
+/* For a cut along N on the fused path (few rows), packs all of op(A) once, in parallel,
+ * instead of once per region: with regions narrower than M·~20 columns the repeated
+ * A packing cost more than the regions' compute saved (49×512×4608 on 2 threads).
+ * Leaves apre NULL (regions pack their own) when MC is forced or memory is short. */
+static void prepack_a(region_job *r, ak_threadpool *pool, int nthreads) {
+    if (r->M > FUSED_MAX_M || ak__param_int(AK_PARAM_GEMM_MC) > 0) return;
+    pack_cache *cache = cache_get();
+    size_t mp = round_up(r->M, (size_t)r->cfg->mr);
+    if (!cache || !buf_reserve(&cache->pre, &cache->pre_cap, mp * r->K)) return;
+    r->kc = pick_block(AK_PARAM_GEMM_KC, r->cfg->kc, r->K, 1); /* as blocked_region does */
+    r->apre = cache->pre;
+    run_parallel(pool, nthreads, div_up(r->K, r->kc), 1, prepack_range, r);
+}
+
+/* Regions for a cut along N. More regions than threads, handed out dynamically, keep
+ * both cores busy when one runs slower (shared VM cores, an uneven last region); the
+ * price is packing A once per region, small next to the region's work while each keeps
+ * REGION_MIN_SLIVERS slivers. */
+static size_t n_regions(size_t slivers, size_t nthreads) {
+    size_t n = min_sz(slivers / REGION_MIN_SLIVERS, nthreads * REGIONS_PER_THREAD);
+    return n > nthreads ? n : nthreads;
 }
 
 void ak__sgemm_blocked(const ak__gemm_config *cfg, int trans_a, int trans_b, size_t M,
@@ -417,7 +543,8 @@ void ak__sgemm_blocked(const ak__gemm_config *cfg, int trans_a, int trans_b, siz
     }
     int nthreads = M * N * K < PARALLEL_GEMM_MACS ? 1 : pool_threads(&pool);
     if (nthreads <= 1) {
-        blocked_region(cfg, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        blocked_region(cfg, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                       NULL);
         return;
     }
     region_job r = {.cfg = cfg, .ta = trans_a, .tb = trans_b, .M = M, .N = N, .K = K,
@@ -425,5 +552,9 @@ void ak__sgemm_blocked(const ak__gemm_config *cfg, int trans_a, int trans_b, siz
                     .ldc = ldc, .C = C, .nregions = (size_t)nthreads};
     r.split_n = M < N;
     r.unit = (size_t)(r.split_n ? cfg->nr : cfg->mr);
+    if (r.split_n) {
+        r.nregions = n_regions(div_up(N, r.unit), (size_t)nthreads);
+        prepack_a(&r, pool, nthreads);
+    }
     run_parallel(pool, nthreads, r.nregions, 1, region_range, &r);
 }

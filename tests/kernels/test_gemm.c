@@ -158,10 +158,11 @@ static void sweep(const size_t *Ms, size_t nM, const size_t *Ns, size_t nN, cons
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Around the tiles: MR is 4 or 6, NR 8 or 16. */
+/* Around the tiles: MR is 4 or 6, NR 8 or 16; M 1..5 each take the AVX2 kernel's
+ * own edge code (1-5 valid rows). */
 static void test_tile_edges(void **state) {
     (void)state;
-    static const size_t Ms[] = {1, 5, 6, 7, 12, 13};
+    static const size_t Ms[] = {1, 2, 3, 4, 5, 6, 7, 12, 15};
     static const size_t Ns[] = {1, 15, 16, 17, 32, 33};
     static const size_t Ks[] = {1, 7, 8, 9, 64};
     sweep(Ms, COUNT(Ms), Ns, COUNT(Ns), Ks, COUNT(Ks), NULL);
@@ -215,6 +216,28 @@ static void test_threaded(void **state) {
             gemm_case wide = make_case(t & 1, t >> 1, 20, 260, 100, -0.5f, 1.0f, 2);
             check_case(&big, pool, 100 + (uint64_t)t);
             check_case(&wide, pool, 200 + (uint64_t)t);
+        }
+        ak_threadpool_free(pool);
+    }
+}
+
+/* The driver's paths at default blocks: many rows (MC blocks sharing a packed B panel),
+ * few rows (one A block, B packed sliver by sliver), and with 2-3 threads a cut along N
+ * into several regions sharing A packed once for all K slices (K > KC). */
+static void test_paths(void **state) {
+    (void)state;
+    for (int t = 0; t < 4; t++) {
+        gemm_case tall = make_case(t & 1, t >> 1, 400, 20, 260, 1.0f, 0.5f, t % 2);
+        check_case(&tall, NULL, 300 + (uint64_t)t);
+    }
+    for (int nt = 2; nt <= 3; nt++) {
+        ak_threadpool *pool;
+        assert_int_equal(ak_threadpool_create(nt, &pool), AK_OK);
+        for (int t = 0; t < 4; t++) {
+            gemm_case few = make_case(t & 1, t >> 1, 13, 200, 600, -0.5f, t % 2 ? 1.0f : 0.0f, 1);
+            gemm_case ragged = make_case(t & 1, t >> 1, 49, 157, 300, 1.0f, 0.5f, 0);
+            check_case(&few, pool, 400 + (uint64_t)t);
+            check_case(&ragged, pool, 500 + (uint64_t)t);
         }
         ak_threadpool_free(pool);
     }
@@ -281,6 +304,7 @@ int main(void) {
         cmocka_unit_test(test_block_edges),
         cmocka_unit_test(test_forced_blocks_threads),
         cmocka_unit_test(test_threaded),
+        cmocka_unit_test(test_paths),
         cmocka_unit_test(test_public_api),
         cmocka_unit_test(test_bad_args),
     };

@@ -50,8 +50,79 @@ static inline void store_row(float *c, __m256 lo, __m256 hi, __m256 valpha, floa
     _mm256_storeu_ps(tile[r], c##r##0);                \
     _mm256_storeu_ps(tile[r] + 8, c##r##1)
 
+/* The valid m×n part of rows held in acc[r][0..1]: full-width rows straight to C, a
+ * ragged edge through a spilled tile. */
+static inline void store_rows(__m256 acc[][2], int rows, float alpha, float beta, float *C,
+                              size_t ldc, size_t n) {
+    __m256 valpha = _mm256_set1_ps(alpha);
+    if (n == NR) {
+        for (int r = 0; r < rows; r++) store_row(C + (size_t)r * ldc, acc[r][0], acc[r][1], valpha, beta);
+        return;
+    }
+    float tile[MR][NR];
+    for (int r = 0; r < rows; r++) {
+        _mm256_storeu_ps(tile[r], acc[r][0]);
+        _mm256_storeu_ps(tile[r] + 8, acc[r][1]);
+    }
+    ak__sgemm_store_edge(&tile[0][0], NR, alpha, beta, C, ldc, (size_t)rows, n);
+}
+
+/* A tile with rows < MR valid rows (the last row tile of M % 6 ≠ 0): only those rows'
+ * FMAs, instead of a full 6-row tile for e.g. the 49th row of M = 49. The packed A sliver
+ * keeps its MR stride. With few rows the FMA chains are too short to hide FMA latency, so
+ * up to 3 rows even and odd k steps go to separate accumulators. Inlined with a constant
+ * `rows`, the loops unroll and acc lives in registers. */
+static inline __attribute__((always_inline)) void edge_rows(int rows, size_t k, float alpha,
+                                                            const float *Ap, const float *Bp,
+                                                            float beta, float *C, size_t ldc,
+                                                            size_t n) {
+    __m256 acc[MR][2], odd[MR][2];
+    for (int r = 0; r < rows; r++) acc[r][0] = acc[r][1] = odd[r][0] = odd[r][1] = _mm256_setzero_ps();
+    if (rows <= 3)
+        for (; k >= 2; k -= 2, Ap += 2 * MR, Bp += 2 * NR) {
+            __m256 b0 = _mm256_loadu_ps(Bp), b1 = _mm256_loadu_ps(Bp + 8);
+            __m256 b2 = _mm256_loadu_ps(Bp + NR), b3 = _mm256_loadu_ps(Bp + NR + 8);
+            for (int r = 0; r < rows; r++) {
+                __m256 a = _mm256_broadcast_ss(Ap + r), a1 = _mm256_broadcast_ss(Ap + MR + r);
+                acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+                odd[r][0] = _mm256_fmadd_ps(a1, b2, odd[r][0]);
+                odd[r][1] = _mm256_fmadd_ps(a1, b3, odd[r][1]);
+            }
+        }
+    for (; k > 0; k--, Ap += MR, Bp += NR) {
+        __m256 b0 = _mm256_loadu_ps(Bp), b1 = _mm256_loadu_ps(Bp + 8);
+        for (int r = 0; r < rows; r++) {
+            __m256 a = _mm256_broadcast_ss(Ap + r);
+            acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        acc[r][0] = _mm256_add_ps(acc[r][0], odd[r][0]);
+        acc[r][1] = _mm256_add_ps(acc[r][1], odd[r][1]);
+    }
+    store_rows(acc, rows, alpha, beta, C, ldc, n);
+}
+
+/* m = 1..5 valid rows; each case a constant-row instance of edge_rows. */
+static void edge_tile(size_t k, float alpha, const float *Ap, const float *Bp, float beta,
+                      float *C, size_t ldc, size_t m, size_t n) {
+    switch (m) {
+    case 1: edge_rows(1, k, alpha, Ap, Bp, beta, C, ldc, n); break;
+    case 2: edge_rows(2, k, alpha, Ap, Bp, beta, C, ldc, n); break;
+    case 3: edge_rows(3, k, alpha, Ap, Bp, beta, C, ldc, n); break;
+    case 4: edge_rows(4, k, alpha, Ap, Bp, beta, C, ldc, n); break;
+    default: edge_rows(5, k, alpha, Ap, Bp, beta, C, ldc, n); break;
+    }
+}
+
 void ak_f32_gemm_ukernel_6x16__avx2(size_t k, float alpha, const float *Ap, const float *Bp,
                                     float beta, float *C, size_t ldc, size_t m, size_t n) {
+    if (m < MR) {
+        edge_tile(k, alpha, Ap, Bp, beta, C, ldc, m, n);
+        return;
+    }
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     /* C is only touched after the loop: start pulling its lines in now */
