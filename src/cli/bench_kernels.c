@@ -18,14 +18,17 @@ typedef struct bench_opts {
     int nshapes;
     int gemm, vec, convert; /* which sections run */
     int peers, quick, json, threads;
+    /* internal: `--peer-child NAME --reps R [--check]` times a peer (see bench_peers.h) */
+    const char *peer_child;
+    int reps, check;
 } bench_opts;
 
 typedef struct bench_env {
     ak_threadpool *pool;
     double peak_gflops; /* one core */
     double memcpy_gbps;
-    sgemm_peer peers[PEER_COUNT];
-    int first_row; /* for JSON separators */
+    int peer_missing[PEER_COUNT]; /* not installed (or its child failed) */
+    int first_row;                /* for JSON separators */
 } bench_env;
 
 static const size_t default_shapes[][3] = {
@@ -53,6 +56,12 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
                 fprintf(stderr, "ak bench kernels: --only takes gemm, vec or convert\n");
                 return -1;
             }
+        } else if (strcmp(a, "--peer-child") == 0 && i + 1 < argc) {
+            o->peer_child = argv[++i];
+        } else if (strcmp(a, "--reps") == 0 && i + 1 < argc) {
+            o->reps = atoi(argv[++i]);
+        } else if (strcmp(a, "--check") == 0) {
+            o->check = 1;
         } else if (strcmp(a, "--no-peers") == 0) o->peers = 0;
         else if (strcmp(a, "--quick") == 0) o->quick = 1;
         else if (strcmp(a, "--json") == 0) o->json = 1;
@@ -70,13 +79,6 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     return 0;
 }
 
-static void fill_random(float *x, size_t n, unsigned seed) {
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        x[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
-    }
-}
-
 /* ---- GEMM ------------------------------------------------------------------------- */
 
 typedef struct gemm_case {
@@ -84,15 +86,11 @@ typedef struct gemm_case {
     const float *A, *B;
     float *C;
     ak_threadpool *pool;
-    const sgemm_peer *peer; /* NULL = accelkit */
 } gemm_case;
 
 static void gemm_once(const gemm_case *g) {
-    if (g->peer)
-        bench_peer_sgemm(g->peer, g->M, g->N, g->K, g->A, g->B, g->C);
-    else
-        ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, g->M, g->N, g->K, 1.0f, g->A, g->K, g->B, g->N, 0.0f,
-                 g->C, g->N, g->pool);
+    ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, g->M, g->N, g->K, 1.0f, g->A, g->K, g->B, g->N, 0.0f,
+             g->C, g->N, g->pool);
 }
 
 /* GFLOP/s of one timed batch of `reps` calls. */
@@ -103,55 +101,51 @@ static double gemm_batch(const gemm_case *g, int reps) {
     return flop / (double)(ak_now_ns() - t0);
 }
 
-/* Normwise: max |x - y| / max |y| (elementwise ratios blow up where y crosses zero). */
-static double max_rel_diff(const float *x, const float *y, size_t n) {
-    double worst = 0, scale = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)x[i] - y[i]);
-        if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
-        if (fabs((double)y[i]) > scale) scale = fabs((double)y[i]);
-    }
-    return scale > 0 ? worst / scale : worst;
-}
-
 typedef struct gemm_result {
     double gflops, peer_gflops[PEER_COUNT], max_rel_err;
 } gemm_result;
 
+/* One peer batch in its child process; marks the peer missing or failed for the run. */
+static double peer_round(bench_env *env, int p, const size_t shape[3], int reps, int check,
+                         double *max_rel_err) {
+    if (env->peer_missing[p]) return 0;
+    peer_batch b;
+    int rc = bench_peer_batch(p, shape, reps, check, &b);
+    if (rc != 0) {
+        if (rc < 0) fprintf(stderr, "ak bench kernels: %s child failed\n", bench_peer_names[p]);
+        env->peer_missing[p] = 1;
+        return 0;
+    }
+    if (check && b.max_rel_diff > *max_rel_err) *max_rel_err = b.max_rel_diff;
+    return b.gflops;
+}
+
 static int gemm_measure(const bench_opts *o, bench_env *env, const size_t shape[3],
                         gemm_result *res) {
     size_t M = shape[0], N = shape[1], K = shape[2];
-    float *A = NULL, *B = NULL, *C = NULL, *Cpeer = NULL;
+    float *A = NULL, *B = NULL, *C = NULL;
     if (ak_alloc(M * K * 4, (void **)&A) || ak_alloc(K * N * 4, (void **)&B) ||
-        ak_alloc(M * N * 4, (void **)&C) || ak_alloc(M * N * 4, (void **)&Cpeer)) {
-        ak_free(A), ak_free(B), ak_free(C);
+        ak_alloc(M * N * 4, (void **)&C)) {
+        ak_free(A), ak_free(B);
         return ak_cli_report("gemm buffers", AK_ERR_NO_MEMORY);
     }
-    fill_random(A, M * K, 1);
-    fill_random(B, K * N, 2);
+    bench_fill_random(A, M * K, 1);
+    bench_fill_random(B, K * N, 2);
     double flop = 2.0 * (double)M * N * K;
     int reps = (int)((o->quick ? 2e8 : 2e9) * o->threads / flop) + 1, rounds = o->quick ? 3 : 7;
-    gemm_case ours = {M, N, K, A, B, C, env->pool, NULL};
+    gemm_case ours = {M, N, K, A, B, C, env->pool};
     double mine[7], theirs[PEER_COUNT][7];
+    res->max_rel_err = 0;
     gemm_once(&ours); /* warm-up: packing buffers, page faults */
-    for (int p = 0; p < PEER_COUNT; p++) {
-        gemm_case peer = {M, N, K, A, B, Cpeer, NULL, &env->peers[p]};
-        if (env->peers[p].sgemm) gemm_once(&peer);
-    }
     for (int r = 0; r < rounds; r++) { /* alternate A B A B so drift hits both alike */
         mine[r] = gemm_batch(&ours, reps);
-        for (int p = 0; p < PEER_COUNT; p++) {
-            gemm_case peer = {M, N, K, A, B, Cpeer, NULL, &env->peers[p]};
-            theirs[p][r] = env->peers[p].sgemm ? gemm_batch(&peer, reps) : 0;
-        }
+        for (int p = 0; p < PEER_COUNT; p++)
+            theirs[p][r] = o->peers ? peer_round(env, p, shape, reps, r == 0, &res->max_rel_err) : 0;
     }
     res->gflops = ak_cli_median(mine, (size_t)rounds);
     for (int p = 0; p < PEER_COUNT; p++)
         res->peer_gflops[p] = ak_cli_median(theirs[p], (size_t)rounds);
-    res->max_rel_err = env->peers[PEER_OPENBLAS].sgemm || env->peers[PEER_BLIS].sgemm
-                           ? max_rel_diff(C, Cpeer, M * N)
-                           : 0;
-    ak_free(A), ak_free(B), ak_free(C), ak_free(Cpeer);
+    ak_free(A), ak_free(B), ak_free(C);
     return 0;
 }
 
@@ -285,8 +279,8 @@ static int bench_vec_section(const bench_opts *o, bench_env *env, const char *se
     }
     /* small values that stay finite in every format under repeated a += b */
     float *fa = buf.a, *fb = buf.b;
-    fill_random(fa, VEC_BYTES / 4, 3);
-    fill_random(fb, VEC_BYTES / 4, 4);
+    bench_fill_random(fa, VEC_BYTES / 4, 3);
+    bench_fill_random(fb, VEC_BYTES / 4, 4);
     for (size_t i = 0; i < VEC_BYTES / 4; i++) fb[i] *= 1e-6f;
     memset(buf.c, 0, 2 * VEC_BYTES);
     if (!o->json)
@@ -312,7 +306,6 @@ static int bench_setup(const bench_opts *o, bench_env *env) {
     if ((st = ak_measure_fma_peak(o->quick ? 50 : 300, &env->peak_gflops)) != AK_OK ||
         (st = ak_measure_memcpy(VEC_BYTES, &env->memcpy_gbps)) != AK_OK)
         return ak_cli_report("machine limits", st);
-    if (o->peers && o->gemm) bench_peers_load(env->peers, o->threads);
     ak_cpu_info cpu;
     ak_cpu_get_info(&cpu);
     if (o->json) {
@@ -323,8 +316,6 @@ static int bench_setup(const bench_opts *o, bench_env *env) {
         printf("accelkit kernels: isa %s, %d thread(s), FP32 FMA peak %.1f GFLOP/s per core, "
                "memcpy %.1f GB/s\n", ak_isa_name(cpu.active_isa), o->threads, env->peak_gflops,
                env->memcpy_gbps);
-        if (o->peers && o->gemm && !env->peers[PEER_OPENBLAS].sgemm && !env->peers[PEER_BLIS].sgemm)
-            printf("(no peer BLAS installed: apt-get install libopenblas0 libblis4)\n");
     }
     return AK_EXIT_OK;
 }
@@ -333,6 +324,9 @@ int ak_bench_kernels(int argc, char **argv) {
     bench_opts o;
     bench_env env;
     if (parse_opts(argc, argv, &o)) return AK_EXIT_ERROR;
+    if (o.peer_child)
+        return bench_peer_child(o.peer_child, o.shapes[0], o.reps > 0 ? o.reps : 1, o.threads,
+                                o.check);
     int rc = bench_setup(&o, &env);
     if (rc == AK_EXIT_OK && o.gemm) rc = bench_gemm(&o, &env);
     if (rc == AK_EXIT_OK && o.vec)
@@ -342,7 +336,6 @@ int ak_bench_kernels(int argc, char **argv) {
         rc = bench_vec_section(&o, &env, "conversions", conv_cases,
                                sizeof conv_cases / sizeof *conv_cases);
     if (o.json && rc == AK_EXIT_OK) printf("\n]}\n");
-    bench_peers_unload(env.peers);
     ak_threadpool_free(env.pool);
     return rc;
 }
