@@ -15,14 +15,11 @@ for p in "$here/../shared/peers/blas_sgemm.c" "$here/shared/peers/blas_sgemm.c";
 done
 [ -n "$peer_src" ] || { echo "vs_peers: shared/peers/blas_sgemm.c not found" >&2; exit 2; }
 
+# a peer is used when its harness compiles and links (the library is installed)
 peers=()
-if [ -f /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h ]; then
-  gcc -O2 "$peer_src" -o "$build/peer_sgemm_openblas" -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas
-  peers+=(openblas)
-fi
-if [ -f /usr/include/blis/cblas.h ] || [ -f /usr/include/blis/blis.h ]; then
-  gcc -O2 "$peer_src" -o "$build/peer_sgemm_blis" -I/usr/include/blis -lblis && peers+=(blis)
-fi
+gcc -O2 "$peer_src" -o "$build/peer_sgemm_openblas" -I/usr/include/x86_64-linux-gnu/openblas-pthread \
+    -lopenblas 2>/dev/null && peers+=(openblas)
+gcc -O2 "$peer_src" -o "$build/peer_sgemm_blis" -I/usr/include/blis -lblis 2>/dev/null && peers+=(blis)
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
