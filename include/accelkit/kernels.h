@@ -17,8 +17,23 @@ typedef enum ak_dtype {
     AK_DTYPE_F32 = 0,
     AK_DTYPE_F16 = 1,
     AK_DTYPE_BF16 = 2,
+    AK_DTYPE_F64 = 3,
+    AK_DTYPE_I8 = 4,
+    AK_DTYPE_U8 = 5,
+    AK_DTYPE_I32 = 6,
+    AK_DTYPE_I64 = 7,
     AK_DTYPE_COUNT_
 } ak_dtype;
+
+/* Reduction operators of the collectives. AVG is SUM followed by ak_reduce_avg_finish. */
+typedef enum ak_reduce_op {
+    AK_REDUCE_SUM = 0,
+    AK_REDUCE_PROD = 1,
+    AK_REDUCE_MIN = 2,
+    AK_REDUCE_MAX = 3,
+    AK_REDUCE_AVG = 4,
+    AK_REDUCE_COUNT_
+} ak_reduce_op;
 
 AK_API const char *ak_dtype_name(ak_dtype dtype);
 AK_API ak_status ak_dtype_size(ak_dtype dtype, size_t *out);
@@ -38,6 +53,18 @@ AK_API ak_status ak_vec_scale(ak_dtype dtype, void *dst, const void *x, float al
 AK_API ak_status ak_vec_axpy(ak_dtype dtype, void *y, float alpha, const void *x, size_t n);
 /* *out = sum of x[i], accumulated in f32 lanes (f64 for the final combine) */
 AK_API ak_status ak_vec_sum(ak_dtype dtype, const void *x, size_t n, double *out);
+
+/* ---- reductions for collectives -----------------------------------------------------
+ * Every dtype (f16/bf16 computed in f32 and rounded once; integers wrap like C unsigned
+ * arithmetic; min/max of a NaN give NaN). dst may equal a or b exactly. */
+
+/* dst[i] = a[i] op b[i]; op AVG behaves as SUM. */
+AK_API ak_status ak_reduce(ak_reduce_op op, ak_dtype dtype, void *dst, const void *a,
+                           const void *b, size_t n);
+/* buf[i] /= divisor: floats multiply by 1/divisor (f16/bf16 via f32), integers divide
+ * truncating toward zero. divisor ≥ 1. */
+AK_API ak_status ak_reduce_avg_finish(ak_dtype dtype, void *buf, size_t n, int divisor);
+AK_API const char *ak_reduce_op_name(ak_reduce_op op);
 
 /* ---- conversions (round to nearest even; NaN stays NaN, quieted; src and dst must not
  * overlap) -------------------------------------------------------------------------- */

@@ -20,6 +20,7 @@ static void fill_ref(ak__kernels *k, const char *name) {
     memset(k, 0, sizeof *k);
     k->name = name;
     ak__fill_vec_ref(k);
+    ak__fill_reduce_ref(k);
     ak__fill_convert_ref(k);
     ak__fill_gemm_ref(k);
 }
@@ -34,6 +35,7 @@ static void build_tables(void) {
         ak__kernels *k = &tables[TABLE_AVX2];
         fill_ref(k, "avx2");
         ak__fill_vec_avx2(k);
+        ak__fill_reduce_avx2(k);
         ak__fill_convert_avx2(k);
         ak__fill_gemm_avx2(k);
     }

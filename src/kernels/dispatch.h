@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "accelkit/ak.h"
+#include "accelkit/kernels.h"
 
 /* SGEMM microkernel: C(mr,nr) (row stride ldc) = alpha·Σ_k Ap[k]·Bp[k] + beta·C over the
  * full tile, where Ap is a packed MR-row panel (k-major, MR floats per k) and Bp a
@@ -34,6 +35,11 @@ typedef struct ak__kernels {
     void (*bf16_scale)(uint16_t *dst, const uint16_t *x, float alpha, size_t n);
     void (*bf16_axpy)(uint16_t *y, float alpha, const uint16_t *x, size_t n);
     double (*bf16_sum)(const uint16_t *x, size_t n);
+
+    /* collective reductions, [op][dtype] for op in SUM..MAX (see ak_reduce); dst may
+     * equal a or b */
+    void (*reduce[AK_REDUCE_AVG][AK_DTYPE_COUNT_])(void *dst, const void *a, const void *b,
+                                                   size_t n);
 
     /* conversions */
     void (*f32_to_f16)(uint16_t *dst, const float *src, size_t n);
@@ -66,6 +72,8 @@ ak_status ak__kernels_select(ak_isa isa, int force_ref);
 /* Fill functions, one per (part, variant); each sets only its own members. */
 void ak__fill_vec_ref(ak__kernels *k);
 void ak__fill_vec_avx2(ak__kernels *k);
+void ak__fill_reduce_ref(ak__kernels *k);
+void ak__fill_reduce_avx2(ak__kernels *k);
 void ak__fill_convert_ref(ak__kernels *k);
 void ak__fill_convert_avx2(ak__kernels *k);
 void ak__fill_gemm_ref(ak__kernels *k);

@@ -6,25 +6,24 @@
 #include "core/check.h"
 #include "kernels/dispatch.h"
 
+static const struct {
+    const char *name;
+    size_t size;
+} dtype_info[AK_DTYPE_COUNT_] = {
+    [AK_DTYPE_F32] = {"f32", 4}, [AK_DTYPE_F16] = {"f16", 2}, [AK_DTYPE_BF16] = {"bf16", 2},
+    [AK_DTYPE_F64] = {"f64", 8}, [AK_DTYPE_I8] = {"i8", 1},   [AK_DTYPE_U8] = {"u8", 1},
+    [AK_DTYPE_I32] = {"i32", 4}, [AK_DTYPE_I64] = {"i64", 8},
+};
+
 const char *ak_dtype_name(ak_dtype dtype) {
-    switch (dtype) {
-    case AK_DTYPE_F32: return "f32";
-    case AK_DTYPE_F16: return "f16";
-    case AK_DTYPE_BF16: return "bf16";
-    case AK_DTYPE_COUNT_: break;
-    }
-    return "unknown";
+    return (unsigned)dtype < AK_DTYPE_COUNT_ ? dtype_info[dtype].name : "unknown";
 }
 
 ak_status ak_dtype_size(ak_dtype dtype, size_t *out) {
     AK_ARG_CHECK(out, "ak_dtype_size: out is NULL");
-    switch (dtype) {
-    case AK_DTYPE_F32: *out = 4; return AK_OK;
-    case AK_DTYPE_F16:
-    case AK_DTYPE_BF16: *out = 2; return AK_OK;
-    case AK_DTYPE_COUNT_: break;
-    }
-    return AK_FAIL(AK_ERR_INVALID_ARG, "unknown dtype %d", (int)dtype);
+    AK_ARG_CHECK((unsigned)dtype < AK_DTYPE_COUNT_, "unknown dtype %d", (int)dtype);
+    *out = dtype_info[dtype].size;
+    return AK_OK;
 }
 
 /* ---- validation --------------------------------------------------------------------- */
@@ -33,6 +32,9 @@ ak_status ak_dtype_size(ak_dtype dtype, size_t *out) {
  * n elements would not fit in the address space. */
 static ak_status elem_size(const char *fn, ak_dtype dtype, size_t n, size_t *es) {
     AK_ARG_CHECK((unsigned)dtype < AK_DTYPE_COUNT_, "%s: unknown dtype %d", fn, (int)dtype);
+    if (dtype != AK_DTYPE_F32 && dtype != AK_DTYPE_F16 && dtype != AK_DTYPE_BF16)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: dtype %s is not supported (f32, f16, bf16)", fn,
+                       ak_dtype_name(dtype));
     AK_CHECK(ak_dtype_size(dtype, es));
     AK_ARG_CHECK(n <= SIZE_MAX / *es, "%s: n = %zu elements overflows the address space", fn,
                  n);
