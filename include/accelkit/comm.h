@@ -1,0 +1,142 @@
+/* accelkit collectives: communicators over TCP (between hosts) and shared memory (inside
+ * a host), with ring, recursive-doubling, tree and two-level hierarchical algorithms
+ * chosen per call by an α–β cost model.
+ *
+ * Semantics follow MPI/NCCL: every rank of a communicator calls the same collectives in
+ * the same order with matching counts, dtypes, ops and roots. A mismatch detected on the
+ * wire fails with AK_ERR_MISMATCH; a lost peer fails with AK_ERR_REMOTE or AK_ERR_TIMEOUT
+ * (AK_COMM_TIMEOUT) on every surviving rank, never a hang. A communicator that failed
+ * stays failed: free it. One communicator must not be used by two threads at once
+ * (use ak_comm_split for concurrent groups); async calls may have many ops in flight. */
+#ifndef ACCELKIT_COMM_H
+#define ACCELKIT_COMM_H
+
+#include "ak.h"
+#include "kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ak_comm ak_comm;
+typedef struct ak_comm_request ak_comm_request;
+
+typedef enum ak_comm_transport {
+    AK_COMM_TRANSPORT_AUTO = 0, /* shm inside a host, tcp across hosts */
+    AK_COMM_TRANSPORT_TCP = 1,
+    AK_COMM_TRANSPORT_SHM = 2, /* only valid when all ranks share one host */
+} ak_comm_transport;
+
+typedef enum ak_comm_algo {
+    AK_COMM_ALGO_AUTO = 0, /* cost model */
+    AK_COMM_ALGO_RING = 1,
+    AK_COMM_ALGO_RECURSIVE_DOUBLING = 2,
+    AK_COMM_ALGO_TREE = 3,
+    AK_COMM_ALGO_HIERARCHICAL = 4,
+    AK_COMM_ALGO_COUNT_
+} ak_comm_algo;
+
+/* Versioned options: initialize with AK_COMM_CONFIG_INIT, then set what you need. Fields
+ * left at their "unset" value come from the environment (docs/configuration.md), then
+ * from rank discovery (ak launch, torchrun, Open MPI, Slurm). */
+typedef struct ak_comm_config {
+    uint32_t struct_size;         /* sizeof(ak_comm_config), for compatibility */
+    int rank, world_size;         /* -1: discover */
+    const char *store_addr;       /* NULL: AK_MASTER_ADDR / MASTER_ADDR */
+    int store_port;               /* 0: AK_MASTER_PORT / MASTER_PORT */
+    const char *host_id;          /* NULL: hostname + network namespace */
+    int nstreams;                 /* 0: AK_COMM_NSTREAMS */
+    ak_comm_transport transport;  /* AUTO: AK_COMM_TRANSPORT */
+    ak_comm_algo algo;            /* AUTO: AK_COMM_ALGO, else cost model */
+    int timeout_ms;               /* 0: AK_COMM_TIMEOUT */
+    const char *tuning_file;      /* NULL: AK_COMM_TUNING or calibrate */
+} ak_comm_config;
+
+#define AK_COMM_CONFIG_INIT                                                              \
+    {sizeof(ak_comm_config), -1, -1, NULL, 0, NULL, 0, AK_COMM_TRANSPORT_AUTO,            \
+     AK_COMM_ALGO_AUTO, 0, NULL}
+
+/* Joins the world described by cfg (NULL = all from the environment). Blocks until every
+ * rank has joined or the timeout passes. */
+AK_API ak_status ak_comm_init(const ak_comm_config *cfg, ak_comm **out);
+/* A world of `world_size` ranks as threads of this process (in-memory store): fills
+ * comms[0..world_size); comms[r] must then be used by one thread each. cfg may be NULL;
+ * its rank/world/store fields are ignored. */
+AK_API ak_status ak_comm_init_local(int world_size, const ak_comm_config *cfg, ak_comm **comms);
+/* Frees a communicator (waits for its in-flight async ops first). NULL is a no-op. */
+AK_API void ak_comm_free(ak_comm *comm);
+
+AK_API ak_status ak_comm_rank(const ak_comm *comm, int *rank);
+AK_API ak_status ak_comm_size(const ak_comm *comm, int *size);
+/* Ranks on this rank's host and this rank's index among them; hosts in the world and
+ * this host's index (hosts numbered in order of their lowest rank). */
+AK_API ak_status ak_comm_local(const ak_comm *comm, int *local_rank, int *local_size);
+AK_API ak_status ak_comm_hosts(const ak_comm *comm, int *host_index, int *host_count);
+
+/* Collective: ranks with the same color form a new communicator, ordered by (key, rank).
+ * color < 0: this rank joins none (*out = NULL). */
+AK_API ak_status ak_comm_split(ak_comm *comm, int color, int key, ak_comm **out);
+
+/* ---- collectives (blocking). sendbuf == recvbuf (or AK_IN_PLACE) is in place. --------- */
+
+#define AK_IN_PLACE ((const void *)1)
+
+AK_API ak_status ak_comm_allreduce(ak_comm *comm, const void *sendbuf, void *recvbuf,
+                                   size_t count, ak_dtype dtype, ak_reduce_op op);
+/* recvbuf is only written (and only needed) on root */
+AK_API ak_status ak_comm_reduce(ak_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                ak_dtype dtype, ak_reduce_op op, int root);
+AK_API ak_status ak_comm_broadcast(ak_comm *comm, void *buf, size_t count, ak_dtype dtype,
+                                   int root);
+/* recvbuf holds size × count elements, rank r's at r × count */
+AK_API ak_status ak_comm_allgather(ak_comm *comm, const void *sendbuf, void *recvbuf,
+                                   size_t count, ak_dtype dtype);
+/* rank r contributes counts[r] elements, placed at displs[r] in recvbuf */
+AK_API ak_status ak_comm_allgatherv(ak_comm *comm, const void *sendbuf, size_t sendcount,
+                                    void *recvbuf, const size_t *counts, const size_t *displs,
+                                    ak_dtype dtype);
+/* sendbuf holds size × recvcount elements; rank r gets the reduction of block r */
+AK_API ak_status ak_comm_reduce_scatter(ak_comm *comm, const void *sendbuf, void *recvbuf,
+                                        size_t recvcount, ak_dtype dtype, ak_reduce_op op);
+/* block r (count elements) of sendbuf goes to rank r; recvbuf block r comes from rank r */
+AK_API ak_status ak_comm_alltoall(ak_comm *comm, const void *sendbuf, void *recvbuf,
+                                  size_t count, ak_dtype dtype);
+AK_API ak_status ak_comm_alltoallv(ak_comm *comm, const void *sendbuf, const size_t *sendcounts,
+                                   const size_t *sdispls, void *recvbuf,
+                                   const size_t *recvcounts, const size_t *rdispls,
+                                   ak_dtype dtype);
+AK_API ak_status ak_comm_gather(ak_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                ak_dtype dtype, int root);
+AK_API ak_status ak_comm_scatter(ak_comm *comm, const void *sendbuf, void *recvbuf,
+                                 size_t count, ak_dtype dtype, int root);
+AK_API ak_status ak_comm_barrier(ak_comm *comm);
+/* point to point; messages between a pair arrive in the order sent; the counts must match */
+AK_API ak_status ak_comm_send(ak_comm *comm, const void *buf, size_t count, ak_dtype dtype,
+                              int peer);
+AK_API ak_status ak_comm_recv(ak_comm *comm, void *buf, size_t count, ak_dtype dtype, int peer);
+
+/* ---- async: the same operations run on the communicator's progress thread, in the
+ * order submitted. Buffers must stay valid until the request completes. -------------- */
+
+AK_API ak_status ak_comm_iallreduce(ak_comm *comm, const void *sendbuf, void *recvbuf,
+                                    size_t count, ak_dtype dtype, ak_reduce_op op,
+                                    ak_comm_request **req);
+AK_API ak_status ak_comm_ibroadcast(ak_comm *comm, void *buf, size_t count, ak_dtype dtype,
+                                    int root, ak_comm_request **req);
+AK_API ak_status ak_comm_iallgather(ak_comm *comm, const void *sendbuf, void *recvbuf,
+                                    size_t count, ak_dtype dtype, ak_comm_request **req);
+/* *done = 1 once complete; then the request still needs ak_comm_wait to be released. */
+AK_API ak_status ak_comm_test(ak_comm_request *req, int *done);
+/* Waits, returns the operation's status and frees the request. */
+AK_API ak_status ak_comm_wait(ak_comm_request *req);
+
+/* ---- introspection ---------------------------------------------------------------- */
+
+AK_API const char *ak_comm_algo_name(ak_comm_algo algo);
+/* The algorithm the cost model (or AK_COMM_ALGO) picks for an allreduce of `bytes`. */
+AK_API ak_status ak_comm_choose_algo(const ak_comm *comm, size_t bytes, ak_comm_algo *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ACCELKIT_COMM_H */

@@ -1,0 +1,292 @@
+/* `ak bench comm`: collectives timed the nccl-tests way. One process per rank (under
+ * `ak launch`, torchrun, mpirun or Slurm; or `-np N` to start itself locally). Rank 0
+ * prints one row per size: bytes, count, time_us, algbw, busbw, errors, where time is the
+ * max over ranks of the mean over iterations after warm-up, algbw = bytes / time and
+ * busbw = algbw × the collective's factor (allreduce 2(n−1)/n; reduce_scatter, allgather,
+ * alltoall (n−1)/n; broadcast 1). With --check every element is verified each size. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "accelkit/comm.h"
+#include "cli/cli.h"
+#include "cli/launch.h"
+
+typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_BROADCAST, COLL_REDUCE_SCATTER, COLL_ALLTOALL } coll;
+static const char *const coll_names[] = {"allreduce", "allgather", "broadcast", "reduce_scatter",
+                                         "alltoall"};
+static const char *const op_names[] = {"sum", "prod", "min", "max", "avg"};
+static const char *const dtype_names[] = {"f32", "f16", "bf16", "f64", "i8", "u8", "i32", "i64"};
+
+typedef struct comm_bench_opts {
+    size_t min_bytes, max_bytes, factor;
+    int iters, warmup, np, check, json;
+    coll what;
+    ak_reduce_op op;
+    ak_dtype dtype;
+    const char *algo; /* NULL = auto */
+} comm_bench_opts;
+
+static int lookup(const char *text, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(text, names[i]) == 0) return i;
+    return -1;
+}
+
+/* "64M", "4K", "1G", "8" */
+static int parse_bytes(const char *text, size_t *out) {
+    char *end;
+    double v = strtod(text, &end);
+    size_t mult = *end == 'K' || *end == 'k' ? 1024 : *end == 'M' || *end == 'm' ? 1u << 20
+                  : *end == 'G' || *end == 'g' ? 1u << 30 : 1;
+    if (end == text || v < 0 || (mult > 1 && end[1]) || (mult == 1 && *end)) return -1;
+    *out = (size_t)(v * (double)mult);
+    return 0;
+}
+
+static int parse_comm_opts(int argc, char **argv, comm_bench_opts *o) {
+    *o = (comm_bench_opts){8, 64u << 20, 2, 20, 5, 2, 0, 0, COLL_ALLREDUCE, AK_REDUCE_SUM,
+                           AK_DTYPE_F32, NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        size_t n;
+        int ok = v != NULL, idx;
+        if (!strcmp(a, "--check")) { o->check = 1; continue; }
+        if (!strcmp(a, "--json")) { o->json = 1; continue; }
+        i++;
+        if (!strcmp(a, "-b")) ok = ok && !parse_bytes(v, &o->min_bytes);
+        else if (!strcmp(a, "-e")) ok = ok && !parse_bytes(v, &o->max_bytes);
+        else if (!strcmp(a, "-f")) ok = ok && !ak_cli_parse_size(v, &o->factor) && o->factor >= 2;
+        else if (!strcmp(a, "-n")) ok = ok && !ak_cli_parse_size(v, &n) && n >= 1 && (o->iters = (int)n);
+        else if (!strcmp(a, "-w")) ok = ok && !ak_cli_parse_size(v, &n) && ((o->warmup = (int)n), 1);
+        else if (!strcmp(a, "-np")) ok = ok && !ak_cli_parse_size(v, &n) && n >= 1 && n <= 512 && (o->np = (int)n);
+        else if (!strcmp(a, "--coll")) ok = ok && (idx = lookup(v, coll_names, 5)) >= 0 && ((o->what = (coll)idx), 1);
+        else if (!strcmp(a, "--op")) ok = ok && (idx = lookup(v, op_names, 5)) >= 0 && ((o->op = (ak_reduce_op)idx), 1);
+        else if (!strcmp(a, "--dtype")) ok = ok && (idx = lookup(v, dtype_names, 8)) >= 0 && ((o->dtype = (ak_dtype)idx), 1);
+        else if (!strcmp(a, "--algo")) o->algo = v;
+        else ok = 0;
+        if (!ok) {
+            fprintf(stderr, "ak bench comm: bad option '%s'%s%s\n", a, v ? " " : "", v ? v : "");
+            return -1;
+        }
+    }
+    if (o->min_bytes > o->max_bytes) return -1;
+    return 0;
+}
+
+/* ---- values whose reductions are exact in every dtype (small integers) --------------- */
+
+static double input_value(int rank, size_t i, ak_reduce_op op) {
+    double base = (double)(i % 7 + 1);
+    if (op == AK_REDUCE_PROD) return rank == 0 ? base : 1.0;
+    return (double)(rank + 1) * base;
+}
+
+static double expected_reduction(int n, size_t i, ak_reduce_op op) {
+    double base = (double)(i % 7 + 1), ranks_sum = n * (n + 1) / 2.0;
+    switch (op) {
+    case AK_REDUCE_SUM: return base * ranks_sum;
+    case AK_REDUCE_PROD: return base;
+    case AK_REDUCE_MIN: return base;
+    case AK_REDUCE_MAX: return base * n;
+    default: return base * ranks_sum / n;
+    }
+}
+
+static void store_value(ak_dtype dt, void *buf, size_t i, double v) {
+    float f = (float)v;
+    switch (dt) {
+    case AK_DTYPE_F32: ((float *)buf)[i] = f; break;
+    case AK_DTYPE_F64: ((double *)buf)[i] = v; break;
+    case AK_DTYPE_F16: ak_f32_to_f16((uint16_t *)buf + i, &f, 1); break;
+    case AK_DTYPE_BF16: ak_f32_to_bf16((uint16_t *)buf + i, &f, 1); break;
+    case AK_DTYPE_I8: ((int8_t *)buf)[i] = (int8_t)v; break;
+    case AK_DTYPE_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case AK_DTYPE_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    default: ((int64_t *)buf)[i] = (int64_t)v; break;
+    }
+}
+
+/* 1 when buf[i] holds v as dtype would store it (integer avg truncates) */
+static int value_matches(ak_dtype dt, const void *buf, size_t i, double v) {
+    unsigned char want[8] = {0}, *got = (unsigned char *)buf;
+    size_t es;
+    ak_dtype_size(dt, &es);
+    if (dt >= AK_DTYPE_I8) v = trunc(v);
+    store_value(dt, want, 0, v);
+    return memcmp(got + i * es, want, es) == 0;
+}
+
+/* ---- one collective ------------------------------------------------------------------ */
+
+typedef struct bench_bufs {
+    void *send, *recv;
+    size_t count; /* elements per rank block */
+} bench_bufs;
+
+static ak_status run_coll(ak_comm *c, const comm_bench_opts *o, bench_bufs *b) {
+    switch (o->what) {
+    case COLL_ALLREDUCE: return ak_comm_allreduce(c, b->send, b->recv, b->count, o->dtype, o->op);
+    case COLL_ALLGATHER: return ak_comm_allgather(c, b->send, b->recv, b->count, o->dtype);
+    case COLL_BROADCAST: return ak_comm_broadcast(c, b->recv, b->count, o->dtype, 0);
+    case COLL_REDUCE_SCATTER:
+        return ak_comm_reduce_scatter(c, b->send, b->recv, b->count, o->dtype, o->op);
+    default: return ak_comm_alltoall(c, b->send, b->recv, b->count, o->dtype);
+    }
+}
+
+/* Elements each rank sends: allgather/alltoall/reduce_scatter have size blocks. */
+static size_t send_elems(const comm_bench_opts *o, size_t count, int n) {
+    return o->what == COLL_ALLREDUCE || o->what == COLL_BROADCAST ? count : count * (size_t)n;
+}
+
+static void fill_inputs(const comm_bench_opts *o, bench_bufs *b, int rank, int n) {
+    size_t sn = send_elems(o, b->count, n);
+    for (size_t i = 0; i < sn; i++) store_value(o->dtype, b->send, i, input_value(rank, i, o->op));
+    if (o->what == COLL_BROADCAST)
+        for (size_t i = 0; i < b->count; i++)
+            store_value(o->dtype, b->recv, i, rank == 0 ? input_value(0, i, o->op) : -1);
+}
+
+/* Wrong elements in this rank's result. */
+static size_t count_errors(const comm_bench_opts *o, const bench_bufs *b, int rank, int n) {
+    size_t errors = 0, cnt = b->count;
+    for (size_t i = 0; i < send_elems(o, cnt, n) && o->what != COLL_REDUCE_SCATTER; i++) {
+        double want;
+        switch (o->what) {
+        case COLL_ALLREDUCE: want = expected_reduction(n, i, o->op); break;
+        case COLL_BROADCAST: want = input_value(0, i, o->op); break;
+        case COLL_ALLGATHER: want = input_value((int)(i / cnt), i % cnt, o->op); break;
+        default: want = input_value((int)(i / cnt), (size_t)rank * cnt + i % cnt, o->op); break;
+        }
+        errors += !value_matches(o->dtype, b->recv, i, want);
+    }
+    if (o->what == COLL_REDUCE_SCATTER)
+        for (size_t i = 0; i < cnt; i++)
+            errors += !value_matches(o->dtype, b->recv, i,
+                                     expected_reduction(n, (size_t)rank * cnt + i, o->op));
+    return errors;
+}
+
+static double busbw_factor(coll what, int n) {
+    if (what == COLL_ALLREDUCE) return 2.0 * (n - 1) / n;
+    return what == COLL_BROADCAST ? 1.0 : (double)(n - 1) / n;
+}
+
+typedef struct size_result {
+    double time_us;
+    long long errors;
+} size_result;
+
+static ak_status measure_size(ak_comm *c, const comm_bench_opts *o, bench_bufs *b, int rank,
+                              int n, size_result *out) {
+    fill_inputs(o, b, rank, n);
+    ak_status st = run_coll(c, o, b); /* the checked run, also the first warm-up */
+    double errors = st == AK_OK && o->check ? (double)count_errors(o, b, rank, n) : 0;
+    for (int w = 1; st == AK_OK && w < o->warmup; w++) st = run_coll(c, o, b);
+    if (st == AK_OK) st = ak_comm_barrier(c);
+    uint64_t t0 = ak_now_ns();
+    for (int i = 0; st == AK_OK && i < o->iters; i++) st = run_coll(c, o, b);
+    double mean_us = (double)(ak_now_ns() - t0) / 1e3 / o->iters;
+    if (st == AK_OK) st = ak_comm_allreduce(c, AK_IN_PLACE, &mean_us, 1, AK_DTYPE_F64, AK_REDUCE_MAX);
+    if (st == AK_OK) st = ak_comm_allreduce(c, AK_IN_PLACE, &errors, 1, AK_DTYPE_F64, AK_REDUCE_SUM);
+    out->time_us = mean_us;
+    out->errors = o->check ? (long long)errors : -1;
+    return st;
+}
+
+static void print_row(const comm_bench_opts *o, size_t bytes, size_t count, int n,
+                      const size_result *r, int first) {
+    double algbw = (double)bytes / (r->time_us * 1e3), busbw = algbw * busbw_factor(o->what, n);
+    if (o->json)
+        printf("%s{\"bytes\":%zu,\"count\":%zu,\"time_us\":%.2f,\"algbw\":%.4f,\"busbw\":%.4f,"
+               "\"errors\":%lld}\n", first ? "" : "", bytes, count, r->time_us, algbw, busbw,
+               r->errors);
+    else
+        printf("%12zu %12zu %12.2f %10.4f %10.4f %8lld\n", bytes, count, r->time_us, algbw, busbw,
+               r->errors);
+    fflush(stdout);
+}
+
+/* Iterations shrink for large sizes so a sweep stays in seconds (nccl-tests style). */
+static int iters_for(const comm_bench_opts *o, size_t bytes) {
+    if (bytes >= (16u << 20)) return o->iters < 5 ? o->iters : 5;
+    if (bytes >= (1u << 20)) return o->iters < 20 ? o->iters : 20;
+    return o->iters;
+}
+
+static int bench_rank(ak_comm *c, comm_bench_opts *o) {
+    int rank, n;
+    ak_comm_rank(c, &rank);
+    ak_comm_size(c, &n);
+    size_t es;
+    ak_dtype_size(o->dtype, &es);
+    bench_bufs b = {0};
+    size_t max_elems = send_elems(o, o->max_bytes / es + 1, n);
+    if (ak_alloc(max_elems * es, &b.send) || ak_alloc(max_elems * es, &b.recv))
+        return ak_cli_report("buffers", AK_ERR_NO_MEMORY);
+    if (rank == 0 && !o->json)
+        printf("# %s %s %s, %d ranks\n%12s %12s %12s %10s %10s %8s\n", coll_names[o->what],
+               dtype_names[o->dtype], op_names[o->op], n, "bytes", "count", "time_us",
+               "algbw", "busbw", "errors");
+    int rc = AK_EXIT_OK;
+    for (size_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes *= o->factor) {
+        b.count = bytes / es ? bytes / es : 1;
+        comm_bench_opts sized = *o;
+        sized.iters = iters_for(o, bytes);
+        size_result r;
+        ak_status st = measure_size(c, &sized, &b, rank, n, &r);
+        if (st != AK_OK) {
+            rc = ak_cli_report("collective", st);
+            break;
+        }
+        if (rank == 0) print_row(o, b.count * es, b.count, n, &r, bytes == o->min_bytes);
+        if (r.errors > 0) rc = AK_EXIT_FAIL;
+        if (bytes == 0) break;
+    }
+    ak_free(b.send);
+    ak_free(b.recv);
+    return rc;
+}
+
+static int under_launcher(void) {
+    return getenv("AK_RANK") || getenv("RANK") || getenv("OMPI_COMM_WORLD_RANK") ||
+           getenv("SLURM_PROCID");
+}
+
+/* Starts this same command N times under `ak launch`, without -np. */
+static int relaunch(int argc, char **argv, int np) {
+    static char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) return AK_EXIT_ERROR;
+    exe[len] = '\0';
+    char **args = calloc((size_t)argc + 4, sizeof *args);
+    int k = 0;
+    args[k++] = exe, args[k++] = "bench", args[k++] = "comm";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-np")) { i++; continue; }
+        args[k++] = argv[i];
+    }
+    static ak_launch_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.np = np;
+    plan.argv = args;
+    int rc = ak_launch_run(&plan);
+    free(args);
+    return rc;
+}
+
+int ak_bench_comm(int argc, char **argv) {
+    comm_bench_opts o;
+    if (parse_comm_opts(argc, argv, &o)) return AK_EXIT_ERROR;
+    if (!under_launcher() && o.np > 1) return relaunch(argc, argv, o.np);
+    if (o.algo) setenv("AK_COMM_ALGO", o.algo, 1);
+    ak_comm *c;
+    ak_status st = ak_comm_init(NULL, &c);
+    if (st != AK_OK) return ak_cli_report("ak_comm_init", st);
+    int rc = bench_rank(c, &o);
+    ak_comm_free(c);
+    return rc;
+}

@@ -1,0 +1,282 @@
+/* `ak launch` (see launch.h). Ranks are placed on hosts in order, filling each host's
+ * slots; rank 0's host serves the bootstrap store on a free port. Each rank's stdout and
+ * stderr come back through pipes and are written line by line with a "[rank] " prefix.
+ * When a rank fails, the others get SIGTERM, then SIGKILL after a grace period. */
+#include "cli/launch.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "accelkit/ak.h"
+
+#define GRACE_MS 3000
+
+typedef struct rank_proc {
+    pid_t pid;
+    int out_fd, err_fd; /* -1 once closed */
+    char out_line[4096], err_line[4096];
+    size_t out_len, err_len;
+    int exited, code;
+} rank_proc;
+
+int ak_launch_parse_hosts(const char *text, ak_launch_plan *plan) {
+    char buf[4096];
+    if (strlen(text) >= sizeof buf) return -1;
+    strcpy(buf, text);
+    plan->nhosts = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (plan->nhosts == AK_LAUNCH_MAX_HOSTS) return -1;
+        ak_launch_host *h = &plan->hosts[plan->nhosts++];
+        char *colon = strrchr(tok, ':');
+        h->slots = 1;
+        if (colon) {
+            *colon = '\0';
+            h->slots = atoi(colon + 1);
+        }
+        if (!tok[0] || h->slots < 1 || strlen(tok) >= sizeof h->name) return -1;
+        strcpy(h->name, tok);
+    }
+    return plan->nhosts > 0 ? 0 : -1;
+}
+
+int ak_launch_read_hostfile(const char *path, ak_launch_plan *plan) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[512], spec[4096] = "";
+    while (fgets(line, sizeof line, f)) {
+        char name[200];
+        int slots = 1;
+        char *hash = strchr(line, '#');
+        if (hash) *hash = '\0';
+        if (sscanf(line, "%199s slots=%d", name, &slots) < 1) continue;
+        if (strlen(spec) + strlen(name) + 16 >= sizeof spec) break;
+        char item[256];
+        snprintf(item, sizeof item, "%s%s%s%d", spec[0] ? "," : "", name,
+                 strchr(name, ':') ? "" : ":", strchr(name, ':') ? 0 : slots);
+        if (strchr(name, ':')) item[strlen(item) - 1] = '\0'; /* "host:N" kept as written */
+        strcat(spec, item);
+    }
+    fclose(f);
+    return spec[0] ? ak_launch_parse_hosts(spec, plan) : -1;
+}
+
+static int is_local_host(const char *name) {
+    char self[256] = "";
+    gethostname(self, sizeof self - 1);
+    return strcmp(name, "localhost") == 0 || strcmp(name, "127.0.0.1") == 0 ||
+           strcmp(name, self) == 0;
+}
+
+/* A TCP port that is free right now (bound to 0, read back, released). */
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 29500;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    return port;
+}
+
+/* Host of each rank: fill hosts' slots in order, wrapping if np exceeds them. */
+static const char *host_of_rank(const ak_launch_plan *p, int rank, int *local_rank, int *local_size) {
+    if (p->nhosts == 0) {
+        *local_rank = rank;
+        *local_size = p->np;
+        return "localhost";
+    }
+    int total = 0;
+    for (int h = 0; h < p->nhosts; h++) total += p->hosts[h].slots;
+    int r = rank % total, base = 0;
+    for (int h = 0; h < p->nhosts; h++) {
+        if (r < base + p->hosts[h].slots) {
+            *local_rank = r - base;
+            *local_size = p->hosts[h].slots < p->np ? p->hosts[h].slots : p->np;
+            return p->hosts[h].name;
+        }
+        base += p->hosts[h].slots;
+    }
+    return "localhost";
+}
+
+static void set_rank_env(const ak_launch_plan *p, int rank, int local_rank, int local_size,
+                         const char *master, int port) {
+    char v[32];
+    snprintf(v, sizeof v, "%d", rank), setenv("AK_RANK", v, 1);
+    snprintf(v, sizeof v, "%d", p->np), setenv("AK_WORLD_SIZE", v, 1);
+    snprintf(v, sizeof v, "%d", local_rank), setenv("AK_LOCAL_RANK", v, 1);
+    snprintf(v, sizeof v, "%d", local_size), setenv("AK_LOCAL_SIZE", v, 1);
+    setenv("AK_MASTER_ADDR", master, 1);
+    snprintf(v, sizeof v, "%d", port), setenv("AK_MASTER_PORT", v, 1);
+}
+
+/* The ssh command line that runs argv on host with the AK_* variables exported. */
+static char **ssh_argv(const ak_launch_plan *p, const char *host) {
+    static const char *const vars[] = {"AK_RANK", "AK_WORLD_SIZE", "AK_LOCAL_RANK",
+                                       "AK_LOCAL_SIZE", "AK_MASTER_ADDR", "AK_MASTER_PORT"};
+    int n = 0;
+    while (p->argv[n]) n++;
+    char **out = calloc((size_t)n + 16, sizeof *out);
+    int i = 0;
+    out[i++] = "ssh";
+    if (p->ssh_port) {
+        static char port[16];
+        snprintf(port, sizeof port, "%d", p->ssh_port);
+        out[i++] = "-p", out[i++] = port;
+    }
+    out[i++] = (char *)host;
+    out[i++] = "env";
+    for (size_t v = 0; v < sizeof vars / sizeof *vars; v++) {
+        char *kv = malloc(128);
+        snprintf(kv, 128, "%s=%s", vars[v], getenv(vars[v]));
+        out[i++] = kv;
+    }
+    for (int a = 0; a < n; a++) out[i++] = p->argv[a];
+    return out;
+}
+
+static int spawn_rank(const ak_launch_plan *p, int rank, const char *master, int port, rank_proc *rp) {
+    int lr, ls, out[2], err[2];
+    const char *host = host_of_rank(p, rank, &lr, &ls);
+    if (pipe(out) || pipe(err)) return -1;
+    rp->pid = fork();
+    if (rp->pid < 0) return -1;
+    if (rp->pid == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        dup2(err[1], STDERR_FILENO);
+        close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+        setpgid(0, 0); /* the launcher can signal the rank and its children */
+        set_rank_env(p, rank, lr, ls, master, port);
+        if (is_local_host(host)) execvp(p->argv[0], p->argv);
+        else execvp("ssh", ssh_argv(p, host));
+        fprintf(stderr, "ak launch: cannot run '%s': %s\n", p->argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(out[1]), close(err[1]);
+    rp->out_fd = out[0];
+    rp->err_fd = err[0];
+    return 0;
+}
+
+/* Writes complete lines from buf with the rank prefix; keeps a partial last line. */
+static void flush_lines(FILE *to, int rank, int prefix, char *buf, size_t *len, int final) {
+    size_t start = 0;
+    for (size_t i = 0; i < *len; i++) {
+        if (buf[i] != '\n') continue;
+        if (prefix) fprintf(to, "[%d] ", rank);
+        fwrite(buf + start, 1, i - start + 1, to);
+        start = i + 1;
+    }
+    if (final && start < *len) {
+        if (prefix) fprintf(to, "[%d] ", rank);
+        fwrite(buf + start, 1, *len - start, to);
+        fputc('\n', to);
+        start = *len;
+    }
+    if (start == 0 && *len == 4096) start = *len, fwrite(buf, 1, *len, to); /* overlong line */
+    memmove(buf, buf + start, *len - start);
+    *len -= start;
+    fflush(to);
+}
+
+static void drain(int *fd, char *buf, size_t *len, FILE *to, int rank, int prefix) {
+    ssize_t n = read(*fd, buf + *len, 4096 - *len);
+    if (n > 0) {
+        *len += (size_t)n;
+        flush_lines(to, rank, prefix, buf, len, 0);
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        flush_lines(to, rank, prefix, buf, len, 1);
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+static void kill_all(rank_proc *procs, int np, int sig) {
+    for (int r = 0; r < np; r++)
+        if (procs[r].pid > 0 && !procs[r].exited) kill(-procs[r].pid, sig);
+}
+
+static int reap(rank_proc *procs, int np, int *first_failure) {
+    int status, running = 0;
+    for (int r = 0; r < np; r++) {
+        if (procs[r].exited) continue;
+        pid_t got = waitpid(procs[r].pid, &status, WNOHANG);
+        if (got != procs[r].pid) {
+            running++;
+            continue;
+        }
+        procs[r].exited = 1;
+        procs[r].code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (procs[r].code != 0 && *first_failure < 0) *first_failure = r;
+    }
+    return running;
+}
+
+static void pump_output(const ak_launch_plan *p, rank_proc *procs, int timeout_ms) {
+    struct pollfd fds[2 * 512];
+    int n = 0, owner[2 * 512];
+    for (int r = 0; r < p->np && n + 2 <= 2 * 512; r++) {
+        if (procs[r].out_fd >= 0) owner[n] = r, fds[n++] = (struct pollfd){procs[r].out_fd, POLLIN, 0};
+        if (procs[r].err_fd >= 0) owner[n] = -r - 1, fds[n++] = (struct pollfd){procs[r].err_fd, POLLIN, 0};
+    }
+    if (n == 0 || poll(fds, (nfds_t)n, timeout_ms) <= 0) return;
+    for (int i = 0; i < n; i++) {
+        if (!fds[i].revents) continue;
+        rank_proc *rp = &procs[owner[i] >= 0 ? owner[i] : -owner[i] - 1];
+        int rank = (int)(rp - procs);
+        if (owner[i] >= 0) drain(&rp->out_fd, rp->out_line, &rp->out_len, stdout, rank, p->prefix_output);
+        else drain(&rp->err_fd, rp->err_line, &rp->err_len, stderr, rank, p->prefix_output);
+    }
+}
+
+static int procs_have_output(const rank_proc *procs, int np) {
+    for (int r = 0; r < np; r++)
+        if (procs[r].out_fd >= 0 || procs[r].err_fd >= 0) return 1;
+    return 0;
+}
+
+int ak_launch_run(const ak_launch_plan *p) {
+    if (p->np < 1 || p->np > 512 || !p->argv || !p->argv[0]) return 2;
+    rank_proc *procs = calloc((size_t)p->np, sizeof *procs);
+    if (!procs) return 2;
+    int lr, ls, port = free_port();
+    const char *h0 = host_of_rank(p, 0, &lr, &ls);
+    const char *master = is_local_host(h0) ? "127.0.0.1" : h0;
+    int first_failure = -1, started = 0;
+    for (; started < p->np; started++)
+        if (spawn_rank(p, started, master, port, &procs[started]) != 0) break;
+    if (started < p->np) {
+        fprintf(stderr, "ak launch: could not start rank %d: %s\n", started, strerror(errno));
+        kill_all(procs, started, SIGKILL);
+    }
+    uint64_t kill_deadline = 0, drain_deadline = 0;
+    int nprocs = started;
+    for (;;) {
+        int running = reap(procs, nprocs, &first_failure);
+        /* after the last exit, give the pipes a second: a leftover grandchild may hold one */
+        if (!running && !drain_deadline) drain_deadline = ak_now_ns() + 1000000000ull;
+        if (!running && (!procs_have_output(procs, nprocs) || ak_now_ns() > drain_deadline)) break;
+        pump_output(p, procs, 50);
+        if ((first_failure >= 0 || started < p->np) && !kill_deadline) {
+            kill_all(procs, nprocs, SIGTERM);
+            kill_deadline = ak_now_ns() + (uint64_t)GRACE_MS * 1000000u;
+        }
+        if (kill_deadline && ak_now_ns() > kill_deadline) kill_all(procs, nprocs, SIGKILL);
+    }
+    int rc = started < p->np ? 2 : first_failure >= 0 ? procs[first_failure].code : 0;
+    if (first_failure >= 0)
+        fprintf(stderr, "ak launch: rank %d exited with %d; stopped the others\n", first_failure, rc);
+    free(procs);
+    return rc;
+}

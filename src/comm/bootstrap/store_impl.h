@@ -1,0 +1,25 @@
+/* Internal: the store's implementation interface (store.c dispatches through it;
+ * store.c implements the in-memory store, store_tcp.c the TCP client and server). */
+#ifndef AK_COMM_BOOTSTRAP_STORE_IMPL_H
+#define AK_COMM_BOOTSTRAP_STORE_IMPL_H
+
+#include <stdatomic.h>
+
+#include "comm/bootstrap/store.h"
+
+typedef struct ak__store_ops {
+    ak_status (*set)(ak__store *s, const char *key, const void *value, size_t len);
+    ak_status (*get)(ak__store *s, const char *key, void *buf, size_t cap, size_t *len,
+                     int timeout_ms);
+    ak_status (*add)(ak__store *s, const char *key, int64_t delta, int64_t *after);
+    ak_status (*wait_ge)(ak__store *s, const char *key, int64_t value, int timeout_ms);
+    void (*destroy)(ak__store *s);
+} ak__store_ops;
+
+/* Every store implementation starts with this header. */
+struct ak__store {
+    const ak__store_ops *ops;
+    _Atomic int refs;
+};
+
+#endif /* AK_COMM_BOOTSTRAP_STORE_IMPL_H */

@@ -1,0 +1,408 @@
+/* Communicators: creation (world, local threads, split), topology, transports, freeing.
+ *
+ * Creation: discover the world (bootstrap/discover), connect to rank 0's store (rank 0
+ * serves it), publish this rank's host id and learn everyone's, derive the host layout,
+ * then create one transport for same-host peers (shm, or mem for threads of one process)
+ * and one for the other hosts (tcp), and finish with a store barrier so nobody returns
+ * before every rank can be reached. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/algo/algo.h"
+#include "comm/bootstrap/discover.h"
+#include "comm/comm_internal.h"
+#include "comm/comm_model.h"
+#include "core/check.h"
+#include "core/params.h"
+
+#define HOST_ID_MAX 160
+
+/* ---- configuration ------------------------------------------------------------------ */
+
+static ak_status parse_transport(const char *text, ak_comm_transport *out) {
+    static const char *const names[] = {"auto", "tcp", "shm"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(text, names[i]) == 0) {
+            *out = (ak_comm_transport)i;
+            return AK_OK;
+        }
+    return AK_FAIL(AK_ERR_INVALID_ARG, "AK_COMM_TRANSPORT='%s' is not one of auto, tcp, shm", text);
+}
+
+/* Fills the unset fields of cfg from the environment parameters. */
+static ak_status resolve_config(const ak_comm_config *in, ak_comm_config *out) {
+    ak_comm_config def = AK_COMM_CONFIG_INIT;
+    *out = in ? *in : def;
+    AK_ARG_CHECK(out->struct_size == sizeof(ak_comm_config),
+                 "ak_comm_config.struct_size is %u, expected %zu (initialize with "
+                 "AK_COMM_CONFIG_INIT)", out->struct_size, sizeof(ak_comm_config));
+    if (out->nstreams <= 0) out->nstreams = (int)ak__param_int(AK_PARAM_COMM_NSTREAMS);
+    AK_ARG_CHECK(out->nstreams <= AK_COMM_MAX_STREAMS, "nstreams %d > %d", out->nstreams,
+                 AK_COMM_MAX_STREAMS);
+    if (out->timeout_ms <= 0) out->timeout_ms = (int)ak__param_int(AK_PARAM_COMM_TIMEOUT);
+    if (out->transport == AK_COMM_TRANSPORT_AUTO)
+        AK_CHECK(parse_transport(ak__param_str(AK_PARAM_COMM_TRANSPORT), &out->transport));
+    if (out->algo == AK_COMM_ALGO_AUTO)
+        AK_CHECK(ak__comm_algo_parse(ak__param_str(AK_PARAM_COMM_ALGO), &out->algo));
+    AK_ARG_CHECK((unsigned)out->algo < AK_COMM_ALGO_COUNT_, "unknown algorithm %d", (int)out->algo);
+    if (!out->tuning_file && ak__param_str(AK_PARAM_COMM_TUNING)[0])
+        out->tuning_file = ak__param_str(AK_PARAM_COMM_TUNING);
+    return AK_OK;
+}
+
+/* ---- topology --------------------------------------------------------------------- */
+
+/* Derives host indices (numbered by lowest rank) from every rank's host id. */
+static ak_status build_topology(ak_comm *c, char (*ids)[HOST_ID_MAX]) {
+    c->host_of = calloc((size_t)c->size, sizeof *c->host_of);
+    c->local_index_of = calloc((size_t)c->size, sizeof *c->local_index_of);
+    c->same_host_ranks = calloc((size_t)c->size, sizeof *c->same_host_ranks);
+    c->route = calloc((size_t)c->size, sizeof *c->route);
+    c->all_ranks = calloc((size_t)c->size, sizeof *c->all_ranks);
+    int counts_ok = c->all_ranks != NULL;
+    for (int i = 0; i < 4; i++)
+        counts_ok &= (c->counts[i] = calloc((size_t)c->size, sizeof *c->counts[i])) != NULL;
+    if (!c->host_of || !c->local_index_of || !c->same_host_ranks || !c->route || !counts_ok)
+        return AK_FAIL(AK_ERR_NO_MEMORY, "communicator: out of memory");
+    for (int r = 0; r < c->size; r++) c->all_ranks[r] = r;
+    int hosts = 0;
+    for (int r = 0; r < c->size; r++) {
+        int h = 0;
+        while (h < r && strcmp(ids[h], ids[r]) != 0) h++;
+        c->host_of[r] = h < r ? c->host_of[h] : hosts++;
+    }
+    int *per_host = calloc((size_t)hosts, sizeof *per_host);
+    if (!per_host) return AK_FAIL(AK_ERR_NO_MEMORY, "communicator: out of memory");
+    for (int r = 0; r < c->size; r++) c->local_index_of[r] = per_host[c->host_of[r]]++;
+    free(per_host);
+    c->host_count = hosts;
+    c->host_index = c->host_of[c->rank];
+    c->local_rank = c->local_index_of[c->rank];
+    c->local_size = 0;
+    for (int r = 0; r < c->size; r++)
+        if (c->host_of[r] == c->host_index) c->same_host_ranks[c->local_size++] = r;
+    return AK_OK;
+}
+
+/* Publishes this rank's host id and reads everyone's. */
+static ak_status exchange_host_ids(ak_comm *c, const char *my_id) {
+    char key[AK_STORE_MAX_KEY + 1];
+    char(*ids)[HOST_ID_MAX] = calloc((size_t)c->size, sizeof *ids);
+    if (!ids) return AK_FAIL(AK_ERR_NO_MEMORY, "communicator: out of memory");
+    snprintf(key, sizeof key, "%s/host/%d", c->prefix, c->rank);
+    ak_status st;
+    AK_CHECK_GOTO(st, ak__store_set(c->store, key, my_id, strlen(my_id) + 1));
+    for (int r = 0; r < c->size; r++) {
+        size_t len;
+        snprintf(key, sizeof key, "%s/host/%d", c->prefix, r);
+        AK_CHECK_GOTO(st, ak__store_get(c->store, key, ids[r], HOST_ID_MAX - 1, &len,
+                                        c->config.timeout_ms));
+    }
+    st = build_topology(c, ids);
+fail:
+    free(ids);
+    return st;
+}
+
+/* ---- transports -------------------------------------------------------------------- */
+
+typedef ak_status (*transport_create_fn)(const ak__transport_setup *, ak__transport *);
+
+/* Creates transport `which` over the ranks whose route is `which`. */
+static ak_status create_transport(ak_comm *c, int which, transport_create_fn create,
+                                  const char *bind_addr) {
+    int *peers = malloc((size_t)c->size * sizeof *peers), n = 0;
+    if (!peers) return AK_FAIL(AK_ERR_NO_MEMORY, "communicator: out of memory");
+    for (int r = 0; r < c->size; r++)
+        if (r != c->rank && c->route[r] == which) peers[n++] = r;
+    char prefix[sizeof c->prefix + 8];
+    snprintf(prefix, sizeof prefix, "%s/tp%d", c->prefix, which);
+    ak__transport_setup s = {c->store, prefix, c->rank, c->size, peers, n,
+                             c->config.nstreams, c->config.timeout_ms, bind_addr};
+    ak_status st = n > 0 ? create(&s, &c->transports[which]) : AK_OK;
+    free(peers);
+    return st;
+}
+
+/* Routes same-host peers to the intra transport (shm; mem for threads) and the rest to
+ * tcp; AK_COMM_TRANSPORT=tcp sends everything over tcp, =shm requires one host. */
+static ak_status connect_transports(ak_comm *c, int threads_of_one_process) {
+    ak_comm_transport t = c->config.transport;
+    if (t == AK_COMM_TRANSPORT_SHM && c->host_count > 1)
+        return AK_FAIL(AK_ERR_INVALID_ARG, "AK_COMM_TRANSPORT=shm but the ranks span %d hosts",
+                       c->host_count);
+    for (int r = 0; r < c->size; r++)
+        c->route[r] = (t != AK_COMM_TRANSPORT_TCP && c->host_of[r] == c->host_index)
+                          ? AK_COMM_TP_INTRA : AK_COMM_TP_INTER;
+    transport_create_fn intra = t == AK_COMM_TRANSPORT_SHM || !threads_of_one_process
+                                    ? ak__shm_transport_create : ak__mem_transport_create;
+    const char *bind = ak__param_str(AK_PARAM_COMM_BIND_ADDR);
+    AK_CHECK(create_transport(c, AK_COMM_TP_INTRA, intra, NULL));
+    return create_transport(c, AK_COMM_TP_INTER, ak__tcp_transport_create,
+                            bind[0] ? bind : NULL);
+}
+
+/* Every rank has finished setup: a store counter reaches size. */
+static ak_status store_barrier(ak_comm *c, const char *name) {
+    char key[AK_STORE_MAX_KEY + 1];
+    int64_t after;
+    snprintf(key, sizeof key, "%s/%s", c->prefix, name);
+    AK_CHECK(ak__store_add(c->store, key, 1, &after));
+    return ak__store_wait_ge(c->store, key, c->size, c->config.timeout_ms);
+}
+
+/* ---- creation and freeing ----------------------------------------------------------- */
+
+typedef struct comm_spec {
+    int rank, size;
+    ak__store *store;          /* referenced by the new communicator */
+    const char *prefix;
+    const ak_comm_config *cfg; /* resolved */
+    const char *host_id;
+    int threads_of_one_process;
+} comm_spec;
+
+static ak_status comm_create(const comm_spec *spec, ak_comm **out) {
+    ak_comm *c = calloc(1, sizeof *c);
+    if (!c) return AK_FAIL(AK_ERR_NO_MEMORY, "communicator: out of memory");
+    c->rank = spec->rank;
+    c->size = spec->size;
+    c->config = *spec->cfg;
+    c->threads_local = spec->threads_of_one_process;
+    c->store = ak__store_retain(spec->store);
+    snprintf(c->prefix, sizeof c->prefix, "%s", spec->prefix);
+    ak_status st;
+    AK_CHECK_GOTO(st, exchange_host_ids(c, spec->host_id));
+    AK_CHECK_GOTO(st, connect_transports(c, spec->threads_of_one_process));
+    AK_CHECK_GOTO(st, ak__comm_model_init(c, spec->threads_of_one_process));
+    AK_CHECK_GOTO(st, store_barrier(c, "ready"));
+    *out = c;
+    return AK_OK;
+fail:
+    ak_comm_free(c);
+    return st;
+}
+
+void ak_comm_free(ak_comm *c) {
+    if (!c) return;
+    ak__comm_async_stop(c);
+    for (int t = 0; t < AK_COMM_TP_COUNT; t++) ak__transport_destroy(&c->transports[t]);
+    ak__store_free(c->store);
+    ak__store_server_stop(c->store_server);
+    free(c->host_of);
+    free(c->local_index_of);
+    free(c->same_host_ranks);
+    free(c->route);
+    free(c->all_ranks);
+    for (int i = 0; i < 4; i++) free(c->counts[i]);
+    ak_free(c->scratch);
+    ak_free(c->work);
+    free(c);
+}
+
+ak_status ak_comm_init(const ak_comm_config *cfg, ak_comm **out) {
+    AK_ARG_CHECK(out, "ak_comm_init: NULL output");
+    *out = NULL;
+    AK_ENSURE_INIT();
+    ak_comm_config resolved;
+    AK_CHECK(resolve_config(cfg, &resolved));
+    ak__world_info w;
+    AK_CHECK(ak__discover(&resolved, &w));
+    char host_id[HOST_ID_MAX];
+    if (resolved.host_id) snprintf(host_id, sizeof host_id, "%s", resolved.host_id);
+    else AK_CHECK(ak__host_id(host_id, sizeof host_id));
+    ak__store_server *server = NULL;
+    ak__store *store = NULL;
+    ak_status st;
+    if (w.rank == 0 && w.world_size > 1)
+        AK_CHECK_GOTO(st, ak__store_serve(w.store_addr, w.store_port, NULL, &server));
+    if (w.world_size > 1)
+        AK_CHECK_GOTO(st, ak__store_connect(w.store_addr, w.store_port, resolved.timeout_ms, &store));
+    else
+        AK_CHECK_GOTO(st, ak__store_create_memory(&store));
+    comm_spec spec = {w.rank, w.world_size, store, "w", &resolved, host_id, 0};
+    AK_CHECK_GOTO(st, comm_create(&spec, out));
+    (*out)->store_server = server; /* freed with the world communicator */
+    ak__store_free(store);
+    AK_LOG_INFO(AK_SUBSYS_COMM, "rank %d/%d (%s): %d host(s), %d local rank(s)", w.rank,
+                w.world_size, w.source, (*out)->host_count, (*out)->local_size);
+    return AK_OK;
+fail:
+    ak__store_free(store);
+    ak__store_server_stop(server);
+    return st;
+}
+
+/* ---- threads of one process ---------------------------------------------------------- */
+
+typedef struct local_arg {
+    comm_spec spec;
+    ak_comm **slot;
+    ak_status status;
+    char error[256];
+} local_arg;
+
+static void *local_rank_main(void *p) {
+    local_arg *a = p;
+    a->status = comm_create(&a->spec, a->slot);
+    if (a->status != AK_OK) snprintf(a->error, sizeof a->error, "%s", ak_last_error());
+    return NULL;
+}
+
+ak_status ak_comm_init_local(int world_size, const ak_comm_config *cfg, ak_comm **comms) {
+    AK_ARG_CHECK(comms, "ak_comm_init_local: NULL output array");
+    AK_ARG_CHECK(world_size >= 1 && world_size <= 4096, "ak_comm_init_local: world size %d "
+                 "not in [1, 4096]", world_size);
+    AK_ENSURE_INIT();
+    ak_comm_config resolved;
+    AK_CHECK(resolve_config(cfg, &resolved));
+    static _Atomic int generation;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "local%d", atomic_fetch_add(&generation, 1));
+    ak__store *store;
+    AK_CHECK(ak__store_create_memory(&store));
+    local_arg *args = calloc((size_t)world_size, sizeof *args);
+    pthread_t *threads = calloc((size_t)world_size, sizeof *threads);
+    ak_status st = args && threads ? AK_OK : AK_FAIL(AK_ERR_NO_MEMORY, "out of memory");
+    for (int r = 0; st == AK_OK && r < world_size; r++) {
+        comms[r] = NULL;
+        args[r] = (local_arg){{r, world_size, store, prefix, &resolved, "local", 1}, &comms[r],
+                              AK_OK, ""};
+        if (pthread_create(&threads[r], NULL, local_rank_main, &args[r]) != 0) {
+            st = AK_FAIL(AK_ERR_NO_MEMORY, "ak_comm_init_local: cannot start thread %d", r);
+            world_size = r; /* join only what started */
+        }
+    }
+    for (int r = 0; threads && r < world_size; r++) pthread_join(threads[r], NULL);
+    for (int r = 0; args && r < world_size && st == AK_OK; r++)
+        if (args[r].status != AK_OK)
+            st = AK_FAIL(args[r].status, "rank %d: %s", r, args[r].error);
+    if (st != AK_OK)
+        for (int r = 0; r < world_size; r++) ak_comm_free(comms[r]), comms[r] = NULL;
+    free(args);
+    free(threads);
+    ak__store_free(store);
+    return st;
+}
+
+/* ---- split ------------------------------------------------------------------------- */
+
+typedef struct split_entry {
+    int color, key, rank;
+} split_entry;
+
+static int cmp_split(const void *a, const void *b) {
+    const split_entry *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* Every rank's (color, key), through the store (split is rare; no collective needed). */
+static ak_status gather_split_entries(ak_comm *c, int n, int color, int key, split_entry *all) {
+    char k[AK_STORE_MAX_KEY + 1], v[64];
+    snprintf(k, sizeof k, "%s/split%d/%d", c->prefix, n, c->rank);
+    int len = snprintf(v, sizeof v, "%d %d", color, key);
+    AK_CHECK(ak__store_set(c->store, k, v, (size_t)len + 1));
+    for (int r = 0; r < c->size; r++) {
+        size_t got;
+        snprintf(k, sizeof k, "%s/split%d/%d", c->prefix, n, r);
+        AK_CHECK(ak__store_get(c->store, k, v, sizeof v - 1, &got, c->config.timeout_ms));
+        v[got < sizeof v ? got : sizeof v - 1] = '\0';
+        all[r].rank = r;
+        if (sscanf(v, "%d %d", &all[r].color, &all[r].key) != 2)
+            return AK_FAIL(AK_ERR_REMOTE, "ak_comm_split: bad entry from rank %d", r);
+    }
+    return AK_OK;
+}
+
+ak_status ak_comm_split(ak_comm *c, int color, int key, ak_comm **out) {
+    AK_ARG_CHECK(c && out, "ak_comm_split: NULL argument");
+    *out = NULL;
+    AK_CHECK(c->failed);
+    int n = c->split_count++;
+    split_entry *all = calloc((size_t)c->size, sizeof *all);
+    if (!all) return AK_FAIL(AK_ERR_NO_MEMORY, "ak_comm_split: out of memory");
+    ak_status st;
+    AK_CHECK_GOTO(st, gather_split_entries(c, n, color, key, all));
+    if (color < 0) goto fail; /* st == AK_OK: this rank joins no group */
+    int members = 0;
+    for (int r = 0; r < c->size; r++)
+        if (all[r].color == color) all[members++] = all[r];
+    qsort(all, (size_t)members, sizeof *all, cmp_split);
+    int me = 0;
+    while (all[me].rank != c->rank) me++;
+    char prefix[sizeof c->prefix], host[32];
+    if (snprintf(prefix, sizeof prefix, "%s/s%d.%d", c->prefix, n, color) >= (int)sizeof prefix) {
+        st = AK_FAIL(AK_ERR_UNSUPPORTED, "ak_comm_split: communicators nested too deeply");
+        goto fail;
+    }
+    snprintf(host, sizeof host, "h%d", c->host_index); /* hosts as the parent saw them */
+    comm_spec spec = {me, members, c->store, prefix, &c->config, host, c->threads_local};
+    st = comm_create(&spec, out);
+fail:
+    free(all);
+    return st;
+}
+
+/* ---- queries ----------------------------------------------------------------------- */
+
+ak_status ak_comm_rank(const ak_comm *c, int *rank) {
+    AK_ARG_CHECK(c && rank, "ak_comm_rank: NULL argument");
+    *rank = c->rank;
+    return AK_OK;
+}
+
+ak_status ak_comm_size(const ak_comm *c, int *size) {
+    AK_ARG_CHECK(c && size, "ak_comm_size: NULL argument");
+    *size = c->size;
+    return AK_OK;
+}
+
+ak_status ak_comm_local(const ak_comm *c, int *local_rank, int *local_size) {
+    AK_ARG_CHECK(c && local_rank && local_size, "ak_comm_local: NULL argument");
+    *local_rank = c->local_rank;
+    *local_size = c->local_size;
+    return AK_OK;
+}
+
+ak_status ak_comm_hosts(const ak_comm *c, int *host_index, int *host_count) {
+    AK_ARG_CHECK(c && host_index && host_count, "ak_comm_hosts: NULL argument");
+    *host_index = c->host_index;
+    *host_count = c->host_count;
+    return AK_OK;
+}
+
+/* Grows *buf to at least `bytes`; contents are not kept. */
+static ak_status grow_buffer(void **buf, size_t *cap, size_t bytes, void **out) {
+    if (bytes > *cap) {
+        ak_free(*buf);
+        *buf = NULL;
+        *cap = 0;
+        AK_CHECK(ak_alloc(bytes, buf));
+        *cap = bytes;
+    }
+    *out = *buf;
+    return AK_OK;
+}
+
+ak_status ak__comm_scratch(ak_comm *c, size_t bytes, void **out) {
+    return grow_buffer(&c->scratch, &c->scratch_bytes, bytes, out);
+}
+
+ak_status ak__comm_work(ak_comm *c, size_t bytes, void **out) {
+    return grow_buffer(&c->work, &c->work_bytes, bytes, out);
+}
+
+/* A failure closes this rank's transports at once, while the failing operation's frame
+ * is still alive: no transport keeps pointers to its posted ops, and peers blocked on
+ * this rank see the connection drop (AK_ERR_REMOTE) instead of waiting for the timeout,
+ * so one rank's mismatch or loss becomes an error on every rank quickly. */
+ak_status ak__comm_fail(ak_comm *c, ak_status st) {
+    if (st == AK_OK || c->failed != AK_OK) return st;
+    c->failed = st;
+    for (int t = 0; t < AK_COMM_TP_COUNT; t++) ak__transport_destroy(&c->transports[t]);
+    return st;
+}

@@ -1,0 +1,229 @@
+/* Public collective entry points: validate the arguments (naming what is wrong), then run
+ * the call now or, while the communicator has a progress thread, through its queue. */
+#include <stdint.h>
+
+#include "comm/comm_ops.h"
+#include "core/check.h"
+
+static ak_status check_common(const ak_comm *c, const char *fn, size_t count, ak_dtype dt) {
+    AK_ARG_CHECK(c, "%s: NULL communicator", fn);
+    if (c->failed != AK_OK)
+        return AK_FAIL(c->failed, "%s: the communicator failed earlier and must be freed", fn);
+    AK_ARG_CHECK((unsigned)dt < AK_DTYPE_COUNT_, "%s: unknown dtype %d", fn, (int)dt);
+    size_t es = 0;
+    ak_dtype_size(dt, &es);
+    AK_ARG_CHECK(count <= SIZE_MAX / es / (size_t)c->size, "%s: count %zu overflows", fn, count);
+    return AK_OK;
+}
+
+static ak_status check_buf(const char *fn, const char *name, const void *p, size_t count) {
+    AK_ARG_CHECK(p || count == 0, "%s: %s is NULL with count %zu", fn, name, count);
+    return AK_OK;
+}
+
+static ak_status check_root(const ak_comm *c, const char *fn, int root) {
+    AK_ARG_CHECK(root >= 0 && root < c->size, "%s: root %d not in [0, %d)", fn, root, c->size);
+    return AK_OK;
+}
+
+static ak_status check_op(const char *fn, ak_reduce_op op) {
+    AK_ARG_CHECK((unsigned)op < AK_REDUCE_COUNT_, "%s: unknown reduce op %d", fn, (int)op);
+    return AK_OK;
+}
+
+/* Blocking: behind the progress thread's queue when there is one, else right here. */
+static ak_status run_now(ak_comm *c, const ak__coll *k) {
+    if (!c->async) return ak__coll_run(c, k);
+    ak_comm_request *req;
+    AK_CHECK(ak__comm_async_submit(c, k, &req));
+    return ak_comm_wait(req);
+}
+
+ak_status ak_comm_allreduce(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                            ak_dtype dt, ak_reduce_op op) {
+    static const char fn[] = "ak_comm_allreduce";
+    AK_CHECK(check_common(c, fn, count, dt));
+    AK_CHECK(check_op(fn, op));
+    AK_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+    AK_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
+    ak__coll k = {AK_COLL_ALLREDUCE, sendbuf, recvbuf, count, dt, op, -1, 0, 0, 0, 0};
+    return run_now(c, &k);
+}
+
+ak_status ak_comm_iallreduce(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                             ak_dtype dt, ak_reduce_op op, ak_comm_request **req) {
+    static const char fn[] = "ak_comm_iallreduce";
+    AK_ARG_CHECK(req, "%s: NULL request pointer", fn);
+    AK_CHECK(check_common(c, fn, count, dt));
+    AK_CHECK(check_op(fn, op));
+    AK_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+    AK_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
+    ak__coll k = {AK_COLL_ALLREDUCE, sendbuf, recvbuf, count, dt, op, -1, 0, 0, 0, 0};
+    return ak__comm_async_submit(c, &k, req);
+}
+
+ak_status ak_comm_reduce(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                         ak_dtype dt, ak_reduce_op op, int root) {
+    static const char fn[] = "ak_comm_reduce";
+    AK_CHECK(check_common(c, fn, count, dt));
+    AK_CHECK(check_op(fn, op));
+    AK_CHECK(check_root(c, fn, root));
+    AK_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+    if (c->rank == root) AK_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
+    if (sendbuf == AK_IN_PLACE) sendbuf = recvbuf;
+    ak__coll k = {AK_COLL_REDUCE, sendbuf, recvbuf, count, dt, op, root, 0, 0, 0, 0};
+    return run_now(c, &k);
+}
+
+ak_status ak_comm_broadcast(ak_comm *c, void *buf, size_t count, ak_dtype dt, int root) {
+    static const char fn[] = "ak_comm_broadcast";
+    AK_CHECK(check_common(c, fn, count, dt));
+    AK_CHECK(check_root(c, fn, root));
+    AK_CHECK(check_buf(fn, "buf", buf, count));
+    ak__coll k = {AK_COLL_BROADCAST, buf, buf, count, dt, AK_REDUCE_SUM, root, 0, 0, 0, 0};
+    return run_now(c, &k);
+}
+
+ak_status ak_comm_ibroadcast(ak_comm *c, void *buf, size_t count, ak_dtype dt, int root,
+                             ak_comm_request **req) {
+    static const char fn[] = "ak_comm_ibroadcast";
+    AK_ARG_CHECK(req, "%s: NULL request pointer", fn);
+    AK_CHECK(check_common(c, fn, count, dt));
+    AK_CHECK(check_root(c, fn, root));
+    AK_CHECK(check_buf(fn, "buf", buf, count));
+    ak__coll k = {AK_COLL_BROADCAST, buf, buf, count, dt, AK_REDUCE_SUM, root, 0, 0, 0, 0};
+    return ak__comm_async_submit(c, &k, req);
+}
+
+ak_status ak_comm_allgather(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                            ak_dtype dt) {
+    static const char fn[] = "ak_comm_allgather";
+    AK_CHECK(check_common(c, fn, count, dt));
+    AK_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+    AK_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
+    ak__coll k = {AK_COLL_ALLGATHER, sendbuf, recvbuf, count, dt, AK_REDUCE_SUM, -1, 0, 0, 0, 0};
+    return run_now(c, &k);
+}
+
+ak_status ak_comm_iallgather(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                             ak_dtype dt, ak_comm_request **req) {
+    static const char fn[] = "ak_comm_iallgather";
+    AK_ARG_CHECK(req, "%s: NULL request pointer", fn);
+    AK_CHECK(check_common(c, fn, count, dt));
+    AK_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+    AK_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
+    ak__coll k = {AK_COLL_ALLGATHER, sendbuf, recvbuf, count, dt, AK_REDUCE_SUM, -1, 0, 0, 0, 0};
+    return ak__comm_async_submit(c, &k, req);
+}
+
+/* Sum of counts, checking the displacements keep every block inside the buffer's span. */
+static ak_status check_layout(const ak_comm *c, const char *fn, const size_t *counts,
+                              const size_t *displs, size_t *span) {
+    AK_ARG_CHECK(counts && displs, "%s: NULL counts or displacements", fn);
+    *span = 0;
+    for (int r = 0; r < c->size; r++) {
+        AK_ARG_CHECK(counts[r] <= SIZE_MAX / 16 && displs[r] <= SIZE_MAX / 16,
+                     "%s: count or displacement of rank %d too large", fn, r);
+        if (counts[r] && displs[r] + counts[r] > *span) *span = displs[r] + counts[r];
+    }
+    return AK_OK;
+}
+
+ak_status ak_comm_allgatherv(ak_comm *c, const void *sendbuf, size_t sendcount, void *recvbuf,
+                             const size_t *counts, const size_t *displs, ak_dtype dt) {
+    static const char fn[] = "ak_comm_allgatherv";
+    size_t span;
+    AK_CHECK(check_common(c, fn, sendcount, dt));
+    AK_CHECK(check_layout(c, fn, counts, displs, &span));
+    AK_ARG_CHECK(sendcount == counts[c->rank], "%s: sendcount %zu but counts[%d] = %zu", fn,
+                 sendcount, c->rank, counts[c->rank]);
+    AK_CHECK(check_buf(fn, "sendbuf", sendbuf, sendcount));
+    AK_CHECK(check_buf(fn, "recvbuf", recvbuf, span));
+    ak__coll k = {AK_COLL_ALLGATHERV, sendbuf, recvbuf, sendcount, dt, AK_REDUCE_SUM, -1,
+                  counts, displs, 0, 0};
+    return run_now(c, &k);
+}
+
+ak_status ak_comm_reduce_scatter(ak_comm *c, const void *sendbuf, void *recvbuf,
+                                 size_t recvcount, ak_dtype dt, ak_reduce_op op) {
+    static const char fn[] = "ak_comm_reduce_scatter";
+    AK_CHECK(check_common(c, fn, recvcount, dt));
+    AK_CHECK(check_op(fn, op));
+    AK_CHECK(check_buf(fn, "sendbuf", sendbuf, recvcount));
+    AK_CHECK(check_buf(fn, "recvbuf", recvbuf, recvcount));
+    ak__coll k = {AK_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dt, op, -1, 0, 0, 0, 0};
+    return run_now(c, &k);
+}
+
+ak_status ak_comm_alltoall(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                           ak_dtype dt) {
+    static const char fn[] = "ak_comm_alltoall";
+    AK_CHECK(check_common(c, fn, count, dt));
+    AK_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+    AK_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
+    AK_ARG_CHECK(sendbuf != recvbuf || count == 0, "%s: in place is not supported", fn);
+    ak__coll k = {AK_COLL_ALLTOALL, sendbuf, recvbuf, count, dt, AK_REDUCE_SUM, -1, 0, 0, 0, 0};
+    return run_now(c, &k);
+}
+
+ak_status ak_comm_alltoallv(ak_comm *c, const void *sendbuf, const size_t *sendcounts,
+                            const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                            const size_t *rdispls, ak_dtype dt) {
+    static const char fn[] = "ak_comm_alltoallv";
+    size_t sspan, rspan;
+    AK_CHECK(check_common(c, fn, 0, dt));
+    AK_CHECK(check_layout(c, fn, sendcounts, sdispls, &sspan));
+    AK_CHECK(check_layout(c, fn, recvcounts, rdispls, &rspan));
+    AK_CHECK(check_buf(fn, "sendbuf", sendbuf, sspan));
+    AK_CHECK(check_buf(fn, "recvbuf", recvbuf, rspan));
+    AK_ARG_CHECK(sendbuf != recvbuf || rspan == 0, "%s: in place is not supported", fn);
+    ak__coll k = {AK_COLL_ALLTOALLV, sendbuf, recvbuf, 0, dt, AK_REDUCE_SUM, -1,
+                  sendcounts, sdispls, recvcounts, rdispls};
+    return run_now(c, &k);
+}
+
+ak_status ak_comm_gather(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                         ak_dtype dt, int root) {
+    static const char fn[] = "ak_comm_gather";
+    AK_CHECK(check_common(c, fn, count, dt));
+    AK_CHECK(check_root(c, fn, root));
+    AK_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+    if (c->rank == root) AK_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
+    ak__coll k = {AK_COLL_GATHER, sendbuf, recvbuf, count, dt, AK_REDUCE_SUM, root, 0, 0, 0, 0};
+    return run_now(c, &k);
+}
+
+ak_status ak_comm_scatter(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                          ak_dtype dt, int root) {
+    static const char fn[] = "ak_comm_scatter";
+    AK_CHECK(check_common(c, fn, count, dt));
+    AK_CHECK(check_root(c, fn, root));
+    if (c->rank == root) AK_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+    AK_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
+    ak__coll k = {AK_COLL_SCATTER, sendbuf, recvbuf, count, dt, AK_REDUCE_SUM, root, 0, 0, 0, 0};
+    return run_now(c, &k);
+}
+
+ak_status ak_comm_barrier(ak_comm *c) {
+    AK_CHECK(check_common(c, "ak_comm_barrier", 0, AK_DTYPE_U8));
+    ak__coll k = {AK_COLL_BARRIER, NULL, NULL, 0, AK_DTYPE_U8, AK_REDUCE_SUM, -1, 0, 0, 0, 0};
+    return run_now(c, &k);
+}
+
+static ak_status point_to_point(ak_comm *c, const char *fn, ak__coll_kind kind, void *buf,
+                                size_t count, ak_dtype dt, int peer) {
+    AK_CHECK(check_common(c, fn, count, dt));
+    AK_CHECK(check_buf(fn, "buf", buf, count));
+    AK_ARG_CHECK(peer >= 0 && peer < c->size && peer != c->rank,
+                 "%s: peer %d is not another rank of [0, %d)", fn, peer, c->size);
+    ak__coll k = {kind, buf, buf, count, dt, AK_REDUCE_SUM, peer, 0, 0, 0, 0};
+    return run_now(c, &k);
+}
+
+ak_status ak_comm_send(ak_comm *c, const void *buf, size_t count, ak_dtype dt, int peer) {
+    return point_to_point(c, "ak_comm_send", AK_COLL_SEND, (void *)buf, count, dt, peer);
+}
+
+ak_status ak_comm_recv(ak_comm *c, void *buf, size_t count, ak_dtype dt, int peer) {
+    return point_to_point(c, "ak_comm_recv", AK_COLL_RECV, buf, count, dt, peer);
+}

@@ -1,0 +1,64 @@
+/* The communicator's internals, shared by comm.c (setup, routing, dispatch), the
+ * algorithms in algo/ and the async engine. */
+#ifndef AK_COMM_COMM_INTERNAL_H
+#define AK_COMM_COMM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "accelkit/comm.h"
+#include "comm/bootstrap/store.h"
+#include "comm/transport/transport.h"
+
+enum { AK_COMM_TP_INTRA = 0, AK_COMM_TP_INTER = 1, AK_COMM_TP_COUNT = 2 };
+
+/* α–β model of one link class: time(bytes) = alpha_us + bytes / (beta_gbps · 1e3) µs */
+typedef struct ak__link_model {
+    double alpha_us;
+    double beta_gbps;
+} ak__link_model;
+
+typedef struct ak__async ak__async; /* progress thread and its queue (comm_async.c) */
+
+struct ak_comm {
+    int rank, size;
+    int local_rank, local_size;  /* on this rank's host */
+    int host_index, host_count;
+    int *host_of;                /* [size]: host index of each rank */
+    int *local_index_of;         /* [size]: index of each rank among its host's ranks */
+    int *same_host_ranks;        /* ranks on this host, ascending (local_size entries) */
+    int *all_ranks;              /* [size]: 0, 1, ..., size-1 (the world group) */
+
+    ak__store *store;
+    ak__store_server *store_server; /* rank 0 of a world communicator */
+    char prefix[128];               /* store key prefix, unique per communicator */
+
+    ak__transport transports[AK_COMM_TP_COUNT];
+    uint8_t *route;                 /* [size]: AK_COMM_TP_* used to reach each rank */
+
+    ak_comm_config config;          /* resolved: no "unset" fields left */
+    ak__link_model links[AK_COMM_TP_COUNT];
+    uint64_t seq;                   /* collectives issued: part of every tag */
+    ak_status failed;               /* first failure; the communicator is unusable after */
+
+    void *scratch;                  /* algorithm scratch, grown on demand, never shrunk */
+    size_t scratch_bytes;
+    void *work;                     /* operation-level copy (reduce, reduce_scatter) */
+    size_t work_bytes;
+    size_t *counts[4];              /* [size] each: uniform counts/displacements */
+
+    ak__async *async;               /* created on first async call */
+    int split_count;                /* ak_comm_split calls, for child prefixes */
+    int threads_local;              /* ranks are threads of one process (mem transport) */
+};
+
+/* Scratch of at least `bytes` (64-byte aligned), valid until the next call. The
+ * algorithms own `scratch`; the operations layer (comm_ops.c) owns `work`. */
+ak_status ak__comm_scratch(ak_comm *comm, size_t bytes, void **out);
+ak_status ak__comm_work(ak_comm *comm, size_t bytes, void **out);
+/* Marks the communicator failed (first status wins) and returns st. */
+ak_status ak__comm_fail(ak_comm *comm, ak_status st);
+/* Stops the progress thread after its queued ops ran (comm_async.c); no-op without one. */
+void ak__comm_async_stop(ak_comm *comm);
+
+#endif /* AK_COMM_COMM_INTERNAL_H */

@@ -1,0 +1,158 @@
+/* The collective operations: argument checks, in/out-of-place handling, algorithm choice
+ * and dispatch to algo/. Blocking calls run here; async ones go through comm_async.c,
+ * and while a communicator has a progress thread, blocking calls queue behind it so
+ * every rank keeps the same order. */
+#include <string.h>
+
+#include "comm/algo/algo.h"
+#include "comm/comm_model.h"
+#include "comm/comm_ops.h"
+#include "core/check.h"
+
+static const char *const coll_names[] = {
+    "", "allreduce", "reduce", "broadcast", "allgather", "allgatherv", "reduce_scatter",
+    "alltoall", "alltoallv", "gather", "scatter", "barrier", "send", "recv"};
+
+static ak__group world_group(ak_comm *c) {
+    return (ak__group){c->all_ranks, c->size, c->rank};
+}
+
+static size_t esize(ak_dtype dt) {
+    size_t s = 0;
+    ak_dtype_size(dt, &s);
+    return s;
+}
+
+static int in_place(const void *sendbuf, const void *recvbuf) {
+    return sendbuf == AK_IN_PLACE || sendbuf == recvbuf;
+}
+
+/* ---- runners ------------------------------------------------------------------------ */
+
+static ak_status run_allreduce(ak_comm *c, const ak__coll *k, uint64_t tag) {
+    size_t bytes = k->count * esize(k->dtype);
+    if (!in_place(k->sendbuf, k->recvbuf)) memcpy(k->recvbuf, k->sendbuf, bytes);
+    ak__group g = world_group(c);
+    ak_reduce_op op = k->op == AK_REDUCE_AVG ? AK_REDUCE_SUM : k->op;
+    ak_status st;
+    switch (ak__comm_pick_allreduce(c, bytes)) {
+    case AK_COMM_ALGO_RECURSIVE_DOUBLING:
+        st = ak__allreduce_recursive_doubling(c, &g, k->recvbuf, k->count, k->dtype, op, tag);
+        break;
+    case AK_COMM_ALGO_TREE: st = ak__allreduce_tree(c, &g, k->recvbuf, k->count, k->dtype, op, tag); break;
+    case AK_COMM_ALGO_HIERARCHICAL:
+        st = ak__allreduce_hierarchical(c, k->recvbuf, k->count, k->dtype, op, tag);
+        break;
+    default: st = ak__allreduce_ring(c, &g, k->recvbuf, k->count, k->dtype, op, tag); break;
+    }
+    if (st == AK_OK && k->op == AK_REDUCE_AVG)
+        st = ak_reduce_avg_finish(k->dtype, k->recvbuf, k->count, c->size);
+    return st;
+}
+
+static ak_status run_reduce(ak_comm *c, const ak__coll *k, uint64_t tag) {
+    size_t bytes = k->count * esize(k->dtype);
+    void *buf = k->recvbuf;
+    if (c->rank != k->root) AK_CHECK(ak__comm_work(c, bytes, &buf)); /* clobbered */
+    if (c->rank != k->root || !in_place(k->sendbuf, k->recvbuf)) memcpy(buf, k->sendbuf, bytes);
+    ak__group g = world_group(c);
+    ak_reduce_op op = k->op == AK_REDUCE_AVG ? AK_REDUCE_SUM : k->op;
+    AK_CHECK(ak__reduce_tree(c, &g, buf, k->count, k->dtype, op, k->root, tag));
+    if (c->rank == k->root && k->op == AK_REDUCE_AVG)
+        return ak_reduce_avg_finish(k->dtype, buf, k->count, c->size);
+    return AK_OK;
+}
+
+/* allgather and allgatherv: place this rank's block, then the ring fills the rest */
+static ak_status run_allgather(ak_comm *c, const ak__coll *k, uint64_t tag) {
+    size_t es = esize(k->dtype);
+    const size_t *counts = k->counts, *displs = k->displs;
+    if (k->kind == AK_COLL_ALLGATHER) {
+        for (int r = 0; r < c->size; r++) c->counts[0][r] = k->count, c->counts[1][r] = r * k->count;
+        counts = c->counts[0];
+        displs = c->counts[1];
+    }
+    unsigned char *mine = (unsigned char *)k->recvbuf + displs[c->rank] * es;
+    if (k->sendbuf != AK_IN_PLACE && k->sendbuf != mine) memcpy(mine, k->sendbuf, counts[c->rank] * es);
+    ak__group g = world_group(c);
+    return ak__allgatherv_ring(c, &g, k->recvbuf, counts, displs, es, tag);
+}
+
+static ak_status run_reduce_scatter(ak_comm *c, const ak__coll *k, uint64_t tag) {
+    size_t es = esize(k->dtype), total = k->count * (size_t)c->size;
+    void *work;
+    AK_CHECK(ak__comm_work(c, total * es, &work));
+    memcpy(work, k->sendbuf == AK_IN_PLACE ? k->recvbuf : k->sendbuf, total * es);
+    ak__group g = world_group(c);
+    ak_reduce_op op = k->op == AK_REDUCE_AVG ? AK_REDUCE_SUM : k->op;
+    AK_CHECK(ak__reduce_scatter_ring(c, &g, work, total, k->dtype, op, tag));
+    memcpy(k->recvbuf, (unsigned char *)work + (size_t)c->rank * k->count * es, k->count * es);
+    if (k->op == AK_REDUCE_AVG) return ak_reduce_avg_finish(k->dtype, k->recvbuf, k->count, c->size);
+    return AK_OK;
+}
+
+static ak_status run_alltoall(ak_comm *c, const ak__coll *k, uint64_t tag) {
+    const size_t *sc = k->counts, *sd = k->displs, *rc = k->rcounts, *rd = k->rdispls;
+    if (k->kind == AK_COLL_ALLTOALL) {
+        for (int r = 0; r < c->size; r++) {
+            c->counts[0][r] = c->counts[2][r] = k->count;
+            c->counts[1][r] = c->counts[3][r] = r * k->count;
+        }
+        sc = c->counts[0], sd = c->counts[1], rc = c->counts[2], rd = c->counts[3];
+    }
+    ak__group g = world_group(c);
+    return ak__alltoallv_pairwise(c, &g, k->sendbuf, sc, sd, k->recvbuf, rc, rd, esize(k->dtype), tag);
+}
+
+static ak_status run_point_to_point(ak_comm *c, const ak__coll *k) {
+    ak__p2p op;
+    size_t bytes = k->count * esize(k->dtype);
+    /* no sequence number: only the two ends see a send; count and dtype still checked */
+    uint64_t tag = 0x5000000000000000ull ^ ((uint64_t)k->count << 8) ^ (uint64_t)k->dtype;
+    if (k->kind == AK_COLL_SEND) ak__p2p_init_send(&op, k->root, k->sendbuf, bytes, tag);
+    else ak__p2p_init_recv(&op, k->root, k->recvbuf, bytes, tag);
+    AK_CHECK(ak__p2p_post(c, &op));
+    ak__p2p *ops[1] = {&op};
+    return ak__p2p_wait(c, ops, 1);
+}
+
+static ak_status run_rooted(ak_comm *c, const ak__coll *k, uint64_t tag) {
+    ak__group g = world_group(c);
+    size_t bytes = k->count * esize(k->dtype);
+    switch (k->kind) {
+    case AK_COLL_BROADCAST: return ak__broadcast_tree(c, &g, k->recvbuf, bytes, k->root, tag);
+    case AK_COLL_GATHER: return ak__gather_linear(c, &g, k->sendbuf, k->recvbuf, bytes, k->root, tag);
+    case AK_COLL_SCATTER: return ak__scatter_linear(c, &g, k->sendbuf, k->recvbuf, bytes, k->root, tag);
+    default: return AK_FAIL(AK_ERR_INTERNAL, "run_rooted: kind %d", (int)k->kind);
+    }
+}
+
+ak_status ak__coll_run(ak_comm *c, const ak__coll *k) {
+    AK_CHECK(c->failed);
+    if (k->kind == AK_COLL_SEND || k->kind == AK_COLL_RECV)
+        return ak__comm_fail(c, run_point_to_point(c, k));
+    /* v-variants legitimately differ in their own count per rank: the per-message length
+     * check (counts[] on both sides) covers them instead */
+    int varying = k->kind == AK_COLL_ALLGATHERV || k->kind == AK_COLL_ALLTOALLV;
+    uint64_t tag = ak__comm_next_tag(c, (int)k->kind, varying ? 0 : k->count, (int)k->dtype,
+                                     (int)k->op, k->root);
+    ak_status st;
+    switch (k->kind) {
+    case AK_COLL_ALLREDUCE: st = run_allreduce(c, k, tag); break;
+    case AK_COLL_REDUCE: st = run_reduce(c, k, tag); break;
+    case AK_COLL_ALLGATHER:
+    case AK_COLL_ALLGATHERV: st = run_allgather(c, k, tag); break;
+    case AK_COLL_REDUCE_SCATTER: st = run_reduce_scatter(c, k, tag); break;
+    case AK_COLL_ALLTOALL:
+    case AK_COLL_ALLTOALLV: st = run_alltoall(c, k, tag); break;
+    case AK_COLL_BARRIER: {
+        ak__group g = world_group(c);
+        st = ak__barrier_dissemination(c, &g, tag);
+        break;
+    }
+    default: st = run_rooted(c, k, tag); break;
+    }
+    if (st != AK_OK) AK_LOG_DEBUG(AK_SUBSYS_COMM, "rank %d: %s failed: %s", c->rank,
+                                  coll_names[k->kind], ak_last_error());
+    return ak__comm_fail(c, st);
+}

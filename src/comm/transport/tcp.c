@@ -1,0 +1,806 @@
+/* TCP transport: k nonblocking connections ("streams") per peer, messages striped.
+ *
+ * Setup: every rank listens on an ephemeral port and publishes "<prefix>/tcp/<rank>" =
+ * "addr:port" in the store. The lower rank of each pair connects nstreams sockets to the
+ * higher one and sends a hello (magic, world size, rank, stream index, nstreams, prefix
+ * hash); the acceptor validates it against its world and answers with an ack naming
+ * itself, so both ends know which (peer, stream) each socket is.
+ *
+ * Wire, per message: a 24-byte header (magic, tag, length; little-endian) on stream 0,
+ * then the payload cut into CHUNK-byte chunks dealt round-robin over the streams (chunk
+ * i on stream i % nstreams). Messages of at most one chunk use only stream 0, so a small
+ * message is one sendmsg (header + payload) and one recvmsg on each side. Each stream
+ * carries its share of successive messages in posting order, so both sides derive where
+ * every byte belongs from (length, nstreams) alone; no per-chunk headers.
+ *
+ * Progress: ops wait in one FIFO per (peer, direction); each stream keeps a cursor to the
+ * first op it still owes bytes to. A pass issues nonblocking sendmsg/recvmsg on every
+ * stream with work (sends batch several queued messages into one sendmsg). Streams > 0
+ * only read an op's payload once its header was checked on stream 0, so a mismatched
+ * length can never make them read past the posted buffer. progress() spins with passes
+ * for a few tens of µs (small-message latency) and then sleeps in ppoll(). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm/transport/transport.h"
+#include "core/check.h"
+
+#define TCP_MSG_MAGIC 0x314b4154u   /* "TAK1" */
+#define TCP_HELLO_MAGIC 0x484b4154u /* "TAKH" */
+#define TCP_HDR_BYTES 24
+#define TCP_CHUNK ((size_t)512 << 10)   /* striping unit */
+#define TCP_SOCKBUF (4 << 20)           /* SO_SNDBUF / SO_RCVBUF request */
+#define TCP_SPIN_NS 50000               /* busy-poll before sleeping in ppoll */
+#define TCP_MAX_IOV 64
+#define TCP_SEND_BATCH 16               /* messages per sendmsg on stream 0 */
+#define TCP_ADDR_MAX 128
+
+typedef struct tcp_queue {
+    ak__p2p *head, *tail;
+    ak__p2p *cursor[AK_COMM_MAX_STREAMS]; /* first op the stream still owes bytes to */
+} tcp_queue;
+
+typedef struct tcp_peer {
+    int rank;
+    int fds[AK_COMM_MAX_STREAMS];
+    tcp_queue sends, recvs;
+    ak_status failed;                          /* AK_OK while usable */
+    unsigned char rhdr[TCP_HDR_BYTES];         /* header of recvs.cursor[0], as read */
+    unsigned char shdr[TCP_SEND_BATCH][TCP_HDR_BYTES]; /* headers of a send batch */
+} tcp_peer;
+
+typedef struct tcp_ctx {
+    int rank, world_size, nstreams, npeers;
+    tcp_peer *peers;     /* [npeers] */
+    int *peer_index;     /* [world_size]: index into peers, -1 when not a peer */
+    struct pollfd *pfds; /* [npeers * nstreams], reused by every progress call */
+    ak_status failed;    /* set by a mismatch: the whole transport is unusable */
+    int pending;         /* ops queued and not complete */
+} tcp_ctx;
+
+/* ---- small helpers ----------------------------------------------------------------- */
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+static uint64_t get_u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* FNV-1a: lets the acceptor reject a connection meant for another communicator. */
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static void close_fd(int *fd) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+}
+
+/* ---- striping arithmetic ----------------------------------------------------------- */
+
+/* Bytes of a `bytes`-long message carried by stream s of n. */
+static size_t stream_share(size_t bytes, int s, int n) {
+    size_t nchunks = (bytes + TCP_CHUNK - 1) / TCP_CHUNK;
+    if ((size_t)s >= nchunks) return 0;
+    size_t mine = (nchunks - 1 - (size_t)s) / (size_t)n + 1;
+    size_t last = (size_t)s + (mine - 1) * (size_t)n;
+    size_t total = mine * TCP_CHUNK;
+    if (last == nchunks - 1) total -= nchunks * TCP_CHUNK - bytes;
+    return total;
+}
+
+/* Message offset of position pos of stream s's share, and the contiguous run there. */
+static size_t stream_run(size_t bytes, int s, int n, size_t pos, size_t *run) {
+    size_t k = pos / TCP_CHUNK, within = pos % TCP_CHUNK;
+    size_t off = (k * (size_t)n + (size_t)s) * TCP_CHUNK + within;
+    size_t left = bytes - off;
+    *run = TCP_CHUNK - within < left ? TCP_CHUNK - within : left;
+    return off;
+}
+
+/* Does stream s still owe bytes (or, on stream 0, header bytes) to op? */
+static int stream_owes(const tcp_ctx *t, const ak__p2p *op, int s) {
+    if (s == 0 && op->stage < TCP_HDR_BYTES) return 1;
+    return op->stream_done[s] < stream_share(op->bytes, s, t->nstreams);
+}
+
+/* First op from op on that stream s owes something to. */
+static ak__p2p *next_owed(const tcp_ctx *t, ak__p2p *op, int s) {
+    while (op && !stream_owes(t, op, s)) op = op->next;
+    return op;
+}
+
+/* Appends up to max_iov iovecs for op's remaining share on stream s; returns the count. */
+static int payload_iov(const tcp_ctx *t, ak__p2p *op, int s, struct iovec *iov, int max_iov) {
+    size_t share = stream_share(op->bytes, s, t->nstreams);
+    size_t pos = op->stream_done[s];
+    int n = 0;
+    while (pos < share && n < max_iov) {
+        size_t run;
+        size_t off = stream_run(op->bytes, s, t->nstreams, pos, &run);
+        iov[n].iov_base = (unsigned char *)op->buf + off;
+        iov[n].iov_len = run;
+        pos += run;
+        n++;
+    }
+    return n;
+}
+
+/* ---- completion and failure -------------------------------------------------------- */
+
+static void complete_op(tcp_ctx *t, ak__p2p *op, ak_status st) {
+    op->status = st;
+    op->complete = 1;
+    t->pending--;
+}
+
+/* Pops finished ops off the head of q (they finish in order); returns how many. */
+static int reap(tcp_ctx *t, tcp_queue *q) {
+    int n = 0;
+    while (q->head && !stream_owes(t, q->head, 0) && q->head->done_bytes == q->head->bytes) {
+        ak__p2p *op = q->head;
+        q->head = op->next;
+        if (!q->head) q->tail = NULL;
+        complete_op(t, op, AK_OK);
+        n++;
+    }
+    return n;
+}
+
+static void fail_queue(tcp_ctx *t, tcp_queue *q, ak_status st) {
+    for (ak__p2p *op = q->head, *next; op; op = next) {
+        next = op->next;
+        complete_op(t, op, st);
+    }
+    memset(q, 0, sizeof *q);
+}
+
+/* Completes every op of the peer with st, closes its sockets, and keeps st for later
+ * posts to it. The message (already recorded by the caller) names the peer. */
+static void fail_peer(tcp_ctx *t, tcp_peer *p, ak_status st) {
+    if (p->failed == AK_OK) p->failed = st;
+    fail_queue(t, &p->sends, p->failed);
+    fail_queue(t, &p->recvs, p->failed);
+    for (int s = 0; s < t->nstreams; s++) close_fd(&p->fds[s]);
+}
+
+static ak_status lost_peer(tcp_ctx *t, tcp_peer *p, int err) {
+    ak_status st;
+    if (err == 0 || err == ECONNRESET || err == EPIPE)
+        st = AK_FAIL(AK_ERR_REMOTE, "tcp: rank %d closed the connection", p->rank);
+    else if (err == ETIMEDOUT)
+        st = AK_FAIL(AK_ERR_REMOTE, "tcp: rank %d stopped responding (connection timed out)",
+                     p->rank);
+    else
+        st = AK_FAIL(AK_ERR_REMOTE, "tcp: connection to rank %d failed: %s", p->rank,
+                     strerror(err));
+    AK_LOG_DEBUG(AK_SUBSYS_COMM, "tcp rank %d: lost rank %d (%s)", t->rank, p->rank,
+                 err ? strerror(err) : "EOF");
+    fail_peer(t, p, st);
+    return st;
+}
+
+/* A mismatch makes the byte streams unparseable: fail the whole transport. */
+static void fail_transport(tcp_ctx *t, ak_status st) {
+    if (t->failed == AK_OK) t->failed = st;
+    for (int i = 0; i < t->npeers; i++) fail_peer(t, &t->peers[i], st);
+}
+
+/* ---- sending ----------------------------------------------------------------------- */
+
+static void encode_header(unsigned char *h, const ak__p2p *op) {
+    put_u32(h, TCP_MSG_MAGIC);
+    put_u32(h + 4, 0);
+    put_u64(h + 8, op->tag);
+    put_u64(h + 16, (uint64_t)op->bytes);
+}
+
+/* Builds the iovecs of one sendmsg on stream s: on stream 0 several queued messages
+ * (header + share each), on other streams the share of successive messages. */
+static int build_send_iov(tcp_ctx *t, tcp_peer *p, int s, struct iovec *iov) {
+    int n = 0, batch = 0;
+    for (ak__p2p *op = p->sends.cursor[s]; op && n < TCP_MAX_IOV; op = op->next) {
+        if (!stream_owes(t, op, s)) continue;
+        if (s == 0) {
+            if (batch == TCP_SEND_BATCH) break;
+            unsigned char *h = p->shdr[batch++];
+            encode_header(h, op);
+            if (op->stage < TCP_HDR_BYTES) {
+                iov[n].iov_base = h + op->stage;
+                iov[n].iov_len = TCP_HDR_BYTES - (size_t)op->stage;
+                n++;
+            }
+        }
+        n += payload_iov(t, op, s, iov + n, TCP_MAX_IOV - n);
+    }
+    return n;
+}
+
+/* Credits `moved` bytes to op's header (stream 0) and share on stream s; returns the rest. */
+static size_t credit(tcp_ctx *t, ak__p2p *op, int s, size_t moved) {
+    if (s == 0 && op->stage < TCP_HDR_BYTES) {
+        size_t h = TCP_HDR_BYTES - (size_t)op->stage;
+        if (h > moved) h = moved;
+        op->stage += (int)h;
+        moved -= h;
+    }
+    size_t left = stream_share(op->bytes, s, t->nstreams) - op->stream_done[s];
+    if (left > moved) left = moved;
+    op->stream_done[s] += left;
+    op->done_bytes += left;
+    return moved - left;
+}
+
+static void advance_sends(tcp_ctx *t, tcp_peer *p, int s, size_t moved) {
+    ak__p2p *op = p->sends.cursor[s];
+    while (op) {
+        moved = credit(t, op, s, moved);
+        if (stream_owes(t, op, s)) break;
+        op = next_owed(t, op->next, s);
+    }
+    p->sends.cursor[s] = op;
+}
+
+/* One nonblocking sendmsg on stream s. Returns 1 if bytes moved, 0 if none, or -1 after
+ * failing the peer. */
+static int send_stream(tcp_ctx *t, tcp_peer *p, int s, ak_status *st) {
+    struct iovec iov[TCP_MAX_IOV];
+    int n = build_send_iov(t, p, s, iov);
+    if (n == 0) return 0;
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t rc;
+    AK_SYSCHECK(rc, sendmsg(p->fds[s], &mh, MSG_NOSIGNAL | MSG_DONTWAIT));
+    if (rc < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+        *st = lost_peer(t, p, errno);
+        return -1;
+    }
+    advance_sends(t, p, s, (size_t)rc);
+    return 1;
+}
+
+/* ---- receiving --------------------------------------------------------------------- */
+
+/* Checks the fully read header of op against what was posted. */
+static ak_status check_header(tcp_ctx *t, tcp_peer *p, const ak__p2p *op) {
+    uint32_t magic = get_u32(p->rhdr);
+    uint64_t tag = get_u64(p->rhdr + 8), len = get_u64(p->rhdr + 16);
+    if (magic != TCP_MSG_MAGIC)
+        return AK_FAIL(AK_ERR_REMOTE, "tcp: corrupt stream from rank %d (bad magic 0x%08x)",
+                       p->rank, magic);
+    if (tag != op->tag || len != (uint64_t)op->bytes)
+        return AK_FAIL(AK_ERR_MISMATCH,
+                       "tcp: message from rank %d does not match the posted receive: "
+                       "expected tag %llu length %zu, got tag %llu length %llu",
+                       p->rank, (unsigned long long)op->tag, op->bytes,
+                       (unsigned long long)tag, (unsigned long long)len);
+    return AK_OK;
+}
+
+/* Stream 0 reads the header and the payload share of one op per recvmsg. Payload bytes
+ * read before the header is checked stay inside the posted buffer, and a bad header
+ * fails the transport, so reading them optimistically is safe. */
+static int build_recv_iov(tcp_ctx *t, tcp_peer *p, int s, struct iovec *iov) {
+    ak__p2p *op = p->recvs.cursor[s];
+    if (!op) return 0;
+    int n = 0;
+    if (s == 0) {
+        if (op->stage < TCP_HDR_BYTES) {
+            iov[n].iov_base = p->rhdr + op->stage;
+            iov[n].iov_len = TCP_HDR_BYTES - (size_t)op->stage;
+            n++;
+        }
+        return n + payload_iov(t, op, 0, iov + n, TCP_MAX_IOV - n);
+    }
+    /* other streams: successive ops whose header stream 0 has already checked */
+    for (; op && n < TCP_MAX_IOV && op->stage == TCP_HDR_BYTES; op = op->next)
+        if (stream_owes(t, op, s)) n += payload_iov(t, op, s, iov + n, TCP_MAX_IOV - n);
+    return n;
+}
+
+static ak_status advance_recvs(tcp_ctx *t, tcp_peer *p, int s, size_t moved) {
+    ak__p2p *op = p->recvs.cursor[s];
+    while (op) {
+        int had_header = op->stage == TCP_HDR_BYTES;
+        moved = credit(t, op, s, moved);
+        if (s == 0 && !had_header && op->stage == TCP_HDR_BYTES) {
+            ak_status st = check_header(t, p, op);
+            if (st != AK_OK) return st;
+        }
+        if (stream_owes(t, op, s)) break;
+        op = next_owed(t, op->next, s);
+    }
+    p->recvs.cursor[s] = op;
+    return AK_OK;
+}
+
+static int recv_stream(tcp_ctx *t, tcp_peer *p, int s, ak_status *st) {
+    struct iovec iov[TCP_MAX_IOV];
+    int n = build_recv_iov(t, p, s, iov);
+    if (n == 0) return 0;
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t rc;
+    AK_SYSCHECK(rc, recvmsg(p->fds[s], &mh, MSG_DONTWAIT));
+    if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (rc <= 0) {
+        *st = lost_peer(t, p, rc == 0 ? 0 : errno);
+        return -1;
+    }
+    ak_status hs = advance_recvs(t, p, s, (size_t)rc);
+    if (hs != AK_OK) {
+        fail_transport(t, hs);
+        *st = hs;
+        return -1;
+    }
+    return 1;
+}
+
+/* ---- progress ---------------------------------------------------------------------- */
+
+/* The peer's first failure, or the transport's, is what progress reports. */
+static ak_status sticky_status(const tcp_ctx *t) {
+    if (t->failed != AK_OK) return t->failed;
+    for (int i = 0; i < t->npeers; i++)
+        if (t->peers[i].failed != AK_OK) return t->peers[i].failed;
+    return AK_OK;
+}
+
+/* One nonblocking sweep over every stream with work; *completed counts finished ops. */
+static ak_status pass(tcp_ctx *t, int *completed) {
+    ak_status st = AK_OK;
+    for (int i = 0; i < t->npeers; i++) {
+        tcp_peer *p = &t->peers[i];
+        for (int s = 0; s < t->nstreams && p->failed == AK_OK; s++) {
+            /* keep going while the kernel accepts bytes: fewer trips through ppoll */
+            while (p->sends.cursor[s] && send_stream(t, p, s, &st) > 0) {
+            }
+            while (p->recvs.cursor[s] && recv_stream(t, p, s, &st) > 0) {
+            }
+        }
+        if (p->failed == AK_OK) *completed += reap(t, &p->sends) + reap(t, &p->recvs);
+    }
+    return st;
+}
+
+/* Fills pfds with the streams that wait for the kernel; returns the count. */
+static int gather_pollfds(tcp_ctx *t) {
+    int n = 0;
+    for (int i = 0; i < t->npeers; i++) {
+        tcp_peer *p = &t->peers[i];
+        if (p->failed != AK_OK) continue;
+        for (int s = 0; s < t->nstreams; s++) {
+            short ev = 0;
+            if (p->sends.cursor[s]) ev |= POLLOUT;
+            ak__p2p *r = p->recvs.cursor[s];
+            if (r && (s == 0 || r->stage == TCP_HDR_BYTES)) ev |= POLLIN;
+            if (!ev) continue;
+            t->pfds[n].fd = p->fds[s];
+            t->pfds[n].events = ev;
+            t->pfds[n].revents = 0;
+            n++;
+        }
+    }
+    return n;
+}
+
+static ak_status sleep_for_io(tcp_ctx *t, uint64_t wait_ns) {
+    int n = gather_pollfds(t);
+    struct timespec ts = {(time_t)(wait_ns / 1000000000u), (long)(wait_ns % 1000000000u)};
+    int rc = ppoll(t->pfds, (nfds_t)n, &ts, NULL);
+    if (rc < 0 && errno != EINTR) return AK_FAIL(AK_ERR_IO, "tcp: poll: %s", strerror(errno));
+    return AK_OK;
+}
+
+/* Returns once an op completed, nothing is pending, or timeout_us (< 0: no limit) passed. */
+static ak_status tcp_progress(void *ctx, int timeout_us) {
+    tcp_ctx *t = ctx;
+    ak_status sticky = sticky_status(t);
+    if (sticky != AK_OK) {
+        /* a peer is gone: still move the others' data, but never wait */
+        int ignored = 0;
+        (void)pass(t, &ignored);
+        return sticky;
+    }
+    uint64_t start = now_ns();
+    uint64_t limit = timeout_us < 0 ? UINT64_MAX : (uint64_t)timeout_us * 1000u;
+    for (;;) {
+        int completed = 0;
+        ak_status st = pass(t, &completed);
+        if (st != AK_OK) return st;
+        if (completed || t->pending == 0) return sticky_status(t);
+        uint64_t spent = now_ns() - start;
+        if (spent >= limit) return sticky_status(t);
+        if (spent < TCP_SPIN_NS) continue;
+        AK_CHECK(sleep_for_io(t, limit - spent < 1000000000u ? limit - spent : 1000000000u));
+    }
+}
+
+/* ---- posting ----------------------------------------------------------------------- */
+
+static void enqueue(tcp_ctx *t, tcp_queue *q, ak__p2p *op) {
+    if (q->tail)
+        q->tail->next = op;
+    else
+        q->head = op;
+    q->tail = op;
+    for (int s = 0; s < t->nstreams; s++)
+        if (!q->cursor[s] && stream_owes(t, op, s)) q->cursor[s] = op;
+}
+
+static ak_status tcp_post(void *ctx, ak__p2p *op) {
+    tcp_ctx *t = ctx;
+    AK_ARG_CHECK(op && (op->buf || op->bytes == 0), "tcp post: NULL op or buffer");
+    AK_ARG_CHECK(op->peer >= 0 && op->peer < t->world_size && t->peer_index[op->peer] >= 0,
+                 "tcp post: rank %d is not a peer of this transport", op->peer);
+    tcp_peer *p = &t->peers[t->peer_index[op->peer]];
+    op->complete = 0;
+    op->status = AK_OK;
+    op->done_bytes = 0;
+    memset(op->stream_done, 0, sizeof op->stream_done);
+    op->stage = 0;
+    op->next = NULL;
+    t->pending++;
+    if (p->failed != AK_OK) {
+        complete_op(t, op, p->failed);
+        return AK_FAIL(p->failed, "tcp: rank %d is unreachable (%s earlier)", p->rank,
+                       ak_status_str(p->failed));
+    }
+    enqueue(t, op->is_send ? &p->sends : &p->recvs, op);
+    return AK_OK;
+}
+
+static void tcp_destroy(void *ctx) {
+    tcp_ctx *t = ctx;
+    if (!t) return;
+    for (int i = 0; t->peers && i < t->npeers; i++)
+        for (int s = 0; s < t->nstreams; s++) close_fd(&t->peers[i].fds[s]);
+    free(t->peers);
+    free(t->peer_index);
+    free(t->pfds);
+    free(t);
+}
+
+static const ak__transport_i tcp_vtable = {
+    .name = "tcp",
+    .post = tcp_post,
+    .progress = tcp_progress,
+    .destroy = tcp_destroy,
+};
+
+/* ---- connection setup -------------------------------------------------------------- */
+
+static int ms_left(uint64_t deadline) {
+    uint64_t now = now_ns();
+    return now >= deadline ? 0 : (int)((deadline - now + 999999u) / 1000000u);
+}
+
+static void tune_socket(int fd) {
+    int one = 1, buf = TCP_SOCKBUF;
+    /* failures only cost speed, never correctness */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+}
+
+static ak_status set_nonblocking(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+        return AK_FAIL(AK_ERR_IO, "tcp: fcntl(O_NONBLOCK): %s", strerror(errno));
+    return AK_OK;
+}
+
+/* Blocking-style exact I/O on a blocking socket, bounded by poll against deadline. */
+static ak_status io_exact(int fd, void *buf, size_t len, int is_send, uint64_t deadline,
+                          int peer) {
+    unsigned char *b = buf;
+    while (len > 0) {
+        struct pollfd pfd = {fd, (short)(is_send ? POLLOUT : POLLIN), 0};
+        int prc;
+        AK_SYSCHECK(prc, poll(&pfd, 1, ms_left(deadline)));
+        if (prc == 0)
+            return AK_FAIL(AK_ERR_TIMEOUT, "tcp: handshake with rank %d timed out", peer);
+        ssize_t rc;
+        if (is_send)
+            AK_SYSCHECK(rc, send(fd, b, len, MSG_NOSIGNAL | MSG_DONTWAIT));
+        else
+            AK_SYSCHECK(rc, recv(fd, b, len, MSG_DONTWAIT));
+        if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        if (rc <= 0)
+            return AK_FAIL(AK_ERR_REMOTE, "tcp: handshake with rank %d: %s", peer,
+                           rc == 0 ? "connection closed" : strerror(errno));
+        b += rc;
+        len -= (size_t)rc;
+    }
+    return AK_OK;
+}
+
+static ak_status listen_socket(const ak__transport_setup *su, int *fd_out, int *port_out) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (su->bind_addr && inet_pton(AF_INET, su->bind_addr, &sa.sin_addr) != 1)
+        return AK_FAIL(AK_ERR_INVALID_ARG, "tcp: bind address '%s' is not IPv4", su->bind_addr);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return AK_FAIL(AK_ERR_IO, "tcp: socket: %s", strerror(errno));
+    tune_socket(fd); /* accepted sockets inherit the buffer sizes */
+    socklen_t len = sizeof sa;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, SOMAXCONN) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
+        ak_status st = AK_FAIL(AK_ERR_IO, "tcp: cannot listen on %s: %s",
+                               su->bind_addr ? su->bind_addr : "0.0.0.0", strerror(errno));
+        close(fd);
+        return st;
+    }
+    *fd_out = fd;
+    *port_out = ntohs(sa.sin_port);
+    return AK_OK;
+}
+
+static ak_status publish(const ak__transport_setup *su, int port) {
+    const char *addr = su->bind_addr && strcmp(su->bind_addr, "0.0.0.0") != 0 ? su->bind_addr
+                                                                             : "127.0.0.1";
+    char key[AK_STORE_MAX_KEY + 1], val[TCP_ADDR_MAX];
+    int kn = snprintf(key, sizeof key, "%s/tcp/%d", su->prefix, su->rank);
+    AK_ARG_CHECK(kn > 0 && (size_t)kn < sizeof key, "tcp: store prefix too long");
+    int vn = snprintf(val, sizeof val, "%s:%d", addr, port);
+    return ak__store_set(su->store, key, val, (size_t)vn);
+}
+
+/* Reads the peer's "addr:port" from the store and resolves it. */
+static ak_status peer_address(const ak__transport_setup *su, int peer, uint64_t deadline,
+                              struct sockaddr_in *sa) {
+    char key[AK_STORE_MAX_KEY + 1], val[TCP_ADDR_MAX];
+    size_t len = 0;
+    snprintf(key, sizeof key, "%s/tcp/%d", su->prefix, peer);
+    ak_status st = ak__store_get(su->store, key, val, sizeof val - 1, &len, ms_left(deadline));
+    if (st == AK_ERR_TIMEOUT)
+        return AK_FAIL(AK_ERR_TIMEOUT, "tcp: rank %d published no address within %d ms", peer,
+                       su->timeout_ms);
+    AK_CHECK(st);
+    if (len >= sizeof val) return AK_FAIL(AK_ERR_REMOTE, "tcp: rank %d address too long", peer);
+    val[len] = '\0';
+    char *colon = strrchr(val, ':');
+    memset(sa, 0, sizeof *sa);
+    sa->sin_family = AF_INET;
+    if (!colon) return AK_FAIL(AK_ERR_REMOTE, "tcp: rank %d address '%s' has no port", peer, val);
+    *colon = '\0';
+    int port = atoi(colon + 1);
+    if (inet_pton(AF_INET, val, &sa->sin_addr) != 1 || port <= 0 || port > 65535)
+        return AK_FAIL(AK_ERR_REMOTE, "tcp: rank %d published a bad address '%s:%s'", peer, val,
+                       colon + 1);
+    sa->sin_port = htons((uint16_t)port);
+    return AK_OK;
+}
+
+/* Connects, retrying refusals (the peer may not listen yet) until the deadline. */
+static ak_status connect_retry(const ak__transport_setup *su, int peer,
+                               const struct sockaddr_in *sa, uint64_t deadline, int *fd_out) {
+    for (;;) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) return AK_FAIL(AK_ERR_IO, "tcp: socket: %s", strerror(errno));
+        tune_socket(fd);
+        int rc;
+        AK_SYSCHECK(rc, connect(fd, (const struct sockaddr *)sa, sizeof *sa));
+        if (rc == 0) {
+            *fd_out = fd;
+            return AK_OK;
+        }
+        int err = errno;
+        close(fd);
+        if (ms_left(deadline) == 0)
+            return AK_FAIL(AK_ERR_TIMEOUT, "tcp: cannot connect to rank %d within %d ms: %s",
+                           peer, su->timeout_ms, strerror(err));
+        struct timespec pause = {0, 10 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
+enum { HELLO_BYTES = 32, ACK_BYTES = 12 };
+
+static void encode_hello(unsigned char *h, const ak__transport_setup *su, int stream) {
+    put_u32(h, TCP_HELLO_MAGIC);
+    put_u32(h + 4, (uint32_t)su->world_size);
+    put_u32(h + 8, (uint32_t)su->rank);
+    put_u32(h + 12, (uint32_t)stream);
+    put_u32(h + 16, (uint32_t)su->nstreams);
+    put_u32(h + 20, 0);
+    put_u64(h + 24, hash_str(su->prefix));
+}
+
+static ak_status connect_peer(const ak__transport_setup *su, tcp_peer *p, uint64_t deadline) {
+    struct sockaddr_in sa;
+    AK_CHECK(peer_address(su, p->rank, deadline, &sa));
+    for (int s = 0; s < su->nstreams; s++) {
+        AK_CHECK(connect_retry(su, p->rank, &sa, deadline, &p->fds[s]));
+        unsigned char hello[HELLO_BYTES], ack[ACK_BYTES];
+        encode_hello(hello, su, s);
+        AK_CHECK(io_exact(p->fds[s], hello, sizeof hello, 1, deadline, p->rank));
+        AK_CHECK(io_exact(p->fds[s], ack, sizeof ack, 0, deadline, p->rank));
+        if (get_u32(ack) != TCP_HELLO_MAGIC || get_u32(ack + 4) != (uint32_t)p->rank ||
+            get_u32(ack + 8) != (uint32_t)s)
+            return AK_FAIL(AK_ERR_REMOTE,
+                           "tcp: the listener published by rank %d answered as someone else",
+                           p->rank);
+    }
+    return AK_OK;
+}
+
+/* Validates a hello; returns the peer slot it belongs to, or NULL for a stray socket. */
+static ak_status check_hello(tcp_ctx *t, const ak__transport_setup *su,
+                             const unsigned char *h, tcp_peer **slot, int *stream) {
+    *slot = NULL;
+    if (get_u32(h) != TCP_HELLO_MAGIC || get_u64(h + 24) != hash_str(su->prefix)) return AK_OK;
+    int from = (int)get_u32(h + 8), s = (int)get_u32(h + 12);
+    if ((int)get_u32(h + 4) != su->world_size || (int)get_u32(h + 16) != su->nstreams)
+        return AK_FAIL(AK_ERR_MISMATCH,
+                       "tcp: rank %d has world size %u and %u streams, this rank %d has %d and %d",
+                       from, get_u32(h + 4), get_u32(h + 16), su->rank, su->world_size,
+                       su->nstreams);
+    if (from < 0 || from >= su->rank || t->peer_index[from] < 0 || s < 0 || s >= su->nstreams)
+        return AK_OK;
+    tcp_peer *p = &t->peers[t->peer_index[from]];
+    if (p->fds[s] >= 0) return AK_OK; /* duplicate */
+    *slot = p;
+    *stream = s;
+    return AK_OK;
+}
+
+static ak_status accept_one(tcp_ctx *t, const ak__transport_setup *su, int lfd,
+                            uint64_t deadline, int *accepted) {
+    struct pollfd pfd = {lfd, POLLIN, 0};
+    int prc;
+    AK_SYSCHECK(prc, poll(&pfd, 1, ms_left(deadline)));
+    if (prc == 0) return AK_ERR_TIMEOUT; /* the caller names the missing peers */
+    int fd;
+    AK_SYSCHECK(fd, accept4(lfd, NULL, NULL, SOCK_CLOEXEC));
+    if (fd < 0) return AK_FAIL(AK_ERR_IO, "tcp: accept: %s", strerror(errno));
+    unsigned char hello[HELLO_BYTES], ack[ACK_BYTES];
+    tcp_peer *p = NULL;
+    int s = 0;
+    ak_status st = io_exact(fd, hello, sizeof hello, 0, deadline, -1);
+    if (st == AK_OK) st = check_hello(t, su, hello, &p, &s);
+    if (st == AK_OK && p) {
+        put_u32(ack, TCP_HELLO_MAGIC);
+        put_u32(ack + 4, (uint32_t)su->rank);
+        put_u32(ack + 8, (uint32_t)s);
+        st = io_exact(fd, ack, sizeof ack, 1, deadline, p->rank);
+    }
+    if (st == AK_OK && p) {
+        p->fds[s] = fd;
+        (*accepted)++;
+        return AK_OK;
+    }
+    close(fd);
+    if (st == AK_OK || st == AK_ERR_REMOTE) {
+        AK_LOG_DEBUG(AK_SUBSYS_COMM, "tcp rank %d: dropped a stray connection", su->rank);
+        return AK_OK;
+    }
+    return st;
+}
+
+static ak_status missing_peers_error(tcp_ctx *t, const ak__transport_setup *su) {
+    for (int i = 0; i < t->npeers; i++)
+        for (int s = 0; s < su->nstreams; s++)
+            if (t->peers[i].fds[s] < 0)
+                return AK_FAIL(AK_ERR_TIMEOUT,
+                               "tcp: rank %d did not connect (stream %d) within %d ms",
+                               t->peers[i].rank, s, su->timeout_ms);
+    return AK_FAIL(AK_ERR_TIMEOUT, "tcp: connection setup timed out");
+}
+
+static ak_status connect_all(tcp_ctx *t, const ak__transport_setup *su, int lfd) {
+    uint64_t deadline = now_ns() + (uint64_t)su->timeout_ms * 1000000u;
+    int expected = 0, accepted = 0;
+    /* lower rank connects: higher peers first, so the highest rank only accepts and the
+     * chain of acks always ends */
+    for (int i = 0; i < t->npeers; i++) {
+        if (t->peers[i].rank > su->rank)
+            AK_CHECK(connect_peer(su, &t->peers[i], deadline));
+        else
+            expected += su->nstreams;
+    }
+    while (accepted < expected) {
+        ak_status st = accept_one(t, su, lfd, deadline, &accepted);
+        if (st == AK_ERR_TIMEOUT && ms_left(deadline) == 0) return missing_peers_error(t, su);
+        AK_CHECK(st);
+    }
+    return AK_OK;
+}
+
+static ak_status check_setup(const ak__transport_setup *su, ak__transport *out) {
+    AK_ARG_CHECK(su && out && su->store && su->prefix, "tcp: NULL setup, store or prefix");
+    AK_ARG_CHECK(su->world_size >= 1 && su->rank >= 0 && su->rank < su->world_size,
+                 "tcp: rank %d outside world of %d", su->rank, su->world_size);
+    AK_ARG_CHECK(su->npeers >= 0 && su->npeers < su->world_size && (su->peers || !su->npeers),
+                 "tcp: %d peers in a world of %d", su->npeers, su->world_size);
+    AK_ARG_CHECK(su->nstreams >= 1 && su->nstreams <= AK_COMM_MAX_STREAMS,
+                 "tcp: nstreams %d outside 1..%d", su->nstreams, AK_COMM_MAX_STREAMS);
+    AK_ARG_CHECK(su->timeout_ms > 0, "tcp: timeout_ms %d must be positive", su->timeout_ms);
+    for (int i = 0; i < su->npeers; i++)
+        AK_ARG_CHECK(su->peers[i] >= 0 && su->peers[i] < su->world_size &&
+                         su->peers[i] != su->rank && (i == 0 || su->peers[i] > su->peers[i - 1]),
+                     "tcp: peer list must be sorted ranks other than %d", su->rank);
+    return AK_OK;
+}
+
+static ak_status ctx_new(const ak__transport_setup *su, tcp_ctx **out) {
+    tcp_ctx *t = calloc(1, sizeof *t);
+    if (!t) return AK_FAIL(AK_ERR_NO_MEMORY, "tcp: out of memory");
+    t->rank = su->rank;
+    t->world_size = su->world_size;
+    t->nstreams = su->nstreams;
+    t->npeers = su->npeers;
+    t->peers = calloc((size_t)su->npeers + 1, sizeof *t->peers);
+    t->peer_index = malloc((size_t)su->world_size * sizeof *t->peer_index);
+    t->pfds = calloc((size_t)su->npeers * (size_t)su->nstreams + 1, sizeof *t->pfds);
+    if (!t->peers || !t->peer_index || !t->pfds) {
+        tcp_destroy(t);
+        return AK_FAIL(AK_ERR_NO_MEMORY, "tcp: out of memory");
+    }
+    for (int r = 0; r < su->world_size; r++) t->peer_index[r] = -1;
+    for (int i = 0; i < su->npeers; i++) {
+        t->peers[i].rank = su->peers[i];
+        t->peer_index[su->peers[i]] = i;
+        for (int s = 0; s < AK_COMM_MAX_STREAMS; s++) t->peers[i].fds[s] = -1;
+    }
+    *out = t;
+    return AK_OK;
+}
+
+static ak_status finish_sockets(tcp_ctx *t) {
+    for (int i = 0; i < t->npeers; i++)
+        for (int s = 0; s < t->nstreams; s++) AK_CHECK(set_nonblocking(t->peers[i].fds[s]));
+    return AK_OK;
+}
+
+ak_status ak__tcp_transport_create(const ak__transport_setup *setup, ak__transport *out) {
+    AK_CHECK(check_setup(setup, out));
+    tcp_ctx *t = NULL;
+    int lfd = -1, port = 0;
+    ak_status st;
+    AK_CHECK(ctx_new(setup, &t));
+    AK_CHECK_GOTO(st, listen_socket(setup, &lfd, &port));
+    AK_CHECK_GOTO(st, publish(setup, port));
+    AK_CHECK_GOTO(st, connect_all(t, setup, lfd));
+    AK_CHECK_GOTO(st, finish_sockets(t));
+    close(lfd);
+    AK_LOG_DEBUG(AK_SUBSYS_COMM, "tcp rank %d: connected to %d peers x %d streams (port %d)",
+                 setup->rank, setup->npeers, setup->nstreams, port);
+    out->vt = &tcp_vtable;
+    out->ctx = t;
+    return AK_OK;
+fail:
+    if (lfd >= 0) close(lfd);
+    tcp_destroy(t);
+    return st;
+}

@@ -1,0 +1,80 @@
+/* Point-to-point transports behind a communicator (each a vtable + context).
+ *
+ * A transport connects this rank to a set of peers and moves byte messages. Algorithms
+ * never talk to a transport directly: they post ak__p2p operations through the
+ * communicator (algo/p2p.h), which routes each peer to its transport (shm inside a host,
+ * tcp across). Contract:
+ * - post() queues an operation and returns at once; progress() moves data of every
+ *   queued operation, blocking up to timeout_us for I/O (0 = do what is possible now).
+ * - Operations to one peer in one direction complete in posting order and match the
+ *   peer's operations in the same order (no wildcards).
+ * - Every message carries its tag and length on the wire; a receive whose tag or length
+ *   differs from the matching send completes with AK_ERR_MISMATCH (message naming the
+ *   peer and both values), and the transport is then failed.
+ * - A lost peer (EOF, reset, dead process) completes every pending and future operation
+ *   with AK_ERR_REMOTE naming the peer rank; progress() returns that status too.
+ * - No allocation per message on the fast path. */
+#ifndef AK_COMM_TRANSPORT_H
+#define AK_COMM_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "accelkit/ak.h"
+#include "comm/bootstrap/store.h"
+
+#define AK_COMM_MAX_STREAMS 16
+
+typedef struct ak__p2p {
+    /* set by the poster */
+    int peer;      /* communicator rank */
+    int is_send;
+    void *buf;     /* const for sends */
+    size_t bytes;
+    uint64_t tag;  /* must equal the peer's tag for this message */
+    /* set by the transport */
+    int complete;
+    ak_status status;
+    /* transport-private progress state */
+    size_t done_bytes;
+    size_t stream_done[AK_COMM_MAX_STREAMS];
+    int stage;
+    struct ak__p2p *next;
+} ak__p2p;
+
+typedef struct ak__transport_i {
+    const char *name;
+    ak_status (*post)(void *ctx, ak__p2p *op);
+    ak_status (*progress)(void *ctx, int timeout_us);
+    void (*destroy)(void *ctx);
+} ak__transport_i;
+
+typedef struct ak__transport {
+    const ak__transport_i *vt; /* NULL = none */
+    void *ctx;
+} ak__transport;
+
+/* What every transport needs to connect. */
+typedef struct ak__transport_setup {
+    ak__store *store;      /* for exchanging addresses */
+    const char *prefix;    /* unique per communicator: keys live under it */
+    int rank, world_size;  /* communicator rank and size */
+    const int *peers;      /* ranks this transport must reach (sorted, without rank) */
+    int npeers;
+    int nstreams;          /* tcp: connections per peer, 1..AK_COMM_MAX_STREAMS */
+    int timeout_ms;        /* connect and I/O stall limit */
+    const char *bind_addr; /* tcp: listen address (NULL = all interfaces) */
+} ak__transport_setup;
+
+ak_status ak__tcp_transport_create(const ak__transport_setup *setup, ak__transport *out);
+ak_status ak__shm_transport_create(const ak__transport_setup *setup, ak__transport *out);
+/* Threads of one process (ak_comm_init_local): direct copies between threads. */
+ak_status ak__mem_transport_create(const ak__transport_setup *setup, ak__transport *out);
+
+static inline void ak__transport_destroy(ak__transport *t) {
+    if (t->vt) t->vt->destroy(t->ctx);
+    t->vt = NULL;
+    t->ctx = NULL;
+}
+
+#endif /* AK_COMM_TRANSPORT_H */

@@ -1,0 +1,746 @@
+/* Tests of the collective algorithms (src/comm/algo), called directly on groups: worlds of
+ * threads (ak_comm_init_local, mem transport), one thread per rank, inputs whose exact
+ * result follows from (seed, rank, index) and every output element checked. Covers the
+ * allreduce algorithms over world sizes {1,2,3,4,5,8} × counts × dtypes × ops, the
+ * hierarchical one on faked host topologies (balanced, interleaved, unbalanced), groups
+ * that are not the identity, reduce-scatter, allgatherv, broadcast / reduce from every
+ * root, gather / scatter, alltoallv, barrier ordering, and the p2p layer's tags and
+ * failures. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "accelkit/comm.h"
+#include "comm/algo/algo.h"
+#include "core/half.h"
+#include "guarded.h"
+
+#define MAX_W 8
+#define BIG_COUNT ((size_t)262147) /* odd, > 1 MB of f32: several ring segments per block */
+#define PERIOD 1021 /* inputs repeat with this prime period, so expectations are cheap */
+
+static const int world_sizes[] = {1, 2, 3, 4, 5, 8};
+static const size_t counts[] = {0, 1, 7, 64, 1000, BIG_COUNT};
+#define NELEM(a) (sizeof(a) / sizeof *(a))
+
+/* ---- running a world of rank threads ------------------------------------------------ */
+
+typedef struct rank_ctx rank_ctx;
+typedef int (*rank_fn)(rank_ctx *x); /* 0 ok, -1 failed (after rank_fail) */
+
+struct rank_ctx {
+    ak_comm *comm;
+    int rank, n;
+    int ranks[MAX_W]; /* identity group */
+    ak__group world;
+    const void *arg;
+    rank_fn fn;
+};
+
+static pthread_mutex_t error_lock = PTHREAD_MUTEX_INITIALIZER;
+static char first_error[512];
+static atomic_int failed;
+
+/* Records the first failure of any rank thread (cmocka asserts are not thread-safe). */
+static int rank_fail(const rank_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int rank_fail(const rank_ctx *x, const char *fmt, ...) {
+    pthread_mutex_lock(&error_lock);
+    if (!atomic_exchange(&failed, 1)) {
+        int k = snprintf(first_error, sizeof first_error, "rank %d/%d: ", x->rank, x->n);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(first_error + k, sizeof first_error - (size_t)k, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&error_lock);
+    return -1;
+}
+
+static int check_st(const rank_ctx *x, ak_status st, const char *what) {
+    if (st == AK_OK) return 0;
+    return rank_fail(x, "%s: %s (%s)", what, ak_status_str(st), ak_last_error());
+}
+
+static void *rank_main(void *p) {
+    rank_ctx *x = p;
+    x->fn(x);
+    return NULL;
+}
+
+static void run_ranks(ak_comm **comms, int n, rank_fn fn, const void *arg) {
+    rank_ctx ctx[MAX_W];
+    pthread_t threads[MAX_W];
+    atomic_store(&failed, 0);
+    for (int r = 0; r < n; r++) {
+        rank_ctx *x = &ctx[r];
+        *x = (rank_ctx){comms[r], r, n, {0}, {NULL, n, r}, arg, fn};
+        for (int i = 0; i < n; i++) x->ranks[i] = i;
+        x->world.ranks = x->ranks;
+        assert_int_equal(pthread_create(&threads[r], NULL, rank_main, x), 0);
+    }
+    for (int r = 0; r < n; r++) pthread_join(threads[r], NULL);
+    if (atomic_load(&failed)) fail_msg("%s", first_error);
+}
+
+static void world_open(int n, ak_comm **comms) {
+    ak_comm_config cfg = AK_COMM_CONFIG_INIT;
+    cfg.timeout_ms = 20000; /* a bug shows as a failure, not a hang */
+    ak_status st = ak_comm_init_local(n, &cfg, comms);
+    if (st != AK_OK) fail_msg("ak_comm_init_local(%d): %s", n, ak_last_error());
+}
+
+static void world_close(ak_comm **comms, int n) {
+    for (int r = 0; r < n; r++) ak_comm_free(comms[r]);
+}
+
+/* A fresh world of n ranks runs fn on every rank. */
+static void run_world(int n, rank_fn fn, const void *arg) {
+    ak_comm *comms[MAX_W];
+    world_open(n, comms);
+    run_ranks(comms, n, fn, arg);
+    world_close(comms, n);
+}
+
+/* ---- inputs with predictable results -------------------------------------------------- */
+
+static uint64_t mix(uint64_t z) { return test_rand_u64(&z); }
+
+static int dtype_signed(ak_dtype dt) { return dt != AK_DTYPE_U8; }
+
+static size_t dtype_size(ak_dtype dt) {
+    size_t s = 0;
+    ak_dtype_size(dt, &s);
+    return s;
+}
+
+/* Small integers, so every partial result is exact in every dtype: SUM in [-2, 2] (|Σ| ≤
+ * 16), PROD ±1 or ±2 (|Π| ≤ 256, a power of two; i8/u8 wrap like the kernels do), MIN/MAX
+ * in [-60, 60]. Unsigned types use the non-negative variants. */
+static int64_t input_value(uint64_t seed, int rank, size_t i, ak_reduce_op op, ak_dtype dt) {
+    uint64_t h = mix(seed ^ mix(((uint64_t)rank << 32) | (i % PERIOD)));
+    int sgn = dtype_signed(dt);
+    switch (op) {
+    case AK_REDUCE_SUM: return sgn ? (int64_t)(h % 5) - 2 : (int64_t)(h % 5);
+    case AK_REDUCE_PROD: {
+        int64_t mag = h % 4 == 0 ? 2 : 1;
+        return sgn && (h >> 8) % 3 == 0 ? -mag : mag;
+    }
+    default: return sgn ? (int64_t)(h % 121) - 60 : (int64_t)(h % 121);
+    }
+}
+
+/* Stores v as element i of p: floats exactly, integers modulo their width. */
+static void encode(ak_dtype dt, void *p, size_t i, int64_t v) {
+    char *e = (char *)p + i * dtype_size(dt);
+    float f = (float)v;
+    double d = (double)v;
+    uint16_t h;
+    uint8_t b = (uint8_t)(uint64_t)v;
+    uint32_t w = (uint32_t)(uint64_t)v;
+    switch (dt) {
+    case AK_DTYPE_F32: memcpy(e, &f, 4); break;
+    case AK_DTYPE_F64: memcpy(e, &d, 8); break;
+    case AK_DTYPE_F16: h = ak__f32_to_f16_ref(f), memcpy(e, &h, 2); break;
+    case AK_DTYPE_BF16: h = ak__f32_to_bf16_ref(f), memcpy(e, &h, 2); break;
+    case AK_DTYPE_I8:
+    case AK_DTYPE_U8: memcpy(e, &b, 1); break;
+    case AK_DTYPE_I32: memcpy(e, &w, 4); break;
+    default: memcpy(e, &v, 8); break;
+    }
+}
+
+static int64_t combine(ak_reduce_op op, int64_t a, int64_t b) {
+    switch (op) {
+    case AK_REDUCE_SUM: return a + b;
+    case AK_REDUCE_PROD: return a * b;
+    case AK_REDUCE_MIN: return a < b ? a : b;
+    default: return a > b ? a : b;
+    }
+}
+
+typedef struct reduce_case {
+    uint64_t seed;
+    size_t count;
+    ak_dtype dt;
+    ak_reduce_op op;
+} reduce_case;
+
+static void fill_input(const reduce_case *k, int rank, void *buf) {
+    for (size_t i = 0; i < k->count; i++)
+        encode(k->dt, buf, i, input_value(k->seed, rank, i, k->op, k->dt));
+}
+
+/* The encoded expected result over group members ranks[0..n) for i in [0, PERIOD). */
+static void *expected_table(const reduce_case *k, const int *ranks, int n) {
+    size_t period = k->count < PERIOD ? k->count : PERIOD;
+    char *t = malloc(period * dtype_size(k->dt) + 1);
+    for (size_t i = 0; i < period; i++) {
+        int64_t acc = input_value(k->seed, ranks[0], i, k->op, k->dt);
+        for (int r = 1; r < n; r++)
+            acc = combine(k->op, acc, input_value(k->seed, ranks[r], i, k->op, k->dt));
+        encode(k->dt, t, i, acc);
+    }
+    return t;
+}
+
+/* Compares elements [begin, end) of buf with the reduction over the group. */
+static int check_reduced(const rank_ctx *x, const reduce_case *k, const int *ranks, int n,
+                         const void *buf, size_t begin, size_t end, const char *what) {
+    if (begin >= end) return 0;
+    size_t es = dtype_size(k->dt);
+    char *t = expected_table(k, ranks, n);
+    int rc = 0;
+    for (size_t i = begin; i < end && !rc; i++)
+        if (memcmp((const char *)buf + i * es, t + (i % PERIOD) * es, es))
+            rc = rank_fail(x, "%s: count %zu %s %s: element %zu differs", what, k->count,
+                           ak_dtype_name(k->dt), ak_reduce_op_name(k->op), i);
+    free(t);
+    return rc;
+}
+
+/* ---- allreduce algorithms --------------------------------------------------------------- */
+
+typedef enum alg { ALG_RING, ALG_RD, ALG_TREE, ALG_HIER, ALG_COUNT } alg;
+static const char *const alg_names[] = {"ring", "recursive doubling", "tree", "hierarchical"};
+
+static ak_status run_allreduce(alg a, ak_comm *c, const ak__group *g, void *buf,
+                               const reduce_case *k, uint64_t tag) {
+    switch (a) {
+    case ALG_RING: return ak__allreduce_ring(c, g, buf, k->count, k->dt, k->op, tag);
+    case ALG_RD: return ak__allreduce_recursive_doubling(c, g, buf, k->count, k->dt, k->op, tag);
+    case ALG_TREE: return ak__allreduce_tree(c, g, buf, k->count, k->dt, k->op, tag);
+    default: return ak__allreduce_hierarchical(c, buf, k->count, k->dt, k->op, tag);
+    }
+}
+
+/* One allreduce on group g: fill, run, check every element and the guard bytes. */
+static int allreduce_once(rank_ctx *x, alg a, const ak__group *g, const reduce_case *k) {
+    size_t bytes = k->count * dtype_size(k->dt);
+    guarded_buf b = guarded_alloc(bytes, 0);
+    fill_input(k, g->ranks[g->me], b.data);
+    uint64_t tag = ak__comm_next_tag(x->comm, 1, k->count, (int)k->dt, (int)k->op, 0);
+    char what[64];
+    snprintf(what, sizeof what, "allreduce %s", alg_names[a]);
+    int rc = check_st(x, run_allreduce(a, x->comm, g, b.data, k, tag), what);
+    if (!rc) rc = check_reduced(x, k, g->ranks, g->n, b.data, 0, k->count, what);
+    if (!rc && !guarded_intact(&b)) rc = rank_fail(x, "%s wrote outside the buffer", what);
+    guarded_free(&b);
+    return rc;
+}
+
+/* Every dtype and op for small counts; a few representative ones for the large count. */
+static int case_selected(size_t count, ak_dtype dt, ak_reduce_op op) {
+    if (count != BIG_COUNT) return 1;
+    return (dt == AK_DTYPE_F32 && (op == AK_REDUCE_SUM || op == AK_REDUCE_MAX)) ||
+           (dt == AK_DTYPE_BF16 && op == AK_REDUCE_SUM) ||
+           (dt == AK_DTYPE_I32 && op == AK_REDUCE_PROD);
+}
+
+typedef struct sweep {
+    const alg *algs;
+    int nalgs;
+    const ak_dtype *dtypes; /* NULL: all */
+    int ndtypes;
+} sweep;
+
+static int sweep_rank(rank_ctx *x) {
+    const sweep *s = x->arg;
+    int ndt = s->dtypes ? s->ndtypes : AK_DTYPE_COUNT_;
+    for (size_t ci = 0; ci < NELEM(counts); ci++)
+        for (int d = 0; d < ndt; d++)
+            for (int op = 0; op < AK_REDUCE_AVG; op++) {
+                ak_dtype dt = s->dtypes ? s->dtypes[d] : (ak_dtype)d;
+                if (!case_selected(counts[ci], dt, (ak_reduce_op)op)) continue;
+                reduce_case k = {ci * 131 + (size_t)d * 7 + (size_t)op, counts[ci], dt,
+                                 (ak_reduce_op)op};
+                for (int a = 0; a < s->nalgs; a++)
+                    if (allreduce_once(x, s->algs[a], &x->world, &k)) return -1;
+            }
+    return 0;
+}
+
+static void test_allreduce_flat(void **state) {
+    /* hierarchical on the real topology of a local world: one host of n ranks */
+    static const alg algs[] = {ALG_RING, ALG_RD, ALG_TREE, ALG_HIER};
+    sweep s = {algs, (int)NELEM(algs), NULL, 0};
+    for (size_t w = 0; w < NELEM(world_sizes); w++) run_world(world_sizes[w], sweep_rank, &s);
+}
+
+/* Every rank must end with the same bits even where an op's result could depend on the
+ * operand order (MIN/MAX of +0 and -0): recursive doubling computes the result on every
+ * rank, so it orders operands by group index; the kernels also make ±0 symmetric. */
+#define ZEROS 64
+typedef struct zero_results {
+    uint32_t bits[ALG_COUNT][2][MAX_W][ZEROS];
+} zero_results;
+
+static int signed_zero_rank(rank_ctx *x) {
+    zero_results *out = (zero_results *)(uintptr_t)x->arg;
+    for (int a = ALG_RING; a <= ALG_TREE; a++)
+        for (int o = 0; o < 2; o++) {
+            float buf[ZEROS];
+            for (int i = 0; i < ZEROS; i++) buf[i] = ((x->rank + i) % 3) ? 0.0f : -0.0f;
+            reduce_case k = {0, ZEROS, AK_DTYPE_F32, o ? AK_REDUCE_MAX : AK_REDUCE_MIN};
+            uint64_t tag = ak__comm_next_tag(x->comm, 1, ZEROS, 0, (int)k.op, 0);
+            if (check_st(x, run_allreduce((alg)a, x->comm, &x->world, buf, &k, tag), "zeros"))
+                return -1;
+            memcpy(out->bits[a][o][x->rank], buf, sizeof buf);
+        }
+    return 0;
+}
+
+static void test_signed_zero_agreement(void **state) {
+    static const int ns[] = {3, 4, 5, 8};
+    zero_results *res = calloc(1, sizeof *res);
+    for (size_t w = 0; w < NELEM(ns); w++) {
+        run_world(ns[w], signed_zero_rank, res);
+        for (int a = ALG_RING; a <= ALG_TREE; a++)
+            for (int o = 0; o < 2; o++)
+                for (int r = 1; r < ns[w]; r++)
+                    if (memcmp(res->bits[a][o][r], res->bits[a][o][0], sizeof res->bits[a][o][0]))
+                        fail_msg("%s %s: rank %d and rank 0 disagree on the bits of ±0",
+                                 alg_names[a], o ? "max" : "min", r);
+    }
+    free(res);
+}
+
+/* ---- hierarchical on faked topologies --------------------------------------------------- */
+
+typedef struct topo_save {
+    int *host_of, *local_index_of, *same_host_ranks;
+    int local_rank, local_size, host_index, host_count;
+} topo_save;
+
+typedef struct fake_topo {
+    int host_of[MAX_W], local_index_of[MAX_W], same_host_ranks[MAX_W];
+} fake_topo;
+
+/* Points comm's topology fields at t, built from hosts[] (numbered by lowest rank), as
+ * comm.c would; the algorithm reads nothing else. */
+static void topo_apply(ak_comm *c, fake_topo *t, const int *hosts, topo_save *save) {
+    *save = (topo_save){c->host_of, c->local_index_of, c->same_host_ranks,
+                        c->local_rank, c->local_size, c->host_index, c->host_count};
+    int per_host[MAX_W] = {0}, host_count = 0;
+    for (int r = 0; r < c->size; r++) {
+        t->host_of[r] = hosts[r];
+        t->local_index_of[r] = per_host[hosts[r]]++;
+        if (hosts[r] + 1 > host_count) host_count = hosts[r] + 1;
+    }
+    c->host_of = t->host_of;
+    c->local_index_of = t->local_index_of;
+    c->same_host_ranks = t->same_host_ranks;
+    c->host_index = hosts[c->rank];
+    c->host_count = host_count;
+    c->local_rank = t->local_index_of[c->rank];
+    c->local_size = 0;
+    for (int r = 0; r < c->size; r++)
+        if (hosts[r] == c->host_index) t->same_host_ranks[c->local_size++] = r;
+}
+
+static void topo_restore(ak_comm *c, const topo_save *s) {
+    c->host_of = s->host_of;
+    c->local_index_of = s->local_index_of;
+    c->same_host_ranks = s->same_host_ranks;
+    c->local_rank = s->local_rank;
+    c->local_size = s->local_size;
+    c->host_index = s->host_index;
+    c->host_count = s->host_count;
+}
+
+static void test_allreduce_hierarchical(void **state) {
+    static const struct {
+        int n;
+        int hosts[MAX_W];
+    } topos[] = {
+        {2, {0, 1}},                   /* one rank per host */
+        {4, {0, 0, 1, 1}},             /* 2 × 2 */
+        {4, {0, 1, 0, 1}},             /* 2 × 2, hosts interleaved in rank order */
+        {6, {0, 0, 0, 1, 1, 1}},       /* 2 × 3 */
+        {8, {0, 0, 0, 0, 1, 1, 1, 1}}, /* 2 × 4 */
+        {8, {0, 1, 2, 3, 0, 1, 2, 3}}, /* 4 × 2 */
+        {3, {0, 0, 1}},                /* unbalanced: flat ring fallback */
+        {5, {0, 1, 0, 1, 0}},          /* unbalanced, interleaved */
+    };
+    static const alg algs[] = {ALG_HIER};
+    static const ak_dtype dts[] = {AK_DTYPE_F32, AK_DTYPE_BF16, AK_DTYPE_I8, AK_DTYPE_I32,
+                                   AK_DTYPE_F64};
+    sweep s = {algs, 1, dts, (int)NELEM(dts)};
+    for (size_t t = 0; t < NELEM(topos); t++) {
+        int n = topos[t].n;
+        ak_comm *comms[MAX_W];
+        fake_topo fake[MAX_W];
+        topo_save save[MAX_W];
+        world_open(n, comms);
+        for (int r = 0; r < n; r++) topo_apply(comms[r], &fake[r], topos[t].hosts, &save[r]);
+        run_ranks(comms, n, sweep_rank, &s);
+        for (int r = 0; r < n; r++) topo_restore(comms[r], &save[r]);
+        world_close(comms, n);
+    }
+}
+
+/* ---- groups other than the identity ----------------------------------------------------- */
+
+/* Even ranks in reverse order and odd ranks in order run allreduces at the same time:
+ * group index and communicator rank differ, and two groups share the transports. */
+static int subgroup_rank(rank_ctx *x) {
+    int members[MAX_W], m = 0, me = -1;
+    for (int i = 0; i < x->n; i++) {
+        int r = x->rank % 2 == 0 ? (x->n - 1 - i) : i;
+        if (r % 2 != x->rank % 2) continue;
+        if (r == x->rank) me = m;
+        members[m++] = r;
+    }
+    ak__group g = {members, m, me};
+    static const size_t sub_counts[] = {1, 7, 1000, BIG_COUNT};
+    for (size_t ci = 0; ci < NELEM(sub_counts); ci++)
+        for (int a = ALG_RING; a <= ALG_TREE; a++) {
+            reduce_case k = {ci + 99, sub_counts[ci], AK_DTYPE_I32, AK_REDUCE_SUM};
+            if (allreduce_once(x, (alg)a, &g, &k)) return -1;
+        }
+    return 0;
+}
+
+static void test_subgroups(void **state) {
+    run_world(5, subgroup_rank, NULL);
+    run_world(8, subgroup_rank, NULL);
+}
+
+/* ---- reduce-scatter, allgatherv ----------------------------------------------------------- */
+
+static int reduce_scatter_rank(rank_ctx *x) {
+    static const ak_dtype dts[] = {AK_DTYPE_F32, AK_DTYPE_F16, AK_DTYPE_U8, AK_DTYPE_I64};
+    for (size_t ci = 0; ci < NELEM(counts); ci++)
+        for (size_t d = 0; d < NELEM(dts); d++) {
+            reduce_case k = {ci * 5 + d, counts[ci], dts[d], d % 2 ? AK_REDUCE_MIN : AK_REDUCE_SUM};
+            guarded_buf b = guarded_alloc(k.count * dtype_size(k.dt), 0);
+            fill_input(&k, x->rank, b.data);
+            uint64_t tag = ak__comm_next_tag(x->comm, 2, k.count, (int)k.dt, (int)k.op, 0);
+            size_t off, len;
+            ak__block_range(k.count, x->n, x->rank, &off, &len);
+            int rc = check_st(x, ak__reduce_scatter_ring(x->comm, &x->world, b.data, k.count, k.dt,
+                                                         k.op, tag), "reduce_scatter");
+            if (!rc) rc = check_reduced(x, &k, x->ranks, x->n, b.data, off, off + len, "rs");
+            if (!rc && !guarded_intact(&b)) rc = rank_fail(x, "reduce_scatter wrote outside");
+            guarded_free(&b);
+            if (rc) return rc;
+        }
+    return 0;
+}
+
+static void test_reduce_scatter(void **state) {
+    for (size_t w = 0; w < NELEM(world_sizes); w++)
+        run_world(world_sizes[w], reduce_scatter_rank, NULL);
+}
+
+static int32_t block_value(int owner, size_t i) { return owner * 1000003 + (int32_t)i; }
+
+#define GAP 3          /* elements left between allgatherv blocks: must stay untouched */
+#define SENTINEL (-7)
+
+/* Uneven counts with empty blocks; scale 1 or 4099 for a large case. */
+static int allgatherv_case(rank_ctx *x, size_t scale) {
+    size_t cnt[MAX_W], displs[MAX_W], total = 0;
+    for (int b = 0; b < x->n; b++) {
+        cnt[b] = (size_t)((b * 5 + 2) % 4) * scale; /* 2,3,0,1,2,... */
+        displs[b] = total + GAP;
+        total = displs[b] + cnt[b];
+    }
+    int32_t *buf = malloc((total + GAP) * sizeof *buf);
+    for (size_t i = 0; i < total + GAP; i++) buf[i] = SENTINEL;
+    for (size_t i = 0; i < cnt[x->rank]; i++) buf[displs[x->rank] + i] = block_value(x->rank, i);
+    uint64_t tag = ak__comm_next_tag(x->comm, 3, total, 0, 0, 0);
+    int rc = check_st(x, ak__allgatherv_ring(x->comm, &x->world, buf, cnt, displs, 4, tag),
+                      "allgatherv");
+    size_t next = 0; /* every element: block data inside blocks, sentinel in the gaps */
+    for (int b = 0; b < x->n && !rc; b++) {
+        for (; next < displs[b] && !rc; next++)
+            if (buf[next] != SENTINEL) rc = rank_fail(x, "allgatherv wrote gap element %zu", next);
+        for (size_t i = 0; i < cnt[b] && !rc; i++, next++)
+            if (buf[next] != block_value(b, i))
+                rc = rank_fail(x, "allgatherv block %d element %zu differs", b, i);
+    }
+    free(buf);
+    return rc;
+}
+
+static int allgatherv_rank(rank_ctx *x) {
+    return allgatherv_case(x, 1) || allgatherv_case(x, 4099) ? -1 : 0;
+}
+
+static void test_allgatherv(void **state) {
+    for (size_t w = 0; w < NELEM(world_sizes); w++) run_world(world_sizes[w], allgatherv_rank, NULL);
+}
+
+/* ---- broadcast, reduce, gather, scatter from every root ---------------------------------- */
+
+static unsigned char byte_value(int root, size_t i) { return (unsigned char)(mix((uint64_t)root * 977 + i) & 0xff); }
+
+static const size_t root_bytes[] = {0, 1, 7, 1000, BIG_COUNT};
+
+static int broadcast_rank(rank_ctx *x) {
+    for (size_t bi = 0; bi < NELEM(root_bytes); bi++)
+        for (int root = 0; root < x->n; root++) {
+            size_t bytes = root_bytes[bi];
+            guarded_buf b = guarded_alloc(bytes, 0);
+            unsigned char *p = b.data;
+            for (size_t i = 0; i < bytes; i++) p[i] = x->rank == root ? byte_value(root, i) : 0;
+            uint64_t tag = ak__comm_next_tag(x->comm, 4, bytes, 0, 0, root);
+            int rc = check_st(x, ak__broadcast_tree(x->comm, &x->world, p, bytes, root, tag),
+                              "broadcast");
+            for (size_t i = 0; i < bytes && !rc; i++)
+                if (p[i] != byte_value(root, i))
+                    rc = rank_fail(x, "broadcast root %d bytes %zu: byte %zu differs", root, bytes, i);
+            if (!rc && !guarded_intact(&b)) rc = rank_fail(x, "broadcast wrote outside");
+            guarded_free(&b);
+            if (rc) return rc;
+        }
+    return 0;
+}
+
+static void test_broadcast(void **state) {
+    for (size_t w = 0; w < NELEM(world_sizes); w++) run_world(world_sizes[w], broadcast_rank, NULL);
+}
+
+static int reduce_rank(rank_ctx *x) {
+    static const ak_dtype dts[] = {AK_DTYPE_F32, AK_DTYPE_BF16, AK_DTYPE_I8};
+    for (size_t bi = 0; bi < NELEM(root_bytes); bi++)
+        for (int root = 0; root < x->n; root++) {
+            int d = (int)(bi + (size_t)root) % 3;
+            reduce_case k = {bi * 17 + (size_t)root, root_bytes[bi], dts[d], (ak_reduce_op)(root % 4)};
+            guarded_buf b = guarded_alloc(k.count * dtype_size(k.dt), 0);
+            fill_input(&k, x->rank, b.data);
+            uint64_t tag = ak__comm_next_tag(x->comm, 5, k.count, (int)k.dt, (int)k.op, root);
+            int rc = check_st(x, ak__reduce_tree(x->comm, &x->world, b.data, k.count, k.dt, k.op,
+                                                 root, tag), "reduce");
+            if (!rc && x->rank == root)
+                rc = check_reduced(x, &k, x->ranks, x->n, b.data, 0, k.count, "reduce");
+            if (!rc && !guarded_intact(&b)) rc = rank_fail(x, "reduce wrote outside");
+            guarded_free(&b);
+            if (rc) return rc;
+        }
+    return 0;
+}
+
+static void test_reduce(void **state) {
+    for (size_t w = 0; w < NELEM(world_sizes); w++) run_world(world_sizes[w], reduce_rank, NULL);
+}
+
+static const size_t gather_bytes[] = {0, 1, 13, 4099};
+
+/* in_place: the root's send block already sits at its slot of the receive buffer */
+static int gather_case(rank_ctx *x, size_t bytes, int root, int in_place) {
+    unsigned char *all = calloc((size_t)x->n * bytes + 1, 1), *mine = malloc(bytes + 1);
+    for (size_t i = 0; i < bytes; i++) mine[i] = byte_value(x->rank, i);
+    const void *send = mine;
+    if (in_place && x->rank == root) {
+        memcpy(all + (size_t)root * bytes, mine, bytes);
+        send = all + (size_t)root * bytes;
+    }
+    uint64_t tag = ak__comm_next_tag(x->comm, 6, bytes, 0, 0, root);
+    int rc = check_st(x, ak__gather_linear(x->comm, &x->world, send, all, bytes, root, tag),
+                      "gather");
+    for (int r = 0; r < x->n && !rc && x->rank == root; r++)
+        for (size_t i = 0; i < bytes && !rc; i++)
+            if (all[(size_t)r * bytes + i] != byte_value(r, i))
+                rc = rank_fail(x, "gather root %d: block %d byte %zu differs", root, r, i);
+    free(all);
+    free(mine);
+    return rc;
+}
+
+static int scatter_case(rank_ctx *x, size_t bytes, int root) {
+    unsigned char *all = malloc((size_t)x->n * bytes + 1), *mine = calloc(bytes + 1, 1);
+    for (int r = 0; r < x->n && x->rank == root; r++)
+        for (size_t i = 0; i < bytes; i++) all[(size_t)r * bytes + i] = byte_value(r + 50, i);
+    uint64_t tag = ak__comm_next_tag(x->comm, 7, bytes, 0, 0, root);
+    int rc = check_st(x, ak__scatter_linear(x->comm, &x->world, all, mine, bytes, root, tag),
+                      "scatter");
+    for (size_t i = 0; i < bytes && !rc; i++)
+        if (mine[i] != byte_value(x->rank + 50, i))
+            rc = rank_fail(x, "scatter root %d: byte %zu differs", root, i);
+    free(all);
+    free(mine);
+    return rc;
+}
+
+static int gather_scatter_rank(rank_ctx *x) {
+    for (size_t bi = 0; bi < NELEM(gather_bytes); bi++)
+        for (int root = 0; root < x->n; root++)
+            if (gather_case(x, gather_bytes[bi], root, 0) ||
+                gather_case(x, gather_bytes[bi], root, 1) ||
+                scatter_case(x, gather_bytes[bi], root))
+                return -1;
+    return 0;
+}
+
+static void test_gather_scatter(void **state) {
+    for (size_t w = 0; w < NELEM(world_sizes); w++)
+        run_world(world_sizes[w], gather_scatter_rank, NULL);
+}
+
+/* ---- alltoallv ------------------------------------------------------------------------- */
+
+/* elements rank `from` sends to rank `to`: uneven, some zero */
+static size_t a2a_count(int from, int to, size_t scale) { return (size_t)((from * 3 + to * 5) % 4) * scale; }
+
+static int32_t a2a_value(int from, int to, size_t i) { return from * 100000000 + to * 1000000 + (int32_t)i; }
+
+static int alltoallv_case(rank_ctx *x, size_t scale) {
+    size_t sc[MAX_W], sd[MAX_W], rc_[MAX_W], rd[MAX_W], stot = 0, rtot = 0;
+    for (int j = 0; j < x->n; j++) {
+        sc[j] = a2a_count(x->rank, j, scale), sd[j] = stot, stot += sc[j] + 1; /* 1-element gaps */
+        rc_[j] = a2a_count(j, x->rank, scale), rd[j] = rtot, rtot += rc_[j];
+    }
+    int32_t *sbuf = malloc((stot + 1) * sizeof *sbuf), *rbuf = malloc((rtot + 1) * sizeof *rbuf);
+    for (int j = 0; j < x->n; j++)
+        for (size_t i = 0; i < sc[j]; i++) sbuf[sd[j] + i] = a2a_value(x->rank, j, i);
+    uint64_t tag = ak__comm_next_tag(x->comm, 8, scale, 6, 0, 0);
+    int rc = check_st(x, ak__alltoallv_pairwise(x->comm, &x->world, sbuf, sc, sd, rbuf, rc_, rd,
+                                                4, tag), "alltoallv");
+    for (int j = 0; j < x->n && !rc; j++)
+        for (size_t i = 0; i < rc_[j] && !rc; i++)
+            if (rbuf[rd[j] + i] != a2a_value(j, x->rank, i))
+                rc = rank_fail(x, "alltoallv from %d element %zu differs", j, i);
+    free(sbuf);
+    free(rbuf);
+    return rc;
+}
+
+static int alltoallv_rank(rank_ctx *x) {
+    return alltoallv_case(x, 1) || alltoallv_case(x, 3001) ? -1 : 0;
+}
+
+static void test_alltoallv(void **state) {
+    for (size_t w = 0; w < NELEM(world_sizes); w++) run_world(world_sizes[w], alltoallv_rank, NULL);
+}
+
+/* ---- barrier ------------------------------------------------------------------------------ */
+
+static atomic_int arrived[MAX_W];
+
+/* Each round one rank is late; after the barrier every rank must see every stamp. */
+static int barrier_rank(rank_ctx *x) {
+    for (int round = 1; round <= 20; round++) {
+        if (round % x->n == x->rank) nanosleep(&(struct timespec){0, 2000000}, NULL);
+        atomic_store(&arrived[x->rank], round);
+        uint64_t tag = ak__comm_next_tag(x->comm, 9, 0, 0, 0, 0);
+        if (check_st(x, ak__barrier_dissemination(x->comm, &x->world, tag), "barrier")) return -1;
+        for (int r = 0; r < x->n; r++)
+            if (atomic_load(&arrived[r]) < round)
+                return rank_fail(x, "round %d: left the barrier before rank %d arrived", round, r);
+    }
+    return 0;
+}
+
+static void test_barrier(void **state) {
+    for (size_t w = 0; w < NELEM(world_sizes); w++) {
+        for (int r = 0; r < MAX_W; r++) atomic_store(&arrived[r], 0);
+        run_world(world_sizes[w], barrier_rank, NULL);
+    }
+}
+
+/* ---- building blocks ---------------------------------------------------------------------- */
+
+static void test_block_range(void **state) {
+    static const size_t cs[] = {0, 1, 7, 8, 9, 1000, 262147};
+    for (size_t ci = 0; ci < NELEM(cs); ci++)
+        for (int n = 1; n <= 9; n++) {
+            size_t next = 0, lo = (size_t)-1, hi = 0;
+            for (int b = 0; b < n; b++) {
+                size_t off, len;
+                ak__block_range(cs[ci], n, b, &off, &len);
+                assert_int_equal(off, next); /* contiguous, in order */
+                next = off + len;
+                lo = len < lo ? len : lo;
+                hi = len > hi ? len : hi;
+            }
+            assert_int_equal(next, cs[ci]);
+            assert_true(hi - lo <= 1);
+        }
+}
+
+static void test_tags(void **state) {
+    ak_comm *comms[2];
+    world_open(2, comms);
+    uint64_t a0 = ak__comm_next_tag(comms[0], 1, 100, 0, 0, 0);
+    uint64_t a1 = ak__comm_next_tag(comms[1], 1, 100, 0, 0, 0);
+    assert_true(a0 == a1); /* same call on two ranks */
+    uint64_t b0 = ak__comm_next_tag(comms[0], 1, 100, 0, 0, 0);
+    assert_true(b0 != a0); /* the next call differs */
+    uint64_t b1 = ak__comm_next_tag(comms[1], 1, 101, 0, 0, 0);
+    assert_true(b1 != b0); /* a different count differs */
+    assert_true(ak__comm_next_tag(comms[0], 1, 100, 1, 0, 0) !=
+                ak__comm_next_tag(comms[1], 1, 100, 0, 0, 0)); /* different dtype */
+    world_close(comms, 2);
+}
+
+static int mismatch_rank(rank_ctx *x) {
+    char buf[8] = {0};
+    /* rank 0 sends 8 bytes, rank 1 expects 4: both must see the mismatch */
+    ak_status st = x->rank == 0 ? ak__p2p_sendrecv(x->comm, 1, buf, 8, 1, NULL, 0, 42)
+                                : ak__p2p_sendrecv(x->comm, 0, NULL, 0, 0, buf, 4, 42);
+    if (st != AK_ERR_MISMATCH) return rank_fail(x, "expected a mismatch, got %s", ak_status_str(st));
+    if (x->comm->failed != AK_ERR_MISMATCH) return rank_fail(x, "communicator not marked failed");
+    if (ak__p2p_sendrecv(x->comm, !x->rank, buf, 1, !x->rank, NULL, 0, 43) != AK_ERR_MISMATCH)
+        return rank_fail(x, "a failed communicator accepted another op");
+    return 0;
+}
+
+static void test_p2p_failures(void **state) {
+    ak_comm *comms[2];
+    ak_comm_config cfg = AK_COMM_CONFIG_INIT;
+    cfg.timeout_ms = 200;
+    assert_int_equal(ak_comm_init_local(2, &cfg, comms), AK_OK);
+    /* a receive nobody answers times out after config.timeout_ms; the op stays alive
+     * until the world is freed because the transport still holds it */
+    ak__p2p op;
+    ak__p2p *ops[1] = {&op};
+    char byte;
+    ak__p2p_init_recv(&op, 1, &byte, 1, 7);
+    assert_int_equal(ak__p2p_post(comms[0], &op), AK_OK);
+    uint64_t t0 = ak_now_ns();
+    assert_int_equal(ak__p2p_wait(comms[0], ops, 1), AK_ERR_TIMEOUT);
+    uint64_t ms = (ak_now_ns() - t0) / 1000000;
+    assert_true(ms >= 190 && ms < 2000);
+    assert_int_equal(comms[0]->failed, AK_ERR_TIMEOUT);
+    /* sending to oneself is an algorithm bug */
+    ak__p2p self;
+    ak__p2p_init_send(&self, 1, &byte, 1, 7);
+    assert_int_equal(ak__p2p_post(comms[1], &self), AK_ERR_INTERNAL);
+    world_close(comms, 2);
+
+    run_world(2, mismatch_rank, NULL);
+}
+
+int main(void) {
+    if (ak_init() != AK_OK) {
+        fprintf(stderr, "ak_init failed: %s\n", ak_last_error());
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_block_range),
+        cmocka_unit_test(test_tags),
+        cmocka_unit_test(test_p2p_failures),
+        cmocka_unit_test(test_allreduce_flat),
+        cmocka_unit_test(test_allreduce_hierarchical),
+        cmocka_unit_test(test_signed_zero_agreement),
+        cmocka_unit_test(test_subgroups),
+        cmocka_unit_test(test_reduce_scatter),
+        cmocka_unit_test(test_allgatherv),
+        cmocka_unit_test(test_broadcast),
+        cmocka_unit_test(test_reduce),
+        cmocka_unit_test(test_gather_scatter),
+        cmocka_unit_test(test_alltoallv),
+        cmocka_unit_test(test_barrier),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
