@@ -1,7 +1,7 @@
 /* Tests of the TCP transport: W ranks as threads of one process on 127.0.0.1, sharing an
  * in-memory store, each driving its own transport. Covers striping over 1/2/4 streams,
  * simultaneous both-way traffic, rings, ordering of many small messages, tag and length
- * mismatches, a peer vanishing mid-receive, and setup timeouts.
+ * mismatches, a peer vanishing mid-receive, stalls, and setup timeouts.
  *
  * cmocka's assertions longjmp, which is only safe on the main thread, so rank threads
  * record their first failure and the main thread reports it. */
@@ -36,7 +36,7 @@ typedef struct rank_ctx {
 typedef void (*rank_body)(rank_ctx *rc);
 
 struct world {
-    int size, nstreams;
+    int size, nstreams, timeout_ms;
     ak__store *store;
     char prefix[64];
     pthread_barrier_t barrier;
@@ -118,7 +118,7 @@ static void *rank_main(void *arg) {
         if (r != rc->rank) peers[np++] = r;
     ak__transport_setup su = {.store = w->store, .prefix = w->prefix, .rank = rc->rank,
                               .world_size = w->size, .peers = peers, .npeers = np,
-                              .nstreams = w->nstreams, .timeout_ms = 10000,
+                              .nstreams = w->nstreams, .timeout_ms = w->timeout_ms,
                               .bind_addr = "127.0.0.1"};
     ak_status st = ak__tcp_transport_create(&su, &rc->tp);
     if (st != AK_OK) record(rc, "create: %s: %s", ak_status_str(st), ak_last_error());
@@ -129,9 +129,10 @@ static void *rank_main(void *arg) {
     return NULL;
 }
 
-static void run_world(int size, int nstreams, rank_body body) {
+static void run_world_timeout(int size, int nstreams, rank_body body, int timeout_ms) {
     static int worlds;
     world *w = calloc(1, sizeof *w);
+    w->timeout_ms = timeout_ms;
     w->size = size;
     w->nstreams = nstreams;
     w->body = body;
@@ -151,6 +152,10 @@ static void run_world(int size, int nstreams, rank_body body) {
     pthread_barrier_destroy(&w->barrier);
     ak__store_free(w->store);
     free(w);
+}
+
+static void run_world(int size, int nstreams, rank_body body) {
+    run_world_timeout(size, nstreams, body, 10000);
 }
 
 /* ---- data movement ------------------------------------------------------------------ */
@@ -200,8 +205,8 @@ static void test_ring(void **state) {
  * in its own receive, in order. Large and small ones mixed exercise per-stream cursors. */
 #define NMSG 96
 static size_t mixed_size(int k) {
-    static const size_t big[] = {MB + 13, 0, 3 * 512 * 1024 + 5, 600 * 1024};
-    return k % 8 == 7 ? big[(k / 8) % 4] : (size_t)(k * 37 % 101);
+    static const size_t big[] = {MB + 13, 0, 3 * 512 * 1024 + 5, 600 * 1024, 70001};
+    return k % 8 == 7 ? big[(k / 8) % 5] : (size_t)(k * 37 % 101);
 }
 
 static void body_many(rank_ctx *rc) {
@@ -220,7 +225,12 @@ static void body_many(rank_ctx *rc) {
             o++;
         }
     }
-    ak_status st = drive(rc, ops, nops);
+    /* progress(-1) must not return before every op is done */
+    ak_status st = AK_OK;
+    for (int i = 0; i < nops && st == AK_OK; i++) st = rc->tp.vt->post(rc->tp.ctx, &ops[i]);
+    if (st == AK_OK) st = rc->tp.vt->progress(rc->tp.ctx, -1);
+    for (int i = 0; i < nops && st == AK_OK; i++)
+        if (!ops[i].complete) st = AK_ERR_INTERNAL;
     if (st != AK_OK) record(rc, "many: %s: %s", ak_status_str(st), ak_last_error());
     for (int i = 0; i < nops && st == AK_OK; i += 2)
         if (!verify(rc, bufs[i], ops[i].peer, (i / 2) % NMSG, ops[i].bytes)) break;
@@ -298,12 +308,14 @@ static void body_peer_gone(rank_ctx *rc) {
     if (rc->rank == 0) {
         (void)rc->tp.vt->post(rc->tp.ctx, &op);
         (void)rc->tp.vt->progress(rc->tp.ctx, 0); /* fills the socket buffers, no more */
+        pthread_barrier_wait(&rc->w->barrier);
         struct timespec pause = {0, 50 * 1000000L};
         nanosleep(&pause, NULL);
         ak__transport_destroy(&rc->tp);
         free(buf);
         return;
     }
+    pthread_barrier_wait(&rc->w->barrier); /* nobody reads until rank 0 is stuck */
     uint64_t start = now_ns();
     ak_status st = drive(rc, &op, 1);
     double waited = (double)(now_ns() - start) / 1e9;
@@ -328,6 +340,38 @@ static void test_peer_gone(void **state) {
     run_world(2, 4, body_peer_gone);
 }
 
+/* Rank 1 waits in progress(-1) for a message rank 0 never sends: a timeout naming rank 0
+ * after the setup's stall limit (300 ms), and the transport still works afterwards. */
+static void body_stall(rank_ctx *rc) {
+    unsigned char byte = 42;
+    ak__p2p op;
+    if (rc->rank == 1) {
+        set_op(&op, 0, 0, &byte, 1, 3);
+        (void)rc->tp.vt->post(rc->tp.ctx, &op);
+        uint64_t start = now_ns();
+        ak_status st = rc->tp.vt->progress(rc->tp.ctx, -1);
+        double waited = (double)(now_ns() - start) / 1e9;
+        if (st != AK_ERR_TIMEOUT || !strstr(ak_last_error(), "rank 0"))
+            record(rc, "expected a timeout naming rank 0, got %s: %s", ak_status_str(st),
+                   ak_last_error());
+        else if (waited < 0.25 || waited > 1.5)
+            record(rc, "stall reported after %.2f s, limit 0.3 s", waited);
+    }
+    pthread_barrier_wait(&rc->w->barrier);
+    if (rc->rank == 0) {
+        set_op(&op, 1, 1, &byte, 1, 3);
+        if (drive(rc, &op, 1) != AK_OK) record(rc, "send after the stall failed");
+    } else {
+        if (rc->tp.vt->progress(rc->tp.ctx, -1) != AK_OK || !op.complete || byte != 42)
+            record(rc, "the late message was not received: %s", ak_last_error());
+    }
+}
+
+static void test_stall_timeout(void **state) {
+    (void)state;
+    run_world_timeout(2, 2, body_stall, 300);
+}
+
 /* Only one rank of two shows up: setup must time out and name the missing one. */
 static void check_alone(int rank, int peer) {
     ak__store *store;
@@ -350,6 +394,25 @@ static void test_setup_timeout(void **state) {
     (void)state;
     check_alone(0, 1); /* connecting side: no address published */
     check_alone(1, 0); /* accepting side: nobody connects */
+}
+
+/* The peer published an address nobody listens on: retries end at the timeout. */
+static void test_connect_refused(void **state) {
+    (void)state;
+    ak__store *store;
+    assert_int_equal(ak__store_create_memory(&store), AK_OK);
+    const char addr[] = "127.0.0.1:1";
+    assert_int_equal(ak__store_set(store, "refused/tcp/1", addr, sizeof addr - 1), AK_OK);
+    int peer = 1;
+    ak__transport tp = {0};
+    ak__transport_setup su = {.store = store, .prefix = "refused", .rank = 0, .world_size = 2,
+                              .peers = &peer, .npeers = 1, .nstreams = 1, .timeout_ms = 300,
+                              .bind_addr = "127.0.0.1"};
+    uint64_t start = now_ns();
+    assert_int_equal(ak__tcp_transport_create(&su, &tp), AK_ERR_TIMEOUT);
+    assert_true(now_ns() - start < 3000000000ull);
+    if (!strstr(ak_last_error(), "rank 1")) fail_msg("error does not name rank 1: %s", ak_last_error());
+    ak__store_free(store);
 }
 
 static void test_invalid_setup(void **state) {
@@ -381,7 +444,9 @@ int main(void) {
         cmocka_unit_test(test_tag_mismatch),
         cmocka_unit_test(test_length_mismatch),
         cmocka_unit_test(test_peer_gone),
+        cmocka_unit_test(test_stall_timeout),
         cmocka_unit_test(test_setup_timeout),
+        cmocka_unit_test(test_connect_refused),
         cmocka_unit_test(test_invalid_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,6 +18,7 @@
 #include "core/check.h"
 
 #define RING_SEG_BYTES ((size_t)256 << 10)
+#define RING_SEG_MAX_BYTES ((size_t)8 << 20)
 #define RING_WINDOW 4
 
 void ak__block_range(size_t count, int n, int b, size_t *offset, size_t *len) {
@@ -122,7 +123,11 @@ static ak_status rs_setup(rs_ring *r, ak_comm *c, const ak__group *g, void *buf,
     r->op = op;
     /* segments never exceed the largest block, so small calls need little scratch */
     size_t largest = (count + (size_t)g->n - 1) / (size_t)g->n;
-    size_t seg = RING_SEG_BYTES / r->esize;
+    /* big blocks get bigger segments (a quarter block, up to RING_SEG_MAX_BYTES): every
+     * segment costs a message's fixed overhead, and 4 per block still overlap the wire
+     * with the reduction */
+    size_t seg = RING_SEG_BYTES / r->esize, quarter = largest / 4, cap = RING_SEG_MAX_BYTES / r->esize;
+    if (quarter > seg) seg = quarter < cap ? quarter : cap;
     r->seg = seg < largest ? seg : largest;
     void *scratch;
     AK_CHECK(ak__comm_scratch(c, RING_WINDOW * r->seg * r->esize, &scratch));

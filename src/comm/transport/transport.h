@@ -5,7 +5,10 @@
  * communicator (algo/p2p.h), which routes each peer to its transport (shm inside a host,
  * tcp across). Contract:
  * - post() queues an operation and returns at once; progress() moves data of every
- *   queued operation, blocking up to timeout_us for I/O (0 = do what is possible now).
+ *   queued operation, blocking up to timeout_us for I/O (0 = do what is possible now,
+ *   < 0 = until every queued op is done or the stall limit passes).
+ * - A failed transport stays failed: post() then completes the op at once with the
+ *   failure status (and returns it), and every pending op completes with it.
  * - Operations to one peer in one direction complete in posting order and match the
  *   peer's operations in the same order (no wildcards).
  * - Every message carries its tag and length on the wire; a receive whose tag or length
