@@ -12,12 +12,13 @@
 
 #include "accelkit/comm.h"
 
-static int failed(ak_comm *c, ak_status st, uint64_t t0) {
+static int failed(ak_comm *c, float *buf, ak_status st, uint64_t t0) {
     int rank = -1;
     ak_comm_rank(c, &rank);
     fprintf(stderr, "rank %d: %s after %.0f ms: %s\n", rank, ak_status_str(st),
             (double)(ak_now_ns() - t0) / 1e6, ak_last_error());
     ak_comm_free(c);
+    free(buf);
     return 10 + (int)st;
 }
 
@@ -41,14 +42,14 @@ int main(int argc, char **argv) {
             for (int k = 0; k < N; k++) buf[k] = 1;
             uint64_t t0 = ak_now_ns();
             st = ak_comm_allreduce(c, buf, buf, N, AK_DTYPE_F32, AK_REDUCE_SUM);
-            if (st != AK_OK) return failed(c, st, t0);
-            if (buf[N - 1] != (float)size) return 3;
+            if (st != AK_OK) return failed(c, buf, st, t0);
+            if (buf[N - 1] != (float)size) return free(buf), ak_comm_free(c), 3;
         }
     }
     if (!strcmp(argv[1], "count")) {
         uint64_t t0 = ak_now_ns();
         st = ak_comm_allreduce(c, buf, buf, rank == 0 ? N : N / 2, AK_DTYPE_F32, AK_REDUCE_SUM);
-        if (st != AK_OK) return failed(c, st, t0);
+        if (st != AK_OK) return failed(c, buf, st, t0);
     }
     ak_comm_free(c);
     free(buf);
