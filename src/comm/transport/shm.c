@@ -28,6 +28,7 @@
 #include <linux/futex.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -387,7 +388,8 @@ static int idle_step(shm_ctx *c, uint64_t now, uint64_t spin_from, uint64_t dead
     }
     if (now >= deadline) return 0;
     if (now - spin_from < (uint64_t)AK_SHM_SPIN_US * 1000u) {
-        cpu_relax();
+        /* yield rather than pause: a peer sharing this core then runs at once */
+        sched_yield();
         return 1;
     }
     uint64_t ns = deadline - now;

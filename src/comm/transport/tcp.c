@@ -27,6 +27,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -478,7 +479,12 @@ static ak_status tcp_progress(void *ctx, int timeout_us) {
             return AK_FAIL(AK_ERR_TIMEOUT, "tcp: no data moved for %llu ms (waiting on rank %d)",
                            (unsigned long long)(t->stall_ns / 1000000u), stalled_peer(t));
         }
-        if (now - start < TCP_SPIN_NS) continue;
+        if (now - start < TCP_SPIN_NS) {
+            /* the peer may share this core (more ranks than cores, or the scheduler has
+             * not spread them yet): let it run instead of burning the whole spin */
+            sched_yield();
+            continue;
+        }
         AK_CHECK(sleep_for_io(t, limit - spent < 1000000000u ? limit - spent : 1000000000u));
     }
 }
