@@ -9,6 +9,7 @@
  * passes without any op completing or moving bytes, and any failure marks the
  * communicator failed: the ops of an aborted wait may still be queued in a transport,
  * so the communicator must not run another collective. */
+#include <sched.h>
 #include <string.h>
 
 #include "comm/algo/algo.h"
@@ -90,14 +91,22 @@ static p2p_scan p2p_scan_ops(const ak_comm *comm, ak__p2p *const *ops, int n) {
     return s;
 }
 
+/* Progresses every transport of the communicator, not only those of the ops waited on:
+ * a send posted earlier on another transport (a ring step's send over TCP while this
+ * rank waits for a shared-memory receive) must keep moving, or its receiver starves.
+ * With one transport it may block for a slice; with several each gets a non-blocking
+ * turn, and the thread yields between rounds so ranks sharing a core all advance. */
 static ak_status p2p_progress(ak_comm *comm, unsigned pending) {
-    int several = (pending & (pending - 1)) != 0;
+    int present = 0;
+    for (int t = 0; t < AK_COMM_TP_COUNT; t++) present += comm->transports[t].vt != NULL;
     for (int t = 0; t < AK_COMM_TP_COUNT; t++) {
-        if (!(pending & (1u << t))) continue;
         const ak__transport *tp = &comm->transports[t];
-        ak_status st = tp->vt->progress(tp->ctx, several ? 0 : P2P_BLOCKING_SLICE_US);
+        if (!tp->vt) continue;
+        int block = present == 1 && (pending & (1u << t));
+        ak_status st = tp->vt->progress(tp->ctx, block ? P2P_BLOCKING_SLICE_US : 0);
         if (st != AK_OK) return st;
     }
+    if (present > 1) sched_yield();
     return AK_OK;
 }
 

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Two emulated hosts × two ranks (network namespaces, scripts/netns-cluster): every
+# collective and every allreduce algorithm with --check, so ranks talk over shared
+# memory inside a host and TCP across, at the same time. Needs root and iproute2;
+# exits 77 (skipped) without them.
+set -u
+AK=${1:?usage: test_netns.sh path/to/ak}
+here=$(cd "$(dirname "$0")/../.." && pwd)
+if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1; then
+  echo "skipped: needs root and ip netns"; exit 77
+fi
+pass=0 fail=0
+cluster() { AK_COMM_TIMEOUT=20000 timeout 120 "$here/scripts/netns-cluster" -H 2 -G 2 --rate "$@" 2>&1; }
+
+check() { # name rate bench-args...
+  local name=$1 rate=$2; shift 2
+  out=$(cluster "$rate" -- "$AK" bench comm --check --json "$@"); rc=$?
+  if [ $rc -eq 0 ] && grep -q '"errors":0' <<<"$out" && ! grep -q '"errors":[1-9]' <<<"$out"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); echo "FAIL $name (exit $rc)"; echo "$out" | tail -6
+  fi
+}
+
+for algo in ring rd tree hier; do
+  check "allreduce $algo" none -b 4 -e 2M -f 32 --algo "$algo" --dtype bf16
+done
+check "allreduce auto i64 max" none -b 8 -e 1M -f 16 --dtype i64 --op max
+for coll in allgather broadcast reduce_scatter alltoall; do
+  check "$coll" none -b 8 -e 512K -f 16 --coll "$coll" --dtype f32
+done
+check "allreduce over 1 Gbit links" 1gbit -b 1M -e 4M -f 4 -n 3 -w 1
+leftover=$(ip netns list | grep -c '^akc') || true
+[ "$leftover" -eq 0 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL namespaces left behind"; }
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
