@@ -12,10 +12,14 @@
 
 enum { AK_COMM_TP_INTRA = 0, AK_COMM_TP_INTER = 1, AK_COMM_TP_COUNT = 2 };
 
-/* α–β model of one link class: time(bytes) = alpha_us + bytes / (beta_gbps · 1e3) µs */
+/* One link class (inside a host, across hosts): one-way message time measured at a few
+ * sizes, interpolated linearly between them (α–β within each segment). Several points
+ * rather than one α and β because real paths have regimes: a rate limiter's burst lets
+ * small messages through at line speed, and caches speed up small copies. */
+#define AK_LINK_POINTS 3
 typedef struct ak__link_model {
-    double alpha_us;
-    double beta_gbps;
+    double bytes[AK_LINK_POINTS]; /* ascending */
+    double us[AK_LINK_POINTS];    /* one-way time of a message of bytes[i] */
 } ak__link_model;
 
 typedef struct ak__async ak__async; /* progress thread and its queue (comm_async.c) */
@@ -38,6 +42,7 @@ struct ak_comm {
 
     ak_comm_config config;          /* resolved: no "unset" fields left */
     ak__link_model links[AK_COMM_TP_COUNT];
+    double algo_latency_us[AK_COMM_ALGO_COUNT_]; /* measured tiny allreduce; 0 = not measured */
     uint64_t seq;                   /* collectives issued: part of every tag */
     ak_status failed;               /* first failure; the communicator is unusable after */
 
@@ -50,6 +55,7 @@ struct ak_comm {
     ak__async *async;               /* created on first async call */
     int split_count;                /* ak_comm_split calls, for child prefixes */
     int threads_local;              /* ranks are threads of one process (mem transport) */
+    void *shm_direct;               /* shm direct allreduce segment (algo/shm_direct.c) */
 };
 
 /* Scratch of at least `bytes` (64-byte aligned), valid until the next call. The

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "comm/algo/algo.h"
 #include "core/check.h"
 
 static const char *const algo_names[AK_COMM_ALGO_COUNT_] = {"auto", "ring", "rd", "tree", "hier"};
@@ -25,17 +26,50 @@ ak_status ak__comm_algo_parse(const char *text, ak_comm_algo *out) {
                    text);
 }
 
-/* Defaults per transport kind (α µs, β GB/s), measured on the project's 2-core VMs:
- * threads copy at memory speed, shm pays two copies, loopback TCP ~2 GB/s. */
-static const ak__link_model default_mem = {1.0, 8.0};
-static const ak__link_model default_shm = {2.0, 6.0};
-static const ak__link_model default_tcp = {20.0, 1.5};
+/* Sizes the link model is measured at: latency, a medium message, a large one. */
+static const double link_sizes[AK_LINK_POINTS] = {8, 65536, 1048576};
+
+/* A link obeying time = α + bytes/β exactly (defaults and tuning files). */
+static ak__link_model alpha_beta(double alpha_us, double beta_gbps) {
+    ak__link_model l;
+    for (int i = 0; i < AK_LINK_POINTS; i++) {
+        l.bytes[i] = link_sizes[i];
+        l.us[i] = alpha_us + link_sizes[i] / (beta_gbps * 1e3);
+    }
+    return l;
+}
+
+/* Defaults per transport kind (α µs, β GB/s), from the project's 2-core VMs: threads
+ * copy at memory speed, shm pays two copies, loopback TCP ~2 GB/s. */
+#define DEFAULT_MEM alpha_beta(1.0, 8.0)
+#define DEFAULT_SHM alpha_beta(2.0, 6.0)
+#define DEFAULT_TCP alpha_beta(20.0, 1.5)
+
+/* One-way time of a `bytes` message: linear between measured points, the last
+ * segment's slope beyond them, the first point's time below (latency floor). */
+static double link_time(const ak__link_model *l, double bytes) {
+    if (bytes <= l->bytes[0]) return l->us[0];
+    int i = 1;
+    while (i < AK_LINK_POINTS - 1 && bytes > l->bytes[i]) i++;
+    double slope = (l->us[i] - l->us[i - 1]) / (l->bytes[i] - l->bytes[i - 1]);
+    return l->us[i - 1] + (bytes - l->bytes[i - 1]) * (slope > 0 ? slope : 0);
+}
+
+static double link_alpha(const ak__link_model *l) { return l->us[0]; }
+static double link_beta_gbps(const ak__link_model *l) {
+    double dt = l->us[AK_LINK_POINTS - 1] - l->us[0];
+    return dt > 0 ? (l->bytes[AK_LINK_POINTS - 1] - l->bytes[0]) / (dt * 1e3) : INFINITY;
+}
 
 /* Tuning file: lines "intra_alpha_us V", "intra_beta_gbps V", "inter_alpha_us V",
  * "inter_beta_gbps V"; '#' starts a comment. */
 static ak_status read_tuning(ak_comm *c, const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return AK_FAIL(AK_ERR_IO, "AK_COMM_TUNING: cannot open '%s'", path);
+    double ab[4] = {link_alpha(&c->links[0]), link_beta_gbps(&c->links[0]),
+                    link_alpha(&c->links[1]), link_beta_gbps(&c->links[1])};
+    static const char *const names[4] = {"intra_alpha_us", "intra_beta_gbps", "inter_alpha_us",
+                                         "inter_beta_gbps"};
     char line[256], name[64];
     double v;
     int lineno = 0;
@@ -43,50 +77,201 @@ static ak_status read_tuning(ak_comm *c, const char *path) {
     while (st == AK_OK && fgets(line, sizeof line, f)) {
         lineno++;
         if (line[strspn(line, " \t")] == '#' || line[strspn(line, " \t\r\n")] == '\0') continue;
-        if (sscanf(line, "%63s %lf", name, &v) != 2 || !(v > 0)) {
-            st = AK_FAIL(AK_ERR_INVALID_ARG, "%s:%d: expected 'name positive-number'", path, lineno);
-        } else if (strcmp(name, "intra_alpha_us") == 0) c->links[AK_COMM_TP_INTRA].alpha_us = v;
-        else if (strcmp(name, "intra_beta_gbps") == 0) c->links[AK_COMM_TP_INTRA].beta_gbps = v;
-        else if (strcmp(name, "inter_alpha_us") == 0) c->links[AK_COMM_TP_INTER].alpha_us = v;
-        else if (strcmp(name, "inter_beta_gbps") == 0) c->links[AK_COMM_TP_INTER].beta_gbps = v;
-        else st = AK_FAIL(AK_ERR_INVALID_ARG, "%s:%d: unknown parameter '%s'", path, lineno, name);
+        int k = 0;
+        if (sscanf(line, "%63s %lf", name, &v) != 2 || !(v > 0)) k = -1;
+        while (k >= 0 && k < 4 && strcmp(name, names[k]) != 0) k++;
+        if (k < 0 || k == 4)
+            st = AK_FAIL(AK_ERR_INVALID_ARG, "%s:%d: expected 'NAME positive-number' with NAME one "
+                         "of intra_alpha_us, intra_beta_gbps, inter_alpha_us, inter_beta_gbps",
+                         path, lineno);
+        else
+            ab[k] = v;
     }
     fclose(f);
+    c->links[AK_COMM_TP_INTRA] = alpha_beta(ab[0], ab[1]);
+    c->links[AK_COMM_TP_INTER] = alpha_beta(ab[2], ab[3]);
     return st;
-}
-
-ak_status ak__comm_model_init(ak_comm *c, int threads_of_one_process) {
-    c->links[AK_COMM_TP_INTRA] = threads_of_one_process ? default_mem : default_shm;
-    c->links[AK_COMM_TP_INTER] = default_tcp;
-    if (c->config.transport == AK_COMM_TRANSPORT_TCP) c->links[AK_COMM_TP_INTRA] = default_tcp;
-    return c->config.tuning_file ? read_tuning(c, c->config.tuning_file) : AK_OK;
 }
 
 /* Time of `steps` messages of `bytes` each over link l, in µs. */
 static double link_us(const ak__link_model *l, double steps, double bytes) {
-    return steps * l->alpha_us + steps * bytes / (l->beta_gbps * 1e3);
+    return steps * link_time(l, bytes);
 }
 
-static double log2_ceil(int p) { return p > 1 ? ceil(log2((double)p)) : 0; }
+/* ---- calibration: ping-pong between rank 0 and one peer per link class ------------- */
 
+#define CAL_LARGE ((size_t)1 << 20)
+#define CAL_TAG 0xCA11B0A7ull
+
+/* One-way time in µs of `bytes`, from `reps` round trips (after one warm-up). */
+static ak_status pingpong(ak_comm *c, int peer, int initiator, void *buf, size_t bytes,
+                          int reps, double *one_way_us) {
+    uint64_t t0 = 0;
+    for (int r = -1; r < reps; r++) {
+        if (r == 0) t0 = ak_now_ns();
+        for (int leg = 0; leg < 2; leg++) {
+            ak__p2p op;
+            if ((leg == 0) == initiator) ak__p2p_init_send(&op, peer, buf, bytes, CAL_TAG ^ bytes);
+            else ak__p2p_init_recv(&op, peer, buf, bytes, CAL_TAG ^ bytes);
+            ak__p2p *ops[1] = {&op};
+            AK_CHECK(ak__p2p_post(c, &op));
+            AK_CHECK(ak__p2p_wait(c, ops, 1));
+        }
+    }
+    *one_way_us = (double)(ak_now_ns() - t0) / 1e3 / (2.0 * reps);
+    return AK_OK;
+}
+
+/* One-way times at the model's sizes; both ends run it, rank 0 keeps the result. */
+static ak_status measure_link(ak_comm *c, int peer, ak__link_model *out) {
+    void *buf;
+    AK_CHECK(ak__comm_scratch(c, CAL_LARGE, &buf));
+    memset(buf, 0, CAL_LARGE);
+    static const int reps[AK_LINK_POINTS] = {20, 8, 3};
+    for (int i = 0; i < AK_LINK_POINTS; i++) {
+        out->bytes[i] = link_sizes[i];
+        AK_CHECK(pingpong(c, peer, c->rank == 0, buf, (size_t)link_sizes[i], reps[i], &out->us[i]));
+    }
+    return AK_OK;
+}
+
+/* Measures each link class in use; rank 0 publishes the parameters to everyone, so all
+ * ranks choose the same algorithm. */
+static ak_status calibrate(ak_comm *c) {
+    for (int cls = 0; cls < AK_COMM_TP_COUNT; cls++) {
+        int peer = -1;
+        for (int r = 1; r < c->size && peer < 0; r++)
+            if ((c->host_of[r] == c->host_of[0]) == (cls == AK_COMM_TP_INTRA)) peer = r;
+        if (peer < 0) continue;
+        if (c->rank == 0) AK_CHECK(measure_link(c, peer, &c->links[cls]));
+        else if (c->rank == peer) AK_CHECK(measure_link(c, 0, &c->links[cls]));
+    }
+    char key[AK_STORE_MAX_KEY + 1];
+    snprintf(key, sizeof key, "%s/model", c->prefix);
+    if (c->rank == 0) return ak__store_set(c->store, key, c->links, sizeof c->links);
+    size_t len;
+    AK_CHECK(ak__store_get(c->store, key, c->links, sizeof c->links, &len, c->config.timeout_ms));
+    if (len != sizeof c->links)
+        return AK_FAIL(AK_ERR_REMOTE, "comm: cost-model parameters from rank 0 have %zu bytes, "
+                       "expected %zu", len, sizeof c->links);
+    return AK_OK;
+}
+
+/* ---- measured latency per algorithm -------------------------------------------------- */
+
+#define LAT_REPS 6
+
+static ak_status run_algo(ak_comm *c, ak_comm_algo a, float *buf) {
+    ak__group g = {c->all_ranks, c->size, c->rank};
+    uint64_t tag = ak__comm_next_tag(c, 0x7a, 2, AK_DTYPE_F32, AK_REDUCE_SUM, (int)a);
+    switch (a) {
+    case AK_COMM_ALGO_RING: return ak__allreduce_ring(c, &g, buf, 2, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
+    case AK_COMM_ALGO_RECURSIVE_DOUBLING:
+        return ak__allreduce_recursive_doubling(c, &g, buf, 2, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
+    case AK_COMM_ALGO_TREE: return ak__allreduce_tree(c, &g, buf, 2, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
+    default: return ak__allreduce_hierarchical(c, buf, 2, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
+    }
+}
+
+/* Times a tiny allreduce with every algorithm that can run here: its real fixed cost
+ * (steps, phases, polling two transports), which one link's latency underestimates. The
+ * slowest rank's figure counts, agreed through a max-allreduce, so every rank ends with
+ * the same table and picks the same algorithm. */
+static ak_status measure_latencies(ak_comm *c) {
+    float buf[2] = {1, 1};
+    double lat[AK_COMM_ALGO_COUNT_] = {0};
+    for (int a = AK_COMM_ALGO_RING; a < AK_COMM_ALGO_COUNT_; a++) {
+        if (!isfinite(ak__comm_model_allreduce_us(c, (ak_comm_algo)a, 8))) continue;
+        AK_CHECK(run_algo(c, (ak_comm_algo)a, buf)); /* warm-up */
+        uint64_t t0 = ak_now_ns();
+        for (int r = 0; r < LAT_REPS; r++) AK_CHECK(run_algo(c, (ak_comm_algo)a, buf));
+        lat[a] = (double)(ak_now_ns() - t0) / 1e3 / LAT_REPS;
+    }
+    ak__group g = {c->all_ranks, c->size, c->rank};
+    uint64_t tag = ak__comm_next_tag(c, 0x7b, AK_COMM_ALGO_COUNT_, AK_DTYPE_F64, AK_REDUCE_MAX, -1);
+    AK_CHECK(ak__allreduce_recursive_doubling(c, &g, lat, AK_COMM_ALGO_COUNT_, AK_DTYPE_F64,
+                                               AK_REDUCE_MAX, tag));
+    memcpy(c->algo_latency_us, lat, sizeof lat);
+    return AK_OK;
+}
+
+ak_status ak__comm_model_init(ak_comm *c, int threads_of_one_process) {
+    c->links[AK_COMM_TP_INTRA] = threads_of_one_process ? DEFAULT_MEM : DEFAULT_SHM;
+    c->links[AK_COMM_TP_INTER] = DEFAULT_TCP;
+    if (c->config.transport == AK_COMM_TRANSPORT_TCP) c->links[AK_COMM_TP_INTRA] = DEFAULT_TCP;
+    if (c->config.tuning_file) return read_tuning(c, c->config.tuning_file);
+    /* threads of one process keep the defaults: their world is one host of copies */
+    if (threads_of_one_process || c->size == 1) return AK_OK;
+    AK_CHECK(calibrate(c));
+    AK_CHECK(measure_latencies(c));
+    AK_LOG_INFO(AK_SUBSYS_COMM, "cost model: intra α %.1f µs β %.2f GB/s, inter α %.1f µs "
+                "β %.2f GB/s", link_alpha(&c->links[0]), link_beta_gbps(&c->links[0]),
+                link_alpha(&c->links[1]), link_beta_gbps(&c->links[1]));
+    return AK_OK;
+}
+
+/* Time of `steps` messages of `bytes` each over link l, in µs. */
+
+/* Ranks per host when every host has the same number (layout host by host), else 0. */
+static int uniform_local(const ak_comm *c) {
+    int l = c->local_size;
+    return c->host_count * l == c->size ? l : 0;
+}
+
+/* A step between ranks at distance d: inside a host when d < l (uniform layout). */
+static const ak__link_model *step_link(const ak_comm *c, int d) {
+    int l = uniform_local(c);
+    int inside = c->host_count == 1 || (l > 0 && d < l);
+    return &c->links[inside ? AK_COMM_TP_INTRA : AK_COMM_TP_INTER];
+}
+
+/* Recursive doubling: at distance d ≥ l every rank of a host crosses the host link at
+ * once, so l flows share it; folding for n ≠ 2^k adds two full-buffer steps. */
+static double model_recursive_doubling(const ak_comm *c, double n_bytes) {
+    int p = 1, l = uniform_local(c);
+    while (p * 2 <= c->size) p *= 2;
+    double t = 0;
+    for (int d = 1; d < p; d *= 2) {
+        const ak__link_model *link = step_link(c, d);
+        int flows = link == &c->links[AK_COMM_TP_INTER] && l > 0 ? l : 1;
+        t += link_us(link, 1, n_bytes * flows);
+    }
+    if (p != c->size) t += link_us(step_link(c, c->size), 2, n_bytes);
+    return t;
+}
+
+/* Binomial reduce then broadcast: step k pairs ranks 2^k apart, one flow per link. */
+static double model_tree(const ak_comm *c, double n_bytes) {
+    double t = 0;
+    for (int d = 1; d < c->size; d *= 2) t += link_us(step_link(c, d), 2, n_bytes);
+    return t;
+}
+
+static double model_us(const ak_comm *c, ak_comm_algo algo, size_t bytes);
+
+/* The formula's bandwidth part plus the measured fixed cost when there is one. */
 double ak__comm_model_allreduce_us(const ak_comm *c, ak_comm_algo algo, size_t bytes) {
+    double t = model_us(c, algo, bytes);
+    double measured = (unsigned)algo < AK_COMM_ALGO_COUNT_ ? c->algo_latency_us[algo] : 0;
+    return measured > 0 && isfinite(t) ? t - model_us(c, algo, 8) + measured : t;
+}
+
+static double model_us(const ak_comm *c, ak_comm_algo algo, size_t bytes) {
     int p = c->size;
     double n = (double)bytes;
     if (p == 1) return 0;
-    /* flat algorithms run at the pace of the slowest link they cross */
+    /* every ring step waits for its slowest edge: a host link when there are hosts */
     const ak__link_model *flat = &c->links[c->host_count > 1 ? AK_COMM_TP_INTER : AK_COMM_TP_INTRA];
     switch (algo) {
     case AK_COMM_ALGO_RING: return link_us(flat, 2.0 * (p - 1), n / p);
-    case AK_COMM_ALGO_RECURSIVE_DOUBLING: {
-        int pow2 = 1 << (int)floor(log2((double)p));
-        return link_us(flat, log2_ceil(pow2) + (pow2 != p ? 2 : 0), n);
-    }
-    case AK_COMM_ALGO_TREE: return link_us(flat, 2.0 * log2_ceil(p), n);
+    case AK_COMM_ALGO_RECURSIVE_DOUBLING: return model_recursive_doubling(c, n);
+    case AK_COMM_ALGO_TREE: return model_tree(c, n);
     case AK_COMM_ALGO_HIERARCHICAL: {
-        int h = c->host_count, l = c->local_size;
-        if (h < 2 || l < 2 || h * l != p) return INFINITY;
+        int h = c->host_count, l = uniform_local(c);
+        if (h < 2 || l < 2) return INFINITY;
         const ak__link_model *in = &c->links[AK_COMM_TP_INTRA], *out = &c->links[AK_COMM_TP_INTER];
-        return 2.0 * link_us(in, l - 1, n / l) + link_us(out, 2.0 * (h - 1), n / l / h);
+        /* the l inter-host rings run at once and share each host link */
+        return 2.0 * link_us(in, l - 1, n / l) + link_us(out, 2.0 * (h - 1), n / h);
     }
     default: return INFINITY;
     }
