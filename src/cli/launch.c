@@ -61,9 +61,11 @@ int ak_launch_read_hostfile(const char *path, ak_launch_plan *plan) {
         if (sscanf(line, "%199s slots=%d", name, &slots) < 1) continue;
         if (strlen(spec) + strlen(name) + 16 >= sizeof spec) break;
         char item[256];
-        snprintf(item, sizeof item, "%s%s%s%d", spec[0] ? "," : "", name,
-                 strchr(name, ':') ? "" : ":", strchr(name, ':') ? 0 : slots);
-        if (strchr(name, ':')) item[strlen(item) - 1] = '\0'; /* "host:N" kept as written */
+        const char *sep = spec[0] ? "," : "";
+        if (strchr(name, ':')) /* "host:N" kept as written */
+            snprintf(item, sizeof item, "%s%s", sep, name);
+        else
+            snprintf(item, sizeof item, "%s%s:%d", sep, name, slots);
         strcat(spec, item);
     }
     fclose(f);

@@ -45,5 +45,22 @@ check bench-vec 0 "$AK" bench kernels --quick --only vec --json; contains bench-
 check bench-convert 0 "$AK" bench kernels --quick --only convert; contains bench-convert "f32->f16"
 check bench-pool 0 "$AK" bench pool --json; contains bench-pool '"wake_sleeping_p50_us":'
 
+# ak launch: rank variables, output prefixes, first failure propagated, others stopped
+check launch 0 "$AK" launch -np 3 -- sh -c 'echo "r=$AK_RANK w=$AK_WORLD_SIZE l=$AK_LOCAL_RANK"'
+contains launch "\[0\] r=0 w=3 l=0"; contains launch "\[2\] r=2 w=3 l=2"
+check launch-fail 7 "$AK" launch -np 3 -- sh -c '[ "$AK_RANK" = 1 ] && exit 7; sleep 30'
+contains launch-fail "rank 1 exited with 7"
+check launch-usage 2 "$AK" launch -- true
+check launch-notfound 127 "$AK" launch -np 1 -- /nonexistent/program
+# remote ranks go through ssh: a stand-in ssh that runs the command here
+fake=$(mktemp -d)
+printf '#!/bin/sh\nshift\nexec "$@"\n' > "$fake/ssh"; chmod +x "$fake/ssh"
+check launch-ssh 0 env PATH="$fake:$PATH" "$AK" launch -np 2 -H localhost:1,nodeB:1 -- sh -c 'echo "r=$AK_RANK on $(hostname) master=$AK_MASTER_ADDR"'
+contains launch-ssh "\[1\] r=1"; contains launch-ssh "master=127.0.0.1"
+printf 'localhost slots=2\n# comment\nnodeB slots=1\n' > "$fake/hosts"
+check launch-hostfile 0 env PATH="$fake:$PATH" "$AK" launch -np 3 --hostfile "$fake/hosts" -- sh -c 'echo "r=$AK_RANK l=$AK_LOCAL_RANK/$AK_LOCAL_SIZE"'
+contains launch-hostfile "\[2\] r=2 l=0/1"; contains launch-hostfile "\[1\] r=1 l=1/2"
+rm -rf "$fake"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
