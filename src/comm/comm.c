@@ -189,6 +189,7 @@ fail:
 void ak_comm_free(ak_comm *c) {
     if (!c) return;
     ak__comm_async_stop(c);
+    ak__shm_direct_free(c);
     for (int t = 0; t < AK_COMM_TP_COUNT; t++) ak__transport_destroy(&c->transports[t]);
     ak__store_free(c->store);
     ak__store_server_stop(c->store_server);

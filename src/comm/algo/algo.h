@@ -81,4 +81,16 @@ ak_status ak__scatter_linear(ak_comm *c, const ak__group *g, const void *sendbuf
 /* Dissemination barrier: ceil(log2 n) rounds of 1-byte messages. */
 ak_status ak__barrier_dissemination(ak_comm *c, const ak__group *g, uint64_t tag);
 
+/* ---- shared-memory direct allreduce (algo/shm_direct.c) ------------------------------ */
+
+/* Allreduce among processes of one host (host_count == 1, not threads_local): every
+ * rank stages its data in one shared segment and reduces its block by reading the peers'
+ * copies directly. Unlike the algorithms above it takes both buffers (sendbuf may equal
+ * recvbuf), so an out-of-place call costs no extra copy. The segment is created on the
+ * first call (collective; the store under comm->prefix) and kept in comm->shm_direct. */
+ak_status ak__allreduce_shm_direct(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                                   ak_dtype dt, ak_reduce_op op, uint64_t tag);
+/* Unmaps comm->shm_direct and tells peers still waiting on it; NULL state is a no-op. */
+void ak__shm_direct_free(ak_comm *c);
+
 #endif /* AK_COMM_ALGO_H */
