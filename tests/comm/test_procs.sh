@@ -35,6 +35,15 @@ for t in tcp shm; do
   sweep "$t f16 avg" AK_COMM_TRANSPORT=$t -- -np 2 -b 2 -e 64K -f 32 --dtype f16 --op avg
 done
 
+# every dtype × op × count {0,1,7,64,1000,1048577}, in and out of place, as processes
+for t in tcp shm; do
+  for np in 1 2 3 5 8; do
+    [ $t = tcp ] && [ $np = 8 ] && continue
+    out=$(AK_COMM_TRANSPORT=$t timeout 300 "$AK" launch -np $np -- "$FAULT" sweep 2>&1); rc=$?
+    [ $rc -eq 0 ] && ok || { bad "$t sweep np=$np (exit $rc)"; echo "$out" | tail -5; }
+  done
+done
+
 # fault: rank 1 dies mid-allreduce; rank 0 must fail (remote/timeout) within 5 s
 run_fault() { # transport mode args...
   local t=$1; shift
@@ -59,15 +68,37 @@ for t in tcp shm; do
   else bad "$t killed rank: rank0 exit $rc0, rank1 exit $rc1, ${ms} ms"; echo "$log0"; fi
   grep -q "rank 1" <<<"$log0" && ok || { bad "$t killed rank: message does not name rank 1"; echo "$log0"; }
 
-  run_fault $t count
-  if [ $rc0 -ge 15 ] && [ $rc0 -le 17 ] && [ $rc1 -ge 15 ] && [ $rc1 -le 17 ]; then ok
-  else bad "$t count mismatch: exits $rc0 $rc1"; echo "$log0"; echo "$log1"; fi
+  for mode in count dtype; do
+    run_fault $t $mode
+    if [ $rc0 -ge 15 ] && [ $rc0 -le 17 ] && [ $rc1 -ge 15 ] && [ $rc1 -le 17 ]; then ok
+    else bad "$t $mode mismatch: exits $rc0 $rc1"; echo "$log0"; echo "$log1"; fi
+  done
 done
 
 # unreachable store: a clear timeout, not a hang
 out=$(AK_RANK=1 AK_WORLD_SIZE=2 AK_MASTER_ADDR=127.0.0.1 AK_MASTER_PORT=9 AK_COMM_TIMEOUT=500 \
       timeout 20 "$FAULT" count 2>&1); rc=$?
 [ $rc -eq 16 ] && grep -q "store" <<<"$out" && ok || { bad "unreachable store: exit $rc"; echo "$out"; }
+
+# the store's port is taken: rank 0 says so (AK_ERR_IO names the address), no hang
+busy=$(( 20000 + RANDOM % 20000 ))
+/usr/bin/python3 -c "import socket,time; s=socket.socket(); s.bind(('127.0.0.1',$busy)); s.listen(); time.sleep(15)" &
+holder=$!; sleep 0.5
+out=$(AK_RANK=0 AK_WORLD_SIZE=2 AK_MASTER_ADDR=127.0.0.1 AK_MASTER_PORT=$busy AK_COMM_TIMEOUT=2000 \
+      timeout 20 "$FAULT" count 2>&1); rc=$?
+kill $holder 2>/dev/null; wait $holder 2>/dev/null
+[ $rc -eq 14 ] && grep -q "$busy" <<<"$out" && ok || { bad "store port in use: exit $rc"; echo "$out"; }
+
+# ranks that disagree on the world size: a clear error within the timeout
+port=$((20000 + RANDOM % 20000))
+for r in 0 1; do
+  AK_RANK=$r AK_WORLD_SIZE=$((2 + r)) AK_MASTER_ADDR=127.0.0.1 AK_MASTER_PORT=$port AK_COMM_TIMEOUT=2000 \
+    timeout 30 "$FAULT" count 2>"/tmp/ak_ws_$$_$r.log" & pids[$r]=$!
+done
+{ wait ${pids[0]}; } 2>/dev/null; r0=$?; { wait ${pids[1]}; } 2>/dev/null; r1=$?
+[ $r0 -ge 10 ] && [ $r1 -ge 10 ] && [ $r0 -ne 124 ] && [ $r1 -ne 124 ] && ok ||
+  { bad "world size mismatch: exits $r0 $r1"; cat /tmp/ak_ws_$$_*.log; }
+rm -f /tmp/ak_ws_$$_*.log
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
