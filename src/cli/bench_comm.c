@@ -3,7 +3,9 @@
  * prints one row per size: bytes, count, time_us, algbw, busbw, errors, where time is the
  * max over ranks of the mean over iterations after warm-up, algbw = bytes / time and
  * busbw = algbw × the collective's factor (allreduce 2(n−1)/n; reduce_scatter, allgather,
- * alltoall (n−1)/n; broadcast 1). With --check every element is verified each size. */
+ * alltoall (n−1)/n; broadcast 1). As in nccl-tests, the size of allgather, reduce_scatter
+ * and alltoall is the whole buffer (all ranks' blocks). With --check every element is
+ * verified at each size. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,12 +200,11 @@ static ak_status measure_size(ak_comm *c, const comm_bench_opts *o, bench_bufs *
 }
 
 static void print_row(const comm_bench_opts *o, size_t bytes, size_t count, int n,
-                      const size_result *r, int first) {
+                      const size_result *r) {
     double algbw = (double)bytes / (r->time_us * 1e3), busbw = algbw * busbw_factor(o->what, n);
     if (o->json)
-        printf("%s{\"bytes\":%zu,\"count\":%zu,\"time_us\":%.2f,\"algbw\":%.4f,\"busbw\":%.4f,"
-               "\"errors\":%lld}\n", first ? "" : "", bytes, count, r->time_us, algbw, busbw,
-               r->errors);
+        printf("{\"bytes\":%zu,\"count\":%zu,\"time_us\":%.2f,\"algbw\":%.4f,\"busbw\":%.4f,"
+               "\"errors\":%lld}\n", bytes, count, r->time_us, algbw, busbw, r->errors);
     else
         printf("%12zu %12zu %12.2f %10.4f %10.4f %8lld\n", bytes, count, r->time_us, algbw, busbw,
                r->errors);
@@ -233,7 +234,9 @@ static int bench_rank(ak_comm *c, comm_bench_opts *o) {
                "algbw", "busbw", "errors");
     int rc = AK_EXIT_OK;
     for (size_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes *= o->factor) {
-        b.count = bytes / es ? bytes / es : 1;
+        /* nccl-tests sizes: the whole buffer (all ranks' blocks) for gather-like ops */
+        size_t blocks = send_elems(o, 1, n);
+        b.count = bytes / es / blocks ? bytes / es / blocks : 1;
         comm_bench_opts sized = *o;
         sized.iters = iters_for(o, bytes);
         size_result r;
@@ -242,7 +245,7 @@ static int bench_rank(ak_comm *c, comm_bench_opts *o) {
             rc = ak_cli_report("collective", st);
             break;
         }
-        if (rank == 0) print_row(o, b.count * es, b.count, n, &r, bytes == o->min_bytes);
+        if (rank == 0) print_row(o, b.count * blocks * es, b.count * blocks, n, &r);
         if (r.errors > 0) rc = AK_EXIT_FAIL;
         if (bytes == 0) break;
     }
