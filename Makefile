@@ -1,7 +1,7 @@
 # accelkit: the two commands of the quick start (`make demo`, `make test`) and the rest.
 #   make demo   build, then show `ak sysinfo` and the kernel benchmark
 #   make test   build and run every test, then the same under ASan+UBSan
-#   make bench  all benchmarks, each beside its peer
+#   make bench  all benchmarks, each beside its peer (installs Open MPI, PyTorch, iperf3)
 #   make fuzz   libFuzzer targets (clang), FUZZ_SECONDS each
 #   make san    the ASan+UBSan build and its tests only
 BUILD     ?= build
@@ -40,10 +40,14 @@ san: setup
 test: unit san
 
 bench: build
+	@scripts/setup --bench
 	$(BUILD)/ak bench kernels
 	AK_NUM_THREADS=$(JOBS) $(BUILD)/ak bench kernels --only gemm
 	$(BUILD)/ak bench pool
 	bench/kernels/vs_peers.sh $(BUILD)
+	BUILD=$(abspath $(BUILD)) bench/comm/vs_peers.sh tcp 3 2
+	BUILD=$(abspath $(BUILD)) bench/comm/vs_peers.sh shm 3 2
+	for a in ring hier auto; do scripts/netns-cluster -H 2 -G 2 -- $(BUILD)/ak bench comm -b 8 -e 64M -f 8 -n 5 -w 1 --algo $$a; done
 
 fuzz: setup
 	@$(call CONFIGURE,$(FUZZ_BUILD)) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DAK_FUZZ=ON -DAK_BUILD_TESTS=OFF
