@@ -33,6 +33,7 @@ typedef enum ak_comm_algo {
     AK_COMM_ALGO_RECURSIVE_DOUBLING = 2,
     AK_COMM_ALGO_TREE = 3,
     AK_COMM_ALGO_HIERARCHICAL = 4,
+    AK_COMM_ALGO_SHM_DIRECT = 5, /* processes of one host: reduce from each other's memory */
     AK_COMM_ALGO_COUNT_
 } ak_comm_algo;
 

@@ -199,15 +199,20 @@ static ak_status measure_size(ak_comm *c, const comm_bench_opts *o, bench_bufs *
     return st;
 }
 
-static void print_row(const comm_bench_opts *o, size_t bytes, size_t count, int n,
+/* The six nccl-tests columns, then (allreduce) the algorithm the communicator ran. */
+static void print_row(const comm_bench_opts *o, ak_comm *c, size_t bytes, size_t count, int n,
                       const size_result *r) {
     double algbw = (double)bytes / (r->time_us * 1e3), busbw = algbw * busbw_factor(o->what, n);
+    ak_comm_algo algo = AK_COMM_ALGO_AUTO;
+    if (o->what == COLL_ALLREDUCE) ak_comm_choose_algo(c, bytes, &algo);
+    const char *name = o->what == COLL_ALLREDUCE ? ak_comm_algo_name(algo) : "-";
     if (o->json)
         printf("{\"bytes\":%zu,\"count\":%zu,\"time_us\":%.2f,\"algbw\":%.4f,\"busbw\":%.4f,"
-               "\"errors\":%lld}\n", bytes, count, r->time_us, algbw, busbw, r->errors);
+               "\"errors\":%lld,\"algo\":\"%s\"}\n", bytes, count, r->time_us, algbw, busbw,
+               r->errors, name);
     else
-        printf("%12zu %12zu %12.2f %10.4f %10.4f %8lld\n", bytes, count, r->time_us, algbw, busbw,
-               r->errors);
+        printf("%12zu %12zu %12.2f %10.4f %10.4f %8lld  %s\n", bytes, count, r->time_us, algbw,
+               busbw, r->errors, name);
     fflush(stdout);
 }
 
@@ -229,9 +234,9 @@ static int bench_rank(ak_comm *c, comm_bench_opts *o) {
     if (ak_alloc(max_elems * es, &b.send) || ak_alloc(max_elems * es, &b.recv))
         return ak_cli_report("buffers", AK_ERR_NO_MEMORY);
     if (rank == 0 && !o->json)
-        printf("# %s %s %s, %d ranks\n%12s %12s %12s %10s %10s %8s\n", coll_names[o->what],
+        printf("# %s %s %s, %d ranks\n%12s %12s %12s %10s %10s %8s  %s\n", coll_names[o->what],
                dtype_names[o->dtype], op_names[o->op], n, "bytes", "count", "time_us",
-               "algbw", "busbw", "errors");
+               "algbw", "busbw", "errors", "algo");
     int rc = AK_EXIT_OK;
     for (size_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes *= o->factor) {
         /* nccl-tests sizes: the whole buffer (all ranks' blocks) for gather-like ops */
@@ -245,7 +250,7 @@ static int bench_rank(ak_comm *c, comm_bench_opts *o) {
             rc = ak_cli_report("collective", st);
             break;
         }
-        if (rank == 0) print_row(o, b.count * blocks * es, b.count * blocks, n, &r);
+        if (rank == 0) print_row(o, c, b.count * blocks * es, b.count * blocks, n, &r);
         if (r.errors > 0) rc = AK_EXIT_FAIL;
         if (bytes == 0) break;
     }

@@ -42,7 +42,8 @@ struct ak_comm {
 
     ak_comm_config config;          /* resolved: no "unset" fields left */
     ak__link_model links[AK_COMM_TP_COUNT];
-    double algo_latency_us[AK_COMM_ALGO_COUNT_]; /* measured tiny allreduce; 0 = not measured */
+    /* measured allreduce time per algorithm at comm_model.c's measured sizes; 0 = none */
+    double algo_measured_us[AK_COMM_ALGO_COUNT_][3];
     uint64_t seq;                   /* collectives issued: part of every tag */
     ak_status failed;               /* first failure; the communicator is unusable after */
 

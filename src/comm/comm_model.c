@@ -3,14 +3,16 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm/algo/algo.h"
 #include "core/check.h"
 
-static const char *const algo_names[AK_COMM_ALGO_COUNT_] = {"auto", "ring", "rd", "tree", "hier"};
+static const char *const algo_names[AK_COMM_ALGO_COUNT_] = {"auto", "ring", "rd", "tree", "hier",
+                                                             "direct"};
 static const char *const algo_long_names[AK_COMM_ALGO_COUNT_] = {
-    "auto", "ring", "recursive_doubling", "tree", "hierarchical"};
+    "auto", "ring", "recursive_doubling", "tree", "hierarchical", "shm_direct"};
 
 const char *ak_comm_algo_name(ak_comm_algo algo) {
     return (unsigned)algo < AK_COMM_ALGO_COUNT_ ? algo_long_names[algo] : "unknown";
@@ -22,8 +24,8 @@ ak_status ak__comm_algo_parse(const char *text, ak_comm_algo *out) {
             *out = (ak_comm_algo)i;
             return AK_OK;
         }
-    return AK_FAIL(AK_ERR_INVALID_ARG, "algorithm '%s' is not one of auto, ring, rd, tree, hier",
-                   text);
+    return AK_FAIL(AK_ERR_INVALID_ARG,
+                   "algorithm '%s' is not one of auto, ring, rd, tree, hier, direct", text);
 }
 
 /* Sizes the link model is measured at: latency, a medium message, a large one. */
@@ -159,39 +161,63 @@ static ak_status calibrate(ak_comm *c) {
 
 /* ---- measured latency per algorithm -------------------------------------------------- */
 
-#define LAT_REPS 6
+static double model_us(const ak_comm *c, ak_comm_algo algo, size_t bytes);
 
-static ak_status run_algo(ak_comm *c, ak_comm_algo a, float *buf) {
+/* the measured points: latency-bound, where bandwidth starts to matter, bandwidth-bound */
+#define MEASURED 3
+static const size_t measured_bytes[MEASURED] = {8, 32768, 262144};
+static const int measured_reps[MEASURED] = {7, 7, 5};
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+static ak_status run_algo(ak_comm *c, ak_comm_algo a, float *buf, size_t count) {
     ak__group g = {c->all_ranks, c->size, c->rank};
-    uint64_t tag = ak__comm_next_tag(c, 0x7a, 2, AK_DTYPE_F32, AK_REDUCE_SUM, (int)a);
+    uint64_t tag = ak__comm_next_tag(c, 0x7a, count, AK_DTYPE_F32, AK_REDUCE_SUM, (int)a);
     switch (a) {
-    case AK_COMM_ALGO_RING: return ak__allreduce_ring(c, &g, buf, 2, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
+    case AK_COMM_ALGO_RING: return ak__allreduce_ring(c, &g, buf, count, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
     case AK_COMM_ALGO_RECURSIVE_DOUBLING:
-        return ak__allreduce_recursive_doubling(c, &g, buf, 2, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
-    case AK_COMM_ALGO_TREE: return ak__allreduce_tree(c, &g, buf, 2, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
-    default: return ak__allreduce_hierarchical(c, buf, 2, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
+        return ak__allreduce_recursive_doubling(c, &g, buf, count, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
+    case AK_COMM_ALGO_TREE: return ak__allreduce_tree(c, &g, buf, count, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
+    default: return ak__allreduce_hierarchical(c, buf, count, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
     }
 }
 
-/* Times a tiny allreduce with every algorithm that can run here: its real fixed cost
- * (steps, phases, polling two transports), which one link's latency underestimates. The
- * slowest rank's figure counts, agreed through a max-allreduce, so every rank ends with
- * the same table and picks the same algorithm. */
-static ak_status measure_latencies(ak_comm *c) {
-    float buf[2] = {1, 1};
-    double lat[AK_COMM_ALGO_COUNT_] = {0};
+/* Times allreduces of 8 B, 32 KiB and 256 KiB with every algorithm that can run here: their real
+ * cost in the latency-bound range (steps, phases, polling two transports, a shaper's
+ * burst), which a per-link model misjudges. The slowest rank's figures count, agreed
+ * through a max-allreduce, so every rank ends with the same table and the same choice. */
+static ak_status measure_algorithms(ak_comm *c) {
+    double t[AK_COMM_ALGO_COUNT_][MEASURED] = {{0}};
+    float *buf;
+    AK_CHECK(ak__comm_work(c, measured_bytes[MEASURED - 1], (void **)&buf));
+    memset(buf, 0, measured_bytes[MEASURED - 1]);
     for (int a = AK_COMM_ALGO_RING; a < AK_COMM_ALGO_COUNT_; a++) {
-        if (!isfinite(ak__comm_model_allreduce_us(c, (ak_comm_algo)a, 8))) continue;
-        AK_CHECK(run_algo(c, (ak_comm_algo)a, buf)); /* warm-up */
-        uint64_t t0 = ak_now_ns();
-        for (int r = 0; r < LAT_REPS; r++) AK_CHECK(run_algo(c, (ak_comm_algo)a, buf));
-        lat[a] = (double)(ak_now_ns() - t0) / 1e3 / LAT_REPS;
+        if (!isfinite(model_us(c, (ak_comm_algo)a, 8))) continue;
+        for (int k = 0; k < MEASURED; k++) {
+            size_t count = measured_bytes[k] / sizeof(float);
+            AK_CHECK(run_algo(c, (ak_comm_algo)a, buf, count)); /* warm-up */
+            double reps[8];
+            for (int r = 0; r < measured_reps[k]; r++) {
+                uint64_t t0 = ak_now_ns();
+                AK_CHECK(run_algo(c, (ak_comm_algo)a, buf, count));
+                reps[r] = (double)(ak_now_ns() - t0) / 1e3;
+            }
+            t[a][k] = median(reps, measured_reps[k]); /* one descheduled run must not decide */
+        }
     }
     ak__group g = {c->all_ranks, c->size, c->rank};
-    uint64_t tag = ak__comm_next_tag(c, 0x7b, AK_COMM_ALGO_COUNT_, AK_DTYPE_F64, AK_REDUCE_MAX, -1);
-    AK_CHECK(ak__allreduce_recursive_doubling(c, &g, lat, AK_COMM_ALGO_COUNT_, AK_DTYPE_F64,
-                                               AK_REDUCE_MAX, tag));
-    memcpy(c->algo_latency_us, lat, sizeof lat);
+    size_t n = sizeof t / sizeof(double);
+    uint64_t tag = ak__comm_next_tag(c, 0x7b, n, AK_DTYPE_F64, AK_REDUCE_MAX, -1);
+    AK_CHECK(ak__allreduce_recursive_doubling(c, &g, t, n, AK_DTYPE_F64, AK_REDUCE_MAX, tag));
+    memcpy(c->algo_measured_us, t, sizeof t);
     return AK_OK;
 }
 
@@ -203,7 +229,7 @@ ak_status ak__comm_model_init(ak_comm *c, int threads_of_one_process) {
     /* threads of one process keep the defaults: their world is one host of copies */
     if (threads_of_one_process || c->size == 1) return AK_OK;
     AK_CHECK(calibrate(c));
-    AK_CHECK(measure_latencies(c));
+    AK_CHECK(measure_algorithms(c));
     AK_LOG_INFO(AK_SUBSYS_COMM, "cost model: intra α %.1f µs β %.2f GB/s, inter α %.1f µs "
                 "β %.2f GB/s", link_alpha(&c->links[0]), link_beta_gbps(&c->links[0]),
                 link_alpha(&c->links[1]), link_beta_gbps(&c->links[1]));
@@ -247,13 +273,20 @@ static double model_tree(const ak_comm *c, double n_bytes) {
     return t;
 }
 
-static double model_us(const ak_comm *c, ak_comm_algo algo, size_t bytes);
-
-/* The formula's bandwidth part plus the measured fixed cost when there is one. */
+/* Measured times where there are some: interpolated between the measured sizes, and
+ * beyond the largest one the formula's growth added to its measured time. */
 double ak__comm_model_allreduce_us(const ak_comm *c, ak_comm_algo algo, size_t bytes) {
     double t = model_us(c, algo, bytes);
-    double measured = (unsigned)algo < AK_COMM_ALGO_COUNT_ ? c->algo_latency_us[algo] : 0;
-    return measured > 0 && isfinite(t) ? t - model_us(c, algo, 8) + measured : t;
+    if ((unsigned)algo >= AK_COMM_ALGO_COUNT_ || !isfinite(t)) return t;
+    const double *m = c->algo_measured_us[algo];
+    if (m[0] <= 0) return t;
+    double b = (double)bytes;
+    if (b <= (double)measured_bytes[0]) return m[0];
+    for (int k = 1; k < MEASURED; k++) {
+        double b0 = (double)measured_bytes[k - 1], b1 = (double)measured_bytes[k];
+        if (b <= b1) return m[k - 1] + (b - b0) / (b1 - b0) * (m[k] - m[k - 1]);
+    }
+    return m[MEASURED - 1] + t - model_us(c, algo, measured_bytes[MEASURED - 1]);
 }
 
 static double model_us(const ak_comm *c, ak_comm_algo algo, size_t bytes) {
@@ -277,8 +310,19 @@ static double model_us(const ak_comm *c, ak_comm_algo algo, size_t bytes) {
     }
 }
 
+/* Processes of one host can read each other's memory: the direct algorithm moves no
+ * message at all, so it wins at every size (threads keep the ring over direct copies;
+ * AK_COMM_TRANSPORT=tcp asks for sockets). */
+static int shm_direct_possible(const ak_comm *c) {
+    return c->host_count == 1 && !c->threads_local && c->size > 1 &&
+           c->config.transport != AK_COMM_TRANSPORT_TCP;
+}
+
 ak_comm_algo ak__comm_pick_allreduce(const ak_comm *c, size_t bytes) {
+    if (c->config.algo == AK_COMM_ALGO_SHM_DIRECT && !shm_direct_possible(c))
+        return AK_COMM_ALGO_RING; /* forced where it cannot run: the general algorithm */
     if (c->config.algo != AK_COMM_ALGO_AUTO) return c->config.algo;
+    if (shm_direct_possible(c)) return AK_COMM_ALGO_SHM_DIRECT;
     ak_comm_algo best = AK_COMM_ALGO_RING;
     double best_us = INFINITY;
     for (int a = AK_COMM_ALGO_RING; a < AK_COMM_ALGO_COUNT_; a++) {

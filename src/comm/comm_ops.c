@@ -29,31 +29,32 @@ static int in_place(const void *sendbuf, const void *recvbuf) {
 
 /* ---- runners ------------------------------------------------------------------------ */
 
+/* The message-passing allreduce algorithms, in place on recvbuf. */
+static ak_status run_flat_or_hierarchical(ak_comm *c, ak_comm_algo algo, const ak__coll *k,
+                                          ak_reduce_op op, uint64_t tag) {
+    ak__group g = world_group(c);
+    switch (algo) {
+    case AK_COMM_ALGO_RECURSIVE_DOUBLING:
+        return ak__allreduce_recursive_doubling(c, &g, k->recvbuf, k->count, k->dtype, op, tag);
+    case AK_COMM_ALGO_TREE: return ak__allreduce_tree(c, &g, k->recvbuf, k->count, k->dtype, op, tag);
+    case AK_COMM_ALGO_HIERARCHICAL:
+        return ak__allreduce_hierarchical(c, k->recvbuf, k->count, k->dtype, op, tag);
+    default: return ak__allreduce_ring(c, &g, k->recvbuf, k->count, k->dtype, op, tag);
+    }
+}
+
 static ak_status run_allreduce(ak_comm *c, const ak__coll *k, uint64_t tag) {
     size_t bytes = k->count * esize(k->dtype);
     ak_reduce_op op = k->op == AK_REDUCE_AVG ? AK_REDUCE_SUM : k->op;
     ak_status st;
-    /* one host, processes, cost model in charge: ranks read each other's data in shared
-     * memory, straight from sendbuf (no copy to recvbuf first) */
-    if (c->host_count == 1 && !c->threads_local && c->size > 1 &&
-        c->config.algo == AK_COMM_ALGO_AUTO && c->config.transport != AK_COMM_TRANSPORT_TCP) {
+    ak_comm_algo algo = ak__comm_pick_allreduce(c, bytes);
+    if (algo == AK_COMM_ALGO_SHM_DIRECT) {
+        /* ranks read each other's data straight from sendbuf: no copy to recvbuf first */
         const void *src = in_place(k->sendbuf, k->recvbuf) ? k->recvbuf : k->sendbuf;
         st = ak__allreduce_shm_direct(c, src, k->recvbuf, k->count, k->dtype, op, tag);
-        if (st == AK_OK && k->op == AK_REDUCE_AVG)
-            st = ak_reduce_avg_finish(k->dtype, k->recvbuf, k->count, c->size);
-        return st;
-    }
-    if (!in_place(k->sendbuf, k->recvbuf)) memcpy(k->recvbuf, k->sendbuf, bytes);
-    ak__group g = world_group(c);
-    switch (ak__comm_pick_allreduce(c, bytes)) {
-    case AK_COMM_ALGO_RECURSIVE_DOUBLING:
-        st = ak__allreduce_recursive_doubling(c, &g, k->recvbuf, k->count, k->dtype, op, tag);
-        break;
-    case AK_COMM_ALGO_TREE: st = ak__allreduce_tree(c, &g, k->recvbuf, k->count, k->dtype, op, tag); break;
-    case AK_COMM_ALGO_HIERARCHICAL:
-        st = ak__allreduce_hierarchical(c, k->recvbuf, k->count, k->dtype, op, tag);
-        break;
-    default: st = ak__allreduce_ring(c, &g, k->recvbuf, k->count, k->dtype, op, tag); break;
+    } else {
+        if (!in_place(k->sendbuf, k->recvbuf)) memcpy(k->recvbuf, k->sendbuf, bytes);
+        st = run_flat_or_hierarchical(c, algo, k, op, tag);
     }
     if (st == AK_OK && k->op == AK_REDUCE_AVG)
         st = ak_reduce_avg_finish(k->dtype, k->recvbuf, k->count, c->size);
