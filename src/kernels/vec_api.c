@@ -4,6 +4,7 @@
 
 #include "accelkit/kernels.h"
 #include "core/check.h"
+#include "kernels/api_check.h"
 #include "kernels/dispatch.h"
 
 static const struct {
@@ -28,40 +29,12 @@ ak_status ak_dtype_size(ak_dtype dtype, size_t *out) {
 
 /* ---- validation --------------------------------------------------------------------- */
 
-/* Element size of dtype; fails naming the calling function for an unknown dtype and when
- * n elements would not fit in the address space. */
+/* The elementwise kernels exist for the floating-point storage types only. */
 static ak_status elem_size(const char *fn, ak_dtype dtype, size_t n, size_t *es) {
-    AK_ARG_CHECK((unsigned)dtype < AK_DTYPE_COUNT_, "%s: unknown dtype %d", fn, (int)dtype);
+    AK_CHECK(ak__check_count(fn, dtype, n, es));
     if (dtype != AK_DTYPE_F32 && dtype != AK_DTYPE_F16 && dtype != AK_DTYPE_BF16)
         return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: dtype %s is not supported (f32, f16, bf16)", fn,
                        ak_dtype_name(dtype));
-    AK_CHECK(ak_dtype_size(dtype, es));
-    AK_ARG_CHECK(n <= SIZE_MAX / *es, "%s: n = %zu elements overflows the address space", fn,
-                 n);
-    return AK_OK;
-}
-
-/* A buffer of n elements of es bytes: not NULL (unless empty) and naturally aligned, so
- * the kernels may access it through typed pointers. */
-static ak_status check_buf(const char *fn, const char *name, const void *p, size_t n,
-                           size_t es) {
-    if (n == 0) return AK_OK;
-    AK_ARG_CHECK(p, "%s: %s is NULL with n = %zu", fn, name, n);
-    AK_ARG_CHECK((uintptr_t)p % es == 0, "%s: %s = %p is not aligned to its %zu-byte elements",
-                 fn, name, p, es);
-    return AK_OK;
-}
-
-/* dst may be exactly `src` (in-place) when exact_ok, but must not overlap it otherwise:
- * the vector kernels read a block of each input before writing it, which is only safe
- * for an input at the same address. */
-static ak_status check_overlap(const char *fn, const char *dname, const void *dst,
-                               size_t dbytes, const char *sname, const void *src,
-                               size_t sbytes, int exact_ok) {
-    if (dbytes == 0 || sbytes == 0 || (exact_ok && dst == src)) return AK_OK;
-    uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
-    AK_ARG_CHECK(d + dbytes <= s || s + sbytes <= d, "%s: %s overlaps %s%s", fn, dname, sname,
-                 exact_ok ? " without being the same buffer" : "");
     return AK_OK;
 }
 
@@ -72,11 +45,11 @@ ak_status ak_vec_add(ak_dtype dtype, void *dst, const void *a, const void *b, si
     size_t es;
     AK_ENSURE_INIT();
     AK_CHECK(elem_size(fn, dtype, n, &es));
-    AK_CHECK(check_buf(fn, "dst", dst, n, es));
-    AK_CHECK(check_buf(fn, "a", a, n, es));
-    AK_CHECK(check_buf(fn, "b", b, n, es));
-    AK_CHECK(check_overlap(fn, "dst", dst, n * es, "a", a, n * es, 1));
-    AK_CHECK(check_overlap(fn, "dst", dst, n * es, "b", b, n * es, 1));
+    AK_CHECK(ak__check_buf(fn, "dst", dst, n, es));
+    AK_CHECK(ak__check_buf(fn, "a", a, n, es));
+    AK_CHECK(ak__check_buf(fn, "b", b, n, es));
+    AK_CHECK(ak__check_overlap(fn, "dst", dst, n * es, "a", a, n * es, 1));
+    AK_CHECK(ak__check_overlap(fn, "dst", dst, n * es, "b", b, n * es, 1));
     if (n == 0) return AK_OK;
     const ak__kernels *k = ak__kernels_active();
     switch (dtype) {
@@ -92,9 +65,9 @@ ak_status ak_vec_scale(ak_dtype dtype, void *dst, const void *x, float alpha, si
     size_t es;
     AK_ENSURE_INIT();
     AK_CHECK(elem_size(fn, dtype, n, &es));
-    AK_CHECK(check_buf(fn, "dst", dst, n, es));
-    AK_CHECK(check_buf(fn, "x", x, n, es));
-    AK_CHECK(check_overlap(fn, "dst", dst, n * es, "x", x, n * es, 1));
+    AK_CHECK(ak__check_buf(fn, "dst", dst, n, es));
+    AK_CHECK(ak__check_buf(fn, "x", x, n, es));
+    AK_CHECK(ak__check_overlap(fn, "dst", dst, n * es, "x", x, n * es, 1));
     if (n == 0) return AK_OK;
     const ak__kernels *k = ak__kernels_active();
     switch (dtype) {
@@ -110,9 +83,9 @@ ak_status ak_vec_axpy(ak_dtype dtype, void *y, float alpha, const void *x, size_
     size_t es;
     AK_ENSURE_INIT();
     AK_CHECK(elem_size(fn, dtype, n, &es));
-    AK_CHECK(check_buf(fn, "y", y, n, es));
-    AK_CHECK(check_buf(fn, "x", x, n, es));
-    AK_CHECK(check_overlap(fn, "y", y, n * es, "x", x, n * es, 1));
+    AK_CHECK(ak__check_buf(fn, "y", y, n, es));
+    AK_CHECK(ak__check_buf(fn, "x", x, n, es));
+    AK_CHECK(ak__check_overlap(fn, "y", y, n * es, "x", x, n * es, 1));
     if (n == 0) return AK_OK;
     const ak__kernels *k = ak__kernels_active();
     switch (dtype) {
@@ -128,7 +101,7 @@ ak_status ak_vec_sum(ak_dtype dtype, const void *x, size_t n, double *out) {
     size_t es;
     AK_ENSURE_INIT();
     AK_CHECK(elem_size(fn, dtype, n, &es));
-    AK_CHECK(check_buf(fn, "x", x, n, es));
+    AK_CHECK(ak__check_buf(fn, "x", x, n, es));
     AK_ARG_CHECK(out, "%s: out is NULL", fn);
     const ak__kernels *k = ak__kernels_active();
     if (n == 0)
@@ -150,9 +123,9 @@ static ak_status check_convert(const char *fn, void *dst, size_t dst_es, const v
     size_t widest = dst_es > src_es ? dst_es : src_es;
     AK_ARG_CHECK(n <= SIZE_MAX / widest, "%s: n = %zu elements overflows the address space",
                  fn, n);
-    AK_CHECK(check_buf(fn, "dst", dst, n, dst_es));
-    AK_CHECK(check_buf(fn, "src", src, n, src_es));
-    return check_overlap(fn, "dst", dst, n * dst_es, "src", src, n * src_es, 0);
+    AK_CHECK(ak__check_buf(fn, "dst", dst, n, dst_es));
+    AK_CHECK(ak__check_buf(fn, "src", src, n, src_es));
+    return ak__check_overlap(fn, "dst", dst, n * dst_es, "src", src, n * src_es, 0);
 }
 
 ak_status ak_f32_to_f16(uint16_t *dst, const float *src, size_t n) {

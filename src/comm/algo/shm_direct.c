@@ -198,23 +198,6 @@ static ak_status sd_peer_failed(ak_comm *c, sd_header *h, uint32_t word) {
                    "shm direct: rank %d: rank %d failed: %s", c->rank, who, ak_status_str(st));
 }
 
-/* A pid that no longer exists, or a zombie nobody reaped yet, is gone. */
-static int pid_gone(pid_t pid) {
-    if (kill(pid, 0) == -1 && errno == ESRCH) return 1;
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd;
-    AK_SYSCHECK(fd, open(path, O_RDONLY | O_CLOEXEC));
-    if (fd < 0) return errno == ENOENT;
-    ssize_t n;
-    AK_SYSCHECK(n, read(fd, buf, sizeof buf - 1));
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    const char *paren = strrchr(buf, ')'); /* "pid (comm) S ..." */
-    return paren && (paren[2] == 'Z' || paren[2] == 'X');
-}
-
 /* ---- waiting ------------------------------------------------------------------------- */
 
 /* Index of the first peer whose counter is below target, or -1 when all reached it. */
@@ -228,7 +211,7 @@ static ak_status sd_check_peers(ak_comm *c, sd_header *h, uint64_t target) {
     for (uint32_t r = 0; r < h->nranks; r++) {
         if (atomic_load_explicit(&h->ranks[r].seq, memory_order_acquire) >= target) continue;
         pid_t pid = (pid_t)h->ranks[r].pid;
-        if (pid_gone(pid))
+        if (ak__pid_gone(pid))
             return sd_fail(c, h, AK_ERR_REMOTE, "rank %d (pid %d) is gone",
                            c->same_host_ranks[r], (int)pid);
     }

@@ -208,8 +208,7 @@ static ak_status peer_left(shm_ctx *c, shm_peer *p, uint32_t state) {
                           ak_status_str(st));
 }
 
-/* A pid that no longer exists, or a zombie nobody reaped yet, is gone. */
-static int pid_gone(pid_t pid) {
+int ak__pid_gone(pid_t pid) {
     if (pid == getpid()) return 0; /* threads of one process: the state word tells */
     if (kill(pid, 0) == -1 && errno == ESRCH) return 1;
     char path[64], buf[256];
@@ -230,7 +229,7 @@ static ak_status check_liveness(shm_ctx *c) {
     for (int i = 0; i < c->npeers; i++) {
         shm_peer *p = &c->peers[i];
         if (!p->send_head && !p->recv_head) continue;
-        if (pid_gone(p->pid))
+        if (ak__pid_gone(p->pid))
             return fail_transport(c, AK_ERR_REMOTE, "shm: rank %d (pid %d) is gone", p->rank,
                                   (int)p->pid);
     }

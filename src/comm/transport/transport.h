@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "accelkit/ak.h"
 #include "comm/bootstrap/store.h"
@@ -73,6 +74,11 @@ ak_status ak__tcp_transport_create(const ak__transport_setup *setup, ak__transpo
 ak_status ak__shm_transport_create(const ak__transport_setup *setup, ak__transport *out);
 /* Threads of one process (ak_comm_init_local): direct copies between threads. */
 ak_status ak__mem_transport_create(const ak__transport_setup *setup, ak__transport *out);
+
+/* 1 when no process has this pid any more, or it is a zombie nobody reaped yet (a
+ * SIGKILLed peer still answers kill(pid, 0) until then). Defined in shm.c; also used by
+ * the shared-memory direct allreduce. */
+int ak__pid_gone(pid_t pid);
 
 static inline void ak__transport_destroy(ak__transport *t) {
     if (t->vt) t->vt->destroy(t->ctx);
