@@ -32,6 +32,7 @@
 
 #include "comm/bootstrap/store_impl.h"
 #include "core/check.h"
+#include "core/le_bytes.h"
 
 #define WIRE_MAGIC 0x31534b41u /* "AKS1" */
 #define REQ_HDR 28
@@ -40,26 +41,6 @@
 enum { OP_SET = 1, OP_GET = 2, OP_ADD = 3, OP_WAIT_GE = 4 };
 
 /* ---- shared helpers ---------------------------------------------------------------- */
-
-static void put_u32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* close() is not retried on EINTR: Linux frees the descriptor anyway, and a retry could
  * close one another thread just opened. A failed close of a socket loses nothing. */
@@ -221,11 +202,11 @@ static void client_reply(srv_client *c, ak_status status, int64_t arg, const voi
     }
     unsigned char *p = out + c->out_len;
     memset(p, 0, REP_HDR);
-    put_u32(p, WIRE_MAGIC);
+    ak__put_u32(p, WIRE_MAGIC);
     p[4] = (unsigned char)status;
-    put_u32(p + 8, c->seq);
-    put_u32(p + 12, (uint32_t)len);
-    put_u64(p + 16, (uint64_t)arg);
+    ak__put_u32(p + 8, c->seq);
+    ak__put_u32(p + 12, (uint32_t)len);
+    ak__put_u64(p + 16, (uint64_t)arg);
     if (len) memcpy(p + REP_HDR, value, len);
     c->out = out;
     c->out_len = total;
@@ -294,12 +275,12 @@ static void client_execute(ak__store_server *s, srv_client *c, int timeout_ms) {
 /* Checks a request header; returns NULL or what is wrong with it. */
 static const char *client_decode_header(srv_client *c) {
     const unsigned char *h = c->hdr;
-    if (get_u32(h) != WIRE_MAGIC) return "bad magic";
+    if (ak__get_u32(h) != WIRE_MAGIC) return "bad magic";
     c->op = h[4];
     c->key_len = h[5];
-    c->seq = get_u32(h + 8);
-    c->value_len = get_u32(h + 12);
-    c->arg = (int64_t)get_u64(h + 16);
+    c->seq = ak__get_u32(h + 8);
+    c->value_len = ak__get_u32(h + 12);
+    c->arg = (int64_t)ak__get_u64(h + 16);
     if (c->op < OP_SET || c->op > OP_WAIT_GE) return "unknown op";
     if (h[6] || h[7]) return "reserved bits set";
     if (c->key_len == 0) return "empty key";
@@ -356,7 +337,7 @@ static void client_readable(ak__store_server *s, srv_client *c) {
         }
         memcpy(c->key, c->body, c->key_len);
         c->key[c->key_len] = '\0';
-        client_execute(s, c, (int32_t)get_u32(c->hdr + 24));
+        client_execute(s, c, (int32_t)ak__get_u32(c->hdr + 24));
     }
 }
 
@@ -678,9 +659,9 @@ static ak_status conn_read_reply(tcp_store *t, const request *rq, int64_t deadli
     unsigned char h[REP_HDR];
     AK_CHECK(conn_recv(t, h, REP_HDR, deadline));
     rp->status = (ak_status)h[4];
-    rp->value_len = get_u32(h + 12);
-    rp->arg = (int64_t)get_u64(h + 16);
-    if (get_u32(h) != WIRE_MAGIC || h[5] || h[6] || h[7] || get_u32(h + 8) != t->seq ||
+    rp->value_len = ak__get_u32(h + 12);
+    rp->arg = (int64_t)ak__get_u64(h + 16);
+    if (ak__get_u32(h) != WIRE_MAGIC || h[5] || h[6] || h[7] || ak__get_u32(h + 8) != t->seq ||
         (rp->status != AK_OK && rp->status != AK_ERR_TIMEOUT) ||
         rp->value_len > AK_STORE_MAX_VALUE || (rq->op != OP_GET && rp->value_len)) {
         t->broken = 1;
@@ -701,13 +682,13 @@ static ak_status conn_roundtrip(tcp_store *t, const request *rq, reply *rp) {
     int timeout_ms = rq->timeout_ms > 0 ? rq->timeout_ms : 0;
     unsigned char h[REQ_HDR + AK_STORE_MAX_KEY];
     memset(h, 0, REQ_HDR);
-    put_u32(h, WIRE_MAGIC);
+    ak__put_u32(h, WIRE_MAGIC);
     h[4] = (unsigned char)rq->op;
     h[5] = (unsigned char)key_len;
-    put_u32(h + 8, ++t->seq);
-    put_u32(h + 12, (uint32_t)rq->value_len);
-    put_u64(h + 16, (uint64_t)rq->arg);
-    put_u32(h + 24, (uint32_t)timeout_ms);
+    ak__put_u32(h + 8, ++t->seq);
+    ak__put_u32(h + 12, (uint32_t)rq->value_len);
+    ak__put_u64(h + 16, (uint64_t)rq->arg);
+    ak__put_u32(h + 24, (uint32_t)timeout_ms);
     memcpy(h + REQ_HDR, rq->key, key_len);
     int64_t deadline = now_ms() + t->io_timeout_ms;
     AK_CHECK(conn_send(t, h, REQ_HDR + key_len, deadline));

@@ -38,6 +38,7 @@
 
 #include "comm/transport/transport.h"
 #include "core/check.h"
+#include "core/le_bytes.h"
 
 #define TCP_MSG_MAGIC 0x314b4154u   /* "TAK1" */
 #define TCP_HELLO_MAGIC 0x484b4154u /* "TAKH" */
@@ -76,29 +77,6 @@ typedef struct tcp_ctx {
 } tcp_ctx;
 
 /* ---- small helpers ----------------------------------------------------------------- */
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void put_u32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put_u64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get_u32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get_u64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* FNV-1a: lets the acceptor reject a connection meant for another communicator. */
 static uint64_t hash_str(const char *s) {
@@ -239,10 +217,10 @@ static void fail_transport(tcp_ctx *t, ak_status st) {
 /* ---- sending ----------------------------------------------------------------------- */
 
 static void encode_header(unsigned char *h, const ak__p2p *op) {
-    put_u32(h, TCP_MSG_MAGIC);
-    put_u32(h + 4, 0);
-    put_u64(h + 8, op->tag);
-    put_u64(h + 16, (uint64_t)op->bytes);
+    ak__put_u32(h, TCP_MSG_MAGIC);
+    ak__put_u32(h + 4, 0);
+    ak__put_u64(h + 8, op->tag);
+    ak__put_u64(h + 16, (uint64_t)op->bytes);
 }
 
 /* Builds the iovecs of one sendmsg on stream s: on stream 0 several queued messages
@@ -314,8 +292,8 @@ static int send_stream(tcp_ctx *t, tcp_peer *p, int s, ak_status *st) {
 
 /* Checks the fully read header of op against what was posted. */
 static ak_status check_header(const tcp_peer *p, const ak__p2p *op) {
-    uint32_t magic = get_u32(p->rhdr);
-    uint64_t tag = get_u64(p->rhdr + 8), len = get_u64(p->rhdr + 16);
+    uint32_t magic = ak__get_u32(p->rhdr);
+    uint64_t tag = ak__get_u64(p->rhdr + 8), len = ak__get_u64(p->rhdr + 16);
     if (magic != TCP_MSG_MAGIC)
         return AK_FAIL(AK_ERR_REMOTE, "tcp: corrupt stream from rank %d (bad magic 0x%08x)",
                        p->rank, magic);
@@ -463,7 +441,7 @@ static ak_status tcp_progress(void *ctx, int timeout_us) {
         return sticky;
     }
     int until_idle = timeout_us < 0;
-    uint64_t start = now_ns(), last_move = start;
+    uint64_t start = ak_now_ns(), last_move = start;
     uint64_t limit = until_idle ? t->stall_ns : (uint64_t)timeout_us * 1000u;
     for (;;) {
         int completed = 0;
@@ -471,7 +449,7 @@ static ak_status tcp_progress(void *ctx, int timeout_us) {
         ak_status st = pass(t, &completed);
         if (st != AK_OK) return st;
         if (t->pending == 0 || (completed && !until_idle)) return sticky_status(t);
-        uint64_t now = now_ns();
+        uint64_t now = ak_now_ns();
         if (until_idle && t->moves != moves) last_move = now;
         uint64_t spent = now - (until_idle ? last_move : start);
         if (spent >= limit) {
@@ -544,7 +522,7 @@ static const ak__transport_i tcp_vtable = {
 /* ---- connection setup -------------------------------------------------------------- */
 
 static int ms_left(uint64_t deadline) {
-    uint64_t now = now_ns();
+    uint64_t now = ak_now_ns();
     return now >= deadline ? 0 : (int)((deadline - now + 999999u) / 1000000u);
 }
 
@@ -686,13 +664,13 @@ static ak_status connect_retry(const ak__transport_setup *su, int peer,
 enum { HELLO_BYTES = 32, ACK_BYTES = 12 };
 
 static void encode_hello(unsigned char *h, const ak__transport_setup *su, int stream) {
-    put_u32(h, TCP_HELLO_MAGIC);
-    put_u32(h + 4, (uint32_t)su->world_size);
-    put_u32(h + 8, (uint32_t)su->rank);
-    put_u32(h + 12, (uint32_t)stream);
-    put_u32(h + 16, (uint32_t)su->nstreams);
-    put_u32(h + 20, 0);
-    put_u64(h + 24, hash_str(su->prefix));
+    ak__put_u32(h, TCP_HELLO_MAGIC);
+    ak__put_u32(h + 4, (uint32_t)su->world_size);
+    ak__put_u32(h + 8, (uint32_t)su->rank);
+    ak__put_u32(h + 12, (uint32_t)stream);
+    ak__put_u32(h + 16, (uint32_t)su->nstreams);
+    ak__put_u32(h + 20, 0);
+    ak__put_u64(h + 24, hash_str(su->prefix));
 }
 
 static ak_status connect_peer(const ak__transport_setup *su, tcp_peer *p, uint64_t deadline) {
@@ -704,8 +682,8 @@ static ak_status connect_peer(const ak__transport_setup *su, tcp_peer *p, uint64
         encode_hello(hello, su, s);
         AK_CHECK(io_exact(p->fds[s], hello, sizeof hello, 1, deadline, p->rank));
         AK_CHECK(io_exact(p->fds[s], ack, sizeof ack, 0, deadline, p->rank));
-        if (get_u32(ack) != TCP_HELLO_MAGIC || get_u32(ack + 4) != (uint32_t)p->rank ||
-            get_u32(ack + 8) != (uint32_t)s)
+        if (ak__get_u32(ack) != TCP_HELLO_MAGIC || ak__get_u32(ack + 4) != (uint32_t)p->rank ||
+            ak__get_u32(ack + 8) != (uint32_t)s)
             return AK_FAIL(AK_ERR_REMOTE,
                            "tcp: the listener published by rank %d answered as someone else",
                            p->rank);
@@ -717,12 +695,12 @@ static ak_status connect_peer(const ak__transport_setup *su, tcp_peer *p, uint64
 static ak_status check_hello(tcp_ctx *t, const ak__transport_setup *su,
                              const unsigned char *h, tcp_peer **slot, int *stream) {
     *slot = NULL;
-    if (get_u32(h) != TCP_HELLO_MAGIC || get_u64(h + 24) != hash_str(su->prefix)) return AK_OK;
-    int from = (int)get_u32(h + 8), s = (int)get_u32(h + 12);
-    if ((int)get_u32(h + 4) != su->world_size || (int)get_u32(h + 16) != su->nstreams)
+    if (ak__get_u32(h) != TCP_HELLO_MAGIC || ak__get_u64(h + 24) != hash_str(su->prefix)) return AK_OK;
+    int from = (int)ak__get_u32(h + 8), s = (int)ak__get_u32(h + 12);
+    if ((int)ak__get_u32(h + 4) != su->world_size || (int)ak__get_u32(h + 16) != su->nstreams)
         return AK_FAIL(AK_ERR_MISMATCH,
                        "tcp: rank %d has world size %u and %u streams, this rank %d has %d and %d",
-                       from, get_u32(h + 4), get_u32(h + 16), su->rank, su->world_size,
+                       from, ak__get_u32(h + 4), ak__get_u32(h + 16), su->rank, su->world_size,
                        su->nstreams);
     if (from < 0 || from >= su->rank || t->peer_index[from] < 0 || s < 0 || s >= su->nstreams)
         return AK_OK;
@@ -748,9 +726,9 @@ static ak_status accept_one(tcp_ctx *t, const ak__transport_setup *su, int lfd,
     ak_status st = io_exact(fd, hello, sizeof hello, 0, deadline, -1);
     if (st == AK_OK) st = check_hello(t, su, hello, &p, &s);
     if (st == AK_OK && p) {
-        put_u32(ack, TCP_HELLO_MAGIC);
-        put_u32(ack + 4, (uint32_t)su->rank);
-        put_u32(ack + 8, (uint32_t)s);
+        ak__put_u32(ack, TCP_HELLO_MAGIC);
+        ak__put_u32(ack + 4, (uint32_t)su->rank);
+        ak__put_u32(ack + 8, (uint32_t)s);
         st = io_exact(fd, ack, sizeof ack, 1, deadline, p->rank);
     }
     if (st == AK_OK && p) {
@@ -777,7 +755,7 @@ static ak_status missing_peers_error(tcp_ctx *t, const ak__transport_setup *su) 
 }
 
 static ak_status connect_all(tcp_ctx *t, const ak__transport_setup *su, int lfd) {
-    uint64_t deadline = now_ns() + (uint64_t)su->timeout_ms * 1000000u;
+    uint64_t deadline = ak_now_ns() + (uint64_t)su->timeout_ms * 1000000u;
     int expected = 0, accepted = 0;
     /* lower rank connects: higher peers first, so the highest rank only accepts and the
      * chain of acks always ends */
