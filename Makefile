@@ -1,5 +1,5 @@
 # accelkit: the two commands of the quick start (`make demo`, `make test`) and the rest.
-#   make demo   build, then show `ak sysinfo` and the kernel benchmark
+#   make demo   build, then show `ak sysinfo`, the kernel, pool and collective benchmarks
 #   make test   build and run every test, then the same under ASan+UBSan
 #   make bench  all benchmarks, each beside its peer (installs Open MPI, PyTorch, iperf3)
 #   make fuzz   libFuzzer targets (clang), FUZZ_SECONDS each
@@ -28,6 +28,8 @@ demo: build
 	@echo "== ak sysinfo"; $(BUILD)/ak sysinfo
 	@echo; echo "== ak bench kernels (1 thread; AK_NUM_THREADS=N for more)"; $(BUILD)/ak bench kernels
 	@echo; echo "== ak bench pool"; $(BUILD)/ak bench pool
+	@echo; echo "== ak bench comm (allreduce, 2 ranks on this machine, results checked)"
+	$(BUILD)/ak bench comm -np 2 -b 8 -e 64M -f 8 --check
 
 unit: build
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
