@@ -2,6 +2,7 @@
  * and dispatch to algo/. Blocking calls run here; async ones go through comm_async.c,
  * and while a communicator has a progress thread, blocking calls queue behind it so
  * every rank keeps the same order. */
+#include <stdio.h>
 #include <string.h>
 
 #include "comm/algo/algo.h"
@@ -26,6 +27,8 @@ static size_t esize(ak_dtype dt) {
 static int in_place(const void *sendbuf, const void *recvbuf) {
     return sendbuf == AK_IN_PLACE || sendbuf == recvbuf;
 }
+
+static ak_status coll_dispatch(ak_comm *c, const ak__coll *k);
 
 /* ---- runners ------------------------------------------------------------------------ */
 
@@ -138,7 +141,22 @@ static ak_status run_rooted(ak_comm *c, const ak__coll *k, uint64_t tag) {
     }
 }
 
+/* One Chrome-trace event per collective (AK_TRACE=file): name, bytes and the rank. */
+static void trace_call(const ak_comm *c, const ak__coll *k, uint64_t t0) {
+    char name[96];
+    snprintf(name, sizeof name, "%s %zu x %s (rank %d/%d)", coll_names[k->kind], k->count,
+             ak_dtype_name(k->dtype), c->rank, c->size);
+    ak_trace_complete("comm", name, t0, ak_now_ns() - t0);
+}
+
 ak_status ak__coll_run(ak_comm *c, const ak__coll *k) {
+    uint64_t t0 = ak_trace_enabled() ? ak_now_ns() : 0;
+    ak_status st = coll_dispatch(c, k);
+    if (t0) trace_call(c, k, t0);
+    return st;
+}
+
+static ak_status coll_dispatch(ak_comm *c, const ak__coll *k) {
     AK_CHECK(c->failed);
     if (k->kind == AK_COLL_SEND || k->kind == AK_COLL_RECV)
         return ak__comm_fail(c, run_point_to_point(c, k));

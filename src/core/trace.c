@@ -38,8 +38,32 @@ static long current_tid(void) {
 
 int ak_trace_enabled(void) { return atomic_load_explicit(&trace_on, memory_order_relaxed); }
 
-ak_status ak_trace_start(const char *path) {
-    AK_ARG_CHECK(path && path[0], "ak_trace_start: empty path");
+/* Copies path with every "%p" replaced by the process id: one file per rank when several
+ * processes share one AK_TRACE setting. */
+static ak_status expand_path(const char *path, char *out, size_t cap) {
+    size_t n = 0;
+    for (const char *p = path; *p; p++) {
+        char pid[24] = "";
+        const char *piece = pid;
+        if (p[0] == '%' && p[1] == 'p') {
+            snprintf(pid, sizeof pid, "%d", (int)getpid());
+            p++;
+        } else {
+            pid[0] = *p, pid[1] = '\0';
+        }
+        size_t len = strlen(piece);
+        if (n + len >= cap) return AK_FAIL(AK_ERR_INVALID_ARG, "ak_trace_start: path too long");
+        memcpy(out + n, piece, len);
+        n += len;
+    }
+    out[n] = '\0';
+    return AK_OK;
+}
+
+ak_status ak_trace_start(const char *path_template) {
+    AK_ARG_CHECK(path_template && path_template[0], "ak_trace_start: empty path");
+    char path[4096];
+    AK_CHECK(expand_path(path_template, path, sizeof path));
     FILE *probe = fopen(path, "w"); /* fail now, not at the end of a long run */
     if (!probe) return AK_FAIL(AK_ERR_IO, "ak_trace_start: cannot open '%s' for writing", path);
     fclose(probe);

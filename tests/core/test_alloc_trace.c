@@ -109,6 +109,14 @@ static void test_trace_threads(void **state) {
     assert_int_equal(count_substr(buf, "\"ph\":\"i\""), 1);
     assert_non_null(strstr(buf, "\"args\":{\"bytes\":42.5}"));
     unlink(path);
+    /* %p becomes the pid: one file per process when ranks share the setting */
+    char expect[64];
+    snprintf(expect, sizeof expect, "/tmp/ak_trace_pid_%d.json", (int)getpid());
+    assert_int_equal(ak_trace_start("/tmp/ak_trace_pid_%p.json"), AK_OK);
+    ak_trace_instant("test", "pid");
+    assert_int_equal(ak_trace_stop(), AK_OK);
+    assert_int_equal(access(expect, R_OK), 0);
+    unlink(expect);
     assert_int_equal(ak_trace_start("/nonexistent-dir/x.json"), AK_ERR_IO);
     assert_int_equal(ak_trace_start(""), AK_ERR_INVALID_ARG);
 }
