@@ -28,3 +28,12 @@ ak_status ak__check_overlap(const char *fn, const char *dname, const void *dst, 
                  exact_ok ? " without being the same buffer" : "");
     return AK_OK;
 }
+
+ak_status ak__check_binary(const char *fn, const void *dst, const void *a, const void *b,
+                           size_t n, size_t es) {
+    AK_CHECK(ak__check_buf(fn, "dst", dst, n, es));
+    AK_CHECK(ak__check_buf(fn, "a", a, n, es));
+    AK_CHECK(ak__check_buf(fn, "b", b, n, es));
+    AK_CHECK(ak__check_overlap(fn, "dst", dst, n * es, "a", a, n * es, 1));
+    return ak__check_overlap(fn, "dst", dst, n * es, "b", b, n * es, 1);
+}

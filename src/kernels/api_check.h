@@ -17,4 +17,9 @@ ak_status ak__check_buf(const char *fn, const char *name, const void *p, size_t 
 ak_status ak__check_overlap(const char *fn, const char *dname, const void *dst, size_t dbytes,
                             const char *sname, const void *src, size_t sbytes, int exact_ok);
 
+/* dst, a, b: n elements of es bytes each, dst exactly equal to or disjoint from each
+ * input (the checks of every dst = a op b kernel). */
+ak_status ak__check_binary(const char *fn, const void *dst, const void *a, const void *b,
+                           size_t n, size_t es);
+
 #endif /* AK_KERNELS_API_CHECK_H */

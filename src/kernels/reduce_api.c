@@ -28,11 +28,7 @@ ak_status ak_reduce(ak_reduce_op op, ak_dtype dtype, void *dst, const void *a, c
     AK_ENSURE_INIT();
     AK_ARG_CHECK((unsigned)op < AK_REDUCE_COUNT_, "%s: unknown op %d", fn, (int)op);
     AK_CHECK(ak__check_count(fn, dtype, n, &es));
-    AK_CHECK(ak__check_buf(fn, "dst", dst, n, es));
-    AK_CHECK(ak__check_buf(fn, "a", a, n, es));
-    AK_CHECK(ak__check_buf(fn, "b", b, n, es));
-    AK_CHECK(ak__check_overlap(fn, "dst", dst, n * es, "a", a, n * es, 1));
-    AK_CHECK(ak__check_overlap(fn, "dst", dst, n * es, "b", b, n * es, 1));
+    AK_CHECK(ak__check_binary(fn, dst, a, b, n, es));
     if (n == 0) return AK_OK;
     ak_reduce_op kop = op == AK_REDUCE_AVG ? AK_REDUCE_SUM : op;
     ak__kernels_active()->reduce[kop][dtype](dst, a, b, n);

@@ -45,11 +45,7 @@ ak_status ak_vec_add(ak_dtype dtype, void *dst, const void *a, const void *b, si
     size_t es;
     AK_ENSURE_INIT();
     AK_CHECK(elem_size(fn, dtype, n, &es));
-    AK_CHECK(ak__check_buf(fn, "dst", dst, n, es));
-    AK_CHECK(ak__check_buf(fn, "a", a, n, es));
-    AK_CHECK(ak__check_buf(fn, "b", b, n, es));
-    AK_CHECK(ak__check_overlap(fn, "dst", dst, n * es, "a", a, n * es, 1));
-    AK_CHECK(ak__check_overlap(fn, "dst", dst, n * es, "b", b, n * es, 1));
+    AK_CHECK(ak__check_binary(fn, dst, a, b, n, es));
     if (n == 0) return AK_OK;
     const ak__kernels *k = ak__kernels_active();
     switch (dtype) {

@@ -43,8 +43,6 @@
  * already copies directly between buffers, and pid checks cannot tell a dead thread. */
 #include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -54,7 +52,6 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -132,20 +129,9 @@ static uint32_t sd_chunk_for(int l) {
 
 /* ---- doorbell ------------------------------------------------------------------------ */
 
-/* Not FUTEX_*_PRIVATE: the words live in a mapping shared by processes. Every error
- * (EAGAIN, ETIMEDOUT, EINTR) means "look again", which callers do. */
-static void futex_wait_ns(_Atomic uint32_t *word, uint32_t expected, uint64_t ns) {
-    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, &ts, NULL, 0);
-}
-
-static void futex_wake_all(_Atomic uint32_t *word) {
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
 static void ring_bell(sd_header *h) {
     atomic_fetch_add(&h->bell, 1);
-    futex_wake_all(&h->bell);
+    ak__shared_futex_wake_all(&h->bell);
 }
 
 /* Publishes this rank's next phase. The seq_cst fence pairs with the one a sleeper
@@ -225,7 +211,7 @@ static void sd_sleep(sd_header *h, uint64_t target, uint64_t ns) {
     atomic_fetch_add(&h->sleepers, 1);
     atomic_thread_fence(memory_order_seq_cst);
     if (sd_first_late(h, target) >= 0 && !atomic_load(&h->failed))
-        futex_wait_ns(&h->bell, seen, ns);
+        ak__shared_futex_wait(&h->bell, seen, ns);
     atomic_fetch_sub(&h->sleepers, 1);
 }
 
@@ -411,7 +397,7 @@ static ak_status sd_open(ak_comm *c, const char *name, sd_header **out) {
 static ak_status sd_attach(ak_comm *c, sd_header *h, const char *name) {
     h->ranks[c->local_rank].pid = (int32_t)getpid();
     if (atomic_fetch_add(&h->attached, 1) + 1 == h->nranks) shm_unlink(name);
-    futex_wake_all(&h->attached);
+    ak__shared_futex_wake_all(&h->attached);
     uint64_t deadline = ak_now_ns() + (uint64_t)c->config.timeout_ms * 1000000u;
     uint32_t n;
     while ((n = atomic_load(&h->attached)) < h->nranks) {
@@ -421,7 +407,7 @@ static ak_status sd_attach(ak_comm *c, sd_header *h, const char *name) {
             return AK_FAIL(AK_ERR_TIMEOUT, "shm direct: rank %d: %u of %u ranks mapped in %d ms",
                            c->rank, n, h->nranks, c->config.timeout_ms);
         }
-        futex_wait_ns(&h->attached, n, deadline - now);
+        ak__shared_futex_wait(&h->attached, n, deadline - now);
     }
     return AK_OK;
 }

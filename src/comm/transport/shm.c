@@ -140,18 +140,18 @@ static unsigned char *seg_data(seg_header *h, uint32_t i) {
 
 /* Not FUTEX_*_PRIVATE: the word is in a mapping shared between processes. Errors
  * (EAGAIN: the word moved, ETIMEDOUT, EINTR) all mean "look again", which callers do. */
-static void futex_wait_ns(_Atomic uint32_t *word, uint32_t expected, uint64_t ns) {
+void ak__shared_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t ns) {
     struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, &ts, NULL, 0);
 }
 
-static void futex_wake_all(_Atomic uint32_t *word) {
+void ak__shared_futex_wake_all(_Atomic uint32_t *word) {
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 static void ring_bell(seg_header *h) {
     atomic_fetch_add(&h->bell, 1);
-    futex_wake_all(&h->bell);
+    ak__shared_futex_wake_all(&h->bell);
 }
 
 /* Called after publishing a head or tail: wakes the segment owner if it sleeps. The
@@ -338,7 +338,7 @@ static ak_status sleep_on_bell(shm_ctx *c, uint64_t ns) {
     atomic_thread_fence(memory_order_seq_cst);
     int moved = 0;
     ak_status st = advance_all(c, &moved);
-    if (st == AK_OK && !moved && c->npending) futex_wait_ns(&h->bell, seen, ns);
+    if (st == AK_OK && !moved && c->npending) ak__shared_futex_wait(&h->bell, seen, ns);
     atomic_store(&h->sleeping, 0);
     if (moved) c->last_move_ns = ak_now_ns();
     return st;
@@ -529,7 +529,7 @@ static ak_status attach_peer(shm_ctx *c, shm_peer *p, const char *name) {
     p->out_ctl = seg_ring(h, ring);
     p->out_data = seg_data(h, ring);
     if (atomic_fetch_add(&h->attached, 1) + 1 == h->nrings) shm_unlink(name);
-    futex_wake_all(&h->attached);
+    ak__shared_futex_wake_all(&h->attached);
     return AK_OK;
 }
 
@@ -557,7 +557,7 @@ static ak_status wait_attached(shm_ctx *c) {
         if (now >= deadline)
             return AK_FAIL(AK_ERR_TIMEOUT, "shm: rank %d: %u of %d peers attached in %d ms",
                            c->rank, n, c->npeers, c->timeout_ms);
-        futex_wait_ns(&c->own->attached, n, deadline - now);
+        ak__shared_futex_wait(&c->own->attached, n, deadline - now);
     }
     shm_unlink(c->own_name); /* ENOENT is fine: the last peer already did */
     c->own_linked = 0;

@@ -21,6 +21,7 @@
 #define AK_COMM_TRANSPORT_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -75,10 +76,15 @@ ak_status ak__shm_transport_create(const ak__transport_setup *setup, ak__transpo
 /* Threads of one process (ak_comm_init_local): direct copies between threads. */
 ak_status ak__mem_transport_create(const ak__transport_setup *setup, ak__transport *out);
 
+/* Helpers for memory shared between processes, defined in shm.c and also used by the
+ * shared-memory direct allreduce (algo/shm_direct.c). */
 /* 1 when no process has this pid any more, or it is a zombie nobody reaped yet (a
- * SIGKILLed peer still answers kill(pid, 0) until then). Defined in shm.c; also used by
- * the shared-memory direct allreduce. */
+ * SIGKILLed peer still answers kill(pid, 0) until then). */
 int ak__pid_gone(pid_t pid);
+/* Futex wait/wake on a word in a shared mapping (not FUTEX_*_PRIVATE). The wait returns
+ * after at most ns; every outcome (woken, word moved, timeout, signal) means "look again". */
+void ak__shared_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t ns);
+void ak__shared_futex_wake_all(_Atomic uint32_t *word);
 
 static inline void ak__transport_destroy(ak__transport *t) {
     if (t->vt) t->vt->destroy(t->ctx);
