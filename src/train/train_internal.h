@@ -1,0 +1,191 @@
+/* Internal structures of the training runtime, shared by its parts:
+ *   train_api.c     public calls: validation, handles, waiting, process-set requests
+ *   train_cycle.c   the background thread: per-cycle state exchange, response cache,
+ *                   replicated coordinator (negotiation), stall inspector
+ *   train_exec.c    running responses: fusion, compression, collectives, update thread
+ *
+ * Threads: user threads enqueue into a process set's `incoming` list under train->lock;
+ * the background thread owns everything else in a process set; the update thread runs
+ * optimizer steps handed over by the background thread. An entry completes exactly once
+ * (complete_entry) and is freed by ak_train_release. */
+#ifndef AK_TRAIN_INTERNAL_H
+#define AK_TRAIN_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "accelkit/train.h"
+#include "train/compress/compress.h"
+
+/* Internal op kinds, negotiated like user ops on the global set. */
+enum {
+    AK__KIND_PSET_ADD = AK_TRAIN_OP_COUNT_, /* splits = member ranks */
+    AK__KIND_PSET_REMOVE,                   /* root = process-set id */
+    AK__KIND_COUNT_
+};
+
+#define AK__NAME_MAX 512
+
+/* What every rank must agree on for one op (the cache key besides the name). */
+typedef struct ak__signature {
+    int kind;
+    ak_dtype dtype;
+    ak_reduce_op op;
+    ak_train_compression compression;
+    int ndim;
+    int64_t shape[AK_TRAIN_MAX_DIMS];
+    double prescale, postscale;
+    int root;
+    int64_t group; /* 0: not grouped */
+    int group_size;
+    int nsplits;
+    int64_t *splits; /* owned copy (alltoall splits, process-set ranks) */
+} ak__signature;
+
+/* One operation submitted on this rank. */
+typedef struct ak__entry {
+    ak_train_handle handle;
+    char name[AK__NAME_MAX];
+    ak__signature sig;
+    ak_train_op op; /* the caller's op (pointers); name points at entry->name */
+    ak_dgc_config dgc;
+    size_t count;   /* elements */
+    int pset;
+    uint64_t enqueue_ns;
+    /* background-thread state */
+    int cache_slot; /* -1: goes through full negotiation */
+    int sent;       /* request already sent to the coordinator */
+    int stall_demoted;
+    struct ak__entry *next; /* in the process set's incoming or pending list */
+    /* result (guarded by train->lock) */
+    int done;
+    ak_status status;
+    char *error;
+    void *result; /* runtime-allocated output */
+    int out_ndim;
+    int64_t out_shape[AK_TRAIN_MAX_DIMS];
+    int64_t *recv_splits;
+    int nrecv_splits;
+    int join_last_rank;
+    struct ak__entry *all_next; /* every live entry, for handle lookup */
+} ak__entry;
+
+/* One cached response: the signature every rank agreed on for a name. */
+typedef struct ak__cache_slot {
+    int used;
+    char name[AK__NAME_MAX];
+    ak__signature sig;
+} ak__cache_slot;
+
+/* The coordinator's record of a name some rank requested (replicated on every rank). */
+typedef struct ak__table_row {
+    char name[AK__NAME_MAX];
+    ak__signature *req; /* per rank of the set; req[r].kind < 0: not yet requested */
+    int nreq;
+    uint64_t first_ns;
+    int stall_warned;
+    struct ak__table_row *next;
+} ak__table_row;
+
+/* A response: one op all ranks run now (or fail with `error`). */
+typedef struct ak__response {
+    char name[AK__NAME_MAX];
+    ak__signature sig;
+    int64_t *dim0; /* allgather: rows per rank */
+    int from_cache;
+    ak_status error_status;
+    char *error;
+    ak__entry *entry; /* this rank's entry (NULL: joined, or not submitted) */
+} ak__response;
+
+typedef struct ak__dgc_named {
+    char name[AK__NAME_MAX];
+    ak_dgc_state *state;
+    struct ak__dgc_named *next;
+} ak__dgc_named;
+
+typedef struct ak__pset {
+    int id, active;
+    ak_comm *comm; /* global comm for set 0, owned split otherwise; NULL: not a member */
+    int rank, size;
+    ak__entry *incoming, *incoming_tail; /* user threads append (train->lock) */
+    ak__entry *pending;                  /* background thread only */
+    ak__cache_slot *cache;
+    int cache_used;        /* highest used slot + 1 */
+    unsigned char *invalid; /* local invalidation marks per slot */
+    ak__table_row *table, *table_tail;
+    unsigned char *joined; /* per rank of the set */
+    int last_joined;
+    ak__dgc_named *dgc;
+} ak__pset;
+
+#define AK__MAX_PSETS 64
+
+typedef struct ak__update_item {
+    ak__entry *entry;
+    struct ak__update_item *next;
+} ak__update_item;
+
+struct ak_train {
+    ak_comm *comm;
+    int owns_comm;
+    int rank, size;
+    double cycle_ms;
+    size_t fusion_threshold;
+    int cache_capacity;
+    double stall_check_s, stall_shutdown_s;
+    int timeline;
+
+    pthread_mutex_t lock;
+    pthread_cond_t changed; /* an entry completed, or new work arrived */
+    ak__pset *psets[AK__MAX_PSETS];
+    int npsets;
+    ak__entry *all; /* live entries */
+    ak_train_handle next_handle;
+    int64_t next_group;
+    long internal_seq[AK__MAX_PSETS];
+    int shutdown_requested;
+    ak_status failed; /* AK_OK until a fatal error */
+    char failed_msg[512];
+    int bg_exited;
+
+    pthread_t bg_thread, update_thread;
+    int update_started;
+    ak__update_item *uq_head, *uq_tail;
+    int uq_stop;
+    pthread_cond_t uq_changed;
+    int updates_in_flight;
+
+    /* fusion and compression scratch (background thread) */
+    void *fusion;
+    size_t fusion_cap;
+    void *wire;
+    size_t wire_cap;
+
+    _Atomic uint64_t st_cycles, st_negotiations, st_cache_hits, st_fused, st_collectives,
+        st_negotiate_ns, st_fusion_ns, st_comm_ns, st_update_ns;
+};
+
+/* train_api.c */
+void ak__train_complete(ak_train *t, ak__entry *e, ak_status st, const char *msg);
+size_t ak__sig_elements(const ak__signature *s);
+int ak__sig_equal(const ak__signature *a, const ak__signature *b);
+void ak__sig_free(ak__signature *s);
+ak_status ak__sig_copy(ak__signature *dst, const ak__signature *src);
+
+/* train_cycle.c */
+void *ak__train_bg_main(void *arg);
+ak_status ak__pset_create(ak_train *t, int id, ak_comm *comm, ak__pset **out);
+void ak__pset_free(ak__pset *p);
+/* Fails every entry of the set (pending and incoming) with st/msg. */
+void ak__pset_fail_all(ak_train *t, ak__pset *p, ak_status st, const char *msg);
+
+/* train_exec.c */
+/* Runs responses[0..n) in order, fusing compatible allreduces. A failed collective
+ * returns its status (fatal for the runtime); per-op errors complete their entries. */
+ak_status ak__exec_responses(ak_train *t, ak__pset *p, ak__response *r, int n);
+void *ak__train_update_main(void *arg);
+void ak__exec_free_scratch(ak_train *t);
+
+#endif /* AK_TRAIN_INTERNAL_H */

@@ -1,0 +1,574 @@
+/* Tests of the training runtime (ak_train_*) on worlds of threads: each rank is a thread
+ * with its own communicator (ak_comm_init_local) and its own runtime. Covers negotiation
+ * in any submission order, the response cache, fusion (and that it does not change
+ * results), every op kind, compression, the optimizer update hand-off, join with uneven
+ * work, process sets, mismatch errors naming the ranks, the stall inspector and shutdown
+ * propagation. */
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "accelkit/train.h"
+
+typedef struct rank_ctx rank_ctx;
+typedef void (*scenario_fn)(rank_ctx *c);
+
+struct rank_ctx {
+    int rank, size;
+    ak_train *train;
+    ak_train_config cfg;
+    scenario_fn fn;
+    int failed_line;
+    char failed_what[256];
+    void *user; /* per-world shared data */
+};
+
+/* Records the first failing check of a rank thread (cmocka asserts are not thread-safe). */
+#define CHECK(cond)                                                                      \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
+            if (!c->failed_line) {                                                       \
+                c->failed_line = __LINE__;                                               \
+                snprintf(c->failed_what, sizeof c->failed_what, "%s (last error: %s)",   \
+                         #cond, ak_last_error());                                        \
+            }                                                                            \
+            return;                                                                      \
+        }                                                                                \
+    } while (0)
+
+static void *rank_main(void *arg) {
+    rank_ctx *c = arg;
+    c->cfg.comm = NULL;
+    c->fn(c);
+    return NULL;
+}
+
+/* Runs fn on n rank threads; cfg (optional) is each runtime's configuration. */
+static void run_world(int n, scenario_fn fn, const ak_train_config *cfg, void *user) {
+    ak_comm *comms[8];
+    ak_train *trains[8];
+    rank_ctx ctx[8];
+    pthread_t th[8];
+    assert_int_equal(ak_comm_init_local(n, NULL, comms), AK_OK);
+    /* runtimes start in parallel: ak_train_init is not collective, but its threads are */
+    for (int r = 0; r < n; r++) {
+        ak_train_config tc = AK_TRAIN_CONFIG_INIT;
+        if (cfg) tc = *cfg;
+        tc.comm = comms[r];
+        assert_int_equal(ak_train_init(&tc, &trains[r]), AK_OK);
+        memset(&ctx[r], 0, sizeof ctx[r]);
+        ctx[r] = (rank_ctx){.rank = r, .size = n, .train = trains[r], .fn = fn, .user = user};
+    }
+    for (int r = 0; r < n; r++) pthread_create(&th[r], NULL, rank_main, &ctx[r]);
+    for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+    for (int r = 0; r < n; r++) ak_train_shutdown(trains[r]);
+    for (int r = 0; r < n; r++) ak_comm_free(comms[r]);
+    for (int r = 0; r < n; r++)
+        if (ctx[r].failed_line)
+            fail_msg("rank %d failed at line %d: %s", r, ctx[r].failed_line, ctx[r].failed_what);
+}
+
+static ak_train_op f32_allreduce(const char *name, const float *in, float *out, int64_t n) {
+    ak_train_op op = AK_TRAIN_OP_INIT;
+    op.name = name;
+    op.input = in;
+    op.output = out;
+    op.ndim = 1;
+    op.shape[0] = n;
+    return op;
+}
+
+/* ---- allreduce, any order, fusion, cache ---------------------------------------------- */
+
+#define NT 12
+static int64_t tensor_len(int i) { return 1 + i * 97 % 1000; }
+
+static void scenario_allreduce_orders(rank_ctx *c) {
+    float *in[NT], *out[NT];
+    char names[NT][32];
+    for (int iter = 0; iter < 4; iter++) {
+        ak_train_handle h[NT];
+        for (int k = 0; k < NT; k++) {
+            int i = c->rank % 2 ? NT - 1 - k : k; /* odd ranks submit in reverse */
+            int64_t n = tensor_len(i);
+            in[i] = malloc((size_t)n * sizeof(float));
+            out[i] = malloc((size_t)n * sizeof(float));
+            for (int64_t j = 0; j < n; j++) in[i][j] = (float)(c->rank + 1) * (float)(j % 7 + i);
+            snprintf(names[i], sizeof names[i], "grad.%d", i);
+            ak_train_op op = f32_allreduce(names[i], in[i], out[i], n);
+            op.op = i % 2 ? AK_REDUCE_AVG : AK_REDUCE_SUM;
+            CHECK(ak_train_enqueue(c->train, &op, &h[i]) == AK_OK);
+        }
+        float ranks_sum = (float)(c->size * (c->size + 1) / 2);
+        for (int i = 0; i < NT; i++) {
+            CHECK(ak_train_wait(c->train, h[i]) == AK_OK);
+            for (int64_t j = 0; j < tensor_len(i); j++) {
+                float want = ranks_sum * (float)(j % 7 + i) / (i % 2 ? (float)c->size : 1.0f);
+                CHECK(fabsf(out[i][j] - want) <= 1e-5f * fabsf(want));
+            }
+            CHECK(ak_train_release(c->train, h[i]) == AK_OK);
+            free(in[i]);
+            free(out[i]);
+        }
+    }
+    ak_train_stats st;
+    CHECK(ak_train_get_stats(c->train, &st) == AK_OK);
+    CHECK(st.cache_hits >= NT); /* later iterations went through the cache */
+    CHECK(st.fused_buffers >= 1);
+}
+
+static void test_allreduce_any_order(void **state) {
+    (void)state;
+    run_world(2, scenario_allreduce_orders, NULL, NULL);
+    run_world(3, scenario_allreduce_orders, NULL, NULL);
+}
+
+/* Fusion must not change a single bit (2 ranks: a + b is the only order). */
+static float fused_results[2][4][256];
+
+static void scenario_fusion_bits(rank_ctx *c) {
+    int slot = *(int *)c->user;
+    float in[4][256];
+    ak_train_handle h[4];
+    char names[4][16];
+    for (int i = 0; i < 4; i++) {
+        for (int j = 0; j < 256; j++) in[i][j] = sinf((float)(j * (i + 1) + c->rank)) / 3.0f;
+        snprintf(names[i], sizeof names[i], "w%d", i);
+        ak_train_op op = f32_allreduce(names[i], in[i], c->rank == 0 ? fused_results[slot][i] : in[i], 256);
+        op.op = AK_REDUCE_AVG;
+        op.prescale = 0.5;
+        CHECK(ak_train_enqueue(c->train, &op, &h[i]) == AK_OK);
+    }
+    for (int i = 0; i < 4; i++) CHECK(ak_train_wait(c->train, h[i]) == AK_OK);
+    for (int i = 0; i < 4; i++) ak_train_release(c->train, h[i]);
+}
+
+static void test_fusion_bit_identical(void **state) {
+    (void)state;
+    ak_train_config cfg = AK_TRAIN_CONFIG_INIT;
+    int slot = 0;
+    cfg.fusion_threshold = 0;
+    run_world(2, scenario_fusion_bits, &cfg, &slot);
+    slot = 1;
+    cfg.fusion_threshold = 1 << 20;
+    run_world(2, scenario_fusion_bits, &cfg, &slot);
+    assert_memory_equal(fused_results[0], fused_results[1], sizeof fused_results[0]);
+}
+
+/* ---- the other ops ---------------------------------------------------------------------- */
+
+static void check_allgather(rank_ctx *c) {
+    int64_t rows = c->rank + 1; /* dim 0 differs per rank */
+    float in[8][3];
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < 3; j++) in[i][j] = (float)(100 * c->rank + 10 * i + j);
+    ak_train_op op = AK_TRAIN_OP_INIT;
+    op.kind = AK_TRAIN_ALLGATHER;
+    op.name = "gather";
+    op.input = in;
+    op.ndim = 2, op.shape[0] = rows, op.shape[1] = 3;
+    ak_train_handle h;
+    CHECK(ak_train_enqueue(c->train, &op, &h) == AK_OK);
+    CHECK(ak_train_wait(c->train, h) == AK_OK);
+    const float *out;
+    int ndim;
+    int64_t shape[AK_TRAIN_MAX_DIMS];
+    CHECK(ak_train_output(c->train, h, (const void **)&out, &ndim, shape) == AK_OK);
+    CHECK(ndim == 2 && shape[0] == c->size * (c->size + 1) / 2 && shape[1] == 3);
+    int at = 0;
+    for (int r = 0; r < c->size; r++)
+        for (int i = 0; i <= r; i++, at++)
+            for (int j = 0; j < 3; j++) CHECK(out[at * 3 + j] == (float)(100 * r + 10 * i + j));
+    ak_train_release(c->train, h);
+}
+
+static void check_broadcast(rank_ctx *c) {
+    double buf[5];
+    for (int i = 0; i < 5; i++) buf[i] = c->rank == 1 ? 1.5 * i : -1;
+    ak_train_op op = AK_TRAIN_OP_INIT;
+    op.kind = AK_TRAIN_BROADCAST;
+    op.name = "bcast";
+    op.dtype = AK_DTYPE_F64;
+    op.input = op.output = buf;
+    op.ndim = 1, op.shape[0] = 5, op.root = 1;
+    ak_train_handle h;
+    CHECK(ak_train_enqueue(c->train, &op, &h) == AK_OK);
+    CHECK(ak_train_wait(c->train, h) == AK_OK);
+    for (int i = 0; i < 5; i++) CHECK(buf[i] == 1.5 * i);
+    ak_train_release(c->train, h);
+}
+
+static void check_alltoall(rank_ctx *c) {
+    /* rank r sends (d + 1) rows to rank d; row values encode (from, to) */
+    int64_t splits[4], rows = 0;
+    int32_t in[32];
+    for (int d = 0; d < c->size; d++) {
+        splits[d] = d + 1;
+        for (int k = 0; k <= d; k++) in[rows++] = 10 * c->rank + d;
+    }
+    ak_train_op op = AK_TRAIN_OP_INIT;
+    op.kind = AK_TRAIN_ALLTOALL;
+    op.name = "a2a";
+    op.dtype = AK_DTYPE_I32;
+    op.input = in;
+    op.ndim = 1, op.shape[0] = rows, op.splits = splits;
+    ak_train_handle h;
+    CHECK(ak_train_enqueue(c->train, &op, &h) == AK_OK);
+    CHECK(ak_train_wait(c->train, h) == AK_OK);
+    const int32_t *out;
+    int ndim, n;
+    int64_t shape[AK_TRAIN_MAX_DIMS];
+    const int64_t *rs;
+    CHECK(ak_train_output(c->train, h, (const void **)&out, &ndim, shape) == AK_OK);
+    CHECK(ak_train_received_splits(c->train, h, &rs, &n) == AK_OK && n == c->size);
+    CHECK(shape[0] == (int64_t)c->size * (c->rank + 1));
+    for (int s = 0, at = 0; s < c->size; s++) {
+        CHECK(rs[s] == c->rank + 1);
+        for (int k = 0; k <= c->rank; k++) CHECK(out[at++] == 10 * s + c->rank);
+    }
+    ak_train_release(c->train, h);
+}
+
+static void check_reducescatter(rank_ctx *c) {
+    float in[7][2]; /* 7 rows over 2 or 3 ranks: uneven */
+    for (int i = 0; i < 7; i++) in[i][0] = (float)i, in[i][1] = (float)c->rank;
+    ak_train_op op = AK_TRAIN_OP_INIT;
+    op.kind = AK_TRAIN_REDUCESCATTER;
+    op.name = "rs";
+    op.input = in;
+    op.ndim = 2, op.shape[0] = 7, op.shape[1] = 2;
+    ak_train_handle h;
+    CHECK(ak_train_enqueue(c->train, &op, &h) == AK_OK);
+    CHECK(ak_train_wait(c->train, h) == AK_OK);
+    const float *out;
+    int ndim;
+    int64_t shape[AK_TRAIN_MAX_DIMS];
+    CHECK(ak_train_output(c->train, h, (const void **)&out, &ndim, shape) == AK_OK);
+    int64_t base = 7 / c->size, extra = 7 % c->size;
+    int64_t mine = base + (c->rank < extra), off = c->rank * base + (c->rank < extra ? c->rank : extra);
+    CHECK(shape[0] == mine && shape[1] == 2);
+    float rank_sum = (float)(c->size * (c->size - 1) / 2);
+    for (int64_t i = 0; i < mine; i++)
+        CHECK(out[2 * i] == (float)(off + i) * (float)c->size && out[2 * i + 1] == rank_sum);
+    ak_train_release(c->train, h);
+}
+
+static void scenario_other_ops(rank_ctx *c) {
+    check_allgather(c);
+    check_broadcast(c);
+    check_alltoall(c);
+    check_reducescatter(c);
+    CHECK(ak_train_barrier(c->train, 0) == AK_OK);
+}
+
+static void test_other_ops(void **state) {
+    (void)state;
+    run_world(2, scenario_other_ops, NULL, NULL);
+    run_world(3, scenario_other_ops, NULL, NULL);
+}
+
+/* ---- compression and the optimizer hand-off ----------------------------------------------- */
+
+static void scenario_compression(rank_ctx *c) {
+    enum { N = 5000 };
+    static const ak_train_compression kinds[] = {AK_COMPRESS_FP16, AK_COMPRESS_BF16};
+    float *in = malloc(N * sizeof(float)), *out = malloc(N * sizeof(float));
+    for (int k = 0; k < 2; k++) {
+        for (int j = 0; j < N; j++) in[j] = (float)(c->rank + 1) * 1e3f * sinf((float)j);
+        ak_train_op op = f32_allreduce(k ? "bf16" : "fp16", in, out, N);
+        op.compression = kinds[k];
+        ak_train_handle h;
+        CHECK(ak_train_enqueue(c->train, &op, &h) == AK_OK);
+        CHECK(ak_train_wait(c->train, h) == AK_OK);
+        float tol = k ? 1e-2f : 2e-3f; /* bf16: 8 bits of mantissa */
+        for (int j = 0; j < N; j++) {
+            float want = 3e3f * sinf((float)j);
+            CHECK(fabsf(out[j] - want) <= tol * 3e3f);
+        }
+        ak_train_release(c->train, h);
+    }
+    free(in);
+    free(out);
+}
+
+static void test_compression(void **state) {
+    (void)state;
+    run_world(2, scenario_compression, NULL, NULL);
+}
+
+static void scenario_dgc(rank_ctx *c) {
+    enum { N = 4000 };
+    float grad[N], out[N];
+    ak_dgc_config dgc = AK_DGC_CONFIG_INIT;
+    dgc.sparsity = 0.99f;
+    dgc.momentum = 0;
+    for (int step = 0; step < 3; step++) {
+        for (int j = 0; j < N; j++) grad[j] = (j % 100 == 0) ? 10.0f : 0.001f * (float)c->rank;
+        ak_train_op op = f32_allreduce("dgc.w", grad, out, N);
+        op.compression = AK_COMPRESS_DGC;
+        op.dgc = &dgc;
+        ak_train_handle h;
+        CHECK(ak_train_enqueue(c->train, &op, &h) == AK_OK);
+        CHECK(ak_train_wait(c->train, h) == AK_OK);
+        int big = 0;
+        for (int j = 0; j < N; j++) big += out[j] >= 10.0f * (float)c->size - 1e-3f;
+        CHECK(big >= 35); /* the 40 large entries are the top 1 % on every rank */
+        ak_train_release(c->train, h);
+    }
+}
+
+static void test_dgc(void **state) {
+    (void)state;
+    run_world(2, scenario_dgc, NULL, NULL);
+}
+
+static void scenario_update(rank_ctx *c) {
+    enum { N = 300 };
+    float grad[N], param[N], mom[N] = {0};
+    for (int j = 0; j < N; j++) param[j] = 1.0f, grad[j] = (float)(c->rank + 1);
+    ak_optim_config oc = AK_OPTIM_CONFIG_INIT;
+    oc.kind = AK_OPTIM_SGD;
+    oc.lr = 0.1f;
+    oc.momentum = 0.9f;
+    ak_train_op op = f32_allreduce("upd", grad, grad, N);
+    op.op = AK_REDUCE_AVG;
+    op.update = &oc;
+    op.param = param, op.state1 = mom, op.step = 1;
+    ak_train_handle h;
+    CHECK(ak_train_enqueue(c->train, &op, &h) == AK_OK);
+    CHECK(ak_train_wait(c->train, h) == AK_OK);
+    float avg = (float)(c->size + 1) / 2.0f;
+    for (int j = 0; j < N; j++) CHECK(fabsf(param[j] - (1.0f - 0.1f * avg)) < 1e-6f);
+    ak_train_release(c->train, h);
+}
+
+static void test_update_handoff(void **state) {
+    (void)state;
+    run_world(2, scenario_update, NULL, NULL);
+}
+
+/* ---- join, process sets ------------------------------------------------------------------ */
+
+static void scenario_join(rank_ctx *c) {
+    int steps = c->rank == 0 ? 3 : 1; /* rank 0 has more batches */
+    for (int s = 0; s < steps; s++) {
+        float v[4] = {1, 1, 1, 1}, out[4];
+        ak_train_op op = f32_allreduce("step.grad", v, out, 4);
+        ak_train_handle h;
+        CHECK(ak_train_enqueue(c->train, &op, &h) == AK_OK);
+        CHECK(ak_train_wait(c->train, h) == AK_OK);
+        CHECK(out[0] == (s == 0 ? (float)c->size : 1.0f)); /* joined ranks add zeros */
+        ak_train_release(c->train, h);
+    }
+    int last = -2;
+    CHECK(ak_train_join(c->train, 0, &last) == AK_OK);
+    CHECK(last == 0);
+}
+
+static void test_join_uneven(void **state) {
+    (void)state;
+    run_world(2, scenario_join, NULL, NULL);
+    run_world(3, scenario_join, NULL, NULL);
+}
+
+static void scenario_process_sets(rank_ctx *c) {
+    int ranks[2] = {0, 2}, id = -1;
+    CHECK(ak_train_add_process_set(c->train, ranks, 2, &id) == AK_OK);
+    CHECK(id == 1);
+    int prank, psize;
+    CHECK(ak_train_process_set_info(c->train, id, &prank, &psize) == AK_OK);
+    CHECK(psize == 2 && prank == (c->rank == 1 ? -1 : c->rank / 2));
+    if (c->rank != 1) {
+        float v = (float)c->rank, out;
+        ak_train_op op = f32_allreduce("ps.x", &v, &out, 1);
+        op.process_set = id;
+        ak_train_handle h;
+        CHECK(ak_train_enqueue(c->train, &op, &h) == AK_OK);
+        CHECK(ak_train_wait(c->train, h) == AK_OK);
+        CHECK(out == 2.0f);
+        ak_train_release(c->train, h);
+    } else {
+        float v = 0, out;
+        ak_train_op op = f32_allreduce("ps.x", &v, &out, 1);
+        op.process_set = id;
+        ak_train_handle h;
+        CHECK(ak_train_enqueue(c->train, &op, &h) == AK_ERR_INVALID_ARG);
+    }
+    CHECK(ak_train_barrier(c->train, 0) == AK_OK);
+    CHECK(ak_train_remove_process_set(c->train, id) == AK_OK);
+    CHECK(ak_train_process_set_info(c->train, id, &prank, &psize) == AK_ERR_INVALID_ARG);
+}
+
+static void test_process_sets(void **state) {
+    (void)state;
+    run_world(3, scenario_process_sets, NULL, NULL);
+}
+
+/* ---- errors: mismatch, stall, shutdown ----------------------------------------------------- */
+
+static void scenario_mismatch(rank_ctx *c) {
+    float v[6] = {0}, out[6];
+    ak_train_op op = f32_allreduce("bad.shape", v, out, c->rank == 1 ? 6 : 5);
+    ak_train_handle h;
+    CHECK(ak_train_enqueue(c->train, &op, &h) == AK_OK);
+    CHECK(ak_train_wait(c->train, h) == AK_ERR_MISMATCH);
+    const char *msg = ak_last_error();
+    CHECK(strstr(msg, "bad.shape") && strstr(msg, "rank 0") && strstr(msg, "rank 1"));
+    ak_train_release(c->train, h);
+    /* the runtime goes on working */
+    float w = 1, sum;
+    ak_train_op ok = f32_allreduce("fine", &w, &sum, 1);
+    CHECK(ak_train_enqueue(c->train, &ok, &h) == AK_OK);
+    CHECK(ak_train_wait(c->train, h) == AK_OK && sum == (float)c->size);
+    ak_train_release(c->train, h);
+    /* a cached name submitted with another dtype is renegotiated and reported */
+    double d = 1, dsum;
+    ak_train_op again = f32_allreduce("fine", c->rank == 0 ? (const void *)&d : &w,
+                                      c->rank == 0 ? (void *)&dsum : &sum, 1);
+    if (c->rank == 0) again.dtype = AK_DTYPE_F64;
+    CHECK(ak_train_enqueue(c->train, &again, &h) == AK_OK);
+    CHECK(ak_train_wait(c->train, h) == AK_ERR_MISMATCH);
+    CHECK(strstr(ak_last_error(), "dtype mismatch"));
+    ak_train_release(c->train, h);
+}
+
+static void test_mismatch(void **state) {
+    (void)state;
+    run_world(2, scenario_mismatch, NULL, NULL);
+}
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char stall_log[1024];
+
+static void capture_log(ak_log_level level, ak_subsys subsys, const char *msg, void *user) {
+    (void)level, (void)subsys, (void)user;
+    pthread_mutex_lock(&log_lock);
+    if (strstr(msg, "stall")) snprintf(stall_log, sizeof stall_log, "%s", msg);
+    pthread_mutex_unlock(&log_lock);
+}
+
+static void scenario_stall(rank_ctx *c) {
+    float v = 1, out;
+    if (c->rank == 1) usleep(700 * 1000); /* rank 1 is late */
+    ak_train_op op = f32_allreduce("slow.tensor", &v, &out, 1);
+    ak_train_handle h;
+    CHECK(ak_train_enqueue(c->train, &op, &h) == AK_OK);
+    CHECK(ak_train_wait(c->train, h) == AK_OK);
+    ak_train_release(c->train, h);
+}
+
+static void test_stall_inspector(void **state) {
+    (void)state;
+    ak_log_set_callback(capture_log, NULL);
+    ak_train_config cfg = AK_TRAIN_CONFIG_INIT;
+    cfg.stall_check_s = 0.2;
+    run_world(2, scenario_stall, &cfg, NULL);
+    ak_log_set_callback(NULL, NULL);
+    assert_non_null(strstr(stall_log, "slow.tensor"));
+    assert_non_null(strstr(stall_log, "not yet by ranks [1]"));
+}
+
+static void scenario_shutdown(rank_ctx *c) {
+    if (c->rank == 1) {
+        ak_train_shutdown(c->train); /* leaves while rank 0 waits */
+        c->train = NULL;
+        return;
+    }
+    float v = 1, out;
+    ak_train_op op = f32_allreduce("never", &v, &out, 1);
+    ak_train_handle h;
+    ak_status st = ak_train_enqueue(c->train, &op, &h);
+    if (st == AK_OK) {
+        CHECK(ak_train_wait(c->train, h) != AK_OK);
+        ak_train_release(c->train, h);
+    }
+    CHECK(ak_train_enqueue(c->train, &op, &h) != AK_OK); /* stopped for good */
+}
+
+static void test_shutdown_propagates(void **state) {
+    (void)state;
+    ak_comm *comms[2];
+    ak_train *trains[2];
+    rank_ctx ctx[2];
+    pthread_t th[2];
+    assert_int_equal(ak_comm_init_local(2, NULL, comms), AK_OK);
+    for (int r = 0; r < 2; r++) {
+        ak_train_config tc = AK_TRAIN_CONFIG_INIT;
+        tc.comm = comms[r];
+        assert_int_equal(ak_train_init(&tc, &trains[r]), AK_OK);
+        ctx[r] = (rank_ctx){.rank = r, .size = 2, .train = trains[r], .fn = scenario_shutdown};
+    }
+    for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, rank_main, &ctx[r]);
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    ak_train_shutdown(ctx[0].train);
+    for (int r = 0; r < 2; r++) ak_comm_free(comms[r]);
+    if (ctx[0].failed_line) fail_msg("line %d: %s", ctx[0].failed_line, ctx[0].failed_what);
+}
+
+/* ---- argument checks ------------------------------------------------------------------------ */
+
+static void test_bad_arguments(void **state) {
+    (void)state;
+    ak_comm *comm;
+    ak_train *t;
+    assert_int_equal(ak_comm_init_local(1, NULL, &comm), AK_OK);
+    ak_train_config cfg = AK_TRAIN_CONFIG_INIT;
+    cfg.comm = comm;
+    assert_int_equal(ak_train_init(&cfg, &t), AK_OK);
+    float x[4] = {0}, y[4];
+    ak_train_handle h;
+    ak_train_op op = f32_allreduce(NULL, x, y, 4);
+    assert_int_equal(ak_train_enqueue(t, &op, &h), AK_ERR_INVALID_ARG);
+    op.name = "x";
+    op.shape[0] = -1;
+    assert_int_equal(ak_train_enqueue(t, &op, &h), AK_ERR_INVALID_ARG);
+    assert_non_null(strstr(ak_last_error(), "negative"));
+    op.shape[0] = 4;
+    op.output = NULL;
+    assert_int_equal(ak_train_enqueue(t, &op, &h), AK_ERR_INVALID_ARG);
+    op.output = y;
+    op.dtype = AK_DTYPE_I32;
+    op.compression = AK_COMPRESS_FP16;
+    assert_int_equal(ak_train_enqueue(t, &op, &h), AK_ERR_INVALID_ARG);
+    op.dtype = AK_DTYPE_F32;
+    op.compression = AK_COMPRESS_NONE;
+    op.process_set = 5;
+    assert_int_equal(ak_train_enqueue(t, &op, &h), AK_ERR_INVALID_ARG);
+    op.process_set = 0;
+    assert_int_equal(ak_train_wait(t, 12345), AK_ERR_INVALID_ARG);
+    assert_int_equal(ak_train_enqueue(t, &op, &h), AK_OK);
+    ak_train_handle h2;
+    ak_status dup = ak_train_enqueue(t, &op, &h2); /* same name while pending (or done) */
+    assert_int_equal(ak_train_wait(t, h), AK_OK);
+    if (dup == AK_OK) assert_int_equal(ak_train_wait(t, h2), AK_OK), ak_train_release(t, h2);
+    assert_int_equal(ak_train_release(t, h), AK_OK);
+    assert_int_equal(ak_train_release(t, h), AK_ERR_INVALID_ARG);
+    ak_train_shutdown(t);
+    ak_comm_free(comm);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_allreduce_any_order),
+        cmocka_unit_test(test_fusion_bit_identical),
+        cmocka_unit_test(test_other_ops),
+        cmocka_unit_test(test_compression),
+        cmocka_unit_test(test_dgc),
+        cmocka_unit_test(test_update_handoff),
+        cmocka_unit_test(test_join_uneven),
+        cmocka_unit_test(test_process_sets),
+        cmocka_unit_test(test_mismatch),
+        cmocka_unit_test(test_stall_inspector),
+        cmocka_unit_test(test_shutdown_propagates),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
