@@ -300,6 +300,14 @@ static ak_status allreduce_dgc(ak_train *t, ak__pset *p, ak__response *r, int m)
     return st;
 }
 
+/* Uncompressed tensors this large are reduced in place: fusing them saves no latency
+ * worth two copies of megabytes (the copies would cost more than the saved messages). */
+#define AK__FUSE_MAX_BYTES ((size_t)4 << 20)
+
+static int fuse_candidate(const ak__signature *s, size_t bytes) {
+    return s->compression != AK_COMPRESS_NONE || bytes < AK__FUSE_MAX_BYTES;
+}
+
 /* Indices of the responses from i on that fuse with r[i] (same kind of reduction) within
  * the threshold, in order; marks them taken. Returns how many. */
 static int collect_fusion(ak_train *t, const ak__response *r, int n, int i, char *taken,
@@ -309,10 +317,11 @@ static int collect_fusion(ak_train *t, const ak__response *r, int n, int i, char
     int m = 0;
     group[m++] = i;
     taken[i] = 1;
+    if (!fuse_candidate(&r[i].sig, bytes)) return m;
     for (int j = i + 1; j < n; j++) {
         if (taken[j] || r[j].error || !fusable(&r[i].sig, &r[j].sig)) continue;
         size_t b = ak__sig_elements(&r[j].sig) * es;
-        if (bytes + b > t->fusion_threshold) continue;
+        if (!fuse_candidate(&r[j].sig, b) || bytes + b > t->fusion_threshold) continue;
         bytes += b;
         group[m++] = j;
         taken[j] = 1;
