@@ -34,16 +34,16 @@ typedef enum ak_optim_kind {
 typedef struct ak_optim_config {
     uint32_t struct_size; /* sizeof(ak_optim_config) */
     ak_optim_kind kind;
-    float lr, weight_decay;
-    float momentum, dampening; /* SGD */
-    int nesterov;              /* SGD */
-    float beta1, beta2, eps;   /* Adam, AdamW, LAMB */
-    float grad_scale;          /* the gradient is multiplied by this first (1 = as is) */
+    /* doubles like the Python floats torch derives its constants from (1 - beta2, lr·wd) */
+    double lr, weight_decay;
+    double momentum, dampening; /* SGD */
+    int nesterov;               /* SGD */
+    double beta1, beta2, eps;   /* Adam, AdamW, LAMB */
+    double grad_scale;          /* the gradient is multiplied by this first (1 = as is) */
 } ak_optim_config;
 
 #define AK_OPTIM_CONFIG_INIT                                                             \
-    {sizeof(ak_optim_config), AK_OPTIM_SGD, 1e-3f, 0.0f, 0.0f, 0.0f, 0, 0.9f, 0.999f,     \
-     1e-8f, 1.0f}
+    {sizeof(ak_optim_config), AK_OPTIM_SGD, 1e-3, 0.0, 0.0, 0.0, 0, 0.9, 0.999, 1e-8, 1.0}
 
 /* One step (step counts from 1) over n parameters. state1/state2 are caller-owned,
  * zero-initialised before the first step: SGD uses state1 as the momentum buffer (NULL
