@@ -9,7 +9,8 @@
 
 static int usage(const char *why) {
     fprintf(stderr, "ak launch: %s\nusage: ak launch -np N [-H host1:slots,host2:slots | "
-                    "--hostfile FILE] [-p SSH_PORT] [--no-prefix] [--] command [args...]\n", why);
+                    "--hostfile FILE] [-p SSH_PORT] [-x VAR]... [--no-prefix] [--] command [args...]\n"
+                    "  remote ranks get AK_*, HOROVOD_*, OMP_*, PYTHONPATH, LD_LIBRARY_PATH and each -x VAR\n", why);
     return AK_EXIT_ERROR;
 }
 
@@ -35,6 +36,9 @@ int ak_cli_launch(int argc, char **argv) {
         } else if ((!strcmp(a, "-p") || !strcmp(a, "--ssh-port")) && has_value) {
             if (ak_cli_parse_size(argv[++i], &v) || v < 1 || v > 65535) return usage("bad ssh port");
             plan.ssh_port = (int)v;
+        } else if (!strcmp(a, "-x") && has_value) {
+            if (plan.nexport == AK_LAUNCH_MAX_EXPORTS) return usage("too many -x variables");
+            plan.export_vars[plan.nexport++] = argv[++i];
         } else if (!strcmp(a, "--no-prefix")) {
             plan.prefix_output = 0;
         } else {

@@ -1,7 +1,9 @@
 /* `ak launch` (see launch.h). Ranks are placed on hosts in order, filling each host's
  * slots; rank 0's host serves the bootstrap store on a free port. Each rank's stdout and
  * stderr come back through pipes and are written line by line with a "[rank] " prefix.
- * When a rank fails, the others get SIGTERM, then SIGKILL after a grace period. */
+ * When a rank fails, the others get SIGTERM, then SIGKILL after a grace period; so do all
+ * ranks when the launcher itself is interrupted or terminated (Ctrl-C, timeout), and a
+ * local rank whose launcher dies outright gets SIGKILL from the kernel (no orphans). */
 #include "cli/launch.h"
 
 #include <arpa/inet.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -124,12 +127,44 @@ static void set_rank_env(const ak_launch_plan *p, int rank, int local_rank, int 
 }
 
 /* The ssh command line that runs argv on host with the AK_* variables exported. */
+/* Remote ranks get the launcher's accelkit, Horovod, OpenMP and Python settings (and every
+ * -x NAME): ssh runs a shell command line, so each value and argument is single-quoted. */
+static int forwarded(const ak_launch_plan *p, const char *kv) {
+    static const char *const prefixes[] = {"AK_", "HOROVOD_", "OMP_", "PYTHONPATH=",
+                                           "LD_LIBRARY_PATH=", "OPENBLAS_", "BLIS_"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+        if (!strncmp(kv, prefixes[i], strlen(prefixes[i]))) return 1;
+    for (int i = 0; i < p->nexport; i++) {
+        size_t n = strlen(p->export_vars[i]);
+        if (!strncmp(kv, p->export_vars[i], n) && kv[n] == '=') return 1;
+    }
+    return 0;
+}
+
+/* kv "NAME=value" -> NAME='value'; keep_name 0: the whole word quoted. */
+static char *shell_quoted(const char *word, int keep_name) {
+    const char *eq = keep_name ? strchr(word, '=') : NULL;
+    size_t n = strlen(word), extra = 0, head = eq ? (size_t)(eq - word) + 1 : 0;
+    for (const char *c = word; *c; c++) extra += *c == '\'' ? 3 : 0;
+    char *out = malloc(n + extra + 3), *o = out;
+    memcpy(o, word, head);
+    o += head;
+    *o++ = '\'';
+    for (const char *c = word + head; *c; c++) {
+        if (*c == '\'') memcpy(o, "'\\''", 4), o += 4;
+        else *o++ = *c;
+    }
+    *o++ = '\'';
+    *o = '\0';
+    return out;
+}
+
 static char **ssh_argv(const ak_launch_plan *p, const char *host) {
-    static const char *const vars[] = {"AK_RANK", "AK_WORLD_SIZE", "AK_LOCAL_RANK",
-                                       "AK_LOCAL_SIZE", "AK_MASTER_ADDR", "AK_MASTER_PORT"};
-    int n = 0;
+    extern char **environ;
+    int n = 0, nenv = 0;
     while (p->argv[n]) n++;
-    char **out = calloc((size_t)n + 16, sizeof *out);
+    while (environ[nenv]) nenv++;
+    char **out = calloc((size_t)(n + nenv) + 16, sizeof *out);
     int i = 0;
     out[i++] = "ssh";
     if (p->ssh_port) {
@@ -139,12 +174,10 @@ static char **ssh_argv(const ak_launch_plan *p, const char *host) {
     }
     out[i++] = (char *)host;
     out[i++] = "env";
-    for (size_t v = 0; v < sizeof vars / sizeof *vars; v++) {
-        char *kv = malloc(128);
-        snprintf(kv, 128, "%s=%s", vars[v], getenv(vars[v]));
-        out[i++] = kv;
-    }
-    for (int a = 0; a < n; a++) out[i++] = p->argv[a];
+    for (int e = 0; e < nenv; e++) /* includes the rank variables set just before */
+        if (strchr(environ[e], '=') && forwarded(p, environ[e]))
+            out[i++] = shell_quoted(environ[e], 1);
+    for (int a = 0; a < n; a++) out[i++] = shell_quoted(p->argv[a], 0);
     return out;
 }
 
@@ -159,6 +192,8 @@ static int spawn_rank(const ak_launch_plan *p, int rank, const char *master, int
         dup2(err[1], STDERR_FILENO);
         close(out[0]), close(out[1]), close(err[0]), close(err[1]);
         setpgid(0, 0); /* the launcher can signal the rank and its children */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() == 1) _exit(128 + SIGKILL); /* the launcher died before prctl */
         set_rank_env(p, rank, lr, ls, master, port);
         if (is_local_host(host)) execvp(p->argv[0], p->argv);
         else execvp("ssh", ssh_argv(p, host));
@@ -248,10 +283,25 @@ static int procs_have_output(const rank_proc *procs, int np) {
     return 0;
 }
 
+static volatile sig_atomic_t launcher_signal;
+
+static void on_launcher_signal(int sig) { launcher_signal = sig; }
+
+/* SIGINT/SIGTERM/SIGHUP to the launcher stop the ranks instead of orphaning them. */
+static void catch_launcher_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_launcher_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
 int ak_launch_run(const ak_launch_plan *p) {
     if (p->np < 1 || p->np > 512 || !p->argv || !p->argv[0]) return 2;
     rank_proc *procs = calloc((size_t)p->np, sizeof *procs);
     if (!procs) return 2;
+    catch_launcher_signals();
     int lr, ls, port = free_port();
     const char *h0 = host_of_rank(p, 0, &lr, &ls);
     const char *master = is_local_host(h0) ? "127.0.0.1" : h0;
@@ -270,13 +320,17 @@ int ak_launch_run(const ak_launch_plan *p) {
         if (!running && !drain_deadline) drain_deadline = ak_now_ns() + 1000000000ull;
         if (!running && (!procs_have_output(procs, nprocs) || ak_now_ns() > drain_deadline)) break;
         pump_output(p, procs, 50);
-        if ((first_failure >= 0 || started < p->np) && !kill_deadline) {
+        if ((first_failure >= 0 || started < p->np || launcher_signal) && !kill_deadline) {
             kill_all(procs, nprocs, SIGTERM);
             kill_deadline = ak_now_ns() + (uint64_t)GRACE_MS * 1000000u;
         }
         if (kill_deadline && ak_now_ns() > kill_deadline) kill_all(procs, nprocs, SIGKILL);
     }
     int rc = started < p->np ? 2 : first_failure >= 0 ? procs[first_failure].code : 0;
+    if (launcher_signal && first_failure < 0) {
+        fprintf(stderr, "ak launch: stopped by signal %d; stopped the ranks\n", (int)launcher_signal);
+        rc = 128 + launcher_signal;
+    }
     if (first_failure >= 0)
         fprintf(stderr, "ak launch: rank %d exited with %d; stopped the others\n", first_failure, rc);
     free(procs);

@@ -11,12 +11,16 @@ typedef struct ak_launch_host {
     int slots;
 } ak_launch_host;
 
+#define AK_LAUNCH_MAX_EXPORTS 64
+
 typedef struct ak_launch_plan {
     int np;
     ak_launch_host hosts[AK_LAUNCH_MAX_HOSTS];
     int nhosts;       /* 0 = all ranks local */
     int ssh_port;     /* 0 = ssh's default */
     int prefix_output; /* "[rank] " before each line */
+    const char *export_vars[AK_LAUNCH_MAX_EXPORTS]; /* -x NAME: also forwarded over ssh */
+    int nexport;
     char *const *argv; /* the command, NULL-terminated */
 } ak_launch_plan;
 

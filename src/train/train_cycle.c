@@ -543,18 +543,40 @@ static int group_ready(const ak__pset *p, int64_t group, int size) {
     return n == size;
 }
 
-/* Ready rows in table order (the same on every rank); a group only when all of it is. */
+static ak_status respond_row(ak_train *t, ak__pset *p, ak__table_row *row, response_list *out) {
+    AK_CHECK(row_response(p, row, out));
+    ak__response *r = &out->r[out->n - 1];
+    if (!r->error) cache_insert(t, p, r->name, &r->sig);
+    table_unlink(p, row);
+    return AK_OK;
+}
+
+/* Every row of a ready group, in table order. */
+static ak_status respond_group(ak_train *t, ak__pset *p, int64_t group, response_list *out) {
+    ak__table_row *row = p->table;
+    while (row) {
+        ak__table_row *next = row->next;
+        int a;
+        const ak__signature *s = first_request(row, p->size, &a);
+        if (s && s->group == group) AK_CHECK(respond_row(t, p, row, out));
+        row = next;
+    }
+    return AK_OK;
+}
+
+/* Ready rows in table order (the same on every rank); a group only when all of it is,
+ * and then all of it together. */
 static ak_status ready_responses(ak_train *t, ak__pset *p, response_list *out) {
     ak__table_row *row = p->table;
     while (row) {
         ak__table_row *next = row->next;
         int a;
         const ak__signature *s = first_request(row, p->size, &a);
-        if (row_ready(p, row) && (s->group == 0 || group_ready(p, s->group, s->group_size))) {
-            AK_CHECK(row_response(p, row, out));
-            ak__response *r = &out->r[out->n - 1];
-            if (!r->error) cache_insert(t, p, r->name, &r->sig);
-            table_unlink(p, row);
+        if (row_ready(p, row) && s->group == 0) {
+            AK_CHECK(respond_row(t, p, row, out));
+        } else if (row_ready(p, row) && group_ready(p, s->group, s->group_size)) {
+            AK_CHECK(respond_group(t, p, s->group, out));
+            next = p->table; /* the group's rows are gone: rescan */
         }
         row = next;
     }

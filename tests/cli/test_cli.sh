@@ -51,12 +51,21 @@ contains launch "\[0\] r=0 w=3 l=0"; contains launch "\[2\] r=2 w=3 l=2"
 check launch-fail 7 "$AK" launch -np 3 -- sh -c '[ "$AK_RANK" = 1 ] && exit 7; sleep 30'
 contains launch-fail "rank 1 exited with 7"
 check launch-usage 2 "$AK" launch -- true
+# a launcher that is terminated or killed leaves no ranks behind
+tag="ak-orphan-check-$$"
+check launch-term 124 timeout -s TERM 1 "$AK" launch -np 2 -- bash -c "exec -a $tag sleep 30"
+check launch-kill 137 timeout -s KILL 1 "$AK" launch -np 2 -- bash -c "exec -a $tag sleep 30"
+sleep 0.5
+if pgrep -f "$tag" >/dev/null; then echo "FAIL launch-orphans: ranks outlived the launcher"; pkill -f "$tag"; fail=$((fail + 1)); fi
 check launch-notfound 127 "$AK" launch -np 1 -- /nonexistent/program
-# remote ranks go through ssh: a stand-in ssh that runs the command here
+# remote ranks go through ssh: a stand-in ssh that runs the command line here through a
+# shell, as sshd does
 fake=$(mktemp -d)
-printf '#!/bin/sh\nshift\nexec "$@"\n' > "$fake/ssh"; chmod +x "$fake/ssh"
+printf '#!/bin/sh\nshift\nexec sh -c "$*"\n' > "$fake/ssh"; chmod +x "$fake/ssh"
 check launch-ssh 0 env PATH="$fake:$PATH" "$AK" launch -np 2 -H localhost:1,nodeB:1 -- sh -c 'echo "r=$AK_RANK on $(hostname) master=$AK_MASTER_ADDR"'
 contains launch-ssh "\[1\] r=1"; contains launch-ssh "master=127.0.0.1"
+check launch-ssh-env 0 env PATH="$fake:$PATH" HOROVOD_CYCLE_TIME=2 MY_VAR="it's x" "$AK" launch -np 2 -H localhost:1,nodeB:1 -x MY_VAR -- sh -c 'echo "r=$AK_RANK c=$HOROVOD_CYCLE_TIME v=$MY_VAR"'
+contains launch-ssh-env "\[1\] r=1 c=2 v=it's x"
 printf 'localhost slots=2\n# comment\nnodeB slots=1\n' > "$fake/hosts"
 check launch-hostfile 0 env PATH="$fake:$PATH" "$AK" launch -np 3 --hostfile "$fake/hosts" -- sh -c 'echo "r=$AK_RANK l=$AK_LOCAL_RANK/$AK_LOCAL_SIZE"'
 contains launch-hostfile "\[2\] r=2 l=0/1"; contains launch-hostfile "\[1\] r=1 l=1/2"

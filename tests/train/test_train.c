@@ -163,6 +163,26 @@ static void test_fusion_bit_identical(void **state) {
     assert_memory_equal(fused_results[0], fused_results[1], sizeof fused_results[0]);
 }
 
+/* A group is negotiated and run together, also when ranks submit it at other times. */
+static void scenario_group(rank_ctx *c) {
+    for (int iter = 0; iter < 3; iter++) {
+        float a[3] = {1, 2, 3}, b[5] = {1, 1, 1, 1, (float)c->rank}, oa[3], ob[5];
+        ak_train_op ops[2] = {f32_allreduce("g.a", a, oa, 3), f32_allreduce("g.b", b, ob, 5)};
+        ak_train_handle h[2];
+        if (c->rank == 1) usleep(3000);
+        CHECK(ak_train_enqueue_group(c->train, ops, 2, h) == AK_OK);
+        for (int i = 0; i < 2; i++) CHECK(ak_train_wait(c->train, h[i]) == AK_OK);
+        CHECK(oa[2] == 3.0f * (float)c->size && ob[4] == (float)(c->size * (c->size - 1) / 2));
+        for (int i = 0; i < 2; i++) ak_train_release(c->train, h[i]);
+    }
+}
+
+static void test_grouped_allreduce(void **state) {
+    (void)state;
+    run_world(2, scenario_group, NULL, NULL);
+    run_world(3, scenario_group, NULL, NULL);
+}
+
 /* ---- the other ops ---------------------------------------------------------------------- */
 
 static void check_allgather(rank_ctx *c) {
@@ -559,6 +579,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce_any_order),
         cmocka_unit_test(test_fusion_bit_identical),
+        cmocka_unit_test(test_grouped_allreduce),
         cmocka_unit_test(test_other_ops),
         cmocka_unit_test(test_compression),
         cmocka_unit_test(test_dgc),

@@ -1,0 +1,1 @@
+"""horovod.common on accelkit (exceptions, util, process_sets)."""
