@@ -1,8 +1,9 @@
 /* Gradient compressors used by the training runtime (src/train/runtime*.c) on fused f32
  * buffers: casts to f16/bf16 with a shared scale, and deep gradient compression (top-k
  * with sampled threshold, momentum correction and factor masking, clipping, error
- * feedback, warm-up schedule). Every routine has a scalar reference path tested against
- * it (tests/train/test_compress.c). */
+ * feedback, warm-up schedule). The casts are tested bit-exact against scalar references,
+ * DGC by its invariants (selection share, conservation of mass, capacity, schedule) and a
+ * convergence test (tests/train/test_compress.c). */
 #ifndef AK_TRAIN_COMPRESS_H
 #define AK_TRAIN_COMPRESS_H
 
