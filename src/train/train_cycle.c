@@ -583,28 +583,33 @@ static ak_status ready_responses(ak_train *t, ak__pset *p, response_list *out) {
     return AK_OK;
 }
 
+ak_status ak__allgather_bytes(ak_comm *comm, int size, const void *mine, size_t len,
+                              unsigned char **all, size_t **counts) {
+    *all = NULL;
+    *counts = calloc(2 * (size_t)size, sizeof(size_t));
+    int64_t my_len = (int64_t)len, *lens = calloc((size_t)size, sizeof(int64_t));
+    ak_status st = *counts && lens ? AK_OK : AK_FAIL(AK_ERR_NO_MEMORY, "train: out of memory");
+    if (st == AK_OK) st = ak_comm_allgather(comm, &my_len, lens, 1, AK_DTYPE_I64);
+    size_t total = 0, *displs = *counts ? *counts + size : NULL;
+    for (int r = 0; st == AK_OK && r < size; r++)
+        displs[r] = total, (*counts)[r] = (size_t)lens[r], total += (*counts)[r];
+    if (st == AK_OK && !(*all = malloc(total ? total : 1)))
+        st = AK_FAIL(AK_ERR_NO_MEMORY, "train: out of memory");
+    if (st == AK_OK) st = ak_comm_allgatherv(comm, mine, len, *all, *counts, displs, AK_DTYPE_U8);
+    free(lens);
+    return st;
+}
+
 static ak_status negotiate(ak_train *t, ak__pset *p, response_list *out) {
     unsigned char *mine = NULL, *all = NULL;
-    size_t len = 0;
-    size_t *counts = calloc((size_t)p->size * 2, sizeof(size_t));
-    int64_t *lens = calloc((size_t)p->size, sizeof(int64_t));
-    ak_status st = counts && lens ? AK_OK : AK_FAIL(AK_ERR_NO_MEMORY, "train: out of memory");
-    if (st == AK_OK) st = encode_requests(p, &mine, &len);
-    int64_t my_len = (int64_t)len;
-    if (st == AK_OK) st = ak_comm_allgather(p->comm, &my_len, lens, 1, AK_DTYPE_I64);
-    size_t total = 0, *displs = counts ? counts + p->size : NULL;
-    for (int r = 0; st == AK_OK && r < p->size; r++)
-        displs[r] = total, counts[r] = (size_t)lens[r], total += counts[r];
-    if (st == AK_OK && !(all = malloc(total ? total : 1)))
-        st = AK_FAIL(AK_ERR_NO_MEMORY, "train: out of memory");
-    if (st == AK_OK)
-        st = ak_comm_allgatherv(p->comm, mine, len, all, counts, displs, AK_DTYPE_U8);
-    if (st == AK_OK) st = parse_requests(p, all, counts, displs);
+    size_t len = 0, *counts = NULL;
+    ak_status st = encode_requests(p, &mine, &len);
+    if (st == AK_OK) st = ak__allgather_bytes(p->comm, p->size, mine, len, &all, &counts);
+    if (st == AK_OK) st = parse_requests(p, all, counts, counts + p->size);
     if (st == AK_OK) st = ready_responses(t, p, out);
     free(mine);
     free(all);
     free(counts);
-    free(lens);
     t->st_negotiations++;
     return st;
 }

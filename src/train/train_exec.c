@@ -276,17 +276,10 @@ static ak_status allreduce_dgc(ak_train *t, ak__pset *p, ak__response *r, int m)
     uint64_t t0 = ak_now_ns();
     size_t len = 0;
     AK_CHECK(dgc_encode(t, p, r, m, &len));
-    int64_t my = (int64_t)len, *lens = calloc((size_t)p->size, sizeof *lens);
-    size_t *counts = calloc(2 * (size_t)p->size, sizeof *counts);
     unsigned char *all = NULL;
-    ak_status st = lens && counts ? AK_OK : AK_FAIL(AK_ERR_NO_MEMORY, "train: out of memory");
-    if (st == AK_OK) st = ak_comm_allgather(p->comm, &my, lens, 1, AK_DTYPE_I64);
-    size_t total = 0, *displs = counts ? counts + p->size : NULL;
-    for (int k = 0; st == AK_OK && k < p->size; k++)
-        displs[k] = total, counts[k] = (size_t)lens[k], total += counts[k];
-    if (st == AK_OK && !(all = malloc(total ? total : 1)))
-        st = AK_FAIL(AK_ERR_NO_MEMORY, "train: out of memory");
-    if (st == AK_OK) st = ak_comm_allgatherv(p->comm, t->wire, len, all, counts, displs, AK_DTYPE_U8);
+    size_t *counts = NULL;
+    ak_status st = ak__allgather_bytes(p->comm, p->size, t->wire, len, &all, &counts);
+    const size_t *displs = counts ? counts + p->size : NULL;
     t->st_comm_ns += ak_now_ns() - t0;
     trace_span("communicate", r, m, t0);
     for (int i = 0; st == AK_OK && i < m; i++)
@@ -295,7 +288,6 @@ static ak_status allreduce_dgc(ak_train *t, ak__pset *p, ak__response *r, int m)
     for (int i = 0; st == AK_OK && i < m; i++)
         if (r[i].entry) finish_reduction(&r[i].sig, r[i].entry->op.output, r[i].entry->count, p->size);
     free(all);
-    free(lens);
     free(counts);
     return st;
 }

@@ -181,6 +181,11 @@ void ak__pset_free(ak__pset *p);
 /* Fails every entry of the set (pending and incoming) with st/msg. */
 void ak__pset_fail_all(ak_train *t, ak__pset *p, ak_status st, const char *msg);
 
+/* Every rank's byte message, lengths may differ: *all holds them in rank order, (*counts)
+ * has 2 × size entries, the counts then the displacements. The caller frees both. */
+ak_status ak__allgather_bytes(ak_comm *comm, int size, const void *mine, size_t len,
+                              unsigned char **all, size_t **counts);
+
 /* train_exec.c */
 /* Runs responses[0..n) in order, fusing compatible allreduces. A failed collective
  * returns its status (fatal for the runtime); per-op errors complete their entries. */
