@@ -186,6 +186,8 @@ typedef struct ak_train_stats {
     uint64_t fusion_copy_ns;    /* time copying into and out of the fusion buffer */
     uint64_t comm_ns;           /* time in the collectives */
     uint64_t update_ns;         /* time in optimizer updates */
+    uint64_t negotiate_cpu_ns;  /* CPU time (not waiting) the background thread spent on
+                                   state exchange and negotiation: the runtime's own cost */
 } ak_train_stats;
 AK_API ak_status ak_train_get_stats(ak_train *train, ak_train_stats *out);
 

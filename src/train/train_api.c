@@ -596,5 +596,6 @@ ak_status ak_train_get_stats(ak_train *t, ak_train_stats *out) {
     out->fusion_copy_ns = t->st_fusion_ns;
     out->comm_ns = t->st_comm_ns;
     out->update_ns = t->st_update_ns;
+    out->negotiate_cpu_ns = t->st_negotiate_cpu_ns;
     return AK_OK;
 }

@@ -687,7 +687,14 @@ static ak_status exchange_state(ak_train *t, ak__pset *p, unsigned char **v, int
     return st;
 }
 
+static uint64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static ak_status pset_cycle(ak_train *t, ak__pset *p, int *stop) {
+    uint64_t cpu0 = thread_cpu_ns();
     take_incoming(t, p);
     int stall_stop = inspect_stalls(t, p);
     unsigned char *v = NULL;
@@ -709,6 +716,7 @@ static ak_status pset_cycle(ak_train *t, ak__pset *p, int *stop) {
     uint64_t t0 = ak_now_ns();
     if (st == AK_OK && !v[F_NO_UNCACHED]) st = negotiate(t, p, &list);
     t->st_negotiate_ns += ak_now_ns() - t0;
+    t->st_negotiate_cpu_ns += thread_cpu_ns() - cpu0;
     if (st == AK_OK && v[F_JOINED]) finish_join(t, p);
     if (st == AK_OK && list.n) st = ak__exec_responses(t, p, list.r, list.n);
     free(v);

@@ -164,7 +164,7 @@ struct ak_train {
     size_t wire_cap;
 
     _Atomic uint64_t st_cycles, st_negotiations, st_cache_hits, st_fused, st_collectives,
-        st_negotiate_ns, st_fusion_ns, st_comm_ns, st_update_ns;
+        st_negotiate_ns, st_fusion_ns, st_comm_ns, st_update_ns, st_negotiate_cpu_ns;
 };
 
 /* train_api.c */

@@ -158,7 +158,7 @@ class TrainStats(ctypes.Structure):
 
     _fields_ = [(n, ctypes.c_uint64) for n in (
         "cycles", "negotiations", "cache_hits", "fused_buffers", "collectives",
-        "negotiate_ns", "fusion_copy_ns", "comm_ns", "update_ns")]
+        "negotiate_ns", "fusion_copy_ns", "comm_ns", "update_ns", "negotiate_cpu_ns")]
 
 
 # ---- functions --------------------------------------------------------------------------
