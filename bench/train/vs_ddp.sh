@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# accelkit (Horovod API, bench/train/hvd_train.py) against PyTorch DDP with gloo
+# (bench/train/ddp_train.py) on emulated hosts: scripts/netns-cluster, one network
+# namespace per host, each host's link shaped to $RATE (1gbit). Cases:
+#   ctr     CTR model (55.75 M params, batch 64 per rank), 2 hosts x 2 ranks:
+#           ddp | ak (defaults) | ak-fp16 | ak-dgc (99.9 % sparsity)
+#   resnet  ResNet-18 (batch 32 per rank, 224x224), 2 hosts x 1 rank: ddp | ak
+#   FUSED=1 adds the same with accelkit.torch.FusedSGD (update overlapped with communication):
+#   ak-fused, ak-fp16-fused, ak-dgc-fused (ctr), ak-fused (resnet). CTR_VARIANTS and
+#   RESNET_VARIANTS replace the lists (e.g. CTR_VARIANTS="ddp ak-dgc ak-dgc-fused").
+# Each case first times the compute alone (ddp_train.py --local: one process, then as many
+# concurrent processes as the case has ranks), then runs its variants in turn R times
+# (A B C D A B C D ...). Every run holds /tmp/ak.lock (no run overlaps a build). Prints
+# medians over the R runs (each run's figure is the median of its steps after warm-up)
+# and ratios to DDP; the raw JSON lines (one per run, from rank 0) are appended to RESULTS,
+# and every rank's output to RESULTS.log.
+#   usage: bench/train/vs_ddp.sh [R=3] [RESULTS=/tmp/ak-vs-ddp.jsonl] [cases="ctr resnet"]
+#   env:   PY=/usr/bin/python3  AK_LIBRARY=build-bench/libaccelkit.so  RATE=1gbit
+#          CTR_STEPS=10 RESNET_STEPS=8 WARMUP=3  FUSED=0  RANK_TIMEOUT=900  (seconds)
+# Needs root (network namespaces). torch.set_num_threads(1) in every rank of both peers.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+R=${1:-3}
+RESULTS=${2:-/tmp/ak-vs-ddp.jsonl}
+CASES=${3:-ctr resnet}
+PY=${PY:-/usr/bin/python3}
+RATE=${RATE:-1gbit}
+CTR_STEPS=${CTR_STEPS:-10}
+RESNET_STEPS=${RESNET_STEPS:-8}
+WARMUP=${WARMUP:-3}
+FUSED=${FUSED:-0}
+RANK_TIMEOUT=${RANK_TIMEOUT:-900}
+if [ -z "${AK_LIBRARY:-}" ]; then
+  for b in build-bench build; do
+    [ -f "$b/libaccelkit.so" ] && { AK_LIBRARY=$PWD/$b/libaccelkit.so; break; }
+  done
+fi
+export AK_LIBRARY=${AK_LIBRARY:-} PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+export OMP_NUM_THREADS=1
+LOG=$RESULTS.log
+RUN_ID=$(date +%Y%m%dT%H%M%S)-$$
+mkdir -p "$(dirname "$RESULTS")"
+echo "vs_ddp: run $RUN_ID, R=$R, rate $RATE, cases: $CASES, AK_LIBRARY=${AK_LIBRARY:-none}" | tee -a "$LOG"
+
+# run TAG HOSTS PER_HOST RATE SCRIPT ARGS...: one measured run; its rank-0 JSON line, with
+# the tag, goes to RESULTS (or an error line when no JSON came back).
+run() {
+  local tag=$1 hosts=$2 per_host=$3 rate=$4; shift 4
+  local out rc line
+  echo "== $tag" >>"$LOG"
+  if [ "$hosts" = 0 ]; then # one plain process, no namespaces
+    out=$(flock /tmp/ak.lock timeout -k 10 "$RANK_TIMEOUT" "$PY" "$@" --tag "$tag" 2>&1 | sed -u 's/^/[0] /')
+  else
+    out=$(flock /tmp/ak.lock scripts/netns-cluster -H "$hosts" -G "$per_host" --rate "$rate" -- \
+          timeout -k 10 "$RANK_TIMEOUT" "$PY" "$@" --tag "$tag" 2>&1)
+  fi
+  rc=$?
+  printf '%s\n' "$out" >>"$LOG"
+  line=$(printf '%s\n' "$out" | sed -n 's/^\[0\] \({.*}\)$/\1/p' | tail -n 1)
+  if [ -n "$line" ]; then
+    printf '%s\n' "$line" >>"$RESULTS"
+    printf '%-40s %s\n' "$tag" "$(printf '%s' "$line" | "$PY" -c \
+      'import json,sys; r=json.load(sys.stdin); print("%9.2f samples/s %9.1f ms/step  sync=%s" % (r["samples_per_s"], r["step_ms_median"], r["params_in_sync"]))')"
+  else
+    printf '{"tag": "%s", "error": "exit %d, no result (see %s)"}\n' "$tag" "$rc" "$LOG" >>"$RESULTS"
+    printf '%-40s FAILED (exit %d; see %s)\n' "$tag" "$rc" "$LOG"
+  fi
+}
+
+for c in $CASES; do
+  case $c in
+    ctr) H=2 G=2 STEPS=$CTR_STEPS M=ctr VARIANTS=${CTR_VARIANTS:-ddp ak ak-fp16 ak-dgc}
+         [ "$FUSED" = 1 ] && VARIANTS="$VARIANTS ak-fused ak-fp16-fused ak-dgc-fused" ;;
+    resnet) H=2 G=1 STEPS=$RESNET_STEPS M=resnet18 VARIANTS=${RESNET_VARIANTS:-ddp ak}
+         [ "$FUSED" = 1 ] && VARIANTS="$VARIANTS ak-fused" ;;
+    *) echo "vs_ddp: unknown case $c" >&2; exit 2 ;;
+  esac
+  common=(--model "$M" --warmup "$WARMUP" --steps "$STEPS")
+  run "$RUN_ID/$c/compute-1proc/0" 0 1 none bench/train/ddp_train.py --local "${common[@]}"
+  run "$RUN_ID/$c/compute-$((H * G))procs/0" "$H" "$G" none bench/train/ddp_train.py --local "${common[@]}"
+  for ((rep = 1; rep <= R; rep++)); do
+    for v in $VARIANTS; do
+      case $v in
+        ddp) args=(bench/train/ddp_train.py) ;;
+        ak) args=(bench/train/hvd_train.py --compression none) ;;
+        ak-fp16) args=(bench/train/hvd_train.py --compression fp16) ;;
+        ak-dgc) args=(bench/train/hvd_train.py --compression dgc --sparsity 0.999) ;;
+        ak-fused) args=(bench/train/hvd_train.py --compression none --fused) ;;
+        ak-fp16-fused) args=(bench/train/hvd_train.py --compression fp16 --fused) ;;
+        ak-dgc-fused) args=(bench/train/hvd_train.py --compression dgc --sparsity 0.999 --fused) ;;
+        *) echo "vs_ddp: unknown variant $v" >&2; exit 2 ;;
+      esac
+      run "$RUN_ID/$c/$v/$rep" "$H" "$G" "$RATE" "${args[@]}" "${common[@]}"
+    done
+  done
+done
+
+# Table: per case and variant, medians over the runs of this invocation; ratio to DDP.
+"$PY" - "$RESULTS" "$RUN_ID" <<'EOF'
+import json, statistics, sys
+path, run_id = sys.argv[1], sys.argv[2]
+recs = {}
+for line in open(path):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    parts = r.get("tag", "").split("/")
+    if len(parts) == 4 and parts[0] == run_id and "error" not in r:
+        recs.setdefault((parts[1], parts[2]), []).append((int(parts[3]), r))
+targets = {("ctr", "ak"): 1.3, ("ctr", "ak-fp16"): 2.0, ("ctr", "ak-dgc"): 5.0,
+           ("ctr", "ak-fused"): 1.3, ("ctr", "ak-fp16-fused"): 2.0, ("ctr", "ak-dgc-fused"): 5.0,
+           ("resnet", "ak"): 1.1, ("resnet", "ak-fused"): 1.1}
+print()
+print(f"{'case':7} {'variant':15} {'runs':>4} {'samples/s':>10} {'ms/step':>9} "
+      f"{'vs DDP':>7} {'per-run ratios':>22} {'target':>7}")
+for case in dict.fromkeys(k[0] for k in recs):
+    ddp = dict(recs.get((case, "ddp"), []))
+    ddp_med = statistics.median(r["samples_per_s"] for r in ddp.values()) if ddp else None
+    for (c, v), rs in recs.items():
+        if c != case:
+            continue
+        sps = statistics.median(r["samples_per_s"] for _, r in rs)
+        ms = statistics.median(r["step_ms_median"] for _, r in rs)
+        ratio = f"{sps / ddp_med:7.2f}" if ddp_med and not v.startswith("compute") else ""
+        per = [r["samples_per_s"] / ddp[i]["samples_per_s"] for i, r in rs if i in ddp]
+        per_s = " ".join(f"{x:.2f}" for x in per) if per and v != "ddp" and ratio else ""
+        t = targets.get((c, v))
+        tgt = f">={t:.1f}" if t else ""
+        print(f"{c:7} {v:15} {len(rs):4d} {sps:10.2f} {ms:9.1f} {ratio:>7} {per_s:>22} {tgt:>7}")
+print("samples/s: all ranks together (batch x world / median step); compute-*: no communication"
+      " (samples/s of one process)")
+EOF
