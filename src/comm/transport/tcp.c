@@ -19,8 +19,8 @@
  * stream with work (sends batch several queued messages into one sendmsg). Streams > 0
  * only read an op's payload once its header was checked on stream 0, so a mismatched
  * length can never make them read past the posted buffer. progress() spins with passes
- * for 50 µs (small-message latency: ~5 µs instead of ~40 µs per hop with an immediate
- * sleep) and then sleeps in ppoll(). */
+ * for AK_COMM_SPIN_US (default 50 µs; small-message latency: ~5 µs instead of ~40 µs per
+ * hop with an immediate sleep) and then sleeps in ppoll(). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +39,7 @@
 #include "comm/transport/transport.h"
 #include "core/check.h"
 #include "core/le_bytes.h"
+#include "core/params.h"
 
 #define TCP_MSG_MAGIC 0x314b4154u   /* "TAK1" */
 #define TCP_HELLO_MAGIC 0x484b4154u /* "TAKH" */
@@ -46,7 +47,6 @@
 #define TCP_CHUNK ((size_t)512 << 10)   /* largest striping unit */
 #define TCP_SMALL ((size_t)64 << 10)    /* messages up to this stay on stream 0 */
 #define TCP_SOCKBUF (4 << 20)           /* SO_SNDBUF / SO_RCVBUF request */
-#define TCP_SPIN_NS 50000               /* busy-poll before sleeping in ppoll */
 #define TCP_MAX_IOV 64
 #define TCP_SEND_BATCH 16               /* messages per sendmsg on stream 0 */
 #define TCP_ADDR_MAX 128
@@ -457,7 +457,7 @@ static ak_status tcp_progress(void *ctx, int timeout_us) {
             return AK_FAIL(AK_ERR_TIMEOUT, "tcp: no data moved for %llu ms (waiting on rank %d)",
                            (unsigned long long)(t->stall_ns / 1000000u), stalled_peer(t));
         }
-        if (now - start < TCP_SPIN_NS) {
+        if (now - start < (uint64_t)ak__param_int(AK_PARAM_COMM_SPIN_US) * 1000u) {
             /* the peer may share this core (more ranks than cores, or the scheduler has
              * not spread them yet): let it run instead of burning the whole spin */
             sched_yield();
