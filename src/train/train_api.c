@@ -182,10 +182,6 @@ ak_status ak_train_comm(const ak_train *t, ak_comm **out) {
 
 /* ---- enqueue ---------------------------------------------------------------------- */
 
-static int is_float(ak_dtype d) {
-    return d == AK_DTYPE_F32 || d == AK_DTYPE_F64 || d == AK_DTYPE_F16 || d == AK_DTYPE_BF16;
-}
-
 static ak_status check_shape(const ak_train_op *op, const char *name, size_t *count) {
     AK_ARG_CHECK(op->ndim >= 0 && op->ndim <= AK_TRAIN_MAX_DIMS,
                  "'%s': ndim %d outside 0..%d", name, op->ndim, AK_TRAIN_MAX_DIMS);
@@ -213,7 +209,7 @@ static ak_status check_kind_rules(const ak_train_op *op, const char *name, size_
         AK_ARG_CHECK((unsigned)op->op < AK_REDUCE_COUNT_, "'%s': unknown reduce op %d", name, op->op);
     AK_ARG_CHECK(isfinite(op->prescale) && isfinite(op->postscale),
                  "'%s': prescale/postscale must be finite", name);
-    AK_ARG_CHECK(is_float(op->dtype) || (op->prescale == 1.0 && op->postscale == 1.0),
+    AK_ARG_CHECK(ak__is_float(op->dtype) || (op->prescale == 1.0 && op->postscale == 1.0),
                  "'%s': prescale/postscale need a floating-point dtype, not %s", name,
                  ak_dtype_name(op->dtype));
     if (k == AK_TRAIN_BROADCAST)

@@ -75,11 +75,17 @@ void ak__pset_free(ak__pset *p) {
     free(p);
 }
 
-void ak__pset_fail_all(ak_train *t, ak__pset *p, ak_status st, const char *msg) {
+/* Takes the entries user threads queued since the last call. */
+static ak__entry *detach_incoming(ak_train *t, ak__pset *p) {
     pthread_mutex_lock(&t->lock);
     ak__entry *in = p->incoming;
     p->incoming = p->incoming_tail = NULL;
     pthread_mutex_unlock(&t->lock);
+    return in;
+}
+
+void ak__pset_fail_all(ak_train *t, ak__pset *p, ak_status st, const char *msg) {
+    ak__entry *in = detach_incoming(t, p);
     for (ak__entry *e = in, *next; e; e = next) {
         next = e->next;
         ak__train_complete(t, e, st, msg);
@@ -128,10 +134,7 @@ static void cache_erase(ak__pset *p, int s) {
 /* New entries: those matching a cache slot go the cheap way; a name cached with another
  * signature invalidates the slot on every rank (they then renegotiate it). */
 static void take_incoming(ak_train *t, ak__pset *p) {
-    pthread_mutex_lock(&t->lock);
-    ak__entry *in = p->incoming;
-    p->incoming = p->incoming_tail = NULL;
-    pthread_mutex_unlock(&t->lock);
+    ak__entry *in = detach_incoming(t, p);
     ak__entry **tail = &p->pending;
     while (*tail) tail = &(*tail)->next;
     for (ak__entry *e = in; e; e = e->next) {
@@ -240,7 +243,6 @@ static ak_status cached_responses(ak_train *t, ak__pset *p, const unsigned char 
         ak__response *r = response_add(out, p->cache[s].name);
         if (!r) return AK_FAIL(AK_ERR_NO_MEMORY, "train: out of memory");
         AK_CHECK(ak__sig_copy(&r->sig, &p->cache[s].sig));
-        r->from_cache = 1;
         r->entry = take_pending(p, p->cache[s].name);
         trace_negotiation(r->entry);
         t->st_cache_hits++;
@@ -402,8 +404,7 @@ static ak_status record_request(ak__pset *p, int rank, const char *name, ak__sig
     }
     ak__table_row *row = table_row(p, name);
     if (!row) return AK_FAIL(AK_ERR_NO_MEMORY, "train: out of memory");
-    if (row->req[rank].kind >= 0) ak__sig_free(&row->req[rank]); /* a renegotiation */
-    else row->nreq++;
+    ak__sig_free(&row->req[rank]); /* a renegotiation replaces the earlier request */
     row->req[rank] = *s;
     s->splits = NULL;
     return AK_OK;

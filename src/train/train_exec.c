@@ -109,13 +109,9 @@ static double post_factor(const ak__signature *s, int size) {
 
 static ak_reduce_op wire_op(ak_reduce_op op) { return op == AK_REDUCE_AVG ? AK_REDUCE_SUM : op; }
 
-static int is_float(ak_dtype d) {
-    return d == AK_DTYPE_F32 || d == AK_DTYPE_F64 || d == AK_DTYPE_F16 || d == AK_DTYPE_BF16;
-}
-
 /* AVG of integers: the reduction's own finish (truncating division). */
 static void finish_reduction(const ak__signature *s, void *buf, size_t n, int size) {
-    if (is_float(s->dtype)) scale_buf(s->dtype, buf, n, post_factor(s, size));
+    if (ak__is_float(s->dtype)) scale_buf(s->dtype, buf, n, post_factor(s, size));
     else if (s->op == AK_REDUCE_AVG) ak_reduce_avg_finish(s->dtype, buf, n, size);
 }
 

@@ -18,6 +18,10 @@
 #include "accelkit/train.h"
 #include "train/compress/compress.h"
 
+static inline int ak__is_float(ak_dtype d) {
+    return d == AK_DTYPE_F32 || d == AK_DTYPE_F64 || d == AK_DTYPE_F16 || d == AK_DTYPE_BF16;
+}
+
 /* Internal op kinds, negotiated like user ops on the global set. */
 enum {
     AK__KIND_PSET_ADD = AK_TRAIN_OP_COUNT_, /* splits = member ranks */
@@ -82,7 +86,6 @@ typedef struct ak__cache_slot {
 typedef struct ak__table_row {
     char name[AK__NAME_MAX];
     ak__signature *req; /* per rank of the set; req[r].kind < 0: not yet requested */
-    int nreq;
     uint64_t first_ns;
     int stall_warned;
     struct ak__table_row *next;
@@ -93,7 +96,6 @@ typedef struct ak__response {
     char name[AK__NAME_MAX];
     ak__signature sig;
     int64_t *dim0; /* allgather: rows per rank */
-    int from_cache;
     ak_status error_status;
     char *error;
     ak__entry *entry; /* this rank's entry (NULL: joined, or not submitted) */
@@ -155,7 +157,6 @@ struct ak_train {
     ak__update_item *uq_head, *uq_tail;
     int uq_stop;
     pthread_cond_t uq_changed;
-    int updates_in_flight;
 
     /* fusion and compression scratch (background thread) */
     void *fusion;

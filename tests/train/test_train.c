@@ -183,7 +183,22 @@ static void test_grouped_allreduce(void **state) {
     run_world(3, scenario_group, NULL, NULL);
 }
 
-/* ---- the other ops ---------------------------------------------------------------------- */
+/* ---- the other ops ------------------------------------------------------------------------ */
+
+typedef struct op_result {
+    ak_train_handle h; /* the caller releases it */
+    const void *data;
+    int ndim;
+    int64_t shape[AK_TRAIN_MAX_DIMS];
+} op_result;
+
+/* Enqueues op, waits for it and fetches its output. */
+static ak_status run_op(ak_train *t, const ak_train_op *op, op_result *res) {
+    ak_status st = ak_train_enqueue(t, op, &res->h);
+    if (st == AK_OK) st = ak_train_wait(t, res->h);
+    if (st == AK_OK) st = ak_train_output(t, res->h, &res->data, &res->ndim, res->shape);
+    return st;
+}
 
 static void check_allgather(rank_ctx *c) {
     int64_t rows = c->rank + 1; /* dim 0 differs per rank */
@@ -195,19 +210,15 @@ static void check_allgather(rank_ctx *c) {
     op.name = "gather";
     op.input = in;
     op.ndim = 2, op.shape[0] = rows, op.shape[1] = 3;
-    ak_train_handle h;
-    CHECK(ak_train_enqueue(c->train, &op, &h) == AK_OK);
-    CHECK(ak_train_wait(c->train, h) == AK_OK);
-    const float *out;
-    int ndim;
-    int64_t shape[AK_TRAIN_MAX_DIMS];
-    CHECK(ak_train_output(c->train, h, (const void **)&out, &ndim, shape) == AK_OK);
-    CHECK(ndim == 2 && shape[0] == c->size * (c->size + 1) / 2 && shape[1] == 3);
+    op_result res;
+    CHECK(run_op(c->train, &op, &res) == AK_OK);
+    const float *out = res.data;
+    CHECK(res.ndim == 2 && res.shape[0] == c->size * (c->size + 1) / 2 && res.shape[1] == 3);
     int at = 0;
     for (int r = 0; r < c->size; r++)
         for (int i = 0; i <= r; i++, at++)
             for (int j = 0; j < 3; j++) CHECK(out[at * 3 + j] == (float)(100 * r + 10 * i + j));
-    ak_train_release(c->train, h);
+    ak_train_release(c->train, res.h);
 }
 
 static void check_broadcast(rank_ctx *c) {
@@ -240,21 +251,18 @@ static void check_alltoall(rank_ctx *c) {
     op.dtype = AK_DTYPE_I32;
     op.input = in;
     op.ndim = 1, op.shape[0] = rows, op.splits = splits;
-    ak_train_handle h;
-    CHECK(ak_train_enqueue(c->train, &op, &h) == AK_OK);
-    CHECK(ak_train_wait(c->train, h) == AK_OK);
-    const int32_t *out;
-    int ndim, n;
-    int64_t shape[AK_TRAIN_MAX_DIMS];
+    op_result res;
+    CHECK(run_op(c->train, &op, &res) == AK_OK);
+    const int32_t *out = res.data;
+    int n;
     const int64_t *rs;
-    CHECK(ak_train_output(c->train, h, (const void **)&out, &ndim, shape) == AK_OK);
-    CHECK(ak_train_received_splits(c->train, h, &rs, &n) == AK_OK && n == c->size);
-    CHECK(shape[0] == (int64_t)c->size * (c->rank + 1));
+    CHECK(ak_train_received_splits(c->train, res.h, &rs, &n) == AK_OK && n == c->size);
+    CHECK(res.shape[0] == (int64_t)c->size * (c->rank + 1));
     for (int s = 0, at = 0; s < c->size; s++) {
         CHECK(rs[s] == c->rank + 1);
         for (int k = 0; k <= c->rank; k++) CHECK(out[at++] == 10 * s + c->rank);
     }
-    ak_train_release(c->train, h);
+    ak_train_release(c->train, res.h);
 }
 
 static void check_reducescatter(rank_ctx *c) {
@@ -265,20 +273,16 @@ static void check_reducescatter(rank_ctx *c) {
     op.name = "rs";
     op.input = in;
     op.ndim = 2, op.shape[0] = 7, op.shape[1] = 2;
-    ak_train_handle h;
-    CHECK(ak_train_enqueue(c->train, &op, &h) == AK_OK);
-    CHECK(ak_train_wait(c->train, h) == AK_OK);
-    const float *out;
-    int ndim;
-    int64_t shape[AK_TRAIN_MAX_DIMS];
-    CHECK(ak_train_output(c->train, h, (const void **)&out, &ndim, shape) == AK_OK);
+    op_result res;
+    CHECK(run_op(c->train, &op, &res) == AK_OK);
+    const float *out = res.data;
     int64_t base = 7 / c->size, extra = 7 % c->size;
     int64_t mine = base + (c->rank < extra), off = c->rank * base + (c->rank < extra ? c->rank : extra);
-    CHECK(shape[0] == mine && shape[1] == 2);
+    CHECK(res.shape[0] == mine && res.shape[1] == 2);
     float rank_sum = (float)(c->size * (c->size - 1) / 2);
     for (int64_t i = 0; i < mine; i++)
         CHECK(out[2 * i] == (float)(off + i) * (float)c->size && out[2 * i + 1] == rank_sum);
-    ak_train_release(c->train, h);
+    ak_train_release(c->train, res.h);
 }
 
 static void scenario_other_ops(rank_ctx *c) {

@@ -67,13 +67,13 @@ class BF16Compressor(_CastCompressor):
     _ak_wire = _ct.AK_COMPRESS_BF16
 
 
-class DGCCompressor(Compressor):
+class DGCCompressor(NoneCompressor):
     """accelkit extension: deep gradient compression (Lin et al., 2018) of float32
     allreduces. Only the largest (1 - sparsity) share of each gradient (plus the residual
     kept from earlier steps) is sent as (index, value) pairs; momentum correction and
     clipping happen in the runtime. Use it with plain SGD (no momentum) when momentum > 0:
-    the compressor applies the momentum. compress()/decompress() are identities (tensors of
-    other dtypes are allreduced dense)."""
+    the compressor applies the momentum. compress()/decompress() are NoneCompressor's
+    identities (tensors of other dtypes are allreduced dense)."""
 
     _ak_wire = _ct.AK_COMPRESS_DGC
 
@@ -91,14 +91,6 @@ class DGCCompressor(Compressor):
             sparsity=float(sparsity), warmup_start_sparsity=float(warmup_start_sparsity),
             warmup_steps=int(warmup_steps), momentum=float(momentum), nesterov=int(bool(nesterov)),
             clip_norm=float(clip_norm), sample_ratio=float(sample_ratio))
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
 
     def __repr__(self):
         c = self._ak_dgc
