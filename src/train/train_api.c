@@ -88,6 +88,7 @@ static ak_status start_threads(ak_train *t) {
     t->update_started = 1;
     if (pthread_create(&t->bg_thread, NULL, ak__train_bg_main, t) != 0)
         return AK_FAIL(AK_ERR_INTERNAL, "train: cannot start the background thread");
+    t->bg_started = 1;
     return AK_OK;
 }
 
@@ -138,7 +139,7 @@ static void stop_threads(ak_train *t) {
     t->shutdown_requested = 1;
     pthread_cond_broadcast(&t->changed);
     pthread_mutex_unlock(&t->lock);
-    if (t->psets[0] && t->update_started) pthread_join(t->bg_thread, NULL);
+    if (t->bg_started) pthread_join(t->bg_thread, NULL);
     if (t->update_started) {
         pthread_mutex_lock(&t->lock);
         t->uq_stop = 1;

@@ -153,7 +153,7 @@ struct ak_train {
     int bg_exited;
 
     pthread_t bg_thread, update_thread;
-    int update_started;
+    int bg_started, update_started;
     ak__update_item *uq_head, *uq_tail;
     int uq_stop;
     pthread_cond_t uq_changed;

@@ -442,6 +442,7 @@ static ak_status tcp_progress(void *ctx, int timeout_us) {
     }
     int until_idle = timeout_us < 0;
     uint64_t start = ak_now_ns(), last_move = start;
+    uint64_t spin_ns = (uint64_t)ak__param_int(AK_PARAM_COMM_SPIN_US) * 1000u;
     uint64_t limit = until_idle ? t->stall_ns : (uint64_t)timeout_us * 1000u;
     for (;;) {
         int completed = 0;
@@ -457,7 +458,7 @@ static ak_status tcp_progress(void *ctx, int timeout_us) {
             return AK_FAIL(AK_ERR_TIMEOUT, "tcp: no data moved for %llu ms (waiting on rank %d)",
                            (unsigned long long)(t->stall_ns / 1000000u), stalled_peer(t));
         }
-        if (now - start < (uint64_t)ak__param_int(AK_PARAM_COMM_SPIN_US) * 1000u) {
+        if (now - start < spin_ns) {
             /* the peer may share this core (more ranks than cores, or the scheduler has
              * not spread them yet): let it run instead of burning the whole spin */
             sched_yield();
