@@ -23,6 +23,10 @@ macro(ak_find_lib var name header library why)
   ak_dep_report("${name}" ${var} "${why}")
 endmacro()
 
+ak_find_lib(AK_CJSON "cJSON" cjson/cJSON.h cjson "(planner descriptions, required)")
+if(NOT AK_CJSON)
+  message(FATAL_ERROR "cJSON not found: run scripts/setup (Debian package libcjson-dev)")
+endif()
 ak_find_lib(AK_HAVE_CMOCKA "cmocka" cmocka.h cmocka "(unit tests)")
 # OpenBLAS / BLIS: peers for the SGEMM benchmark, later optional inference backends
 ak_find_lib(AK_HAVE_OPENBLAS "OpenBLAS" cblas.h openblas "(SGEMM peer)"

@@ -1,0 +1,489 @@
+/* `ak plan` (training planner: search or evaluate parallel plans) and `ak mfu` (MFU and
+ * HFU from a measured throughput). Arithmetic lives in src/plan/; this file parses
+ * flags and prints. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "accelkit/plan.h"
+#include "cli/cli.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+#define MAX_TOP 1000
+
+typedef struct plan_args {
+    const char *model, *cluster, *baseline;
+    size_t top, nodes, devices;
+    int json, list;
+    ak_plan_options opt;
+    ak_plan_config want;
+} plan_args;
+
+static int usage_error(const char *cmd, const char *fmt, const char *detail) {
+    fprintf(stderr, "ak %s: ", cmd);
+    fprintf(stderr, fmt, detail);
+    fprintf(stderr, " (ak %s --help)\n", cmd);
+    return AK_EXIT_ERROR;
+}
+
+/* ---- plan fields: shared by the --tp style flags and --baseline "tp=8,pp=4" ---------- */
+
+static int parse_count(const char *text, int64_t lo, int64_t hi, int64_t *out) {
+    size_t v;
+    if (ak_cli_parse_size(text, &v) != 0 || (int64_t)v < lo || (int64_t)v > hi) return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+static int parse_recompute(const char *text, ak_plan_config *c) {
+    static const char *names[] = {"none", "selective", "full"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(text, names[i]) == 0) {
+            c->recompute = (ak_plan_recompute)i;
+            c->recompute_layers = -1;
+            return 0;
+        }
+    if (strcmp(text, "hybrid") == 0) {
+        c->recompute = AK_PLAN_RECOMPUTE_HYBRID;
+        c->recompute_layers = -1; /* searched: the smallest k that fits */
+        return 0;
+    }
+    if (strncmp(text, "hybrid:", 7) != 0 || parse_count(text + 7, 1, 100000, &c->recompute_layers) != 0) return -1;
+    c->recompute = AK_PLAN_RECOMPUTE_HYBRID;
+    return 0;
+}
+
+static int parse_onoff(const char *text, int *out) {
+    if (!strcmp(text, "on") || !strcmp(text, "1") || !strcmp(text, "true")) return *out = 1, 0;
+    if (!strcmp(text, "off") || !strcmp(text, "0") || !strcmp(text, "false")) return *out = 0, 0;
+    return -1;
+}
+
+static int parse_offload(const char *text, ak_plan_offload *out) {
+    static const char *names[] = {"none", "optimizer", "params"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(text, names[i]) == 0) return *out = (ak_plan_offload)i, 0;
+    return -1;
+}
+
+/* Sets one plan field by name; returns 1 if the key is not a plan field, -1 on a bad value. */
+static int set_plan_field(ak_plan_config *c, const char *key, const char *value) {
+    int64_t z;
+    if (!strcmp(key, "tp")) return parse_count(value, 1, 1024, &c->tp);
+    if (!strcmp(key, "pp")) return parse_count(value, 1, 100000, &c->pp);
+    if (!strcmp(key, "dp")) return parse_count(value, 1, 100000000, &c->dp);
+    if (!strcmp(key, "vp")) return parse_count(value, 1, 100000, &c->vp);
+    if (!strcmp(key, "mbs")) return parse_count(value, 1, 1000000, &c->mbs);
+    if (!strcmp(key, "sp")) return parse_onoff(value, &c->sequence_parallel);
+    if (!strcmp(key, "recompute")) return parse_recompute(value, c);
+    if (!strcmp(key, "offload")) return parse_offload(value, &c->offload);
+    if (!strcmp(key, "zero")) {
+        if (parse_count(value, 0, 3, &z) != 0) return -1;
+        c->zero_stage = (int)z;
+        return 0;
+    }
+    return 1;
+}
+
+/* "tp=8,pp=4,recompute=full" */
+static int parse_plan_spec(const char *spec, ak_plan_config *c) {
+    char buf[512];
+    if (strlen(spec) >= sizeof(buf)) return usage_error("plan", "%s", "--baseline is too long");
+    snprintf(buf, sizeof(buf), "%s", spec);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq) return usage_error("plan", "--baseline: '%s' is not key=value", tok);
+        *eq = '\0';
+        if (set_plan_field(c, tok, eq + 1) != 0) return usage_error("plan", "--baseline: bad field '%s'", tok);
+    }
+    return 0;
+}
+
+/* ---- argument parsing -------------------------------------------------------------- */
+
+static int parse_plan_option(plan_args *a, const char *flag, const char *value) {
+    size_t n;
+    if (!strcmp(flag, "--model")) return a->model = value, 0;
+    if (!strcmp(flag, "--cluster")) return a->cluster = value, 0;
+    if (!strcmp(flag, "--baseline")) return a->baseline = value, 0;
+    if (!strcmp(flag, "--attention")) {
+        if (strcmp(value, "flash") && strcmp(value, "standard")) return -1;
+        a->opt.flash_attention = strcmp(value, "flash") == 0;
+        return 0;
+    }
+    if (!strcmp(flag, "--gbs")) {
+        if (ak_cli_parse_size(value, &n) != 0 || n < 1 || n > 100000000) return -1;
+        a->opt.global_batch = (int64_t)n;
+        return 0;
+    }
+    if (!strcmp(flag, "--top")) return ak_cli_parse_size(value, &a->top) != 0 || a->top < 1 || a->top > MAX_TOP ? -1 : 0;
+    if (!strcmp(flag, "--nodes")) return ak_cli_parse_size(value, &a->nodes) != 0 || a->nodes < 1 ? -1 : 0;
+    if (!strcmp(flag, "--devices")) return ak_cli_parse_size(value, &a->devices) != 0 || a->devices < 1 ? -1 : 0;
+    if (!strncmp(flag, "--", 2)) {
+        int r = set_plan_field(&a->want, flag + 2, value);
+        return r == 1 ? -2 : r;
+    }
+    return -2;
+}
+
+static int parse_plan_args(int argc, char **argv, plan_args *a) {
+    memset(a, 0, sizeof(*a));
+    a->top = 10;
+    ak_plan_options_default(&a->opt);
+    ak_plan_config_free_all(&a->want);
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i];
+        if (!strcmp(flag, "--json")) { a->json = 1; continue; }
+        if (!strcmp(flag, "--list")) { a->list = 1; continue; }
+        if (!strcmp(flag, "--tp-overlap")) { a->opt.tp_overlap = 1; continue; }
+        if (i + 1 >= argc) return usage_error("plan", "%s needs a value", flag);
+        int r = parse_plan_option(a, flag, argv[++i]);
+        if (r == -2) return usage_error("plan", "unknown option '%s'", flag);
+        if (r != 0) {
+            fprintf(stderr, "ak plan: bad value '%s' for %s (ak plan --help)\n", argv[i], flag);
+            return AK_EXIT_ERROR;
+        }
+    }
+    if (a->list) return 0;
+    if (!a->model || !a->cluster) return usage_error("plan", "%s", "--model and --cluster are required");
+    if (a->opt.global_batch < 1) return usage_error("plan", "%s", "--gbs (global batch in sequences) is required");
+    return 0;
+}
+
+/* --nodes / --devices resize a single-device-type cluster. */
+static int resize_cluster(const plan_args *a, ak_plan_cluster *c) {
+    if (!a->nodes && !a->devices) return 0;
+    if (c->ngroups != 1) return usage_error("plan", "%s", "--nodes/--devices need a cluster of one device type");
+    ak_plan_group *g = &c->groups[0];
+    if (a->nodes) g->nodes = (int64_t)a->nodes;
+    if (a->devices && (int64_t)a->devices < g->devices_per_node) {
+        g->devices_per_node = (int64_t)a->devices;
+        g->nodes = 1;
+    } else if (a->devices) {
+        if ((int64_t)a->devices % g->devices_per_node != 0) {
+            fprintf(stderr, "ak plan: --devices %zu is not a multiple of the %lld devices per node\n", a->devices,
+                    (long long)g->devices_per_node);
+            return AK_EXIT_ERROR;
+        }
+        g->nodes = (int64_t)a->devices / g->devices_per_node;
+    }
+    return 0;
+}
+
+/* ---- printing ---------------------------------------------------------------------- */
+
+static void print_config(const ak_plan_config *c) {
+    char recompute[32];
+    static const char *names[] = {"none", "selective", "full", "hybrid"};
+    if (c->recompute == AK_PLAN_RECOMPUTE_HYBRID) snprintf(recompute, sizeof(recompute), "hybrid:%lld", (long long)c->recompute_layers);
+    else snprintf(recompute, sizeof(recompute), "%s", names[c->recompute]);
+    static const char *offload[] = {"none", "optimizer", "params"};
+    printf("%3lld %4lld %6lld %3lld %4lld %-3s %-10s %4d %-9s", (long long)c->tp, (long long)c->pp, (long long)c->dp,
+           (long long)c->vp, (long long)c->mbs, c->sequence_parallel ? "on" : "off", recompute, c->zero_stage,
+           offload[c->offload]);
+}
+
+static void print_table(const ak_plan_result *r, size_t n) {
+    printf("  # tp   pp     dp  vp  mbs sp  recompute  zero offload     iter_s  TFLOP/s    MFU    HFU  mem_GiB\n");
+    for (size_t i = 0; i < n; i++) {
+        printf("%3zu ", i + 1);
+        print_config(&r[i].config);
+        printf(" %9.3f %8.1f %6.3f %6.3f %8.1f\n", r[i].time_per_iter_s, r[i].tflops_per_device, r[i].mfu, r[i].hfu,
+               r[i].memory.total / GIB);
+    }
+}
+
+typedef struct component {
+    const char *name;
+    double seconds;
+} component;
+
+static size_t components(const ak_plan_time *t, component *out) {
+    component all[] = {{"gemm", t->gemm},           {"attention", t->attention}, {"elementwise", t->elementwise},
+                       {"tp_comm", t->tp_comm},     {"pp_bubble", t->pp_bubble}, {"pp_p2p", t->pp_p2p},
+                       {"dp_comm", t->dp_comm},     {"zero_comm", t->zero_comm}, {"offload", t->offload},
+                       {"optimizer", t->optimizer}};
+    memcpy(out, all, sizeof(all));
+    return sizeof(all) / sizeof(all[0]);
+}
+
+static void print_breakdown(const ak_plan_result *r, const ak_plan_cluster *c) {
+    component parts[16];
+    size_t n = components(&r->time, parts);
+    printf("\nbest plan: %.3f s per iteration, %.0f tokens/s, %lld micro-batches per pipeline\n  time:",
+           r->time_per_iter_s, r->tokens_per_s, (long long)r->microbatches);
+    for (size_t i = 0; i < n; i++)
+        if (parts[i].seconds > 0) printf(" %s %.3f s (%.1f%%)", parts[i].name, parts[i].seconds, 100.0 * parts[i].seconds / r->time_per_iter_s);
+    const ak_plan_memory *m = &r->memory;
+    printf("\n  memory per device: weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f, "
+           "buffers %.1f = %.1f GiB of %.0f",
+           m->weights / GIB, m->gradients / GIB, m->optimizer / GIB, m->activations / GIB, m->buffers / GIB,
+           m->total / GIB, c->groups[0].memory_bytes / GIB);
+    if (m->host_bytes_per_node > 0) printf("; host %.1f GiB per node", m->host_bytes_per_node / GIB);
+    if (c->ngroups > 1) {
+        printf("\n  stages:");
+        for (int i = 0; i < c->ngroups; i++)
+            printf(" %lld x %lld layers on %s", (long long)r->config.group_stages[i],
+                   (long long)r->config.group_stage_layers[i], c->groups[i].device);
+    }
+    printf("\n");
+}
+
+/* Why the best plan beats the baseline: the plan fields that differ, then the time
+ * components that changed most. */
+static void print_explanation(const ak_plan_result *best, const ak_plan_result *base) {
+    double speedup = base->time_per_iter_s / best->time_per_iter_s;
+    printf("\nbaseline: ");
+    print_config(&base->config);
+    printf(" -> %.3f s, %.1f TFLOP/s per device, %.1f GiB%s\n", base->time_per_iter_s, base->tflops_per_device,
+           base->memory.total / GIB, base->fits ? "" : " (does NOT fit in memory)");
+    printf("best plan is %.3fx %s than the baseline.\n  plan differences:", speedup >= 1 ? speedup : 1 / speedup,
+           speedup >= 1 ? "faster" : "slower");
+    const ak_plan_config *a = &best->config, *b = &base->config;
+    static const char *rc[] = {"none", "selective", "full", "hybrid"}, *off[] = {"none", "optimizer", "params"};
+    int same = 1;
+#define DIFF_INT(field, label)                                                                           \
+    if (a->field != b->field) same = 0, printf(" %s %lld (baseline %lld);", label, (long long)a->field, (long long)b->field)
+    DIFF_INT(tp, "tp"); DIFF_INT(pp, "pp"); DIFF_INT(dp, "dp"); DIFF_INT(vp, "vp"); DIFF_INT(mbs, "mbs");
+    DIFF_INT(sequence_parallel, "sp"); DIFF_INT(zero_stage, "zero");
+#undef DIFF_INT
+    if (a->recompute != b->recompute) same = 0, printf(" recompute %s (baseline %s);", rc[a->recompute], rc[b->recompute]);
+    if (a->offload != b->offload) same = 0, printf(" offload %s (baseline %s);", off[a->offload], off[b->offload]);
+    printf("%s\n  time changes:", same ? " none: the baseline is the best plan" : "");
+    component pa[16], pb[16];
+    size_t n = components(&best->time, pa);
+    components(&base->time, pb);
+    for (size_t shown = 0; shown < 5; shown++) { /* the largest changes first */
+        size_t k = n;
+        for (size_t i = 0; i < n; i++)
+            if (fabs(pa[i].seconds - pb[i].seconds) > 1e-9 && (k == n || fabs(pa[i].seconds - pb[i].seconds) > fabs(pa[k].seconds - pb[k].seconds))) k = i;
+        if (k == n) break;
+        printf(" %s %+.3f s (%.3f -> %.3f);", pa[k].name, pa[k].seconds - pb[k].seconds, pb[k].seconds, pa[k].seconds);
+        pa[k].seconds = pb[k].seconds; /* shown */
+    }
+    printf("\n");
+}
+
+static cJSON *result_object(const ak_plan_result *r) {
+    char *text = NULL;
+    if (ak_plan_result_json(r, &text) != AK_OK) return NULL;
+    cJSON *obj = cJSON_Parse(text);
+    free(text);
+    return obj;
+}
+
+static void print_json(const plan_args *a, const ak_plan_model *m, const ak_plan_cluster *c,
+                       const ak_plan_result *best, size_t n, const ak_plan_search_stats *st,
+                       const ak_plan_result *base) {
+    double params = 0;
+    ak_plan_param_count(m, &params);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "model", m->name);
+    cJSON_AddNumberToObject(root, "params", params);
+    cJSON_AddStringToObject(root, "cluster", c->name);
+    int64_t devices = 0;
+    for (int i = 0; i < c->ngroups; i++) devices += c->groups[i].nodes * c->groups[i].devices_per_node;
+    cJSON_AddNumberToObject(root, "devices", (double)devices);
+    cJSON_AddNumberToObject(root, "global_batch", (double)a->opt.global_batch);
+    cJSON_AddNumberToObject(root, "plans_evaluated", (double)st->evaluated);
+    cJSON_AddNumberToObject(root, "plans_feasible", (double)st->feasible);
+    cJSON_AddNumberToObject(root, "plans_kept", (double)st->kept);
+    cJSON_AddNumberToObject(root, "search_seconds", st->seconds);
+    cJSON *plans = cJSON_AddArrayToObject(root, "plans");
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(plans, result_object(&best[i]));
+    if (base) {
+        cJSON_AddItemToObject(root, "baseline", result_object(base));
+        cJSON_AddNumberToObject(root, "speedup_vs_baseline", base->time_per_iter_s / best[0].time_per_iter_s);
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    printf("%s\n", text ? text : "{}");
+    free(text);
+    cJSON_Delete(root);
+}
+
+static void print_progress(double fraction, void *user) {
+    (void)user;
+    fprintf(stderr, "\rak plan: searching %3.0f%%%s", 100.0 * fraction, fraction >= 1.0 ? "\r                       \r" : "");
+    fflush(stderr);
+}
+
+static int list_presets(void) {
+    const char *kinds[] = {"models", "clusters"}, *name;
+    for (int k = 0; k < 2; k++) {
+        printf("%s:", kinds[k]);
+        for (size_t i = 0; ak_plan_preset_name(kinds[k], i, &name) == AK_OK; i++) printf(" %s", name);
+        printf("\n");
+    }
+    return AK_EXIT_OK;
+}
+
+static void print_header(const ak_plan_model *m, const ak_plan_cluster *c, const plan_args *a,
+                         const ak_plan_search_stats *st) {
+    double params = 0;
+    int64_t devices = 0;
+    ak_plan_param_count(m, &params);
+    for (int i = 0; i < c->ngroups; i++) devices += c->groups[i].nodes * c->groups[i].devices_per_node;
+    printf("model %s: %.2f B parameters, %lld layers, hidden %lld | cluster %s: %lld devices | global batch %lld x %lld tokens\n",
+           m->name, params / 1e9, (long long)m->layers, (long long)m->hidden, c->name, (long long)devices,
+           (long long)a->opt.global_batch, (long long)m->seq_len);
+    printf("searched %llu plans in %.3f s: %llu fit in memory, %llu not dominated\n",
+           (unsigned long long)st->evaluated, st->seconds, (unsigned long long)st->feasible, (unsigned long long)st->kept);
+}
+
+/* The best plan under the baseline's constraints (fields it leaves out are searched). */
+static int evaluate_baseline(const plan_args *a, const ak_plan_model *m, const ak_plan_cluster *c, ak_plan_result *out) {
+    ak_plan_config want;
+    ak_plan_config_free_all(&want);
+    if (parse_plan_spec(a->baseline, &want) != 0) return AK_EXIT_ERROR;
+    size_t n = 1;
+    ak_status st = ak_plan_search(m, c, &a->opt, &want, out, &n, NULL, NULL, NULL);
+    if (st != AK_OK) return ak_cli_report("plan --baseline", st);
+    if (n == 0) {
+        fprintf(stderr, "ak plan: the baseline '%s' is not possible or does not fit in memory\n", a->baseline);
+        return AK_EXIT_FAIL;
+    }
+    return 0;
+}
+
+static int report_no_plan(const ak_plan_search_stats *st, const ak_plan_cluster *c) {
+    if (st->evaluated == 0) {
+        fprintf(stderr, "ak plan: no plan satisfies the constraints (divisibility of heads, layers, devices and batch)\n");
+        return AK_EXIT_FAIL;
+    }
+    fprintf(stderr, "ak plan: no plan fits in memory; the smallest needs %.1f GiB per device (%.0f GiB available):\n  ",
+            st->least_memory.memory.total / GIB, c->groups[0].memory_bytes / GIB);
+    print_config(&st->least_memory.config);
+    fprintf(stderr, "\n");
+    return AK_EXIT_FAIL;
+}
+
+static int run_plan(const plan_args *a, const ak_plan_model *m, const ak_plan_cluster *c) {
+    ak_plan_result *best = calloc(a->top, sizeof(*best)), base;
+    if (!best) return ak_cli_report("plan", AK_ERR_NO_MEMORY);
+    size_t n = a->top;
+    ak_plan_search_stats st;
+    int tty = !a->json && isatty(STDERR_FILENO);
+    ak_status s = ak_plan_search(m, c, &a->opt, &a->want, best, &n, &st, tty ? print_progress : NULL, NULL);
+    int rc = AK_EXIT_OK;
+    if (s != AK_OK) rc = ak_cli_report("plan", s);
+    else if (n == 0) rc = report_no_plan(&st, c);
+    else if (a->baseline && (rc = evaluate_baseline(a, m, c, &base)) != 0) {}
+    else if (a->json) print_json(a, m, c, best, n, &st, a->baseline ? &base : NULL);
+    else {
+        print_header(m, c, a, &st);
+        print_table(best, n);
+        print_breakdown(&best[0], c);
+        if (a->baseline) print_explanation(&best[0], &base);
+    }
+    free(best);
+    return rc;
+}
+
+int ak_cli_plan(int argc, char **argv) {
+    plan_args a;
+    int rc = parse_plan_args(argc, argv, &a);
+    if (rc != 0) return rc;
+    if (a.list) return list_presets();
+    ak_plan_model m;
+    ak_plan_cluster c;
+    ak_status st = ak_plan_model_load(a.model, &m);
+    if (st != AK_OK) return ak_cli_report("plan --model", st);
+    if ((st = ak_plan_cluster_load(a.cluster, &c)) != AK_OK) return ak_cli_report("plan --cluster", st);
+    if ((rc = resize_cluster(&a, &c)) != 0) return rc;
+    if ((st = ak_plan_cluster_check(&c)) != AK_OK) return ak_cli_report("plan --nodes/--devices", st);
+    return run_plan(&a, &m, &c);
+}
+
+/* ---- ak mfu ------------------------------------------------------------------------ */
+
+typedef struct mfu_args {
+    const char *model, *cluster;
+    size_t devices, gbs;
+    double tokens_per_s, step_time;
+    int json, flash;
+    ak_plan_recompute recompute;
+} mfu_args;
+
+static int parse_positive(const char *text, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || *end || !(v > 0.0) || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_mfu_option(mfu_args *a, const char *flag, const char *value) {
+    if (!strcmp(flag, "--model")) return a->model = value, 0;
+    if (!strcmp(flag, "--cluster")) return a->cluster = value, 0;
+    if (!strcmp(flag, "--devices")) return ak_cli_parse_size(value, &a->devices) != 0 || a->devices < 1 ? -1 : 0;
+    if (!strcmp(flag, "--gbs")) return ak_cli_parse_size(value, &a->gbs) != 0 || a->gbs < 1 ? -1 : 0;
+    if (!strcmp(flag, "--tokens-per-s")) return parse_positive(value, &a->tokens_per_s);
+    if (!strcmp(flag, "--step-time")) return parse_positive(value, &a->step_time);
+    if (!strcmp(flag, "--attention")) {
+        if (strcmp(value, "flash") && strcmp(value, "standard")) return -1;
+        return a->flash = strcmp(value, "flash") == 0, 0;
+    }
+    if (!strcmp(flag, "--recompute")) {
+        ak_plan_config c;
+        if (parse_recompute(value, &c) != 0 || c.recompute == AK_PLAN_RECOMPUTE_HYBRID) return -1;
+        return a->recompute = c.recompute, 0;
+    }
+    return -2;
+}
+
+static int parse_mfu_args(int argc, char **argv, mfu_args *a) {
+    memset(a, 0, sizeof(*a));
+    a->flash = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) { a->json = 1; continue; }
+        if (i + 1 >= argc) return usage_error("mfu", "%s needs a value", argv[i]);
+        int r = parse_mfu_option(a, argv[i], argv[i + 1]);
+        if (r == -2) return usage_error("mfu", "unknown option '%s'", argv[i]);
+        if (r != 0) {
+            fprintf(stderr, "ak mfu: bad value '%s' for %s (ak mfu --help)\n", argv[i + 1], argv[i]);
+            return AK_EXIT_ERROR;
+        }
+        i++;
+    }
+    if (!a->model || !a->cluster || !a->devices)
+        return usage_error("mfu", "%s", "--model, --cluster and --devices are required");
+    if ((a->tokens_per_s > 0) == (a->step_time > 0))
+        return usage_error("mfu", "%s", "give either --tokens-per-s or --step-time (with --gbs)");
+    if (a->step_time > 0 && !a->gbs) return usage_error("mfu", "%s", "--step-time needs --gbs (sequences per step)");
+    return 0;
+}
+
+int ak_cli_mfu(int argc, char **argv) {
+    mfu_args a;
+    int rc = parse_mfu_args(argc, argv, &a);
+    if (rc != 0) return rc;
+    ak_plan_model m;
+    ak_plan_cluster c;
+    ak_status st = ak_plan_model_load(a.model, &m);
+    if (st != AK_OK) return ak_cli_report("mfu --model", st);
+    if ((st = ak_plan_cluster_load(a.cluster, &c)) != AK_OK) return ak_cli_report("mfu --cluster", st);
+    double tokens = a.tokens_per_s > 0 ? a.tokens_per_s : (double)a.gbs * (double)m.seq_len / a.step_time;
+    double mfu, hfu, model_flops, hw_flops;
+    if ((st = ak_plan_mfu(&m, &c, (int64_t)a.devices, tokens, a.recompute, a.flash, &mfu, &hfu)) != AK_OK ||
+        (st = ak_plan_flops(&m, 1.0, a.recompute, 0.0, a.flash, &model_flops, &hw_flops)) != AK_OK)
+        return ak_cli_report("mfu", st);
+    double per_device = tokens * hw_flops / (double)m.seq_len / (double)a.devices / 1e12;
+    if (a.json) {
+        printf("{\"model\":\"%s\",\"devices\":%zu,\"tokens_per_s\":%.6g,\"model_flops_per_token\":%.6g,"
+               "\"tflops_per_device\":%.6g,\"mfu\":%.6f,\"hfu\":%.6f}\n",
+               m.name, a.devices, tokens, model_flops / (double)m.seq_len, per_device, mfu, hfu);
+    } else {
+        printf("model %s on %zu x %s: %.0f tokens/s, %.4g model FLOP per token\n", m.name, a.devices,
+               c.groups[0].device, tokens, model_flops / (double)m.seq_len);
+        printf("MFU %.1f %%  HFU %.1f %%  (%.1f TFLOP/s per device of hardware work, recompute %s)\n", 100 * mfu,
+               100 * hfu, per_device, (const char *[]){"none", "selective", "full"}[a.recompute]);
+    }
+    return AK_EXIT_OK;
+}
