@@ -1,0 +1,47 @@
+# Inference (issue 5): the ONNX loader and the graph IR. Included by the root
+# CMakeLists.txt after accelkit_obj exists. Compiles src/infer/onnx/onnx.proto with
+# protoc-c into the build directory and adds src/infer/*/*.c plus the generated decoder
+# to the library. protobuf-c is required (Debian: protobuf-c-compiler, libprotobuf-c-dev).
+
+find_program(AK_PROTOC_C protoc-c)
+# deps.cmake already looked for the runtime (AK_HAVE_PROTOBUF_C_*); look again only if not
+find_path(AK_HAVE_PROTOBUF_C_INCLUDE protobuf-c/protobuf-c.h)
+find_library(AK_HAVE_PROTOBUF_C_LIB protobuf-c)
+if(NOT AK_PROTOC_C OR NOT AK_HAVE_PROTOBUF_C_INCLUDE OR NOT AK_HAVE_PROTOBUF_C_LIB)
+  message(FATAL_ERROR "protobuf-c not found (the ONNX loader needs it): run scripts/setup "
+                      "(Debian packages protobuf-c-compiler and libprotobuf-c-dev)")
+endif()
+
+set(AK_INFER_GEN_DIR ${CMAKE_BINARY_DIR}/generated/infer)
+set(AK_ONNX_PROTO ${CMAKE_SOURCE_DIR}/src/infer/onnx/onnx.proto)
+set(AK_ONNX_PB_C ${AK_INFER_GEN_DIR}/onnx.pb-c.c)
+set(AK_ONNX_PB_H ${AK_INFER_GEN_DIR}/onnx.pb-c.h)
+file(MAKE_DIRECTORY ${AK_INFER_GEN_DIR})
+add_custom_command(
+  OUTPUT ${AK_ONNX_PB_C} ${AK_ONNX_PB_H}
+  COMMAND ${AK_PROTOC_C} --proto_path=${CMAKE_SOURCE_DIR}/src/infer/onnx
+          --c_out=${AK_INFER_GEN_DIR} ${AK_ONNX_PROTO}
+  DEPENDS ${AK_ONNX_PROTO}
+  COMMENT "protoc-c: src/infer/onnx/onnx.proto"
+  VERBATIM)
+# generated code is not ours to keep warning-clean
+set_source_files_properties(${AK_ONNX_PB_C} PROPERTIES GENERATED TRUE COMPILE_OPTIONS "-w")
+
+file(GLOB AK_INFER_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/infer/*.c
+     ${CMAKE_SOURCE_DIR}/src/infer/*/*.c)
+target_sources(accelkit_obj PRIVATE ${AK_INFER_SOURCES} ${AK_ONNX_PB_C} ${AK_ONNX_PB_H})
+target_include_directories(accelkit_obj PRIVATE ${CMAKE_BINARY_DIR}/generated
+                                                ${AK_HAVE_PROTOBUF_C_INCLUDE})
+
+# accelkit and accelkit_static are defined after this file is included, so their links
+# are added once the directory is fully read. The generated header is exported to
+# in-tree users of the static library (the tests build models with it).
+set(AK_INFER_LIBS ${AK_HAVE_PROTOBUF_C_LIB})
+function(ak_infer_link_libraries)
+  foreach(t accelkit accelkit_static)
+    target_link_libraries(${t} PUBLIC ${AK_INFER_LIBS})
+  endforeach()
+  target_include_directories(accelkit_static PUBLIC ${CMAKE_BINARY_DIR}/generated
+                                                    ${AK_HAVE_PROTOBUF_C_INCLUDE})
+endfunction()
+cmake_language(DEFER CALL ak_infer_link_libraries)

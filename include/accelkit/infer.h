@@ -1,0 +1,136 @@
+/* accelkit inference: loading ONNX models and asking what is inside them.
+ *
+ * This is the start of the inference engine (issue 5): a model is read into accelkit's
+ * graph IR and can be queried (inputs, outputs, opsets, operator histogram, parameters,
+ * FLOPs where shapes are static). Sessions that run a model come later.
+ *
+ * Accepted: ONNX IR versions 3-9, default-domain opsets 7-18. A malformed, truncated or
+ * hostile file fails with AK_ERR_INVALID_MODEL; a well-formed model that uses something
+ * this build does not read (an IR version or opset out of range, sparse initializers, a
+ * newer data type) fails with AK_ERR_UNSUPPORTED. ak_last_error() says why either way.
+ *
+ * Strings and arrays returned by the query calls are owned by the model and live until
+ * ak_model_free. A model is immutable after loading: queries may run from any thread. */
+#ifndef ACCELKIT_INFER_H
+#define ACCELKIT_INFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "accelkit/ak.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types. The numbers are the ONNX TensorProto.DataType codes, so they can be
+ * compared with ONNX files and tools directly. */
+typedef enum ak_elem_type {
+    AK_ELEM_UNDEFINED = 0,
+    AK_ELEM_F32 = 1,
+    AK_ELEM_U8 = 2,
+    AK_ELEM_I8 = 3,
+    AK_ELEM_U16 = 4,
+    AK_ELEM_I16 = 5,
+    AK_ELEM_I32 = 6,
+    AK_ELEM_I64 = 7,
+    AK_ELEM_STRING = 8,
+    AK_ELEM_BOOL = 9,
+    AK_ELEM_F16 = 10,
+    AK_ELEM_F64 = 11,
+    AK_ELEM_U32 = 12,
+    AK_ELEM_U64 = 13,
+    AK_ELEM_C64 = 14,
+    AK_ELEM_C128 = 15,
+    AK_ELEM_BF16 = 16,
+    AK_ELEM_F8E4M3FN = 17,
+    AK_ELEM_F8E4M3FNUZ = 18,
+    AK_ELEM_F8E5M2 = 19,
+    AK_ELEM_F8E5M2FNUZ = 20,
+    AK_ELEM_COUNT_
+} ak_elem_type;
+
+/* Lower-case name ("float32", "int64", ...); "unknown" for values out of range. */
+AK_API const char *ak_elem_type_name(ak_elem_type type);
+/* Bytes per element; 0 for UNDEFINED and STRING (variable size). */
+AK_API size_t ak_elem_type_size(ak_elem_type type);
+
+/* What kind of value a graph input or output is. Only tensors are computed on later;
+ * the others are reported so `ak info` can describe every model. */
+typedef enum ak_value_kind {
+    AK_VALUE_TENSOR = 0,
+    AK_VALUE_SEQUENCE = 1,
+    AK_VALUE_MAP = 2,
+    AK_VALUE_OPTIONAL = 3,
+    AK_VALUE_SPARSE_TENSOR = 4,
+    AK_VALUE_UNKNOWN = 5 /* the file declares no type */
+} ak_value_kind;
+
+/* A graph input or output as declared in the file. */
+typedef struct ak_value_info {
+    const char *name;
+    ak_value_kind kind;
+    ak_elem_type type;   /* AK_ELEM_UNDEFINED when not declared */
+    int rank;            /* -1: the shape is not declared */
+    /* rank entries each: dims[i] >= 0 is a fixed size; dims[i] == -1 is unknown, and then
+     * dim_names[i] is its symbolic name ("batch") or NULL when it has none. */
+    const int64_t *dims;
+    const char *const *dim_names;
+} ak_value_info;
+
+/* Summary of a loaded model. */
+typedef struct ak_model_summary {
+    int64_t ir_version;
+    int64_t model_version;
+    const char *producer_name;    /* "" when absent */
+    const char *producer_version; /* "" when absent */
+    const char *graph_name;       /* "" when absent */
+    size_t num_opsets;
+    size_t num_inputs;        /* graph inputs that are not initializers */
+    size_t num_outputs;
+    size_t num_nodes;         /* nodes of the main graph */
+    size_t num_subgraph_nodes; /* nodes inside If/Loop/Scan bodies, all levels */
+    size_t num_op_types;      /* distinct operators in the main graph (histogram length) */
+    size_t num_initializers;
+    uint64_t num_params;      /* elements over all initializers */
+    uint64_t param_bytes;     /* bytes over all initializers (strings: their lengths) */
+} ak_model_summary;
+
+typedef struct ak_model ak_model;
+
+/* Reads an ONNX file. External tensor data is read from files beside it (paths that
+ * would leave the model's directory are rejected). *out is owned by the caller. */
+AK_API ak_status ak_onnx_load_file(const char *path, ak_model **out);
+/* Reads an ONNX model from memory (data is not kept). base_dir is where external data
+ * files are looked up; NULL makes a model that uses external data fail to load. */
+AK_API ak_status ak_onnx_load_bytes(const void *data, size_t size, const char *base_dir,
+                                    ak_model **out);
+AK_API void ak_model_free(ak_model *model);
+
+AK_API ak_status ak_model_get_summary(const ak_model *model, ak_model_summary *out);
+/* i < num_opsets; domain "" is the default ONNX domain. */
+AK_API ak_status ak_model_opset(const ak_model *model, size_t i, const char **domain,
+                                int64_t *version);
+AK_API ak_status ak_model_input(const ak_model *model, size_t i, ak_value_info *out);
+AK_API ak_status ak_model_output(const ak_model *model, size_t i, ak_value_info *out);
+/* i < num_op_types, most frequent first (ties by name). op_type is "Conv" for the
+ * default domain and "domain:Op" otherwise. */
+AK_API ak_status ak_model_op_count(const ak_model *model, size_t i, const char **op_type,
+                                   size_t *count);
+
+/* FLOPs of Conv, ConvTranspose, Gemm and MatMul nodes (one multiply-add = 2 FLOPs)
+ * whose operand shapes are fixed in the file (graph inputs, initializers, value_info).
+ * Without shape inference most intermediate shapes are unknown: `counted` says how many
+ * of the `candidates` nodes entered the total. */
+typedef struct ak_model_flops {
+    uint64_t flops;
+    size_t counted;
+    size_t candidates;
+} ak_model_flops;
+AK_API ak_status ak_model_get_flops(const ak_model *model, ak_model_flops *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ACCELKIT_INFER_H */
