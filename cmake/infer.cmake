@@ -33,8 +33,8 @@ target_sources(accelkit_obj PRIVATE ${AK_INFER_SOURCES} ${AK_ONNX_PB_C} ${AK_ONN
 target_include_directories(accelkit_obj PRIVATE ${CMAKE_BINARY_DIR}/generated
                                                 ${AK_HAVE_PROTOBUF_C_INCLUDE})
 
-# accelkit and accelkit_static are defined after this file is included, so their links
-# are added once the directory is fully read. The generated header is exported to
+# accelkit, accelkit_static, ak and the tests are defined after this file is included,
+# so what refers to them is added once the directory is fully read. The generated header is exported to
 # in-tree users of the static library (the tests build models with it).
 set(AK_INFER_LIBS ${AK_HAVE_PROTOBUF_C_LIB})
 function(ak_infer_link_libraries)
@@ -43,5 +43,11 @@ function(ak_infer_link_libraries)
   endforeach()
   target_include_directories(accelkit_static PUBLIC ${CMAKE_BINARY_DIR}/generated
                                                     ${AK_HAVE_PROTOBUF_C_INCLUDE})
+  # `ak info` end to end (the C tests are found by tests/CMakeLists.txt's glob)
+  if(AK_BUILD_TESTS AND TARGET ak)
+    add_test(NAME infer/test_info COMMAND ${CMAKE_SOURCE_DIR}/tests/infer/test_info.sh
+             $<TARGET_FILE:ak>)
+    set_tests_properties(infer/test_info PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+  endif()
 endfunction()
 cmake_language(DEFER CALL ak_infer_link_libraries)

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `ak info` end to end on Debian's libonnx-testdata models: text and JSON output, FLOPs
+# where shapes are static, subgraphs, refusals (opset out of range, garbage, missing
+# file) with exit code 2, and valid JSON for a few hundred models. Skips (77) without
+# the test data.
+set -u
+AK=${1:?usage: test_info.sh path/to/ak}
+DATA=/usr/share/libonnx-testdata/data
+if [ ! -d "$DATA" ]; then
+  echo "SKIP: $DATA is absent (Debian package libonnx-testdata; scripts/setup installs it)"
+  exit 77
+fi
+pass=0 fail=0
+check() { # name expected_rc command... ; output kept in $out
+  local name=$1 want=$2; shift 2
+  out=$("$@" 2>&1); local rc=$?
+  if [ "$rc" -eq "$want" ]; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL $name: exit $rc, wanted $want"; echo "$out" | head -20; fi
+}
+contains() { # name needle
+  if grep -qF -- "$2" <<<"$out"; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL $1: output lacks '$2'"; echo "$out" | head -20; fi
+}
+
+check usage 2 "$AK" info;                       contains usage "usage: ak info"
+check badopt 2 "$AK" info --frob x.onnx;        contains badopt "unknown option"
+check help 0 "$AK" info --help;                 contains help "ak info model.onnx"
+check matmul 0 "$AK" info "$DATA/node/test_matmul_3d/model.onnx"
+contains matmul "float32 [2, 3, 4]";            contains matmul "MatMul"
+contains matmul "0.000 GFLOP"
+check matmul-json 0 "$AK" info --json "$DATA/node/test_matmul_3d/model.onnx"
+contains matmul-json '"flops":144';             contains matmul-json '"shape":[2,3,4]'
+check if 0 "$AK" info "$DATA/node/test_if/model.onnx"
+contains if "+2 nodes in subgraphs";            contains if "bool []"
+check conv 0 "$AK" info "$DATA/node/test_basic_conv_with_padding/model.onnx"
+contains conv "Conv"
+check opset6 2 "$AK" info "$DATA/pytorch-converted/test_Conv2d/model.onnx"
+contains opset6 "opset 6 is not supported"
+check missing 2 "$AK" info /nonexistent.onnx;   contains missing "cannot open"
+tmp=$(mktemp)
+head -c 300 /dev/urandom >"$tmp"
+check garbage 2 "$AK" info "$tmp";              contains garbage "invalid model"
+rm -f "$tmp"
+
+# JSON stays valid for every model of these folders (names, symbolic dims, odd types)
+if command -v python3 >/dev/null; then
+  lines=$(mktemp)
+  for f in "$DATA"/simple/*/model.onnx "$DATA"/pytorch-operator/*/model.onnx \
+           "$DATA"/node/test_[a-f]*/model.onnx; do
+    "$AK" info --json "$f" >>"$lines" 2>/dev/null
+  done
+  check json 0 python3 -c '
+import json, sys
+n = 0
+for line in open(sys.argv[1]):
+    json.loads(line); n += 1
+print("valid JSON from", n, "models")
+sys.exit(0 if n > 100 else 1)' "$lines"
+  echo "$out"
+  rm -f "$lines"
+fi
+echo "test_info: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
