@@ -476,9 +476,18 @@ int ak_cli_mfu(int argc, char **argv) {
         return ak_cli_report("mfu", st);
     double per_device = tokens * hw_flops / (double)m.seq_len / (double)a.devices / 1e12;
     if (a.json) {
-        printf("{\"model\":\"%s\",\"devices\":%zu,\"tokens_per_s\":%.6g,\"model_flops_per_token\":%.6g,"
-               "\"tflops_per_device\":%.6g,\"mfu\":%.6f,\"hfu\":%.6f}\n",
-               m.name, a.devices, tokens, model_flops / (double)m.seq_len, per_device, mfu, hfu);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "model", m.name);
+        cJSON_AddNumberToObject(o, "devices", (double)a.devices);
+        cJSON_AddNumberToObject(o, "tokens_per_s", tokens);
+        cJSON_AddNumberToObject(o, "model_flops_per_token", model_flops / (double)m.seq_len);
+        cJSON_AddNumberToObject(o, "tflops_per_device", per_device);
+        cJSON_AddNumberToObject(o, "mfu", mfu);
+        cJSON_AddNumberToObject(o, "hfu", hfu);
+        char *text = cJSON_PrintUnformatted(o);
+        printf("%s\n", text ? text : "{}");
+        free(text);
+        cJSON_Delete(o);
     } else {
         printf("model %s on %zu x %s: %.0f tokens/s, %.4g model FLOP per token\n", m.name, a.devices,
                c.groups[0].device, tokens, model_flops / (double)m.seq_len);
