@@ -16,7 +16,7 @@ extern "C" {
 #endif
 
 #define AK_PLAN_NAME_MAX 64
-#define AK_PLAN_MAX_GROUPS 4 /* device types in one (mixed) cluster */
+#define AK_PLAN_MAX_GROUPS 2 /* device types in one (mixed) cluster */
 
 /* A decoder-only transformer. */
 typedef struct ak_plan_model {

@@ -164,23 +164,30 @@ static void search_mbs(search_ctx *s, ak_plan_config *cfg) {
 
 /* dp candidates and the pp they imply: one device type, pp divides the layers; mixed,
  * every group's devices split into stages of tp x dp. */
+static void search_dp(search_ctx *s, ak_plan_config *cfg, int64_t dp) {
+    if (!free_or(s->want->dp, dp)) return;
+    int64_t pp = 0;
+    for (int i = 0; i < s->c->ngroups; i++) {
+        int64_t n = s->c->groups[i].nodes * s->c->groups[i].devices_per_node;
+        if (n % (cfg->tp * dp) != 0) return;
+        pp += n / (cfg->tp * dp);
+    }
+    if (!free_or(s->want->pp, pp) || pp > s->m->layers) return;
+    if (s->c->ngroups == 1 && s->m->layers % pp != 0) return;
+    cfg->dp = dp;
+    cfg->pp = pp;
+    memset(cfg->group_stage_layers, 0, sizeof(cfg->group_stage_layers));
+    search_mbs(s, cfg);
+}
+
+/* dp runs over the divisors of devices / tp (found up to the square root, so a cluster
+ * of millions of devices costs thousands of steps); pp follows from dp. */
 static void search_pp_dp(search_ctx *s, ak_plan_config *cfg, int64_t devices) {
     int64_t per_tp = devices / cfg->tp;
-    for (int64_t dp = 1; dp <= per_tp; dp++) {
-        if (per_tp % dp != 0 || !free_or(s->want->dp, dp)) continue;
-        int64_t pp = 0;
-        int ok = 1;
-        for (int i = 0; i < s->c->ngroups && ok; i++) {
-            int64_t n = s->c->groups[i].nodes * s->c->groups[i].devices_per_node;
-            ok = n % (cfg->tp * dp) == 0;
-            pp += ok ? n / (cfg->tp * dp) : 0;
-        }
-        if (!ok || !free_or(s->want->pp, pp) || pp > s->m->layers) continue;
-        if (s->c->ngroups == 1 && s->m->layers % pp != 0) continue;
-        cfg->dp = dp;
-        cfg->pp = pp;
-        memset(cfg->group_stage_layers, 0, sizeof(cfg->group_stage_layers));
-        search_mbs(s, cfg);
+    for (int64_t i = 1; i * i <= per_tp; i++) {
+        if (per_tp % i != 0) continue;
+        search_dp(s, cfg, i);
+        if (i != per_tp / i) search_dp(s, cfg, per_tp / i);
     }
 }
 
