@@ -25,28 +25,31 @@ static void add_config(cJSON *obj, const ak_plan_config *c) {
     }
 }
 
+typedef struct named_number {
+    const char *name;
+    double value;
+} named_number;
+
+static void add_numbers(cJSON *obj, const char *key, const named_number *items, size_t n) {
+    cJSON *child = cJSON_AddObjectToObject(obj, key);
+    for (size_t i = 0; i < n; i++) cJSON_AddNumberToObject(child, items[i].name, items[i].value);
+}
+
 static void add_breakdown(cJSON *obj, const ak_plan_time *t) {
-    cJSON *b = cJSON_AddObjectToObject(obj, "breakdown");
-    cJSON_AddNumberToObject(b, "gemm_s", t->gemm);
-    cJSON_AddNumberToObject(b, "attention_s", t->attention);
-    cJSON_AddNumberToObject(b, "elementwise_s", t->elementwise);
-    cJSON_AddNumberToObject(b, "tp_comm_s", t->tp_comm);
-    cJSON_AddNumberToObject(b, "pp_bubble_s", t->pp_bubble);
-    cJSON_AddNumberToObject(b, "pp_p2p_s", t->pp_p2p);
-    cJSON_AddNumberToObject(b, "dp_comm_s", t->dp_comm);
-    cJSON_AddNumberToObject(b, "zero_comm_s", t->zero_comm);
-    cJSON_AddNumberToObject(b, "offload_s", t->offload);
-    cJSON_AddNumberToObject(b, "optimizer_s", t->optimizer);
+    const named_number items[] = {
+        {"gemm_s", t->gemm},           {"attention_s", t->attention}, {"elementwise_s", t->elementwise},
+        {"tp_comm_s", t->tp_comm},     {"pp_bubble_s", t->pp_bubble}, {"pp_p2p_s", t->pp_p2p},
+        {"dp_comm_s", t->dp_comm},     {"zero_comm_s", t->zero_comm}, {"offload_s", t->offload},
+        {"optimizer_s", t->optimizer}};
+    add_numbers(obj, "breakdown", items, sizeof(items) / sizeof(items[0]));
 }
 
 static void add_memory(cJSON *obj, const ak_plan_memory *m) {
-    cJSON *b = cJSON_AddObjectToObject(obj, "memory");
-    cJSON_AddNumberToObject(b, "weights_bytes", m->weights);
-    cJSON_AddNumberToObject(b, "gradients_bytes", m->gradients);
-    cJSON_AddNumberToObject(b, "optimizer_bytes", m->optimizer);
-    cJSON_AddNumberToObject(b, "activations_bytes", m->activations);
-    cJSON_AddNumberToObject(b, "buffers_bytes", m->buffers);
-    cJSON_AddNumberToObject(b, "host_bytes_per_node", m->host_bytes_per_node);
+    const named_number items[] = {
+        {"weights_bytes", m->weights},         {"gradients_bytes", m->gradients},
+        {"optimizer_bytes", m->optimizer},     {"activations_bytes", m->activations},
+        {"buffers_bytes", m->buffers},         {"host_bytes_per_node", m->host_bytes_per_node}};
+    add_numbers(obj, "memory", items, sizeof(items) / sizeof(items[0]));
 }
 
 ak_status ak_plan_result_json(const ak_plan_result *r, char **json) {

@@ -3,18 +3,7 @@
 # error paths (unknown command/option, bad AK_ISA) with their exit codes.
 set -u
 AK=${1:?usage: test_cli.sh path/to/ak}
-pass=0 fail=0
-
-check() { # name expected_rc command... ; output kept in $out
-  local name=$1 want=$2; shift 2
-  out=$("$@" 2>&1); local rc=$?
-  if [ "$rc" -eq "$want" ]; then pass=$((pass + 1)); else
-    fail=$((fail + 1)); echo "FAIL $name: exit $rc, wanted $want"; echo "$out" | head -20; fi
-}
-contains() { # name needle
-  if grep -q -- "$2" <<<"$out"; then pass=$((pass + 1)); else
-    fail=$((fail + 1)); echo "FAIL $1: output lacks '$2'"; echo "$out" | head -20; fi
-}
+. "$(dirname "$0")/../common/check.sh"
 
 check help 0 "$AK" --help;              contains help "sysinfo"; contains help "bench"
 check no-args 2 "$AK"
@@ -71,5 +60,4 @@ check launch-hostfile 0 env PATH="$fake:$PATH" "$AK" launch -np 3 --hostfile "$f
 contains launch-hostfile "\[2\] r=2 l=0/1"; contains launch-hostfile "\[1\] r=1 l=1/2"
 rm -rf "$fake"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+check_summary

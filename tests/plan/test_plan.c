@@ -37,13 +37,20 @@ static const table1_row TABLE1[] = {
 };
 #define NROWS (sizeof(TABLE1) / sizeof(TABLE1[0]))
 
-static void load_row(const table1_row *row, ak_plan_model *m, ak_plan_cluster *c, ak_plan_options *o) {
-    assert_int_equal(ak_plan_model_load(row->preset, m), AK_OK);
+/* A model on `nodes` A100-80GB nodes with standard attention and a global batch. */
+static void setup_a100(const char *model, int64_t nodes, int64_t gbs, ak_plan_model *m, ak_plan_cluster *c,
+                       ak_plan_options *o) {
+    assert_int_equal(ak_plan_model_load(model, m), AK_OK);
     assert_int_equal(ak_plan_cluster_load("a100-80gb", c), AK_OK);
-    c->groups[0].nodes = row->gpus / c->groups[0].devices_per_node;
+    c->groups[0].nodes = nodes;
     ak_plan_options_default(o);
-    o->global_batch = row->batch;
-    o->flash_attention = 0; /* 2021: attention scores materialized */
+    o->global_batch = gbs;
+    o->flash_attention = 0;
+}
+
+static void load_row(const table1_row *row, ak_plan_model *m, ak_plan_cluster *c, ak_plan_options *o) {
+    /* 2021: attention scores materialized (no fused attention) */
+    setup_a100(row->preset, row->gpus / 8, row->batch, m, c, o);
 }
 
 /* The published plan: (t, p, d, batch) forced, full recompute, no ZeRO or sequence
@@ -245,12 +252,7 @@ static void test_hybrid_recompute_trades_memory_for_time(void **state) {
     ak_plan_model m;
     ak_plan_cluster c;
     ak_plan_options o;
-    assert_int_equal(ak_plan_model_load("megatron-18b", &m), AK_OK);
-    assert_int_equal(ak_plan_cluster_load("a100-80gb", &c), AK_OK);
-    c.groups[0].nodes = 4;
-    ak_plan_options_default(&o);
-    o.global_batch = 256;
-    o.flash_attention = 0;
+    setup_a100("megatron-18b", 4, 256, &m, &c, &o);
     ak_plan_config cfg = {.tp = 8, .pp = 4, .dp = 1, .vp = 1, .mbs = 1, .recompute = AK_PLAN_RECOMPUTE_HYBRID};
     double last_mem = INFINITY, last_time = 0;
     for (int64_t k = 1; k < 10; k++) {
@@ -320,11 +322,7 @@ static void test_impossible_inputs(void **state) {
     /* impossible plans name the broken rule */
     ak_plan_options o;
     ak_plan_result r;
-    assert_int_equal(ak_plan_model_load("megatron-1.7b", &m), AK_OK);
-    assert_int_equal(ak_plan_cluster_load("a100-80gb", &c), AK_OK);
-    c.groups[0].nodes = 1;
-    ak_plan_options_default(&o);
-    o.global_batch = 64;
+    setup_a100("megatron-1.7b", 1, 64, &m, &c, &o);
     ak_plan_config cfg = {.tp = 8, .pp = 1, .dp = 1, .vp = 1, .mbs = 1};
     assert_int_equal(ak_plan_evaluate(&m, &c, &o, &cfg, &r), AK_OK);
     cfg.tp = 16, cfg.dp = 1;

@@ -3,17 +3,7 @@
 # against a baseline, JSON keys, and impossible inputs (clear message, non-zero exit).
 set -u
 AK=${1:?usage: test_plan_cli.sh path/to/ak}
-pass=0 fail=0
-check() { # name expected_rc command... ; output kept in $out
-  local name=$1 want=$2; shift 2
-  out=$("$@" 2>&1); local rc=$?
-  if [ "$rc" -eq "$want" ]; then pass=$((pass + 1)); else
-    fail=$((fail + 1)); echo "FAIL $name: exit $rc, wanted $want"; echo "$out" | head -20; fi
-}
-contains() { # name needle
-  if grep -q -- "$2" <<<"$out"; then pass=$((pass + 1)); else
-    fail=$((fail + 1)); echo "FAIL $1: output lacks '$2'"; echo "$out" | head -20; fi
-}
+. "$(dirname "$0")/../common/check.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 check list 0 "$AK" plan --list; contains list "megatron-1t"; contains list "mixed-a100-h100"; contains list "llama3-405b"
@@ -58,5 +48,4 @@ check bad-tp 1 "$AK" plan --model llama2-7b --cluster h100 --devices 8 --gbs 8 -
 check too-big 1 "$AK" plan --model llama3-405b --cluster a100-40gb --devices 8 --gbs 8; contains too-big "no plan fits in memory"
 check unknown-opt 2 "$AK" plan --model llama2-7b --cluster h100 --gbs 8 --frob 1
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+check_summary

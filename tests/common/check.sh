@@ -1,0 +1,18 @@
+# Shell test helpers, sourced by the command-line tests: `check NAME RC CMD...` runs a
+# command and compares its exit code (output kept in $out); `contains NAME NEEDLE` greps
+# $out. Both count into $pass / $fail; finish with `check_summary`.
+pass=0 fail=0
+check() {
+  local name=$1 want=$2; shift 2
+  out=$("$@" 2>&1); local rc=$?
+  if [ "$rc" -eq "$want" ]; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL $name: exit $rc, wanted $want"; echo "$out" | head -20; fi
+}
+contains() {
+  if grep -q -- "$2" <<<"$out"; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL $1: output lacks '$2'"; echo "$out" | head -20; fi
+}
+check_summary() {
+  echo "$pass passed, $fail failed"
+  [ "$fail" -eq 0 ]
+}
