@@ -103,6 +103,19 @@ static void print_values_json(const ak_model *m, size_t n, value_getter get) {
     putchar(']');
 }
 
+/* "144 FLOP", "3.63 GFLOP": the unit follows the size. */
+static void print_flops(uint64_t flops) {
+    static const char *units[] = {"", "K", "M", "G", "T", "P", "E"};
+    double v = (double)flops;
+    int u = 0;
+    while (v >= 1000 && u < 6) {
+        v /= 1000;
+        u++;
+    }
+    if (u == 0) printf("%llu FLOP", (unsigned long long)flops);
+    else printf("%.3g %sFLOP", v, units[u]);
+}
+
 static void print_text(const char *path, const ak_model *m, const ak_model_summary *s,
                        const ak_model_flops *f) {
     printf("%-13s", "model");
@@ -141,16 +154,19 @@ static void print_text(const char *path, const ak_model *m, const ak_model_summa
     }
     printf("%-13s", "FLOPs");
     if (f->candidates == 0) printf("no Conv/ConvTranspose/Gemm/MatMul nodes\n");
-    else if (f->counted == f->candidates)
-        printf("%.3f GFLOP (Conv/ConvTranspose/Gemm/MatMul, %zu nodes)\n", (double)f->flops / 1e9,
-               f->counted);
+    else if (f->counted == f->candidates) {
+        print_flops(f->flops);
+        printf(" (Conv/ConvTranspose/Gemm/MatMul, %zu nodes)\n", f->counted);
+    }
     else if (f->counted == 0)
         printf("needs shape inference (no shapes known for the %zu Conv/ConvTranspose/Gemm/"
                "MatMul nodes)\n", f->candidates);
-    else
-        printf("at least %.3f GFLOP: %zu of %zu Conv/ConvTranspose/Gemm/MatMul nodes have "
-               "static shapes in the file; the rest needs shape inference\n",
-               (double)f->flops / 1e9, f->counted, f->candidates);
+    else {
+        printf("at least ");
+        print_flops(f->flops);
+        printf(": %zu of %zu Conv/ConvTranspose/Gemm/MatMul nodes have static shapes in the "
+               "file; the rest needs shape inference\n", f->counted, f->candidates);
+    }
 }
 
 static void print_json(const char *path, const ak_model *m, const ak_model_summary *s,
