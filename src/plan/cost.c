@@ -104,7 +104,8 @@ static mb_time layer_forward(const eval_ctx *x, const ak_plan_group *g) {
     /* bytes per token: two norms (read + write), two residual adds (read 2, write 1; +1
      * byte of dropout mask); TP-split: the FFN activation and rotary embedding */
     double replicated = 2.0 * 4.0 * h + 2.0 * (m->dropout ? 7.0 : 6.0) * h;
-    double split = (m->gated_ffn ? 6.0 : 4.0) * f * k_active + (m->learned_positions ? 0.0 : 4.0 * (h + qkv - h));
+    double rotary = m->learned_positions ? 0.0 : 4.0 * (h + 0.5 * (qkv - h)); /* Q and K, read + write */
+    double split = (m->gated_ffn ? 6.0 : 4.0) * f * k_active + rotary;
     double per_token = replicated / (x->cfg->sequence_parallel ? t : 1.0) + split / t;
     r.elementwise = memory_time(g, M * per_token);
     /* two all-reduces (or all-gather + reduce-scatter pairs with SP: the same bytes) */
