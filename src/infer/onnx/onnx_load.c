@@ -488,6 +488,7 @@ ak_status ak_onnx_load_bytes(const void *data, size_t size, const char *base_dir
 /* Reads a whole regular file of at most AK_ONNX_MAX_FILE_BYTES. */
 static ak_status read_file(const char *path, uint8_t **data, size_t *size) {
     *data = NULL;
+    *size = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return AK_FAIL(AK_ERR_IO, "cannot open '%.200s': %s", path, strerror(errno));
     ak_status st = AK_OK;
@@ -525,8 +526,8 @@ ak_status ak_onnx_load_file(const char *path, ak_model **out) {
     AK_ARG_CHECK(out, "ak_onnx_load_file: out is NULL");
     *out = NULL;
     AK_ARG_CHECK(path && path[0], "ak_onnx_load_file: empty path");
-    uint8_t *data;
-    size_t size;
+    uint8_t *data = NULL;
+    size_t size = 0;
     AK_CHECK(read_file(path, &data, &size));
     /* external data is looked up beside the model file */
     char *dir = strdup(path);
