@@ -1,6 +1,7 @@
 # Shell test helpers, sourced by the command-line tests: `check NAME RC CMD...` runs a
-# command and compares its exit code (output kept in $out); `contains NAME NEEDLE` greps
-# $out. Both count into $pass / $fail; finish with `check_summary`.
+# command and compares its exit code (output kept in $out); `contains NAME REGEX` and
+# `contains_text NAME TEXT` grep $out. All count into $pass / $fail; finish with
+# `check_summary`.
 pass=0 fail=0
 check() {
   local name=$1 want=$2; shift 2
@@ -10,6 +11,10 @@ check() {
 }
 contains() {
   if grep -q -- "$2" <<<"$out"; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL $1: output lacks '$2'"; echo "$out" | head -20; fi
+}
+contains_text() {
+  if grep -qF -- "$2" <<<"$out"; then pass=$((pass + 1)); else
     fail=$((fail + 1)); echo "FAIL $1: output lacks '$2'"; echo "$out" | head -20; fi
 }
 check_summary() {

@@ -10,36 +10,26 @@ if [ ! -d "$DATA" ]; then
   echo "SKIP: $DATA is absent (Debian package libonnx-testdata; scripts/setup installs it)"
   exit 77
 fi
-pass=0 fail=0
-check() { # name expected_rc command... ; output kept in $out
-  local name=$1 want=$2; shift 2
-  out=$("$@" 2>&1); local rc=$?
-  if [ "$rc" -eq "$want" ]; then pass=$((pass + 1)); else
-    fail=$((fail + 1)); echo "FAIL $name: exit $rc, wanted $want"; echo "$out" | head -20; fi
-}
-contains() { # name needle
-  if grep -qF -- "$2" <<<"$out"; then pass=$((pass + 1)); else
-    fail=$((fail + 1)); echo "FAIL $1: output lacks '$2'"; echo "$out" | head -20; fi
-}
+. "$(dirname "$0")/../common/check.sh"
 
-check usage 2 "$AK" info;                       contains usage "usage: ak info"
-check badopt 2 "$AK" info --frob x.onnx;        contains badopt "unknown option"
-check help 0 "$AK" info --help;                 contains help "ak info model.onnx"
+check usage 2 "$AK" info;                       contains_text usage "usage: ak info"
+check badopt 2 "$AK" info --frob x.onnx;        contains_text badopt "unknown option"
+check help 0 "$AK" info --help;                 contains_text help "ak info model.onnx"
 check matmul 0 "$AK" info "$DATA/node/test_matmul_3d/model.onnx"
-contains matmul "float32 [2, 3, 4]";            contains matmul "MatMul"
-contains matmul "144 FLOP (Conv/ConvTranspose/Gemm/MatMul, 1 nodes)"
+contains_text matmul "float32 [2, 3, 4]";            contains_text matmul "MatMul"
+contains_text matmul "144 FLOP (Conv/ConvTranspose/Gemm/MatMul, 1 nodes)"
 check matmul-json 0 "$AK" info --json "$DATA/node/test_matmul_3d/model.onnx"
-contains matmul-json '"flops":144';             contains matmul-json '"shape":[2,3,4]'
+contains_text matmul-json '"flops":144';             contains_text matmul-json '"shape":[2,3,4]'
 check if 0 "$AK" info "$DATA/node/test_if/model.onnx"
-contains if "+2 nodes in subgraphs";            contains if "bool []"
+contains_text if "+2 nodes in subgraphs";            contains_text if "bool []"
 check conv 0 "$AK" info "$DATA/node/test_basic_conv_with_padding/model.onnx"
-contains conv "Conv"
+contains_text conv "Conv"
 check opset6 2 "$AK" info "$DATA/pytorch-converted/test_Conv2d/model.onnx"
-contains opset6 "opset 6 is not supported"
-check missing 2 "$AK" info /nonexistent.onnx;   contains missing "cannot open"
+contains_text opset6 "opset 6 is not supported"
+check missing 2 "$AK" info /nonexistent.onnx;   contains_text missing "cannot open"
 tmp=$(mktemp)
 head -c 300 /dev/urandom >"$tmp"
-check garbage 2 "$AK" info "$tmp";              contains garbage "invalid model"
+check garbage 2 "$AK" info "$tmp";              contains_text garbage "invalid model"
 rm -f "$tmp"
 
 # JSON stays valid for every model of these folders (names, symbolic dims, odd types)
@@ -59,5 +49,4 @@ sys.exit(0 if n > 100 else 1)' "$lines"
   echo "$out"
   rm -f "$lines"
 fi
-echo "test_info: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+check_summary
