@@ -27,6 +27,10 @@ ak_find_lib(AK_CJSON "cJSON" cjson/cJSON.h cjson "(planner descriptions, require
 if(NOT AK_CJSON)
   message(FATAL_ERROR "cJSON not found: run scripts/setup (Debian package libcjson-dev)")
 endif()
+ak_find_lib(AK_UTF8PROC "utf8proc" utf8proc.h utf8proc "(LLM tokenizers, required)")
+if(NOT AK_UTF8PROC)
+  message(FATAL_ERROR "utf8proc not found: run scripts/setup (Debian package libutf8proc-dev)")
+endif()
 ak_find_lib(AK_HAVE_CMOCKA "cmocka" cmocka.h cmocka "(unit tests)")
 # OpenBLAS / BLIS: peers for the SGEMM benchmark, later optional inference backends
 ak_find_lib(AK_HAVE_OPENBLAS "OpenBLAS" cblas.h openblas "(SGEMM peer)"
