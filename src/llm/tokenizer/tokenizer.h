@@ -1,0 +1,74 @@
+/* Internal layout of a tokenizer built from GGUF vocabulary metadata.
+ *
+ * One vocabulary (texts, scores, types, text → id map) serves two encoders:
+ * spm.c (`llama`: merge adjacent pieces by best score, byte fallback) and bpe.c (`gpt2`:
+ * pre-tokenize with a regex-like splitter, map bytes to printable code points, merge by
+ * rank). encode.c splits out special tokens and dispatches; decode.c turns ids into bytes. */
+#ifndef AK_LLM_TOKENIZER_H
+#define AK_LLM_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "accelkit/llm.h"
+#include "llm/strmap.h"
+
+/* tokenizer.ggml.token_type values */
+enum {
+    AK_TOKTYPE_NORMAL = 1,
+    AK_TOKTYPE_UNKNOWN = 2,
+    AK_TOKTYPE_CONTROL = 3,
+    AK_TOKTYPE_USER_DEFINED = 4,
+    AK_TOKTYPE_UNUSED = 5,
+    AK_TOKTYPE_BYTE = 6
+};
+
+/* pre-tokenizers of byte-level BPE (tokenizer.ggml.pre) */
+typedef enum ak_pretok { AK_PRETOK_GPT2 = 1, AK_PRETOK_FALCON = 2 } ak_pretok;
+
+/* A growable array of token ids. */
+typedef struct ak_ids {
+    int32_t *v;
+    size_t n, cap;
+} ak_ids;
+
+ak_status ak__ids_push(ak_ids *ids, int32_t id);
+
+struct ak_tokenizer {
+    ak_tokenizer_kind kind;
+    ak_pretok pre;
+    int32_t n_vocab;
+    char *blob;             /* every token text, back to back */
+    size_t *text_off;       /* n_vocab + 1 offsets into blob */
+    float *scores;          /* SPM merge priorities (0 when the file has none) */
+    uint8_t *types;         /* AK_TOKTYPE_* */
+    ak_strmap vocab;        /* text → id */
+    char *merge_blob;       /* BPE merges "left right", back to back */
+    ak_strmap merges;       /* merge text → rank */
+    int32_t bos, eos, unk, pad;
+    int add_bos, add_eos, add_space_prefix;
+    int32_t *specials;      /* control/user-defined/unknown ids, longest text first */
+    size_t n_specials;
+    int32_t byte_token[256]; /* SPM: id of <0xXX> (or the 1-byte text), -1 if none */
+};
+
+static inline const char *ak__tok_text(const ak_tokenizer *t, int32_t id, size_t *len) {
+    *len = t->text_off[id + 1] - t->text_off[id];
+    return t->blob + t->text_off[id];
+}
+
+/* Encoders of one run of plain text (no special tokens in it). */
+ak_status ak__spm_encode(const ak_tokenizer *t, const char *text, size_t len, ak_ids *out);
+ak_status ak__bpe_encode(const ak_tokenizer *t, const char *text, size_t len, ak_ids *out);
+
+/* Byte-level BPE helpers (bpe_bytes.c). */
+/* The printable code point GPT-2 uses for byte `b`. */
+uint32_t ak__bpe_byte_to_cp(uint8_t b);
+/* The byte for code point `cp`, -1 when cp is not one of the 256. */
+int ak__bpe_cp_to_byte(uint32_t cp);
+
+/* Splits `text` into words (byte ranges, as [start, end) pairs appended to `bounds`). */
+ak_status ak__pretokenize(ak_pretok pre, const char *text, size_t len, size_t **bounds,
+                          size_t *n_words);
+
+#endif /* AK_LLM_TOKENIZER_H */

@@ -1,0 +1,286 @@
+/* Builds a tokenizer from the tokenizer.ggml.* keys of a GGUF file (llama.cpp's names):
+ * model, pre, tokens, scores, token_type, merges, bos/eos/unknown/padding ids, add_bos,
+ * add_eos, add_space_prefix. Everything needed is copied, so the file may be closed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "llm/gguf/gguf.h"
+#include "llm/tokenizer/tokenizer.h"
+
+ak_status ak__ids_push(ak_ids *ids, int32_t id) {
+    if (ids->n == ids->cap) {
+        size_t cap = ids->cap ? ids->cap * 2 : 64;
+        int32_t *v = realloc(ids->v, cap * sizeof *v);
+        if (!v) return AK_FAIL(AK_ERR_NO_MEMORY, "token buffer of %zu", cap);
+        ids->v = v;
+        ids->cap = cap;
+    }
+    ids->v[ids->n++] = id;
+    return AK_OK;
+}
+
+static int has_key(const ak_gguf *g, const char *key) { return ak__gguf_find(g, key) != NULL; }
+
+static ak_status read_kind(const ak_gguf *g, ak_tokenizer *t) {
+    const char *s;
+    size_t n;
+    if (!has_key(g, "tokenizer.ggml.model"))
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "GGUF has no tokenizer.ggml.model");
+    AK_CHECK(ak_gguf_get_string(g, "tokenizer.ggml.model", &s, &n));
+    if (n == 5 && memcmp(s, "llama", 5) == 0) t->kind = AK_TOKENIZER_SPM;
+    else if (n == 4 && memcmp(s, "gpt2", 4) == 0) t->kind = AK_TOKENIZER_BPE;
+    else return AK_FAIL(AK_ERR_UNSUPPORTED, "tokenizer model '%.*s' is not supported (llama, gpt2)", (int)n, s);
+    if (t->kind != AK_TOKENIZER_BPE) return AK_OK;
+    t->pre = AK_PRETOK_GPT2; /* absent or "default": the GPT-2 split */
+    if (!has_key(g, "tokenizer.ggml.pre")) return AK_OK;
+    AK_CHECK(ak_gguf_get_string(g, "tokenizer.ggml.pre", &s, &n));
+    if (n == 6 && memcmp(s, "falcon", 6) == 0) t->pre = AK_PRETOK_FALCON;
+    else if (!((n == 5 && memcmp(s, "gpt-2", 5) == 0) || (n == 7 && memcmp(s, "default", 7) == 0)))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "pre-tokenizer '%.*s' is not supported (gpt-2, falcon)", (int)n, s);
+    return AK_OK;
+}
+
+/* An optional per-token array must have exactly one entry per token. */
+static ak_status check_parallel(const ak_gguf *g, const char *key, uint64_t n, int *present) {
+    ak_gguf_type et;
+    uint64_t count;
+    *present = has_key(g, key);
+    if (!*present) return AK_OK;
+    if (ak_gguf_get_array(g, key, &et, &count) != AK_OK || count != n)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s must be an array of %llu entries", key, (unsigned long long)n);
+    return AK_OK;
+}
+
+static ak_status read_tokens(const ak_gguf *g, ak_tokenizer *t) {
+    ak_gguf_type et;
+    uint64_t n;
+    if (!has_key(g, "tokenizer.ggml.tokens") ||
+        ak_gguf_get_array(g, "tokenizer.ggml.tokens", &et, &n) != AK_OK || et != AK_GGUF_STRING)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "tokenizer.ggml.tokens must be an array of strings");
+    if (n == 0 || n > INT32_MAX) return AK_FAIL(AK_ERR_INVALID_MODEL, "vocabulary of %llu tokens", (unsigned long long)n);
+    t->n_vocab = (int32_t)n;
+    size_t total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        AK_CHECK(ak_gguf_get_array_string(g, "tokenizer.ggml.tokens", i, &s, &len));
+        total += len; /* each string lies inside the file, so the sum cannot overflow */
+    }
+    t->blob = malloc(total ? total : 1);
+    t->text_off = malloc((size_t)(n + 1) * sizeof *t->text_off);
+    if (!t->blob || !t->text_off) return AK_FAIL(AK_ERR_NO_MEMORY, "vocabulary of %llu tokens", (unsigned long long)n);
+    AK_CHECK(ak_strmap_init(&t->vocab, n));
+    size_t off = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        AK_CHECK(ak_gguf_get_array_string(g, "tokenizer.ggml.tokens", i, &s, &len));
+        memcpy(t->blob + off, s, len);
+        t->text_off[i] = off;
+        /* a repeated text maps to its last id, as in llama.cpp */
+        ak_strmap_put(&t->vocab, t->blob + off, len, (int64_t)i, 1);
+        off += len;
+    }
+    t->text_off[n] = off;
+    return AK_OK;
+}
+
+static ak_status read_scores_types(const ak_gguf *g, ak_tokenizer *t) {
+    uint64_t n = (uint64_t)t->n_vocab;
+    int has_scores, has_types;
+    AK_CHECK(check_parallel(g, "tokenizer.ggml.scores", n, &has_scores));
+    AK_CHECK(check_parallel(g, "tokenizer.ggml.token_type", n, &has_types));
+    t->scores = calloc((size_t)n, sizeof *t->scores);
+    t->types = malloc((size_t)n);
+    if (!t->scores || !t->types) return AK_FAIL(AK_ERR_NO_MEMORY, "token scores/types");
+    for (uint64_t i = 0; i < n; i++) {
+        double s = 0;
+        int64_t ty = AK_TOKTYPE_NORMAL;
+        if (has_scores && ak_gguf_get_array_float(g, "tokenizer.ggml.scores", i, &s) != AK_OK)
+            return AK_FAIL(AK_ERR_INVALID_MODEL, "tokenizer.ggml.scores must hold floats");
+        if (has_types && ak_gguf_get_array_int(g, "tokenizer.ggml.token_type", i, &ty) != AK_OK)
+            return AK_FAIL(AK_ERR_INVALID_MODEL, "tokenizer.ggml.token_type must hold integers");
+        if (ty < 0 || ty > AK_TOKTYPE_BYTE)
+            return AK_FAIL(AK_ERR_INVALID_MODEL, "token %llu has unknown type %lld", (unsigned long long)i, (long long)ty);
+        t->scores[i] = (float)s;
+        t->types[i] = (uint8_t)ty;
+    }
+    return AK_OK;
+}
+
+/* Merges are "left right"; the rank is the position. Kept whole: a lookup builds the same
+ * text from two adjacent symbols. */
+static ak_status read_merges(const ak_gguf *g, ak_tokenizer *t) {
+    ak_gguf_type et;
+    uint64_t n;
+    if (!has_key(g, "tokenizer.ggml.merges") ||
+        ak_gguf_get_array(g, "tokenizer.ggml.merges", &et, &n) != AK_OK || et != AK_GGUF_STRING)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "a gpt2 tokenizer needs tokenizer.ggml.merges (strings)");
+    size_t total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        AK_CHECK(ak_gguf_get_array_string(g, "tokenizer.ggml.merges", i, &s, &len));
+        if (len < 3 || !memchr(s + 1, ' ', len - 1))
+            return AK_FAIL(AK_ERR_INVALID_MODEL, "merge %llu ('%.*s') is not 'left right'",
+                           (unsigned long long)i, (int)(len < 64 ? len : 64), s);
+        total += len;
+    }
+    t->merge_blob = malloc(total ? total : 1);
+    if (!t->merge_blob) return AK_FAIL(AK_ERR_NO_MEMORY, "merges");
+    AK_CHECK(ak_strmap_init(&t->merges, n));
+    size_t off = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        AK_CHECK(ak_gguf_get_array_string(g, "tokenizer.ggml.merges", i, &s, &len));
+        memcpy(t->merge_blob + off, s, len);
+        ak_strmap_put(&t->merges, t->merge_blob + off, len, (int64_t)i, 0); /* first wins */
+        off += len;
+    }
+    return AK_OK;
+}
+
+/* An optional token id; out of range is a malformed file. */
+static ak_status read_id(const ak_gguf *g, const ak_tokenizer *t, const char *key, int32_t *id) {
+    if (!has_key(g, key)) {
+        if (*id >= t->n_vocab) *id = -1; /* the default does not exist in this vocabulary */
+        return AK_OK;
+    }
+    int64_t v;
+    if (ak_gguf_get_int(g, key, &v) != AK_OK || v < -1 || v >= t->n_vocab)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s is not a token id of this vocabulary", key);
+    *id = (int32_t)v;
+    return AK_OK;
+}
+
+static ak_status read_flag(const ak_gguf *g, const char *key, int *flag) {
+    if (!has_key(g, key)) return AK_OK;
+    if (ak_gguf_get_bool(g, key, flag) != AK_OK) return AK_FAIL(AK_ERR_INVALID_MODEL, "%s must be a bool", key);
+    return AK_OK;
+}
+
+/* Defaults follow llama.cpp: SPM has <unk>=0, <s>=1, </s>=2 and adds BOS and a space. */
+static ak_status read_specials(const ak_gguf *g, ak_tokenizer *t) {
+    int spm = t->kind == AK_TOKENIZER_SPM;
+    t->bos = spm ? 1 : 11;
+    t->eos = spm ? 2 : 11;
+    t->unk = spm ? 0 : -1;
+    t->pad = -1;
+    t->add_bos = spm;
+    t->add_eos = 0;
+    t->add_space_prefix = spm;
+    AK_CHECK(read_id(g, t, "tokenizer.ggml.bos_token_id", &t->bos));
+    AK_CHECK(read_id(g, t, "tokenizer.ggml.eos_token_id", &t->eos));
+    AK_CHECK(read_id(g, t, "tokenizer.ggml.unknown_token_id", &t->unk));
+    AK_CHECK(read_id(g, t, "tokenizer.ggml.padding_token_id", &t->pad));
+    AK_CHECK(read_flag(g, "tokenizer.ggml.add_bos_token", &t->add_bos));
+    AK_CHECK(read_flag(g, "tokenizer.ggml.add_eos_token", &t->add_eos));
+    AK_CHECK(read_flag(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix));
+    return AK_OK;
+}
+
+/* Sort key of a special token: longer text first, then lower id (deterministic). */
+typedef struct special_key {
+    size_t len;
+    int32_t id;
+} special_key;
+
+static int by_length_desc(const void *a, const void *b) {
+    const special_key *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Tokens matched in raw text before the model's own splitting, longest first so that a
+ * special token containing another wins. */
+static ak_status collect_specials(ak_tokenizer *t) {
+    t->specials = malloc((size_t)t->n_vocab * sizeof *t->specials);
+    special_key *keys = malloc((size_t)t->n_vocab * sizeof *keys);
+    if (!t->specials || !keys) {
+        free(keys);
+        return AK_FAIL(AK_ERR_NO_MEMORY, "special token list");
+    }
+    size_t n = 0;
+    for (int32_t i = 0; i < t->n_vocab; i++) {
+        uint8_t ty = t->types[i];
+        size_t len;
+        ak__tok_text(t, i, &len);
+        if (len && (ty == AK_TOKTYPE_CONTROL || ty == AK_TOKTYPE_USER_DEFINED || ty == AK_TOKTYPE_UNKNOWN))
+            keys[n++] = (special_key){len, i};
+    }
+    qsort(keys, n, sizeof *keys, by_length_desc);
+    for (size_t i = 0; i < n; i++) t->specials[i] = keys[i].id;
+    t->n_specials = n;
+    free(keys);
+    return AK_OK;
+}
+
+static void find_byte_tokens(ak_tokenizer *t) {
+    for (int b = 0; b < 256; b++) {
+        char hex[8];
+        snprintf(hex, sizeof hex, "<0x%02X>", b);
+        int64_t id = ak_strmap_get(&t->vocab, hex, 6);
+        if (id < 0) {
+            char c = (char)b;
+            id = ak_strmap_get(&t->vocab, &c, 1);
+        }
+        t->byte_token[b] = (int32_t)id;
+    }
+}
+
+ak_status ak_tokenizer_free(ak_tokenizer *t) {
+    if (!t) return AK_OK;
+    free(t->blob);
+    free(t->text_off);
+    free(t->scores);
+    free(t->types);
+    free(t->merge_blob);
+    free(t->specials);
+    ak_strmap_free(&t->vocab);
+    ak_strmap_free(&t->merges);
+    free(t);
+    return AK_OK;
+}
+
+ak_status ak_tokenizer_from_gguf(const ak_gguf *g, ak_tokenizer **out) {
+    AK_ARG_CHECK(g != NULL && out != NULL, "gguf or out is NULL");
+    *out = NULL;
+    ak_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return AK_FAIL(AK_ERR_NO_MEMORY, "tokenizer");
+    ak_status st;
+    AK_CHECK_GOTO(st, read_kind(g, t));
+    AK_CHECK_GOTO(st, read_tokens(g, t));
+    AK_CHECK_GOTO(st, read_scores_types(g, t));
+    if (t->kind == AK_TOKENIZER_BPE) AK_CHECK_GOTO(st, read_merges(g, t));
+    AK_CHECK_GOTO(st, read_specials(g, t));
+    AK_CHECK_GOTO(st, collect_specials(t));
+    find_byte_tokens(t);
+    *out = t;
+    return AK_OK;
+fail:
+    ak_tokenizer_free(t);
+    return st;
+}
+
+ak_status ak_tokenizer_get_info(const ak_tokenizer *t, ak_tokenizer_info *info) {
+    AK_ARG_CHECK(t != NULL && info != NULL, "tokenizer or info is NULL");
+    info->kind = t->kind;
+    info->n_vocab = t->n_vocab;
+    info->bos = t->bos;
+    info->eos = t->eos;
+    info->unk = t->unk;
+    info->pad = t->pad;
+    info->add_bos = t->add_bos;
+    info->add_eos = t->add_eos;
+    return AK_OK;
+}
+
+ak_status ak_tokenizer_token_text(const ak_tokenizer *t, int32_t id, const char **text, size_t *len) {
+    AK_ARG_CHECK(t != NULL && text != NULL && len != NULL, "NULL argument");
+    AK_ARG_CHECK(id >= 0 && id < t->n_vocab, "token id %d out of %d", id, t->n_vocab);
+    *text = ak__tok_text(t, id, len);
+    return AK_OK;
+}

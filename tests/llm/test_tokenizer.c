@@ -1,0 +1,238 @@
+/* Tokenizer tests against llama.cpp's vocabulary test files (shared/llm/vocab: every line of
+ * .inp must encode to the ids of .out, without BOS), round trips, and synthetic
+ * vocabularies for special tokens and the buffer protocol. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "accelkit/llm.h"
+#include "gguf_writer.h"
+#include "vocab_salvage.h"
+
+/* ---- files --------------------------------------------------------------------------- */
+
+static char g_shared[4096];
+
+static int find_shared(void) {
+    const char *env = getenv("AK_SHARED_DIR");
+    if (env) snprintf(g_shared, sizeof g_shared, "%s", env);
+    else { /* this file is <repo>/tests/llm/, the data <repo>/../shared */
+        snprintf(g_shared, sizeof g_shared, "%s", __FILE__);
+        char *slash = strrchr(g_shared, '/');
+        if (slash) snprintf(slash, sizeof g_shared - (size_t)(slash - g_shared), "/../../../shared");
+    }
+    char probe[4200];
+    struct stat sb;
+    snprintf(probe, sizeof probe, "%s/llm/vocab", g_shared);
+    return stat(probe, &sb) == 0;
+}
+
+static unsigned char *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, len = 0;
+    unsigned char *b = malloc(cap);
+    size_t k;
+    while ((k = fread(b + len, 1, cap - len, f)) > 0) {
+        len += k;
+        if (len == cap) b = realloc(b, cap *= 2);
+    }
+    fclose(f);
+    *n = len;
+    return b;
+}
+
+/* ---- loading a shared vocabulary ------------------------------------------------------ */
+
+typedef struct vocab {
+    ak_gguf *g;
+    gw rebuilt;    /* the salvaged file, when the shared one is damaged */
+    int salvaged;
+    ak_tokenizer *t;
+} vocab;
+
+static void vocab_open(const char *name, vocab *v) {
+    char path[4300];
+    memset(v, 0, sizeof *v);
+    snprintf(path, sizeof path, "%s/llm/vocab/ggml-vocab-%s.gguf", g_shared, name);
+    ak_status st = ak_gguf_open(path, &v->g);
+    if (st != AK_OK) {
+        /* the shared copies are damaged (see vocab_salvage.h): the reader must say so */
+        assert_int_equal(st, AK_ERR_INVALID_MODEL);
+        size_t n;
+        unsigned char *raw = read_all(path, &n);
+        assert_non_null(raw);
+        salvage sv;
+        assert_true(sv_walk(raw, n, &sv));
+        float *scores = NULL;
+        if (!strcmp(sv.model, "llama")) {
+            snprintf(path, sizeof path, "%s/llm/llama2c-tokenizer.bin", g_shared);
+            scores = sv_llama2c_scores(path, &sv);
+            assert_non_null(scores);
+        }
+        sv_write(&sv, scores, &v->rebuilt);
+        free(scores);
+        sv_free(&sv);
+        free(raw);
+        v->salvaged = 1;
+        assert_int_equal(ak_gguf_open_memory(v->rebuilt.v, v->rebuilt.n, &v->g), AK_OK);
+    }
+    assert_int_equal(ak_tokenizer_from_gguf(v->g, &v->t), AK_OK);
+}
+
+static void vocab_close(vocab *v) {
+    ak_tokenizer_free(v->t);
+    ak_gguf_close(v->g);
+    free(v->rebuilt.v);
+}
+
+/* ---- the .inp/.out cases --------------------------------------------------------------- */
+
+#define SEP "\n__ggml_vocab_test__\n"
+
+static size_t parse_ids(const char *line, size_t len, int32_t *ids, size_t cap) {
+    size_t n = 0;
+    for (size_t i = 0; i < len && n < cap;) {
+        while (i < len && line[i] == ' ') i++;
+        if (i >= len) break;
+        ids[n++] = (int32_t)strtol(line + i, NULL, 10);
+        while (i < len && line[i] != ' ') i++;
+    }
+    return n;
+}
+
+static void print_ids(const char *what, const int32_t *ids, size_t n) {
+    printf("      %s:", what);
+    for (size_t i = 0; i < n; i++) printf(" %d", ids[i]);
+    printf("\n");
+}
+
+/* Encodes one case; returns whether it matches, and checks the round trip. */
+static int run_case(const vocab *v, const char *text, size_t len, const char *want, size_t want_len,
+                    int *roundtrip_ok) {
+    size_t cap = len + 8, n;
+    int32_t *ids = malloc(cap * sizeof *ids), *exp = malloc((want_len + 1) * sizeof *exp);
+    assert_int_equal(ak_tokenizer_encode(v->t, text, len, 0, ids, cap, &n), AK_OK);
+    size_t ne = parse_ids(want, want_len, exp, want_len + 1);
+    int ok = n == ne && (n == 0 || memcmp(ids, exp, n * sizeof *ids) == 0);
+    if (!ok) {
+        printf("    mismatch for \"%.*s\"\n", (int)len, text);
+        print_ids("got ", ids, n);
+        print_ids("want", exp, ne);
+    }
+    char *back = malloc(len * 4 + 16);
+    size_t blen;
+    assert_int_equal(ak_tokenizer_decode(v->t, ids, n, AK_TOK_STRIP_SPACE, back, len * 4 + 16, &blen), AK_OK);
+    *roundtrip_ok = blen == len && memcmp(back, text, len) == 0;
+    if (!*roundtrip_ok) printf("    round trip differs for \"%.*s\": \"%.*s\"\n", (int)len, text, (int)blen, back);
+    free(back);
+    free(ids);
+    free(exp);
+    return ok;
+}
+
+/* n_vocab: the size the vocabulary is known to have (a check on the salvage, too). */
+static void run_vocab(const char *name, int32_t n_vocab) {
+    if (!find_shared()) {
+        print_message("shared/llm/vocab not found (set AK_SHARED_DIR): skipped\n");
+        skip();
+    }
+    vocab v;
+    vocab_open(name, &v);
+    ak_tokenizer_info info;
+    assert_int_equal(ak_tokenizer_get_info(v.t, &info), AK_OK);
+    assert_int_equal(info.n_vocab, n_vocab);
+    char path[4300];
+    size_t ni, no;
+    snprintf(path, sizeof path, "%s/llm/vocab/ggml-vocab-%s.gguf.inp", g_shared, name);
+    char *inp = (char *)read_all(path, &ni);
+    snprintf(path, sizeof path, "%s/llm/vocab/ggml-vocab-%s.gguf.out", g_shared, name);
+    char *out = (char *)read_all(path, &no);
+    assert_non_null(inp);
+    assert_non_null(out);
+    size_t total = 0, match = 0, trips = 0, ip = 0, op = 0;
+    while (ip < ni) {
+        const char *sep = memmem(inp + ip, ni - ip, SEP, strlen(SEP));
+        size_t len = sep ? (size_t)(sep - (inp + ip)) : ni - ip;
+        const char *nl = memchr(out + op, '\n', no - op);
+        size_t ol = nl ? (size_t)(nl - (out + op)) : no - op;
+        assert_true(op < no); /* one expected line per case */
+        int rt;
+        match += run_case(&v, inp + ip, len, out + op, ol, &rt);
+        trips += rt;
+        total++;
+        ip += len + (sep ? strlen(SEP) : 0);
+        op += ol + 1;
+    }
+    printf("vocab %-10s %zu/%zu lines match, %zu/%zu round trips%s\n", name, match, total, trips,
+           total, v.salvaged ? " (vocabulary salvaged from the damaged shared file)" : "");
+    assert_true(total >= 40);
+    assert_int_equal(match, total);
+    assert_int_equal(trips, total);
+    free(inp);
+    free(out);
+    vocab_close(&v);
+}
+
+static void test_llama_spm(void **state) { (void)state; run_vocab("llama-spm", 32000); }
+static void test_phi3(void **state) { (void)state; run_vocab("phi-3", 32064); }
+static void test_gpt2(void **state) { (void)state; run_vocab("gpt-2", 50257); }
+static void test_falcon(void **state) { (void)state; run_vocab("falcon", 65024); }
+
+static int contains(const int32_t *ids, size_t n, int32_t id) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == id) return 1;
+    return 0;
+}
+
+/* Special tokens on the real vocabularies: parsed only when asked, BOS when asked. */
+static void test_special_tokens(void **state) {
+    (void)state;
+    if (!find_shared()) skip();
+    vocab v;
+    int32_t ids[64];
+    size_t n;
+    char buf[64];
+    size_t len;
+    const char *text = "a<|endoftext|>b";
+    vocab_open("gpt-2", &v);
+    assert_int_equal(ak_tokenizer_encode(v.t, text, strlen(text), AK_TOK_PARSE_SPECIAL, ids, 64, &n), AK_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(ids[1], 50256);
+    assert_int_equal(ak_tokenizer_decode(v.t, ids, n, 0, buf, sizeof buf, &len), AK_OK);
+    assert_int_equal(len, 2); /* the control token is not rendered unless asked */
+    assert_int_equal(ak_tokenizer_decode(v.t, ids, n, AK_TOK_RENDER_SPECIAL, buf, sizeof buf, &len), AK_OK);
+    assert_int_equal(len, strlen(text));
+    assert_memory_equal(buf, text, len);
+    assert_int_equal(ak_tokenizer_encode(v.t, text, strlen(text), 0, ids, 64, &n), AK_OK);
+    assert_false(contains(ids, n, 50256));
+    vocab_close(&v);
+
+    vocab_open("llama-spm", &v);
+    assert_int_equal(ak_tokenizer_encode(v.t, "Hello", 5, AK_TOK_ADD_SPECIAL, ids, 64, &n), AK_OK);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ak_tokenizer_encode(v.t, "<s>x</s>", 8, AK_TOK_PARSE_SPECIAL, ids, 64, &n), AK_OK);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ids[n - 1], 2);
+    assert_int_equal(ak_tokenizer_encode(v.t, "<s>", 3, 0, ids, 64, &n), AK_OK);
+    assert_false(contains(ids, n, 1));
+    vocab_close(&v);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_llama_spm),
+        cmocka_unit_test(test_phi3),
+        cmocka_unit_test(test_gpt2),
+        cmocka_unit_test(test_falcon),
+        cmocka_unit_test(test_special_tokens),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
