@@ -319,6 +319,12 @@ static void test_bad_tensors(void **state) {
     one_tensor(&w, "t", 2, big, AK_GGML_F32, 0, 64);
     expect_invalid(&w);
     free(w.v);
+    uint64_t empty[1] = {0}; /* zero bytes, but its data section starts past the end */
+    gw_begin(&w, 1);
+    gw_tensor(&w, "t", 1, empty, AK_GGML_F32, 0);
+    if (w.n % 32 == 0) gw_bytes(&w, "x", 1); /* make sure the padding is missing */
+    expect_invalid(&w);
+    free(w.v);
     gw_begin(&w, 2); /* duplicate tensor names */
     gw_tensor(&w, "t", 1, dims, AK_GGML_F32, 0);
     gw_tensor(&w, "t", 1, dims, AK_GGML_F32, 32);

@@ -199,7 +199,10 @@ static ak_status place_tensor(const ak_gguf *g, ak_gguf_tensor *t) {
         return AK_FAIL(AK_ERR_INVALID_MODEL, "tensor '%.*s': offset %llu is not aligned to %llu",
                        (int)t->name_len, t->name, (unsigned long long)t->offset,
                        (unsigned long long)g->alignment);
-    uint64_t avail = g->size > g->data_offset ? g->size - g->data_offset : 0;
+    if (g->data_offset > g->size)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "tensor '%.*s': the data section starts past the end of the file",
+                       (int)t->name_len, t->name);
+    uint64_t avail = g->size - g->data_offset;
     if (t->offset > avail || t->size > avail - t->offset)
         return AK_FAIL(AK_ERR_INVALID_MODEL, "tensor '%.*s': bytes [%llu, +%llu) lie outside the data (%llu bytes)",
                        (int)t->name_len, t->name, (unsigned long long)t->offset,
