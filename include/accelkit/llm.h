@@ -1,8 +1,8 @@
 /* accelkit LLM: GGUF v3 model files and the tokenizers built from their vocabularies.
  *
  * This is the foundation of the LLM engine (issue 7): a validating, zero-copy GGUF reader
- * and the two BPE tokenizers of llama.cpp's GGUF files (SentencePiece-style `llama` and
- * byte-level `gpt2`). Every call returns an ak_status; the reason of a failure is in
+ * and the tokenizers of llama.cpp's GGUF files (SentencePiece-style BPE `llama`,
+ * byte-level BPE `gpt2`, WordPiece `bert`). Every call returns an ak_status; the reason of a failure is in
  * ak_last_error(). A malformed file gives AK_ERR_INVALID_MODEL, never a crash. */
 #ifndef ACCELKIT_LLM_H
 #define ACCELKIT_LLM_H
@@ -104,7 +104,8 @@ typedef struct ak_tokenizer ak_tokenizer;
 
 typedef enum ak_tokenizer_kind {
     AK_TOKENIZER_SPM = 1, /* tokenizer.ggml.model = "llama": BPE by score, byte fallback */
-    AK_TOKENIZER_BPE = 2  /* tokenizer.ggml.model = "gpt2": byte-level BPE by merge rank */
+    AK_TOKENIZER_BPE = 2, /* tokenizer.ggml.model = "gpt2": byte-level BPE by merge rank */
+    AK_TOKENIZER_WPM = 3  /* tokenizer.ggml.model = "bert": WordPiece, greedy longest match */
 } ak_tokenizer_kind;
 
 typedef struct ak_tokenizer_info {
@@ -118,7 +119,7 @@ enum {
     AK_TOK_ADD_SPECIAL = 1u << 0,   /* encode: BOS/EOS as the vocabulary asks */
     AK_TOK_PARSE_SPECIAL = 1u << 1, /* encode: control tokens written in the text are parsed */
     AK_TOK_RENDER_SPECIAL = 1u << 2, /* decode: control tokens produce their text */
-    AK_TOK_STRIP_SPACE = 1u << 3     /* decode: drop the space the SPM encoder put in front */
+    AK_TOK_STRIP_SPACE = 1u << 3     /* decode: drop the space the SPM/WPM encoder put in front */
 };
 
 /* Builds a tokenizer from the tokenizer.ggml.* metadata; it copies what it needs. */

@@ -116,7 +116,7 @@ static void print_ids(const char *what, const int32_t *ids, size_t n) {
 
 /* Encodes one case; returns whether it matches, and checks the round trip. */
 static int run_case(const vocab *v, const char *text, size_t len, const char *want, size_t want_len,
-                    int *roundtrip_ok) {
+                    int lossless, int *roundtrip_ok) {
     size_t cap = len + 8, n;
     int32_t *ids = malloc(cap * sizeof *ids), *exp = malloc((want_len + 1) * sizeof *exp);
     assert_int_equal(ak_tokenizer_encode(v->t, text, len, 0, ids, cap, &n), AK_OK);
@@ -131,15 +131,17 @@ static int run_case(const vocab *v, const char *text, size_t len, const char *wa
     size_t blen;
     assert_int_equal(ak_tokenizer_decode(v->t, ids, n, AK_TOK_STRIP_SPACE, back, len * 4 + 16, &blen), AK_OK);
     *roundtrip_ok = blen == len && memcmp(back, text, len) == 0;
-    if (!*roundtrip_ok) printf("    round trip differs for \"%.*s\": \"%.*s\"\n", (int)len, text, (int)blen, back);
+    if (!*roundtrip_ok && (lossless || getenv("AK_TEST_VERBOSE"))) printf("    round trip differs for \"%.*s\": \"%.*s\"\n", (int)len, text, (int)blen, back);
     free(back);
     free(ids);
     free(exp);
     return ok;
 }
 
-/* n_vocab: the size the vocabulary is known to have (a check on the salvage, too). */
-static void run_vocab(const char *name, int32_t n_vocab) {
+/* n_vocab: the size the vocabulary is known to have (a check on the salvage, too).
+ * lossless: decode(encode(x)) must give x back (WordPiece lower-cases and drops accents
+ * and spacing, so there the round trips are only counted). */
+static void run_vocab(const char *name, int32_t n_vocab, int lossless) {
     if (!find_shared()) {
         print_message("shared/llm/vocab not found (set AK_SHARED_DIR): skipped\n");
         skip();
@@ -165,7 +167,7 @@ static void run_vocab(const char *name, int32_t n_vocab) {
         size_t ol = nl ? (size_t)(nl - (out + op)) : no - op;
         assert_true(op < no); /* one expected line per case */
         int rt;
-        match += run_case(&v, inp + ip, len, out + op, ol, &rt);
+        match += run_case(&v, inp + ip, len, out + op, ol, lossless, &rt);
         trips += rt;
         total++;
         ip += len + (sep ? strlen(SEP) : 0);
@@ -175,16 +177,17 @@ static void run_vocab(const char *name, int32_t n_vocab) {
            total, v.salvaged ? " (vocabulary salvaged from the damaged shared file)" : "");
     assert_true(total >= 40);
     assert_int_equal(match, total);
-    assert_int_equal(trips, total);
+    if (lossless) assert_int_equal(trips, total);
     free(inp);
     free(out);
     vocab_close(&v);
 }
 
-static void test_llama_spm(void **state) { (void)state; run_vocab("llama-spm", 32000); }
-static void test_phi3(void **state) { (void)state; run_vocab("phi-3", 32064); }
-static void test_gpt2(void **state) { (void)state; run_vocab("gpt-2", 50257); }
-static void test_falcon(void **state) { (void)state; run_vocab("falcon", 65024); }
+static void test_llama_spm(void **state) { (void)state; run_vocab("llama-spm", 32000, 1); }
+static void test_phi3(void **state) { (void)state; run_vocab("phi-3", 32064, 1); }
+static void test_gpt2(void **state) { (void)state; run_vocab("gpt-2", 50257, 1); }
+static void test_falcon(void **state) { (void)state; run_vocab("falcon", 65024, 1); }
+static void test_bert_bge(void **state) { (void)state; run_vocab("bert-bge", 30522, 0); }
 
 static int contains(const int32_t *ids, size_t n, int32_t id) {
     for (size_t i = 0; i < n; i++)
@@ -232,6 +235,7 @@ int main(void) {
         cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_gpt2),
         cmocka_unit_test(test_falcon),
+        cmocka_unit_test(test_bert_bge),
         cmocka_unit_test(test_special_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

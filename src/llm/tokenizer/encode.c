@@ -109,7 +109,8 @@ static ak_status encode_fragments(const ak_tokenizer *t, const char *text, const
                                          t->add_space_prefix && prev_special, out));
             prev_special = 0;
         } else {
-            AK_CHECK(ak__bpe_encode(t, text + fr->start, fr->len, out));
+            if (t->kind == AK_TOKENIZER_BPE) AK_CHECK(ak__bpe_encode(t, text + fr->start, fr->len, out));
+            else AK_CHECK(ak__wpm_encode(t, text + fr->start, fr->len, out));
             prev_special = 0;
         }
     }

@@ -1,9 +1,9 @@
 /* Internal layout of a tokenizer built from GGUF vocabulary metadata.
  *
- * One vocabulary (texts, scores, types, text → id map) serves two encoders:
- * spm.c (`llama`: merge adjacent pieces by best score, byte fallback) and bpe.c (`gpt2`:
+ * One vocabulary (texts, scores, types, text → id map) serves three encoders:
+ * spm.c (`llama`: merge adjacent pieces by best score, byte fallback), bpe.c (`gpt2`:
  * pre-tokenize with a regex-like splitter, map bytes to printable code points, merge by
- * rank). encode.c splits out special tokens and dispatches; decode.c turns ids into bytes. */
+ * rank) and wpm.c (`bert`: WordPiece, greedy longest match). encode.c splits out special tokens and dispatches; decode.c turns ids into bytes. */
 #ifndef AK_LLM_TOKENIZER_H
 #define AK_LLM_TOKENIZER_H
 
@@ -50,6 +50,7 @@ struct ak_tokenizer {
     int32_t *specials;      /* control/user-defined/unknown ids, longest text first */
     size_t n_specials;
     int32_t byte_token[256]; /* SPM: id of <0xXX> (or the 1-byte text), -1 if none */
+    size_t max_token_len;    /* WPM: the longest token text, bytes */
 };
 
 static inline const char *ak__tok_text(const ak_tokenizer *t, int32_t id, size_t *len) {
@@ -60,6 +61,7 @@ static inline const char *ak__tok_text(const ak_tokenizer *t, int32_t id, size_t
 /* Encoders of one run of plain text (no special tokens in it). */
 ak_status ak__spm_encode(const ak_tokenizer *t, const char *text, size_t len, ak_ids *out);
 ak_status ak__bpe_encode(const ak_tokenizer *t, const char *text, size_t len, ak_ids *out);
+ak_status ak__wpm_encode(const ak_tokenizer *t, const char *text, size_t len, ak_ids *out);
 
 /* Byte-level BPE helpers (bpe_bytes.c). */
 /* The printable code point GPT-2 uses for byte `b`. */

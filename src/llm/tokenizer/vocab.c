@@ -31,7 +31,8 @@ static ak_status read_kind(const ak_gguf *g, ak_tokenizer *t) {
     AK_CHECK(ak_gguf_get_string(g, "tokenizer.ggml.model", &s, &n));
     if (n == 5 && memcmp(s, "llama", 5) == 0) t->kind = AK_TOKENIZER_SPM;
     else if (n == 4 && memcmp(s, "gpt2", 4) == 0) t->kind = AK_TOKENIZER_BPE;
-    else return AK_FAIL(AK_ERR_UNSUPPORTED, "tokenizer model '%.*s' is not supported (llama, gpt2)", (int)n, s);
+    else if (n == 4 && memcmp(s, "bert", 4) == 0) t->kind = AK_TOKENIZER_WPM;
+    else return AK_FAIL(AK_ERR_UNSUPPORTED, "tokenizer model '%.*s' is not supported (llama, gpt2, bert)", (int)n, s);
     if (t->kind != AK_TOKENIZER_BPE) return AK_OK;
     t->pre = AK_PRETOK_GPT2; /* absent or "default": the GPT-2 split */
     if (!has_key(g, "tokenizer.ggml.pre")) return AK_OK;
@@ -82,6 +83,7 @@ static ak_status read_tokens(const ak_gguf *g, ak_tokenizer *t) {
         /* a repeated text maps to its last id, as in llama.cpp */
         ak_strmap_put(&t->vocab, t->blob + off, len, (int64_t)i, 1);
         off += len;
+        if (len > t->max_token_len) t->max_token_len = len;
     }
     t->text_off[n] = off;
     return AK_OK;
@@ -162,15 +164,16 @@ static ak_status read_flag(const ak_gguf *g, const char *key, int *flag) {
     return AK_OK;
 }
 
-/* Defaults follow llama.cpp: SPM has <unk>=0, <s>=1, </s>=2 and adds BOS and a space. */
+/* Defaults follow llama.cpp: SPM has <unk>=0, <s>=1, </s>=2 and adds BOS and a space;
+ * BERT has [PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102 and frames the text with CLS/SEP. */
 static ak_status read_specials(const ak_gguf *g, ak_tokenizer *t) {
-    int spm = t->kind == AK_TOKENIZER_SPM;
-    t->bos = spm ? 1 : 11;
-    t->eos = spm ? 2 : 11;
-    t->unk = spm ? 0 : -1;
-    t->pad = -1;
-    t->add_bos = spm;
-    t->add_eos = 0;
+    int spm = t->kind == AK_TOKENIZER_SPM, wpm = t->kind == AK_TOKENIZER_WPM;
+    t->bos = spm ? 1 : wpm ? 101 : 11;
+    t->eos = spm ? 2 : wpm ? 102 : 11;
+    t->unk = spm ? 0 : wpm ? 100 : -1;
+    t->pad = wpm ? 0 : -1;
+    t->add_bos = spm || wpm;
+    t->add_eos = wpm;
     t->add_space_prefix = spm;
     AK_CHECK(read_id(g, t, "tokenizer.ggml.bos_token_id", &t->bos));
     AK_CHECK(read_id(g, t, "tokenizer.ggml.eos_token_id", &t->eos));
