@@ -54,11 +54,15 @@ static ak_status check_parallel(const ak_gguf *g, const char *key, uint64_t n, i
     return AK_OK;
 }
 
-static ak_status read_tokens(const ak_gguf *g, ak_tokenizer *t) {
+/* A required array of strings: 1 with its length, or 0 when absent or of another type. */
+static int string_array(const ak_gguf *g, const char *key, uint64_t *n) {
     ak_gguf_type et;
+    return has_key(g, key) && ak_gguf_get_array(g, key, &et, n) == AK_OK && et == AK_GGUF_STRING;
+}
+
+static ak_status read_tokens(const ak_gguf *g, ak_tokenizer *t) {
     uint64_t n;
-    if (!has_key(g, "tokenizer.ggml.tokens") ||
-        ak_gguf_get_array(g, "tokenizer.ggml.tokens", &et, &n) != AK_OK || et != AK_GGUF_STRING)
+    if (!string_array(g, "tokenizer.ggml.tokens", &n))
         return AK_FAIL(AK_ERR_INVALID_MODEL, "tokenizer.ggml.tokens must be an array of strings");
     if (n == 0 || n > INT32_MAX) return AK_FAIL(AK_ERR_INVALID_MODEL, "vocabulary of %llu tokens", (unsigned long long)n);
     t->n_vocab = (int32_t)n;
@@ -115,10 +119,8 @@ static ak_status read_scores_types(const ak_gguf *g, ak_tokenizer *t) {
 /* Merges are "left right"; the rank is the position. Kept whole: a lookup builds the same
  * text from two adjacent symbols. */
 static ak_status read_merges(const ak_gguf *g, ak_tokenizer *t) {
-    ak_gguf_type et;
     uint64_t n;
-    if (!has_key(g, "tokenizer.ggml.merges") ||
-        ak_gguf_get_array(g, "tokenizer.ggml.merges", &et, &n) != AK_OK || et != AK_GGUF_STRING)
+    if (!string_array(g, "tokenizer.ggml.merges", &n))
         return AK_FAIL(AK_ERR_INVALID_MODEL, "a gpt2 tokenizer needs tokenizer.ggml.merges (strings)");
     size_t total = 0;
     for (uint64_t i = 0; i < n; i++) {
