@@ -60,6 +60,29 @@ static int string_array(const ak_gguf *g, const char *key, uint64_t *n) {
     return has_key(g, key) && ak_gguf_get_array(g, key, &et, n) == AK_OK && et == AK_GGUF_STRING;
 }
 
+/* Copies the n strings of array `key` back to back into a new *blob (total bytes, known
+ * from a first pass) and maps each text to its index; with `offsets` (n + 1 entries) also
+ * records where each starts. keep_last: a repeated text maps to its last index, else the
+ * first. */
+static ak_status intern_strings(const ak_gguf *g, const char *key, uint64_t n, size_t total, char **blob,
+                                size_t *offsets, ak_strmap *map, int keep_last) {
+    *blob = malloc(total ? total : 1);
+    if (!*blob) return AK_FAIL(AK_ERR_NO_MEMORY, "%s: %llu strings", key, (unsigned long long)n);
+    AK_CHECK(ak_strmap_init(map, n));
+    size_t off = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        AK_CHECK(ak_gguf_get_array_string(g, key, i, &s, &len));
+        memcpy(*blob + off, s, len);
+        if (offsets) offsets[i] = off;
+        ak_strmap_put(map, *blob + off, len, (int64_t)i, keep_last);
+        off += len;
+    }
+    if (offsets) offsets[n] = off;
+    return AK_OK;
+}
+
 static ak_status read_tokens(const ak_gguf *g, ak_tokenizer *t) {
     uint64_t n;
     if (!string_array(g, "tokenizer.ggml.tokens", &n))
@@ -72,25 +95,12 @@ static ak_status read_tokens(const ak_gguf *g, ak_tokenizer *t) {
         size_t len;
         AK_CHECK(ak_gguf_get_array_string(g, "tokenizer.ggml.tokens", i, &s, &len));
         total += len; /* each string lies inside the file, so the sum cannot overflow */
-    }
-    t->blob = malloc(total ? total : 1);
-    t->text_off = malloc((size_t)(n + 1) * sizeof *t->text_off);
-    if (!t->blob || !t->text_off) return AK_FAIL(AK_ERR_NO_MEMORY, "vocabulary of %llu tokens", (unsigned long long)n);
-    AK_CHECK(ak_strmap_init(&t->vocab, n));
-    size_t off = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        const char *s;
-        size_t len;
-        AK_CHECK(ak_gguf_get_array_string(g, "tokenizer.ggml.tokens", i, &s, &len));
-        memcpy(t->blob + off, s, len);
-        t->text_off[i] = off;
-        /* a repeated text maps to its last id, as in llama.cpp */
-        ak_strmap_put(&t->vocab, t->blob + off, len, (int64_t)i, 1);
-        off += len;
         if (len > t->max_token_len) t->max_token_len = len;
     }
-    t->text_off[n] = off;
-    return AK_OK;
+    t->text_off = malloc((size_t)(n + 1) * sizeof *t->text_off);
+    if (!t->text_off) return AK_FAIL(AK_ERR_NO_MEMORY, "vocabulary of %llu tokens", (unsigned long long)n);
+    /* a repeated text maps to its last id, as in llama.cpp */
+    return intern_strings(g, "tokenizer.ggml.tokens", n, total, &t->blob, t->text_off, &t->vocab, 1);
 }
 
 static ak_status read_scores_types(const ak_gguf *g, ak_tokenizer *t) {
@@ -132,19 +142,7 @@ static ak_status read_merges(const ak_gguf *g, ak_tokenizer *t) {
                            (unsigned long long)i, (int)(len < 64 ? len : 64), s);
         total += len;
     }
-    t->merge_blob = malloc(total ? total : 1);
-    if (!t->merge_blob) return AK_FAIL(AK_ERR_NO_MEMORY, "merges");
-    AK_CHECK(ak_strmap_init(&t->merges, n));
-    size_t off = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        const char *s;
-        size_t len;
-        AK_CHECK(ak_gguf_get_array_string(g, "tokenizer.ggml.merges", i, &s, &len));
-        memcpy(t->merge_blob + off, s, len);
-        ak_strmap_put(&t->merges, t->merge_blob + off, len, (int64_t)i, 0); /* first wins */
-        off += len;
-    }
-    return AK_OK;
+    return intern_strings(g, "tokenizer.ggml.merges", n, total, &t->merge_blob, NULL, &t->merges, 0);
 }
 
 /* An optional token id; out of range is a malformed file. */
