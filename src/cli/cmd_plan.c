@@ -24,6 +24,12 @@ typedef struct plan_args {
     ak_plan_config want;
 } plan_args;
 
+static int64_t cluster_devices(const ak_plan_cluster *c) {
+    int64_t devices = 0;
+    for (int i = 0; i < c->ngroups; i++) devices += c->groups[i].nodes * c->groups[i].devices_per_node;
+    return devices;
+}
+
 static int usage_error(const char *cmd, const char *fmt, const char *detail) {
     fprintf(stderr, "ak %s: ", cmd);
     fprintf(stderr, fmt, detail);
@@ -287,9 +293,7 @@ static void print_json(const plan_args *a, const ak_plan_model *m, const ak_plan
     cJSON_AddStringToObject(root, "model", m->name);
     cJSON_AddNumberToObject(root, "params", params);
     cJSON_AddStringToObject(root, "cluster", c->name);
-    int64_t devices = 0;
-    for (int i = 0; i < c->ngroups; i++) devices += c->groups[i].nodes * c->groups[i].devices_per_node;
-    cJSON_AddNumberToObject(root, "devices", (double)devices);
+    cJSON_AddNumberToObject(root, "devices", (double)cluster_devices(c));
     cJSON_AddNumberToObject(root, "global_batch", (double)a->opt.global_batch);
     cJSON_AddNumberToObject(root, "plans_evaluated", (double)st->evaluated);
     cJSON_AddNumberToObject(root, "plans_feasible", (double)st->feasible);
@@ -326,9 +330,8 @@ static int list_presets(void) {
 static void print_header(const ak_plan_model *m, const ak_plan_cluster *c, const plan_args *a,
                          const ak_plan_search_stats *st) {
     double params = 0;
-    int64_t devices = 0;
+    int64_t devices = cluster_devices(c);
     ak_plan_param_count(m, &params);
-    for (int i = 0; i < c->ngroups; i++) devices += c->groups[i].nodes * c->groups[i].devices_per_node;
     printf("model %s: %.2f B parameters, %lld layers, hidden %lld | cluster %s: %lld devices | global batch %lld x %lld tokens\n",
            m->name, params / 1e9, (long long)m->layers, (long long)m->hidden, c->name, (long long)devices,
            (long long)a->opt.global_batch, (long long)m->seq_len);

@@ -414,7 +414,8 @@ static void fill_rates(const eval_ctx *x, ak_plan_result *r) {
     double fraction = 0.0;
     if (cfg->recompute == AK_PLAN_RECOMPUTE_HYBRID)
         fraction = (double)cfg->recompute_layers / (double)cfg->group_stage_layers[0];
-    ak_plan_flops(x->m, seqs, cfg->recompute, fraction, x->o->flash_attention, &r->model_flops, &r->hardware_flops);
+    plan_iteration_flops(x->m, seqs, cfg->recompute, fraction, x->o->flash_attention, &r->model_flops,
+                         &r->hardware_flops);
     for (int i = 0; i < x->c->ngroups; i++)
         peak += x->c->groups[i].peak_flops * (double)(x->c->groups[i].nodes * x->c->groups[i].devices_per_node);
     double T = r->time_per_iter_s;

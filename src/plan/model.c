@@ -111,6 +111,20 @@ static double recompute_flops(const plan_layer_flops *f, ak_plan_recompute r, do
     }
 }
 
+void plan_iteration_flops(const ak_plan_model *model, double sequences, ak_plan_recompute recompute,
+                          double recompute_fraction, int flash_attention, double *model_flops,
+                          double *hardware_flops) {
+    plan_layer_flops f;
+    plan_forward_flops(model, &f);
+    double layers = (double)model->layers;
+    double forward = layers * (f.gemm + f.attention) + f.logits;
+    *model_flops = 3.0 * forward * sequences;
+    /* a fused attention backward recomputes QK^T (half the attention core) */
+    double flash_extra = flash_attention ? 0.5 * f.attention : 0.0;
+    double extra = recompute_flops(&f, recompute, recompute_fraction, flash_attention) + flash_extra;
+    *hardware_flops = *model_flops + layers * extra * sequences;
+}
+
 ak_status ak_plan_flops(const ak_plan_model *model, double sequences, ak_plan_recompute recompute,
                         double recompute_fraction, int flash_attention, double *model_flops,
                         double *hardware_flops) {
@@ -121,15 +135,8 @@ ak_status ak_plan_flops(const ak_plan_model *model, double sequences, ak_plan_re
     if (!(recompute_fraction >= 0.0 && recompute_fraction <= 1.0))
         return AK_FAIL(AK_ERR_INVALID_ARG, "ak_plan_flops: recompute fraction must be in [0, 1]");
     AK_CHECK(ak_plan_model_check(model));
-    plan_layer_flops f;
-    plan_forward_flops(model, &f);
-    double layers = (double)model->layers;
-    double forward = layers * (f.gemm + f.attention) + f.logits;
-    *model_flops = 3.0 * forward * sequences;
-    /* a fused attention backward recomputes QK^T (half the attention core) */
-    double flash_extra = flash_attention ? 0.5 * f.attention : 0.0;
-    double extra = recompute_flops(&f, recompute, recompute_fraction, flash_attention) + flash_extra;
-    *hardware_flops = *model_flops + layers * extra * sequences;
+    plan_iteration_flops(model, sequences, recompute, recompute_fraction, flash_attention, model_flops,
+                         hardware_flops);
     return AK_OK;
 }
 

@@ -32,6 +32,10 @@ typedef struct plan_layer_flops {
 } plan_layer_flops;
 
 void plan_forward_flops(const ak_plan_model *m, plan_layer_flops *out);
+/* ak_plan_flops without its argument checks (the search's inner loop). */
+void plan_iteration_flops(const ak_plan_model *m, double sequences, ak_plan_recompute recompute,
+                          double recompute_fraction, int flash_attention, double *model_flops,
+                          double *hardware_flops);
 
 /* Activation bytes of one layer and one micro-batch (Korthikanti et al. 2022), split
  * into what the attention core keeps (recomputed by selective recompute) and the rest. */
