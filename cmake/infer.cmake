@@ -28,7 +28,8 @@ add_custom_command(
 set_source_files_properties(${AK_ONNX_PB_C} PROPERTIES GENERATED TRUE COMPILE_OPTIONS "-w")
 
 file(GLOB AK_INFER_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/infer/*.c
-     ${CMAKE_SOURCE_DIR}/src/infer/*/*.c)
+     ${CMAKE_SOURCE_DIR}/src/infer/*/*.c
+     ${CMAKE_SOURCE_DIR}/src/infer/*/*/*.c)
 target_sources(accelkit_obj PRIVATE ${AK_INFER_SOURCES} ${AK_ONNX_PB_C} ${AK_ONNX_PB_H})
 target_include_directories(accelkit_obj PRIVATE ${CMAKE_BINARY_DIR}/generated
                                                 ${AK_HAVE_PROTOBUF_C_INCLUDE})
