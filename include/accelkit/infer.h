@@ -1,8 +1,7 @@
 /* accelkit inference: loading ONNX models and asking what is inside them.
  *
- * This is the start of the inference engine (issue 5): a model is read into accelkit's
- * graph IR and can be queried (inputs, outputs, opsets, operator histogram, parameters,
- * FLOPs where shapes are static). Sessions that run a model come later.
+ * A model is read into accelkit's graph IR and can be queried (inputs, outputs, opsets,
+ * operator histogram, parameters, FLOPs where shapes are static); a session runs it.
  *
  * Accepted: ONNX IR versions 3-9, default-domain opsets 7-18. A malformed, truncated or
  * hostile file fails with AK_ERR_INVALID_MODEL; a well-formed model that uses something
@@ -128,6 +127,75 @@ typedef struct ak_model_flops {
     size_t candidates;
 } ak_model_flops;
 AK_API ak_status ak_model_get_flops(const ak_model *model, ak_model_flops *out);
+
+/* ---- sessions: running a model --------------------------------------------------------
+ *
+ * A session prepares a loaded model for execution: every node is bound to an operator
+ * (an operator accelkit does not have fails here with "unsupported operator X (opset N)
+ * at node Y"), constant subgraphs are folded, and on the first run the shapes seen are
+ * used to plan one memory arena by value lifetimes. Later runs with the same input shapes
+ * reuse the plan and allocate nothing on the heap; other shapes re-plan on the fly.
+ * The model must outlive a session made by ak_session_create. A session runs one call at
+ * a time (operators parallelise internally over the session's threads). */
+
+typedef struct ak_session ak_session;
+
+/* A tensor passed to or returned by ak_session_run: row-major data of `type`. */
+typedef struct ak_tensor {
+    ak_elem_type type;
+    int rank;
+    const int64_t *dims;
+    void *data;
+} ak_tensor;
+
+typedef struct ak_session_options {
+    int threads;   /* intra-op threads counting the caller; 0 = AK_NUM_THREADS or all cores */
+    int profile;   /* 1: time every node (ak_session_profile); -1: from AK_PROFILE */
+    int fold_constants; /* 1 (default): precompute nodes whose inputs are all constant */
+} ak_session_options;
+
+AK_API ak_status ak_session_options_init(ak_session_options *opts);
+/* opts NULL = defaults. */
+AK_API ak_status ak_session_create(const ak_model *model, const ak_session_options *opts,
+                                   ak_session **out);
+/* Loads `path` and makes a session that owns the model. */
+AK_API ak_status ak_session_create_from_file(const char *path, const ak_session_options *opts,
+                                             ak_session **out);
+AK_API void ak_session_free(ak_session *session);
+AK_API const ak_model *ak_session_model(const ak_session *session);
+
+/* Runs the model. inputs[i] feeds the graph input named input_names[i] (every input the
+ * model declares must be fed; initializer-backed inputs may be overridden). Outputs:
+ * output_names NULL asks for every graph output in declared order (num_outputs must
+ * equal their number). outputs[i] receives type, shape and data owned by the session,
+ * valid until the next run or ak_session_free. Input shapes must match the model's
+ * declared fixed dimensions; input data is not modified. */
+AK_API ak_status ak_session_run(ak_session *session, const char *const *input_names,
+                                const ak_tensor *inputs, size_t num_inputs,
+                                const char *const *output_names, ak_tensor *outputs,
+                                size_t num_outputs);
+
+/* Memory a session holds. */
+typedef struct ak_session_memory {
+    size_t arena_bytes;     /* planned activations (one block) */
+    size_t naive_bytes;     /* what one buffer per activation would take */
+    size_t workspace_bytes; /* operator scratch */
+    size_t folded_bytes;    /* constants computed at creation */
+    size_t num_folded;      /* nodes folded at creation */
+    int planned;            /* a plan exists (after the first run) */
+} ak_session_memory;
+AK_API ak_status ak_session_get_memory(const ak_session *session, ak_session_memory *out);
+
+/* Per operator type timings since creation (profiling on): i < *count, slowest first.
+ * ak_session_profile(s, 0, NULL, &count) asks for the count only. */
+typedef struct ak_op_profile {
+    const char *op_type;
+    uint64_t calls;
+    uint64_t total_ns;
+    size_t nodes;
+} ak_op_profile;
+AK_API ak_status ak_session_profile(const ak_session *session, size_t i, ak_op_profile *out,
+                                    size_t *count);
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,7 @@
  * reported with AK_OP_FAIL and AK_ERR_INVALID_MODEL (or AK_ERR_INVALID_ARG for data a
  * caller fed); something valid the operator does not do fails with AK_ERR_UNSUPPORTED.
  *
- * Operators are grouped in families (backend/native/*.c); each family exports a
+ * Operators are grouped in families (backend/native/FAMILY_ops.c); each exports a
  * NULL-terminated table that runtime/registry.c searches. */
 #ifndef AK_INFER_RUNTIME_OP_H
 #define AK_INFER_RUNTIME_OP_H

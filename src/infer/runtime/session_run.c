@@ -1,0 +1,229 @@
+/* The run loop: bind the caller's inputs, run every node in order with outputs placed by
+ * the memory plan (or in dynamic buffers while no plan fits), hand back the outputs.
+ * Once a plan exists and shapes repeat, nothing here touches the heap. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/runtime/session.h"
+
+static int same_shape(const ak__tensor *a, const ak__tensor *b) {
+    if (a->type != b->type || a->rank != b->rank) return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i]) return 0;
+    return 1;
+}
+
+static ak_status check_input(const ak__ir_value *decl, const ak_tensor *in) {
+    if (!in->data && in->rank > 0)
+        for (int i = 0; i < in->rank; i++)
+            if (in->dims[i] != 0) return AK_FAIL(AK_ERR_INVALID_ARG, "input '%s': data is NULL", decl->name);
+    if (decl->type != AK_ELEM_UNDEFINED && in->type != decl->type)
+        return AK_FAIL(AK_ERR_INVALID_ARG, "input '%s' has type %s, the model expects %s",
+                       decl->name, ak_elem_type_name(in->type), ak_elem_type_name(decl->type));
+    if (in->rank < 0 || in->rank > AK_IR_MAX_RANK || (in->rank && !in->dims))
+        return AK_FAIL(AK_ERR_INVALID_ARG, "input '%s': invalid rank %d", decl->name, in->rank);
+    if (decl->rank >= 0 && in->rank != decl->rank)
+        return AK_FAIL(AK_ERR_INVALID_ARG, "input '%s' has rank %d, the model expects %d",
+                       decl->name, in->rank, decl->rank);
+    for (int i = 0; decl->rank >= 0 && i < in->rank; i++)
+        if (decl->dims[i].value >= 0 && in->dims[i] != decl->dims[i].value)
+            return AK_FAIL(AK_ERR_INVALID_ARG,
+                           "input '%s': dimension %d is %lld, the model fixes it at %lld",
+                           decl->name, i, (long long)in->dims[i], (long long)decl->dims[i].value);
+    return AK_OK;
+}
+
+static ak_status bind_inputs(ak_session *s, const char *const *names, const ak_tensor *inputs,
+                             size_t n) {
+    const ak__ir_graph *g = s->g;
+    for (size_t i = 0; i < n; i++) {
+        AK_ARG_CHECK(names && names[i], "ak_session_run: input name %zu is NULL", i);
+        int32_t v = ak__ir_value_find(g, names[i]);
+        if (v == AK_IR_NONE || !(g->values[v].flags & AK_IR_VALUE_INPUT))
+            return AK_FAIL(AK_ERR_INVALID_ARG, "ak_session_run: the model has no input '%s'",
+                           names[i]);
+        if (s->source[v] == AK_SRC_FOLDED)
+            return AK_FAIL(AK_ERR_UNSUPPORTED,
+                           "input '%s' overrides an initializer that was folded at creation "
+                           "(create the session with fold_constants = 0)", names[i]);
+        AK_CHECK(check_input(&g->values[v], &inputs[i]));
+        char what[128];
+        snprintf(what, sizeof what, "input '%s'", names[i]);
+        AK_CHECK(ak__tensor_set_shape(&s->values[v], inputs[i].type, inputs[i].rank,
+                                      inputs[i].dims, what));
+        s->values[v].data = inputs[i].data;
+    }
+    for (size_t i = 0; i < g->num_inputs; i++) {
+        int32_t v = g->inputs[i];
+        if (s->source[v] != AK_SRC_INPUT) continue;
+        size_t k = 0;
+        while (k < n && strcmp(names[k], g->values[v].name) != 0) k++;
+        if (k == n)
+            return AK_FAIL(AK_ERR_INVALID_ARG, "ak_session_run: input '%s' is not fed",
+                           g->values[v].name);
+    }
+    return AK_OK;
+}
+
+/* Gives output `o` of node e its bytes: input 0's for aliasing operators, the arena
+ * slot when planned, else a fresh dynamic buffer. */
+static ak_status place_output(ak_session *s, ak__exec_node *e, uint32_t o, int planned) {
+    int32_t v = e->node->outputs[o];
+    ak__tensor *t = &s->values[v];
+    if (o == 0 && (e->def->flags & AK_OP_ALIAS_INPUT0)) {
+        const ak__tensor *in = e->inputs[0];
+        if (!in || ak__tensor_nbytes(in) != ak__tensor_nbytes(t))
+            return AK_OP_FAIL(e->node, AK_ERR_INTERNAL, "aliased output size differs from input");
+        t->data = in->data;
+        return AK_OK;
+    }
+    if (planned) {
+        t->data = (char *)s->arena + s->plan_offset[v];
+        return AK_OK;
+    }
+    ak_free(s->dynamic[v]);
+    s->dynamic[v] = NULL;
+    AK_CHECK(ak_alloc(ak__tensor_nbytes(t), &s->dynamic[v]));
+    t->data = s->dynamic[v];
+    return AK_OK;
+}
+
+static ak_status reserve_workspace(ak_session *s, size_t bytes) {
+    if (bytes <= s->workspace_bytes) return AK_OK;
+    ak_free(s->workspace);
+    s->workspace = NULL;
+    s->workspace_bytes = 0;
+    AK_CHECK(ak_alloc(bytes, &s->workspace));
+    s->workspace_bytes = bytes;
+    return AK_OK;
+}
+
+static void record_time(ak_session *s, ak__exec_node *e, uint64_t t0) {
+    uint64_t t1 = ak_now_ns();
+    e->ns += t1 - t0;
+    e->calls++;
+    if (ak_trace_enabled())
+        ak_trace_complete("infer", e->node->name[0] ? e->node->name : e->node->op_type, t0,
+                          t1 - t0);
+    (void)s;
+}
+
+ak_status ak__session_exec_node(ak_session *s, ak__exec_node *e, int *planned) {
+    ak__op_ctx ctx = {e->node, e->state, e->node->num_inputs, e->node->num_outputs,
+                      e->inputs, e->outputs, s->pool, 0, NULL};
+    uint64_t t0 = s->profile ? ak_now_ns() : 0;
+    AK_CHECK(e->def->reshape(&ctx));
+    for (uint32_t o = 0; o < e->node->num_outputs && *planned; o++) {
+        int32_t v = e->node->outputs[o];
+        if (v != AK_IR_NONE && !same_shape(&s->values[v], &s->plan_shapes[v])) *planned = 0;
+    }
+    for (uint32_t o = 0; o < e->node->num_outputs; o++)
+        if (e->node->outputs[o] != AK_IR_NONE) AK_CHECK(place_output(s, e, o, *planned));
+    AK_CHECK(reserve_workspace(s, ctx.workspace_bytes));
+    ctx.workspace = s->workspace;
+    if (e->def->run) AK_CHECK(e->def->run(&ctx));
+    if (s->profile) record_time(s, e, t0);
+    return AK_OK;
+}
+
+/* Frees what the previous run left for its outputs: dynamic buffers of a run made
+ * without a plan, and the arena a re-plan replaced. */
+static void release_previous(ak_session *s) {
+    size_t nv = s->g->num_values;
+    for (size_t v = 0; v < nv; v++) {
+        if (!s->dynamic[v]) continue;
+        ak_free(s->dynamic[v]);
+        s->dynamic[v] = NULL;
+    }
+    ak_free(s->retired_arena);
+    s->retired_arena = NULL;
+}
+
+static ak_status fill_outputs(ak_session *s, const char *const *names, ak_tensor *outputs,
+                              size_t n) {
+    const ak__ir_graph *g = s->g;
+    if (!names && n != g->num_outputs)
+        return AK_FAIL(AK_ERR_INVALID_ARG, "ak_session_run: the model has %zu outputs, %zu asked",
+                       g->num_outputs, n);
+    for (size_t i = 0; i < n; i++) {
+        int32_t v = names ? ak__ir_value_find(g, names[i]) : g->outputs[i];
+        if (v == AK_IR_NONE)
+            return AK_FAIL(AK_ERR_INVALID_ARG, "ak_session_run: no value named '%s'", names[i]);
+        if (s->source[v] == AK_SRC_UNUSED || (s->source[v] == AK_SRC_ACTIVATION &&
+                                              s->first_def[v] < 0))
+            return AK_FAIL(AK_ERR_INVALID_ARG, "ak_session_run: '%s' is not computed",
+                           g->values[v].name);
+        const ak__tensor *t = &s->values[v];
+        outputs[i].type = t->type;
+        outputs[i].rank = t->rank;
+        outputs[i].dims = t->dims;
+        outputs[i].data = t->data;
+    }
+    return AK_OK;
+}
+
+static void remember_shapes(ak_session *s) {
+    memcpy(s->plan_shapes, s->values, s->g->num_values * sizeof *s->values);
+}
+
+ak_status ak_session_run(ak_session *s, const char *const *input_names, const ak_tensor *inputs,
+                         size_t num_inputs, const char *const *output_names, ak_tensor *outputs,
+                         size_t num_outputs) {
+    AK_ARG_CHECK(s, "ak_session_run: session is NULL");
+    AK_ARG_CHECK(!num_inputs || inputs, "ak_session_run: inputs is NULL");
+    AK_ARG_CHECK(!num_outputs || outputs, "ak_session_run: outputs is NULL");
+    release_previous(s);
+    AK_CHECK(bind_inputs(s, input_names, inputs, num_inputs));
+    int planned = s->planned;
+    for (size_t k = 0; k < s->num_nodes; k++) {
+        ak__exec_node *e = &s->nodes[k];
+        if (e->folded) continue;
+        ak_status st = ak__session_exec_node(s, e, &planned);
+        if (st != AK_OK) {
+            s->planned = 0; /* shapes of this run are partial: plan again next time */
+            return st;
+        }
+    }
+    if (!planned) { /* plan from this run's shapes; its outputs stay where they are */
+        remember_shapes(s);
+        s->planned = 0;
+        AK_CHECK(ak__memplan_build(s));
+        s->planned = 1;
+    }
+    return fill_outputs(s, output_names, outputs, num_outputs);
+}
+
+/* ---- profiling ---------------------------------------------------------------------- */
+
+static int cmp_profile(const void *a, const void *b) {
+    const ak_op_profile *x = a, *y = b;
+    if (x->total_ns != y->total_ns) return x->total_ns < y->total_ns ? 1 : -1;
+    return strcmp(x->op_type, y->op_type);
+}
+
+ak_status ak_session_profile(const ak_session *s, size_t i, ak_op_profile *out, size_t *count) {
+    AK_ARG_CHECK(s && count, "ak_session_profile: NULL argument");
+    ak_op_profile *rows = calloc(s->num_nodes ? s->num_nodes : 1, sizeof *rows);
+    if (!rows) return AK_FAIL(AK_ERR_NO_MEMORY, "profile: out of memory");
+    size_t n = 0;
+    for (size_t k = 0; k < s->num_nodes; k++) {
+        const ak__exec_node *e = &s->nodes[k];
+        if (e->folded) continue;
+        size_t r = 0;
+        while (r < n && strcmp(rows[r].op_type, e->node->op_type) != 0) r++;
+        if (r == n) rows[n++].op_type = e->node->op_type;
+        rows[r].calls += e->calls;
+        rows[r].total_ns += e->ns;
+        rows[r].nodes++;
+    }
+    qsort(rows, n, sizeof *rows, cmp_profile);
+    *count = n;
+    ak_status st = AK_OK;
+    if (out) {
+        if (i < n) *out = rows[i];
+        else st = AK_FAIL(AK_ERR_INVALID_ARG, "ak_session_profile: index %zu of %zu", i, n);
+    }
+    free(rows);
+    return st;
+}
