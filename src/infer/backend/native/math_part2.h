@@ -1,6 +1,11 @@
-/* Defs of the math family's second part (Resize, Upsample, Einsum, RNNs), listed in math_ops.c. */
+/* Defs of the math family's second part, listed in math_ops.c through AK_MATH_PART2_DEFS:
+ * Resize and Upsample (math_resize.c). */
 #ifndef AK_INFER_NATIVE_MATH_PART2_H
 #define AK_INFER_NATIVE_MATH_PART2_H
 #include "infer/runtime/op.h"
-#define AK_MATH_PART2_DEFS /* part 2 lists its defs here: &ak__op_resize, ... */
+
+extern const ak__op_def ak__op_resize;
+extern const ak__op_def ak__op_upsample;
+
+#define AK_MATH_PART2_DEFS &ak__op_resize, &ak__op_upsample,
 #endif
