@@ -1,11 +1,12 @@
 /* Defs of the math family's second part, listed in math_ops.c through AK_MATH_PART2_DEFS:
- * Resize and Upsample (math_resize.c). */
+ * Resize and Upsample (math_resize.c), Einsum (math_einsum.c). */
 #ifndef AK_INFER_NATIVE_MATH_PART2_H
 #define AK_INFER_NATIVE_MATH_PART2_H
 #include "infer/runtime/op.h"
 
 extern const ak__op_def ak__op_resize;
 extern const ak__op_def ak__op_upsample;
+extern const ak__op_def ak__op_einsum;
 
-#define AK_MATH_PART2_DEFS &ak__op_resize, &ak__op_upsample,
+#define AK_MATH_PART2_DEFS &ak__op_resize, &ak__op_upsample, &ak__op_einsum,
 #endif

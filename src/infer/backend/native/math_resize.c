@@ -45,6 +45,9 @@ typedef struct rs_plan {
     int rank;
     int64_t in[AK_IR_MAX_RANK], out[AK_IR_MAX_RANK];
     double scale[AK_IR_MAX_RANK];
+    /* output length the coordinate transformation sees: in * scale with scales (not
+     * rounded, as the ONNX reference computes align_corners), the size with sizes */
+    double len_out[AK_IR_MAX_RANK];
     double roi_start[AK_IR_MAX_RANK], roi_end[AK_IR_MAX_RANK];
 } rs_plan;
 
@@ -194,6 +197,7 @@ static ak_status rs_from_scales(const ak__op_ctx *ctx, const ak__tensor *scales,
             return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "scale %g is too large", s);
         p->scale[axes[k]] = s;
         p->out[axes[k]] = (int64_t)o;
+        p->len_out[axes[k]] = (double)p->in[axes[k]] * s;
     }
     return AK_OK;
 }
@@ -223,12 +227,14 @@ static ak_status rs_from_sizes(const ak__op_ctx *ctx, const rs_state *st,
             AK_CHECK(rs_check_scale(ctx, s, axes[k]));
             p->scale[axes[k]] = s;
             p->out[axes[k]] = (int64_t)floor(s * (double)p->in[axes[k]] + 0.5);
+            p->len_out[axes[k]] = (double)p->out[axes[k]];
         }
         return AK_OK;
     }
     for (int k = 0; k < n; k++) {
         int64_t in = p->in[axes[k]];
         p->out[axes[k]] = sz[k];
+        p->len_out[axes[k]] = (double)sz[k];
         p->scale[axes[k]] = in > 0 ? (double)sz[k] / (double)in : 1.0;
     }
     return AK_OK;
@@ -256,6 +262,7 @@ static ak_status rs_make_plan(const ak__op_ctx *ctx, const rs_state *st, rs_plan
     for (int d = 0; d < x->rank; d++) {
         p->in[d] = p->out[d] = x->dims[d];
         p->scale[d] = 1.0;
+        p->len_out[d] = (double)x->dims[d];
         p->roi_start[d] = 0.0;
         p->roi_end[d] = 1.0;
     }
@@ -292,11 +299,11 @@ typedef struct rs_taps {
 
 static double rs_coord(const rs_state *st, const rs_plan *p, int d, int64_t o) {
     double s = p->scale[d], x = (double)o;
-    double len_in = (double)p->in[d], len_out = (double)p->out[d];
+    double len_in = (double)p->in[d], len_out = p->len_out[d];
     switch (st->coord) {
     case CT_HALF_PIXEL: return (x + 0.5) / s - 0.5;
     case CT_HALF_PIXEL_SYMMETRIC: {
-        double adj = len_out / (s * len_in), center = len_in / 2.0;
+        double adj = (double)p->out[d] / (s * len_in), center = len_in / 2.0;
         return center * (1.0 - adj) + (x + 0.5) / s - 0.5;
     }
     case CT_PYTORCH_HALF_PIXEL: return len_out > 1.0 ? (x + 0.5) / s - 0.5 : 0.0;
