@@ -50,5 +50,16 @@ function(ak_infer_link_libraries)
              $<TARGET_FILE:ak>)
     set_tests_properties(infer/test_info PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
   endif()
+  # the ONNX backend suites of Debian's libonnx-testdata against an expected-pass list
+  if(AK_BUILD_TESTS)
+    add_executable(onnx_conformance ${CMAKE_SOURCE_DIR}/tests/infer/onnx_conformance.c)
+    target_link_libraries(onnx_conformance PRIVATE accelkit_static m)
+    set_target_properties(onnx_conformance PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+                                                      ${CMAKE_BINARY_DIR}/tests)
+    add_test(NAME infer/onnx_conformance
+             COMMAND onnx_conformance --quiet --expected
+                     ${CMAKE_SOURCE_DIR}/tests/infer/conformance_expected.txt)
+    set_tests_properties(infer/onnx_conformance PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)
+  endif()
 endfunction()
 cmake_language(DEFER CALL ak_infer_link_libraries)

@@ -197,6 +197,18 @@ typedef struct ak_op_profile {
 AK_API ak_status ak_session_profile(const ak_session *session, size_t i, ak_op_profile *out,
                                     size_t *count);
 
+/* ---- tensors in files ------------------------------------------------------------------
+ * A serialized ONNX TensorProto (.pb, as in the ONNX test_data_set folders) or a NumPy
+ * .npy array (little-endian bool/int/uint/float, C order). */
+typedef struct ak_tensor_file ak_tensor_file;
+AK_API ak_status ak_tensor_load_pb(const char *path, ak_tensor_file **out);
+AK_API ak_status ak_tensor_load_npy(const char *path, ak_tensor_file **out);
+/* The tensor (valid until ak_tensor_file_free) and its name ("" when the file has none). */
+AK_API ak_status ak_tensor_file_get(const ak_tensor_file *file, const char **name,
+                                    ak_tensor *out);
+AK_API void ak_tensor_file_free(ak_tensor_file *file);
+AK_API ak_status ak_tensor_save_npy(const char *path, const ak_tensor *tensor);
+
 #ifdef __cplusplus
 }
 #endif

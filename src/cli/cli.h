@@ -20,6 +20,9 @@ enum { AK_EXIT_OK = 0, AK_EXIT_FAIL = 1, AK_EXIT_ERROR = 2 };
 #include "cli/bench.def"
 #undef AK_BENCH_DOMAIN
 
+/* `ak bench MODEL.onnx` (not a named domain: the model path selects it). */
+int ak_bench_model(int argc, char **argv);
+
 /* Prints "ak: <what>: <status>: <last error>" to stderr and returns AK_EXIT_ERROR. */
 int ak_cli_report(const char *what, ak_status st);
 /* Parses a whole non-negative decimal; 0 on success. */

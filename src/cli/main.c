@@ -63,9 +63,16 @@ int ak_cli_bench(int argc, char **argv) {
         FILE *out = argc < 2 ? stderr : stdout;
         fprintf(out, "usage: ak bench <domain> [options]\n\ndomains:\n");
         print_entries(out, bench_domains, COUNT(bench_domains));
+        fprintf(out, "  %-10s %s\n", "MODEL.onnx",
+                "ak bench model.onnx [-t threads] [-n iters] [-w warmup] [--dim name=value] "
+                "[--input name=x.npy] [--json]: load time, latency p50/p90/p99, throughput "
+                "(AK_PROFILE=1 adds time per operator type)");
         return argc < 2 ? AK_EXIT_ERROR : AK_EXIT_OK;
     }
     const cli_entry *e = find(bench_domains, COUNT(bench_domains), argv[1]);
+    size_t len = strlen(argv[1]);
+    if (!e && len > 5 && strcmp(argv[1] + len - 5, ".onnx") == 0) /* ak bench MODEL.onnx */
+        return ak_bench_model(argc, argv);
     if (!e) {
         fprintf(stderr, "ak bench: unknown domain '%s' (ak bench --help lists them)\n", argv[1]);
         return AK_EXIT_ERROR;

@@ -129,38 +129,57 @@ static size_t decode_budget(size_t size) {
 /* protobuf-c frees with the allocator it was given; the model keeps nothing else. */
 static ProtobufCAllocator free_allocator = {budget_alloc, budget_free, NULL};
 
-ak_status ak__onnx_decode(const uint8_t *data, size_t size, Akonnx__ModelProto **out) {
+/* Decodes one message of `desc` after the wire-format walk, within the memory budget. */
+static ak_status decode_message(const uint8_t *data, size_t size,
+                                const ProtobufCMessageDescriptor *desc, const char *what,
+                                ProtobufCMessage **out) {
     *out = NULL;
     if (!data && size) return AK_FAIL(AK_ERR_INVALID_ARG, "ONNX decode: NULL data");
     if (size > AK_ONNX_MAX_FILE_BYTES)
         return AK_FAIL(AK_ERR_INVALID_MODEL,
                        "%zu bytes is larger than a protobuf message can be (2 GiB)", size);
-    if (size == 0) return AK_FAIL(AK_ERR_INVALID_MODEL, "empty file: not an ONNX model");
+    if (size == 0) return AK_FAIL(AK_ERR_INVALID_MODEL, "empty file: not an ONNX %s", what);
     cursor c = {data, data + size};
-    AK_CHECK(walk(data, c, &akonnx__model_proto__descriptor, 0));
+    AK_CHECK(walk(data, c, desc, 0));
     budget b = {decode_budget(size), 0};
     ProtobufCAllocator alloc = {budget_alloc, budget_free, &b};
-    ProtobufCMessage *m = protobuf_c_message_unpack(&akonnx__model_proto__descriptor, &alloc,
-                                                    size, data);
+    ProtobufCMessage *m = protobuf_c_message_unpack(desc, &alloc, size, data);
     if (!m) {
         if (b.exhausted)
             return AK_FAIL(AK_ERR_INVALID_MODEL,
                            "decoding %zu bytes needs more than %zu bytes of memory: the file is "
-                           "not a plausible ONNX model",
-                           size, decode_budget(size));
+                           "not a plausible ONNX %s",
+                           size, decode_budget(size), what);
         return AK_FAIL(AK_ERR_INVALID_MODEL,
-                       "protobuf-c could not decode the ModelProto (%zu bytes): malformed field "
-                       "contents", size);
+                       "protobuf-c could not decode the %s (%zu bytes): malformed field "
+                       "contents", what, size);
     }
-    *out = (Akonnx__ModelProto *)m;
+    *out = m;
     return AK_OK;
 }
 
-void ak__onnx_model_free(Akonnx__ModelProto *model) {
-    if (!model) return;
+ak_status ak__onnx_decode(const uint8_t *data, size_t size, Akonnx__ModelProto **out) {
+    return decode_message(data, size, &akonnx__model_proto__descriptor, "model",
+                          (ProtobufCMessage **)out);
+}
+
+ak_status ak__onnx_decode_tensor(const uint8_t *data, size_t size, Akonnx__TensorProto **out) {
+    return decode_message(data, size, &akonnx__tensor_proto__descriptor, "TensorProto",
+                          (ProtobufCMessage **)out);
+}
+
+static void free_message(ProtobufCMessage *m) {
     /* the budget is gone by now; freeing only needs the size headers */
     budget unlimited = {SIZE_MAX, 0};
     ProtobufCAllocator alloc = free_allocator;
     alloc.allocator_data = &unlimited;
-    protobuf_c_message_free_unpacked(&model->base, &alloc);
+    protobuf_c_message_free_unpacked(m, &alloc);
+}
+
+void ak__onnx_tensor_free(Akonnx__TensorProto *t) {
+    if (t) free_message(&t->base);
+}
+
+void ak__onnx_model_free(Akonnx__ModelProto *model) {
+    if (model) free_message(&model->base);
 }

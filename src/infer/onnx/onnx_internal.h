@@ -20,6 +20,12 @@
  * ak__onnx_model_free. */
 ak_status ak__onnx_decode(const uint8_t *data, size_t size, Akonnx__ModelProto **out);
 void ak__onnx_model_free(Akonnx__ModelProto *model);
+/* The same guards for one serialized TensorProto (the .pb files of ONNX test data). */
+ak_status ak__onnx_decode_tensor(const uint8_t *data, size_t size, Akonnx__TensorProto **out);
+void ak__onnx_tensor_free(Akonnx__TensorProto *tensor);
+
+/* Reads a whole regular file of at most AK_ONNX_MAX_FILE_BYTES (free with free()). */
+ak_status ak__onnx_read_file(const char *path, uint8_t **data, size_t *size);
 
 /* Where external tensor data is read from: a directory, or none (in-memory models). */
 typedef struct ak__onnx_ctx {

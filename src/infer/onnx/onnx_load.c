@@ -485,8 +485,7 @@ ak_status ak_onnx_load_bytes(const void *data, size_t size, const char *base_dir
     return load_decoded(data, size, base_dir, out);
 }
 
-/* Reads a whole regular file of at most AK_ONNX_MAX_FILE_BYTES. */
-static ak_status read_file(const char *path, uint8_t **data, size_t *size) {
+ak_status ak__onnx_read_file(const char *path, uint8_t **data, size_t *size) {
     *data = NULL;
     *size = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -528,7 +527,7 @@ ak_status ak_onnx_load_file(const char *path, ak_model **out) {
     AK_ARG_CHECK(path && path[0], "ak_onnx_load_file: empty path");
     uint8_t *data = NULL;
     size_t size = 0;
-    AK_CHECK(read_file(path, &data, &size));
+    AK_CHECK(ak__onnx_read_file(path, &data, &size));
     /* external data is looked up beside the model file */
     char *dir = strdup(path);
     ak_status st = AK_OK;

@@ -1,0 +1,399 @@
+/* ONNX conformance runner: every test folder of the ONNX backend suites (model.onnx +
+ * test_data_set_N/{input,output}_K.pb) is loaded, run and compared with the reference
+ * outputs at the suite's tolerance (rtol 1e-3, atol 1e-7; integers and bools exact).
+ * Prints pass / fail / unsupported per test with the reason, and totals per suite.
+ *
+ *   onnx_conformance [--filter SUBSTR] [--verbose] [--quiet] [--threads N]
+ *                    [--expected FILE] [--write-expected FILE] [DIR...]
+ *
+ * DIR is a suite (a folder of test_* folders) or one test folder; by default the four
+ * suites of Debian's libonnx-testdata. Each test runs in a child process, so a crash or
+ * a sanitizer report fails that test and the run goes on. --expected FILE lists tests
+ * (suite/test_name) that must pass: the exit status is 1 when one of them does not. */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "accelkit/infer.h"
+#include "accelkit/kernels.h"
+
+#define DEFAULT_ROOT "/usr/share/libonnx-testdata/data"
+#define MAX_IO 64
+#define TEST_TIMEOUT_S 60
+
+enum verdict { PASS = 0, FAIL = 1, UNSUPPORTED = 2 };
+static const char *verdict_name[] = {"pass", "fail", "unsupported"};
+
+typedef struct options {
+    const char *filter, *expected, *write_expected;
+    int verbose, quiet, threads;
+} options;
+
+/* ---- running one test (in the child) ------------------------------------------------ */
+
+/* dir + "/" + name into out; 0 when it fits. */
+static int join(char *out, size_t size, const char *dir, const char *name) {
+    int n = snprintf(out, size, "%s/%s", dir, name);
+    return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+typedef struct loaded {
+    ak_tensor_file *files[MAX_IO];
+    size_t n;
+} loaded;
+
+static void loaded_free(loaded *l) {
+    for (size_t i = 0; i < l->n; i++) ak_tensor_file_free(l->files[i]);
+    l->n = 0;
+}
+
+/* Reads prefix_0.pb, prefix_1.pb ... until one is missing. */
+static int load_series(const char *dir, const char *prefix, loaded *l, char *why, size_t wn) {
+    for (l->n = 0; l->n < MAX_IO; l->n++) {
+        char path[4096], file[64];
+        snprintf(file, sizeof file, "%s_%zu.pb", prefix, l->n);
+        if (join(path, sizeof path, dir, file) || access(path, F_OK) != 0) break;
+        if (ak_tensor_load_pb(path, &l->files[l->n]) != AK_OK) {
+            snprintf(why, wn, "%s_%zu.pb: %s", prefix, l->n, ak_last_error());
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int elem_is_float(ak_elem_type t) {
+    return t == AK_ELEM_F32 || t == AK_ELEM_F64 || t == AK_ELEM_F16 || t == AK_ELEM_BF16;
+}
+
+static double elem(const ak_tensor *t, size_t i) {
+    switch (t->type) {
+    case AK_ELEM_F32: return ((const float *)t->data)[i];
+    case AK_ELEM_F64: return ((const double *)t->data)[i];
+    case AK_ELEM_I64: return (double)((const int64_t *)t->data)[i];
+    case AK_ELEM_I32: return ((const int32_t *)t->data)[i];
+    case AK_ELEM_I16: return ((const int16_t *)t->data)[i];
+    case AK_ELEM_I8: return ((const int8_t *)t->data)[i];
+    case AK_ELEM_U8: case AK_ELEM_BOOL: return ((const uint8_t *)t->data)[i];
+    case AK_ELEM_U16: return ((const uint16_t *)t->data)[i];
+    case AK_ELEM_U32: return ((const uint32_t *)t->data)[i];
+    case AK_ELEM_U64: return (double)((const uint64_t *)t->data)[i];
+    case AK_ELEM_F16: case AK_ELEM_BF16: {
+        float f;
+        uint16_t h = ((const uint16_t *)t->data)[i];
+        if (t->type == AK_ELEM_F16) ak_f16_to_f32(&f, &h, 1);
+        else ak_bf16_to_f32(&f, &h, 1);
+        return f;
+    }
+    default: return 0;
+    }
+}
+
+static size_t numel(const ak_tensor *t) {
+    size_t n = 1;
+    for (int i = 0; i < t->rank; i++) n *= (size_t)t->dims[i];
+    return n;
+}
+
+/* 0 when got matches want at the suite's tolerance; else a reason in why. */
+static int compare(const ak_tensor *got, const ak_tensor *want, size_t k, char *why, size_t wn) {
+    if (got->type != want->type) {
+        snprintf(why, wn, "output %zu has type %s, expected %s", k, ak_elem_type_name(got->type),
+                 ak_elem_type_name(want->type));
+        return -1;
+    }
+    int same_rank = got->rank == want->rank;
+    for (int i = 0; same_rank && i < got->rank; i++)
+        if (got->dims[i] != want->dims[i]) same_rank = 0;
+    if (!same_rank) {
+        snprintf(why, wn, "output %zu has a different shape (rank %d vs %d)", k, got->rank,
+                 want->rank);
+        return -1;
+    }
+    size_t n = numel(want);
+    int fl = elem_is_float(want->type);
+    for (size_t i = 0; i < n; i++) {
+        double a = elem(got, i), b = elem(want, i);
+        if (fl && isnan(a) && isnan(b)) continue;
+        if (a == b) continue;
+        if (fl && fabs(a - b) <= 1e-7 + 1e-3 * fabs(b)) continue;
+        if (want->type == AK_ELEM_I64 &&
+            ((const int64_t *)got->data)[i] == ((const int64_t *)want->data)[i])
+            continue;
+        snprintf(why, wn, "output %zu differs at element %zu: %.9g, expected %.9g", k, i, a, b);
+        return -1;
+    }
+    return 0;
+}
+
+static enum verdict status_verdict(ak_status st) {
+    return st == AK_ERR_UNSUPPORTED ? UNSUPPORTED : FAIL;
+}
+
+static enum verdict run_data_set(ak_session *s, const ak_model *m, const char *dir, char *why,
+                                 size_t wn) {
+    loaded in = {0}, out = {0};
+    enum verdict v = FAIL;
+    const char *names[MAX_IO];
+    ak_tensor inputs[MAX_IO], outputs[MAX_IO];
+    ak_model_summary sum;
+    ak_model_get_summary(m, &sum);
+    if (load_series(dir, "input", &in, why, wn) || load_series(dir, "output", &out, why, wn)) {
+        v = ak_last_error()[0] && strstr(why, "not supported") ? UNSUPPORTED : FAIL;
+        goto done;
+    }
+    for (size_t i = 0; i < in.n; i++) {
+        const char *name;
+        ak_tensor_file_get(in.files[i], &name, &inputs[i]);
+        ak_value_info info;
+        names[i] = name;
+        if (i < sum.num_inputs && ak_model_input(m, i, &info) == AK_OK &&
+            (!name[0] || strcmp(name, info.name) != 0))
+            names[i] = info.name;
+    }
+    if (out.n != sum.num_outputs) {
+        snprintf(why, wn, "%zu reference outputs for %zu model outputs", out.n, sum.num_outputs);
+        goto done;
+    }
+    ak_status st = ak_session_run(s, names, inputs, in.n, NULL, outputs, out.n);
+    if (st != AK_OK) {
+        snprintf(why, wn, "run: %s", ak_last_error());
+        v = status_verdict(st);
+        goto done;
+    }
+    v = PASS;
+    for (size_t k = 0; k < out.n && v == PASS; k++) {
+        ak_tensor want;
+        ak_tensor_file_get(out.files[k], NULL, &want);
+        if (compare(&outputs[k], &want, k, why, wn)) v = FAIL;
+    }
+done:
+    loaded_free(&in);
+    loaded_free(&out);
+    return v;
+}
+
+static int is_data_set(const struct dirent *d) {
+    return strncmp(d->d_name, "test_data_set_", 14) == 0;
+}
+
+static enum verdict run_test(const char *dir, int threads, char *why, size_t wn) {
+    char path[4096];
+    if (join(path, sizeof path, dir, "model.onnx")) {
+        snprintf(why, wn, "path too long");
+        return FAIL;
+    }
+    ak_model *m;
+    ak_status st = ak_onnx_load_file(path, &m);
+    if (st != AK_OK) {
+        snprintf(why, wn, "load: %s", ak_last_error());
+        return status_verdict(st);
+    }
+    ak_session_options o;
+    ak_session_options_init(&o);
+    o.threads = threads;
+    ak_session *s;
+    st = ak_session_create(m, &o, &s);
+    if (st != AK_OK) {
+        snprintf(why, wn, "%s", ak_last_error());
+        ak_model_free(m);
+        return status_verdict(st);
+    }
+    struct dirent **sets;
+    int n = scandir(dir, &sets, is_data_set, alphasort);
+    enum verdict v = n > 0 ? PASS : FAIL;
+    if (n <= 0) snprintf(why, wn, "no test_data_set folders");
+    for (int i = 0; i < n; i++) {
+        if (v == PASS && join(path, sizeof path, dir, sets[i]->d_name)) v = FAIL;
+        if (v == PASS) v = run_data_set(s, m, path, why, wn);
+        free(sets[i]);
+    }
+    if (n > 0) free(sets);
+    ak_session_free(s);
+    ak_model_free(m);
+    return v;
+}
+
+/* ---- the parent: one child per test ------------------------------------------------- */
+
+static enum verdict run_isolated(const char *dir, int threads, char *why, size_t wn) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+        snprintf(why, wn, "pipe: %s", strerror(errno));
+        return FAIL;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        alarm(TEST_TIMEOUT_S);
+        char reason[1024] = "";
+        enum verdict v = run_test(dir, threads, reason, sizeof reason);
+        ssize_t w = write(fds[1], reason, strlen(reason));
+        (void)w;
+        _exit((int)v);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < wn && (r = read(fds[0], why + got, wn - 1 - got)) > 0) got += (size_t)r;
+    why[got] = '\0';
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) <= UNSUPPORTED) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        snprintf(why, wn, "crashed: %s", WTERMSIG(status) == SIGALRM ? "timeout"
+                                                                     : strsignal(WTERMSIG(status)));
+    else snprintf(why, wn, "child exited with %d (sanitizer report?)", WEXITSTATUS(status));
+    return FAIL;
+}
+
+typedef struct tally {
+    size_t n[3];
+} tally;
+
+typedef struct expectations {
+    char **names;
+    size_t n;
+    int *seen;
+} expectations;
+
+static int expected_pass(const expectations *e, const char *id, size_t *index) {
+    for (size_t i = 0; i < e->n; i++)
+        if (strcmp(e->names[i], id) == 0) {
+            *index = i;
+            return 1;
+        }
+    return 0;
+}
+
+static int run_suite_dir(const char *root, const options *o, tally *total, expectations *e,
+                         FILE *write_to, int *regressions);
+
+static int is_test_dir(const struct dirent *d) { return strncmp(d->d_name, "test_", 5) == 0; }
+
+static void report(const char *id, enum verdict v, const char *why, const options *o,
+                   const expectations *e, int *regressions, FILE *write_to) {
+    size_t idx;
+    int exp = e->n && expected_pass(e, id, &idx);
+    if (exp) e->seen[idx] = 1;
+    if (exp && v != PASS) (*regressions)++;
+    if (write_to && v == PASS) fprintf(write_to, "%s\n", id);
+    if (o->quiet && !(exp && v != PASS)) return;
+    if (v == PASS && !o->verbose) printf("pass         %s\n", id);
+    else printf("%-12s %s%s%s%s\n", verdict_name[v], id, why[0] ? ": " : "", why,
+                exp && v != PASS ? "   <-- REGRESSION (expected to pass)" : "");
+}
+
+/* A suite: every test_* folder below root (or root itself when it holds model.onnx). */
+static int run_suite_dir(const char *root, const options *o, tally *total, expectations *e,
+                         FILE *write_to, int *regressions) {
+    char path[4096];
+    if (join(path, sizeof path, root, "model.onnx") == 0 && access(path, F_OK) == 0) {
+        char why[1024];
+        enum verdict v = run_isolated(root, o->threads, why, sizeof why);
+        total->n[v]++;
+        report(root, v, why, o, e, regressions, write_to);
+        return 0;
+    }
+    const char *suite = strrchr(root, '/') ? strrchr(root, '/') + 1 : root;
+    struct dirent **tests;
+    int n = scandir(root, &tests, is_test_dir, alphasort);
+    if (n < 0) {
+        fprintf(stderr, "onnx_conformance: cannot read %s: %s\n", root, strerror(errno));
+        return -1;
+    }
+    tally t = {{0}};
+    for (int i = 0; i < n; i++) {
+        char id[512], dir[4096], why[1024];
+        int ok = join(id, sizeof id, suite, tests[i]->d_name) == 0 &&
+                 join(dir, sizeof dir, root, tests[i]->d_name) == 0;
+        free(tests[i]);
+        if (!ok) continue;
+        if (o->filter && !strstr(id, o->filter)) continue;
+        enum verdict v = run_isolated(dir, o->threads, why, sizeof why);
+        t.n[v]++;
+        report(id, v, why, o, e, regressions, write_to);
+    }
+    free(tests);
+    size_t all = t.n[0] + t.n[1] + t.n[2];
+    printf("== %s: %zu tests, %zu pass (%.1f%%), %zu fail, %zu unsupported\n", suite, all,
+           t.n[PASS], all ? 100.0 * (double)t.n[PASS] / (double)all : 0.0, t.n[FAIL],
+           t.n[UNSUPPORTED]);
+    for (int k = 0; k < 3; k++) total->n[k] += t.n[k];
+    return 0;
+}
+
+static int load_expected(const char *path, expectations *e) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "onnx_conformance: cannot read %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (!line[0] || line[0] == '#') continue;
+        e->names = realloc(e->names, (e->n + 1) * sizeof *e->names);
+        e->names[e->n++] = strdup(line);
+    }
+    fclose(f);
+    e->seen = calloc(e->n ? e->n : 1, sizeof *e->seen);
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, options *o, int *first_dir) {
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--verbose")) o->verbose = 1;
+        else if (!strcmp(a, "--quiet")) o->quiet = 1;
+        else if (!strcmp(a, "--filter") && i + 1 < argc) o->filter = argv[++i];
+        else if (!strcmp(a, "--expected") && i + 1 < argc) o->expected = argv[++i];
+        else if (!strcmp(a, "--write-expected") && i + 1 < argc) o->write_expected = argv[++i];
+        else if (!strcmp(a, "--threads") && i + 1 < argc) o->threads = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: onnx_conformance [--filter S] [--verbose] [--quiet] "
+                            "[--threads N] [--expected F] [--write-expected F] [DIR...]\n");
+            return -1;
+        }
+    }
+    *first_dir = i;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    options o = {NULL, NULL, NULL, 0, 0, 1};
+    int first;
+    if (parse_args(argc, argv, &o, &first)) return 2;
+    static const char *defaults[] = {DEFAULT_ROOT "/node", DEFAULT_ROOT "/pytorch-converted",
+                                     DEFAULT_ROOT "/pytorch-operator", DEFAULT_ROOT "/simple"};
+    const char *const *dirs = first < argc ? (const char *const *)argv + first : defaults;
+    int ndirs = first < argc ? argc - first : 4;
+    if (first == argc && access(DEFAULT_ROOT, F_OK) != 0) {
+        printf("onnx_conformance: %s not installed (Debian libonnx-testdata); skipped\n",
+               DEFAULT_ROOT);
+        return 77;
+    }
+    expectations e = {0};
+    if (o.expected && load_expected(o.expected, &e)) return 2;
+    FILE *w = o.write_expected ? fopen(o.write_expected, "w") : NULL;
+    tally total = {{0}};
+    int regressions = 0;
+    for (int i = 0; i < ndirs; i++)
+        if (run_suite_dir(dirs[i], &o, &total, &e, w, &regressions)) return 2;
+    if (w) fclose(w);
+    size_t all = total.n[0] + total.n[1] + total.n[2];
+    printf("== total: %zu tests, %zu pass (%.1f%%), %zu fail, %zu unsupported\n", all,
+           total.n[PASS], all ? 100.0 * (double)total.n[PASS] / (double)all : 0.0,
+           total.n[FAIL], total.n[UNSUPPORTED]);
+    if (regressions) printf("== %d expected-to-pass tests did not pass\n", regressions);
+    return regressions ? 1 : 0;
+}
