@@ -1,0 +1,490 @@
+/* Conv and ConvInteger (NCHW, 1 to 8 spatial axes, groups, strides, dilations, pads,
+ * auto_pad).
+ *
+ * float32 takes one of three paths:
+ *   pointwise  1x1 kernel, stride 1, no pads: Y_g (Mg,P) = W_g (Mg,Cg) · X_g (Cg,P), one
+ *              ak_sgemm per image and group straight on the tensors.
+ *   depthwise  2-D with one input and one output channel per group (MobileNet): a direct
+ *              vectorized loop per plane (nn_dw.c).
+ *   general    im2col + ak_sgemm: Y_g (Mg,P) = W_g (Mg,Kg) · col (Kg,P), Kg = Cg·kh·kw.
+ *              When there are enough column tiles, each thread im2cols a tile of columns
+ *              small enough to stay in its L2 into its own scratch and multiplies it with
+ *              a serial GEMM (no barrier between the im2col and the GEMM, and the columns
+ *              are read back from cache). Otherwise (few output positions: late ResNet
+ *              layers) the columns of a chunk are built in parallel and one GEMM over the
+ *              pool splits along M.
+ * Bias is written into Y first and the GEMM accumulates onto it (beta = 1).
+ * Other float types (float16, bfloat16, float64) and ConvInteger use a direct reference
+ * loop accumulating in double (exact for the integer products ConvInteger makes). */
+#include <string.h>
+
+#include "infer/backend/native/nn_internal.h"
+
+/* Bytes of one thread's column tile: with the packed weight block of the GEMM it stays
+ * in a 1 MB L2. */
+#define TILE_BYTES (256u * 1024u)
+#define TILE_MIN_COLS 64u
+/* Whole mode builds at most this many floats of columns at once (16 MB). */
+#define WHOLE_MAX_FLOATS ((size_t)4 << 20)
+
+enum { CONV_GENERAL, CONV_POINTWISE, CONV_DEPTHWISE, CONV_REFERENCE };
+
+/* For benchmarks: 1 forces the tiled general path, 2 the whole one, 0 chooses. */
+int ak__nn_conv_force_mode = 0;
+
+typedef struct conv_plan {
+    ak__nn_geom g;
+    int64_t N, C, M, group, Cg, Mg;
+    uint64_t P, Pin, kprod, Kg;
+    int kind;
+    int integer;        /* ConvInteger */
+    int tiled;          /* general: thread-private tiles */
+    uint64_t cols;      /* general: columns per tile or per chunk */
+    size_t slot_floats; /* scratch floats per thread slot */
+    size_t slots;
+} conv_plan;
+
+/* ---- planning ---------------------------------------------------------------------- */
+
+static ak_status conv_check_types(ak__op_ctx *ctx, const ak__tensor *X, const ak__tensor *W,
+                                  int integer) {
+    if (integer) {
+        for (uint32_t i = 0; i < 4; i++) {
+            const ak__tensor *t = i == 0 ? X : i == 1 ? W : ak__op_in(ctx, i);
+            if (t && t->type != AK_ELEM_U8 && t->type != AK_ELEM_I8)
+                return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED,
+                                  "input %u has type %s (uint8 or int8 expected)", i,
+                                  ak_elem_type_name(t->type));
+        }
+        return AK_OK;
+    }
+    if (!ak__elem_is_float(X->type))
+        return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "input X has type %s",
+                          ak_elem_type_name(X->type));
+    AK_CHECK(ak__op_check_type(ctx, 1, W, X->type));
+    const ak__tensor *B = ak__op_in(ctx, 2);
+    if (B) AK_CHECK(ak__op_check_type(ctx, 2, B, X->type));
+    return AK_OK;
+}
+
+/* Shapes, group split and geometry; no path choice yet. */
+static ak_status conv_plan_shapes(ak__op_ctx *ctx, conv_plan *pl, int integer) {
+    const ak__tensor *X, *W;
+    AK_CHECK(ak__op_require(ctx, 0, &X));
+    AK_CHECK(ak__op_require(ctx, 1, &W));
+    memset(pl, 0, sizeof *pl);
+    pl->integer = integer;
+    if (X->rank < 3 || W->rank != X->rank)
+        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
+                          "X has rank %d and W rank %d (equal, at least 3 expected)", X->rank,
+                          W->rank);
+    AK_CHECK(conv_check_types(ctx, X, W, integer));
+    int nsp = X->rank - 2;
+    pl->N = X->dims[0];
+    pl->C = X->dims[1];
+    pl->M = W->dims[0];
+    pl->group = ak__attr_int(ctx->node, "group", 1);
+    if (pl->group < 1 || pl->C % pl->group != 0 || pl->M % pl->group != 0 ||
+        W->dims[1] * pl->group != pl->C)
+        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
+                          "group %lld does not split X channels %lld / W (%lld, %lld, ...)",
+                          (long long)pl->group, (long long)pl->C, (long long)pl->M,
+                          (long long)W->dims[1]);
+    pl->Cg = pl->C / pl->group;
+    pl->Mg = pl->M / pl->group;
+    const int64_t *k = W->dims + 2;
+    if (ak__attr_has(ctx->node, "kernel_shape")) {
+        int64_t ka[AK_NN_MAX_SP];
+        if (nsp > AK_NN_MAX_SP)
+            return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "%d spatial dimensions", nsp);
+        AK_CHECK(ak__nn_kernel_attr(ctx, nsp, ka));
+        if (memcmp(ka, k, (size_t)nsp * sizeof *k) != 0)
+            return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
+                              "kernel_shape does not match W's spatial dims");
+    }
+    AK_CHECK(ak__nn_geom_init(ctx, nsp, X->dims + 2, k, 0, &pl->g));
+    const ak__tensor *B = integer ? NULL : ak__op_in(ctx, 2);
+    if (B && (B->rank != 1 || B->dims[0] != pl->M))
+        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "B must have shape (%lld)",
+                          (long long)pl->M);
+    pl->P = ak__nn_prod(pl->g.out, nsp);
+    pl->Pin = ak__nn_prod(pl->g.in, nsp);
+    pl->kprod = ak__nn_prod(pl->g.k, nsp);
+    pl->Kg = (uint64_t)pl->Cg * pl->kprod;
+    return AK_OK;
+}
+
+static int conv_is_pointwise(const ak__nn_geom *g) {
+    for (int i = 0; i < g->nsp; i++)
+        if (g->k[i] != 1 || g->s[i] != 1 || g->pb[i] != 0 || g->pe[i] != 0) return 0;
+    return 1;
+}
+
+/* Picks the path and sizes its scratch for `threads` workers. */
+static void conv_plan_path(conv_plan *pl, int threads) {
+    pl->slots = (size_t)threads;
+    if (conv_is_pointwise(&pl->g)) {
+        pl->kind = CONV_POINTWISE;
+        return;
+    }
+    if (pl->g.nsp == 2 && pl->Cg == 1 && pl->Mg == 1 && pl->kprod <= AK_NN_DW_MAX_TAPS) {
+        pl->kind = CONV_DEPTHWISE;
+        pl->slot_floats = ak__nn_dw_scratch_floats(&pl->g);
+        return;
+    }
+    pl->kind = CONV_GENERAL;
+    uint64_t cols = (TILE_BYTES / sizeof(float)) / (pl->Kg ? pl->Kg : 1);
+    cols = cols / 16 * 16;
+    if (cols < TILE_MIN_COLS) cols = TILE_MIN_COLS;
+    uint64_t ntiles = (pl->P + cols - 1) / cols;
+    uint64_t tasks = ntiles * (uint64_t)pl->N * (uint64_t)pl->group;
+    int tiled = threads == 1 || tasks >= 2 * (uint64_t)threads;
+    if (ak__nn_conv_force_mode) tiled = ak__nn_conv_force_mode == 1;
+    if (tiled && ntiles > 1) {
+        pl->tiled = 1;
+        pl->cols = cols;
+        pl->slot_floats = (size_t)(pl->Kg * cols);
+        return;
+    }
+    if (tiled) { /* one tile: the whole width */
+        pl->tiled = 1;
+        pl->cols = pl->P;
+        pl->slot_floats = (size_t)(pl->Kg * pl->P);
+        return;
+    }
+    pl->tiled = 0;
+    cols = WHOLE_MAX_FLOATS / (pl->Kg ? pl->Kg : 1);
+    if (cols < 16) cols = 16;
+    pl->cols = cols < pl->P ? cols : pl->P;
+    pl->slot_floats = (size_t)(pl->Kg * pl->cols);
+    pl->slots = 1;
+}
+
+/* ---- im2col ------------------------------------------------------------------------ */
+
+/* Rows [r0, r1) of the column matrix for output positions [p0, p1): row r = (c, kernel
+ * offset), col[r*ld + (p-p0)] = x[c][position] or 0 in the padding. x is (Cg, in...). */
+static void im2col(const conv_plan *pl, const float *x, uint64_t r0, uint64_t r1, uint64_t p0,
+                   uint64_t p1, float *col, size_t ld) {
+    const ak__nn_geom *g = &pl->g;
+    int last = g->nsp - 1;
+    int64_t kidx[AK_NN_MAX_SP], o[AK_NN_MAX_SP];
+    for (uint64_t r = r0; r < r1; r++) {
+        uint64_t c = r / pl->kprod, kk = r % pl->kprod;
+        for (int i = last; i >= 0; i--) {
+            kidx[i] = (int64_t)(kk % (uint64_t)g->k[i]);
+            kk /= (uint64_t)g->k[i];
+        }
+        const float *xc = x + c * pl->Pin;
+        float *dst = col + (r - r0) * ld;
+        uint64_t p = p0, q = p0;
+        for (int i = last; i >= 0; i--) {
+            o[i] = (int64_t)(q % (uint64_t)g->out[i]);
+            q /= (uint64_t)g->out[i];
+        }
+        int64_t W = g->in[last], s = g->s[last];
+        int64_t base = kidx[last] * g->d[last] - g->pb[last];
+        /* valid outputs along the last axis: 0 <= ox*s + base < W */
+        int64_t vlo = base >= 0 ? 0 : (-base + s - 1) / s;
+        int64_t vhi = W - 1 - base < 0 ? 0 : (W - 1 - base) / s + 1;
+        while (p < p1) {
+            int64_t run = g->out[last] - o[last];
+            if ((uint64_t)run > p1 - p) run = (int64_t)(p1 - p);
+            int valid = 1;
+            int64_t off = 0;
+            for (int i = 0; i < last; i++) {
+                int64_t ii = o[i] * g->s[i] - g->pb[i] + kidx[i] * g->d[i];
+                if (ii < 0 || ii >= g->in[i]) valid = 0;
+                off = off * g->in[i] + ii;
+            }
+            float *d = dst + (p - p0);
+            int64_t a = o[last], e = o[last] + run;
+            if (!valid) {
+                memset(d, 0, (size_t)run * sizeof *d);
+            } else {
+                const float *src = xc + off * W;
+                int64_t lo = vlo > a ? vlo : a, hi = vhi < e ? vhi : e;
+                if (hi < lo) hi = lo;
+                if (lo > a) memset(d, 0, (size_t)(lo - a) * sizeof *d);
+                if (s == 1) {
+                    if (hi > lo) memcpy(d + (lo - a), src + lo + base, (size_t)(hi - lo) * sizeof *d);
+                } else {
+                    for (int64_t ox = lo; ox < hi; ox++) d[ox - a] = src[ox * s + base];
+                }
+                if (e > hi) memset(d + (hi - a), 0, (size_t)(e - hi) * sizeof *d);
+            }
+            p += (uint64_t)run;
+            o[last] = 0;
+            for (int i = last - 1; i >= 0; i--) { /* carry into the outer axes */
+                if (++o[i] < g->out[i]) break;
+                o[i] = 0;
+            }
+        }
+    }
+}
+
+/* ---- float32 run ------------------------------------------------------------------- */
+
+typedef struct conv_run {
+    const conv_plan *pl;
+    const float *x, *w, *b;
+    float *y, *ws;
+    ak_threadpool *pool;
+    int avx2;
+    /* whole mode: the current image/group and chunk */
+    const float *xg;
+    float *yg;
+    uint64_t p0, pw;
+    int64_t m0;
+} conv_run;
+
+/* y rows (rows, cols) with stride ld = bias; returns the GEMM's beta. */
+static float fill_bias(const float *b, float *y, uint64_t rows, uint64_t cols, uint64_t ld) {
+    if (!b) return 0.0f;
+    for (uint64_t m = 0; m < rows; m++) {
+        float v = b[m], *row = y + m * ld;
+        for (uint64_t j = 0; j < cols; j++) row[j] = v;
+    }
+    return 1.0f;
+}
+
+static void conv_tile_task(void *vr, size_t begin, size_t end, int tid) {
+    const conv_run *r = vr;
+    const conv_plan *pl = r->pl;
+    uint64_t ntiles = (pl->P + pl->cols - 1) / pl->cols;
+    float *col = r->ws + (size_t)tid * pl->slot_floats;
+    for (size_t t = begin; t < end; t++) {
+        uint64_t tile = t % ntiles, ng = t / ntiles;
+        uint64_t n = ng / (uint64_t)pl->group, g = ng % (uint64_t)pl->group;
+        uint64_t p0 = tile * pl->cols, pw = pl->P - p0 < pl->cols ? pl->P - p0 : pl->cols;
+        const float *x = r->x + (n * (uint64_t)pl->C + g * (uint64_t)pl->Cg) * pl->Pin;
+        const float *w = r->w + g * (uint64_t)pl->Mg * pl->Kg;
+        float *y = r->y + (n * (uint64_t)pl->M + g * (uint64_t)pl->Mg) * pl->P + p0;
+        im2col(pl, x, 0, pl->Kg, p0, p0 + pw, col, (size_t)pw);
+        float beta = fill_bias(r->b ? r->b + g * (uint64_t)pl->Mg : NULL, y, (uint64_t)pl->Mg,
+                               pw, pl->P);
+        /* inside a task of the pool this GEMM runs on the calling thread */
+        (void)ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, (size_t)pl->Mg, (size_t)pw, (size_t)pl->Kg,
+                       1.0f, w, (size_t)pl->Kg, col, (size_t)pw, beta, y, (size_t)pl->P,
+                       r->pool);
+    }
+}
+
+/* Whole mode: rows [begin, end) of [im2col rows | bias rows] for the current chunk. */
+static void conv_whole_task(void *vr, size_t begin, size_t end, int tid) {
+    (void)tid;
+    const conv_run *r = vr;
+    const conv_plan *pl = r->pl;
+    for (size_t i = begin; i < end; i++) {
+        if (i < pl->Kg) {
+            im2col(pl, r->xg, i, i + 1, r->p0, r->p0 + r->pw, r->ws + i * r->pw, (size_t)r->pw);
+        } else {
+            uint64_t m = i - pl->Kg;
+            fill_bias(r->b + r->m0 + m, r->yg + m * pl->P + r->p0, 1, r->pw, pl->P);
+        }
+    }
+}
+
+static ak_status conv_run_general(ak__op_ctx *ctx, const conv_plan *pl, conv_run *r,
+                                  int serial) {
+    if (pl->tiled) {
+        uint64_t ntiles = (pl->P + pl->cols - 1) / pl->cols;
+        size_t tasks = (size_t)(ntiles * (uint64_t)pl->N * (uint64_t)pl->group);
+        if (serial) { /* each GEMM then uses the pool */
+            conv_tile_task(r, 0, tasks, 0);
+            return AK_OK;
+        }
+        return ak_threadpool_parallel_for(ctx->pool, tasks, 1, conv_tile_task, r);
+    }
+    for (int64_t n = 0; n < pl->N; n++)
+        for (int64_t g = 0; g < pl->group; g++) {
+            r->xg = r->x + ((uint64_t)n * (uint64_t)pl->C + (uint64_t)(g * pl->Cg)) * pl->Pin;
+            r->yg = r->y + ((uint64_t)n * (uint64_t)pl->M + (uint64_t)(g * pl->Mg)) * pl->P;
+            r->m0 = g * pl->Mg;
+            const float *w = r->w + (uint64_t)(g * pl->Mg) * pl->Kg;
+            for (uint64_t p0 = 0; p0 < pl->P; p0 += pl->cols) {
+                r->p0 = p0;
+                r->pw = pl->P - p0 < pl->cols ? pl->P - p0 : pl->cols;
+                size_t rows = (size_t)pl->Kg + (r->b ? (size_t)pl->Mg : 0);
+                AK_CHECK(ak_threadpool_parallel_for(ctx->pool, rows, 8, conv_whole_task, r));
+                AK_CHECK(ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, (size_t)pl->Mg, (size_t)r->pw,
+                                  (size_t)pl->Kg, 1.0f, w, (size_t)pl->Kg, r->ws, (size_t)r->pw,
+                                  r->b ? 1.0f : 0.0f, r->yg + p0, (size_t)pl->P, ctx->pool));
+            }
+        }
+    return AK_OK;
+}
+
+static void conv_bias_task(void *vr, size_t begin, size_t end, int tid) {
+    (void)tid;
+    const conv_run *r = vr;
+    const conv_plan *pl = r->pl;
+    for (size_t i = begin; i < end; i++) /* i = n*M + m */
+        fill_bias(r->b + i % (uint64_t)pl->M, r->y + i * pl->P, 1, pl->P, pl->P);
+}
+
+static ak_status conv_run_pointwise(ak__op_ctx *ctx, const conv_plan *pl, conv_run *r) {
+    if (r->b)
+        AK_CHECK(ak_threadpool_parallel_for(ctx->pool, (size_t)(pl->N * pl->M), 4,
+                                            conv_bias_task, r));
+    for (int64_t n = 0; n < pl->N; n++)
+        for (int64_t g = 0; g < pl->group; g++) {
+            const float *x =
+                r->x + ((uint64_t)n * (uint64_t)pl->C + (uint64_t)(g * pl->Cg)) * pl->Pin;
+            float *y = r->y + ((uint64_t)n * (uint64_t)pl->M + (uint64_t)(g * pl->Mg)) * pl->P;
+            const float *w = r->w + (uint64_t)(g * pl->Mg) * pl->Kg;
+            AK_CHECK(ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, (size_t)pl->Mg, (size_t)pl->P,
+                              (size_t)pl->Cg, 1.0f, w, (size_t)pl->Cg, x, (size_t)pl->P,
+                              r->b ? 1.0f : 0.0f, y, (size_t)pl->P, ctx->pool));
+        }
+    return AK_OK;
+}
+
+static void conv_dw_task(void *vr, size_t begin, size_t end, int tid) {
+    const conv_run *r = vr;
+    const conv_plan *pl = r->pl;
+    float *scratch = r->ws + (size_t)tid * pl->slot_floats;
+    for (size_t i = begin; i < end; i++) { /* plane i = n*C + c */
+        uint64_t c = i % (uint64_t)pl->C;
+        ak__nn_dw_plane(&pl->g, r->x + i * pl->Pin, r->w + c * pl->kprod,
+                        r->b ? r->b[c] : 0.0f, r->y + i * pl->P, scratch, r->avx2);
+    }
+}
+
+/* ---- reference loop (other types, ConvInteger) -------------------------------------- */
+
+static double zero_point(const ak__tensor *zp, uint64_t i) {
+    if (!zp || zp->count == 0) return 0.0;
+    return ak__elem_get(zp->data, zp->type, zp->count == 1 ? 0 : i);
+}
+
+static ak_status conv_run_reference(ak__op_ctx *ctx, const conv_plan *pl) {
+    const ak__tensor *X = ctx->inputs[0], *W = ctx->inputs[1];
+    const ak__tensor *B = pl->integer ? NULL : ak__op_in(ctx, 2);
+    const ak__tensor *xzp = pl->integer ? ak__op_in(ctx, 2) : NULL;
+    const ak__tensor *wzp = pl->integer ? ak__op_in(ctx, 3) : NULL;
+    ak__tensor *Y = ctx->outputs[0];
+    const ak__nn_geom *g = &pl->g;
+    int nsp = g->nsp;
+    double xz = zero_point(xzp, 0);
+    for (uint64_t nm = 0; nm < (uint64_t)(pl->N * pl->M); nm++) {
+        uint64_t n = nm / (uint64_t)pl->M, m = nm % (uint64_t)pl->M;
+        uint64_t grp = m / (uint64_t)pl->Mg;
+        double wz = zero_point(wzp, m);
+        for (uint64_t p = 0; p < pl->P; p++) {
+            int64_t o[AK_NN_MAX_SP];
+            uint64_t q = p;
+            for (int i = nsp - 1; i >= 0; i--) {
+                o[i] = (int64_t)(q % (uint64_t)g->out[i]);
+                q /= (uint64_t)g->out[i];
+            }
+            double acc = B ? ak__elem_get(B->data, B->type, m) : 0.0;
+            for (uint64_t r = 0; r < pl->Kg; r++) {
+                uint64_t c = r / pl->kprod, kk = r % pl->kprod;
+                int64_t ks[AK_NN_MAX_SP], off = 0;
+                int valid = 1;
+                for (int i = nsp - 1; i >= 0; i--) {
+                    ks[i] = (int64_t)(kk % (uint64_t)g->k[i]);
+                    kk /= (uint64_t)g->k[i];
+                }
+                for (int i = 0; i < nsp; i++) {
+                    int64_t ii = o[i] * g->s[i] - g->pb[i] + ks[i] * g->d[i];
+                    if (ii < 0 || ii >= g->in[i]) valid = 0;
+                    off = off * g->in[i] + ii;
+                }
+                if (!valid) continue;
+                uint64_t xi = (n * (uint64_t)pl->C + grp * (uint64_t)pl->Cg + c) * pl->Pin +
+                              (uint64_t)off;
+                uint64_t wi = m * pl->Kg + r;
+                acc += (ak__elem_get(X->data, X->type, xi) - xz) *
+                       (ak__elem_get(W->data, W->type, wi) - wz);
+            }
+            ak__elem_set(Y->data, Y->type, nm * pl->P + p, acc);
+        }
+    }
+    return AK_OK;
+}
+
+/* ---- the operators ----------------------------------------------------------------- */
+
+static ak_status conv_plan_full(ak__op_ctx *ctx, conv_plan *pl, int integer) {
+    AK_CHECK(conv_plan_shapes(ctx, pl, integer));
+    if (integer || ctx->inputs[0]->type != AK_ELEM_F32) {
+        pl->kind = CONV_REFERENCE;
+        return AK_OK;
+    }
+    conv_plan_path(pl, ak__nn_pool_threads(ctx));
+    return AK_OK;
+}
+
+static ak_status conv_reshape_common(ak__op_ctx *ctx, int integer) {
+    conv_plan pl;
+    AK_CHECK(conv_plan_full(ctx, &pl, integer));
+    if (integer) {
+        const ak__tensor *wzp = ak__op_in(ctx, 3), *xzp = ak__op_in(ctx, 2);
+        if (xzp && xzp->count != 1)
+            return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "x_zero_point must be a scalar");
+        if (wzp && wzp->count != 1 && wzp->count != (uint64_t)pl.M)
+            return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
+                              "w_zero_point must have 1 or %lld values", (long long)pl.M);
+    }
+    int64_t dims[2 + AK_NN_MAX_SP];
+    dims[0] = pl.N;
+    dims[1] = pl.M;
+    memcpy(dims + 2, pl.g.out, (size_t)pl.g.nsp * sizeof *dims);
+    AK_CHECK(ak__op_set_output(ctx, 0, integer ? AK_ELEM_I32 : ctx->inputs[0]->type,
+                               pl.g.nsp + 2, dims));
+    ctx->workspace_bytes = pl.slot_floats * pl.slots * sizeof(float);
+    return AK_OK;
+}
+
+static ak_status conv_reshape(ak__op_ctx *ctx) { return conv_reshape_common(ctx, 0); }
+static ak_status conv_integer_reshape(ak__op_ctx *ctx) { return conv_reshape_common(ctx, 1); }
+
+static ak_status conv_run_common(ak__op_ctx *ctx, int integer) {
+    conv_plan pl;
+    AK_CHECK(conv_plan_full(ctx, &pl, integer));
+    ak__tensor *Y = ak__op_out(ctx, 0);
+    if (!Y || Y->count == 0) return AK_OK;
+    if (pl.kind == CONV_REFERENCE) return conv_run_reference(ctx, &pl);
+    /* run's pool may have more threads than reshape planned for: then one slot, serially */
+    int serial = 0;
+    if (pl.slot_floats * pl.slots * sizeof(float) > ctx->workspace_bytes) {
+        if (pl.slot_floats * sizeof(float) > ctx->workspace_bytes)
+            return AK_OP_FAIL(ctx->node, AK_ERR_INTERNAL,
+                              "workspace of %zu bytes is smaller than the %zu needed",
+                              ctx->workspace_bytes, pl.slot_floats * sizeof(float));
+        serial = 1;
+    }
+    const ak__tensor *B = ak__op_in(ctx, 2);
+    conv_run r;
+    memset(&r, 0, sizeof r);
+    r.pl = &pl;
+    r.x = ctx->inputs[0]->data;
+    r.w = ctx->inputs[1]->data;
+    r.b = B ? B->data : NULL;
+    r.y = Y->data;
+    r.ws = ctx->workspace;
+    r.pool = ctx->pool;
+    switch (pl.kind) {
+    case CONV_POINTWISE:
+        return conv_run_pointwise(ctx, &pl, &r);
+    case CONV_DEPTHWISE:
+        r.avx2 = ak__nn_have_avx2();
+        if (serial) {
+            conv_dw_task(&r, 0, (size_t)(pl.N * pl.C), 0);
+            return AK_OK;
+        }
+        return ak_threadpool_parallel_for(ctx->pool, (size_t)(pl.N * pl.C), 1, conv_dw_task,
+                                          &r);
+    default:
+        return conv_run_general(ctx, &pl, &r, serial);
+    }
+}
+
+static ak_status conv_run_op(ak__op_ctx *ctx) { return conv_run_common(ctx, 0); }
+static ak_status conv_integer_run(ak__op_ctx *ctx) { return conv_run_common(ctx, 1); }
+
+const ak__op_def ak__nn_conv = {"", "Conv", 1, 0, NULL, NULL, conv_reshape, conv_run_op};
+const ak__op_def ak__nn_conv_integer = {"", "ConvInteger", 10, 0, NULL, NULL,
+                                        conv_integer_reshape, conv_integer_run};

@@ -1,0 +1,61 @@
+/* Shared parts of the nn operator family (nn_*.c): the op definitions the family table
+ * lists, the spatial geometry of convolutions and pools (kernel, strides, dilations,
+ * pads, auto_pad, ceil_mode), and small helpers for workspace slots per thread. */
+#ifndef AK_INFER_BACKEND_NATIVE_NN_INTERNAL_H
+#define AK_INFER_BACKEND_NATIVE_NN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "accelkit/kernels.h"
+#include "infer/runtime/op.h"
+
+/* Spatial ranks beyond this (5-D and deeper convolutions) are refused as unsupported. */
+#define AK_NN_MAX_SP 8
+
+/* Where a sliding window sits along each spatial axis. Output o covers input positions
+ * o*s - pb + j*d for j in [0, k). */
+typedef struct ak__nn_geom {
+    int nsp; /* number of spatial axes */
+    int64_t in[AK_NN_MAX_SP], out[AK_NN_MAX_SP], k[AK_NN_MAX_SP];
+    int64_t s[AK_NN_MAX_SP], d[AK_NN_MAX_SP], pb[AK_NN_MAX_SP], pe[AK_NN_MAX_SP];
+} ak__nn_geom;
+
+/* Fills g from the node's strides/dilations/pads/auto_pad (and ceil_mode when
+ * `ceil_allowed`) for input spatial dims in[0..nsp) and kernel k[0..nsp). Fails with
+ * AK_ERR_INVALID_MODEL on bad attributes or an empty/negative output. */
+ak_status ak__nn_geom_init(const ak__op_ctx *ctx, int nsp, const int64_t *in, const int64_t *k,
+                           int ceil_allowed, ak__nn_geom *g);
+
+/* Product of n dims (callers have bounded them already). */
+static inline uint64_t ak__nn_prod(const int64_t *d, int n) {
+    uint64_t p = 1;
+    for (int i = 0; i < n; i++) p *= (uint64_t)d[i];
+    return p;
+}
+
+/* Threads of the pool run will use (reshape may see no pool: the global one then). */
+int ak__nn_pool_threads(const ak__op_ctx *ctx);
+
+/* Reads the kernel_shape attribute into k[0..nsp) (required for pools). */
+ak_status ak__nn_kernel_attr(const ak__op_ctx *ctx, int nsp, int64_t *k);
+
+/* Op definitions (one file each group). */
+extern const ak__op_def ak__nn_conv, ak__nn_conv_transpose, ak__nn_conv_integer;
+extern const ak__op_def ak__nn_maxpool, ak__nn_averagepool, ak__nn_lppool;
+extern const ak__op_def ak__nn_global_averagepool, ak__nn_global_maxpool,
+    ak__nn_global_lppool;
+extern const ak__op_def ak__nn_batchnorm, ak__nn_instancenorm, ak__nn_lrn;
+extern const ak__op_def ak__nn_gemm, ak__nn_matmul, ak__nn_matmul_integer;
+
+/* Depthwise 2-D convolution of one plane (nn_dw.c): in (H, W) -> out (OH, OW) with a
+ * (KH, KW) filter (at most AK_NN_DW_MAX_TAPS taps) and bias b; scratch holds
+ * ak__nn_dw_scratch_floats(g) floats (64-byte aligned). avx2: from ak__nn_have_avx2. */
+#define AK_NN_DW_MAX_TAPS 64
+size_t ak__nn_dw_scratch_floats(const ak__nn_geom *g);
+void ak__nn_dw_plane(const ak__nn_geom *g, const float *in, const float *w, float b,
+                     float *out, float *scratch, int avx2);
+/* 1 when the active ISA (after AK_ISA) includes AVX2 and FMA. */
+int ak__nn_have_avx2(void);
+
+#endif /* AK_INFER_BACKEND_NATIVE_NN_INTERNAL_H */
