@@ -3,13 +3,14 @@
     import accelkit
     accelkit.__version__      # "0.1.0"
     accelkit.sysinfo()        # CPU, ISA, cores, caches, measured FP32 peak and memcpy GB/s
+    accelkit.InferenceSession("model.onnx", threads=2).run(None, {"input": x})  # ORT-style
 """
 import ctypes
 
 from ._lib import AccelkitError, CpuInfo, check
 from . import _lib
 
-__all__ = ["AccelkitError", "version", "sysinfo", "__version__"]
+__all__ = ["AccelkitError", "InferenceSession", "version", "sysinfo", "__version__"]
 
 
 def version():
@@ -49,3 +50,11 @@ def sysinfo(measure=True, peak_millis=200):
         result["fma_peak_gflops_per_core"] = peak.value
         result["memcpy_gbps"] = bw.value
     return result
+
+
+def __getattr__(name):
+    # numpy is needed by inference only: import it when InferenceSession is first used
+    if name == "InferenceSession":
+        from .inference import InferenceSession
+        return InferenceSession
+    raise AttributeError(f"module 'accelkit' has no attribute {name!r}")
