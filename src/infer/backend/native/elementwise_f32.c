@@ -1,0 +1,64 @@
+/* float32 elementwise kernels: elementwise_f32_impl.h compiled for the SSE2 baseline and,
+ * on x86-64, for AVX2; the AVX2 copy runs when the active ISA allows it (AK_ISA). */
+#include <stdint.h>
+#include <string.h>
+
+#include "infer/backend/native/elementwise_internal.h"
+
+/* helpers must inline into each loop so the op switch folds away */
+#define EW_INLINE static inline __attribute__((always_inline))
+
+#define EW_SFX(name) name##_base
+#define EW_VBYTES 16
+#include "infer/backend/native/elementwise_f32_impl.h"
+#undef EW_SFX
+#undef EW_VBYTES
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define EW_HAVE_AVX2 1
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#define EW_SFX(name) name##_avx2
+#define EW_VBYTES 32
+#include "infer/backend/native/elementwise_f32_impl.h"
+#undef EW_SFX
+#undef EW_VBYTES
+#pragma GCC pop_options
+#endif
+
+/* 1 when the AVX2 copy may run; decided once (the active ISA is set at ak_init). */
+static int use_avx2(void) {
+#ifdef EW_HAVE_AVX2
+    static _Atomic int cached = -1;
+    int v = cached;
+    if (v < 0) {
+        ak_cpu_info info;
+        v = ak_cpu_get_info(&info) == AK_OK && info.active_isa >= AK_ISA_AVX2;
+        cached = v;
+    }
+    return v;
+#else
+    return 0;
+#endif
+}
+
+void ew_f32_binary(ew_f32_bin op, float *dst, const float *a, const float *b, size_t n,
+                   int sa, int sb) {
+#ifdef EW_HAVE_AVX2
+    if (use_avx2()) {
+        ew_f32_binary_avx2(op, dst, a, b, n, sa, sb);
+        return;
+    }
+#endif
+    ew_f32_binary_base(op, dst, a, b, n, sa, sb);
+}
+
+void ew_f32_unary(ew_f32_un op, float *dst, const float *src, size_t n, float a, float b) {
+#ifdef EW_HAVE_AVX2
+    if (use_avx2()) {
+        ew_f32_unary_avx2(op, dst, src, n, a, b);
+        return;
+    }
+#endif
+    ew_f32_unary_base(op, dst, src, n, a, b);
+}
