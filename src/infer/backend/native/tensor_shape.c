@@ -223,8 +223,10 @@ static ak_status run_dropout(ak__op_ctx *ctx) {
     return AK_OK;
 }
 
-const ak__op_def ak__op_dropout = {"", "Dropout", 1, 0, NULL, NULL, reshape_dropout,
-                                   run_dropout};
+/* output 0 always equals input 0 (training with a ratio fails above): it aliases, and run
+ * only writes the mask */
+const ak__op_def ak__op_dropout = {"", "Dropout", 1, AK_OP_ALIAS_INPUT0, NULL, NULL,
+                                   reshape_dropout, run_dropout};
 
 /* ---- Shape / Size ------------------------------------------------------------------- */
 
@@ -425,10 +427,10 @@ static ak_status reshape_range(ak__op_ctx *ctx) {
 static ak_status run_range(ak__op_ctx *ctx) {
     ak__tensor *y = ak__op_out(ctx, 0);
     const ak__tensor *s = ak__op_in(ctx, 0), *d = ak__op_in(ctx, 2);
-    if (y->type == AK_ELEM_I64) { /* exact, wrapping like the reference would not matter */
-        int64_t v = *(const int64_t *)s->data, step = *(const int64_t *)d->data;
+    if (y->type == AK_ELEM_I64) { /* exact: unsigned steps, every value stays in range */
+        uint64_t v = (uint64_t)*(const int64_t *)s->data, step = (uint64_t)*(const int64_t *)d->data;
         int64_t *o = y->data;
-        for (uint64_t i = 0; i < y->count; i++) o[i] = v + (int64_t)i * step;
+        for (uint64_t i = 0; i < y->count; i++) o[i] = (int64_t)(v + i * step);
         return AK_OK;
     }
     double v = ak__elem_get(s->data, s->type, 0), step = ak__elem_get(d->data, d->type, 0);
