@@ -299,7 +299,8 @@ static void step_lstm(const rnn_run_ctx *k, int64_t t, int64_t b, float *g) {
     for (size_t j = 0; j < 4 * H; j++) g[j] += x[j];
     if (k->p)
         for (size_t j = 0; j < H; j++) gi[j] += k->p[j] * c[j], gf[j] += k->p[2 * H + j] * c[j];
-    clip_apply(k->st->clip, g, 4 * H);
+    clip_apply(k->st->clip, gi, H); /* o is clipped once its peephole term is known */
+    clip_apply(k->st->clip, gf, 2 * H);
     act_apply(&k->act[0], gi, H);
     act_apply(&k->act[0], gf, H);
     act_apply(&k->act[1], gc, H);
