@@ -40,6 +40,10 @@ int ak__nn_pool_threads(const ak__op_ctx *ctx);
 /* Reads the kernel_shape attribute into k[0..nsp) (required for pools). */
 ak_status ak__nn_kernel_attr(const ak__op_ctx *ctx, int nsp, int64_t *k);
 
+/* For benchmarks and tests (nn_conv.c): 1 forces Conv's tiled im2col path, 2 the whole
+ * one, 0 lets it choose. Not thread-safe; never set in production. */
+extern int ak__nn_conv_force_mode;
+
 /* Op definitions (one file each group). */
 extern const ak__op_def ak__nn_conv, ak__nn_conv_transpose, ak__nn_conv_integer;
 extern const ak__op_def ak__nn_maxpool, ak__nn_averagepool, ak__nn_lppool;

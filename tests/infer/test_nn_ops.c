@@ -1,0 +1,483 @@
+/* Tests of the nn family beyond the ONNX node tests: the float32 fast paths of Conv
+ * (pointwise GEMM, depthwise direct loop, im2col in thread tiles and in whole chunks),
+ * ConvTranspose with groups, and the 2-D pools, each checked against the same operator
+ * on float64 data (which takes the reference loops) over shapes with tails, pads,
+ * strides, dilations, groups and batches, with 1 and 2 threads; batched MatMul
+ * broadcasting; rejection of bad attributes.
+ *
+ * With AK_NN_BENCH=1 it also times Conv on ResNet-50 / MobileNetV2 layer shapes with 1
+ * and 2 threads and prints GFLOP/s per shape. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "infer/backend/native/nn_internal.h"
+#include "infer/runtime/op.h"
+
+/* ---- running one operator ---------------------------------------------------------- */
+
+#define MAX_IO 4
+
+typedef struct {
+    ak__tensor in[MAX_IO], out[MAX_IO];
+    uint32_t nin, nout;
+    ak__ir_attr attrs[10];
+    uint32_t nattr;
+    void *ws;
+} op_call;
+
+static void add_in(op_call *c, ak_elem_type t, int rank, const int64_t *dims, void *data) {
+    ak__tensor *x = &c->in[c->nin++];
+    assert_int_equal(ak__tensor_set_shape(x, t, rank, dims, "test input"), AK_OK);
+    x->data = data;
+}
+
+static void attr_int(op_call *c, const char *name, int64_t v) {
+    ak__ir_attr *a = &c->attrs[c->nattr++];
+    a->name = name;
+    a->type = AK_ATTR_INT;
+    a->u.i = v;
+}
+
+static void attr_ints(op_call *c, const char *name, const int64_t *v, size_t n) {
+    ak__ir_attr *a = &c->attrs[c->nattr++];
+    a->name = name;
+    a->type = AK_ATTR_INTS;
+    a->count = n;
+    a->u.ints = v;
+}
+
+/* Runs op_type over c's inputs into nout outputs on `pool` (outputs malloc'ed; freed by
+ * call_free). Returns the first failing status. */
+static ak_status call_op(op_call *c, const char *op_type, uint32_t nout, ak_threadpool *pool) {
+    const ak__op_def *def = ak__op_find("", op_type, 17);
+    assert_non_null(def);
+    ak__ir_node node = {.name = "t", .op_type = op_type, .domain = "", .opset = 17,
+                        .num_inputs = c->nin, .num_outputs = nout, .num_attrs = c->nattr,
+                        .attrs = c->attrs};
+    const ak__tensor *ins[MAX_IO] = {0}, *consts[MAX_IO] = {0};
+    ak__tensor *outs[MAX_IO] = {0};
+    for (uint32_t i = 0; i < c->nin; i++) ins[i] = &c->in[i];
+    for (uint32_t i = 0; i < nout; i++) outs[i] = &c->out[i];
+    c->nout = nout;
+    ak__op_ctx ctx = {.node = &node, .num_inputs = c->nin, .num_outputs = nout,
+                      .inputs = ins, .outputs = outs, .pool = pool};
+    void *state = NULL;
+    ak_status st = def->create ? def->create(&node, consts, &state) : AK_OK;
+    if (st != AK_OK) return st;
+    ctx.state = state;
+    st = def->reshape(&ctx);
+    if (st == AK_OK) {
+        for (uint32_t i = 0; i < nout; i++) {
+            c->out[i].data = calloc(1, ak__tensor_nbytes(&c->out[i]) + 1);
+            assert_non_null(c->out[i].data);
+        }
+        assert_int_equal(ak_alloc(ctx.workspace_bytes, &c->ws), AK_OK);
+        ctx.workspace = c->ws;
+        st = def->run(&ctx);
+    }
+    if (def->destroy) def->destroy(state);
+    return st;
+}
+
+static void call_free(op_call *c) {
+    for (uint32_t i = 0; i < c->nout; i++) free(c->out[i].data);
+    ak_free(c->ws);
+    memset(c, 0, sizeof *c);
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float frand(void) {
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng_state >> 40) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static float *rand_f32(uint64_t n) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    assert_non_null(p);
+    for (uint64_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+
+static double *to_f64(const float *x, uint64_t n) {
+    double *p = malloc((n ? n : 1) * sizeof *p);
+    assert_non_null(p);
+    for (uint64_t i = 0; i < n; i++) p[i] = x[i];
+    return p;
+}
+
+static uint64_t prod(const int64_t *d, int n) {
+    uint64_t p = 1;
+    for (int i = 0; i < n; i++) p *= (uint64_t)d[i];
+    return p;
+}
+
+static ak_threadpool *pools[2];
+
+static int setup(void **s) {
+    (void)s;
+    if (ak_threadpool_create(1, &pools[0]) != AK_OK) return -1;
+    if (ak_threadpool_create(2, &pools[1]) != AK_OK) return -1;
+    return 0;
+}
+
+static int teardown(void **s) {
+    (void)s;
+    ak_threadpool_free(pools[0]);
+    ak_threadpool_free(pools[1]);
+    return 0;
+}
+
+/* ---- Conv / ConvTranspose: float32 fast paths against the float64 reference ---------- */
+
+typedef struct conv_case {
+    int nsp;
+    int64_t N, C, M, group;
+    int64_t in[3], k[3], s[3], d[3], pads[6];
+    int bias;
+    const char *auto_pad;
+} conv_case;
+
+static void set_conv_attrs(op_call *c, const conv_case *cc) {
+    attr_int(c, "group", cc->group);
+    attr_ints(c, "strides", cc->s, (size_t)cc->nsp);
+    attr_ints(c, "dilations", cc->d, (size_t)cc->nsp);
+    if (cc->auto_pad) {
+        ak__ir_attr *a = &c->attrs[c->nattr++];
+        a->name = "auto_pad";
+        a->type = AK_ATTR_STRING;
+        a->u.s.data = cc->auto_pad;
+        a->u.s.len = strlen(cc->auto_pad);
+    } else {
+        attr_ints(c, "pads", cc->pads, 2 * (size_t)cc->nsp);
+    }
+}
+
+/* Runs op (Conv or ConvTranspose) in float32 on `pool` and in float64; compares. */
+static void check_conv(const char *op, const conv_case *cc, ak_threadpool *pool) {
+    int transpose = strcmp(op, "ConvTranspose") == 0;
+    int64_t xd[5] = {cc->N, cc->C}, wd[5], bd[1] = {cc->M};
+    if (transpose) {
+        wd[0] = cc->C;
+        wd[1] = cc->M / cc->group;
+    } else {
+        wd[0] = cc->M;
+        wd[1] = cc->C / cc->group;
+    }
+    for (int i = 0; i < cc->nsp; i++) {
+        xd[2 + i] = cc->in[i];
+        wd[2 + i] = cc->k[i];
+    }
+    int rank = cc->nsp + 2;
+    uint64_t nx = prod(xd, rank), nw = prod(wd, rank);
+    float *x = rand_f32(nx), *w = rand_f32(nw), *b = rand_f32((uint64_t)cc->M);
+    double *x64 = to_f64(x, nx), *w64 = to_f64(w, nw), *b64 = to_f64(b, (uint64_t)cc->M);
+    op_call f, r;
+    memset(&f, 0, sizeof f);
+    memset(&r, 0, sizeof r);
+    add_in(&f, AK_ELEM_F32, rank, xd, x);
+    add_in(&f, AK_ELEM_F32, rank, wd, w);
+    if (cc->bias) add_in(&f, AK_ELEM_F32, 1, bd, b);
+    add_in(&r, AK_ELEM_F64, rank, xd, x64);
+    add_in(&r, AK_ELEM_F64, rank, wd, w64);
+    if (cc->bias) add_in(&r, AK_ELEM_F64, 1, bd, b64);
+    set_conv_attrs(&f, cc);
+    set_conv_attrs(&r, cc);
+    assert_int_equal(call_op(&f, op, 1, pool), AK_OK);
+    assert_int_equal(call_op(&r, op, 1, pool), AK_OK);
+    assert_int_equal(f.out[0].count, r.out[0].count);
+    assert_true(f.out[0].count > 0);
+    const float *yf = f.out[0].data;
+    const double *yr = r.out[0].data;
+    double worst = 0.0;
+    for (uint64_t i = 0; i < f.out[0].count; i++) {
+        double err = fabs(yf[i] - yr[i]) / (1.0 + fabs(yr[i]));
+        if (err > worst) worst = err;
+    }
+    if (worst > 1e-4) fail_msg("%s: worst relative error %g", op, worst);
+    call_free(&f);
+    call_free(&r);
+    free(x), free(w), free(b), free(x64), free(w64), free(b64);
+}
+
+static const conv_case conv_cases[] = {
+    /* pointwise (1x1, stride 1): direct GEMM, batch 2, groups */
+    {2, 2, 16, 24, 1, {7, 9}, {1, 1}, {1, 1}, {1, 1}, {0}, 1, NULL},
+    {2, 1, 8, 6, 2, {5, 11}, {1, 1}, {1, 1}, {1, 1}, {0}, 0, NULL},
+    /* depthwise 3x3, strides 1 and 2, pads, dilation, widths with vector tails */
+    {2, 2, 6, 6, 6, {13, 37}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    {2, 1, 5, 5, 5, {12, 41}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    {2, 1, 3, 3, 3, {17, 70}, {3, 3}, {1, 2}, {2, 2}, {2, 0, 1, 3}, 0, NULL},
+    {2, 1, 4, 4, 4, {9, 9}, {5, 5}, {2, 1}, {1, 1}, {0}, 1, "SAME_UPPER"},
+    /* depthwise with a multiplier: general path with groups */
+    {2, 1, 3, 6, 3, {8, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    /* general: 3x3 pad 1 over enough columns for many tiles; stem-like 7x7 stride 2 */
+    {2, 1, 5, 7, 1, {40, 50}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    {2, 1, 3, 8, 1, {37, 41}, {7, 7}, {2, 2}, {1, 1}, {3, 3, 3, 3}, 1, NULL},
+    {2, 2, 6, 4, 2, {11, 13}, {3, 2}, {2, 3}, {2, 1}, {0, 1, 2, 0}, 1, NULL},
+    {2, 1, 4, 5, 1, {20, 20}, {1, 1}, {2, 2}, {1, 1}, {0}, 1, NULL}, /* 1x1 stride 2 */
+    {2, 1, 3, 4, 1, {9, 8}, {3, 3}, {1, 1}, {1, 1}, {0}, 0, "SAME_LOWER"},
+    /* 1-D and 3-D */
+    {1, 2, 4, 6, 2, {50}, {5}, {2}, {3}, {2, 1}, 1, NULL},
+    {3, 1, 3, 4, 1, {5, 6, 7}, {3, 2, 3}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1, 1, 1, 1}, 1, NULL},
+};
+
+static void test_conv_paths(void **s) {
+    (void)s;
+    for (int mode = 0; mode < 3; mode++) { /* chosen, forced tiles, forced whole */
+        ak__nn_conv_force_mode = mode;
+        for (int p = 0; p < 2; p++)
+            for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++)
+                check_conv("Conv", &conv_cases[i], pools[p]);
+    }
+    ak__nn_conv_force_mode = 0;
+}
+
+static void test_conv_transpose_paths(void **s) {
+    (void)s;
+    static const conv_case cases[] = {
+        {2, 2, 4, 6, 2, {5, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 0, 0, 1}, 1, NULL},
+        {2, 1, 3, 2, 1, {4, 4}, {3, 2}, {1, 3}, {2, 1}, {0}, 0, NULL},
+        {1, 1, 2, 3, 1, {9}, {4}, {3}, {1}, {1, 2}, 1, NULL},
+        {3, 1, 2, 2, 2, {3, 4, 2}, {2, 2, 3}, {2, 1, 2}, {1, 1, 1}, {0}, 1, NULL},
+    };
+    for (int p = 0; p < 2; p++)
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+            check_conv("ConvTranspose", &cases[i], pools[p]);
+}
+
+/* ---- pools: the float32 2-D loop against the generic walk on float64 ------------------ */
+
+static void check_pool(const char *op, const int64_t *k, const int64_t *st, const int64_t *pads,
+                       const int64_t *dil, int ceil_mode, int include_pad) {
+    int64_t xd[4] = {2, 3, 11, 14};
+    uint64_t n = prod(xd, 4);
+    float *x = rand_f32(n);
+    double *x64 = to_f64(x, n);
+    op_call f, r;
+    memset(&f, 0, sizeof f);
+    memset(&r, 0, sizeof r);
+    add_in(&f, AK_ELEM_F32, 4, xd, x);
+    add_in(&r, AK_ELEM_F64, 4, xd, x64);
+    op_call *both[2] = {&f, &r};
+    for (int i = 0; i < 2; i++) {
+        attr_ints(both[i], "kernel_shape", k, 2);
+        attr_ints(both[i], "strides", st, 2);
+        attr_ints(both[i], "pads", pads, 4);
+        attr_int(both[i], "ceil_mode", ceil_mode);
+        if (dil) attr_ints(both[i], "dilations", dil, 2);
+        attr_int(both[i], "count_include_pad", include_pad);
+    }
+    assert_int_equal(call_op(&f, op, 1, pools[1]), AK_OK);
+    assert_int_equal(call_op(&r, op, 1, pools[1]), AK_OK);
+    assert_int_equal(f.out[0].count, r.out[0].count);
+    const float *yf = f.out[0].data;
+    const double *yr = r.out[0].data;
+    for (uint64_t i = 0; i < f.out[0].count; i++)
+        if (fabs(yf[i] - yr[i]) > 1e-5) fail_msg("%s: %llu: %g vs %g", op, (unsigned long long)i, yf[i], yr[i]);
+    call_free(&f);
+    call_free(&r);
+    free(x);
+    free(x64);
+}
+
+static void test_pool_paths(void **s) {
+    (void)s;
+    static const int64_t k3[2] = {3, 3}, k23[2] = {2, 3}, s1[2] = {1, 1}, s2[2] = {2, 2},
+                         s32[2] = {3, 2}, p0[4] = {0}, p1[4] = {1, 1, 1, 1},
+                         pa[4] = {0, 1, 2, 1}, d2[2] = {2, 1};
+    const char *ops[2] = {"MaxPool", "AveragePool"};
+    for (int o = 0; o < 2; o++)
+        for (int inc = 0; inc < 2; inc++)
+            for (int ceil = 0; ceil < 2; ceil++) {
+                check_pool(ops[o], k3, s2, p1, NULL, ceil, inc);
+                check_pool(ops[o], k23, s32, pa, NULL, ceil, inc);
+                check_pool(ops[o], k3, s1, p0, NULL, ceil, inc);
+                if (o == 0) check_pool(ops[o], k3, s2, pa, d2, ceil, inc);
+            }
+}
+
+/* ---- MatMul broadcasting --------------------------------------------------------------- */
+
+static void test_matmul_broadcast(void **s) {
+    (void)s;
+    /* A (2,1,3,4) x B (3,4,5) -> (2,3,3,5); A (4) x B (2,4,3) -> (2,3) */
+    int64_t ad[4] = {2, 1, 3, 4}, bd[3] = {3, 4, 5};
+    float *a = rand_f32(24), *b = rand_f32(60);
+    for (int p = 0; p < 2; p++) {
+        op_call c;
+        memset(&c, 0, sizeof c);
+        add_in(&c, AK_ELEM_F32, 4, ad, a);
+        add_in(&c, AK_ELEM_F32, 3, bd, b);
+        assert_int_equal(call_op(&c, "MatMul", 1, pools[p]), AK_OK);
+        assert_int_equal(c.out[0].rank, 4);
+        assert_int_equal(c.out[0].count, 2 * 3 * 3 * 5);
+        const float *y = c.out[0].data;
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 3; j++)
+                for (int m = 0; m < 3; m++)
+                    for (int n = 0; n < 5; n++) {
+                        double acc = 0;
+                        for (int k = 0; k < 4; k++)
+                            acc += a[i * 12 + m * 4 + k] * b[j * 20 + k * 5 + n];
+                        assert_true(fabs(y[((i * 3 + j) * 3 + m) * 5 + n] - acc) < 1e-5);
+                    }
+        call_free(&c);
+    }
+    int64_t vd[1] = {4}, b2d[3] = {2, 4, 3};
+    op_call c;
+    memset(&c, 0, sizeof c);
+    add_in(&c, AK_ELEM_F32, 1, vd, a);
+    add_in(&c, AK_ELEM_F32, 3, b2d, b);
+    assert_int_equal(call_op(&c, "MatMul", 1, pools[1]), AK_OK);
+    assert_int_equal(c.out[0].rank, 2);
+    assert_int_equal(c.out[0].dims[0], 2);
+    assert_int_equal(c.out[0].dims[1], 3);
+    const float *y = c.out[0].data;
+    for (int i = 0; i < 2; i++)
+        for (int n = 0; n < 3; n++) {
+            double acc = 0;
+            for (int k = 0; k < 4; k++) acc += a[k] * b[i * 12 + k * 3 + n];
+            assert_true(fabs(y[i * 3 + n] - acc) < 1e-5);
+        }
+    call_free(&c);
+    free(a);
+    free(b);
+}
+
+/* ---- rejection ------------------------------------------------------------------------- */
+
+static void test_bad_attributes(void **s) {
+    (void)s;
+    int64_t xd[4] = {1, 4, 5, 5}, wd[4] = {2, 3, 3, 3};
+    float *x = rand_f32(100), *w = rand_f32(54);
+    op_call c;
+    memset(&c, 0, sizeof c);
+    add_in(&c, AK_ELEM_F32, 4, xd, x);
+    add_in(&c, AK_ELEM_F32, 4, wd, w);
+    assert_int_equal(call_op(&c, "Conv", 1, pools[0]), AK_ERR_INVALID_MODEL); /* 4 != 3 */
+    call_free(&c);
+    wd[1] = 2;
+    static const int64_t zero_stride[2] = {0, 1}, big[4] = {1, 1, 1, 1}, k9[2] = {9, 9};
+    add_in(&c, AK_ELEM_F32, 4, xd, x);
+    add_in(&c, AK_ELEM_F32, 4, wd, w);
+    attr_int(&c, "group", 2);
+    attr_ints(&c, "strides", zero_stride, 2);
+    assert_int_equal(call_op(&c, "Conv", 1, pools[0]), AK_ERR_INVALID_MODEL);
+    call_free(&c);
+    add_in(&c, AK_ELEM_F32, 4, xd, x);
+    attr_ints(&c, "kernel_shape", k9, 2);
+    attr_ints(&c, "pads", big, 4);
+    assert_int_equal(call_op(&c, "MaxPool", 1, pools[0]), AK_ERR_INVALID_MODEL); /* 9 > 7 */
+    call_free(&c);
+    add_in(&c, AK_ELEM_F32, 4, xd, x);
+    assert_int_equal(call_op(&c, "AveragePool", 1, pools[0]), AK_ERR_INVALID_MODEL);
+    call_free(&c);
+    free(x);
+    free(w);
+}
+
+/* ---- benchmark (AK_NN_BENCH=1) --------------------------------------------------------- */
+
+typedef struct bench_shape {
+    const char *name;
+    int64_t C, H, W, M, k, s, p, group;
+} bench_shape;
+
+static double bench_one(const bench_shape *b, ak_threadpool *pool, double *ms_out) {
+    int64_t xd[4] = {1, b->C, b->H, b->W}, wd[4] = {b->M, b->C / b->group, b->k, b->k},
+            bd[1] = {b->M};
+    uint64_t nx = prod(xd, 4), nw = prod(wd, 4);
+    float *x = rand_f32(nx), *w = rand_f32(nw), *bias = rand_f32((uint64_t)b->M);
+    int64_t st[2] = {b->s, b->s}, pads[4] = {b->p, b->p, b->p, b->p};
+    op_call c;
+    memset(&c, 0, sizeof c);
+    add_in(&c, AK_ELEM_F32, 4, xd, x);
+    add_in(&c, AK_ELEM_F32, 4, wd, w);
+    add_in(&c, AK_ELEM_F32, 1, bd, bias);
+    attr_int(&c, "group", b->group);
+    attr_ints(&c, "strides", st, 2);
+    attr_ints(&c, "pads", pads, 4);
+    /* the op's own call, repeated: reshape + run as a session would */
+    const ak__op_def *def = ak__op_find("", "Conv", 17);
+    ak__ir_node node = {.name = "b", .op_type = "Conv", .domain = "", .opset = 17,
+                        .num_inputs = 3, .num_outputs = 1, .num_attrs = c.nattr,
+                        .attrs = c.attrs};
+    const ak__tensor *ins[3] = {&c.in[0], &c.in[1], &c.in[2]};
+    ak__tensor *outs[1] = {&c.out[0]};
+    ak__op_ctx ctx = {.node = &node, .num_inputs = 3, .num_outputs = 1, .inputs = ins,
+                      .outputs = outs, .pool = pool};
+    assert_int_equal(def->reshape(&ctx), AK_OK);
+    assert_int_equal(ak_alloc(ak__tensor_nbytes(&c.out[0]), &c.out[0].data), AK_OK);
+    assert_int_equal(ak_alloc(ctx.workspace_bytes, &ctx.workspace), AK_OK);
+    uint64_t P = (uint64_t)(c.out[0].dims[2] * c.out[0].dims[3]);
+    double flops = 2.0 * (double)b->M * (double)(b->C / b->group) * (double)(b->k * b->k) * (double)P;
+    int reps = (int)(2e9 / flops) + 3;
+    if (reps > 200) reps = 200;
+    double best = 1e30;
+    for (int rep = 0; rep < reps + 2; rep++) {
+        uint64_t t0 = ak_now_ns();
+        assert_int_equal(def->run(&ctx), AK_OK);
+        double dt = (double)(ak_now_ns() - t0) * 1e-9;
+        if (rep >= 2 && dt < best) best = dt; /* best of reps after 2 warm-ups */
+    }
+    ak_free(ctx.workspace);
+    ak_free(c.out[0].data);
+    free(x), free(w), free(bias);
+    *ms_out = best * 1e3;
+    return flops / best * 1e-9;
+}
+
+static void test_bench(void **s) {
+    (void)s;
+    const char *env = getenv("AK_NN_BENCH");
+    if (!env || strcmp(env, "1") != 0) skip();
+    static const bench_shape shapes[] = {
+        {"r50 stem 7x7/2 3->64 224", 3, 224, 224, 64, 7, 2, 3, 1},
+        {"r50 1x1 64->64 56", 64, 56, 56, 64, 1, 1, 0, 1},
+        {"r50 3x3 64->64 56", 64, 56, 56, 64, 3, 1, 1, 1},
+        {"r50 1x1 64->256 56", 64, 56, 56, 256, 1, 1, 0, 1},
+        {"r50 1x1 256->64 56", 256, 56, 56, 64, 1, 1, 0, 1},
+        {"r50 3x3/2 128->128 56", 128, 56, 56, 128, 3, 2, 1, 1},
+        {"r50 3x3 128->128 28", 128, 28, 28, 128, 3, 1, 1, 1},
+        {"r50 1x1 128->512 28", 128, 28, 28, 512, 1, 1, 0, 1},
+        {"r50 1x1/2 256->512 56", 256, 56, 56, 512, 1, 2, 0, 1},
+        {"r50 3x3 256->256 14", 256, 14, 14, 256, 3, 1, 1, 1},
+        {"r50 1x1 1024->256 14", 1024, 14, 14, 256, 1, 1, 0, 1},
+        {"r50 3x3 512->512 7", 512, 7, 7, 512, 3, 1, 1, 1},
+        {"r50 1x1 512->2048 7", 512, 7, 7, 2048, 1, 1, 0, 1},
+        {"mv2 dw3x3 144 56", 144, 56, 56, 144, 3, 1, 1, 144},
+        {"mv2 dw3x3/2 96 112", 96, 112, 112, 96, 3, 2, 1, 96},
+        {"mv2 dw3x3 960 7", 960, 7, 7, 960, 3, 1, 1, 960},
+        {"mv2 1x1 24->144 56", 24, 56, 56, 144, 1, 1, 0, 1},
+        {"mv2 1x1 960->160 7", 960, 7, 7, 160, 1, 1, 0, 1},
+    };
+    int modes[3] = {0, 1, 2};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        printf("%-26s", shapes[i].name);
+        for (int p = 0; p < 2; p++)
+            for (int m = 0; m < (shapes[i].k > 1 && shapes[i].group == 1 ? 3 : 1); m++) {
+                ak__nn_conv_force_mode = modes[m];
+                double ms, gf = bench_one(&shapes[i], pools[p], &ms);
+                printf("  %dT%s %7.1f GF/s %7.3f ms", p + 1, m == 0 ? "" : m == 1 ? "tile" : "whole", gf, ms);
+            }
+        ak__nn_conv_force_mode = 0;
+        printf("\n");
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv_paths),     cmocka_unit_test(test_conv_transpose_paths),
+        cmocka_unit_test(test_pool_paths),     cmocka_unit_test(test_matmul_broadcast),
+        cmocka_unit_test(test_bad_attributes), cmocka_unit_test(test_bench),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
