@@ -49,133 +49,42 @@ static ak_status sm_reshape(ak__op_ctx *ctx) {
 
 /* ---- float32 kernels --------------------------------------------------------------- */
 
-/* y[0..k) = exp(x[0..k) - sub) for k <= 8 through a padded vector; returns the sum. */
-AK_MATH_INLINE float exp_sub_tail(float *y, const float *x, size_t k, float sub) {
-    float buf[8];
-    for (size_t l = 0; l < 8; l++) buf[l] = l < k ? x[l] - sub : -INFINITY;
-    ak__v8f v;
-    AK_V8_LOAD(v, buf);
-    AK_V8_EXP_NONPOS(v);
-    AK_V8_STORE(buf, v);
-    float s = 0.0f;
-    for (size_t l = 0; l < k; l++) {
-        if (y) y[l] = buf[l];
-        s += buf[l];
-    }
-    return s;
-}
-
-/* Normalizes `rows` contiguous rows of n floats (inner == 1). */
-AK_MATH_INLINE void rows_body(const float *x, float *y, size_t rows, size_t n, sm_mode mode) {
-    for (size_t row = 0; row < rows; row++, x += n, y += n) {
-        size_t i = 0;
-        ak__v8f m8 = AK_V8_SPLAT(-INFINITY);
-        for (; i + 8 <= n; i += 8) {
-            ak__v8f v;
-            AK_V8_LOAD(v, x + i);
-            m8 = AK_V8_SELECT(v > m8, v, m8);
-        }
-        float m = m8[0];
-        for (int l = 1; l < 8; l++) m = m8[l] > m ? m8[l] : m;
-        for (; i < n; i++) m = x[i] > m ? x[i] : m;
-
-        /* exp(x - m): stored for Softmax, only summed for LogSoftmax */
-        float *dst = mode == SM_SOFTMAX ? y : NULL;
-        ak__v8f s8 = AK_V8_SPLAT(0.0f), mm = AK_V8_SPLAT(m);
-        for (i = 0; i + 8 <= n; i += 8) {
-            ak__v8f v;
-            AK_V8_LOAD(v, x + i);
-            v -= mm;
-            AK_V8_EXP_NONPOS(v);
-            if (dst) AK_V8_STORE(dst + i, v);
-            s8 += v;
-        }
-        float s = AK_V8_HSUM(s8);
-        if (i < n) s += exp_sub_tail(dst ? dst + i : NULL, x + i, n - i, m);
-
-        if (mode == SM_SOFTMAX) {
-            ak__v8f r = AK_V8_SPLAT(1.0f / s);
-            for (i = 0; i + 8 <= n; i += 8) {
-                ak__v8f v;
-                AK_V8_LOAD(v, y + i);
-                v *= r;
-                AK_V8_STORE(y + i, v);
-            }
-            for (; i < n; i++) y[i] *= r[0];
-        } else {
-            float c = m + logf(s);
-            ak__v8f cc = AK_V8_SPLAT(c);
-            for (i = 0; i + 8 <= n; i += 8) {
-                ak__v8f v;
-                AK_V8_LOAD(v, x + i);
-                v -= cc;
-                AK_V8_STORE(y + i, v);
-            }
-            for (; i < n; i++) y[i] = x[i] - c;
-        }
-    }
-}
-
-/* Normalizes columns [0, w) (w <= COLS) of one [n][inner] slab along n. */
 #define COLS 64
-AK_MATH_INLINE void cols_body(const float *x, float *y, size_t n, size_t inner, size_t w,
-                              sm_mode mode) {
-    float m[COLS], s[COLS];
-    for (size_t c = 0; c < w; c++) m[c] = -INFINITY, s[c] = 0.0f;
-    for (size_t k = 0; k < n; k++)
-        for (size_t c = 0; c < w; c++) {
-            float v = x[k * inner + c];
-            m[c] = v > m[c] ? v : m[c];
-        }
-    for (size_t k = 0; k < n; k++) {
-        const float *xk = x + k * inner;
-        float *yk = y + k * inner;
-        size_t c = 0;
-        for (; c + 8 <= w; c += 8) {
-            ak__v8f v, mv, sv;
-            AK_V8_LOAD(v, xk + c);
-            AK_V8_LOAD(mv, m + c);
-            AK_V8_LOAD(sv, s + c);
-            v -= mv;
-            AK_V8_EXP_NONPOS(v);
-            sv += v;
-            AK_V8_STORE(s + c, sv);
-            if (mode == SM_SOFTMAX) AK_V8_STORE(yk + c, v);
-        }
-        for (; c < w; c++) { /* one lane at a time, same arithmetic */
-            float e;
-            s[c] += exp_sub_tail(&e, xk + c, 1, m[c]);
-            if (mode == SM_SOFTMAX) yk[c] = e;
-        }
-    }
-    for (size_t c = 0; c < w; c++) s[c] = mode == SM_SOFTMAX ? 1.0f / s[c] : m[c] + logf(s[c]);
-    for (size_t k = 0; k < n; k++) {
-        const float *xk = x + k * inner;
-        float *yk = y + k * inner;
-        if (mode == SM_SOFTMAX)
-            for (size_t c = 0; c < w; c++) yk[c] *= s[c];
-        else
-            for (size_t c = 0; c < w; c++) yk[c] = xk[c] - s[c];
-    }
-}
 
 #if AK_MATH_HAVE_AVX2_VARIANT
-AK_MATH_TARGET_AVX2 static void rows_avx2(const float *x, float *y, size_t rows, size_t n,
-                                          sm_mode mode) {
-    rows_body(x, y, rows, n, mode);
-}
-AK_MATH_TARGET_AVX2 static void cols_avx2(const float *x, float *y, size_t n, size_t inner,
-                                          size_t w, sm_mode mode) {
-    cols_body(x, y, n, inner, w, mode);
-}
+/* FMA contraction for the AVX2 instantiation (ISO C mode turns it off): it halves the
+ * latency of the exp polynomial */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=fast")
 #endif
-static void rows_base(const float *x, float *y, size_t rows, size_t n, sm_mode mode) {
-    rows_body(x, y, rows, n, mode);
-}
-static void cols_base(const float *x, float *y, size_t n, size_t inner, size_t w,
-                      sm_mode mode) {
-    cols_body(x, y, n, inner, w, mode);
-}
+#define VF ak__v8f
+#define VI ak__v8i
+#define VW 8
+#define KATTR AK_MATH_TARGET_AVX2
+#define KNAME(x) x##_avx2
+#include "infer/backend/native/math_softmax_kern.h"
+#undef VF
+#undef VI
+#undef VW
+#undef KATTR
+#undef KNAME
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+#endif
+
+#define VF ak__v4f
+#define VI ak__v4i
+#define VW 4
+#define KATTR
+#define KNAME(x) x##_base
+#include "infer/backend/native/math_softmax_kern.h"
+#undef VF
+#undef VI
+#undef VW
+#undef KATTR
+#undef KNAME
 
 typedef struct {
     sm_mode mode;
