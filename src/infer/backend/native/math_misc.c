@@ -153,7 +153,8 @@ static ak_status gs_run(ak__op_ctx *ctx) {
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++) {
             uint64_t base = (uint64_t)(n * C + c) * plane_n;
-            for (size_t i = 0; i < plane_n; i++) plane[i] = ak__elem_get(x->data, x->type, base + i);
+            for (size_t i = 0; i < plane_n; i++)
+                plane[i] = ak__elem_get(x->data, x->type, base + i);
             for (int64_t i = 0; i < Ho * Wo; i++) {
                 uint64_t gi = (uint64_t)((n * Ho * Wo + i) * 2);
                 double gx = ak__elem_get(grid->data, grid->type, gi);
@@ -250,7 +251,8 @@ static ak_status ra_run(ak__op_ctx *ctx) {
         int64_t b = idx->type == AK_ELEM_I64 ? ((const int64_t *)idx->data)[r]
                                              : ((const int32_t *)idx->data)[r];
         if (b < 0 || b >= N)
-            return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_ARG, "batch index %lld is outside [0, %lld)",
+            return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_ARG,
+                              "batch index %lld is outside [0, %lld)",
                               (long long)b, (long long)N);
         double box[4];
         for (int k = 0; k < 4; k++)
@@ -258,11 +260,13 @@ static ak_status ra_run(ak__op_ctx *ctx) {
         double rw = box[2] - box[0], rh = box[3] - box[1];
         if (!p.half_pixel) rw = fmax(rw, 1.0), rh = fmax(rh, 1.0);
         double bh = rh / (double)p.oh, bw = rw / (double)p.ow;
-        int64_t gh = p.sampling ? p.sampling : (int64_t)ceil(rh / (double)p.oh);
-        int64_t gw = p.sampling ? p.sampling : (int64_t)ceil(rw / (double)p.ow);
-        if (gh < 0 || gw < 0 || gh > 4096 || gw > 4096)
-            return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_ARG, "region %lld is too large",
-                              (long long)r);
+        /* samples per bin; a negative extent (half_pixel allows it) samples nothing */
+        double dgh = p.sampling ? (double)p.sampling : ceil(rh / (double)p.oh);
+        double dgw = p.sampling ? (double)p.sampling : ceil(rw / (double)p.ow);
+        if (!(dgh <= 4096.0 && dgw <= 4096.0 && dgh > -1e18 && dgw > -1e18))
+            return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_ARG,
+                              "region %lld is too large or not finite", (long long)r);
+        int64_t gh = dgh > 0.0 ? (int64_t)dgh : 0, gw = dgw > 0.0 ? (int64_t)dgw : 0;
         double count = (double)(gh * gw > 1 ? gh * gw : 1);
         for (int64_t c = 0; c < C; c++) {
             uint64_t base = (uint64_t)((b * C + c) * H * W);
@@ -281,8 +285,8 @@ static ak_status ra_run(ak__op_ctx *ctx) {
                         }
                     }
                     double out = p.max_mode ? (gh > 0 && gw > 0 ? best : 0.0) : acc / count;
-                    ak__elem_set(y->data, y->type, (uint64_t)(((r * C + c) * p.oh + ph) * p.ow + pw),
-                                 out);
+                    uint64_t at = (uint64_t)(((r * C + c) * p.oh + ph) * p.ow + pw);
+                    ak__elem_set(y->data, y->type, at, out);
                 }
         }
     }

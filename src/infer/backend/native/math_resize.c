@@ -282,7 +282,8 @@ static ak_status rs_make_plan(const ak__op_ctx *ctx, const rs_state *st, rs_plan
         AK_CHECK(rs_from_scales(ctx, scales, NULL, 0, axes, n, p));
     else
         AK_CHECK(rs_from_sizes(ctx, st, sizes, axes, n, p));
-    if (st->coord == CT_TF_CROP_AND_RESIZE) AK_CHECK(rs_read_roi(ctx, rs_input(ctx, 1), axes, n, p));
+    if (st->coord == CT_TF_CROP_AND_RESIZE)
+        AK_CHECK(rs_read_roi(ctx, rs_input(ctx, 1), axes, n, p));
     return AK_OK;
 }
 
@@ -311,7 +312,8 @@ static double rs_coord(const rs_state *st, const rs_plan *p, int d, int64_t o) {
     case CT_TF_HALF_PIXEL_FOR_NN: return (x + 0.5) / s;
     case CT_TF_CROP_AND_RESIZE: {
         double a = p->roi_start[d], b = p->roi_end[d];
-        if (len_out > 1.0) return a * (len_in - 1.0) + x * (b - a) * (len_in - 1.0) / (len_out - 1.0);
+        if (len_out > 1.0)
+            return a * (len_in - 1.0) + x * (b - a) * (len_in - 1.0) / (len_out - 1.0);
         return 0.5 * (a + b) * (len_in - 1.0);
     }
     default: return x / s; /* asymmetric */
@@ -411,17 +413,17 @@ static size_t rs_taps_bytes(int64_t out) {
            align64(o * sizeof(int32_t));
 }
 
-/* Largest float buffer a separable pass reads or writes (every axis assumed resized). */
+/* Largest float buffer a separable pass reads or writes (every axis assumed resized);
+ * UINT64_MAX when it would not fit in memory anyway. */
 static uint64_t rs_max_buffer(const rs_plan *p) {
-    uint64_t cur = 1, best;
-    for (int d = 0; d < p->rank; d++) cur *= (uint64_t)p->in[d];
+    double cur = 1.0, best;
+    for (int d = 0; d < p->rank; d++) cur *= (double)p->in[d];
     best = cur;
-    for (int d = 0; d < p->rank; d++) {
-        if (p->in[d] == 0) return best;
-        cur = cur / (uint64_t)p->in[d] * (uint64_t)p->out[d];
+    for (int d = 0; d < p->rank && cur > 0.0; d++) {
+        cur = cur / (double)p->in[d] * (double)p->out[d];
         if (cur > best) best = cur;
     }
-    return best;
+    return best > 1e18 ? UINT64_MAX : (uint64_t)best;
 }
 
 /* Carves the taps tables out of the workspace; returns the bytes used. */
@@ -451,6 +453,9 @@ static ak_status rs_reshape(ak__op_ctx *ctx) {
     if (st->mode != RS_NEAREST && !ak__elem_is_float(x->type) && !ak__elem_is_integer(x->type))
         return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "%s interpolation of type %s",
                           st->mode == RS_LINEAR ? "linear" : "cubic", ak_elem_type_name(x->type));
+    for (int d = 0; d < p.rank; d++)
+        if (p.out[d] > ((int64_t)1 << 40))
+            return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "output axis %d is too large", d);
     AK_CHECK(ak__op_set_output(ctx, 0, x->type, p.rank, p.out));
     size_t bytes = rs_layout_taps(&p, NULL, NULL);
     if (st->mode != RS_NEAREST) {
