@@ -418,7 +418,8 @@ static ak_status bin_reshape(ak__op_ctx *ctx, bin_kind k) {
     ak__tensor view;
     AK_CHECK(operands(ctx, k, ab, &view));
     if (!pick_seg(k, ab[0]->type, ab[1]->type))
-        return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "inputs of types %s and %s are not handled",
+        return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED,
+                          "inputs of types %s and %s are not handled",
                           ak_elem_type_name(ab[0]->type), ak_elem_type_name(ab[1]->type));
     int rank;
     int64_t dims[AK_IR_MAX_RANK];

@@ -64,7 +64,9 @@ static void cast_one(const cast_op *c, void *dst, const void *src, size_t i) {
         /* truncate, then saturate to the target's range (NaN -> 0) */
         double v = trunc(ak__elem_get(src, c->from, i));
         if (c->to == AK_ELEM_U64)
-            ((uint64_t *)dst)[i] = !(v > 0) ? 0 : v >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)v;
+            ((uint64_t *)dst)[i] = !(v > 0)                       ? 0
+                                   : v >= 18446744073709551616.0 ? UINT64_MAX
+                                                                 : (uint64_t)v;
         else
             ak__elem_set(dst, c->to, i, v); /* saturates to int64, then narrows */
     } else {

@@ -3,7 +3,8 @@
  * vector width (16: SSE2 baseline, 32: AVX2). No include guard on purpose.
  *
  * Loads and stores go through memcpy so any alignment works. Transcendentals use
- * range reduction + polynomials (exp: Cephes' coefficients, |rel err| < 2e-7). */
+ * range reduction + polynomials (exp: Cephes' coefficients, |rel err| < 2e-7; erf:
+ * |err| < 3e-7). */
 
 typedef float EW_SFX(vf) __attribute__((vector_size(EW_VBYTES)));
 typedef int32_t EW_SFX(vi) __attribute__((vector_size(EW_VBYTES)));
@@ -36,9 +37,10 @@ EW_INLINE VF EW_SFX(clamp)(VF x, float lo, float hi) {
 
 EW_INLINE VF EW_SFX(vabs)(VF x) { return (VF)((VI)x & 0x7fffffff); }
 
-/* exp(x); saturates to exp(88) above and exp(-87.3) below (callers only need that). */
+/* exp(x) over the whole float range: 2^n applied as two factors so n in [-150, 128]
+ * (denormal results, overflow to +inf) needs no special case; NaN stays NaN. */
 EW_INLINE VF EW_SFX(vexp)(VF x) {
-    x = EW_SFX(clamp)(x, -87.33654f, 88.0f);
+    x = EW_SFX(clamp)(x, -104.0f, 88.8f);
     VF t = x * 1.44269504088896341f + 12582912.0f; /* round to nearest by the magic */
     VF n = t - 12582912.0f;
     VF r = x - n * 0.693359375f;
@@ -50,8 +52,10 @@ EW_INLINE VF EW_SFX(vexp)(VF x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    VU bits = ((VU)__builtin_convertvector(n, VI) + 127u) << 23;
-    return p * (VF)bits;
+    VI ni = __builtin_convertvector(n, VI);
+    VI n1 = ni >> 1, n2 = ni - n1;
+    VF s1 = (VF)((VU)(n1 + 127) << 23), s2 = (VF)((VU)(n2 + 127) << 23);
+    return p * s1 * s2;
 }
 
 EW_INLINE VF EW_SFX(copysign)(VF mag, VF sign) {
@@ -110,6 +114,8 @@ EW_INLINE VF EW_SFX(unary_v)(ew_f32_un op, VF x, float a, float b) {
     case EW_F32_HARDSIGMOID: return EW_SFX(clamp)(x * a + b, 0.0f, 1.0f);
     case EW_F32_HARDSWISH: return x * EW_SFX(clamp)(x * (1.0f / 6.0f) + 0.5f, 0.0f, 1.0f);
     case EW_F32_SCALE: return x * a;
+    case EW_F32_EXP: return EW_SFX(vexp)(x);
+    case EW_F32_ERF: return EW_SFX(verf)(x);
     default: return x;
     }
 }
@@ -137,6 +143,8 @@ static void EW_SFX(ew_f32_unary)(ew_f32_un op, float *dst, const float *src, siz
         EW_UNARY_CASE(EW_F32_HARDSIGMOID)
         EW_UNARY_CASE(EW_F32_HARDSWISH)
         EW_UNARY_CASE(EW_F32_SCALE)
+        EW_UNARY_CASE(EW_F32_EXP)
+        EW_UNARY_CASE(EW_F32_ERF)
     default: break;
     }
     if (i < n) { /* the tail through one padded vector */

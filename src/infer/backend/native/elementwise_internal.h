@@ -50,7 +50,7 @@ void ew_f32_binary(ew_f32_bin op, float *dst, const float *a, const float *b, si
 typedef enum ew_f32_un {
     EW_F32_RELU, EW_F32_LEAKY, EW_F32_CLIP, EW_F32_ABS, EW_F32_NEG, EW_F32_SIGMOID,
     EW_F32_TANH, EW_F32_GELU_ERF, EW_F32_GELU_TANH, EW_F32_HARDSIGMOID, EW_F32_HARDSWISH,
-    EW_F32_SCALE, EW_F32_UN_COUNT
+    EW_F32_SCALE, EW_F32_EXP, EW_F32_ERF, EW_F32_UN_COUNT
 } ew_f32_un;
 
 /* dst[i] = f(src[i]) with parameters a, b (LeakyRelu alpha, Clip min/max, HardSigmoid

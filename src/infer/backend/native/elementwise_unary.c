@@ -118,6 +118,8 @@ static int f32_vector_kind(const un_op *o) {
     case UN_GELU: return o->flag ? EW_F32_GELU_TANH : EW_F32_GELU_ERF;
     case UN_HARDSIGMOID: return EW_F32_HARDSIGMOID;
     case UN_HARDSWISH: return EW_F32_HARDSWISH;
+    case UN_EXP: return EW_F32_EXP;
+    case UN_ERF: return EW_F32_ERF;
     default: return -1;
     }
 }
@@ -155,7 +157,8 @@ static void un_half(const un_op *o, uint16_t *y, const uint16_t *x, size_t n) {
                                           : ak__bf16_to_f32_ref(x[i + k]);
         un_f32(o, f, f, m);
         for (size_t k = 0; k < m; k++)
-            y[i + k] = o->type == AK_ELEM_F16 ? ak__f32_to_f16_ref(f[k]) : ak__f32_to_bf16_ref(f[k]);
+            y[i + k] = o->type == AK_ELEM_F16 ? ak__f32_to_f16_ref(f[k])
+                                              : ak__f32_to_bf16_ref(f[k]);
     }
 }
 
@@ -288,7 +291,8 @@ static ak_status un_params(const ak__op_ctx *ctx, un_kind k, un_op *o) {
     case UN_GELU: {
         const char *a = ak__attr_string(nd, "approximate", "none");
         if (strcmp(a, "none") && strcmp(a, "tanh"))
-            return AK_OP_FAIL(nd, AK_ERR_INVALID_MODEL, "approximate is '%s', expected none or tanh", a);
+            return AK_OP_FAIL(nd, AK_ERR_INVALID_MODEL,
+                              "approximate is '%s', expected none or tanh", a);
         o->flag = a[0] == 't';
         break;
     }
