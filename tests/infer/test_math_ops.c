@@ -72,8 +72,8 @@ static ak_status call_op(op_call *c, const char *op_type, int64_t opset, uint32_
             c->out[i].data = calloc(1, ak__tensor_nbytes(&c->out[i]) + 1);
             assert_non_null(c->out[i].data);
         }
-        ctx.workspace = ctx.workspace_bytes ? aligned_alloc(64, (ctx.workspace_bytes + 63) / 64 * 64)
-                                            : NULL;
+        size_t ws = (ctx.workspace_bytes + 63) / 64 * 64;
+        ctx.workspace = ws ? aligned_alloc(64, ws) : NULL;
         st = def->run(&ctx);
         free(ctx.workspace);
     }
@@ -231,6 +231,27 @@ static void test_layer_norm_bad_scale(void **s) {
     assert_int_equal(call_op(&c, "LayerNormalization", 17, 1), AK_ERR_INVALID_MODEL);
 }
 
+/* Scale [1, 1, 1, 6] over X [4, 6]: more dims than X, all leading ones. */
+static void test_layer_norm_high_rank_scale(void **s) {
+    (void)s;
+    int64_t dims[2] = {4, 6}, sd[4] = {1, 1, 1, 6};
+    float *x = random_floats(24, -1.0f, 1.0f, 9), g[6] = {1, 2, 3, 4, 5, 6};
+    op_call c = {0};
+    add_in(&c, AK_ELEM_F32, 2, dims, x);
+    add_in(&c, AK_ELEM_F32, 4, sd, g);
+    assert_int_equal(call_op(&c, "LayerNormalization", 17, 1), AK_OK);
+    for (int r = 0; r < 4; r++) {
+        double m = 0.0, ss = 0.0;
+        for (int e = 0; e < 6; e++) m += x[r * 6 + e] / 6.0;
+        for (int e = 0; e < 6; e++) ss += (x[r * 6 + e] - m) * (x[r * 6 + e] - m);
+        for (int e = 0; e < 6; e++)
+            assert_close(((float *)c.out[0].data)[r * 6 + e],
+                         (x[r * 6 + e] - m) / sqrt(ss / 6.0 + 1e-5) * g[e], 1e-4, 1e-4);
+    }
+    call_free(&c);
+    free(x);
+}
+
 /* ---- reductions -------------------------------------------------------------------- */
 
 /* op over axes of x[a][b][c], against a double reference for Sum, Mean and Max. */
@@ -363,6 +384,7 @@ int main(void) {
         cmocka_unit_test(test_softmax_old_coercion),
         cmocka_unit_test(test_layer_norm),
         cmocka_unit_test(test_layer_norm_bad_scale),
+        cmocka_unit_test(test_layer_norm_high_rank_scale),
         cmocka_unit_test(test_reduce_layouts),
         cmocka_unit_test(test_reduce_int64_exact),
         cmocka_unit_test(test_reduce_empty_set),

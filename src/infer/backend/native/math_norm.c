@@ -89,7 +89,8 @@ static ak_status ln_reshape(ak__op_ctx *ctx) {
 /* Index into t (broadcast to x's dims [axis, rank)) of element e of a normalized row. */
 static uint64_t ln_bidx(const ln_layout *l, const ak__tensor *t, uint64_t e) {
     uint64_t idx = 0, stride = 1;
-    for (int j = 0; j < t->rank; j++) {
+    int ntail = l->x->rank - l->axis; /* t's dims beyond these are 1 (checked) */
+    for (int j = 0; j < t->rank && j < ntail; j++) {
         int64_t xd = l->x->dims[l->x->rank - 1 - j];
         int64_t td = t->dims[t->rank - 1 - j];
         uint64_t coord = e % (uint64_t)xd;

@@ -406,9 +406,10 @@ static void cols_f32_worker(void *arg, size_t begin, size_t end, int thread) {
         size_t w = inner - c0 < COL_CHUNK ? inner - c0 : COL_CHUNK;
         const float *x = (const float *)j->x->data + o * R * inner + c0;
         float *y = (float *)j->y->data + o * inner + c0;
+        int sq = j->kind == RK_L2 || j->kind == RK_SUMSQ;
         for (size_t i = 0; i < w; i++) {
             float v = x[i];
-            y[i] = j->kind == RK_L1 ? fabsf(v) : j->kind == RK_L2 || j->kind == RK_SUMSQ ? v * v : v;
+            y[i] = j->kind == RK_L1 ? fabsf(v) : sq ? v * v : v;
         }
         for (size_t r = 1; r < R; r++) {
             const float *xr = x + r * inner;
@@ -442,11 +443,15 @@ static void reduce_empty(const rjob *j) {
     case RK_LOGSUM: case RK_LOGSUMEXP: v = -INFINITY; break;
     default: v = 0; break;
     }
+    /* the 64-bit extremes are not doubles: stored as integers */
+    ak_elem_type t = j->y->type;
+    int64_t *i64 = j->y->data;
+    uint64_t *u64 = j->y->data;
     for (uint64_t i = 0; i < j->y->count; i++) {
-        if (j->y->type == AK_ELEM_I64 && j->kind == RK_MAX) ((int64_t *)j->y->data)[i] = INT64_MIN;
-        else if (j->y->type == AK_ELEM_I64 && j->kind == RK_MIN) ((int64_t *)j->y->data)[i] = INT64_MAX;
-        else if (j->y->type == AK_ELEM_U64 && j->kind == RK_MIN) ((uint64_t *)j->y->data)[i] = UINT64_MAX;
-        else ak__elem_set(j->y->data, j->y->type, i, v);
+        if (t == AK_ELEM_I64 && j->kind == RK_MAX) i64[i] = INT64_MIN;
+        else if (t == AK_ELEM_I64 && j->kind == RK_MIN) i64[i] = INT64_MAX;
+        else if (t == AK_ELEM_U64 && j->kind == RK_MIN) u64[i] = UINT64_MAX;
+        else ak__elem_set(j->y->data, t, i, v);
     }
 }
 

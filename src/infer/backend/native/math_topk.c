@@ -120,13 +120,15 @@ static ak_status topk_run(ak__op_ctx *ctx) {
                 else h[e].key.f = ak__elem_get(x->data, x->type, at);
                 h[e].idx = (int64_t)e;
             }
-            for (size_t s = (size_t)l.n / 2; s-- > 0;) sift_down(h, (size_t)l.n, s, is_int, largest);
+            for (size_t s = (size_t)l.n / 2; s-- > 0;)
+                sift_down(h, (size_t)l.n, s, is_int, largest);
             size_t live = (size_t)l.n;
             uint64_t obase = o * (uint64_t)l.k * l.inner + i;
             for (int64_t r = 0; r < l.k; r++) {
                 uint64_t out = obase + (uint64_t)r * l.inner;
                 uint64_t src = base + (uint64_t)h[0].idx * l.inner;
-                if (vals) memcpy((char *)vals->data + out * es, (const char *)x->data + src * es, es);
+                if (vals)
+                    memcpy((char *)vals->data + out * es, (const char *)x->data + src * es, es);
                 if (idxs) ((int64_t *)idxs->data)[out] = h[0].idx;
                 h[0] = h[--live];
                 sift_down(h, live, 0, is_int, largest);
