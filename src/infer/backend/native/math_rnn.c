@@ -220,7 +220,8 @@ static ak_status rnn_check(const ak__op_ctx *ctx, const rnn_state *st, rnn_dims 
     if ((t = ak__op_in(ctx, 5))) AK_CHECK(rnn_check_shape(ctx, 5, t, 3, state_dims));
     if (st->kind == KIND_LSTM) {
         if ((t = ak__op_in(ctx, 6))) AK_CHECK(rnn_check_shape(ctx, 6, t, 3, state_dims));
-        if ((t = ak__op_in(ctx, 7))) AK_CHECK(rnn_check_shape(ctx, 7, t, 2, (int64_t[]){nd, 3 * h}));
+        if ((t = ak__op_in(ctx, 7)))
+            AK_CHECK(rnn_check_shape(ctx, 7, t, 2, (int64_t[]){nd, 3 * h}));
     }
     return AK_OK;
 }
