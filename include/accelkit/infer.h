@@ -152,6 +152,8 @@ typedef struct ak_session_options {
     int threads;   /* intra-op threads counting the caller; 0 = AK_NUM_THREADS or all cores */
     int profile;   /* 1: time every node (ak_session_profile); -1: from AK_PROFILE */
     int fold_constants; /* 1 (default): precompute nodes whose inputs are all constant */
+    int optimize;       /* 1 (default): fuse node chains (Conv+Add+Relu, MatMul+bias, GELU,
+                           LayerNorm) into single operators */
 } ak_session_options;
 
 AK_API ak_status ak_session_options_init(ak_session_options *opts);
@@ -182,6 +184,7 @@ typedef struct ak_session_memory {
     size_t workspace_bytes; /* operator scratch */
     size_t folded_bytes;    /* constants computed at creation */
     size_t num_folded;      /* nodes folded at creation */
+    size_t num_fused;       /* fused nodes the optimizer made (each replaces a chain) */
     int planned;            /* a plan exists (after the first run) */
 } ak_session_memory;
 AK_API ak_status ak_session_get_memory(const ak_session *session, ak_session_memory *out);

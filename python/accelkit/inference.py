@@ -38,7 +38,7 @@ class _ValueInfo(ctypes.Structure):
 
 class _Options(ctypes.Structure):
     _fields_ = [("threads", ctypes.c_int), ("profile", ctypes.c_int),
-                ("fold_constants", ctypes.c_int)]
+                ("fold_constants", ctypes.c_int), ("optimize", ctypes.c_int)]
 
 
 class _Summary(ctypes.Structure):
@@ -94,10 +94,11 @@ class NodeArg:
 class InferenceSession:
     """An ONNX model prepared for running (onnxruntime.InferenceSession's interface)."""
 
-    def __init__(self, path, threads=0, profile=False, fold_constants=True):
+    def __init__(self, path, threads=0, profile=False, fold_constants=True, optimize=True):
         opts = _Options()
         check(_options_init(ctypes.byref(opts)))
         opts.threads, opts.fold_constants = threads, int(fold_constants)
+        opts.optimize = int(optimize)
         opts.profile = 1 if profile else -1
         self._s = ctypes.c_void_p()
         check(_create(str(path).encode(), ctypes.byref(opts), ctypes.byref(self._s)))

@@ -6,7 +6,7 @@
 #include "infer/runtime/op.h"
 
 static const ak__op_def *const *const families[] = {
-    ak__ops_elementwise, ak__ops_nn, ak__ops_tensor, ak__ops_math,
+    ak__ops_elementwise, ak__ops_nn, ak__ops_tensor, ak__ops_math, ak__ops_fused,
 };
 
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset) {

@@ -12,6 +12,7 @@ ak_status ak_session_options_init(ak_session_options *opts) {
     opts->threads = 0;
     opts->profile = -1;
     opts->fold_constants = 1;
+    opts->optimize = 1;
     return AK_OK;
 }
 
@@ -170,7 +171,7 @@ static void compute_lifetimes(ak_session *s) {
     for (size_t v = 0; v < g->num_values; v++) s->first_def[v] = s->last_use[v] = -1;
     for (size_t k = 0; k < s->num_nodes; k++) {
         const ak__exec_node *e = &s->nodes[k];
-        if (e->folded) continue;
+        if (e->folded || e->removed) continue;
         for (uint32_t i = 0; i < e->node->num_inputs; i++)
             if (e->node->inputs[i] != AK_IR_NONE) s->last_use[e->node->inputs[i]] = (int32_t)k;
         for (uint32_t o = 0; o < e->node->num_outputs; o++) {
@@ -198,6 +199,7 @@ static ak_status session_init(ak_session *s, const ak_session_options *opts) {
     classify_values(s);
     AK_CHECK(bind_operators(s));
     AK_CHECK(create_operators(s, opts->fold_constants));
+    if (opts->optimize) AK_CHECK(ak__optimize(s));
     compute_lifetimes(s);
     return AK_OK;
 }
@@ -262,6 +264,7 @@ void ak_session_free(ak_session *s) {
     free(s->dynamic);
     free(s->nodes);
     free(s->io_ptrs);
+    ak_arena_free(s->opt_arena);
     ak_threadpool_free(s->pool);
     ak_model_free(s->owned_model);
     free(s);
@@ -276,6 +279,7 @@ ak_status ak_session_get_memory(const ak_session *s, ak_session_memory *out) {
     out->workspace_bytes = s->workspace_bytes;
     out->folded_bytes = s->folded_bytes;
     out->num_folded = s->num_folded;
+    out->num_fused = s->num_fused;
     out->planned = s->planned;
     return AK_OK;
 }

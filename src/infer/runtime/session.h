@@ -23,6 +23,7 @@ typedef struct ak__exec_node {
     const ak__tensor **inputs; /* into session->values; NULL for omitted inputs */
     ak__tensor **outputs;
     int folded;
+    int removed;        /* fused into another node by the optimizer */
     uint64_t ns, calls; /* profiling */
 } ak__exec_node;
 
@@ -39,7 +40,8 @@ struct ak_session {
     int32_t *first_def, *last_use; /* execution step that writes / last reads a value */
     void **folded_data;       /* AK_SRC_FOLDED payloads */
     ak__exec_node *nodes;     /* execution order */
-    size_t num_nodes, num_folded, folded_bytes;
+    size_t num_nodes, num_folded, folded_bytes, num_fused;
+    ak_arena *opt_arena;      /* nodes the optimizer made */
     const ak__tensor **io_ptrs; /* backing store of every node's inputs/outputs arrays */
 
     /* the plan: valid when planned; shapes of every value as seen when it was made */
@@ -58,6 +60,9 @@ struct ak_session {
  * made) and lifetimes, and allocates a new arena (the old one becomes retired_arena:
  * outputs of the run just made may live in it). */
 ak_status ak__memplan_build(ak_session *s);
+
+/* The graph optimizer (optimize.c): fuses node chains after folding. */
+ak_status ak__optimize(ak_session *s);
 
 /* Runs one node: reshape, check or place outputs, run. `planned` says whether outputs
  * go to the arena (else dynamic buffers). */

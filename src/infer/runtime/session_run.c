@@ -178,7 +178,7 @@ ak_status ak_session_run(ak_session *s, const char *const *input_names, const ak
     int planned = s->planned;
     for (size_t k = 0; k < s->num_nodes; k++) {
         ak__exec_node *e = &s->nodes[k];
-        if (e->folded) continue;
+        if (e->folded || e->removed) continue;
         ak_status st = ak__session_exec_node(s, e, &planned);
         if (st != AK_OK) {
             s->planned = 0; /* shapes of this run are partial: plan again next time */
@@ -209,7 +209,7 @@ ak_status ak_session_profile(const ak_session *s, size_t i, ak_op_profile *out, 
     size_t n = 0;
     for (size_t k = 0; k < s->num_nodes; k++) {
         const ak__exec_node *e = &s->nodes[k];
-        if (e->folded) continue;
+        if (e->folded || e->removed) continue;
         size_t r = 0;
         while (r < n && strcmp(rows[r].op_type, e->node->op_type) != 0) r++;
         if (r == n) rows[n++].op_type = e->node->op_type;

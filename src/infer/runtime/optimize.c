@@ -1,0 +1,380 @@
+/* The graph optimizer: after binding and constant folding, rewrites chains of nodes into
+ * one node where accelkit has a faster operator for the whole chain.
+ *   Conv -> [Add residual] -> [Relu|Clip|LeakyRelu|Sigmoid|Tanh]  => FusedConv
+ *   MatMul(A, const B[K,N]) -> Add(const bias[N]) -> [Relu|Gelu]   => MatMulBias
+ *   x / sqrt(2) -> Erf -> +1 -> * x -> * 0.5 (either order)        => Gelu
+ *   ReduceMean/Sub/Pow 2/ReduceMean/Add eps/Sqrt/Div/Mul g/Add b    => LayerNormalization
+ * A chain is fused only when its intermediate values have no other reader and are not
+ * graph outputs; constants are read from initializers and folded values, so the patterns
+ * match whatever Identity/Constant nodes an exporter put in front of them. The fused node
+ * takes the place of the chain's last node, where all its inputs are ready. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/runtime/session.h"
+
+typedef struct optimizer {
+    ak_session *s;
+    ak_arena *arena;   /* the fused nodes and their arrays (owned by the session) */
+    int32_t *uses;     /* readers per value (+1 for graph outputs) */
+    int32_t *producer; /* exec node index per value, or -1 */
+    size_t fused;
+} optimizer;
+
+static int live(const ak__exec_node *e) { return !e->folded && !e->removed; }
+
+static void count_uses(optimizer *o) {
+    ak_session *s = o->s;
+    size_t nv = s->g->num_values;
+    for (size_t v = 0; v < nv; v++) o->uses[v] = 0, o->producer[v] = -1;
+    for (size_t k = 0; k < s->num_nodes; k++) {
+        const ak__exec_node *e = &s->nodes[k];
+        if (!live(e)) continue;
+        for (uint32_t i = 0; i < e->node->num_inputs; i++)
+            if (e->node->inputs[i] != AK_IR_NONE) o->uses[e->node->inputs[i]]++;
+        for (uint32_t i = 0; i < e->node->num_outputs; i++)
+            if (e->node->outputs[i] != AK_IR_NONE) o->producer[e->node->outputs[i]] = (int32_t)k;
+    }
+    for (size_t i = 0; i < s->g->num_outputs; i++) o->uses[s->g->outputs[i]] += 1 << 20;
+}
+
+/* ---- looking at nodes ----------------------------------------------------------------- */
+
+static const ak__ir_node *node_of(const optimizer *o, int32_t k) {
+    return k >= 0 ? o->s->nodes[k].node : NULL;
+}
+
+static int is_op(const ak__ir_node *n, const char *op) {
+    return n && n->domain[0] == '\0' && strcmp(n->op_type, op) == 0;
+}
+
+static int32_t in(const ak__ir_node *n, uint32_t i) {
+    return i < n->num_inputs ? n->inputs[i] : AK_IR_NONE;
+}
+
+/* The node reading v when it is v's only reader (and v is not a graph output). */
+static int32_t sole_reader(const optimizer *o, int32_t v) {
+    if (v == AK_IR_NONE || o->uses[v] != 1) return -1;
+    for (size_t k = 0; k < o->s->num_nodes; k++) {
+        const ak__exec_node *e = &o->s->nodes[k];
+        if (!live(e)) continue;
+        for (uint32_t i = 0; i < e->node->num_inputs; i++)
+            if (e->node->inputs[i] == v) return (int32_t)k;
+    }
+    return -1;
+}
+
+static const ak__tensor *constant(const optimizer *o, int32_t v) {
+    if (v == AK_IR_NONE) return NULL;
+    uint8_t src = o->s->source[v];
+    return src == AK_SRC_CONST || src == AK_SRC_FOLDED ? &o->s->values[v] : NULL;
+}
+
+static int const_scalar(const optimizer *o, int32_t v, double *out) {
+    const ak__tensor *t = constant(o, v);
+    if (!t || t->count != 1 || !ak__elem_is_float(t->type)) return 0;
+    *out = ak__elem_get(t->data, t->type, 0);
+    return 1;
+}
+
+static int const_near(const optimizer *o, int32_t v, double want) {
+    double x;
+    return const_scalar(o, v, &x) && fabs(x - want) <= 1e-5 * fabs(want);
+}
+
+/* For a binary node reading `v` once: its other input. */
+static int32_t other_input(const ak__ir_node *n, int32_t v) {
+    if (n->num_inputs != 2) return AK_IR_NONE;
+    if (n->inputs[0] == v && n->inputs[1] != v) return n->inputs[1];
+    if (n->inputs[1] == v && n->inputs[0] != v) return n->inputs[0];
+    return AK_IR_NONE;
+}
+
+static int last_axis_mean(const ak__ir_node *n) {
+    const int64_t *axes;
+    return is_op(n, "ReduceMean") && n->opset < 18 && ak__attr_ints(n, "axes", &axes) == 1 &&
+           axes[0] == -1 && ak__attr_int(n, "keepdims", 1) == 1;
+}
+
+
+/* ---- emitting a fused node ------------------------------------------------------------ */
+
+#define MAX_CHAIN 12
+#define MAX_ATTRS 32
+
+typedef struct fused_spec {
+    const char *domain, *op_type;
+    int64_t opset;
+    int32_t inputs[4];
+    uint32_t num_inputs;
+    int32_t output;
+    const ak__ir_node *base; /* attributes copied from this node (Conv), or NULL */
+    ak__ir_attr extra[4];
+    uint32_t num_extra;
+} fused_spec;
+
+static void add_string_attr(fused_spec *f, const char *name, const char *value) {
+    ak__ir_attr *a = &f->extra[f->num_extra++];
+    memset(a, 0, sizeof *a);
+    a->name = name;
+    a->type = AK_ATTR_STRING;
+    a->u.s.data = value;
+    a->u.s.len = strlen(value);
+}
+
+static void add_float_attr(fused_spec *f, const char *name, float value) {
+    ak__ir_attr *a = &f->extra[f->num_extra++];
+    memset(a, 0, sizeof *a);
+    a->name = name;
+    a->type = AK_ATTR_FLOAT;
+    a->u.f = value;
+}
+
+static ak_status arena_array(optimizer *o, size_t n, size_t size, void **out) {
+    AK_CHECK(ak_arena_alloc(o->arena, n ? n * size : 1, 8, out));
+    memset(*out, 0, n ? n * size : 1);
+    return AK_OK;
+}
+
+static ak_status build_node(optimizer *o, const fused_spec *f, const ak__ir_node *first,
+                            ak__ir_node **out) {
+    ak__ir_node *n;
+    uint32_t base_attrs = f->base ? f->base->num_attrs : 0;
+    AK_CHECK(arena_array(o, 1, sizeof *n, (void **)&n));
+    AK_CHECK(arena_array(o, f->num_inputs, sizeof *n->inputs, (void **)&n->inputs));
+    AK_CHECK(arena_array(o, 1, sizeof *n->outputs, (void **)&n->outputs));
+    AK_CHECK(arena_array(o, base_attrs + f->num_extra, sizeof *n->attrs, (void **)&n->attrs));
+    n->name = first->name;
+    n->op_type = f->op_type;
+    n->domain = f->domain;
+    n->opset = f->opset;
+    n->num_inputs = f->num_inputs;
+    memcpy(n->inputs, f->inputs, f->num_inputs * sizeof *n->inputs);
+    n->num_outputs = 1;
+    n->outputs[0] = f->output;
+    if (base_attrs) memcpy(n->attrs, f->base->attrs, base_attrs * sizeof *n->attrs);
+    memcpy(n->attrs + base_attrs, f->extra, f->num_extra * sizeof *n->attrs);
+    n->num_attrs = base_attrs + f->num_extra;
+    *out = n;
+    return AK_OK;
+}
+
+static void drop(ak_session *s, ak__exec_node *e) {
+    if (e->def->destroy && e->state) e->def->destroy(e->state);
+    e->state = NULL;
+    e->removed = 1;
+}
+
+/* Binds the fused node to its operator and runs its create. */
+static ak_status bind_fused(optimizer *o, ak__exec_node *e, ak__ir_node *n) {
+    ak_session *s = o->s;
+    e->node = n;
+    e->def = ak__op_find(n->domain, n->op_type, n->opset);
+    if (!e->def)
+        return AK_FAIL(AK_ERR_INTERNAL, "optimizer: no operator for fused %s", n->op_type);
+    const ak__tensor **io;
+    AK_CHECK(arena_array(o, n->num_inputs + 1, sizeof *io, (void **)&io));
+    const ak__tensor *consts[4] = {0};
+    for (uint32_t i = 0; i < n->num_inputs; i++) {
+        io[i] = n->inputs[i] == AK_IR_NONE ? NULL : &s->values[n->inputs[i]];
+        consts[i] = constant(o, n->inputs[i]);
+    }
+    io[n->num_inputs] = &s->values[n->outputs[0]];
+    e->inputs = io;
+    e->outputs = (ak__tensor **)io + n->num_inputs;
+    e->removed = 0;
+    return e->def->create ? e->def->create(n, consts, &e->state) : AK_OK;
+}
+
+/* Replaces the chain (exec indices) by one node built from f at the chain's last place. */
+static ak_status emit(optimizer *o, const fused_spec *f, const int32_t *chain, size_t n) {
+    int32_t last = chain[0];
+    for (size_t i = 1; i < n; i++)
+        if (chain[i] > last) last = chain[i];
+    ak__ir_node *node;
+    AK_CHECK(build_node(o, f, o->s->nodes[chain[0]].node, &node));
+    for (size_t i = 0; i < n; i++) drop(o->s, &o->s->nodes[chain[i]]);
+    AK_CHECK(bind_fused(o, &o->s->nodes[last], node));
+    o->fused++;
+    count_uses(o);
+    return AK_OK;
+}
+
+/* ---- patterns ------------------------------------------------------------------------- */
+
+/* An activation node FusedConv/MatMulBias can apply: its kind and parameters. */
+static int activation_of(const optimizer *o, const ak__ir_node *n, fused_spec *f) {
+    if (is_op(n, "Relu")) return add_string_attr(f, "activation", "Relu"), 1;
+    if (is_op(n, "Sigmoid")) return add_string_attr(f, "activation", "Sigmoid"), 1;
+    if (is_op(n, "Tanh")) return add_string_attr(f, "activation", "Tanh"), 1;
+    if (is_op(n, "Gelu") && strcmp(ak__attr_string(n, "approximate", "none"), "none") == 0)
+        return add_string_attr(f, "activation", "Gelu"), 1;
+    if (is_op(n, "LeakyRelu")) {
+        add_string_attr(f, "activation", "LeakyRelu");
+        add_float_attr(f, "activation_alpha", ak__attr_float(n, "alpha", 0.01f));
+        return 1;
+    }
+    if (!is_op(n, "Clip")) return 0;
+    double lo = -INFINITY, hi = INFINITY;
+    if (n->opset < 11) {
+        lo = ak__attr_float(n, "min", -INFINITY);
+        hi = ak__attr_float(n, "max", INFINITY);
+    } else if ((in(n, 1) != AK_IR_NONE && !const_scalar(o, in(n, 1), &lo)) ||
+               (in(n, 2) != AK_IR_NONE && !const_scalar(o, in(n, 2), &hi))) {
+        return 0;
+    }
+    add_string_attr(f, "activation", "Clip");
+    add_float_attr(f, "activation_alpha", (float)lo);
+    add_float_attr(f, "activation_beta", (float)hi);
+    return 1;
+}
+
+static ak_status fuse_conv(optimizer *o, int32_t k, int *hit) {
+    const ak__ir_node *conv = node_of(o, k);
+    fused_spec f = {"com.accelkit", "FusedConv", 1, {in(conv, 0), in(conv, 1), in(conv, 2)}, 3,
+                    conv->outputs[0], conv, {{0}}, 0};
+    int32_t chain[3] = {k}, n = 1, r = sole_reader(o, conv->outputs[0]);
+    const ak__ir_node *next = node_of(o, r);
+    if (is_op(next, "Add")) { /* a residual produced by another node */
+        int32_t z = other_input(next, conv->outputs[0]);
+        if (z != AK_IR_NONE && !constant(o, z) && o->producer[z] >= 0) {
+            f.inputs[3] = z, f.num_inputs = 4, f.output = next->outputs[0];
+            chain[n++] = r;
+            next = node_of(o, r = sole_reader(o, f.output));
+        }
+    }
+    if (next && activation_of(o, next, &f)) chain[n++] = r, f.output = next->outputs[0];
+    if (n == 1) return AK_OK;
+    *hit = 1;
+    return emit(o, &f, chain, (size_t)n);
+}
+
+static ak_status fuse_matmul(optimizer *o, int32_t k, int *hit) {
+    const ak__ir_node *mm = node_of(o, k);
+    const ak__tensor *b = constant(o, in(mm, 1));
+    if (!b || b->rank != 2 || b->type != AK_ELEM_F32) return AK_OK;
+    int32_t r = sole_reader(o, mm->outputs[0]);
+    const ak__ir_node *add = node_of(o, r);
+    if (!is_op(add, "Add")) return AK_OK;
+    int32_t bias = other_input(add, mm->outputs[0]);
+    const ak__tensor *bt = constant(o, bias);
+    if (!bt || bt->rank != 1 || bt->type != AK_ELEM_F32 || bt->dims[0] != b->dims[1])
+        return AK_OK;
+    fused_spec f = {"com.accelkit", "MatMulBias", 1, {in(mm, 0), in(mm, 1), bias}, 3,
+                    add->outputs[0], NULL, {{0}}, 0};
+    int32_t chain[3] = {k, r}, n = 2, a = sole_reader(o, add->outputs[0]);
+    const ak__ir_node *act = node_of(o, a);
+    if ((is_op(act, "Relu") || is_op(act, "Gelu")) && activation_of(o, act, &f))
+        chain[n++] = a, f.output = act->outputs[0];
+    *hit = 1;
+    return emit(o, &f, chain, (size_t)n);
+}
+
+/* From the Erf: x/sqrt(2) (or x*(1/sqrt(2))) -> Erf -> +1 -> then x*0.5*(...) in either
+ * association. */
+static ak_status fuse_gelu(optimizer *o, int32_t k, int *hit) {
+    const ak__ir_node *erf = node_of(o, k);
+    int32_t d = in(erf, 0), dk = o->producer[d >= 0 ? d : 0];
+    const ak__ir_node *scale = d >= 0 && o->uses[d] == 1 ? node_of(o, dk) : NULL;
+    if (!scale || !((is_op(scale, "Div") && const_near(o, in(scale, 1), M_SQRT2)) ||
+                    (is_op(scale, "Mul") && const_near(o, in(scale, 1), M_SQRT1_2))))
+        return AK_OK;
+    int32_t x = in(scale, 0), ak_ = sole_reader(o, erf->outputs[0]);
+    const ak__ir_node *plus = node_of(o, ak_);
+    if (!is_op(plus, "Add") || !const_near(o, other_input(plus, erf->outputs[0]), 1.0))
+        return AK_OK;
+    int32_t mk = sole_reader(o, plus->outputs[0]);
+    const ak__ir_node *mul = node_of(o, mk);
+    if (!is_op(mul, "Mul")) return AK_OK;
+    int32_t t = other_input(mul, plus->outputs[0]);
+    fused_spec f = {"", "Gelu", erf->opset, {x}, 1, AK_IR_NONE, NULL, {{0}}, 0};
+    int32_t chain[5] = {dk, k, ak_, mk};
+    if (t == x) { /* x * (1 + erf) then * 0.5 */
+        int32_t hk = sole_reader(o, mul->outputs[0]);
+        const ak__ir_node *half = node_of(o, hk);
+        if (!is_op(half, "Mul") || !const_near(o, other_input(half, mul->outputs[0]), 0.5))
+            return AK_OK;
+        chain[4] = hk, f.output = half->outputs[0];
+    } else { /* (x * 0.5) * (1 + erf) */
+        const ak__ir_node *half = t >= 0 && o->uses[t] == 1 ? node_of(o, o->producer[t]) : NULL;
+        if (!is_op(half, "Mul") || other_input(half, x) == AK_IR_NONE ||
+            !const_near(o, other_input(half, x), 0.5))
+            return AK_OK;
+        chain[4] = o->producer[t], f.output = mul->outputs[0];
+    }
+    *hit = 1;
+    return emit(o, &f, chain, 5);
+}
+
+/* From the Pow: mean = ReduceMean(x); d = x - mean; var = ReduceMean(d^2);
+ * y = d / sqrt(var + eps) * gamma + beta, over the last axis. */
+static ak_status fuse_layernorm(optimizer *o, int32_t k, int *hit) {
+    const ak__ir_node *pw = node_of(o, k);
+    int32_t d = in(pw, 0);
+    if (d < 0 || !const_near(o, in(pw, 1), 2.0) || o->uses[d] != 2) return AK_OK;
+    int32_t c[9] = {-1, o->producer[d], k};
+    const ak__ir_node *sub = node_of(o, c[1]);
+    if (!is_op(sub, "Sub")) return AK_OK;
+    int32_t x = in(sub, 0), mean = in(sub, 1);
+    c[0] = mean >= 0 && o->uses[mean] == 1 ? o->producer[mean] : -1;
+    const ak__ir_node *m1 = node_of(o, c[0]);
+    if (!last_axis_mean(m1) || in(m1, 0) != x) return AK_OK;
+    const ak__ir_node *m2 = node_of(o, c[3] = sole_reader(o, pw->outputs[0]));
+    if (!last_axis_mean(m2)) return AK_OK;
+    const ak__ir_node *add = node_of(o, c[4] = sole_reader(o, m2->outputs[0]));
+    double eps;
+    if (!is_op(add, "Add") || !const_scalar(o, other_input(add, m2->outputs[0]), &eps)) return AK_OK;
+    const ak__ir_node *sq = node_of(o, c[5] = sole_reader(o, add->outputs[0]));
+    if (!is_op(sq, "Sqrt")) return AK_OK;
+    const ak__ir_node *div = node_of(o, c[6] = sole_reader(o, sq->outputs[0]));
+    if (!is_op(div, "Div") || in(div, 0) != d || in(div, 1) != sq->outputs[0]) return AK_OK;
+    const ak__ir_node *mul = node_of(o, c[7] = sole_reader(o, div->outputs[0]));
+    int32_t gamma = mul ? other_input(mul, div->outputs[0]) : AK_IR_NONE;
+    const ak__tensor *g = constant(o, gamma);
+    if (!is_op(mul, "Mul") || !g || g->rank != 1 || g->type != AK_ELEM_F32) return AK_OK;
+    const ak__ir_node *badd = node_of(o, c[8] = sole_reader(o, mul->outputs[0]));
+    int32_t beta = badd ? other_input(badd, mul->outputs[0]) : AK_IR_NONE;
+    const ak__tensor *b = constant(o, beta);
+    if (!is_op(badd, "Add") || !b || b->rank != 1 || b->count != g->count) return AK_OK;
+    fused_spec f = {"", "LayerNormalization", 17, {x, gamma, beta}, 3, badd->outputs[0], NULL,
+                    {{0}}, 0};
+    add_float_attr(&f, "epsilon", (float)eps);
+    *hit = 1;
+    return emit(o, &f, c, 9);
+}
+
+/* ---- the passes ----------------------------------------------------------------------- */
+
+typedef ak_status (*pattern_fn)(optimizer *o, int32_t k, int *hit);
+
+static ak_status run_pass(optimizer *o, const char *root_op, pattern_fn fn) {
+    for (size_t k = 0; k < o->s->num_nodes; k++) {
+        ak__exec_node *e = &o->s->nodes[k];
+        if (!live(e) || !is_op(e->node, root_op)) continue;
+        int hit = 0;
+        AK_CHECK(fn(o, (int32_t)k, &hit));
+    }
+    return AK_OK;
+}
+
+ak_status ak__optimize(ak_session *s) {
+    size_t nv = s->g->num_values ? s->g->num_values : 1;
+    optimizer o = {s, NULL, calloc(nv, sizeof(int32_t)), calloc(nv, sizeof(int32_t)), 0};
+    ak_status st = o.uses && o.producer ? ak_arena_create(0, &s->opt_arena)
+                                        : AK_FAIL(AK_ERR_NO_MEMORY, "optimizer: out of memory");
+    o.arena = s->opt_arena;
+    if (st == AK_OK) {
+        count_uses(&o);
+        /* Gelu first: MatMulBias absorbs the Gelu nodes it creates */
+        static const struct { const char *root; pattern_fn fn; } passes[] = {
+            {"Erf", fuse_gelu}, {"Pow", fuse_layernorm}, {"MatMul", fuse_matmul}, {"Conv", fuse_conv},
+        };
+        for (size_t p = 0; st == AK_OK && p < sizeof passes / sizeof *passes; p++)
+            st = run_pass(&o, passes[p].root, passes[p].fn);
+    }
+    s->num_fused = o.fused;
+    free(o.uses);
+    free(o.producer);
+    return st;
+}
