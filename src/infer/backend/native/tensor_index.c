@@ -72,8 +72,8 @@ static ak_status run_gather(ak__op_ctx *ctx) {
                         ak_elem_type_size(x->type)};
     size_t items = (size_t)(ak__tops_prod(x->dims, 0, axis) * (int64_t)ind->count);
     if (y->count * ak_elem_type_size(y->type) >= (1u << 16))
-        (void)ak_threadpool_parallel_for(ctx->pool, items, g.block >= 4096 ? 1 : 4096 / g.block,
-                                         gather_items, &g);
+        (void)ak_threadpool_parallel_for(ctx->pool, items, g.block >= 65536 ? 1 : 65536 / g.block,
+                                         gather_items, &g); /* chunks of >= 64 KiB */
     else
         gather_items(&g, 0, items, 0);
     return AK_OK;
