@@ -463,13 +463,56 @@ static void test_cast(void **state) {
     call_free(&c);
 }
 
+/* float16 / bfloat16 go through float32 in chunks: a length crossing the chunk size, a
+ * broadcast operand, a comparison into bool and an activation. */
+static void test_half_types(void **state) {
+    (void)state;
+    enum { N = 600 };
+    uint16_t a[N], b = ak__f32_to_f16_ref(0.25f);
+    for (int i = 0; i < N; i++) a[i] = ak__f32_to_f16_ref((float)(i % 50) / 8 - 3);
+    int64_t n = N, one = 1;
+    op_call c = {0};
+    add_in(&c, AK_ELEM_F16, 1, &n, a);
+    add_in(&c, AK_ELEM_F16, 0, &one, &b);
+    assert_int_equal(call_op(&c, "Add", 14), AK_OK);
+    const uint16_t *y = c.out[0].data;
+    for (int i = 0; i < N; i++)
+        assert_int_equal(y[i], ak__f32_to_f16_ref(ak__f16_to_f32_ref(a[i]) + 0.25f));
+    call_free(&c);
+    add_in(&c, AK_ELEM_F16, 1, &n, a);
+    add_in(&c, AK_ELEM_F16, 0, &one, &b);
+    assert_int_equal(call_op(&c, "Greater", 13), AK_OK);
+    assert_int_equal(c.out[0].type, AK_ELEM_BOOL);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(((uint8_t *)c.out[0].data)[i], ak__f16_to_f32_ref(a[i]) > 0.25f);
+    call_free(&c);
+    uint16_t bf[N];
+    for (int i = 0; i < N; i++) bf[i] = ak__f32_to_bf16_ref((float)(i % 50) / 8 - 3);
+    add_in(&c, AK_ELEM_BF16, 1, &n, bf);
+    assert_int_equal(call_op(&c, "Sigmoid", 13), AK_OK);
+    y = c.out[0].data;
+    for (int i = 0; i < N; i++) {
+        double x = ak__bf16_to_f32_ref(bf[i]);
+        assert_close(ak__bf16_to_f32_ref(y[i]), 1 / (1 + exp(-x)), 8e-3, 0, "Sigmoid", x);
+    }
+    call_free(&c);
+    float f[2] = {1.00390625f, 1.01171875f}; /* halfway cases: round to even */
+    int64_t two = 2;
+    add_in(&c, AK_ELEM_F32, 1, &two, f);
+    attr_int(&c, "to", AK_ELEM_BF16);
+    assert_int_equal(call_op(&c, "Cast", 13), AK_OK);
+    assert_int_equal(((uint16_t *)c.out[0].data)[0], 0x3f80);
+    assert_int_equal(((uint16_t *)c.out[0].data)[1], 0x3f82);
+    call_free(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_broadcast_shapes), cmocka_unit_test(test_broadcast_errors),
         cmocka_unit_test(test_activations),      cmocka_unit_test(test_clip_and_relu),
         cmocka_unit_test(test_integer_division), cmocka_unit_test(test_bits_and_where),
         cmocka_unit_test(test_variadic),         cmocka_unit_test(test_legacy_broadcast),
-        cmocka_unit_test(test_cast),
+        cmocka_unit_test(test_cast),             cmocka_unit_test(test_half_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,7 +10,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/half.h"
 #include "infer/backend/native/elementwise_internal.h"
 
 typedef enum bin_kind {
@@ -111,20 +110,6 @@ static void seg_f32(const void *op, void *dst, const void *const *in, const int 
 
 #define HALF_CHUNK 256
 
-static void half_load(float *f, const uint16_t *h, size_t n, ak_elem_type t) {
-    if (t == AK_ELEM_F16)
-        for (size_t i = 0; i < n; i++) f[i] = ak__f16_to_f32_ref(h[i]);
-    else
-        for (size_t i = 0; i < n; i++) f[i] = ak__bf16_to_f32_ref(h[i]);
-}
-
-static void half_store(uint16_t *h, const float *f, size_t n, ak_elem_type t) {
-    if (t == AK_ELEM_F16)
-        for (size_t i = 0; i < n; i++) h[i] = ak__f32_to_f16_ref(f[i]);
-    else
-        for (size_t i = 0; i < n; i++) h[i] = ak__f32_to_bf16_ref(f[i]);
-}
-
 /* float16/bfloat16: widen HALF_CHUNK elements at a time, compute in float32, round once. */
 static void seg_half(const void *op_, void *dst, const void *const *in, const int *step,
                      size_t n) {
@@ -133,13 +118,13 @@ static void seg_half(const void *op_, void *dst, const void *const *in, const in
     float fa[HALF_CHUNK], fb[HALF_CHUNK], fd[HALF_CHUNK];
     for (size_t i = 0; i < n; i += HALF_CHUNK) {
         size_t m = n - i < HALF_CHUNK ? n - i : HALF_CHUNK;
-        half_load(fa, a + i * (size_t)step[0], step[0] ? m : 1, op->ta);
-        half_load(fb, b + i * (size_t)step[1], step[1] ? m : 1, op->tb);
+        ew_half_to_f32(fa, a + i * (size_t)step[0], step[0] ? m : 1, op->ta);
+        ew_half_to_f32(fb, b + i * (size_t)step[1], step[1] ? m : 1, op->tb);
         if (is_compare(op->kind)) {
             f32_compute(op, (uint8_t *)dst + i, fa, fb, m, step[0], step[1]);
         } else {
             f32_compute(op, fd, fa, fb, m, step[0], step[1]);
-            half_store((uint16_t *)dst + i, fd, m, op->ta);
+            ew_f32_to_half((uint16_t *)dst + i, fd, m, op->ta);
         }
     }
 }

@@ -105,10 +105,12 @@ static int32_t f32_to_i32(float v) {
 /* The frequent pairs; returns 0 when the pair has no typed loop. */
 static int cast_fast(const cast_op *c, void *dst, const void *src, size_t n) {
     switch (PAIR(c->from, c->to)) {
-    case PAIR(AK_ELEM_F32, AK_ELEM_F16): CAST_LOOP(float, uint16_t, ak__f32_to_f16_ref(x));
-    case PAIR(AK_ELEM_F16, AK_ELEM_F32): CAST_LOOP(uint16_t, float, ak__f16_to_f32_ref(x));
-    case PAIR(AK_ELEM_F32, AK_ELEM_BF16): CAST_LOOP(float, uint16_t, ak__f32_to_bf16_ref(x));
-    case PAIR(AK_ELEM_BF16, AK_ELEM_F32): CAST_LOOP(uint16_t, float, ak__bf16_to_f32_ref(x));
+    case PAIR(AK_ELEM_F32, AK_ELEM_F16): case PAIR(AK_ELEM_F32, AK_ELEM_BF16):
+        ew_f32_to_half(dst, src, n, c->to);
+        return 1;
+    case PAIR(AK_ELEM_F16, AK_ELEM_F32): case PAIR(AK_ELEM_BF16, AK_ELEM_F32):
+        ew_half_to_f32(dst, src, n, c->from);
+        return 1;
     case PAIR(AK_ELEM_F32, AK_ELEM_F64): CAST_LOOP(float, double, (double)x);
     case PAIR(AK_ELEM_F64, AK_ELEM_F32): CAST_LOOP(double, float, (float)x);
     case PAIR(AK_ELEM_I64, AK_ELEM_F32): CAST_LOOP(int64_t, float, (float)x);

@@ -3,6 +3,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "accelkit/kernels.h"
+#include "core/half.h"
 #include "infer/backend/native/elementwise_internal.h"
 
 /* helpers must inline into each loop so the op switch folds away */
@@ -61,4 +63,19 @@ void ew_f32_unary(ew_f32_un op, float *dst, const float *src, size_t n, float a,
     }
 #endif
     ew_f32_unary_base(op, dst, src, n, a, b);
+}
+
+/* The kernels only fail on bad arguments (overlap, NULL); the scalar loops stand in. */
+void ew_half_to_f32(float *dst, const uint16_t *src, size_t n, ak_elem_type t) {
+    ak_status st = t == AK_ELEM_F16 ? ak_f16_to_f32(dst, src, n) : ak_bf16_to_f32(dst, src, n);
+    if (st == AK_OK) return;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = t == AK_ELEM_F16 ? ak__f16_to_f32_ref(src[i]) : ak__bf16_to_f32_ref(src[i]);
+}
+
+void ew_f32_to_half(uint16_t *dst, const float *src, size_t n, ak_elem_type t) {
+    ak_status st = t == AK_ELEM_F16 ? ak_f32_to_f16(dst, src, n) : ak_f32_to_bf16(dst, src, n);
+    if (st == AK_OK) return;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = t == AK_ELEM_F16 ? ak__f32_to_f16_ref(src[i]) : ak__f32_to_bf16_ref(src[i]);
 }

@@ -57,6 +57,11 @@ typedef enum ew_f32_un {
  * alpha/beta, Scale factor); dst may equal src. */
 void ew_f32_unary(ew_f32_un op, float *dst, const float *src, size_t n, float a, float b);
 
+/* float16 (t = AK_ELEM_F16) or bfloat16 <-> float32 with the kernels' vector converters
+ * (round to nearest even); the buffers must not overlap. */
+void ew_half_to_f32(float *dst, const uint16_t *src, size_t n, ak_elem_type t);
+void ew_f32_to_half(uint16_t *dst, const float *src, size_t n, ak_elem_type t);
+
 /* ---- operator definitions (one file each group) ------------------------------------- */
 
 #define EW_BINARY_DEFS(X)                                                                 \

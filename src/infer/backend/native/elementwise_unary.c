@@ -9,7 +9,6 @@
 #include <string.h>
 #include <tgmath.h>
 
-#include "core/half.h"
 #include "infer/backend/native/elementwise_internal.h"
 
 typedef enum un_kind {
@@ -149,16 +148,12 @@ static void un_classify(const un_op *o, uint8_t *y, const void *x, size_t n) {
 #define HALF_CHUNK 256
 
 static void un_half(const un_op *o, uint16_t *y, const uint16_t *x, size_t n) {
-    float f[HALF_CHUNK];
+    float f[HALF_CHUNK], g[HALF_CHUNK];
     for (size_t i = 0; i < n; i += HALF_CHUNK) {
         size_t m = n - i < HALF_CHUNK ? n - i : HALF_CHUNK;
-        for (size_t k = 0; k < m; k++)
-            f[k] = o->type == AK_ELEM_F16 ? ak__f16_to_f32_ref(x[i + k])
-                                          : ak__bf16_to_f32_ref(x[i + k]);
-        un_f32(o, f, f, m);
-        for (size_t k = 0; k < m; k++)
-            y[i + k] = o->type == AK_ELEM_F16 ? ak__f32_to_f16_ref(f[k])
-                                              : ak__f32_to_bf16_ref(f[k]);
+        ew_half_to_f32(f, x + i, m, o->type);
+        un_f32(o, g, f, m);
+        ew_f32_to_half(y + i, g, m, o->type);
     }
 }
 
