@@ -121,6 +121,16 @@ static uint64_t prod(const int64_t *d, int n) {
 
 static ak_threadpool *pools[2];
 
+/* AK_NN_BENCH=1 runs the benchmark alone. */
+static int bench_mode(void) {
+    const char *env = getenv("AK_NN_BENCH");
+    return env && strcmp(env, "1") == 0;
+}
+#define SKIP_IN_BENCH()                                                                   \
+    do {                                                                                 \
+        if (bench_mode()) skip();                                                        \
+    } while (0)
+
 static int setup(void **s) {
     (void)s;
     if (ak_threadpool_create(1, &pools[0]) != AK_OK) return -1;
@@ -220,6 +230,8 @@ static const conv_case conv_cases[] = {
     {2, 1, 3, 6, 3, {8, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
     /* general: 3x3 pad 1 over enough columns for many tiles; stem-like 7x7 stride 2 */
     {2, 1, 5, 7, 1, {40, 50}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    {2, 2, 16, 8, 1, {60, 70}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL}, /* 5-6 tiles */
+    {3, 1, 8, 4, 1, {10, 12, 40}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}, 1, NULL},
     {2, 1, 3, 8, 1, {37, 41}, {7, 7}, {2, 2}, {1, 1}, {3, 3, 3, 3}, 1, NULL},
     {2, 2, 6, 4, 2, {11, 13}, {3, 2}, {2, 3}, {2, 1}, {0, 1, 2, 0}, 1, NULL},
     {2, 1, 4, 5, 1, {20, 20}, {1, 1}, {2, 2}, {1, 1}, {0}, 1, NULL}, /* 1x1 stride 2 */
@@ -231,6 +243,7 @@ static const conv_case conv_cases[] = {
 
 static void test_conv_paths(void **s) {
     (void)s;
+    SKIP_IN_BENCH();
     for (int mode = 0; mode < 3; mode++) { /* chosen, forced tiles, forced whole */
         ak__nn_conv_force_mode = mode;
         for (int p = 0; p < 2; p++)
@@ -242,6 +255,7 @@ static void test_conv_paths(void **s) {
 
 static void test_conv_transpose_paths(void **s) {
     (void)s;
+    SKIP_IN_BENCH();
     static const conv_case cases[] = {
         {2, 2, 4, 6, 2, {5, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 0, 0, 1}, 1, NULL},
         {2, 1, 3, 2, 1, {4, 4}, {3, 2}, {1, 3}, {2, 1}, {0}, 0, NULL},
@@ -290,6 +304,7 @@ static void check_pool(const char *op, const int64_t *k, const int64_t *st, cons
 
 static void test_pool_paths(void **s) {
     (void)s;
+    SKIP_IN_BENCH();
     static const int64_t k3[2] = {3, 3}, k23[2] = {2, 3}, s1[2] = {1, 1}, s2[2] = {2, 2},
                          s32[2] = {3, 2}, p0[4] = {0}, p1[4] = {1, 1, 1, 1},
                          pa[4] = {0, 1, 2, 1}, d2[2] = {2, 1};
@@ -308,6 +323,7 @@ static void test_pool_paths(void **s) {
 
 static void test_matmul_broadcast(void **s) {
     (void)s;
+    SKIP_IN_BENCH();
     /* A (2,1,3,4) x B (3,4,5) -> (2,3,3,5); A (4) x B (2,4,3) -> (2,3) */
     int64_t ad[4] = {2, 1, 3, 4}, bd[3] = {3, 4, 5};
     float *a = rand_f32(24), *b = rand_f32(60);
@@ -356,6 +372,7 @@ static void test_matmul_broadcast(void **s) {
 
 static void test_bad_attributes(void **s) {
     (void)s;
+    SKIP_IN_BENCH();
     int64_t xd[4] = {1, 4, 5, 5}, wd[4] = {2, 3, 3, 3};
     float *x = rand_f32(100), *w = rand_f32(54);
     op_call c;
@@ -437,8 +454,7 @@ static double bench_one(const bench_shape *b, ak_threadpool *pool, double *ms_ou
 
 static void test_bench(void **s) {
     (void)s;
-    const char *env = getenv("AK_NN_BENCH");
-    if (!env || strcmp(env, "1") != 0) skip();
+    if (!bench_mode()) skip();
     static const bench_shape shapes[] = {
         {"r50 stem 7x7/2 3->64 224", 3, 224, 224, 64, 7, 2, 3, 1},
         {"r50 1x1 64->64 56", 64, 56, 56, 64, 1, 1, 0, 1},

@@ -22,8 +22,8 @@
 
 /* Bytes of one thread's column tile: with the packed weight block of the GEMM it stays
  * in a 1 MB L2. */
-#define TILE_BYTES (256u * 1024u)
-#define TILE_MIN_COLS 64u
+#define TILE_BYTES (512u * 1024u)
+#define TILE_MIN_COLS 192u
 /* Whole mode builds at most this many floats of columns at once (16 MB). */
 #define WHOLE_MAX_FLOATS ((size_t)4 << 20)
 
@@ -133,23 +133,36 @@ static void conv_plan_path(conv_plan *pl, int threads) {
         return;
     }
     pl->kind = CONV_GENERAL;
+    /* Tile columns: what fits TILE_BYTES, but not so few that the GEMM runs short; in
+     * 2-D, whole output rows, and a multiple of the thread count when there are enough
+     * rows, so every thread gets as many tiles. */
     uint64_t cols = (TILE_BYTES / sizeof(float)) / (pl->Kg ? pl->Kg : 1);
-    cols = cols / 16 * 16;
     if (cols < TILE_MIN_COLS) cols = TILE_MIN_COLS;
-    uint64_t ntiles = (pl->P + cols - 1) / cols;
+    uint64_t ntiles;
+    if (pl->g.nsp == 2) {
+        uint64_t OH = (uint64_t)pl->g.out[0], OW = (uint64_t)pl->g.out[1];
+        uint64_t rows = (cols + OW - 1) / OW;
+        if (rows > OH) rows = OH;
+        ntiles = (OH + rows - 1) / rows;
+        uint64_t T = (uint64_t)threads;
+        if (ntiles > 1 && ntiles % T != 0 && (ntiles + T - 1) / T * T <= OH) {
+            ntiles = (ntiles + T - 1) / T * T;
+            rows = (OH + ntiles - 1) / ntiles;
+            ntiles = (OH + rows - 1) / rows;
+        }
+        cols = rows * OW;
+    } else {
+        cols = cols / 16 * 16;
+        ntiles = (pl->P + cols - 1) / cols;
+    }
+    if (cols > pl->P) cols = pl->P;
     uint64_t tasks = ntiles * (uint64_t)pl->N * (uint64_t)pl->group;
-    int tiled = threads == 1 || tasks >= 2 * (uint64_t)threads;
+    int tiled = threads == 1 || tasks >= (uint64_t)threads;
     if (ak__nn_conv_force_mode) tiled = ak__nn_conv_force_mode == 1;
-    if (tiled && ntiles > 1) {
+    if (tiled) {
         pl->tiled = 1;
         pl->cols = cols;
         pl->slot_floats = (size_t)(pl->Kg * cols);
-        return;
-    }
-    if (tiled) { /* one tile: the whole width */
-        pl->tiled = 1;
-        pl->cols = pl->P;
-        pl->slot_floats = (size_t)(pl->Kg * pl->P);
         return;
     }
     pl->tiled = 0;
@@ -223,6 +236,43 @@ static void im2col(const conv_plan *pl, const float *x, uint64_t r0, uint64_t r1
     }
 }
 
+/* 2-D im2col of whole output rows [oy0, oy1): row r = (c, ky, kx) of the column matrix
+ * gets those rows' OW outputs each, zeros in the padding. The copy along a row is a
+ * memcpy for stride 1. */
+static void im2col_2d(const conv_plan *pl, const float *x, int64_t oy0, int64_t oy1, float *col,
+                      size_t ld) {
+    const ak__nn_geom *g = &pl->g;
+    int64_t H = g->in[0], W = g->in[1], OW = g->out[1], sh = g->s[0], sw = g->s[1];
+    float *dst = col;
+    for (int64_t c = 0; c < pl->Cg; c++) {
+        const float *xc = x + c * H * W;
+        for (int64_t ky = 0; ky < g->k[0]; ky++)
+            for (int64_t kx = 0; kx < g->k[1]; kx++, dst += ld) {
+                int64_t base = kx * g->d[1] - g->pb[1];
+                int64_t lo = base >= 0 ? 0 : (-base + sw - 1) / sw;
+                int64_t hi = W - 1 - base < 0 ? 0 : (W - 1 - base) / sw + 1;
+                if (lo > OW) lo = OW;
+                if (hi > OW) hi = OW;
+                if (hi < lo) hi = lo;
+                float *d = dst;
+                for (int64_t oy = oy0; oy < oy1; oy++, d += OW) {
+                    int64_t iy = oy * sh - g->pb[0] + ky * g->d[0];
+                    if (iy < 0 || iy >= H) {
+                        memset(d, 0, (size_t)OW * sizeof *d);
+                        continue;
+                    }
+                    const float *src = xc + iy * W + base;
+                    for (int64_t ox = 0; ox < lo; ox++) d[ox] = 0.0f;
+                    if (sw == 1)
+                        memcpy(d + lo, src + lo, (size_t)(hi - lo) * sizeof *d);
+                    else
+                        for (int64_t ox = lo; ox < hi; ox++) d[ox] = src[ox * sw];
+                    for (int64_t ox = hi; ox < OW; ox++) d[ox] = 0.0f;
+                }
+            }
+    }
+}
+
 /* ---- float32 run ------------------------------------------------------------------- */
 
 typedef struct conv_run {
@@ -260,7 +310,11 @@ static void conv_tile_task(void *vr, size_t begin, size_t end, int tid) {
         const float *x = r->x + (n * (uint64_t)pl->C + g * (uint64_t)pl->Cg) * pl->Pin;
         const float *w = r->w + g * (uint64_t)pl->Mg * pl->Kg;
         float *y = r->y + (n * (uint64_t)pl->M + g * (uint64_t)pl->Mg) * pl->P + p0;
-        im2col(pl, x, 0, pl->Kg, p0, p0 + pw, col, (size_t)pw);
+        if (pl->g.nsp == 2) /* tiles are whole output rows */
+            im2col_2d(pl, x, (int64_t)(p0 / (uint64_t)pl->g.out[1]),
+                      (int64_t)((p0 + pw) / (uint64_t)pl->g.out[1]), col, (size_t)pw);
+        else
+            im2col(pl, x, 0, pl->Kg, p0, p0 + pw, col, (size_t)pw);
         float beta = fill_bias(r->b ? r->b + g * (uint64_t)pl->Mg : NULL, y, (uint64_t)pl->Mg,
                                pw, pl->P);
         /* inside a task of the pool this GEMM runs on the calling thread */

@@ -41,8 +41,29 @@ int ak__nn_have_avx2(void) {
     return info.active_isa >= AK_ISA_AVX2;
 }
 
+/* dst[j] = src[j*sw] for j in [0, n). */
+static void strided_copy(float *dst, const float *src, int64_t n, int64_t sw) {
+    for (int64_t j = 0; j < n; j++) dst[j] = src[j * sw];
+}
+
+#ifdef NN_DW_X86
+/* Stride 2: two loads and a shuffle give 8 even elements. Reads stay below src[2n-1]. */
+__attribute__((target("avx2,fma"))) static void strided_copy2_avx2(float *dst, const float *src,
+                                                                    int64_t n) {
+    int64_t j = 0;
+    for (; j + 9 <= n; j += 8) {
+        __m256 a = _mm256_loadu_ps(src + 2 * j), b = _mm256_loadu_ps(src + 2 * j + 8);
+        __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+        t = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+        _mm256_storeu_ps(dst + j, t);
+    }
+    for (; j < n; j++) dst[j] = src[2 * j];
+}
+#endif
+
 /* Fills the phase-split padded copy of `in` (H, W). */
-static void dw_fill(const ak__nn_geom *g, const dw_layout *l, const float *in, float *sc) {
+static void dw_fill(const ak__nn_geom *g, const dw_layout *l, const float *in, float *sc,
+                    int avx2) {
     int64_t H = g->in[0], W = g->in[1], pt = g->pb[0], pl = g->pb[1], sw = g->s[1];
     for (size_t r = 0; r < l->rows; r++) {
         int64_t iy = (int64_t)r - pt;
@@ -61,12 +82,23 @@ static void dw_fill(const ak__nn_geom *g, const dw_layout *l, const float *in, f
             memset(row + hi, 0, (l->width - (size_t)hi) * sizeof *row);
             continue;
         }
-        for (size_t q = 0; q < l->phases; q++) {
+        for (size_t q = 0; q < l->phases; q++) { /* valid j: 0 <= j*sw + q - pl < W */
             float *dst = row + q * l->width;
-            for (size_t j = 0; j < l->width; j++) {
-                int64_t ix = (int64_t)j * sw + (int64_t)q - pl;
-                dst[j] = ix >= 0 && ix < W ? src[ix] : 0.0f;
-            }
+            int64_t off = (int64_t)q - pl, w = (int64_t)l->width;
+            int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+            int64_t hi = W - 1 - off < 0 ? 0 : (W - 1 - off) / sw + 1;
+            if (lo > w) lo = w;
+            if (hi > w) hi = w;
+            if (hi < lo) hi = lo;
+            for (int64_t j = 0; j < lo; j++) dst[j] = 0.0f;
+            const float *s = src + off + lo * sw;
+#ifdef NN_DW_X86
+            if (avx2 && sw == 2)
+                strided_copy2_avx2(dst + lo, s, hi - lo);
+            else
+#endif
+                strided_copy(dst + lo, s, hi - lo, sw);
+            for (int64_t j = hi; j < w; j++) dst[j] = 0.0f;
         }
     }
 }
@@ -109,6 +141,9 @@ dw_rows_avx2(const ak__nn_geom *g, const dw_layout *l, const float *sc, const fl
     __m256 wv[AK_NN_DW_MAX_TAPS];
     for (size_t t = 0; t < taps; t++) wv[t] = _mm256_set1_ps(w[t]);
     __m256 bv = _mm256_set1_ps(b);
+    /* lanes below OW % 8 of the last, partial vector */
+    __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(OW % 8)),
+                                      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     for (size_t oy = 0; oy < OH; oy++) {
         const float *base = sc + oy * row_step;
         float *o = out + oy * OW;
@@ -127,17 +162,24 @@ dw_rows_avx2(const ak__nn_geom *g, const dw_layout *l, const float *sc, const fl
             _mm256_storeu_ps(o + ox + 16, a2);
             _mm256_storeu_ps(o + ox + 24, a3);
         }
+        for (; ox + 16 <= OW; ox += 16) {
+            __m256 a0 = bv, a1 = bv;
+            for (size_t t = 0; t < taps; t++) {
+                const float *s = base + off[t] + ox;
+                a0 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(s), a0);
+                a1 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(s + 8), a1);
+            }
+            _mm256_storeu_ps(o + ox, a0);
+            _mm256_storeu_ps(o + ox + 8, a1);
+        }
         for (; ox < OW; ox += 8) { /* the layout's slack makes the last load safe */
             __m256 a0 = bv;
             for (size_t t = 0; t < taps; t++)
                 a0 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(base + off[t] + ox), a0);
-            if (ox + 8 <= OW) {
+            if (ox + 8 <= OW)
                 _mm256_storeu_ps(o + ox, a0);
-            } else {
-                float tmp[8];
-                _mm256_storeu_ps(tmp, a0);
-                memcpy(o + ox, tmp, (OW - ox) * sizeof *o);
-            }
+            else
+                _mm256_maskstore_ps(o + ox, tail, a0);
         }
     }
 }
@@ -148,7 +190,7 @@ void ak__nn_dw_plane(const ak__nn_geom *g, const float *in, const float *w, floa
     dw_layout l = dw_layout_of(g);
     size_t off[AK_NN_DW_MAX_TAPS];
     size_t taps = dw_taps(g, &l, off);
-    dw_fill(g, &l, in, scratch);
+    dw_fill(g, &l, in, scratch, avx2);
 #ifdef NN_DW_X86
     if (avx2) {
         dw_rows_avx2(g, &l, scratch, w, b, out, off, taps);
