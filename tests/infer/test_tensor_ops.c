@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#define NAN_F (__builtin_nanf(""))
+
 #include "infer/runtime/op.h"
 
 /* ---- harness ------------------------------------------------------------------------ */
@@ -572,6 +574,56 @@ static void test_hostile_shapes(void **state) {
     done(&c);
 }
 
+static void test_data_dependent_checks(void **state) {
+    (void)state;
+    /* Compress: a true condition entry past the axis */
+    const int64_t three = 3, four = 4;
+    const uint8_t cond[] = {1, 0, 0, 1};
+    ak__tensor x = tensor(AK_ELEM_I64, 1, &three, iota), tc = tensor(AK_ELEM_BOOL, 1, &four, cond);
+    op_call c = {.op = "Compress", .opset = 11, .num_in = 2, .num_out = 1};
+    attr_int(&c, "axis", 0);
+    c.in[0] = &x, c.in[1] = &tc;
+    assert_int_equal(call(&c), AK_ERR_INVALID_ARG);
+    done(&c);
+    /* ReverseSequence: a length longer than the time axis */
+    const int64_t d23[] = {2, 3}, lens[] = {2, 3}, bad[] = {1, 4};
+    ak__tensor tx = tensor(AK_ELEM_I64, 2, d23, iota);
+    const int64_t *l[] = {lens, bad};
+    for (int k = 0; k < 2; k++) {
+        const int64_t two = 2;
+        ak__tensor tl = tensor(AK_ELEM_I64, 1, &two, l[k]);
+        c = (op_call){.op = "ReverseSequence", .opset = 10, .num_in = 2, .num_out = 1};
+        attr_int(&c, "batch_axis", 0);
+        attr_int(&c, "time_axis", 1);
+        c.in[0] = &tx, c.in[1] = &tl;
+        assert_int_equal(call(&c), k ? AK_ERR_INVALID_ARG : AK_OK);
+        const int64_t want[] = {1, 0, 2, 5, 4, 3};
+        if (!k) assert_i64(&c.out[0], want, 6);
+        done(&c);
+    }
+    /* NonZero: -0.0 (f16 0x8000) is zero, NaN (0x7e00) is not */
+    const uint16_t h[] = {0x8000, 0x7e00, 0x0000, 0x3c00};
+    ak__tensor th = tensor(AK_ELEM_F16, 1, &four, h);
+    c = (op_call){.op = "NonZero", .opset = 13, .num_in = 1, .num_out = 1};
+    c.in[0] = &th;
+    assert_int_equal(call(&c), AK_OK);
+    const int64_t nz[] = {1, 3};
+    assert_i64(&c.out[0], nz, 2);
+    done(&c);
+    /* OneHot with float indices: NaN and huge values select nothing */
+    const float fi[] = {NAN_F, 1e30f, 1.f};
+    const float vals[] = {0.f, 1.f};
+    const int64_t one = 1, two = 2, depth = 2;
+    ak__tensor ti = tensor(AK_ELEM_F32, 1, &three, fi), td = tensor(AK_ELEM_I64, 1, &one, &depth),
+               tv = tensor(AK_ELEM_F32, 1, &two, vals);
+    c = (op_call){.op = "OneHot", .opset = 11, .num_in = 3, .num_out = 1};
+    c.in[0] = &ti, c.in[1] = &td, c.in[2] = &tv;
+    assert_int_equal(call(&c), AK_OK);
+    const float want[] = {0, 0, 0, 0, 0, 1};
+    assert_memory_equal(c.out[0].data, want, sizeof want);
+    done(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_transpose_matches_reference),
@@ -589,6 +641,7 @@ int main(void) {
         cmocka_unit_test(test_range_int64_exact),
         cmocka_unit_test(test_dropout_inference),
         cmocka_unit_test(test_hostile_shapes),
+        cmocka_unit_test(test_data_dependent_checks),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -428,9 +428,14 @@ static ak_status run_one_hot(ak__op_ctx *ctx) {
     ak__tops_fill(y->data, vals->data, elem, y->count);
     uint64_t inner = (uint64_t)ak__tops_prod(ind->dims, axis, ind->rank);
     for (uint64_t k = 0; k < ind->count; k++) {
-        int64_t i = ind->type == AK_ELEM_I64 || ind->type == AK_ELEM_I32
-                        ? ak__tops_index_at(ind, k)
-                        : (int64_t)ak__elem_get(ind->data, ind->type, k);
+        int64_t i;
+        if (ind->type == AK_ELEM_I64 || ind->type == AK_ELEM_I32) {
+            i = ak__tops_index_at(ind, k);
+        } else { /* range-check before converting: NaN or huge floats are off */
+            double v = ak__elem_get(ind->data, ind->type, k);
+            if (!(v > -(double)depth - 1 && v < (double)depth)) continue;
+            i = (int64_t)v;
+        }
         if (i < 0) i += depth;
         if (i < 0 || i >= depth) continue; /* out of range: all off, as the spec says */
         uint64_t o = k / inner, r = k % inner;
