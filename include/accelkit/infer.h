@@ -3,7 +3,7 @@
  * A model is read into accelkit's graph IR and can be queried (inputs, outputs, opsets,
  * operator histogram, parameters, FLOPs where shapes are static); a session runs it.
  *
- * Accepted: ONNX IR versions 3-9, default-domain opsets 7-18. A malformed, truncated or
+ * Accepted: ONNX IR versions 3-9, default-domain opsets 1-18. A malformed, truncated or
  * hostile file fails with AK_ERR_INVALID_MODEL; a well-formed model that uses something
  * this build does not read (an IR version or opset out of range, sparse initializers, a
  * newer data type) fails with AK_ERR_UNSUPPORTED. ak_last_error() says why either way.

@@ -61,16 +61,24 @@ int ak_feed_add_file(ak_feed *f, const char *arg) {
     return rc;
 }
 
-static int add_numbered(ak_feed *f, const ak_model *m, const char *dir, const char *prefix) {
+/* The model's inputs, or its outputs when reading references ("output" prefix). */
+typedef ak_status (*value_fn)(const ak_model *, size_t, ak_value_info *);
+
+static size_t value_count(const ak_model *m, int outputs) {
     ak_model_summary sum;
     ak_model_get_summary(m, &sum);
+    return outputs ? sum.num_outputs : sum.num_inputs;
+}
+
+static int add_numbered(ak_feed *f, const ak_model *m, const char *dir, const char *prefix,
+                        value_fn value, size_t count) {
     for (size_t k = 0;; k++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s_%zu.pb", dir, prefix, k);
         if (access(path, F_OK) != 0) return 0;
         ak_value_info info;
-        if (k >= sum.num_inputs || ak_model_input(m, k, &info) != AK_OK) {
-            fprintf(stderr, "ak: %s: the model has only %zu inputs\n", path, sum.num_inputs);
+        if (k >= count || value(m, k, &info) != AK_OK) {
+            fprintf(stderr, "ak: %s: the model has only %zu %ss\n", path, count, prefix);
             return -1;
         }
         if (add_path(f, info.name, path)) return -1;
@@ -78,14 +86,15 @@ static int add_numbered(ak_feed *f, const ak_model *m, const char *dir, const ch
 }
 
 int ak_feed_add_dir(ak_feed *f, const ak_model *m, const char *dir, const char *prefix) {
+    int outputs = strcmp(prefix, "output") == 0;
+    value_fn value = outputs ? ak_model_output : ak_model_input;
+    size_t count = value_count(m, outputs);
     char probe[4096];
     snprintf(probe, sizeof probe, "%s/%s_0.pb", dir, prefix);
-    if (access(probe, F_OK) == 0) return add_numbered(f, m, dir, prefix);
-    ak_model_summary sum;
-    ak_model_get_summary(m, &sum);
-    for (size_t i = 0; i < sum.num_inputs; i++) {
+    if (access(probe, F_OK) == 0) return add_numbered(f, m, dir, prefix, value, count);
+    for (size_t i = 0; i < count; i++) {
         ak_value_info info;
-        ak_model_input(m, i, &info);
+        value(m, i, &info);
         snprintf(probe, sizeof probe, "%s/%s.npy", dir, info.name);
         if (access(probe, F_OK) == 0 && add_path(f, info.name, probe)) return -1;
     }

@@ -26,8 +26,9 @@ typedef struct ak_feed {
 int ak_feed_add_dim(ak_feed *f, const char *arg);
 /* Adds an input from "name=path" (.npy or .pb); 0 on success (errors printed). */
 int ak_feed_add_file(ak_feed *f, const char *arg);
-/* Adds every file of a folder: test_data_set style input_K.pb (by position) or
- * NAME.npy (by name); 0 on success. */
+/* Adds every file of a folder: test_data_set style PREFIX_K.pb (by position) or
+ * NAME.npy (by name). prefix "input" reads the model's inputs, "output" its outputs
+ * (references); 0 on success. */
 int ak_feed_add_dir(ak_feed *f, const ak_model *m, const char *dir, const char *prefix);
 /* Makes up every model input not yet fed; 0 on success. */
 int ak_feed_fill_random(ak_feed *f, const ak_model *m, unsigned seed);

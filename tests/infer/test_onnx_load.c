@@ -504,8 +504,8 @@ static void test_versions(void **state) {
     m->ir_version = 10;
     expect_fail(m, AK_ERR_UNSUPPORTED, "IR version 10");
     m->ir_version = 8;
-    m->opset_import[0]->version = 6;
-    expect_fail(m, AK_ERR_UNSUPPORTED, "opset 6");
+    m->opset_import[0]->version = 0;
+    expect_fail(m, AK_ERR_INVALID_MODEL, "opset version 0");
     m->opset_import[0]->version = 19;
     expect_fail(m, AK_ERR_UNSUPPORTED, "opset 19");
     m->opset_import[0]->version = 13;

@@ -19,7 +19,7 @@
 
 #define IR_VERSION_MIN 3
 #define IR_VERSION_MAX 9
-#define OPSET_MIN 7
+#define OPSET_MIN 1 /* operators apply their pre-7 semantics (legacy broadcast etc.) */
 #define OPSET_MAX 18
 
 typedef struct loader {

@@ -77,7 +77,7 @@ static void copy_le(void *dst, const uint8_t *src, size_t nbytes, size_t w) {
         }
 #else
     (void)w;
-    if (dst != src) memcpy(dst, src, nbytes);
+    if (dst != src && nbytes) memcpy(dst, src, nbytes);
 #endif
 }
 

@@ -7,6 +7,7 @@
 
 static const ak__op_def *const *const families[] = {
     ak__ops_elementwise, ak__ops_nn, ak__ops_tensor, ak__ops_math, ak__ops_fused,
+    ak__ops_sequence,
 };
 
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset) {
