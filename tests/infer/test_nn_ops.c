@@ -1,6 +1,7 @@
 /* Tests of the nn family beyond the ONNX node tests: the float32 fast paths of Conv
  * (pointwise GEMM, depthwise direct loop, im2col in thread tiles and in whole chunks),
- * ConvTranspose with groups, and the 2-D pools, each checked against the same operator
+ * FusedConv (Z + Relu/Clip epilogue on every path), ConvTranspose with groups, and the 2-D
+ * pools, each checked against the same operator
  * on float64 data (which takes the reference loops) over shapes with tails, pads,
  * strides, dilations, groups and batches, with 1 and 2 threads; batched MatMul
  * broadcasting; rejection of bad attributes.
@@ -57,9 +58,11 @@ static void attr_ints(op_call *c, const char *name, const int64_t *v, size_t n) 
 /* Runs op_type over c's inputs into nout outputs on `pool` (outputs malloc'ed; freed by
  * call_free). Returns the first failing status. */
 static ak_status call_op(op_call *c, const char *op_type, uint32_t nout, ak_threadpool *pool) {
-    const ak__op_def *def = ak__op_find("", op_type, 17);
+    const char *domain = strcmp(op_type, "FusedConv") == 0 ? "com.microsoft" : "";
+    int64_t opset = domain[0] ? 1 : 17;
+    const ak__op_def *def = ak__op_find(domain, op_type, opset);
     assert_non_null(def);
-    ak__ir_node node = {.name = "t", .op_type = op_type, .domain = "", .opset = 17,
+    ak__ir_node node = {.name = "t", .op_type = op_type, .domain = domain, .opset = opset,
                         .num_inputs = c->nin, .num_outputs = nout, .num_attrs = c->nattr,
                         .attrs = c->attrs};
     const ak__tensor *ins[MAX_IO] = {0}, *consts[MAX_IO] = {0};
@@ -170,8 +173,27 @@ static void set_conv_attrs(op_call *c, const conv_case *cc) {
     }
 }
 
-/* Runs op (Conv or ConvTranspose) in float32 on `pool` and in float64; compares. */
-static void check_conv(const char *op, const conv_case *cc, ak_threadpool *pool) {
+/* FusedConv variants: 1 = Z + Relu, 2 = Clip(-0.5, 0.5) without Z. */
+static void set_fused_attrs(op_call *c, int fused) {
+    static const float clip[2] = {-0.5f, 0.5f};
+    ak__ir_attr *a = &c->attrs[c->nattr++];
+    a->name = "activation";
+    a->type = AK_ATTR_STRING;
+    a->u.s.data = fused == 1 ? "Relu" : "Clip";
+    a->u.s.len = strlen(a->u.s.data);
+    if (fused == 2) {
+        a = &c->attrs[c->nattr++];
+        a->name = "activation_params";
+        a->type = AK_ATTR_FLOATS;
+        a->count = 2;
+        a->u.floats = clip;
+    }
+}
+
+/* Runs op (Conv, ConvTranspose or FusedConv variant `fused`) in float32 on `pool` and in
+ * float64; compares. */
+static void check_conv_fused(const char *op, const conv_case *cc, ak_threadpool *pool,
+                             int fused) {
     int transpose = strcmp(op, "ConvTranspose") == 0;
     int64_t xd[5] = {cc->N, cc->C}, wd[5], bd[1] = {cc->M};
     if (transpose) {
@@ -200,6 +222,32 @@ static void check_conv(const char *op, const conv_case *cc, ak_threadpool *pool)
     if (cc->bias) add_in(&r, AK_ELEM_F64, 1, bd, b64);
     set_conv_attrs(&f, cc);
     set_conv_attrs(&r, cc);
+    float *z = NULL;
+    double *z64 = NULL;
+    if (fused) {
+        set_fused_attrs(&f, fused);
+        set_fused_attrs(&r, fused);
+    }
+    if (fused == 1) { /* Z shaped like Y: ask the plain Conv for Y's shape first */
+        op_call shape;
+        memset(&shape, 0, sizeof shape);
+        add_in(&shape, AK_ELEM_F32, rank, xd, x);
+        add_in(&shape, AK_ELEM_F32, rank, wd, w);
+        set_conv_attrs(&shape, cc);
+        assert_int_equal(call_op(&shape, "Conv", 1, pool), AK_OK);
+        uint64_t nz = shape.out[0].count;
+        int64_t zd[5];
+        memcpy(zd, shape.out[0].dims, sizeof zd);
+        call_free(&shape);
+        z = rand_f32(nz);
+        z64 = to_f64(z, nz);
+        if (!cc->bias) { /* Z is input 3: B must be there */
+            add_in(&f, AK_ELEM_F32, 1, bd, b);
+            add_in(&r, AK_ELEM_F64, 1, bd, b64);
+        }
+        add_in(&f, AK_ELEM_F32, rank, zd, z);
+        add_in(&r, AK_ELEM_F64, rank, zd, z64);
+    }
     assert_int_equal(call_op(&f, op, 1, pool), AK_OK);
     assert_int_equal(call_op(&r, op, 1, pool), AK_OK);
     assert_int_equal(f.out[0].count, r.out[0].count);
@@ -214,7 +262,11 @@ static void check_conv(const char *op, const conv_case *cc, ak_threadpool *pool)
     if (worst > 1e-4) fail_msg("%s: worst relative error %g", op, worst);
     call_free(&f);
     call_free(&r);
-    free(x), free(w), free(b), free(x64), free(w64), free(b64);
+    free(x), free(w), free(b), free(x64), free(w64), free(b64), free(z), free(z64);
+}
+
+static void check_conv(const char *op, const conv_case *cc, ak_threadpool *pool) {
+    check_conv_fused(op, cc, pool, 0);
 }
 
 static const conv_case conv_cases[] = {
@@ -249,6 +301,18 @@ static void test_conv_paths(void **s) {
         for (int p = 0; p < 2; p++)
             for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++)
                 check_conv("Conv", &conv_cases[i], pools[p]);
+    }
+    ak__nn_conv_force_mode = 0;
+}
+
+static void test_fused_conv(void **s) {
+    (void)s;
+    SKIP_IN_BENCH();
+    for (int mode = 0; mode < 3; mode++) {
+        ak__nn_conv_force_mode = mode;
+        for (int fused = 1; fused <= 2; fused++)
+            for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++)
+                check_conv_fused("FusedConv", &conv_cases[i], pools[1], fused);
     }
     ak__nn_conv_force_mode = 0;
 }
@@ -491,7 +555,8 @@ static void test_bench(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_conv_paths),     cmocka_unit_test(test_conv_transpose_paths),
+        cmocka_unit_test(test_conv_paths),     cmocka_unit_test(test_fused_conv),
+        cmocka_unit_test(test_conv_transpose_paths),
         cmocka_unit_test(test_pool_paths),     cmocka_unit_test(test_matmul_broadcast),
         cmocka_unit_test(test_bad_attributes), cmocka_unit_test(test_bench),
     };

@@ -15,7 +15,11 @@
  *              pool splits along M.
  * Bias is written into Y first and the GEMM accumulates onto it (beta = 1).
  * Other float types (float16, bfloat16, float64) and ConvInteger use a direct reference
- * loop accumulating in double (exact for the integer products ConvInteger makes). */
+ * loop accumulating in double (exact for the integer products ConvInteger makes).
+ * FusedConv (com.microsoft) adds an optional Z input and an activation: Z goes into the
+ * GEMM's initial C with the bias, the activation runs on each tile while it is in cache
+ * (or in one pass after the pool-wide GEMMs). */
+#include <math.h>
 #include <string.h>
 
 #include "infer/backend/native/nn_internal.h"
@@ -28,6 +32,9 @@
 #define WHOLE_MAX_FLOATS ((size_t)4 << 20)
 
 enum { CONV_GENERAL, CONV_POINTWISE, CONV_DEPTHWISE, CONV_REFERENCE };
+enum { ACT_NONE, ACT_RELU, ACT_CLIP, ACT_LEAKY, ACT_SIGMOID, ACT_TANH, ACT_HARDSIGMOID };
+/* Which operator a call serves. */
+enum { OP_CONV, OP_CONV_INTEGER, OP_FUSED_CONV };
 
 /* For benchmarks: 1 forces the tiled general path, 2 the whole one, 0 chooses. */
 int ak__nn_conv_force_mode = 0;
@@ -38,6 +45,8 @@ typedef struct conv_plan {
     uint64_t P, Pin, kprod, Kg;
     int kind;
     int integer;        /* ConvInteger */
+    int act;            /* FusedConv activation (ACT_*), ACT_NONE for Conv */
+    float act_a, act_b; /* its parameters */
     int tiled;          /* general: thread-private tiles */
     uint64_t cols;      /* general: columns per tile or per chunk */
     size_t slot_floats; /* scratch floats per thread slot */
@@ -173,6 +182,64 @@ static void conv_plan_path(conv_plan *pl, int threads) {
     pl->slots = 1;
 }
 
+/* FusedConv's activation and activation_params (com.microsoft semantics). */
+static ak_status conv_activation(ak__op_ctx *ctx, conv_plan *pl) {
+    const char *name = ak__attr_string(ctx->node, "activation", "");
+    const float *p;
+    size_t n = ak__attr_floats(ctx->node, "activation_params", &p);
+    static const struct { const char *name; int act; size_t nparams; float a, b; } acts[] = {
+        {"Relu", ACT_RELU, 0, 0, 0},         {"Clip", ACT_CLIP, 2, -3.4e38f, 3.4e38f},
+        {"LeakyRelu", ACT_LEAKY, 1, 0.01f, 0}, {"Sigmoid", ACT_SIGMOID, 0, 0, 0},
+        {"Tanh", ACT_TANH, 0, 0, 0},         {"HardSigmoid", ACT_HARDSIGMOID, 2, 0.2f, 0.5f},
+    };
+    pl->act = ACT_NONE;
+    if (!name[0]) return AK_OK;
+    for (size_t i = 0; i < sizeof acts / sizeof *acts; i++) {
+        if (strcmp(name, acts[i].name) != 0) continue;
+        pl->act = acts[i].act;
+        pl->act_a = n > 0 ? p[0] : acts[i].a;
+        pl->act_b = n > 1 ? p[1] : acts[i].b;
+        if (n != 0 && n != acts[i].nparams)
+            return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
+                              "activation %s takes %zu activation_params, not %zu", name,
+                              acts[i].nparams, n);
+        return AK_OK;
+    }
+    return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "activation \"%s\"", name);
+}
+
+static double act_apply(int act, double v, double a, double b) {
+    switch (act) {
+    case ACT_RELU: return v > 0 ? v : 0;
+    case ACT_CLIP: return v < a ? a : v > b ? b : v;
+    case ACT_LEAKY: return v >= 0 ? v : a * v;
+    case ACT_SIGMOID: return 1.0 / (1.0 + exp(-v));
+    case ACT_TANH: return tanh(v);
+    case ACT_HARDSIGMOID: {
+        double h = a * v + b;
+        return h < 0 ? 0 : h > 1 ? 1 : h;
+    }
+    default: return v;
+    }
+}
+
+/* The activation over rows (rows, cols) of stride ld; Relu and Clip vectorize. */
+static void act_rows(int act, float a, float b, float *y, uint64_t rows, uint64_t cols,
+                     uint64_t ld) {
+    for (uint64_t m = 0; m < rows; m++) {
+        float *row = y + m * ld;
+        if (act == ACT_RELU)
+            for (uint64_t j = 0; j < cols; j++) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
+        else if (act == ACT_CLIP)
+            for (uint64_t j = 0; j < cols; j++) {
+                float v = row[j] < a ? a : row[j];
+                row[j] = v > b ? b : v;
+            }
+        else if (act != ACT_NONE)
+            for (uint64_t j = 0; j < cols; j++) row[j] = (float)act_apply(act, row[j], a, b);
+    }
+}
+
 /* ---- im2col ------------------------------------------------------------------------ */
 
 /* Rows [r0, r1) of the column matrix for output positions [p0, p1): row r = (c, kernel
@@ -278,6 +345,7 @@ static void im2col_2d(const conv_plan *pl, const float *x, int64_t oy0, int64_t 
 typedef struct conv_run {
     const conv_plan *pl;
     const float *x, *w, *b;
+    const float *z; /* FusedConv's Z (added before the activation), shaped like y */
     float *y, *ws;
     ak_threadpool *pool;
     int avx2;
@@ -288,14 +356,24 @@ typedef struct conv_run {
     int64_t m0;
 } conv_run;
 
-/* y rows (rows, cols) with stride ld = bias; returns the GEMM's beta. */
-static float fill_bias(const float *b, float *y, uint64_t rows, uint64_t cols, uint64_t ld) {
-    if (!b) return 0.0f;
+/* y rows (rows, cols) with stride ld = bias (+ z, laid out like y); returns the GEMM's
+ * beta: 1 when y was initialized, else 0. */
+static float fill_init(const float *b, const float *z, float *y, uint64_t rows, uint64_t cols,
+                       uint64_t ld) {
+    if (!b && !z) return 0.0f;
     for (uint64_t m = 0; m < rows; m++) {
-        float v = b[m], *row = y + m * ld;
-        for (uint64_t j = 0; j < cols; j++) row[j] = v;
+        float v = b ? b[m] : 0.0f, *row = y + m * ld;
+        if (z)
+            for (uint64_t j = 0; j < cols; j++) row[j] = v + z[m * ld + j];
+        else
+            for (uint64_t j = 0; j < cols; j++) row[j] = v;
     }
     return 1.0f;
+}
+
+/* z at the same offset as y within the output, or NULL. */
+static const float *z_at(const conv_run *r, const float *y) {
+    return r->z ? r->z + (y - r->y) : NULL;
 }
 
 static void conv_tile_task(void *vr, size_t begin, size_t end, int tid) {
@@ -315,12 +393,13 @@ static void conv_tile_task(void *vr, size_t begin, size_t end, int tid) {
                       (int64_t)((p0 + pw) / (uint64_t)pl->g.out[1]), col, (size_t)pw);
         else
             im2col(pl, x, 0, pl->Kg, p0, p0 + pw, col, (size_t)pw);
-        float beta = fill_bias(r->b ? r->b + g * (uint64_t)pl->Mg : NULL, y, (uint64_t)pl->Mg,
-                               pw, pl->P);
+        float beta = fill_init(r->b ? r->b + g * (uint64_t)pl->Mg : NULL, z_at(r, y), y,
+                               (uint64_t)pl->Mg, pw, pl->P);
         /* inside a task of the pool this GEMM runs on the calling thread */
         (void)ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, (size_t)pl->Mg, (size_t)pw, (size_t)pl->Kg,
                        1.0f, w, (size_t)pl->Kg, col, (size_t)pw, beta, y, (size_t)pl->P,
                        r->pool);
+        act_rows(pl->act, pl->act_a, pl->act_b, y, (uint64_t)pl->Mg, pw, pl->P);
     }
 }
 
@@ -334,9 +413,33 @@ static void conv_whole_task(void *vr, size_t begin, size_t end, int tid) {
             im2col(pl, r->xg, i, i + 1, r->p0, r->p0 + r->pw, r->ws + i * r->pw, (size_t)r->pw);
         } else {
             uint64_t m = i - pl->Kg;
-            fill_bias(r->b + r->m0 + m, r->yg + m * pl->P + r->p0, 1, r->pw, pl->P);
+            float *y = r->yg + m * pl->P + r->p0;
+            fill_init(r->b ? r->b + r->m0 + m : NULL, z_at(r, y), y, 1, r->pw, pl->P);
         }
     }
+}
+
+static void conv_init_task(void *vr, size_t begin, size_t end, int tid) {
+    (void)tid;
+    const conv_run *r = vr;
+    const conv_plan *pl = r->pl;
+    for (size_t i = begin; i < end; i++) { /* i = n*M + m */
+        float *y = r->y + i * pl->P;
+        fill_init(r->b ? r->b + i % (uint64_t)pl->M : NULL, z_at(r, y), y, 1, pl->P, pl->P);
+    }
+}
+
+static void conv_act_task(void *vr, size_t begin, size_t end, int tid) {
+    (void)tid;
+    const conv_run *r = vr;
+    const conv_plan *pl = r->pl;
+    act_rows(pl->act, pl->act_a, pl->act_b, r->y + begin * pl->P, end - begin, pl->P, pl->P);
+}
+
+/* FusedConv's activation over all of Y (paths whose GEMM spans the pool). */
+static ak_status conv_act_all(ak__op_ctx *ctx, const conv_plan *pl, conv_run *r) {
+    if (pl->act == ACT_NONE) return AK_OK;
+    return ak_threadpool_parallel_for(ctx->pool, (size_t)(pl->N * pl->M), 4, conv_act_task, r);
 }
 
 static ak_status conv_run_general(ak__op_ctx *ctx, const conv_plan *pl, conv_run *r,
@@ -359,28 +462,22 @@ static ak_status conv_run_general(ak__op_ctx *ctx, const conv_plan *pl, conv_run
             for (uint64_t p0 = 0; p0 < pl->P; p0 += pl->cols) {
                 r->p0 = p0;
                 r->pw = pl->P - p0 < pl->cols ? pl->P - p0 : pl->cols;
-                size_t rows = (size_t)pl->Kg + (r->b ? (size_t)pl->Mg : 0);
+                int init = r->b || r->z;
+                size_t rows = (size_t)pl->Kg + (init ? (size_t)pl->Mg : 0);
                 AK_CHECK(ak_threadpool_parallel_for(ctx->pool, rows, 8, conv_whole_task, r));
                 AK_CHECK(ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, (size_t)pl->Mg, (size_t)r->pw,
                                   (size_t)pl->Kg, 1.0f, w, (size_t)pl->Kg, r->ws, (size_t)r->pw,
-                                  r->b ? 1.0f : 0.0f, r->yg + p0, (size_t)pl->P, ctx->pool));
+                                  init ? 1.0f : 0.0f, r->yg + p0, (size_t)pl->P, ctx->pool));
             }
         }
-    return AK_OK;
-}
-
-static void conv_bias_task(void *vr, size_t begin, size_t end, int tid) {
-    (void)tid;
-    const conv_run *r = vr;
-    const conv_plan *pl = r->pl;
-    for (size_t i = begin; i < end; i++) /* i = n*M + m */
-        fill_bias(r->b + i % (uint64_t)pl->M, r->y + i * pl->P, 1, pl->P, pl->P);
+    return conv_act_all(ctx, pl, r);
 }
 
 static ak_status conv_run_pointwise(ak__op_ctx *ctx, const conv_plan *pl, conv_run *r) {
-    if (r->b)
+    int init = r->b || r->z;
+    if (init)
         AK_CHECK(ak_threadpool_parallel_for(ctx->pool, (size_t)(pl->N * pl->M), 4,
-                                            conv_bias_task, r));
+                                            conv_init_task, r));
     for (int64_t n = 0; n < pl->N; n++)
         for (int64_t g = 0; g < pl->group; g++) {
             const float *x =
@@ -389,9 +486,9 @@ static ak_status conv_run_pointwise(ak__op_ctx *ctx, const conv_plan *pl, conv_r
             const float *w = r->w + (uint64_t)(g * pl->Mg) * pl->Kg;
             AK_CHECK(ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, (size_t)pl->Mg, (size_t)pl->P,
                               (size_t)pl->Cg, 1.0f, w, (size_t)pl->Cg, x, (size_t)pl->P,
-                              r->b ? 1.0f : 0.0f, y, (size_t)pl->P, ctx->pool));
+                              init ? 1.0f : 0.0f, y, (size_t)pl->P, ctx->pool));
         }
-    return AK_OK;
+    return conv_act_all(ctx, pl, r);
 }
 
 static void conv_dw_task(void *vr, size_t begin, size_t end, int tid) {
@@ -400,8 +497,14 @@ static void conv_dw_task(void *vr, size_t begin, size_t end, int tid) {
     float *scratch = r->ws + (size_t)tid * pl->slot_floats;
     for (size_t i = begin; i < end; i++) { /* plane i = n*C + c */
         uint64_t c = i % (uint64_t)pl->C;
+        float *y = r->y + i * pl->P;
         ak__nn_dw_plane(&pl->g, r->x + i * pl->Pin, r->w + c * pl->kprod,
-                        r->b ? r->b[c] : 0.0f, r->y + i * pl->P, scratch, r->avx2);
+                        r->b ? r->b[c] : 0.0f, y, scratch, r->avx2);
+        if (r->z) { /* FusedConv: + Z, then the activation, while the plane is in cache */
+            const float *z = z_at(r, y);
+            for (uint64_t p = 0; p < pl->P; p++) y[p] += z[p];
+        }
+        act_rows(pl->act, pl->act_a, pl->act_b, y, 1, pl->P, pl->P);
     }
 }
 
@@ -417,6 +520,7 @@ static ak_status conv_run_reference(ak__op_ctx *ctx, const conv_plan *pl) {
     const ak__tensor *B = pl->integer ? NULL : ak__op_in(ctx, 2);
     const ak__tensor *xzp = pl->integer ? ak__op_in(ctx, 2) : NULL;
     const ak__tensor *wzp = pl->integer ? ak__op_in(ctx, 3) : NULL;
+    const ak__tensor *Z = pl->integer ? NULL : ak__op_in(ctx, 3); /* FusedConv */
     ak__tensor *Y = ctx->outputs[0];
     const ak__nn_geom *g = &pl->g;
     int nsp = g->nsp;
@@ -453,6 +557,8 @@ static ak_status conv_run_reference(ak__op_ctx *ctx, const conv_plan *pl) {
                 acc += (ak__elem_get(X->data, X->type, xi) - xz) *
                        (ak__elem_get(W->data, W->type, wi) - wz);
             }
+            if (Z) acc += ak__elem_get(Z->data, Z->type, nm * pl->P + p);
+            acc = act_apply(pl->act, acc, pl->act_a, pl->act_b);
             ak__elem_set(Y->data, Y->type, nm * pl->P + p, acc);
         }
     }
@@ -461,8 +567,10 @@ static ak_status conv_run_reference(ak__op_ctx *ctx, const conv_plan *pl) {
 
 /* ---- the operators ----------------------------------------------------------------- */
 
-static ak_status conv_plan_full(ak__op_ctx *ctx, conv_plan *pl, int integer) {
+static ak_status conv_plan_full(ak__op_ctx *ctx, conv_plan *pl, int op) {
+    int integer = op == OP_CONV_INTEGER;
     AK_CHECK(conv_plan_shapes(ctx, pl, integer));
+    if (op == OP_FUSED_CONV) AK_CHECK(conv_activation(ctx, pl));
     if (integer || ctx->inputs[0]->type != AK_ELEM_F32) {
         pl->kind = CONV_REFERENCE;
         return AK_OK;
@@ -471,9 +579,10 @@ static ak_status conv_plan_full(ak__op_ctx *ctx, conv_plan *pl, int integer) {
     return AK_OK;
 }
 
-static ak_status conv_reshape_common(ak__op_ctx *ctx, int integer) {
+static ak_status conv_reshape_common(ak__op_ctx *ctx, int op) {
+    int integer = op == OP_CONV_INTEGER;
     conv_plan pl;
-    AK_CHECK(conv_plan_full(ctx, &pl, integer));
+    AK_CHECK(conv_plan_full(ctx, &pl, op));
     if (integer) {
         const ak__tensor *wzp = ak__op_in(ctx, 3), *xzp = ak__op_in(ctx, 2);
         if (xzp && xzp->count != 1)
@@ -488,16 +597,27 @@ static ak_status conv_reshape_common(ak__op_ctx *ctx, int integer) {
     memcpy(dims + 2, pl.g.out, (size_t)pl.g.nsp * sizeof *dims);
     AK_CHECK(ak__op_set_output(ctx, 0, integer ? AK_ELEM_I32 : ctx->inputs[0]->type,
                                pl.g.nsp + 2, dims));
+    const ak__tensor *Z = op == OP_FUSED_CONV ? ak__op_in(ctx, 3) : NULL;
+    if (Z) {
+        AK_CHECK(ak__op_check_type(ctx, 3, Z, ctx->inputs[0]->type));
+        if (Z->rank != pl.g.nsp + 2 || memcmp(Z->dims, dims, (size_t)Z->rank * sizeof *dims) != 0)
+            return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "Z must have Y's shape");
+    }
     ctx->workspace_bytes = pl.slot_floats * pl.slots * sizeof(float);
     return AK_OK;
 }
 
-static ak_status conv_reshape(ak__op_ctx *ctx) { return conv_reshape_common(ctx, 0); }
-static ak_status conv_integer_reshape(ak__op_ctx *ctx) { return conv_reshape_common(ctx, 1); }
+static ak_status conv_reshape(ak__op_ctx *ctx) { return conv_reshape_common(ctx, OP_CONV); }
+static ak_status conv_integer_reshape(ak__op_ctx *ctx) {
+    return conv_reshape_common(ctx, OP_CONV_INTEGER);
+}
+static ak_status fused_conv_reshape(ak__op_ctx *ctx) {
+    return conv_reshape_common(ctx, OP_FUSED_CONV);
+}
 
-static ak_status conv_run_common(ak__op_ctx *ctx, int integer) {
+static ak_status conv_run_common(ak__op_ctx *ctx, int op) {
     conv_plan pl;
-    AK_CHECK(conv_plan_full(ctx, &pl, integer));
+    AK_CHECK(conv_plan_full(ctx, &pl, op));
     ak__tensor *Y = ak__op_out(ctx, 0);
     if (!Y || Y->count == 0) return AK_OK;
     if (pl.kind == CONV_REFERENCE) return conv_run_reference(ctx, &pl);
@@ -517,6 +637,8 @@ static ak_status conv_run_common(ak__op_ctx *ctx, int integer) {
     r.x = ctx->inputs[0]->data;
     r.w = ctx->inputs[1]->data;
     r.b = B ? B->data : NULL;
+    const ak__tensor *Z = op == OP_FUSED_CONV ? ak__op_in(ctx, 3) : NULL;
+    r.z = Z ? Z->data : NULL;
     r.y = Y->data;
     r.ws = ctx->workspace;
     r.pool = ctx->pool;
@@ -536,9 +658,16 @@ static ak_status conv_run_common(ak__op_ctx *ctx, int integer) {
     }
 }
 
-static ak_status conv_run_op(ak__op_ctx *ctx) { return conv_run_common(ctx, 0); }
-static ak_status conv_integer_run(ak__op_ctx *ctx) { return conv_run_common(ctx, 1); }
+static ak_status conv_run_op(ak__op_ctx *ctx) { return conv_run_common(ctx, OP_CONV); }
+static ak_status conv_integer_run(ak__op_ctx *ctx) {
+    return conv_run_common(ctx, OP_CONV_INTEGER);
+}
+static ak_status fused_conv_run(ak__op_ctx *ctx) { return conv_run_common(ctx, OP_FUSED_CONV); }
 
 const ak__op_def ak__nn_conv = {"", "Conv", 1, 0, NULL, NULL, conv_reshape, conv_run_op};
+/* com.microsoft FusedConv: Y = activation(Conv(X, W, B) + Z), what graph fusion of
+ * Conv [+ Add] + Relu/Clip/... produces (ONNX Runtime writes the same). */
+const ak__op_def ak__nn_fused_conv = {"com.microsoft", "FusedConv", 1, 0, NULL, NULL,
+                                     fused_conv_reshape, fused_conv_run};
 const ak__op_def ak__nn_conv_integer = {"", "ConvInteger", 10, 0, NULL, NULL,
                                         conv_integer_reshape, conv_integer_run};

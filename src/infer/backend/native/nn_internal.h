@@ -45,7 +45,8 @@ ak_status ak__nn_kernel_attr(const ak__op_ctx *ctx, int nsp, int64_t *k);
 extern int ak__nn_conv_force_mode;
 
 /* Op definitions (one file each group). */
-extern const ak__op_def ak__nn_conv, ak__nn_conv_transpose, ak__nn_conv_integer;
+extern const ak__op_def ak__nn_conv, ak__nn_conv_transpose, ak__nn_conv_integer,
+    ak__nn_fused_conv;
 extern const ak__op_def ak__nn_maxpool, ak__nn_averagepool, ak__nn_lppool;
 extern const ak__op_def ak__nn_global_averagepool, ak__nn_global_maxpool,
     ak__nn_global_lppool;
