@@ -24,8 +24,11 @@ static ak_status sm_layout_of(const ak__op_ctx *ctx, const ak__tensor *x, sm_lay
     int axis;
     if (x->rank == 0)
         return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "the input is a scalar");
-    AK_CHECK(ak__op_axis(ctx, ak__attr_int(ctx->node, "axis", old ? 1 : -1), x->rank, old,
-                         &axis));
+    int64_t a = ak__attr_int(ctx->node, "axis", old ? 1 : -1);
+    /* before 13, axis may also be rank (a 2-D view with one column); -1 is still the
+     * last axis, not that end position */
+    if (old && a < 0) a += x->rank;
+    AK_CHECK(ak__op_axis(ctx, a, x->rank, old, &axis));
     l->outer = l->n = l->inner = 1;
     for (int d = 0; d < x->rank; d++) {
         uint64_t v = (uint64_t)x->dims[d];

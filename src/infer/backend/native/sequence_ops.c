@@ -74,6 +74,11 @@ typedef struct seq_list {
     const ak__tensor *items[SEQ_MAX];
     uint64_t count;
     ak_elem_type type;
+    /* SplitToSequence along an inner axis: items are strided slices of split_src, item i
+     * starting at split_start[i] along an axis with `outer` blocks of split_len rows of
+     * split_row bytes before it */
+    const ak__tensor *split_src;
+    uint64_t outer, split_len, split_row, split_start[SEQ_MAX];
 } seq_list;
 
 static uint64_t list_bytes(const seq_list *l) {
@@ -85,6 +90,15 @@ static uint64_t list_bytes(const seq_list *l) {
 static ak_status list_set_output(ak__op_ctx *ctx, const seq_list *l) {
     int64_t bytes = (int64_t)list_bytes(l);
     return ak__op_set_output(ctx, 0, AK_ELEM_U8, 1, &bytes);
+}
+
+/* Gathers item i of a split list: `outer` blocks of its rows. */
+static void copy_slice(const seq_list *l, uint64_t i, uint8_t *dst) {
+    uint64_t rows = l->outer ? ak__tensor_nbytes(l->items[i]) / l->outer / l->split_row : 0;
+    const uint8_t *src = l->split_src->data;
+    for (uint64_t o = 0; o < l->outer; o++)
+        memcpy(dst + o * rows * l->split_row,
+               src + (o * l->split_len + l->split_start[i]) * l->split_row, rows * l->split_row);
 }
 
 static void list_write(const seq_list *l, ak__tensor *out) {
@@ -104,7 +118,8 @@ static void list_write(const seq_list *l, ak__tensor *out) {
         memcpy(e[i].dims, t->dims, (size_t)t->rank * sizeof *t->dims);
         e[i].offset = off;
         e[i].nbytes = ak__tensor_nbytes(t);
-        if (e[i].nbytes) memmove(base + off, t->data, e[i].nbytes);
+        if (l->split_src) copy_slice(l, i, base + off);
+        else if (e[i].nbytes) memmove(base + off, t->data, e[i].nbytes);
         off += align64(e[i].nbytes);
     }
 }
@@ -115,6 +130,7 @@ static ak_status list_from(const ak__op_ctx *ctx, const ak__tensor *seq, seq_lis
     seq_view v;
     AK_CHECK(seq_open(ctx, seq, &v));
     l->count = v.h->count;
+    l->split_src = NULL;
     l->type = (ak_elem_type)v.h->elem_type;
     for (uint64_t i = 0; i < l->count; i++) {
         storage[i] = seq_elem(&v, i);
@@ -181,12 +197,14 @@ static ak_status add_item(const ak__op_ctx *ctx, seq_list *l, const ak__tensor *
 
 static ak_status build_empty(ak__op_ctx *ctx, seq_work *w) {
     w->list.count = 0;
+    w->list.split_src = NULL;
     w->list.type = (ak_elem_type)ak__attr_int(ctx->node, "dtype", AK_ELEM_F32);
     return AK_OK;
 }
 
 static ak_status build_construct(ak__op_ctx *ctx, seq_work *w) {
     w->list.count = 0;
+    w->list.split_src = NULL;
     for (uint32_t i = 0; i < ctx->num_inputs; i++) {
         const ak__tensor *t;
         AK_CHECK(ak__op_require(ctx, i, &t));
@@ -245,10 +263,12 @@ static ak_status build_split(ak__op_ctx *ctx, seq_work *w) {
     uint64_t outer = 1, inner = ak_elem_type_size(x->type);
     for (int d = 0; d < axis; d++) outer *= (uint64_t)x->dims[d];
     for (int d = axis + 1; d < x->rank; d++) inner *= (uint64_t)x->dims[d];
-    if (outer != 1 && n > 0)
-        return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "splitting along an inner axis (only the outermost non-unit axis)");
     w->list.count = 0;
     w->list.type = x->type;
+    w->list.split_src = outer != 1 ? x : NULL;
+    w->list.outer = outer;
+    w->list.split_len = (uint64_t)len;
+    w->list.split_row = inner;
     int64_t start = 0;
     for (size_t i = 0; i < n; i++) {
         ak__tensor *t = &w->views[i];
@@ -260,6 +280,7 @@ static ak_status build_split(ak__op_ctx *ctx, seq_work *w) {
         }
         t->count = x->count / (uint64_t)(len ? len : 1) * (uint64_t)sizes[i];
         t->data = (uint8_t *)x->data + (uint64_t)start * inner;
+        w->list.split_start[i] = (uint64_t)start;
         start += sizes[i];
         AK_CHECK(add_item(ctx, &w->list, t, w->list.count));
     }
