@@ -389,6 +389,11 @@ int main(int argc, char **argv) {
     expectations e = {0};
     if (o.expected && load_expected(o.expected, &e)) return 2;
     FILE *w = o.write_expected ? fopen(o.write_expected, "w") : NULL;
+    if (w)
+        fprintf(w, "# ONNX backend tests that must pass (suite/test), written by\n"
+                   "#   build/tests/onnx_conformance --write-expected tests/infer/conformance_expected.txt\n"
+                   "# after checking that every change in it is intended. A test missing from here may pass;\n"
+                   "# a test listed here that stops passing fails `make test`.\n");
     tally total = {{0}};
     int regressions = 0;
     for (int i = 0; i < ndirs; i++)

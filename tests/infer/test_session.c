@@ -1,0 +1,262 @@
+/* Sessions on models of Debian's libonnx-testdata: no heap allocation in a run once a
+ * plan exists (a counting allocator wraps malloc and friends), memory flat over 10 000
+ * runs, the arena smaller than one buffer per value, identical results planned and
+ * unplanned, with and without the optimizer, and clear errors for bad feeds and
+ * unsupported operators. Skips when the test data is not installed. */
+#include <dlfcn.h>
+#include <malloc.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "accelkit/infer.h"
+
+#define DATA "/usr/share/libonnx-testdata/data"
+
+/* ---- counting allocator (not under AddressSanitizer, which owns malloc) ---------------- */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define COUNTING 0
+#else
+#define COUNTING 1
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+static volatile int counting;
+static volatile long allocations;
+
+void *malloc(size_t n) {
+    if (counting) __atomic_add_fetch(&allocations, 1, __ATOMIC_RELAXED);
+    return __libc_malloc(n);
+}
+void *calloc(size_t n, size_t m) {
+    if (counting) __atomic_add_fetch(&allocations, 1, __ATOMIC_RELAXED);
+    return __libc_calloc(n, m);
+}
+void *realloc(void *p, size_t n) {
+    if (counting) __atomic_add_fetch(&allocations, 1, __ATOMIC_RELAXED);
+    return __libc_realloc(p, n);
+}
+int posix_memalign(void **out, size_t align, size_t n) {
+    if (counting) __atomic_add_fetch(&allocations, 1, __ATOMIC_RELAXED);
+    *out = __libc_memalign(align, n);
+    return *out ? 0 : 12;
+}
+void *aligned_alloc(size_t align, size_t n) {
+    if (counting) __atomic_add_fetch(&allocations, 1, __ATOMIC_RELAXED);
+    return __libc_memalign(align, n);
+}
+#endif
+
+/* ---- a model and its first test_data_set ----------------------------------------------- */
+
+typedef struct fixture {
+    ak_session *s;
+    ak_tensor_file *in[8], *out[8];
+    const char *names[8];
+    ak_tensor inputs[8], want[8];
+    size_t nin, nout;
+} fixture;
+
+static int open_test(fixture *f, const char *test, int optimize) {
+    char path[512];
+    memset(f, 0, sizeof *f);
+    snprintf(path, sizeof path, DATA "/%s/model.onnx", test);
+    if (access(path, F_OK) != 0) return -1;
+    ak_session_options o;
+    ak_session_options_init(&o);
+    o.threads = 2;
+    o.optimize = optimize;
+    assert_int_equal(ak_session_create_from_file(path, &o, &f->s), AK_OK);
+    const ak_model *m = ak_session_model(f->s);
+    for (size_t k = 0;; k++) {
+        snprintf(path, sizeof path, DATA "/%s/test_data_set_0/input_%zu.pb", test, k);
+        if (access(path, F_OK) != 0) break;
+        assert_int_equal(ak_tensor_load_pb(path, &f->in[k]), AK_OK);
+        ak_tensor_file_get(f->in[k], NULL, &f->inputs[k]);
+        ak_value_info info;
+        assert_int_equal(ak_model_input(m, k, &info), AK_OK);
+        f->names[k] = info.name;
+        f->nin++;
+    }
+    for (size_t k = 0;; k++) {
+        snprintf(path, sizeof path, DATA "/%s/test_data_set_0/output_%zu.pb", test, k);
+        if (access(path, F_OK) != 0) break;
+        assert_int_equal(ak_tensor_load_pb(path, &f->out[k]), AK_OK);
+        ak_tensor_file_get(f->out[k], NULL, &f->want[k]);
+        f->nout++;
+    }
+    return 0;
+}
+
+static void close_test(fixture *f) {
+    ak_session_free(f->s);
+    for (size_t k = 0; k < 8; k++) {
+        ak_tensor_file_free(f->in[k]);
+        ak_tensor_file_free(f->out[k]);
+    }
+}
+
+static void run_and_check(fixture *f, ak_tensor *outs) {
+    assert_int_equal(ak_session_run(f->s, f->names, f->inputs, f->nin, NULL, outs, f->nout), AK_OK);
+    for (size_t k = 0; k < f->nout; k++) {
+        assert_int_equal(outs[k].type, AK_ELEM_F32);
+        const float *got = outs[k].data, *want = f->want[k].data;
+        size_t n = 1;
+        for (int d = 0; d < outs[k].rank; d++) n *= (size_t)outs[k].dims[d];
+        for (size_t i = 0; i < n; i++) assert_true(fabsf(got[i] - want[i]) <= 1e-4f + 1e-3f * fabsf(want[i]));
+    }
+}
+
+#define SKIP_WITHOUT_DATA(f, test, opt)                                                  \
+    do {                                                                                 \
+        if (open_test((f), (test), (opt))) {                                             \
+            print_message("%s not installed: skipped\n", test);                          \
+            skip();                                                                      \
+        }                                                                                \
+    } while (0)
+
+static const char *const chain_models[] = {
+    "pytorch-converted/test_Conv2d_groups",
+    "node/test_layer_normalization_4d_axis1_expanded",
+    "pytorch-converted/test_ConvTranspose2d",
+    "node/test_gemm_all_attributes",
+};
+
+/* Runs after the first allocate nothing, and results match the reference each time. */
+static void test_no_heap_after_first_run(void **state) {
+    (void)state;
+    for (size_t t = 0; t < sizeof chain_models / sizeof *chain_models; t++) {
+        fixture f;
+        SKIP_WITHOUT_DATA(&f, chain_models[t], 1);
+        ak_tensor outs[8];
+        run_and_check(&f, outs); /* first run: plans */
+#if COUNTING
+        allocations = 0;
+        counting = 1;
+#endif
+        for (int i = 0; i < 50; i++)
+            assert_int_equal(ak_session_run(f.s, f.names, f.inputs, f.nin, NULL, outs, f.nout), AK_OK);
+#if COUNTING
+        counting = 0;
+        if (allocations) print_message("%s: %ld allocations in 50 runs\n", chain_models[t], allocations);
+        assert_int_equal(allocations, 0);
+#endif
+        run_and_check(&f, outs);
+        ak_session_memory mem;
+        assert_int_equal(ak_session_get_memory(f.s, &mem), AK_OK);
+        assert_true(mem.planned);
+        assert_true(mem.arena_bytes <= mem.naive_bytes);
+        close_test(&f);
+    }
+}
+
+static long rss_kib(void) {
+    FILE *fp = fopen("/proc/self/statm", "r");
+    long pages = 0, rss = 0;
+    if (fp && fscanf(fp, "%ld %ld", &pages, &rss) != 2) rss = 0;
+    if (fp) fclose(fp);
+    return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static void test_memory_flat(void **state) {
+    (void)state;
+    fixture f;
+    SKIP_WITHOUT_DATA(&f, "node/test_layer_normalization_4d_axis1_expanded", 1);
+    ak_tensor outs[8];
+    for (int i = 0; i < 100; i++) run_and_check(&f, outs);
+    long before = rss_kib();
+    struct mallinfo2 m0 = mallinfo2();
+#if COUNTING
+    allocations = 0;
+    counting = 1;
+#endif
+    for (int i = 0; i < 10000; i++)
+        assert_int_equal(ak_session_run(f.s, f.names, f.inputs, f.nin, NULL, outs, f.nout), AK_OK);
+#if COUNTING
+    counting = 0;
+    assert_int_equal(allocations, 0);
+#endif
+    struct mallinfo2 m1 = mallinfo2();
+    long after = rss_kib();
+    print_message("RSS %ld -> %ld KiB, heap in use %zu -> %zu bytes over 10000 runs\n", before,
+                  after, m0.uordblks, m1.uordblks);
+    assert_true(after - before < 1024);
+    /* no malloc call was counted; glibc may still book a few hundred bytes once (its own
+     * internal allocations are not interposed) */
+    assert_true(m1.uordblks < m0.uordblks + 65536);
+    run_and_check(&f, outs);
+    close_test(&f);
+}
+
+/* The optimizer's fused graph gives the reference results too. */
+static void test_optimizer_off_same_results(void **state) {
+    (void)state;
+    for (size_t t = 0; t < sizeof chain_models / sizeof *chain_models; t++) {
+        fixture f;
+        SKIP_WITHOUT_DATA(&f, chain_models[t], 0);
+        ak_tensor outs[8];
+        run_and_check(&f, outs);
+        run_and_check(&f, outs);
+        close_test(&f);
+    }
+}
+
+static void expect_run_error(fixture *f, ak_status want, const char *text) {
+    ak_tensor outs[8];
+    assert_int_equal(ak_session_run(f->s, f->names, f->inputs, f->nin, NULL, outs, f->nout), want);
+    if (!strstr(ak_last_error(), text)) fail_msg("'%s' lacks '%s'", ak_last_error(), text);
+}
+
+static void test_bad_feeds(void **state) {
+    (void)state;
+    fixture f;
+    SKIP_WITHOUT_DATA(&f, "pytorch-converted/test_Conv2d_groups", 1);
+    ak_tensor saved = f.inputs[0];
+    f.inputs[0].type = AK_ELEM_I64;
+    expect_run_error(&f, AK_ERR_INVALID_ARG, "has type int64, the model expects float32");
+    f.inputs[0] = saved;
+    f.inputs[0].rank = 3;
+    expect_run_error(&f, AK_ERR_INVALID_ARG, "has rank 3");
+    f.inputs[0] = saved;
+    int64_t dims[4] = {saved.dims[0], saved.dims[1] + 1, saved.dims[2], saved.dims[3]};
+    f.inputs[0].dims = dims;
+    expect_run_error(&f, AK_ERR_INVALID_ARG, "the model fixes it at");
+    f.inputs[0] = saved;
+    const char *bad = "nope";
+    f.names[0] = bad;
+    expect_run_error(&f, AK_ERR_INVALID_ARG, "has no input 'nope'");
+    ak_tensor outs[8];
+    assert_int_equal(ak_session_run(f.s, f.names, f.inputs, 0, NULL, outs, f.nout), AK_ERR_INVALID_ARG);
+    close_test(&f);
+}
+
+static void test_unsupported_operator(void **state) {
+    (void)state;
+    const char *path = DATA "/node/test_unique_not_sorted_without_axis/model.onnx";
+    if (access(path, F_OK) != 0) skip();
+    ak_session *s = NULL;
+    assert_int_equal(ak_session_create_from_file(path, NULL, &s), AK_ERR_UNSUPPORTED);
+    assert_null(s);
+    assert_non_null(strstr(ak_last_error(), "unsupported operator Unique (opset 11) at node"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_no_heap_after_first_run),
+        cmocka_unit_test(test_memory_flat),
+        cmocka_unit_test(test_optimizer_off_same_results),
+        cmocka_unit_test(test_bad_feeds),
+        cmocka_unit_test(test_unsupported_operator),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
