@@ -1,6 +1,7 @@
 /* The graph optimizer: after binding and constant folding, rewrites chains of nodes into
  * one node where accelkit has a faster operator for the whole chain.
- *   Conv -> [Add residual] -> [Relu|Clip|LeakyRelu|Sigmoid|Tanh]  => FusedConv
+ *   Conv -> [Add residual] -> [Relu|Clip|LeakyRelu|Sigmoid|Tanh]  => FusedConv (com.microsoft:
+ *                                      the residual and activation applied per output tile)
  *   MatMul(A, const B[K,N]) -> Add(const bias[N]) -> [Relu|Gelu]   => MatMulBias
  *   x / sqrt(2) -> Erf -> +1 -> * x -> * 0.5 (either order)        => Gelu
  *   ReduceMean/Sub/Pow 2/ReduceMean/Add eps/Sqrt/Div/Mul g/Add b    => LayerNormalization
@@ -112,6 +113,7 @@ typedef struct fused_spec {
     const ak__ir_node *base; /* attributes copied from this node (Conv), or NULL */
     ak__ir_attr extra[4];
     uint32_t num_extra;
+    float params[2];
 } fused_spec;
 
 static void add_string_attr(fused_spec *f, const char *name, const char *value) {
@@ -121,6 +123,17 @@ static void add_string_attr(fused_spec *f, const char *name, const char *value) 
     a->type = AK_ATTR_STRING;
     a->u.s.data = value;
     a->u.s.len = strlen(value);
+}
+
+/* activation_params: two floats at most, kept in the spec until the node is built */
+static void add_params_attr(fused_spec *f, const float *values, size_t n) {
+    ak__ir_attr *a = &f->extra[f->num_extra++];
+    memset(a, 0, sizeof *a);
+    a->name = "activation_params";
+    a->type = AK_ATTR_FLOATS;
+    memcpy(f->params, values, n * sizeof *values);
+    a->u.floats = f->params;
+    a->count = n;
 }
 
 static void add_float_attr(fused_spec *f, const char *name, float value) {
@@ -156,6 +169,13 @@ static ak_status build_node(optimizer *o, const fused_spec *f, const ak__ir_node
     if (base_attrs) memcpy(n->attrs, f->base->attrs, base_attrs * sizeof *n->attrs);
     memcpy(n->attrs + base_attrs, f->extra, f->num_extra * sizeof *n->attrs);
     n->num_attrs = base_attrs + f->num_extra;
+    for (uint32_t i = base_attrs; i < n->num_attrs; i++) /* the spec's floats die with it */
+        if (n->attrs[i].type == AK_ATTR_FLOATS) {
+            float *p;
+            AK_CHECK(arena_array(o, n->attrs[i].count, sizeof *p, (void **)&p));
+            memcpy(p, n->attrs[i].u.floats, n->attrs[i].count * sizeof *p);
+            n->attrs[i].u.floats = p;
+        }
     *out = n;
     return AK_OK;
 }
@@ -211,29 +231,30 @@ static int activation_of(const optimizer *o, const ak__ir_node *n, fused_spec *f
     if (is_op(n, "Gelu") && strcmp(ak__attr_string(n, "approximate", "none"), "none") == 0)
         return add_string_attr(f, "activation", "Gelu"), 1;
     if (is_op(n, "LeakyRelu")) {
+        float alpha = ak__attr_float(n, "alpha", 0.01f);
         add_string_attr(f, "activation", "LeakyRelu");
-        add_float_attr(f, "activation_alpha", ak__attr_float(n, "alpha", 0.01f));
+        add_params_attr(f, &alpha, 1);
         return 1;
     }
     if (!is_op(n, "Clip")) return 0;
-    double lo = -INFINITY, hi = INFINITY;
+    double lo = -3.4e38, hi = 3.4e38;
     if (n->opset < 11) {
-        lo = ak__attr_float(n, "min", -INFINITY);
-        hi = ak__attr_float(n, "max", INFINITY);
+        lo = ak__attr_float(n, "min", -3.4e38f);
+        hi = ak__attr_float(n, "max", 3.4e38f);
     } else if ((in(n, 1) != AK_IR_NONE && !const_scalar(o, in(n, 1), &lo)) ||
                (in(n, 2) != AK_IR_NONE && !const_scalar(o, in(n, 2), &hi))) {
         return 0;
     }
+    float range[2] = {(float)lo, (float)hi};
     add_string_attr(f, "activation", "Clip");
-    add_float_attr(f, "activation_alpha", (float)lo);
-    add_float_attr(f, "activation_beta", (float)hi);
+    add_params_attr(f, range, 2);
     return 1;
 }
 
 static ak_status fuse_conv(optimizer *o, int32_t k, int *hit) {
     const ak__ir_node *conv = node_of(o, k);
-    fused_spec f = {"com.accelkit", "FusedConv", 1, {in(conv, 0), in(conv, 1), in(conv, 2)}, 3,
-                    conv->outputs[0], conv, {{0}}, 0};
+    fused_spec f = {"com.microsoft", "FusedConv", 1, {in(conv, 0), in(conv, 1), in(conv, 2)}, 3,
+                    conv->outputs[0], conv, {{0}}, 0, {0}};
     int32_t chain[3] = {k}, n = 1, r = sole_reader(o, conv->outputs[0]);
     const ak__ir_node *next = node_of(o, r);
     if (is_op(next, "Add")) { /* a residual produced by another node */
@@ -244,7 +265,8 @@ static ak_status fuse_conv(optimizer *o, int32_t k, int *hit) {
             next = node_of(o, r = sole_reader(o, f.output));
         }
     }
-    if (next && activation_of(o, next, &f)) chain[n++] = r, f.output = next->outputs[0];
+    if (next && !is_op(next, "Gelu") && activation_of(o, next, &f))
+        chain[n++] = r, f.output = next->outputs[0];
     if (n == 1) return AK_OK;
     *hit = 1;
     return emit(o, &f, chain, (size_t)n);
@@ -262,7 +284,7 @@ static ak_status fuse_matmul(optimizer *o, int32_t k, int *hit) {
     if (!bt || bt->rank != 1 || bt->type != AK_ELEM_F32 || bt->dims[0] != b->dims[1])
         return AK_OK;
     fused_spec f = {"com.accelkit", "MatMulBias", 1, {in(mm, 0), in(mm, 1), bias}, 3,
-                    add->outputs[0], NULL, {{0}}, 0};
+                    add->outputs[0], NULL, {{0}}, 0, {0}};
     int32_t chain[3] = {k, r}, n = 2, a = sole_reader(o, add->outputs[0]);
     const ak__ir_node *act = node_of(o, a);
     if ((is_op(act, "Relu") || is_op(act, "Gelu")) && activation_of(o, act, &f))
@@ -288,7 +310,7 @@ static ak_status fuse_gelu(optimizer *o, int32_t k, int *hit) {
     const ak__ir_node *mul = node_of(o, mk);
     if (!is_op(mul, "Mul")) return AK_OK;
     int32_t t = other_input(mul, plus->outputs[0]);
-    fused_spec f = {"", "Gelu", erf->opset, {x}, 1, AK_IR_NONE, NULL, {{0}}, 0};
+    fused_spec f = {"", "Gelu", erf->opset, {x}, 1, AK_IR_NONE, NULL, {{0}}, 0, {0}};
     int32_t chain[5] = {dk, k, ak_, mk};
     if (t == x) { /* x * (1 + erf) then * 0.5 */
         int32_t hk = sole_reader(o, mul->outputs[0]);
@@ -338,7 +360,7 @@ static ak_status fuse_layernorm(optimizer *o, int32_t k, int *hit) {
     const ak__tensor *b = constant(o, beta);
     if (!is_op(badd, "Add") || !b || b->rank != 1 || b->count != g->count) return AK_OK;
     fused_spec f = {"", "LayerNormalization", 17, {x, gamma, beta}, 3, badd->outputs[0], NULL,
-                    {{0}}, 0};
+                    {{0}}, 0, {0}};
     add_float_attr(&f, "epsilon", (float)eps);
     *hit = 1;
     return emit(o, &f, c, 9);
