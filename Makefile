@@ -1,6 +1,7 @@
 # accelkit: the two commands of the quick start (`make demo`, `make test`) and the rest.
 #   make demo   build, then show `ak sysinfo`, the kernel, pool and collective benchmarks,
-#               a training plan (ak plan) and a Horovod training script on 2 ranks
+#               a training plan (ak plan), ONNX inference of a torchvision model checked
+#               against PyTorch, and a Horovod training script on 2 ranks
 #   make test   build and run every test, then the same under ASan+UBSan
 #   make bench  all benchmarks, each beside its peer (installs Open MPI, PyTorch, iperf3)
 #   make fuzz   libFuzzer targets (clang), FUZZ_SECONDS each
@@ -33,6 +34,8 @@ demo: build
 	$(BUILD)/ak bench comm -np 2 -b 8 -e 64M -f 8 --check
 	@echo; echo "== training planner: Megatron-LM's 1T model on 3072 A100s, against its published plan"
 	$(BUILD)/ak plan --model megatron-1t --cluster a100-80gb --devices 3072 --gbs 3072 --top 5 --attention standard --baseline tp=8,pp=64,dp=6,recompute=full,zero=0,sp=off
+	@echo; echo "== ONNX inference: torchvision ResNet-18 exported by PyTorch; ak info, ak compare, ak bench"
+	scripts/infer-demo $(BUILD)
 	@echo; echo "== Horovod script, unchanged, on 2 ranks: examples/train_mnist_like.py (ak launch)"
 	PYTHONPATH=python AK_LIBRARY=$(BUILD)/libaccelkit.so $(BUILD)/ak launch -np 2 /usr/bin/python3 examples/train_mnist_like.py --steps 100
 
@@ -54,6 +57,7 @@ bench: build
 	bench/kernels/vs_peers.sh $(BUILD)
 	BUILD=$(abspath $(BUILD)) bench/comm/vs_peers.sh tcp 3 2
 	BUILD=$(abspath $(BUILD)) bench/comm/vs_peers.sh shm 3 2
+	bench/infer/vs_peers.sh $(BUILD) 3 2
 	for a in ring hier auto; do scripts/netns-cluster -H 2 -G 2 -- $(BUILD)/ak bench comm -b 8 -e 64M -f 8 -n 5 -w 1 --algo $$a; done
 
 fuzz: setup
