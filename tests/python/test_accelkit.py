@@ -36,5 +36,59 @@ class TestPackage(unittest.TestCase):
         self.assertIn("AK_ISA", proc.stderr)
 
 
+TESTDATA = "/usr/share/libonnx-testdata/data"
+
+
+def _load_pb(path):
+    import onnx
+    from onnx import numpy_helper
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return numpy_helper.to_array(t)
+
+
+@unittest.skipUnless(os.path.isdir(TESTDATA), "libonnx-testdata not installed")
+class TestInferenceSession(unittest.TestCase):
+    """ORT's interface on NumPy arrays, checked against the ONNX test data."""
+
+    def run_test(self, name):
+        import numpy as np
+        d = f"{TESTDATA}/{name}"
+        s = accelkit.InferenceSession(f"{d}/model.onnx", threads=2)
+        feeds = {i.name: _load_pb(f"{d}/test_data_set_0/input_{k}.pb")
+                 for k, i in enumerate(s.get_inputs())}
+        outs = s.run(None, feeds)
+        for k, got in enumerate(outs):
+            want = _load_pb(f"{d}/test_data_set_0/output_{k}.pb")
+            np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-5)
+        return s, outs
+
+    def test_conv_model(self):
+        s, outs = self.run_test("pytorch-converted/test_Conv2d_groups")
+        self.assertEqual(s.get_inputs()[0].type, "tensor(float)")
+        self.assertEqual(len(s.get_inputs()[0].shape), 4)
+        self.assertEqual(len(outs), 1)
+
+    def test_named_outputs_and_int_types(self):
+        s, _ = self.run_test("node/test_argmax_default_axis_example")
+        out = s.get_outputs()[0].name
+        [y] = s.run([out], {s.get_inputs()[0].name: _load_pb(
+            f"{TESTDATA}/node/test_argmax_default_axis_example/test_data_set_0/input_0.pb")})
+        self.assertEqual(str(y.dtype), "int64")
+
+    def test_bad_feed_raises(self):
+        import numpy as np
+        s = accelkit.InferenceSession(f"{TESTDATA}/pytorch-converted/test_Conv2d_groups/model.onnx")
+        with self.assertRaises(accelkit.AccelkitError) as ctx:
+            s.run(None, {s.get_inputs()[0].name: np.zeros((1, 2), np.float32)})
+        self.assertIn("rank", str(ctx.exception))
+
+    def test_unsupported_operator_raises(self):
+        with self.assertRaises(accelkit.AccelkitError) as ctx:
+            accelkit.InferenceSession(f"{TESTDATA}/node/test_unique_not_sorted_without_axis/model.onnx")
+        self.assertIn("unsupported operator Unique", str(ctx.exception))
+
+
 if __name__ == "__main__":
     unittest.main()
