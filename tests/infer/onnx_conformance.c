@@ -404,5 +404,8 @@ int main(int argc, char **argv) {
            total.n[PASS], all ? 100.0 * (double)total.n[PASS] / (double)all : 0.0,
            total.n[FAIL], total.n[UNSUPPORTED]);
     if (regressions) printf("== %d expected-to-pass tests did not pass\n", regressions);
+    for (size_t i = 0; i < e.n; i++) free(e.names[i]);
+    free(e.names);
+    free(e.seen);
     return regressions ? 1 : 0;
 }
