@@ -129,6 +129,10 @@ ak_status ak__op_read_ints(const ak__op_ctx *ctx, const ak__tensor *t, const cha
  * 2^53 (use the typed paths for those). bool reads 0/1 and writes v != 0. */
 double ak__elem_get(const void *data, ak_elem_type type, uint64_t i);
 void ak__elem_set(void *data, ak_elem_type type, uint64_t i, double v);
+/* Exact integer access for the integer types (and bool, read as 0/1): unsigned 64-bit
+ * values travel as their bit pattern; set truncates to the element's width. */
+int64_t ak__elem_get_int(const void *data, ak_elem_type type, uint64_t i);
+void ak__elem_set_int(void *data, ak_elem_type type, uint64_t i, uint64_t v);
 int ak__elem_is_float(ak_elem_type type);   /* f16, bf16, f32, f64 */
 int ak__elem_is_integer(ak_elem_type type); /* signed or unsigned ints (not bool) */
 

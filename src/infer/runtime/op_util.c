@@ -188,6 +188,31 @@ void ak__elem_set(void *data, ak_elem_type type, uint64_t i, double v) {
     }
 }
 
+int64_t ak__elem_get_int(const void *p, ak_elem_type t, uint64_t i) {
+    switch (t) {
+    case AK_ELEM_I8: return ((const int8_t *)p)[i];
+    case AK_ELEM_U8: return ((const uint8_t *)p)[i];
+    case AK_ELEM_BOOL: return ((const uint8_t *)p)[i] != 0;
+    case AK_ELEM_I16: return ((const int16_t *)p)[i];
+    case AK_ELEM_U16: return ((const uint16_t *)p)[i];
+    case AK_ELEM_I32: return ((const int32_t *)p)[i];
+    case AK_ELEM_U32: return ((const uint32_t *)p)[i];
+    case AK_ELEM_I64: return ((const int64_t *)p)[i];
+    case AK_ELEM_U64: return (int64_t)((const uint64_t *)p)[i];
+    default: return 0;
+    }
+}
+
+void ak__elem_set_int(void *p, ak_elem_type t, uint64_t i, uint64_t v) {
+    switch (t) {
+    case AK_ELEM_I8: case AK_ELEM_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case AK_ELEM_I16: case AK_ELEM_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case AK_ELEM_I32: case AK_ELEM_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case AK_ELEM_I64: case AK_ELEM_U64: ((uint64_t *)p)[i] = v; break;
+    default: break;
+    }
+}
+
 int ak__elem_is_float(ak_elem_type type) {
     return type == AK_ELEM_F32 || type == AK_ELEM_F64 || type == AK_ELEM_F16 ||
            type == AK_ELEM_BF16;

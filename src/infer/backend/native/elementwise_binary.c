@@ -266,30 +266,6 @@ BITS_FN(bits_64, uint64_t, 64u)
 
 /* ---- Pow over mixed types ------------------------------------------------------------ */
 
-static int64_t get_int(const void *p, ak_elem_type t, size_t i) {
-    switch (t) {
-    case AK_ELEM_I8: return ((const int8_t *)p)[i];
-    case AK_ELEM_U8: return ((const uint8_t *)p)[i];
-    case AK_ELEM_I16: return ((const int16_t *)p)[i];
-    case AK_ELEM_U16: return ((const uint16_t *)p)[i];
-    case AK_ELEM_I32: return ((const int32_t *)p)[i];
-    case AK_ELEM_U32: return ((const uint32_t *)p)[i];
-    case AK_ELEM_I64: return ((const int64_t *)p)[i];
-    case AK_ELEM_U64: return (int64_t)((const uint64_t *)p)[i];
-    default: return 0;
-    }
-}
-
-static void set_int(void *p, ak_elem_type t, size_t i, uint64_t v) {
-    switch (t) {
-    case AK_ELEM_I8: case AK_ELEM_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case AK_ELEM_I16: case AK_ELEM_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case AK_ELEM_I32: case AK_ELEM_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-    case AK_ELEM_I64: case AK_ELEM_U64: ((uint64_t *)p)[i] = v; break;
-    default: break;
-    }
-}
-
 /* Exact integer powers when both are integers, else pow() in double rounded to the base's
  * type (numpy's promotion then the cast ONNX asks for). */
 static void seg_pow_mixed(const void *op_, void *dst, const void *const *in, const int *step,
@@ -299,8 +275,8 @@ static void seg_pow_mixed(const void *op_, void *dst, const void *const *in, con
     int ints = ak__elem_is_integer(op->ta) && ak__elem_is_integer(op->tb);
     for (size_t i = 0; i < n; i++) {
         if (ints) {
-            set_int(dst, op->ta, i, ipow(get_int(in[0], op->ta, i * sa),
-                                         get_int(in[1], op->tb, i * sb)));
+            ak__elem_set_int(dst, op->ta, i, ipow(ak__elem_get_int(in[0], op->ta, i * sa),
+                                         ak__elem_get_int(in[1], op->tb, i * sb)));
         } else {
             double x = ak__elem_get(in[0], op->ta, i * sa), y = ak__elem_get(in[1], op->tb, i * sb);
             ak__elem_set(dst, op->ta, i, pow(x, y));

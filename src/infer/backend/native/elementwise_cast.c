@@ -19,45 +19,20 @@ static int castable(ak_elem_type t) {
     return ak__elem_is_float(t) || ak__elem_is_integer(t) || t == AK_ELEM_BOOL;
 }
 
-static int64_t read_int(const void *p, ak_elem_type t, size_t i) {
-    switch (t) {
-    case AK_ELEM_I8: return ((const int8_t *)p)[i];
-    case AK_ELEM_U8: return ((const uint8_t *)p)[i];
-    case AK_ELEM_BOOL: return ((const uint8_t *)p)[i] != 0;
-    case AK_ELEM_I16: return ((const int16_t *)p)[i];
-    case AK_ELEM_U16: return ((const uint16_t *)p)[i];
-    case AK_ELEM_I32: return ((const int32_t *)p)[i];
-    case AK_ELEM_U32: return ((const uint32_t *)p)[i];
-    case AK_ELEM_I64: return ((const int64_t *)p)[i];
-    case AK_ELEM_U64: return (int64_t)((const uint64_t *)p)[i];
-    default: return 0;
-    }
-}
-
-static void write_int(void *p, ak_elem_type t, size_t i, uint64_t v) {
-    switch (t) {
-    case AK_ELEM_I8: case AK_ELEM_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case AK_ELEM_I16: case AK_ELEM_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case AK_ELEM_I32: case AK_ELEM_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-    case AK_ELEM_I64: case AK_ELEM_U64: ((uint64_t *)p)[i] = v; break;
-    default: break;
-    }
-}
-
 /* The value of an integer element as a double (uint64 above 2^63 kept positive). */
 static double int_as_double(const void *p, ak_elem_type t, size_t i) {
     if (t == AK_ELEM_U64) return (double)((const uint64_t *)p)[i];
-    return (double)read_int(p, t, i);
+    return (double)ak__elem_get_int(p, t, i);
 }
 
 /* One element of any pair of types. */
 static void cast_one(const cast_op *c, void *dst, const void *src, size_t i) {
     int src_int = !ak__elem_is_float(c->from);
     if (c->to == AK_ELEM_BOOL) {
-        ((uint8_t *)dst)[i] = src_int ? read_int(src, c->from, i) != 0
+        ((uint8_t *)dst)[i] = src_int ? ak__elem_get_int(src, c->from, i) != 0
                                       : ak__elem_get(src, c->from, i) != 0.0;
     } else if (src_int && ak__elem_is_integer(c->to)) {
-        write_int(dst, c->to, i, (uint64_t)read_int(src, c->from, i));
+        ak__elem_set_int(dst, c->to, i, (uint64_t)ak__elem_get_int(src, c->from, i));
     } else if (src_int) {
         ak__elem_set(dst, c->to, i, int_as_double(src, c->from, i));
     } else if (ak__elem_is_integer(c->to)) {
