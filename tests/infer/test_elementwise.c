@@ -20,72 +20,14 @@
 
 /* ---- running one operator ---------------------------------------------------------- */
 
-#define MAX_IO 4
+#include "op_harness.h"
 
-typedef struct {
-    ak__tensor in[MAX_IO], out[MAX_IO];
-    uint32_t nin, nout;
-    ak__ir_attr attrs[8];
-    uint32_t nattr;
-} op_call;
-
-static void add_in(op_call *c, ak_elem_type t, int rank, const int64_t *dims, const void *data) {
-    ak__tensor *x = &c->in[c->nin++];
-    assert_int_equal(ak__tensor_set_shape(x, t, rank, dims, "test input"), AK_OK);
-    x->data = (void *)data;
-}
-
-static void attr_int(op_call *c, const char *name, int64_t v) {
-    ak__ir_attr *a = &c->attrs[c->nattr++];
-    a->name = name;
-    a->type = AK_ATTR_INT;
-    a->u.i = v;
-}
-
-static void attr_float(op_call *c, const char *name, float v) {
-    ak__ir_attr *a = &c->attrs[c->nattr++];
-    a->name = name;
-    a->type = AK_ATTR_FLOAT;
-    a->u.f = v;
-}
-
-static void attr_string(op_call *c, const char *name, const char *v) {
-    ak__ir_attr *a = &c->attrs[c->nattr++];
-    a->name = name;
-    a->type = AK_ATTR_STRING;
-    a->u.s.data = v;
-    a->u.s.len = strlen(v);
-}
-
-/* Runs op_type at `opset` over c's inputs into one output (data malloc'ed with guard
- * bytes that must survive; freed by call_free). Returns the first failing status. */
 static ak_status call_op(op_call *c, const char *op_type, int64_t opset) {
-    const ak__op_def *def = ak__op_find("", op_type, opset);
-    assert_non_null(def);
-    ak__ir_node node = {.name = "t", .op_type = op_type, .domain = "", .opset = opset,
-                        .num_inputs = c->nin, .num_outputs = 1, .num_attrs = c->nattr,
-                        .attrs = c->attrs};
-    const ak__tensor *ins[MAX_IO] = {0};
-    ak__tensor *outs[1] = {&c->out[0]};
-    for (uint32_t i = 0; i < c->nin; i++) ins[i] = c->in[i].type ? &c->in[i] : NULL;
-    c->nout = 1;
-    ak__op_ctx ctx = {.node = &node, .num_inputs = c->nin, .num_outputs = 1, .inputs = ins,
-                      .outputs = outs};
-    assert_int_equal(ak_threadpool_global(&ctx.pool), AK_OK);
-    ak_status st = def->reshape(&ctx);
-    if (st != AK_OK) return st;
-    size_t nb = ak__tensor_nbytes(&c->out[0]);
-    unsigned char *buf = malloc(nb + 16);
-    assert_non_null(buf);
-    memset(buf, 0xa5, nb + 16);
-    c->out[0].data = buf;
-    st = def->run(&ctx);
-    for (size_t i = nb; i < nb + 16; i++) assert_int_equal(buf[i], 0xa5);
-    return st;
+    return op_call_run(c, "", op_type, opset, 1, NULL);
 }
 
 static void call_free(op_call *c) {
-    free(c->out[0].data);
+    op_call_free(c);
     memset(c, 0, sizeof *c);
 }
 
@@ -230,7 +172,7 @@ static void check_unary(const char *op, double (*ref)(double), double rtol, doub
         op_call c = {0};
         int64_t n = (int64_t)lens[l];
         add_in(&c, AK_ELEM_F32, 1, &n, x);
-        if (approx) attr_string(&c, "approximate", approx);
+        if (approx) attr_str(&c, "approximate", approx);
         assert_int_equal(call_op(&c, op, 20), AK_OK);
         const float *y = c.out[0].data;
         for (int64_t i = 0; i < n; i++)
@@ -354,14 +296,14 @@ static void test_bits_and_where(void **state) {
     op_call c = {0};
     add_in(&c, AK_ELEM_U8, 1, &n, x);
     add_in(&c, AK_ELEM_U8, 1, &n, s);
-    attr_string(&c, "direction", "LEFT");
+    attr_str(&c, "direction", "LEFT");
     assert_int_equal(call_op(&c, "BitShift", 11), AK_OK);
     const uint8_t *y = c.out[0].data;
     assert_true(y[0] == 2 && y[1] == 0 && y[2] == 0 && y[3] == 0);
     call_free(&c);
     add_in(&c, AK_ELEM_U8, 1, &n, x);
     add_in(&c, AK_ELEM_U8, 1, &n, s);
-    attr_string(&c, "direction", "UP");
+    attr_str(&c, "direction", "UP");
     assert_int_equal(call_op(&c, "BitShift", 11), AK_ERR_INVALID_MODEL);
     call_free(&c);
     /* Where(cond[4], x[1], y[2,4]) */

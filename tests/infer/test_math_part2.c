@@ -17,73 +17,13 @@
 
 /* ---- running one operator ---------------------------------------------------------- */
 
-#define MAX_IO 8
-
-typedef struct {
-    ak__tensor in[MAX_IO], out[MAX_IO];
-    int present[MAX_IO];
-    uint32_t nin, nout;
-    ak__ir_attr attrs[8];
-    uint32_t nattr;
-} op_call;
-
-static void add_in(op_call *c, ak_elem_type t, int rank, const int64_t *dims, void *data) {
-    ak__tensor *x = &c->in[c->nin];
-    c->present[c->nin++] = data != NULL || rank >= 0;
-    if (rank < 0) return; /* an omitted optional input */
-    assert_int_equal(ak__tensor_set_shape(x, t, rank, dims, "test input"), AK_OK);
-    x->data = data;
-}
-static void attr_int(op_call *c, const char *name, int64_t v) {
-    ak__ir_attr *a = &c->attrs[c->nattr++];
-    a->name = name, a->type = AK_ATTR_INT, a->u.i = v;
-}
-static void attr_str(op_call *c, const char *name, const char *v) {
-    ak__ir_attr *a = &c->attrs[c->nattr++];
-    a->name = name, a->type = AK_ATTR_STRING, a->u.s.data = v, a->u.s.len = strlen(v);
-}
-static void attr_ints(op_call *c, const char *name, const int64_t *v, size_t n) {
-    ak__ir_attr *a = &c->attrs[c->nattr++];
-    a->name = name, a->type = AK_ATTR_INTS, a->count = n, a->u.ints = v;
-}
+#include "op_harness.h"
 
 static ak_status call_op(op_call *c, const char *op_type, int64_t opset, uint32_t nout) {
-    const ak__op_def *def = ak__op_find("", op_type, opset);
-    assert_non_null(def);
-    ak__ir_node node = {.name = "t", .op_type = op_type, .domain = "", .opset = opset,
-                        .num_inputs = c->nin, .num_outputs = nout, .num_attrs = c->nattr,
-                        .attrs = c->attrs};
-    const ak__tensor *ins[MAX_IO] = {0}, *consts[MAX_IO] = {0};
-    ak__tensor *outs[MAX_IO] = {0};
-    for (uint32_t i = 0; i < c->nin; i++) ins[i] = c->present[i] ? &c->in[i] : NULL;
-    for (uint32_t i = 0; i < nout; i++) outs[i] = &c->out[i];
-    c->nout = nout;
-    ak__op_ctx ctx = {.node = &node, .num_inputs = c->nin, .num_outputs = nout,
-                      .inputs = ins, .outputs = outs};
-    assert_int_equal(ak_threadpool_global(&ctx.pool), AK_OK);
-    void *state = NULL;
-    ak_status st = def->create ? def->create(&node, consts, &state) : AK_OK;
-    if (st != AK_OK) return st;
-    ctx.state = state;
-    st = def->reshape(&ctx);
-    if (st == AK_OK) {
-        for (uint32_t i = 0; i < nout; i++) {
-            c->out[i].data = calloc(1, ak__tensor_nbytes(&c->out[i]) + 1);
-            assert_non_null(c->out[i].data);
-        }
-        size_t ws = (ctx.workspace_bytes + 63) / 64 * 64;
-        ctx.workspace = ws ? aligned_alloc(64, ws) : NULL;
-        st = def->run(&ctx);
-        free(ctx.workspace);
-    }
-    if (def->destroy) def->destroy(state);
-    return st;
+    return op_call_run(c, "", op_type, opset, nout, NULL);
 }
 
-static void call_free(op_call *c) {
-    for (uint32_t i = 0; i < c->nout; i++) free(c->out[i].data);
-    c->nout = 0;
-}
+static void call_free(op_call *c) { op_call_free(c); }
 
 static float *random_floats(size_t n, unsigned seed) {
     float *p = malloc(n * sizeof *p + 1);

@@ -24,75 +24,16 @@
 
 /* ---- running one operator ---------------------------------------------------------- */
 
-#define MAX_IO 4
+#include "op_harness.h"
 
-typedef struct {
-    ak__tensor in[MAX_IO], out[MAX_IO];
-    uint32_t nin, nout;
-    ak__ir_attr attrs[10];
-    uint32_t nattr;
-    void *ws;
-} op_call;
-
-static void add_in(op_call *c, ak_elem_type t, int rank, const int64_t *dims, void *data) {
-    ak__tensor *x = &c->in[c->nin++];
-    assert_int_equal(ak__tensor_set_shape(x, t, rank, dims, "test input"), AK_OK);
-    x->data = data;
-}
-
-static void attr_int(op_call *c, const char *name, int64_t v) {
-    ak__ir_attr *a = &c->attrs[c->nattr++];
-    a->name = name;
-    a->type = AK_ATTR_INT;
-    a->u.i = v;
-}
-
-static void attr_ints(op_call *c, const char *name, const int64_t *v, size_t n) {
-    ak__ir_attr *a = &c->attrs[c->nattr++];
-    a->name = name;
-    a->type = AK_ATTR_INTS;
-    a->count = n;
-    a->u.ints = v;
-}
-
-/* Runs op_type over c's inputs into nout outputs on `pool` (outputs malloc'ed; freed by
- * call_free). Returns the first failing status. */
+/* FusedConv lives in com.microsoft; the rest run at opset 17. */
 static ak_status call_op(op_call *c, const char *op_type, uint32_t nout, ak_threadpool *pool) {
     const char *domain = strcmp(op_type, "FusedConv") == 0 ? "com.microsoft" : "";
-    int64_t opset = domain[0] ? 1 : 17;
-    const ak__op_def *def = ak__op_find(domain, op_type, opset);
-    assert_non_null(def);
-    ak__ir_node node = {.name = "t", .op_type = op_type, .domain = domain, .opset = opset,
-                        .num_inputs = c->nin, .num_outputs = nout, .num_attrs = c->nattr,
-                        .attrs = c->attrs};
-    const ak__tensor *ins[MAX_IO] = {0}, *consts[MAX_IO] = {0};
-    ak__tensor *outs[MAX_IO] = {0};
-    for (uint32_t i = 0; i < c->nin; i++) ins[i] = &c->in[i];
-    for (uint32_t i = 0; i < nout; i++) outs[i] = &c->out[i];
-    c->nout = nout;
-    ak__op_ctx ctx = {.node = &node, .num_inputs = c->nin, .num_outputs = nout,
-                      .inputs = ins, .outputs = outs, .pool = pool};
-    void *state = NULL;
-    ak_status st = def->create ? def->create(&node, consts, &state) : AK_OK;
-    if (st != AK_OK) return st;
-    ctx.state = state;
-    st = def->reshape(&ctx);
-    if (st == AK_OK) {
-        for (uint32_t i = 0; i < nout; i++) {
-            c->out[i].data = calloc(1, ak__tensor_nbytes(&c->out[i]) + 1);
-            assert_non_null(c->out[i].data);
-        }
-        assert_int_equal(ak_alloc(ctx.workspace_bytes, &c->ws), AK_OK);
-        ctx.workspace = c->ws;
-        st = def->run(&ctx);
-    }
-    if (def->destroy) def->destroy(state);
-    return st;
+    return op_call_run(c, domain, op_type, domain[0] ? 1 : 17, nout, pool);
 }
 
 static void call_free(op_call *c) {
-    for (uint32_t i = 0; i < c->nout; i++) free(c->out[i].data);
-    ak_free(c->ws);
+    op_call_free(c);
     memset(c, 0, sizeof *c);
 }
 
