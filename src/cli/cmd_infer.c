@@ -106,7 +106,10 @@ static int write_outputs(const char *dir, const ak_model *m, const ak_tensor *ou
         for (char *p = file + strlen(dir) + 1; *p; p++)
             if (*p == '/') *p = '_';
         ak_status st = ak_tensor_save_npy(file, &outs[i]);
-        if (st != AK_OK) return ak_cli_report(file, st) ? -1 : -1;
+        if (st != AK_OK) {
+            ak_cli_report(file, st);
+            return -1;
+        }
         printf("wrote %s\n", file);
     }
     return 0;

@@ -10,7 +10,10 @@
 
 int ak_feed_load_model(const char *path, ak_model **out) {
     ak_status st = ak_onnx_load_file(path, out);
-    if (st != AK_OK) return ak_cli_report(path, st) ? -1 : -1;
+    if (st != AK_OK) {
+        ak_cli_report(path, st);
+        return -1;
+    }
     return 0;
 }
 
@@ -40,7 +43,10 @@ static int add_path(ak_feed *f, const char *name, const char *path) {
     ak_tensor_file *tf;
     ak_status st = ends_with(path, ".pb") ? ak_tensor_load_pb(path, &tf)
                                           : ak_tensor_load_npy(path, &tf);
-    if (st != AK_OK) return ak_cli_report(path, st) ? -1 : -1;
+    if (st != AK_OK) {
+        ak_cli_report(path, st);
+        return -1;
+    }
     const char *inner;
     ak_tensor_file_get(tf, &inner, &f->tensors[f->n]);
     f->files[f->n] = tf;
