@@ -31,6 +31,10 @@ ak_find_lib(AK_UTF8PROC "utf8proc" utf8proc.h utf8proc "(LLM tokenizers, require
 if(NOT AK_UTF8PROC)
   message(FATAL_ERROR "utf8proc not found: run scripts/setup (Debian package libutf8proc-dev)")
 endif()
+ak_find_lib(AK_MHD "libmicrohttpd" microhttpd.h microhttpd "(LLM server, required)")
+if(NOT AK_MHD)
+  message(FATAL_ERROR "libmicrohttpd not found: run scripts/setup (Debian package libmicrohttpd-dev)")
+endif()
 ak_find_lib(AK_HAVE_CMOCKA "cmocka" cmocka.h cmocka "(unit tests)")
 # OpenBLAS / BLIS: peers for the SGEMM benchmark, later optional inference backends
 ak_find_lib(AK_HAVE_OPENBLAS "OpenBLAS" cblas.h openblas "(SGEMM peer)"

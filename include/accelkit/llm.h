@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "accelkit/ak.h"
+#include "accelkit/kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -137,6 +138,194 @@ AK_API ak_status ak_tokenizer_decode(const ak_tokenizer *t, const int32_t *ids, 
 /* The vocabulary text of one token (pointer owned by the tokenizer, not NUL-terminated). */
 AK_API ak_status ak_tokenizer_token_text(const ak_tokenizer *t, int32_t id, const char **text,
                                          size_t *len);
+
+
+/* ---- models -------------------------------------------------------------------------- */
+
+/* A Llama-family decoder (Llama 1/2/3, Mistral, Qwen2, TinyLlama, SmolLM...): RoPE,
+ * grouped-query attention, RMSNorm, SwiGLU, tied or separate output, optional QKV bias.
+ * Weights stay in their file's storage type (f32, f16, bf16, q8_0, q4_0). */
+typedef struct ak_llm_model ak_llm_model;
+
+typedef struct ak_llm_model_info {
+    char arch[32];          /* "llama", "qwen2", ... */
+    int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim;
+    int32_t max_context;    /* the trained context length */
+    float rope_theta, norm_eps;
+    uint32_t weight_type;   /* storage type of most matrices (AK_GGML_*) */
+    uint64_t n_params;
+    uint64_t weight_bytes;  /* bytes read per token by a decode step (all matrices) */
+} ak_llm_model_info;
+
+/* Loads a GGUF v3 file (mmap, every offset/size/dimension validated) or a Hugging Face
+ * folder (config.json + *.safetensors, sharded, + tokenizer.json). */
+AK_API ak_status ak_llm_model_load(const char *path, ak_llm_model **out);
+AK_API ak_status ak_llm_model_free(ak_llm_model *m);
+AK_API ak_status ak_llm_model_get_info(const ak_llm_model *m, ak_llm_model_info *info);
+/* The model's tokenizer (owned by the model). */
+AK_API ak_status ak_llm_model_tokenizer(const ak_llm_model *m, const ak_tokenizer **out);
+
+/* ---- sampling ------------------------------------------------------------------------ */
+
+typedef struct ak_sampling_params {
+    float temperature;        /* 0 = greedy (argmax) */
+    int32_t top_k;            /* keep the k most likely; 0 = off */
+    float top_p;              /* nucleus mass; 1 = off */
+    float min_p;              /* drop tokens below min_p·p(max); 0 = off */
+    float repetition_penalty; /* >1 penalizes tokens of prompt and output (CTRL); 1 = off */
+    float presence_penalty;   /* OpenAI: −= p for every token already generated; 0 = off */
+    float frequency_penalty;  /* OpenAI: −= f·count for generated tokens; 0 = off */
+    uint64_t seed;            /* same seed and inputs → same tokens */
+    int32_t n_logprobs;       /* top-n log-probabilities reported per token, 0..20 */
+} ak_sampling_params;
+
+/* temperature 1, top_k 0, top_p 1, min_p 0, penalties off, seed 0, n_logprobs 0 */
+AK_API ak_status ak_sampling_params_default(ak_sampling_params *p);
+
+/* ---- engine -------------------------------------------------------------------------- */
+
+typedef struct ak_llm_engine ak_llm_engine;
+
+typedef struct ak_llm_engine_options {
+    int32_t n_threads;        /* 0 = AK_NUM_THREADS or the online cores */
+    int32_t max_seqs;         /* sequences scheduled together (default 64) */
+    int32_t max_batch_tokens; /* tokens per step: decodes + prefill chunks (default 512) */
+    int32_t block_size;       /* tokens per KV block (default 16) */
+    uint64_t kv_bytes;        /* KV cache budget (default: max_context of max_seqs/4 seqs, ≤ 2 GiB) */
+    ak_dtype kv_dtype;        /* AK_DTYPE_F32 or AK_DTYPE_F16 (default) */
+    int32_t max_context;      /* 0 = the model's */
+    int32_t prefix_caching;   /* reuse full blocks of equal prompt prefixes (default 1) */
+    ak_llm_model *draft;      /* speculative decoding: a smaller model, same vocabulary */
+    int32_t spec_gamma;       /* draft tokens per step (default 4; 0 = no speculation) */
+    int32_t spec_ngram;       /* no draft model: prompt-lookup n-gram size (0 = off) */
+} ak_llm_engine_options;
+
+AK_API ak_status ak_llm_engine_options_default(ak_llm_engine_options *o);
+
+typedef enum ak_finish_reason {
+    AK_FINISH_NONE = 0,      /* still running */
+    AK_FINISH_STOP = 1,      /* EOS, a stop token id or a stop string */
+    AK_FINISH_LENGTH = 2,    /* max_tokens or the context was reached */
+    AK_FINISH_CANCELLED = 3, /* ak_llm_engine_cancel */
+    AK_FINISH_ERROR = 4      /* see the event's status */
+} ak_finish_reason;
+
+typedef struct ak_llm_logprob {
+    int32_t token;
+    float logprob;
+} ak_llm_logprob;
+
+/* One generated token (or the end) of one sample of one request. Called on the engine
+ * thread: copy what you need and return quickly. */
+typedef struct ak_llm_event {
+    uint64_t request_id;
+    int32_t sample;            /* 0..n-1 */
+    int32_t token;             /* -1 on an end event without a token */
+    float logprob;             /* of `token` under the sampling distribution */
+    const ak_llm_logprob *top; /* n_logprobs entries, most likely first */
+    int32_t n_top;
+    ak_finish_reason finish;   /* != NONE on the last event of this sample */
+    size_t stop_trim;          /* bytes at the end of the text that belong to a stop string */
+    ak_status status;          /* AK_FINISH_ERROR: why */
+    uint32_t n_prompt;         /* prompt tokens, n_cached of them from the prefix cache */
+    uint32_t n_cached;
+} ak_llm_event;
+
+typedef void (*ak_llm_event_fn)(void *user, const ak_llm_event *event);
+
+typedef struct ak_llm_request {
+    const int32_t *prompt;
+    size_t n_prompt;
+    int32_t max_tokens;              /* ≥ 1 */
+    int32_t n;                       /* samples sharing the prompt copy-on-write (default 1) */
+    ak_sampling_params sampling;
+    const int32_t *stop_ids;         /* besides EOS */
+    size_t n_stop_ids;
+    const char *const *stop_strings; /* matched on the output bytes, across tokens */
+    size_t n_stop_strings;
+    int32_t ignore_eos;
+    ak_llm_event_fn on_event;
+    void *user;
+} ak_llm_request;
+
+AK_API ak_status ak_llm_request_default(ak_llm_request *r);
+
+/* The engine copies the request (prompt, stops); callable from any thread. */
+AK_API ak_status ak_llm_engine_create(ak_llm_model *model, const ak_llm_engine_options *o,
+                                      ak_llm_engine **out);
+AK_API ak_status ak_llm_engine_free(ak_llm_engine *e);
+AK_API ak_status ak_llm_engine_submit(ak_llm_engine *e, const ak_llm_request *r, uint64_t *id);
+/* Ends a request (its samples get an AK_FINISH_CANCELLED event); unknown ids are ignored. */
+AK_API ak_status ak_llm_engine_cancel(ak_llm_engine *e, uint64_t id);
+/* One scheduling step on the calling thread; *n_pending = requests still queued or running. */
+AK_API ak_status ak_llm_engine_step(ak_llm_engine *e, int32_t *n_pending);
+/* Runs the step loop on a background thread until ak_llm_engine_stop / free. */
+AK_API ak_status ak_llm_engine_start(ak_llm_engine *e);
+AK_API ak_status ak_llm_engine_stop(ak_llm_engine *e);
+
+typedef struct ak_llm_engine_stats {
+    uint64_t steps, prompt_tokens, cached_prompt_tokens, generated_tokens, preemptions;
+    uint64_t spec_proposed, spec_accepted;
+    int32_t running, waiting;
+    int32_t kv_blocks_total, kv_blocks_used; /* used = referenced by a sequence or cached */
+    uint64_t kv_tokens_live;                 /* tokens held by running sequences */
+    uint64_t kv_token_slots_used;            /* block_size × blocks referenced by them */
+} ak_llm_engine_stats;
+
+AK_API ak_status ak_llm_engine_get_stats(ak_llm_engine *e, ak_llm_engine_stats *s);
+
+/* Logits of a whole prompt in one forward pass without the engine (precision tools):
+ * `logits` gets n_ids × n_vocab floats. */
+AK_API ak_status ak_llm_model_logits(ak_llm_model *m, const int32_t *ids, size_t n_ids,
+                                     float *logits, int32_t n_threads);
+
+/* The chat template text of the model (GGUF tokenizer.chat_template or the HF folder's
+ * tokenizer_config.json); *text = NULL when it has none. Owned by the model. */
+AK_API ak_status ak_llm_model_chat_template(const ak_llm_model *m, const char **text);
+
+/* ---- chat templates ------------------------------------------------------------------ */
+
+typedef struct ak_chat_message {
+    const char *role;    /* "system", "user", "assistant" */
+    const char *content;
+} ak_chat_message;
+
+/* The known format a Jinja chat template implements: "llama-2", "llama-3", "chatml",
+ * "mistral", "zephyr", "gemma", "phi-3"; AK_ERR_UNSUPPORTED when none matches. */
+AK_API ak_status ak_chat_format_detect(const char *template_text, const char **format);
+/* Renders `messages` as the prompt text of `format` (a name above), ending with the
+ * assistant's turn header when add_generation_prompt. bos/eos: the model's texts (may be
+ * NULL). Same size protocol as ak_tokenizer_decode; the text is NUL-terminated when it fits. */
+AK_API ak_status ak_chat_render(const char *format, const ak_chat_message *messages, size_t n,
+                                int add_generation_prompt, const char *bos, const char *eos,
+                                char *buf, size_t cap, size_t *len);
+
+/* ---- hooks --------------------------------------------------------------------------- */
+
+/* Text-level callbacks around the engine (`ak serve|generate --hooks lib.so`). A NULL
+ * member keeps the default. Called from the server's/CLI's threads, never the engine's. */
+typedef struct ak_llm_hooks {
+    /* replaces the model's tokenizer for prompts */
+    ak_status (*tokenize)(void *user, const char *text, size_t len, int32_t *ids, size_t cap,
+                          size_t *n_ids);
+    /* rewrites the prompt text before tokenizing */
+    ak_status (*pre_process)(void *user, const char *text, size_t len, char *out, size_t cap,
+                             size_t *out_len);
+    /* rewrites each piece of generated text before it is sent */
+    ak_status (*post_process)(void *user, const char *text, size_t len, char *out, size_t cap,
+                              size_t *out_len);
+    void *user;
+} ak_llm_hooks;
+
+/* dlopens `path`, which exports `ak_status ak_hooks_init(ak_llm_hooks *hooks)`, and calls it. */
+AK_API ak_status ak_llm_hooks_load(const char *path, ak_llm_hooks *out);
+
+/* ---- conversion ---------------------------------------------------------------------- */
+
+/* Hugging Face folder → GGUF file (dst ends in .gguf), or GGUF → Hugging Face folder
+ * (config.json, model.safetensors, tokenizer.json). out_type: "f32", "f16", "bf16",
+ * "q8_0", "q4_0" (GGUF only) or NULL to keep the source's. */
+AK_API ak_status ak_llm_convert(const char *src, const char *dst, const char *out_type);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,16 @@
+/* Readers of model files into hyper-parameters and tensor views: GGUF here
+ * (model/gguf_hparams.c); Hugging Face folders in llm/hf/. */
+#ifndef AK_LLM_MODEL_FILES_H
+#define AK_LLM_MODEL_FILES_H
+
+#include "accelkit/llm.h"
+#include "llm/model/hparams.h"
+
+/* The Llama-family hyper-parameters of a GGUF file ({arch}.* keys, llama.cpp's names);
+ * AK_ERR_INVALID_MODEL naming the key when one is missing or out of range. */
+ak_status ak__gguf_hparams(const ak_gguf *g, ak__llm_hparams *hp);
+/* The tensor `name` as a view; AK_ERR_INVALID_ARG when absent, AK_ERR_UNSUPPORTED for a
+ * storage type other than f32/f16/bf16/q8_0/q4_0. */
+ak_status ak__gguf_tensor_view(const ak_gguf *g, const char *name, ak__tensor_view *out);
+
+#endif /* AK_LLM_MODEL_FILES_H */
