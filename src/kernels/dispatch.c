@@ -23,6 +23,7 @@ static void fill_ref(ak__kernels *k, const char *name) {
     ak__fill_reduce_ref(k);
     ak__fill_convert_ref(k);
     ak__fill_gemm_ref(k);
+    ak__fill_linear_ref(k);
 }
 
 static void build_tables(void) {
@@ -38,12 +39,14 @@ static void build_tables(void) {
         ak__fill_reduce_avx2(k);
         ak__fill_convert_avx2(k);
         ak__fill_gemm_avx2(k);
+        ak__fill_linear_avx2(k);
     }
     if (ak__cpu_supports(AK_ISA_AVX512)) {
         ak__kernels *k = &tables[TABLE_AVX512];
         tables[TABLE_AVX512] = tables[TABLE_AVX2];
         k->name = "avx512";
         ak__fill_gemm_avx512(k);
+        ak__fill_linear_avx512(k);
     }
 }
 

@@ -19,6 +19,12 @@
 typedef void (*ak__sgemm_ukernel_fn)(size_t k, float alpha, const float *Ap, const float *Bp,
                                      float beta, float *C, size_t ldc, size_t m, size_t n);
 
+/* Linear-layer kernels (kernels/linear.h): one per weight slot (f32, f16, bf16, q8_0,
+ * q4_0), each computing the columns [n0, n1) of Y for every token of the job. */
+struct ak__linear_job;
+#define AK__LINEAR_SLOTS 5
+typedef void (*ak__linear_fn)(const struct ak__linear_job *job, size_t n0, size_t n1);
+
 typedef struct ak__kernels {
     const char *name; /* "ref", "generic", "avx2" */
 
@@ -54,6 +60,11 @@ typedef struct ak__kernels {
     /* the microkernel the blocked driver uses, with its tile (NULL for ref) */
     ak__sgemm_ukernel_fn sgemm_ukernel;
     int sgemm_mr, sgemm_nr;
+
+    /* linear layers: the kernel per weight slot, and one f32 row of K activations to
+     * Q8_0 (widened scales d[K/32], values q[K]) bit-identical to the reference */
+    ak__linear_fn linear[AK__LINEAR_SLOTS];
+    void (*linear_quantize_x)(const float *x, size_t K, float *d, int8_t *q);
 } ak__kernels;
 
 /* Bytes a call must move before large-output kernels switch to non-temporal stores:
@@ -80,5 +91,8 @@ void ak__fill_gemm_ref(ak__kernels *k);
 void ak__fill_gemm_generic(ak__kernels *k);
 void ak__fill_gemm_avx2(ak__kernels *k);
 void ak__fill_gemm_avx512(ak__kernels *k);
+void ak__fill_linear_ref(ak__kernels *k);
+void ak__fill_linear_avx2(ak__kernels *k);
+void ak__fill_linear_avx512(ak__kernels *k);
 
 #endif /* AK_KERNELS_DISPATCH_H */

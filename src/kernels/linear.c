@@ -1,0 +1,243 @@
+/* Linear layers over stored weights: the public ak_wtype_* / ak_quantize_row /
+ * ak_dequantize_row / ak_linear entry points. ak_linear validates, quantizes the
+ * activations to Q8_0 for quantized weights (into a grow-only per-thread buffer, so
+ * steady-state calls allocate nothing), and splits the N output columns over the pool;
+ * the per-type kernels come from the dispatch table. */
+#include "kernels/linear.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "kernels/api_check.h"
+
+/* Below this many weight bytes a call runs on the calling thread: waking a worker costs
+ * a few µs, which is what streaming ~64 KiB takes. */
+#define PARALLEL_MIN_BYTES (64u << 10)
+/* Output columns per scheduling unit (a multiple of every kernel's row tile). */
+#define ROW_UNIT 16u
+/* Chunks per thread: a few, so a thread slowed by a noisy neighbour gets fewer. */
+#define CHUNKS_PER_THREAD 4u
+
+static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
+
+/* ---- weight types ------------------------------------------------------------------ */
+
+int ak__linear_slot(ak_wtype wtype) {
+    switch (wtype) {
+    case AK_WTYPE_F32: return AK__LIN_F32;
+    case AK_WTYPE_F16: return AK__LIN_F16;
+    case AK_WTYPE_BF16: return AK__LIN_BF16;
+    case AK_WTYPE_Q8_0: return AK__LIN_Q8_0;
+    case AK_WTYPE_Q4_0: return AK__LIN_Q4_0;
+    }
+    return -1;
+}
+
+const char *ak_wtype_name(ak_wtype wtype) {
+    static const char *const names[AK__LINEAR_SLOTS] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
+    int slot = ak__linear_slot(wtype);
+    return slot < 0 ? "unknown" : names[slot];
+}
+
+static int is_quantized(ak_wtype wtype) {
+    return wtype == AK_WTYPE_Q8_0 || wtype == AK_WTYPE_Q4_0;
+}
+
+/* Row size of K elements; the caller has checked the type. */
+static ak_status row_bytes(const char *fn, ak_wtype wtype, size_t K, size_t *bytes) {
+    size_t per, unit = 1; /* bytes per unit of `unit` elements */
+    switch (wtype) {
+    case AK_WTYPE_F32: per = 4; break;
+    case AK_WTYPE_F16:
+    case AK_WTYPE_BF16: per = 2; break;
+    case AK_WTYPE_Q8_0: per = sizeof(ak__block_q8_0), unit = AK__QK; break;
+    default: per = sizeof(ak__block_q4_0), unit = AK__QK; break;
+    }
+    AK_ARG_CHECK(K % unit == 0, "%s: K = %zu is not a multiple of the %s block (%zu)", fn, K,
+                 ak_wtype_name(wtype), unit);
+    AK_ARG_CHECK(K / unit <= SIZE_MAX / per, "%s: K = %zu overflows a row's size", fn, K);
+    *bytes = K / unit * per;
+    return AK_OK;
+}
+
+static ak_status check_wtype(const char *fn, ak_wtype wtype) {
+    AK_ARG_CHECK(ak__linear_slot(wtype) >= 0, "%s: unknown weight type %d", fn, (int)wtype);
+    return AK_OK;
+}
+
+ak_status ak_wtype_row_bytes(ak_wtype wtype, size_t K, size_t *bytes) {
+    static const char fn[] = "ak_wtype_row_bytes";
+    AK_ARG_CHECK(bytes, "%s: bytes is NULL", fn);
+    AK_CHECK(check_wtype(fn, wtype));
+    return row_bytes(fn, wtype, K, bytes);
+}
+
+/* src and dst of a row conversion: K f32 values and one stored row. */
+static ak_status check_row_args(const char *fn, ak_wtype wtype, const void *f32, const char *fname,
+                                const void *stored, const char *sname, size_t K) {
+    size_t bytes = 0;
+    AK_CHECK(check_wtype(fn, wtype));
+    AK_CHECK(row_bytes(fn, wtype, K, &bytes));
+    AK_ARG_CHECK(K <= SIZE_MAX / sizeof(float), "%s: K = %zu overflows", fn, K);
+    AK_CHECK(ak__check_buf(fn, fname, f32, K, sizeof(float)));
+    AK_CHECK(ak__check_buf(fn, sname, stored, bytes, 1));
+    return ak__check_overlap(fn, "dst", stored, bytes, "src", f32, K * sizeof(float), 0);
+}
+
+ak_status ak_quantize_row(ak_wtype wtype, const float *src, void *dst, size_t K) {
+    AK_CHECK(check_row_args("ak_quantize_row", wtype, src, "src", dst, "dst", K));
+    if (K) ak__quantize_row_ref(wtype, src, dst, K);
+    return AK_OK;
+}
+
+ak_status ak_dequantize_row(ak_wtype wtype, const void *src, float *dst, size_t K) {
+    AK_CHECK(check_row_args("ak_dequantize_row", wtype, dst, "dst", src, "src", K));
+    if (K) ak__dequantize_row_ref(wtype, src, dst, K);
+    return AK_OK;
+}
+
+/* ---- per-thread activation scratch ------------------------------------------------- */
+
+typedef struct x_scratch {
+    void *buf;
+    size_t cap; /* bytes */
+} x_scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void scratch_destroy(void *p) {
+    x_scratch *s = p;
+    ak_free(s->buf);
+    free(s);
+}
+
+static void scratch_key_init(void) {
+    scratch_key_ok = pthread_key_create(&scratch_key, scratch_destroy) == 0;
+}
+
+/* At least `bytes` of this thread's scratch (64-byte aligned; grows, never shrinks). */
+static ak_status scratch_get(size_t bytes, void **out) {
+    pthread_once(&scratch_once, scratch_key_init);
+    if (!scratch_key_ok) return AK_FAIL(AK_ERR_INTERNAL, "ak_linear: no thread-local key");
+    x_scratch *s = pthread_getspecific(scratch_key);
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s || pthread_setspecific(scratch_key, s) != 0) {
+            free(s);
+            return AK_FAIL(AK_ERR_NO_MEMORY, "ak_linear: no memory for the activation scratch");
+        }
+    }
+    if (s->cap < bytes) {
+        ak_free(s->buf);
+        s->buf = NULL;
+        s->cap = 0;
+        AK_CHECK(ak_alloc(bytes, &s->buf));
+        s->cap = bytes;
+    }
+    *out = s->buf;
+    return AK_OK;
+}
+
+/* ---- ak_linear ---------------------------------------------------------------------- */
+
+/* rows × ld + cols elements of `es` bytes, or 0 on overflow (never a valid extent here,
+ * the callers only ask for non-empty ones). */
+static size_t extent_bytes(size_t rows, size_t ld, size_t cols, size_t es) {
+    size_t e, b;
+    if (__builtin_mul_overflow(rows - 1, ld, &e) || __builtin_add_overflow(e, cols, &e) ||
+        __builtin_mul_overflow(e, es, &b))
+        return 0;
+    return b;
+}
+
+static ak_status linear_validate(ak_wtype wtype, const void *W, size_t N, size_t K,
+                                 const float *X, size_t ldx, size_t T, const float *Y,
+                                 size_t ldy, size_t *rb) {
+    static const char fn[] = "ak_linear";
+    AK_CHECK(check_wtype(fn, wtype));
+    AK_CHECK(row_bytes(fn, wtype, K, rb));
+    AK_ARG_CHECK(ldx >= K, "%s: ldx = %zu < K = %zu", fn, ldx, K);
+    AK_ARG_CHECK(ldy >= N, "%s: ldy = %zu < N = %zu", fn, ldy, N);
+    if (N == 0 || T == 0) return AK_OK;
+    size_t wbytes, ybytes = extent_bytes(T, ldy, N, sizeof(float));
+    AK_ARG_CHECK(!__builtin_mul_overflow(N, *rb, &wbytes) && ybytes,
+                 "%s: N = %zu, T = %zu, K = %zu overflow the address space", fn, N, T, K);
+    AK_CHECK(ak__check_buf(fn, "Y", Y, 1, sizeof(float)));
+    if (K == 0) return AK_OK;
+    size_t xbytes = extent_bytes(T, ldx, K, sizeof(float));
+    AK_ARG_CHECK(xbytes, "%s: T = %zu rows of ldx = %zu overflow", fn, T, ldx);
+    AK_CHECK(ak__check_buf(fn, "W", W, 1, 1));
+    AK_CHECK(ak__check_buf(fn, "X", X, 1, sizeof(float)));
+    AK_CHECK(ak__check_overlap(fn, "Y", Y, ybytes, "X", X, xbytes, 0));
+    return ak__check_overlap(fn, "Y", Y, ybytes, "W", W, wbytes, 0);
+}
+
+/* K == 0: every dot product is empty. */
+static void linear_empty(size_t N, size_t T, float *Y, size_t ldy, int accumulate) {
+    if (accumulate) return;
+    for (size_t t = 0; t < T; t++) memset(Y + t * ldy, 0, N * sizeof(float));
+}
+
+/* Quantizes the T activation rows into the scratch layout of ak__linear_job. */
+static ak_status quantize_x(const ak__kernels *k, ak__linear_job *job) {
+    size_t nb = job->K / AK__QK, dbytes = job->T * nb * sizeof(float);
+    void *buf = NULL;
+    AK_CHECK(scratch_get(dbytes + job->T * job->K, &buf));
+    job->xd = buf;
+    job->xq = (const int8_t *)buf + dbytes;
+    for (size_t t = 0; t < job->T; t++)
+        k->linear_quantize_x(job->X + t * job->ldx, job->K, (float *)job->xd + t * nb,
+                             (int8_t *)job->xq + t * job->K);
+    return AK_OK;
+}
+
+typedef struct par_ctx {
+    ak__linear_fn fn;
+    const ak__linear_job *job;
+    size_t N;
+} par_ctx;
+
+static void run_units(void *vctx, size_t begin, size_t end, int thread_index) {
+    const par_ctx *c = vctx;
+    (void)thread_index;
+    size_t n1 = end * ROW_UNIT < c->N ? end * ROW_UNIT : c->N;
+    c->fn(c->job, begin * ROW_UNIT, n1);
+}
+
+/* Splits the columns over the pool, or runs them here when the call is small. */
+static void run_columns(ak__linear_fn fn, const ak__linear_job *job, size_t N,
+                        ak_threadpool *pool) {
+    int nthreads = 1;
+    size_t units = div_up(N, ROW_UNIT);
+    if (N * job->row_bytes >= PARALLEL_MIN_BYTES && units > 1) {
+        if (!pool && ak_threadpool_global(&pool) != AK_OK) pool = NULL;
+        if (pool && ak_threadpool_size(pool, &nthreads) != AK_OK) nthreads = 1;
+    }
+    par_ctx c = {fn, job, N};
+    size_t grain = div_up(units, (size_t)nthreads * CHUNKS_PER_THREAD);
+    if (nthreads <= 1 || ak_threadpool_parallel_for(pool, units, grain, run_units, &c) != AK_OK)
+        fn(job, 0, N);
+}
+
+ak_status ak_linear(ak_wtype wtype, const void *W, size_t N, size_t K, const float *X,
+                    size_t ldx, size_t T, float *Y, size_t ldy, int accumulate,
+                    ak_threadpool *pool) {
+    size_t rb = 0;
+    AK_ENSURE_INIT();
+    AK_CHECK(linear_validate(wtype, W, N, K, X, ldx, T, Y, ldy, &rb));
+    if (N == 0 || T == 0) return AK_OK;
+    if (K == 0) {
+        linear_empty(N, T, Y, ldy, accumulate);
+        return AK_OK;
+    }
+    const ak__kernels *k = ak__kernels_active();
+    ak__linear_job job = {.W = W, .row_bytes = rb, .K = K, .T = T, .X = X, .ldx = ldx,
+                          .Y = Y, .ldy = ldy, .accumulate = accumulate != 0};
+    if (is_quantized(wtype)) AK_CHECK(quantize_x(k, &job));
+    run_columns(k->linear[ak__linear_slot(wtype)], &job, N, pool);
+    return AK_OK;
+}

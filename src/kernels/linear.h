@@ -1,0 +1,61 @@
+/* Linear layers over stored weights (ak_linear): the job every ISA kernel receives, the
+ * weight-type slots of the dispatch table, the Q8_0/Q4_0 block layouts and the scalar
+ * references shared by the public entry points and the tests.
+ *
+ * A kernel computes the output columns [n0, n1) of Y for every token t < T; the driver
+ * (linear.c) validates, quantizes the activations when the weights are Q8_0/Q4_0, and
+ * splits N over the thread pool. */
+#ifndef AK_KERNELS_LINEAR_H
+#define AK_KERNELS_LINEAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "accelkit/kernels.h"
+#include "kernels/dispatch.h"
+
+#define AK__QK 32 /* elements per Q8_0 / Q4_0 block */
+
+/* ggml's block layouts (packed, 2-byte aligned at most: a row of blocks is not 4-byte
+ * aligned, so kernels load the f16 scale with memcpy or 16-bit loads). */
+typedef struct ak__block_q8_0 {
+    uint16_t d; /* f16 scale */
+    int8_t qs[AK__QK];
+} ak__block_q8_0;
+
+typedef struct ak__block_q4_0 {
+    uint16_t d;              /* f16 scale */
+    uint8_t qs[AK__QK / 2]; /* element j in the low nibble of qs[j], j + 16 in the high */
+} ak__block_q4_0;
+
+/* Dispatch slots, one kernel per weight storage type. */
+enum { AK__LIN_F32, AK__LIN_F16, AK__LIN_BF16, AK__LIN_Q8_0, AK__LIN_Q4_0 };
+
+/* One ak_linear call as the kernels see it (already validated). */
+typedef struct ak__linear_job {
+    const uint8_t *W;  /* (N, K) weights, row n at W + n·row_bytes */
+    size_t row_bytes, K, T;
+    const float *X;    /* (T, K) f32 activations, row stride ldx (f32/f16/bf16 weights) */
+    size_t ldx;
+    const float *xd;   /* quantized activations (Q8_0/Q4_0 weights): token t's K/32 block */
+    const int8_t *xq;  /* scales (the f16 scale widened) at xd + t·K/32, its K values at */
+                       /* xq + t·K */
+    float *Y;          /* (T, N) output, row stride ldy */
+    size_t ldy;
+    int accumulate;    /* 1: Y +=, 0: Y = */
+} ak__linear_job;
+
+/* The dispatch slot of a weight type; -1 when it is not one of ak_wtype's values. */
+int ak__linear_slot(ak_wtype wtype);
+
+/* Scalar references (kernels/ref/linear_ref.c): the storage conversions behind
+ * ak_quantize_row / ak_dequantize_row, and one row of activations to Q8_0 values
+ * (d[K/32] widened scales, q[K] values), bit-identical to ak_quantize_row's Q8_0. */
+void ak__quantize_row_ref(ak_wtype wtype, const float *src, void *dst, size_t K);
+void ak__dequantize_row_ref(ak_wtype wtype, const void *src, float *dst, size_t K);
+void ak__linear_quantize_x_ref(const float *x, size_t K, float *d, int8_t *q);
+
+/* The f32 value of a Q8_0/Q4_0 block's f16 scale (stored unaligned). */
+float ak__block_scale(const void *block);
+
+#endif /* AK_KERNELS_LINEAR_H */
