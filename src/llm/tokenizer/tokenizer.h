@@ -44,6 +44,8 @@ struct ak_tokenizer {
     uint8_t *types;         /* AK_TOKTYPE_* */
     ak_strmap vocab;        /* text → id */
     char *merge_blob;       /* BPE merges "left right", back to back */
+    size_t *merge_off;      /* n_merges + 1 offsets into merge_blob (rank order) */
+    size_t n_merges;
     ak_strmap merges;       /* merge text → rank */
     int32_t bos, eos, unk, pad;
     int add_bos, add_eos, add_space_prefix;
@@ -52,6 +54,35 @@ struct ak_tokenizer {
     int32_t byte_token[256]; /* SPM: id of <0xXX> (or the 1-byte text), -1 if none */
     size_t max_token_len;    /* WPM: the longest token text, bytes */
 };
+
+/* What a tokenizer is built from: GGUF tokenizer.ggml.* metadata (vocab.c) or a Hugging
+ * Face tokenizer.json (llm/hf/). The arrays are read during the build and not kept. */
+typedef struct ak__tok_spec {
+    ak_tokenizer_kind kind;
+    ak_pretok pre;                 /* BPE only */
+    int32_t n_vocab;
+    const char *const *tokens;     /* n_vocab texts */
+    const size_t *token_lens;      /* their lengths; NULL = NUL-terminated */
+    const float *scores;           /* SPM merge priorities; NULL = all 0 */
+    const uint8_t *types;          /* AK_TOKTYPE_*; NULL = all normal */
+    const char *const *merges;     /* BPE: "left right"; the rank is the index */
+    const size_t *merge_lens;      /* NULL = NUL-terminated */
+    size_t n_merges;
+    int32_t bos, eos, unk, pad;    /* -1 = none */
+    int add_bos, add_eos, add_space_prefix;
+} ak__tok_spec;
+
+/* llama.cpp's defaults of `kind` for the special ids and flags (ids that do not exist in
+ * the vocabulary must be set to -1 by the caller before building). */
+void ak__tok_spec_defaults(ak__tok_spec *s, ak_tokenizer_kind kind);
+/* Builds a tokenizer from `s` (copies everything); AK_ERR_INVALID_MODEL naming what is
+ * wrong: no tokens, a type out of range, an id outside the vocabulary, a bad merge. */
+ak_status ak__tokenizer_build(const ak__tok_spec *s, ak_tokenizer **out);
+
+static inline const char *ak__tok_merge(const ak_tokenizer *t, size_t rank, size_t *len) {
+    *len = t->merge_off[rank + 1] - t->merge_off[rank];
+    return t->merge_blob + t->merge_off[rank];
+}
 
 static inline const char *ak__tok_text(const ak_tokenizer *t, int32_t id, size_t *len) {
     *len = t->text_off[id + 1] - t->text_off[id];

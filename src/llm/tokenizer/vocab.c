@@ -1,6 +1,7 @@
-/* Builds a tokenizer from the tokenizer.ggml.* keys of a GGUF file (llama.cpp's names):
+/* Builds tokenizers: from arrays (ak__tokenizer_build, also used for Hugging Face
+ * tokenizer.json) and from the tokenizer.ggml.* keys of a GGUF file (llama.cpp's names):
  * model, pre, tokens, scores, token_type, merges, bos/eos/unknown/padding ids, add_bos,
- * add_eos, add_space_prefix. Everything needed is copied, so the file may be closed. */
+ * add_eos, add_space_prefix. Everything needed is copied, so the sources may go. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,167 +22,117 @@ ak_status ak__ids_push(ak_ids *ids, int32_t id) {
     return AK_OK;
 }
 
-static int has_key(const ak_gguf *g, const char *key) { return ak__gguf_find(g, key) != NULL; }
+/* ---- building from arrays ------------------------------------------------------------ */
 
-static ak_status read_kind(const ak_gguf *g, ak_tokenizer *t) {
-    const char *s;
-    size_t n;
-    if (!has_key(g, "tokenizer.ggml.model"))
-        return AK_FAIL(AK_ERR_INVALID_MODEL, "GGUF has no tokenizer.ggml.model");
-    AK_CHECK(ak_gguf_get_string(g, "tokenizer.ggml.model", &s, &n));
-    if (n == 5 && memcmp(s, "llama", 5) == 0) t->kind = AK_TOKENIZER_SPM;
-    else if (n == 4 && memcmp(s, "gpt2", 4) == 0) t->kind = AK_TOKENIZER_BPE;
-    else if (n == 4 && memcmp(s, "bert", 4) == 0) t->kind = AK_TOKENIZER_WPM;
-    else return AK_FAIL(AK_ERR_UNSUPPORTED, "tokenizer model '%.*s' is not supported (llama, gpt2, bert)", (int)n, s);
-    if (t->kind != AK_TOKENIZER_BPE) return AK_OK;
-    t->pre = AK_PRETOK_GPT2; /* absent or "default": the GPT-2 split */
-    if (!has_key(g, "tokenizer.ggml.pre")) return AK_OK;
-    AK_CHECK(ak_gguf_get_string(g, "tokenizer.ggml.pre", &s, &n));
-    if (n == 6 && memcmp(s, "falcon", 6) == 0) t->pre = AK_PRETOK_FALCON;
-    else if (!((n == 5 && memcmp(s, "gpt-2", 5) == 0) || (n == 7 && memcmp(s, "default", 7) == 0)))
-        return AK_FAIL(AK_ERR_UNSUPPORTED, "pre-tokenizer '%.*s' is not supported (gpt-2, falcon)", (int)n, s);
-    return AK_OK;
+/* Defaults follow llama.cpp: SPM has <unk>=0, <s>=1, </s>=2 and adds BOS and a space;
+ * BERT has [PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102 and frames the text with CLS/SEP;
+ * GPT-2 uses 11 for BOS and EOS. */
+void ak__tok_spec_defaults(ak__tok_spec *s, ak_tokenizer_kind kind) {
+    int spm = kind == AK_TOKENIZER_SPM, wpm = kind == AK_TOKENIZER_WPM;
+    s->kind = kind;
+    s->pre = kind == AK_TOKENIZER_BPE ? AK_PRETOK_GPT2 : (ak_pretok)0;
+    s->bos = spm ? 1 : wpm ? 101 : 11;
+    s->eos = spm ? 2 : wpm ? 102 : 11;
+    s->unk = spm ? 0 : wpm ? 100 : -1;
+    s->pad = wpm ? 0 : -1;
+    s->add_bos = spm || wpm;
+    s->add_eos = wpm;
+    s->add_space_prefix = spm;
 }
 
-/* An optional per-token array must have exactly one entry per token. */
-static ak_status check_parallel(const ak_gguf *g, const char *key, uint64_t n, int *present) {
-    ak_gguf_type et;
-    uint64_t count;
-    *present = has_key(g, key);
-    if (!*present) return AK_OK;
-    if (ak_gguf_get_array(g, key, &et, &count) != AK_OK || count != n)
-        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s must be an array of %llu entries", key, (unsigned long long)n);
-    return AK_OK;
+static size_t str_len(const char *const *s, const size_t *lens, size_t i) {
+    return lens ? lens[i] : strlen(s[i]);
 }
 
-/* A required array of strings: 1 with its length, or 0 when absent or of another type. */
-static int string_array(const ak_gguf *g, const char *key, uint64_t *n) {
-    ak_gguf_type et;
-    return has_key(g, key) && ak_gguf_get_array(g, key, &et, n) == AK_OK && et == AK_GGUF_STRING;
-}
-
-/* Copies the n strings of array `key` back to back into a new *blob (total bytes, known
- * from a first pass) and maps each text to its index; with `offsets` (n + 1 entries) also
- * records where each starts. keep_last: a repeated text maps to its last index, else the
- * first. */
-static ak_status intern_strings(const ak_gguf *g, const char *key, uint64_t n, size_t total, char **blob,
-                                size_t *offsets, ak_strmap *map, int keep_last) {
+/* Copies n strings back to back into a new *blob with n + 1 `offsets` and maps each text
+ * to its index. keep_last: a repeated text maps to its last index, else the first. */
+static ak_status intern_strings(const char *what, const char *const *s, const size_t *lens,
+                                size_t n, char **blob, size_t **offsets, ak_strmap *map,
+                                int keep_last) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!s[i]) return AK_FAIL(AK_ERR_INVALID_MODEL, "%s %zu is missing", what, i);
+        size_t len = str_len(s, lens, i);
+        if (len > SIZE_MAX - total) return AK_FAIL(AK_ERR_INVALID_MODEL, "%s: too long", what);
+        total += len;
+    }
     *blob = malloc(total ? total : 1);
-    if (!*blob) return AK_FAIL(AK_ERR_NO_MEMORY, "%s: %llu strings", key, (unsigned long long)n);
+    *offsets = malloc((n + 1) * sizeof **offsets);
+    if (!*blob || !*offsets) return AK_FAIL(AK_ERR_NO_MEMORY, "%s: %zu strings", what, n);
     AK_CHECK(ak_strmap_init(map, n));
     size_t off = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        const char *s;
-        size_t len;
-        AK_CHECK(ak_gguf_get_array_string(g, key, i, &s, &len));
-        memcpy(*blob + off, s, len);
-        if (offsets) offsets[i] = off;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = str_len(s, lens, i);
+        memcpy(*blob + off, s[i], len);
+        (*offsets)[i] = off;
         ak_strmap_put(map, *blob + off, len, (int64_t)i, keep_last);
         off += len;
     }
-    if (offsets) offsets[n] = off;
+    (*offsets)[n] = off;
     return AK_OK;
 }
 
-static ak_status read_tokens(const ak_gguf *g, ak_tokenizer *t) {
-    uint64_t n;
-    if (!string_array(g, "tokenizer.ggml.tokens", &n))
-        return AK_FAIL(AK_ERR_INVALID_MODEL, "tokenizer.ggml.tokens must be an array of strings");
-    if (n == 0 || n > INT32_MAX) return AK_FAIL(AK_ERR_INVALID_MODEL, "vocabulary of %llu tokens", (unsigned long long)n);
-    t->n_vocab = (int32_t)n;
-    size_t total = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        const char *s;
-        size_t len;
-        AK_CHECK(ak_gguf_get_array_string(g, "tokenizer.ggml.tokens", i, &s, &len));
-        total += len; /* each string lies inside the file, so the sum cannot overflow */
+static ak_status build_tokens(const ak__tok_spec *s, ak_tokenizer *t) {
+    if (s->n_vocab <= 0 || !s->tokens)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "vocabulary of %d tokens", s->n_vocab);
+    t->n_vocab = s->n_vocab;
+    size_t n = (size_t)s->n_vocab;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = s->tokens[i] ? str_len(s->tokens, s->token_lens, i) : 0;
         if (len > t->max_token_len) t->max_token_len = len;
     }
-    t->text_off = malloc((size_t)(n + 1) * sizeof *t->text_off);
-    if (!t->text_off) return AK_FAIL(AK_ERR_NO_MEMORY, "vocabulary of %llu tokens", (unsigned long long)n);
     /* a repeated text maps to its last id, as in llama.cpp */
-    return intern_strings(g, "tokenizer.ggml.tokens", n, total, &t->blob, t->text_off, &t->vocab, 1);
-}
-
-static ak_status read_scores_types(const ak_gguf *g, ak_tokenizer *t) {
-    uint64_t n = (uint64_t)t->n_vocab;
-    int has_scores, has_types;
-    AK_CHECK(check_parallel(g, "tokenizer.ggml.scores", n, &has_scores));
-    AK_CHECK(check_parallel(g, "tokenizer.ggml.token_type", n, &has_types));
-    t->scores = calloc((size_t)n, sizeof *t->scores);
-    t->types = malloc((size_t)n);
+    AK_CHECK(intern_strings("token", s->tokens, s->token_lens, n, &t->blob, &t->text_off,
+                            &t->vocab, 1));
+    t->scores = calloc(n, sizeof *t->scores);
+    t->types = malloc(n);
     if (!t->scores || !t->types) return AK_FAIL(AK_ERR_NO_MEMORY, "token scores/types");
-    for (uint64_t i = 0; i < n; i++) {
-        double s = 0;
-        int64_t ty = AK_TOKTYPE_NORMAL;
-        if (has_scores && ak_gguf_get_array_float(g, "tokenizer.ggml.scores", i, &s) != AK_OK)
-            return AK_FAIL(AK_ERR_INVALID_MODEL, "tokenizer.ggml.scores must hold floats");
-        if (has_types && ak_gguf_get_array_int(g, "tokenizer.ggml.token_type", i, &ty) != AK_OK)
-            return AK_FAIL(AK_ERR_INVALID_MODEL, "tokenizer.ggml.token_type must hold integers");
-        if (ty < 0 || ty > AK_TOKTYPE_BYTE)
-            return AK_FAIL(AK_ERR_INVALID_MODEL, "token %llu has unknown type %lld", (unsigned long long)i, (long long)ty);
-        t->scores[i] = (float)s;
-        t->types[i] = (uint8_t)ty;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t ty = s->types ? s->types[i] : AK_TOKTYPE_NORMAL;
+        if (ty > AK_TOKTYPE_BYTE)
+            return AK_FAIL(AK_ERR_INVALID_MODEL, "token %zu has unknown type %u", i, ty);
+        t->types[i] = ty;
+        if (s->scores) t->scores[i] = s->scores[i];
     }
     return AK_OK;
 }
 
 /* Merges are "left right"; the rank is the position. Kept whole: a lookup builds the same
  * text from two adjacent symbols. */
-static ak_status read_merges(const ak_gguf *g, ak_tokenizer *t) {
-    uint64_t n;
-    if (!string_array(g, "tokenizer.ggml.merges", &n))
-        return AK_FAIL(AK_ERR_INVALID_MODEL, "a gpt2 tokenizer needs tokenizer.ggml.merges (strings)");
-    size_t total = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        const char *s;
-        size_t len;
-        AK_CHECK(ak_gguf_get_array_string(g, "tokenizer.ggml.merges", i, &s, &len));
-        if (len < 3 || !memchr(s + 1, ' ', len - 1))
-            return AK_FAIL(AK_ERR_INVALID_MODEL, "merge %llu ('%.*s') is not 'left right'",
-                           (unsigned long long)i, (int)(len < 64 ? len : 64), s);
-        total += len;
+static ak_status build_merges(const ak__tok_spec *s, ak_tokenizer *t) {
+    if (!s->merges && s->n_merges)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%zu merges without texts", s->n_merges);
+    for (size_t i = 0; i < s->n_merges; i++) {
+        const char *m = s->merges[i];
+        size_t len = m ? str_len(s->merges, s->merge_lens, i) : 0;
+        if (len < 3 || !memchr(m + 1, ' ', len - 1))
+            return AK_FAIL(AK_ERR_INVALID_MODEL, "merge %zu ('%.*s') is not 'left right'", i,
+                           (int)(len < 64 ? len : 64), m ? m : "");
     }
-    return intern_strings(g, "tokenizer.ggml.merges", n, total, &t->merge_blob, NULL, &t->merges, 0);
+    t->n_merges = s->n_merges;
+    return intern_strings("merge", s->merges, s->merge_lens, s->n_merges, &t->merge_blob,
+                          &t->merge_off, &t->merges, 0);
 }
 
-/* An optional token id; out of range is a malformed file. */
-static ak_status read_id(const ak_gguf *g, const ak_tokenizer *t, const char *key, int32_t *id) {
-    if (!has_key(g, key)) {
-        if (*id >= t->n_vocab) *id = -1; /* the default does not exist in this vocabulary */
-        return AK_OK;
-    }
-    int64_t v;
-    if (ak_gguf_get_int(g, key, &v) != AK_OK || v < -1 || v >= t->n_vocab)
-        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s is not a token id of this vocabulary", key);
-    *id = (int32_t)v;
+static ak_status check_id(const ak_tokenizer *t, const char *what, int32_t id) {
+    if (id < -1 || id >= t->n_vocab)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s id %d is not a token of this vocabulary of %d",
+                       what, id, t->n_vocab);
     return AK_OK;
 }
 
-static ak_status read_flag(const ak_gguf *g, const char *key, int *flag) {
-    if (!has_key(g, key)) return AK_OK;
-    if (ak_gguf_get_bool(g, key, flag) != AK_OK) return AK_FAIL(AK_ERR_INVALID_MODEL, "%s must be a bool", key);
-    return AK_OK;
-}
-
-/* Defaults follow llama.cpp: SPM has <unk>=0, <s>=1, </s>=2 and adds BOS and a space;
- * BERT has [PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102 and frames the text with CLS/SEP. */
-static ak_status read_specials(const ak_gguf *g, ak_tokenizer *t) {
-    int spm = t->kind == AK_TOKENIZER_SPM, wpm = t->kind == AK_TOKENIZER_WPM;
-    t->bos = spm ? 1 : wpm ? 101 : 11;
-    t->eos = spm ? 2 : wpm ? 102 : 11;
-    t->unk = spm ? 0 : wpm ? 100 : -1;
-    t->pad = wpm ? 0 : -1;
-    t->add_bos = spm || wpm;
-    t->add_eos = wpm;
-    t->add_space_prefix = spm;
-    AK_CHECK(read_id(g, t, "tokenizer.ggml.bos_token_id", &t->bos));
-    AK_CHECK(read_id(g, t, "tokenizer.ggml.eos_token_id", &t->eos));
-    AK_CHECK(read_id(g, t, "tokenizer.ggml.unknown_token_id", &t->unk));
-    AK_CHECK(read_id(g, t, "tokenizer.ggml.padding_token_id", &t->pad));
-    AK_CHECK(read_flag(g, "tokenizer.ggml.add_bos_token", &t->add_bos));
-    AK_CHECK(read_flag(g, "tokenizer.ggml.add_eos_token", &t->add_eos));
-    AK_CHECK(read_flag(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix));
+static ak_status build_specials(const ak__tok_spec *s, ak_tokenizer *t) {
+    AK_CHECK(check_id(t, "bos", s->bos));
+    AK_CHECK(check_id(t, "eos", s->eos));
+    AK_CHECK(check_id(t, "unknown", s->unk));
+    AK_CHECK(check_id(t, "padding", s->pad));
+    t->bos = s->bos;
+    t->eos = s->eos;
+    t->unk = s->unk;
+    t->pad = s->pad;
+    t->add_bos = s->add_bos;
+    t->add_eos = s->add_eos;
+    t->add_space_prefix = s->add_space_prefix;
     return AK_OK;
 }
 
@@ -241,6 +192,7 @@ ak_status ak_tokenizer_free(ak_tokenizer *t) {
     free(t->scores);
     free(t->types);
     free(t->merge_blob);
+    free(t->merge_off);
     free(t->specials);
     ak_strmap_free(&t->vocab);
     ak_strmap_free(&t->merges);
@@ -248,23 +200,191 @@ ak_status ak_tokenizer_free(ak_tokenizer *t) {
     return AK_OK;
 }
 
-ak_status ak_tokenizer_from_gguf(const ak_gguf *g, ak_tokenizer **out) {
-    AK_ARG_CHECK(g != NULL && out != NULL, "gguf or out is NULL");
+ak_status ak__tokenizer_build(const ak__tok_spec *s, ak_tokenizer **out) {
+    AK_ARG_CHECK(s != NULL && out != NULL, "spec or out is NULL");
     *out = NULL;
+    if (s->kind != AK_TOKENIZER_SPM && s->kind != AK_TOKENIZER_BPE && s->kind != AK_TOKENIZER_WPM)
+        return AK_FAIL(AK_ERR_INVALID_ARG, "tokenizer kind %d", (int)s->kind);
+    if (s->kind == AK_TOKENIZER_BPE && s->pre != AK_PRETOK_GPT2 && s->pre != AK_PRETOK_FALCON)
+        return AK_FAIL(AK_ERR_INVALID_ARG, "byte-level BPE pre-tokenizer %d", (int)s->pre);
     ak_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return AK_FAIL(AK_ERR_NO_MEMORY, "tokenizer");
+    t->kind = s->kind;
+    t->pre = s->pre;
     ak_status st;
-    AK_CHECK_GOTO(st, read_kind(g, t));
-    AK_CHECK_GOTO(st, read_tokens(g, t));
-    AK_CHECK_GOTO(st, read_scores_types(g, t));
-    if (t->kind == AK_TOKENIZER_BPE) AK_CHECK_GOTO(st, read_merges(g, t));
-    AK_CHECK_GOTO(st, read_specials(g, t));
+    AK_CHECK_GOTO(st, build_tokens(s, t));
+    AK_CHECK_GOTO(st, build_merges(s, t));
+    AK_CHECK_GOTO(st, build_specials(s, t));
     AK_CHECK_GOTO(st, collect_specials(t));
     find_byte_tokens(t);
     *out = t;
     return AK_OK;
 fail:
     ak_tokenizer_free(t);
+    return st;
+}
+
+/* ---- from GGUF metadata -------------------------------------------------------------- */
+
+static int has_key(const ak_gguf *g, const char *key) { return ak__gguf_find(g, key) != NULL; }
+
+static ak_status read_kind(const ak_gguf *g, ak__tok_spec *s) {
+    const char *str;
+    size_t n;
+    if (!has_key(g, "tokenizer.ggml.model"))
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "GGUF has no tokenizer.ggml.model");
+    AK_CHECK(ak_gguf_get_string(g, "tokenizer.ggml.model", &str, &n));
+    if (n == 5 && memcmp(str, "llama", 5) == 0) ak__tok_spec_defaults(s, AK_TOKENIZER_SPM);
+    else if (n == 4 && memcmp(str, "gpt2", 4) == 0) ak__tok_spec_defaults(s, AK_TOKENIZER_BPE);
+    else if (n == 4 && memcmp(str, "bert", 4) == 0) ak__tok_spec_defaults(s, AK_TOKENIZER_WPM);
+    else return AK_FAIL(AK_ERR_UNSUPPORTED, "tokenizer model '%.*s' is not supported (llama, gpt2, bert)", (int)n, str);
+    /* pre absent or "default": the GPT-2 split */
+    if (s->kind != AK_TOKENIZER_BPE || !has_key(g, "tokenizer.ggml.pre")) return AK_OK;
+    AK_CHECK(ak_gguf_get_string(g, "tokenizer.ggml.pre", &str, &n));
+    if (n == 6 && memcmp(str, "falcon", 6) == 0) s->pre = AK_PRETOK_FALCON;
+    else if (!((n == 5 && memcmp(str, "gpt-2", 5) == 0) || (n == 7 && memcmp(str, "default", 7) == 0)))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "pre-tokenizer '%.*s' is not supported (gpt-2, falcon)", (int)n, str);
+    return AK_OK;
+}
+
+/* An optional per-token array must have exactly one entry per token. */
+static ak_status check_parallel(const ak_gguf *g, const char *key, uint64_t n, int *present) {
+    ak_gguf_type et;
+    uint64_t count;
+    *present = has_key(g, key);
+    if (!*present) return AK_OK;
+    if (ak_gguf_get_array(g, key, &et, &count) != AK_OK || count != n)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s must be an array of %llu entries", key, (unsigned long long)n);
+    return AK_OK;
+}
+
+/* A required array of strings: 1 with its length, or 0 when absent or of another type. */
+static int string_array(const ak_gguf *g, const char *key, uint64_t *n) {
+    ak_gguf_type et;
+    return has_key(g, key) && ak_gguf_get_array(g, key, &et, n) == AK_OK && et == AK_GGUF_STRING;
+}
+
+/* Pointers to the n strings of array `key` (they stay in the mapped file). */
+static ak_status gather_strings(const ak_gguf *g, const char *key, uint64_t n,
+                                const char ***s, size_t **lens) {
+    *s = malloc((size_t)(n ? n : 1) * sizeof **s);
+    *lens = malloc((size_t)(n ? n : 1) * sizeof **lens);
+    if (!*s || !*lens) return AK_FAIL(AK_ERR_NO_MEMORY, "%s: %llu strings", key, (unsigned long long)n);
+    for (uint64_t i = 0; i < n; i++) AK_CHECK(ak_gguf_get_array_string(g, key, i, &(*s)[i], &(*lens)[i]));
+    return AK_OK;
+}
+
+/* The arrays a GGUF spec points to, freed after the build. */
+typedef struct gguf_arrays {
+    const char **tokens, **merges;
+    size_t *token_lens, *merge_lens;
+    float *scores;
+    uint8_t *types;
+} gguf_arrays;
+
+static void gguf_arrays_free(gguf_arrays *a) {
+    free(a->tokens);
+    free(a->merges);
+    free(a->token_lens);
+    free(a->merge_lens);
+    free(a->scores);
+    free(a->types);
+}
+
+static ak_status read_tokens(const ak_gguf *g, ak__tok_spec *s, gguf_arrays *a) {
+    uint64_t n;
+    if (!string_array(g, "tokenizer.ggml.tokens", &n))
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "tokenizer.ggml.tokens must be an array of strings");
+    if (n == 0 || n > INT32_MAX) return AK_FAIL(AK_ERR_INVALID_MODEL, "vocabulary of %llu tokens", (unsigned long long)n);
+    s->n_vocab = (int32_t)n;
+    AK_CHECK(gather_strings(g, "tokenizer.ggml.tokens", n, &a->tokens, &a->token_lens));
+    s->tokens = a->tokens;
+    s->token_lens = a->token_lens;
+    return AK_OK;
+}
+
+static ak_status read_scores_types(const ak_gguf *g, ak__tok_spec *s, gguf_arrays *a) {
+    uint64_t n = (uint64_t)s->n_vocab;
+    int has_scores, has_types;
+    AK_CHECK(check_parallel(g, "tokenizer.ggml.scores", n, &has_scores));
+    AK_CHECK(check_parallel(g, "tokenizer.ggml.token_type", n, &has_types));
+    a->scores = calloc((size_t)n, sizeof *a->scores);
+    a->types = malloc((size_t)n);
+    if (!a->scores || !a->types) return AK_FAIL(AK_ERR_NO_MEMORY, "token scores/types");
+    for (uint64_t i = 0; i < n; i++) {
+        double sc = 0;
+        int64_t ty = AK_TOKTYPE_NORMAL;
+        if (has_scores && ak_gguf_get_array_float(g, "tokenizer.ggml.scores", i, &sc) != AK_OK)
+            return AK_FAIL(AK_ERR_INVALID_MODEL, "tokenizer.ggml.scores must hold floats");
+        if (has_types && ak_gguf_get_array_int(g, "tokenizer.ggml.token_type", i, &ty) != AK_OK)
+            return AK_FAIL(AK_ERR_INVALID_MODEL, "tokenizer.ggml.token_type must hold integers");
+        if (ty < 0 || ty > AK_TOKTYPE_BYTE)
+            return AK_FAIL(AK_ERR_INVALID_MODEL, "token %llu has unknown type %lld", (unsigned long long)i, (long long)ty);
+        a->scores[i] = (float)sc;
+        a->types[i] = (uint8_t)ty;
+    }
+    s->scores = a->scores;
+    s->types = a->types;
+    return AK_OK;
+}
+
+static ak_status read_merges(const ak_gguf *g, ak__tok_spec *s, gguf_arrays *a) {
+    uint64_t n;
+    if (!string_array(g, "tokenizer.ggml.merges", &n))
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "a gpt2 tokenizer needs tokenizer.ggml.merges (strings)");
+    AK_CHECK(gather_strings(g, "tokenizer.ggml.merges", n, &a->merges, &a->merge_lens));
+    s->merges = a->merges;
+    s->merge_lens = a->merge_lens;
+    s->n_merges = (size_t)n;
+    return AK_OK;
+}
+
+/* An optional token id; out of range is a malformed file. */
+static ak_status read_id(const ak_gguf *g, const ak__tok_spec *s, const char *key, int32_t *id) {
+    if (!has_key(g, key)) {
+        if (*id >= s->n_vocab) *id = -1; /* the default does not exist in this vocabulary */
+        return AK_OK;
+    }
+    int64_t v;
+    if (ak_gguf_get_int(g, key, &v) != AK_OK || v < -1 || v >= s->n_vocab)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s is not a token id of this vocabulary", key);
+    *id = (int32_t)v;
+    return AK_OK;
+}
+
+static ak_status read_flag(const ak_gguf *g, const char *key, int *flag) {
+    if (!has_key(g, key)) return AK_OK;
+    if (ak_gguf_get_bool(g, key, flag) != AK_OK) return AK_FAIL(AK_ERR_INVALID_MODEL, "%s must be a bool", key);
+    return AK_OK;
+}
+
+static ak_status read_specials(const ak_gguf *g, ak__tok_spec *s) {
+    AK_CHECK(read_id(g, s, "tokenizer.ggml.bos_token_id", &s->bos));
+    AK_CHECK(read_id(g, s, "tokenizer.ggml.eos_token_id", &s->eos));
+    AK_CHECK(read_id(g, s, "tokenizer.ggml.unknown_token_id", &s->unk));
+    AK_CHECK(read_id(g, s, "tokenizer.ggml.padding_token_id", &s->pad));
+    AK_CHECK(read_flag(g, "tokenizer.ggml.add_bos_token", &s->add_bos));
+    AK_CHECK(read_flag(g, "tokenizer.ggml.add_eos_token", &s->add_eos));
+    AK_CHECK(read_flag(g, "tokenizer.ggml.add_space_prefix", &s->add_space_prefix));
+    return AK_OK;
+}
+
+ak_status ak_tokenizer_from_gguf(const ak_gguf *g, ak_tokenizer **out) {
+    AK_ARG_CHECK(g != NULL && out != NULL, "gguf or out is NULL");
+    *out = NULL;
+    ak__tok_spec s;
+    memset(&s, 0, sizeof s);
+    gguf_arrays a;
+    memset(&a, 0, sizeof a);
+    ak_status st;
+    AK_CHECK_GOTO(st, read_kind(g, &s));
+    AK_CHECK_GOTO(st, read_tokens(g, &s, &a));
+    AK_CHECK_GOTO(st, read_scores_types(g, &s, &a));
+    if (s.kind == AK_TOKENIZER_BPE) AK_CHECK_GOTO(st, read_merges(g, &s, &a));
+    AK_CHECK_GOTO(st, read_specials(g, &s));
+    st = ak__tokenizer_build(&s, out);
+fail:
+    gguf_arrays_free(&a);
     return st;
 }
 
