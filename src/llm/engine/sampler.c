@@ -1,0 +1,532 @@
+/* Token sampling (see sampler.h for the order of the transformations).
+ *
+ * How a token is sampled without sorting the vocabulary:
+ *   1. work[] = penalized logits (a copy; penalties touch only the tokens in the history),
+ *      scaled by 1/T; m = their maximum;
+ *   2. work[] = e_i = exp(z_i - m), the unnormalized probabilities (the maximum is 1);
+ *   3. top-k / top-p: a histogram of e over buckets that are a monotone function of e's
+ *      bits (16 per octave) says which bucket holds the cut-off; only that bucket's
+ *      members are gathered and a (weighted) quickselect finds the exact cut-off element;
+ *   4. min-p is a threshold on e (e ≥ min_p, since the maximum is 1);
+ *   5. the kept set is then "every token before the cut-off in the order (e descending,
+ *      id ascending)", so one pass sums its mass and one pass draws.
+ * Greedy is an argmax over the penalized logits, and over the raw logits when no penalty
+ * applies. */
+#include "llm/engine/sampler.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+
+#define HIST_PROMPT 0x80000000u
+#define HIST_COUNT 0x7fffffffu
+
+ak_status ak_sampling_params_default(ak_sampling_params *p) {
+    AK_ARG_CHECK(p != NULL, "ak_sampling_params_default: p is NULL");
+    memset(p, 0, sizeof *p);
+    p->temperature = 1.0f;
+    p->top_k = 0;
+    p->top_p = 1.0f;
+    p->min_p = 0.0f;
+    p->repetition_penalty = 1.0f;
+    return AK_OK;
+}
+
+/* ---- parameters and RNG ------------------------------------------------------------ */
+
+static ak_status check_params(const ak_sampling_params *p) {
+    AK_ARG_CHECK(isfinite(p->temperature) && p->temperature >= 0.0f,
+                 "sampling: temperature must be a finite number >= 0 (got %g)",
+                 (double)p->temperature);
+    AK_ARG_CHECK(p->top_k >= 0, "sampling: top_k must be >= 0 (0 = off; got %d)", (int)p->top_k);
+    AK_ARG_CHECK(p->top_p > 0.0f && p->top_p <= 1.0f,
+                 "sampling: top_p must be in (0, 1] (1 = off; got %g)", (double)p->top_p);
+    AK_ARG_CHECK(p->min_p >= 0.0f && p->min_p <= 1.0f,
+                 "sampling: min_p must be in [0, 1] (0 = off; got %g)", (double)p->min_p);
+    AK_ARG_CHECK(isfinite(p->repetition_penalty) && p->repetition_penalty > 0.0f,
+                 "sampling: repetition_penalty must be a finite number > 0 (1 = off; got %g)",
+                 (double)p->repetition_penalty);
+    AK_ARG_CHECK(isfinite(p->presence_penalty),
+                 "sampling: presence_penalty must be finite (got %g)", (double)p->presence_penalty);
+    AK_ARG_CHECK(isfinite(p->frequency_penalty),
+                 "sampling: frequency_penalty must be finite (got %g)",
+                 (double)p->frequency_penalty);
+    AK_ARG_CHECK(p->n_logprobs >= 0 && p->n_logprobs <= 20,
+                 "sampling: n_logprobs must be in 0..20 (got %d)", (int)p->n_logprobs);
+    return AK_OK;
+}
+
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* SplitMix64 (Steele et al. 2014): the state walks by the golden gamma and each output is
+ * a strong mix of it. The start depends on both the seed and the stream, mixed separately
+ * so that (seed, stream) pairs do not collide by simple arithmetic. */
+static void rng_seed(ak__sampler *s) {
+    s->rng_state = mix64(s->p.seed ^ mix64(s->stream + 0x6a09e667f3bcc909ull));
+}
+
+static uint64_t rng_next(ak__sampler *s) {
+    s->rng_state += 0x9e3779b97f4a7c15ull;
+    return mix64(s->rng_state);
+}
+
+double ak__sampler_uniform(ak__sampler *s) {
+    return (double)(rng_next(s) >> 11) * 0x1.0p-53;
+}
+
+/* ---- lifetime and history ---------------------------------------------------------- */
+
+ak_status ak__sampler_init(ak__sampler *s, int32_t n_vocab, const ak_sampling_params *p,
+                           uint64_t stream) {
+    AK_ARG_CHECK(s != NULL, "ak__sampler_init: s is NULL");
+    memset(s, 0, sizeof *s);
+    AK_ARG_CHECK(p != NULL, "ak__sampler_init: sampling parameters are NULL");
+    AK_ARG_CHECK(n_vocab > 0, "ak__sampler_init: n_vocab must be > 0 (got %d)", (int)n_vocab);
+    AK_CHECK(check_params(p));
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->stream = stream;
+    size_t n = (size_t)n_vocab;
+    s->hist = calloc(n, sizeof *s->hist);
+    s->touched = malloc(n * sizeof *s->touched);
+    s->work = malloc(n * sizeof *s->work);
+    s->idx = malloc(n * sizeof *s->idx);
+    s->bucket_count = malloc(AK__SAMPLER_BUCKETS * sizeof *s->bucket_count);
+    s->bucket_mass = malloc(AK__SAMPLER_BUCKETS * sizeof *s->bucket_mass);
+    if (!s->hist || !s->touched || !s->work || !s->idx || !s->bucket_count ||
+        !s->bucket_mass) {
+        ak__sampler_free(s);
+        return AK_FAIL(AK_ERR_NO_MEMORY, "ak__sampler_init: no memory for a %d-token vocabulary",
+                       (int)n_vocab);
+    }
+    rng_seed(s);
+    return AK_OK;
+}
+
+void ak__sampler_free(ak__sampler *s) {
+    if (!s) return;
+    free(s->hist);
+    free(s->touched);
+    free(s->work);
+    free(s->idx);
+    free(s->bucket_count);
+    free(s->bucket_mass);
+    s->hist = NULL;
+    s->touched = NULL;
+    s->work = NULL;
+    s->idx = NULL;
+    s->bucket_count = NULL;
+    s->bucket_mass = NULL;
+    s->n_touched = 0;
+}
+
+void ak__sampler_reset(ak__sampler *s) {
+    for (int32_t i = 0; i < s->n_touched; i++) s->hist[s->touched[i]] = 0;
+    s->n_touched = 0;
+    rng_seed(s);
+}
+
+void ak__sampler_accept(ak__sampler *s, int32_t token, int is_prompt) {
+    if (token < 0 || token >= s->n_vocab) return;
+    uint32_t h = s->hist[token];
+    if (h == 0) s->touched[s->n_touched++] = token;
+    if (is_prompt)
+        h |= HIST_PROMPT;
+    else if ((h & HIST_COUNT) != HIST_COUNT)
+        h++;
+    s->hist[token] = h;
+}
+
+/* ---- penalized logits -------------------------------------------------------------- */
+
+static int penalties_on(const ak__sampler *s) {
+    return s->n_touched > 0 &&
+           (s->p.repetition_penalty != 1.0f || s->p.presence_penalty != 0.0f ||
+            s->p.frequency_penalty != 0.0f);
+}
+
+/* NaN counts as -inf; +inf is clamped so that z - max stays a number. */
+static float sanitize(float x) {
+    if (x != x) return -INFINITY;
+    return x > FLT_MAX ? FLT_MAX : x;
+}
+
+static float penalize(const ak__sampler *s, float x, uint32_t h) {
+    if (h == 0) return x;
+    float rp = s->p.repetition_penalty;
+    if (rp != 1.0f) x = x > 0.0f ? x / rp : x * rp;
+    uint32_t gen = h & HIST_COUNT;
+    if (gen) x -= s->p.presence_penalty + s->p.frequency_penalty * (float)gen;
+    return sanitize(x);
+}
+
+/* work = the sanitized, penalized logits. */
+static void load_logits(ak__sampler *s, const float *logits) {
+    float *w = s->work;
+    int32_t n = s->n_vocab;
+    for (int32_t i = 0; i < n; i++) w[i] = sanitize(logits[i]);
+    if (!penalties_on(s)) return;
+    for (int32_t j = 0; j < s->n_touched; j++) {
+        int32_t t = s->touched[j];
+        w[t] = penalize(s, w[t], s->hist[t]);
+    }
+}
+
+/* The first index of the maximum; NaN never wins (0 when everything is NaN or -inf). */
+static int32_t argmax(const float *x, int32_t n) {
+    int32_t best = 0;
+    float bv = -INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        if (x[i] > bv) {
+            bv = x[i];
+            best = i;
+        }
+    return best;
+}
+
+/* ---- probabilities ----------------------------------------------------------------- */
+
+/* exp(x) for x <= 0, relative error ~2e-7, exactly 1 at 0 and exactly 0 below -87 (so
+ * tokens masked with -inf can never be drawn). Branch-free so loops over it vectorize. */
+static inline float exp_nonpos(float x) {
+    const float magic = 12582912.0f; /* 1.5·2^23: adding it rounds to an integer */
+    float xc = x < -87.0f ? -87.0f : x;
+    float t = xc * 1.44269504f + magic;
+    float n = t - magic;
+    float r = xc - n * 0.693145752f; /* ln2 split in two for an exact product */
+    r = r - n * 1.42860677e-6f;
+    float q = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 +
+                                                                   r * (1.0f / 720))))));
+    union {
+        float f;
+        int32_t i;
+    } tb = {t}, sc;
+    sc.i = (tb.i - 0x4B400000 + 127) * (1 << 23);
+    float e = q * sc.f;
+    return x < -87.0f ? 0.0f : e;
+}
+
+/* z = work·inv_t (clamped), returns the maximum. */
+static float scale_max(float *w, int32_t n, float inv_t) {
+    float m = -INFINITY;
+    for (int32_t i = 0; i < n; i++) {
+        float z = w[i] * inv_t;
+        z = z > FLT_MAX ? FLT_MAX : z;
+        w[i] = z;
+        m = z > m ? z : m;
+    }
+    return m;
+}
+
+/* work = exp(work - m); when every logit is -inf the distribution is uniform. */
+static void exponentiate(float *w, int32_t n, float m) {
+    if (m == -INFINITY) {
+        for (int32_t i = 0; i < n; i++) w[i] = 1.0f;
+        return;
+    }
+    for (int32_t i = 0; i < n; i++) w[i] = exp_nonpos(w[i] - m);
+}
+
+/* ---- the kept set ------------------------------------------------------------------ */
+
+/* Token i is kept iff e_i > thr, or e_i == thr and i <= tie: a prefix of the order
+ * (e descending, id ascending). thr = -1 keeps everything. */
+typedef struct cutoff {
+    float thr;
+    int32_t tie;
+} cutoff;
+
+static int kept(cutoff c, float e, int32_t i) { return e > c.thr || (e == c.thr && i <= c.tie); }
+
+/* The smaller of two prefixes. */
+static cutoff tighter(cutoff a, cutoff b) {
+    return (a.thr > b.thr || (a.thr == b.thr && a.tie < b.tie)) ? a : b;
+}
+
+/* Bucket of a probability e in [0, 1]: monotone in e (its bits), 16 per octave. */
+static int32_t bucket_of(float e) {
+    union {
+        float f;
+        uint32_t u;
+    } b = {e};
+    uint32_t d = (0x3f800000u - b.u) >> (23 - 4);
+    return d < AK__SAMPLER_BUCKETS - 1 ? (int32_t)d : AK__SAMPLER_BUCKETS - 1;
+}
+
+static void histogram(ak__sampler *s) {
+    memset(s->bucket_count, 0, AK__SAMPLER_BUCKETS * sizeof *s->bucket_count);
+    memset(s->bucket_mass, 0, AK__SAMPLER_BUCKETS * sizeof *s->bucket_mass);
+    const float *e = s->work;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        int32_t b = bucket_of(e[i]);
+        s->bucket_count[b]++;
+        s->bucket_mass[b] += e[i];
+    }
+}
+
+static int32_t gather(ak__sampler *s, int32_t bucket) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (bucket_of(s->work[i]) == bucket) s->idx[n++] = i;
+    return n;
+}
+
+static int before(const float *e, int32_t a, int32_t b) {
+    return e[a] > e[b] || (e[a] == e[b] && a < b);
+}
+
+static void swap_idx(int32_t *v, int32_t a, int32_t b) {
+    int32_t t = v[a];
+    v[a] = v[b];
+    v[b] = t;
+}
+
+/* Partitions v[lo..hi) around a median-of-three pivot; returns the pivot's position and
+ * the weight (count or mass) of the elements placed before it. */
+static int32_t partition(const float *e, int32_t *v, int32_t lo, int32_t hi, int weighted,
+                         double *w_before) {
+    int32_t mid = lo + (hi - lo) / 2, last = hi - 1;
+    if (before(e, v[mid], v[lo])) swap_idx(v, mid, lo);
+    if (before(e, v[last], v[lo])) swap_idx(v, last, lo);
+    if (before(e, v[mid], v[last])) swap_idx(v, mid, last); /* median now at last */
+    int32_t pivot = v[last], store = lo;
+    double w = 0.0;
+    for (int32_t j = lo; j < last; j++)
+        if (before(e, v[j], pivot)) {
+            w += weighted ? (double)e[v[j]] : 1.0;
+            swap_idx(v, store++, j);
+        }
+    swap_idx(v, store, last);
+    *w_before = w;
+    return store;
+}
+
+/* Reorders v[0..n) so that v[0..pos] is the shortest prefix of the order whose weight
+ * (count, or mass when `weighted`) reaches `need`, and returns pos. When rounding leaves
+ * `need` unreached, everything is kept (pos = n - 1). Expected O(n). */
+static int32_t select_prefix(const float *e, int32_t *v, int32_t n, double need, int weighted) {
+    int32_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+        double wb;
+        int32_t p = partition(e, v, lo, hi, weighted, &wb);
+        double wp = weighted ? (double)e[v[p]] : 1.0;
+        if (wb >= need) {
+            hi = p;
+        } else if (wb + wp >= need) {
+            return p;
+        } else {
+            need -= wb + wp;
+            lo = p + 1;
+            if (lo == hi) return p;
+        }
+    }
+    return lo;
+}
+
+static cutoff cut_at(const ak__sampler *s, int32_t token) {
+    cutoff c = {s->work[token], token};
+    return c;
+}
+
+static double mass_of(const float *e, const int32_t *v, int32_t n) {
+    double m = 0.0;
+    for (int32_t i = 0; i < n; i++) m += e[v[i]];
+    return m;
+}
+
+/* Top-k then top-p over e = work (max 1): the cut-off, from the histogram. */
+static cutoff topk_topp(ak__sampler *s) {
+    cutoff c = {-1.0f, INT32_MAX};
+    const float *e = s->work;
+    int32_t k = s->p.top_k;
+    int use_k = k > 0 && k < s->n_vocab, use_p = s->p.top_p < 1.0f;
+    if (!use_k && !use_p) return c;
+    histogram(s);
+    /* top-k: bucket bk holds the k-th token; idx[0..nk) will be its members in the set */
+    int32_t bk = AK__SAMPLER_BUCKETS, nk = 0;
+    double mass_k = 0.0, cum_mass = 0.0;
+    if (use_k) {
+        int64_t cum = 0;
+        for (int32_t b = 0; b < AK__SAMPLER_BUCKETS; b++) {
+            if (cum + s->bucket_count[b] >= k) {
+                bk = b;
+                break;
+            }
+            cum += s->bucket_count[b];
+            cum_mass += s->bucket_mass[b];
+        }
+        int32_t ng = gather(s, bk);
+        int32_t pos = select_prefix(e, s->idx, ng, (double)(k - cum), 0);
+        nk = pos + 1;
+        c = cut_at(s, s->idx[pos]);
+        mass_k = cum_mass + mass_of(e, s->idx, nk);
+    } else {
+        for (int32_t b = 0; b < AK__SAMPLER_BUCKETS; b++) mass_k += s->bucket_mass[b];
+    }
+    if (!use_p) return c;
+    /* top-p inside the top-k set: whole buckets before bk, then bk's kept members */
+    double target = (double)s->p.top_p * mass_k, cum = 0.0;
+    for (int32_t b = 0; b < bk; b++) {
+        if (cum + s->bucket_mass[b] >= target) {
+            int32_t ng = gather(s, b);
+            int32_t pos = select_prefix(e, s->idx, ng, target - cum, 1);
+            return cut_at(s, s->idx[pos]);
+        }
+        cum += s->bucket_mass[b];
+    }
+    if (bk < AK__SAMPLER_BUCKETS && nk > 0) {
+        int32_t pos = select_prefix(e, s->idx, nk, target - cum, 1);
+        return cut_at(s, s->idx[pos]);
+    }
+    return c; /* rounding: the whole set */
+}
+
+/* Everything up to the kept set: work = e (max 1), the cut-off and the kept mass. */
+static cutoff prepare(ak__sampler *s, const float *logits, float *max_z, double *mass) {
+    load_logits(s, logits);
+    float m = scale_max(s->work, s->n_vocab, 1.0f / s->p.temperature);
+    exponentiate(s->work, s->n_vocab, m);
+    cutoff c = topk_topp(s);
+    if (s->p.min_p > 0.0f) {
+        cutoff cm = {s->p.min_p, INT32_MAX};
+        c = tighter(c, cm);
+    }
+    double sum = 0.0;
+    const float *e = s->work;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (kept(c, e[i], i)) sum += e[i];
+    *max_z = m;
+    *mass = sum;
+    return c;
+}
+
+void ak__sampler_dist(ak__sampler *s, const float *logits, float *probs) {
+    int32_t n = s->n_vocab;
+    if (s->p.temperature == 0.0f) {
+        load_logits(s, logits);
+        memset(probs, 0, (size_t)n * sizeof *probs);
+        probs[argmax(s->work, n)] = 1.0f;
+        return;
+    }
+    float m;
+    double mass;
+    cutoff c = prepare(s, logits, &m, &mass);
+    double inv = 1.0 / mass;
+    const float *e = s->work;
+    for (int32_t i = 0; i < n; i++) probs[i] = kept(c, e[i], i) ? (float)(e[i] * inv) : 0.0f;
+}
+
+int32_t ak__sampler_draw(ak__sampler *s, const float *probs) {
+    double u = ak__sampler_uniform(s), acc = 0.0;
+    int32_t last = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        if (probs[i] <= 0.0f) continue;
+        acc += probs[i];
+        last = i;
+        if (acc > u) return i;
+    }
+    return last; /* the sum fell short of u by rounding */
+}
+
+/* ---- sample ------------------------------------------------------------------------ */
+
+/* The n most likely tokens of `val` (descending, ids ascending on ties) among those with
+ * keep(i) (c) and val > floor; returns their count. */
+static int32_t top_n(const float *val, int32_t n_vocab, cutoff c, float floor, int32_t n,
+                     int32_t *out) {
+    int32_t cnt = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        float v = val[i];
+        if (!(v > floor) || !kept(c, v, i)) continue;
+        if (cnt == n && !(v > val[out[n - 1]])) continue;
+        int32_t j = cnt < n ? cnt++ : n - 1;
+        while (j > 0 && v > val[out[j - 1]]) {
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j] = i;
+    }
+    return cnt;
+}
+
+/* The scaled, penalized logit of one token: z_t as in work before exponentiation. */
+static float score(const ak__sampler *s, const float *logits, int32_t t, float inv_t) {
+    float x = sanitize(logits[t]);
+    if (penalties_on(s)) x = penalize(s, x, s->hist[t]);
+    float z = x * inv_t;
+    return z > FLT_MAX ? FLT_MAX : z;
+}
+
+/* log p(t) of a kept token, from its logit rather than from e_t, so that it keeps full
+ * precision even where e_t is tiny. m = -inf: every logit was -inf, uniform. */
+static float log_prob(const ak__sampler *s, const float *logits, int32_t t, float m,
+                      double mass) {
+    if (m == -INFINITY) return (float)-log(mass);
+    float z = score(s, logits, t, 1.0f / s->p.temperature);
+    return (float)((double)z - (double)m - log(mass));
+}
+
+static int32_t sample_greedy(ak__sampler *s, const float *logits, float *logprob,
+                             ak_llm_logprob *top, int32_t *n_top) {
+    int want = logprob || (top && n_top && s->p.n_logprobs > 0);
+    if (!want && !penalties_on(s)) return argmax(logits, s->n_vocab);
+    load_logits(s, logits);
+    int32_t tok = argmax(s->work, s->n_vocab);
+    if (!want) return tok;
+    /* log-softmax of the penalized logits at temperature 1 */
+    const float *z = s->work;
+    float m = z[tok];
+    double sum = 0.0;
+    for (int32_t i = 0; i < s->n_vocab; i++) sum += exp_nonpos(z[i] - m);
+    double lse = m == -INFINITY ? 0.0 : (double)m + log(sum);
+    if (logprob) *logprob = (float)((double)z[tok] - lse);
+    if (top && n_top) {
+        int32_t ids[20];
+        cutoff all = {-INFINITY, INT32_MAX};
+        int32_t cnt = top_n(z, s->n_vocab, all, -INFINITY, s->p.n_logprobs, ids);
+        for (int32_t j = 0; j < cnt; j++) {
+            top[j].token = ids[j];
+            top[j].logprob = (float)((double)z[ids[j]] - lse);
+        }
+        *n_top = cnt;
+    }
+    return tok;
+}
+
+int32_t ak__sampler_sample(ak__sampler *s, const float *logits, float *logprob,
+                           ak_llm_logprob *top, int32_t *n_top) {
+    if (n_top) *n_top = 0;
+    if (s->p.temperature == 0.0f) return sample_greedy(s, logits, logprob, top, n_top);
+    float m;
+    double mass;
+    cutoff c = prepare(s, logits, &m, &mass);
+    const float *e = s->work;
+    /* draw */
+    double r = ak__sampler_uniform(s) * mass, acc = 0.0;
+    int32_t tok = -1;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        if (!kept(c, e[i], i) || e[i] <= 0.0f) continue;
+        acc += e[i];
+        tok = i;
+        if (acc > r) break;
+    }
+    if (tok < 0) tok = argmax(e, s->n_vocab); /* no mass at all: cannot happen (max e = 1) */
+    if (logprob) *logprob = log_prob(s, logits, tok, m, mass);
+    if (top && n_top && s->p.n_logprobs > 0) {
+        int32_t ids[20];
+        int32_t cnt = top_n(e, s->n_vocab, c, 0.0f, s->p.n_logprobs, ids);
+        for (int32_t j = 0; j < cnt; j++) {
+            top[j].token = ids[j];
+            top[j].logprob = log_prob(s, logits, ids[j], m, mass);
+        }
+        *n_top = cnt;
+    }
+    return tok;
+}
