@@ -1,0 +1,211 @@
+/* The forward pass of a Llama-family decoder over a ragged batch (model.h): embedding,
+ * per layer RMSNorm → QKV (+bias) → RoPE → K/V into the paged cache → attention →
+ * output projection added to the residual → RMSNorm → SwiGLU FFN added to the residual,
+ * then the final norm and the output projection for the requested rows only. Every
+ * buffer comes from the workspace, so a step allocates nothing. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "llm/model/attention.h"
+#include "llm/model/model.h"
+
+struct ak__forward_ws {
+    int32_t max_tokens, max_out, max_context, n_threads;
+    float *x, *xb, *q, *k, *v, *att, *gate, *up, *xo, *cos_sin;
+    float *attn_scratch;
+    size_t attn_per_thread;
+};
+
+static float *ws_array(size_t n, int *failed) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    if (!p) *failed = 1;
+    return p;
+}
+
+ak_status ak__forward_ws_create(const ak_llm_model *m, int32_t max_tokens, int32_t max_out,
+                                int32_t max_context, int n_threads, ak__forward_ws **out) {
+    const ak__llm_hparams *hp = &m->hp;
+    AK_ARG_CHECK(max_tokens >= 1 && max_out >= 1 && max_out <= max_tokens && max_context >= 1,
+                 "forward: bad workspace sizes");
+    ak__forward_ws *ws = calloc(1, sizeof *ws);
+    if (!ws) return AK_FAIL(AK_ERR_NO_MEMORY, "forward: out of memory");
+    size_t T = (size_t)max_tokens, qd = (size_t)hp->n_heads * (size_t)hp->head_dim,
+           kvd = (size_t)hp->n_kv_heads * (size_t)hp->head_dim;
+    int failed = 0;
+    ws->max_tokens = max_tokens;
+    ws->max_out = max_out;
+    ws->max_context = max_context;
+    ws->n_threads = n_threads < 1 ? 1 : n_threads;
+    ws->x = ws_array(T * (size_t)hp->dim, &failed);
+    ws->xb = ws_array(T * (size_t)hp->dim, &failed);
+    ws->q = ws_array(T * qd, &failed);
+    ws->k = ws_array(T * kvd, &failed);
+    ws->v = ws_array(T * kvd, &failed);
+    ws->att = ws_array(T * qd, &failed);
+    ws->gate = ws_array(T * (size_t)hp->ffn_dim, &failed);
+    ws->up = ws_array(T * (size_t)hp->ffn_dim, &failed);
+    ws->xo = ws_array((size_t)max_out * (size_t)hp->dim, &failed);
+    ws->cos_sin = ws_array(T * (size_t)hp->head_dim, &failed);
+    /* block size is bounded by 1024 tokens; scratch covers the largest */
+    ws->attn_per_thread = ak__attention_scratch_floats(hp->n_heads, hp->n_kv_heads,
+                                                       hp->head_dim, 1024, max_context);
+    ws->attn_scratch = ws_array(ws->attn_per_thread * (size_t)ws->n_threads, &failed);
+    if (failed) {
+        ak__forward_ws_free(ws);
+        return AK_FAIL(AK_ERR_NO_MEMORY, "forward: out of memory for a %d-token workspace",
+                       max_tokens);
+    }
+    *out = ws;
+    return AK_OK;
+}
+
+void ak__forward_ws_free(ak__forward_ws *ws) {
+    if (!ws) return;
+    float *arrays[] = {ws->x, ws->xb, ws->q, ws->k, ws->v, ws->att, ws->gate, ws->up,
+                       ws->xo, ws->cos_sin, ws->attn_scratch};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
+    free(ws);
+}
+
+/* ---- pieces ---------------------------------------------------------------------------- */
+
+static void rmsnorm(float *out, const float *x, const float *w, int32_t n, float eps) {
+    double ss = 0;
+    for (int32_t i = 0; i < n; ++i) ss += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(ss / n + eps));
+    for (int32_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+static void rmsnorm_rows(float *out, const float *x, const float *w, int32_t rows, int32_t n,
+                         float eps) {
+    for (int32_t r = 0; r < rows; ++r)
+        rmsnorm(out + (size_t)r * (size_t)n, x + (size_t)r * (size_t)n, w, n, eps);
+}
+
+static ak_status linear(const ak__matrix *w, const float *x, int32_t T, float *y, int acc,
+                        ak_threadpool *pool) {
+    return ak_linear(w->type, w->data, (size_t)w->rows, (size_t)w->cols, x, (size_t)w->cols,
+                     (size_t)T, y, (size_t)w->rows, acc, pool);
+}
+
+static void add_bias(float *y, const float *bias, int32_t T, int32_t n) {
+    if (!bias) return;
+    for (int32_t t = 0; t < T; ++t)
+        for (int32_t i = 0; i < n; ++i) y[(size_t)t * (size_t)n + i] += bias[i];
+}
+
+/* cos/sin of every (token, frequency) pair: [t][i] = cos, [t][half + i] = sin */
+static void rope_tables(const ak_llm_model *m, const ak__batch *b, float *cs) {
+    int32_t half = m->hp.head_dim / 2;
+    for (int32_t t = 0; t < b->n_tokens; ++t) {
+        float *row = cs + (size_t)t * (size_t)m->hp.head_dim;
+        for (int32_t i = 0; i < half; ++i) {
+            double angle = (double)b->pos[t] * m->inv_freq[i];
+            row[i] = (float)cos(angle);
+            row[half + i] = (float)sin(angle);
+        }
+    }
+}
+
+static void rope_rows(const ak_llm_model *m, float *x, int32_t T, int32_t n_heads,
+                      const float *cs) {
+    int32_t hd = m->hp.head_dim, half = hd / 2;
+    for (int32_t t = 0; t < T; ++t) {
+        const float *c = cs + (size_t)t * (size_t)hd, *s = c + half;
+        for (int32_t h = 0; h < n_heads; ++h) {
+            float *v = x + ((size_t)t * (size_t)n_heads + (size_t)h) * (size_t)hd;
+            for (int32_t i = 0; i < half; ++i) {
+                int32_t i0 = m->hp.rope_neox ? i : 2 * i, i1 = m->hp.rope_neox ? i + half : 2 * i + 1;
+                float a = v[i0], bb = v[i1];
+                v[i0] = a * c[i] - bb * s[i];
+                v[i1] = a * s[i] + bb * c[i];
+            }
+        }
+    }
+}
+
+static void swiglu(float *gate, const float *up, size_t n) {
+    for (size_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+static ak_status embed(const ak_llm_model *m, const ak__batch *b, float *x) {
+    const ak__matrix *e = &m->tok_embd;
+    for (int32_t t = 0; t < b->n_tokens; ++t) {
+        int32_t id = b->tokens[t];
+        if (id < 0 || id >= m->hp.n_vocab)
+            return AK_FAIL(AK_ERR_INVALID_ARG, "forward: token id %d outside the vocabulary "
+                           "[0, %d)", id, m->hp.n_vocab);
+        AK_CHECK(ak_dequantize_row(e->type, (const char *)e->data + (size_t)id * e->row_bytes,
+                                   x + (size_t)t * (size_t)m->hp.dim, (size_t)m->hp.dim));
+    }
+    return AK_OK;
+}
+
+static ak_status attention_block(const ak_llm_model *m, ak__forward_ws *ws,
+                                 ak__kv_cache *kv, const ak__batch *b, int32_t li,
+                                 ak_threadpool *pool) {
+    const ak__llm_hparams *hp = &m->hp;
+    const ak__layer *l = &m->layers[li];
+    int32_t T = b->n_tokens;
+    rmsnorm_rows(ws->xb, ws->x, l->attn_norm, T, hp->dim, hp->norm_eps);
+    AK_CHECK(linear(&l->wq, ws->xb, T, ws->q, 0, pool));
+    AK_CHECK(linear(&l->wk, ws->xb, T, ws->k, 0, pool));
+    AK_CHECK(linear(&l->wv, ws->xb, T, ws->v, 0, pool));
+    add_bias(ws->q, l->bq, T, (int32_t)l->wq.rows);
+    add_bias(ws->k, l->bk, T, (int32_t)l->wk.rows);
+    add_bias(ws->v, l->bv, T, (int32_t)l->wv.rows);
+    rope_rows(m, ws->q, T, hp->n_heads, ws->cos_sin);
+    rope_rows(m, ws->k, T, hp->n_kv_heads, ws->cos_sin);
+    ak__kv_store(kv, li, b, ws->k, ws->v);
+    ak__attention_args a = {kv, li, hp->n_heads, b, ws->q, ws->att,
+                            1.0f / sqrtf((float)hp->head_dim), ws->attn_scratch,
+                            ws->attn_per_thread};
+    ak__attention(&a, pool);
+    return linear(&l->wo, ws->att, T, ws->x, 1, pool);
+}
+
+static ak_status ffn_block(const ak_llm_model *m, ak__forward_ws *ws, int32_t T, int32_t li,
+                           ak_threadpool *pool) {
+    const ak__llm_hparams *hp = &m->hp;
+    const ak__layer *l = &m->layers[li];
+    rmsnorm_rows(ws->xb, ws->x, l->ffn_norm, T, hp->dim, hp->norm_eps);
+    AK_CHECK(linear(&l->w_gate, ws->xb, T, ws->gate, 0, pool));
+    AK_CHECK(linear(&l->w_up, ws->xb, T, ws->up, 0, pool));
+    swiglu(ws->gate, ws->up, (size_t)T * (size_t)hp->ffn_dim);
+    return linear(&l->w_down, ws->gate, T, ws->x, 1, pool);
+}
+
+static ak_status check_batch(const ak_llm_model *m, const ak__forward_ws *ws,
+                             const ak__kv_cache *kv, const ak__batch *b) {
+    AK_ARG_CHECK(b->n_tokens >= 1 && b->n_tokens <= ws->max_tokens,
+                 "forward: %d tokens (workspace holds %d)", b->n_tokens, ws->max_tokens);
+    AK_ARG_CHECK(b->n_out >= 0 && b->n_out <= ws->max_out, "forward: %d output rows (max %d)",
+                 b->n_out, ws->max_out);
+    AK_ARG_CHECK(kv->n_layers == m->hp.n_layers && kv->n_kv_heads == m->hp.n_kv_heads &&
+                 kv->head_dim == m->hp.head_dim, "forward: the KV cache has another shape");
+    for (int32_t t = 0; t < b->n_tokens; ++t)
+        AK_ARG_CHECK(b->pos[t] >= 0 && b->pos[t] < ws->max_context && b->seq[t] >= 0 &&
+                     b->seq[t] < b->n_seqs && b->pos[t] < b->seq_len[b->seq[t]],
+                     "forward: token %d has position %d of sequence %d out of range", t,
+                     b->pos[t], b->seq[t]);
+    return AK_OK;
+}
+
+ak_status ak__forward(const ak_llm_model *m, ak__forward_ws *ws, ak__kv_cache *kv,
+                      const ak__batch *b, float *logits, ak_threadpool *pool) {
+    AK_CHECK(check_batch(m, ws, kv, b));
+    const ak__llm_hparams *hp = &m->hp;
+    AK_CHECK(embed(m, b, ws->x));
+    rope_tables(m, b, ws->cos_sin);
+    for (int32_t li = 0; li < hp->n_layers; ++li) {
+        AK_CHECK(attention_block(m, ws, kv, b, li, pool));
+        AK_CHECK(ffn_block(m, ws, b->n_tokens, li, pool));
+    }
+    if (b->n_out == 0) return AK_OK;
+    for (int32_t r = 0; r < b->n_out; ++r)
+        rmsnorm(ws->xo + (size_t)r * (size_t)hp->dim, ws->x + (size_t)b->out_rows[r] * (size_t)hp->dim,
+                m->output_norm, hp->dim, hp->norm_eps);
+    return linear(&m->output, ws->xo, b->n_out, logits, 0, pool);
+}

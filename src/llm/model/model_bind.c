@@ -1,0 +1,169 @@
+/* Binding a model's tensors: every matrix and vector the forward pass reads is looked up
+ * by role, checked against the shape the hyper-parameters imply and the storage types
+ * the kernels support, and either used in place (mmap) or copied to f32 (vectors, and
+ * matrices whose data is not aligned for its element type). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "llm/model/model.h"
+
+ak_status ak__model_own(ak_llm_model *m, float *p) {
+    float **grown = realloc(m->owned, (m->n_owned + 1) * sizeof *grown);
+    if (!grown) {
+        free(p);
+        return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory");
+    }
+    m->owned = grown;
+    m->owned[m->n_owned++] = p;
+    return AK_OK;
+}
+
+static ak_status lookup(const ak__tensor_source *src, ak__tensor_role role, int layer,
+                        ak__tensor_view *v, char *name, size_t cap) {
+    src->name_of(role, layer, name, cap);
+    ak_status st = src->lookup(src->ctx, name, v);
+    if (st == AK_ERR_INVALID_ARG)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "model: tensor '%s' is missing", name);
+    return st;
+}
+
+static ak_status check_dims(const char *name, const ak__tensor_view *v, uint32_t n_dims,
+                            uint64_t d0, uint64_t d1) {
+    uint64_t want[2] = {d0, d1};
+    int ok = v->n_dims == n_dims;
+    for (uint32_t i = 0; ok && i < n_dims; ++i) ok = v->dims[i] == want[i];
+    if (!ok)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "model: tensor '%s' has shape [%llu, %llu] (%u dims), "
+                       "expected [%llu, %llu] from the hyper-parameters", name,
+                       (unsigned long long)v->dims[0], (unsigned long long)(v->n_dims > 1 ? v->dims[1] : 1),
+                       v->n_dims, (unsigned long long)d0, (unsigned long long)(n_dims > 1 ? d1 : 1));
+    return AK_OK;
+}
+
+static size_t elem_align(ak_wtype t) {
+    return t == AK_WTYPE_F32 ? 4 : (t == AK_WTYPE_F16 || t == AK_WTYPE_BF16) ? 2 : 1;
+}
+
+static ak_status bind_matrix(ak_llm_model *m, const ak__tensor_source *src, ak__tensor_role role,
+                             int layer, int64_t rows, int64_t cols, ak__matrix *out) {
+    char name[128];
+    ak__tensor_view v;
+    AK_CHECK(lookup(src, role, layer, &v, name, sizeof name));
+    AK_CHECK(check_dims(name, &v, 2, (uint64_t)cols, (uint64_t)rows));
+    size_t row_bytes;
+    if (ak_wtype_row_bytes(v.type, (size_t)cols, &row_bytes) != AK_OK)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "model: tensor '%s': %lld columns do not fit %s "
+                       "blocks", name, (long long)cols, ak_wtype_name(v.type));
+    if (v.bytes != row_bytes * (uint64_t)rows)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "model: tensor '%s' holds %llu bytes, its shape "
+                       "needs %llu", name, (unsigned long long)v.bytes,
+                       (unsigned long long)(row_bytes * (uint64_t)rows));
+    out->type = v.type;
+    out->data = v.data;
+    out->rows = rows;
+    out->cols = cols;
+    out->row_bytes = row_bytes;
+    if ((uintptr_t)v.data % elem_align(v.type) != 0) { /* safetensors need not align */
+        float *copy = malloc(v.bytes + 4);
+        if (!copy) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory copying '%s'", name);
+        memcpy(copy, v.data, v.bytes);
+        AK_CHECK(ak__model_own(m, copy));
+        out->data = copy;
+    }
+    m->n_params += (uint64_t)rows * (uint64_t)cols;
+    return AK_OK;
+}
+
+/* A 1-D tensor of n values as owned f32 (any storage type). */
+static ak_status bind_vector(ak_llm_model *m, const ak__tensor_source *src, ak__tensor_role role,
+                             int layer, int64_t n, const float **out) {
+    char name[128];
+    ak__tensor_view v;
+    AK_CHECK(lookup(src, role, layer, &v, name, sizeof name));
+    AK_CHECK(check_dims(name, &v, 1, (uint64_t)n, 1));
+    size_t bytes;
+    if (ak_wtype_row_bytes(v.type, (size_t)n, &bytes) != AK_OK || bytes != v.bytes)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "model: vector '%s' of %lld %s values has %llu "
+                       "bytes", name, (long long)n, ak_wtype_name(v.type),
+                       (unsigned long long)v.bytes);
+    float *f = malloc((size_t)n * sizeof *f);
+    void *aligned = malloc(bytes);
+    if (!f || !aligned) {
+        free(f);
+        free(aligned);
+        return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory for '%s'", name);
+    }
+    memcpy(aligned, v.data, bytes);
+    ak_status st = ak_dequantize_row(v.type, aligned, f, (size_t)n);
+    free(aligned);
+    if (st != AK_OK) {
+        free(f);
+        return st;
+    }
+    AK_CHECK(ak__model_own(m, f));
+    *out = f;
+    m->n_params += (uint64_t)n;
+    return AK_OK;
+}
+
+static ak_status bind_layer(ak_llm_model *m, const ak__tensor_source *src, int i) {
+    const ak__llm_hparams *hp = &m->hp;
+    ak__layer *l = &m->layers[i];
+    int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim, kv_dim = (int64_t)hp->n_kv_heads * hp->head_dim;
+    AK_CHECK(bind_vector(m, src, AK_T_ATTN_NORM, i, hp->dim, &l->attn_norm));
+    AK_CHECK(bind_matrix(m, src, AK_T_Q, i, q_dim, hp->dim, &l->wq));
+    AK_CHECK(bind_matrix(m, src, AK_T_K, i, kv_dim, hp->dim, &l->wk));
+    AK_CHECK(bind_matrix(m, src, AK_T_V, i, kv_dim, hp->dim, &l->wv));
+    AK_CHECK(bind_matrix(m, src, AK_T_O, i, hp->dim, q_dim, &l->wo));
+    if (hp->qkv_bias) {
+        AK_CHECK(bind_vector(m, src, AK_T_BQ, i, q_dim, &l->bq));
+        AK_CHECK(bind_vector(m, src, AK_T_BK, i, kv_dim, &l->bk));
+        AK_CHECK(bind_vector(m, src, AK_T_BV, i, kv_dim, &l->bv));
+    }
+    AK_CHECK(bind_vector(m, src, AK_T_FFN_NORM, i, hp->dim, &l->ffn_norm));
+    AK_CHECK(bind_matrix(m, src, AK_T_GATE, i, hp->ffn_dim, hp->dim, &l->w_gate));
+    AK_CHECK(bind_matrix(m, src, AK_T_UP, i, hp->ffn_dim, hp->dim, &l->w_up));
+    AK_CHECK(bind_matrix(m, src, AK_T_DOWN, i, hp->dim, hp->ffn_dim, &l->w_down));
+    return AK_OK;
+}
+
+static uint64_t matrix_bytes(const ak__matrix *w) { return w->row_bytes * (uint64_t)w->rows; }
+
+static void count_weight_bytes(ak_llm_model *m) {
+    uint64_t b = matrix_bytes(&m->output);
+    for (int i = 0; i < m->hp.n_layers; ++i) {
+        const ak__layer *l = &m->layers[i];
+        b += matrix_bytes(&l->wq) + matrix_bytes(&l->wk) + matrix_bytes(&l->wv) +
+             matrix_bytes(&l->wo) + matrix_bytes(&l->w_gate) + matrix_bytes(&l->w_up) +
+             matrix_bytes(&l->w_down);
+    }
+    m->weight_bytes = b;
+}
+
+static ak_status bind_rope(ak_llm_model *m, const ak__tensor_source *src) {
+    char name[128];
+    ak__tensor_view v;
+    src->name_of(AK_T_ROPE_FREQS, 0, name, sizeof name);
+    if (name[0] == '\0' || src->lookup(src->ctx, name, &v) != AK_OK)
+        return ak__model_rope_init(m, NULL);
+    const float *factors;
+    AK_CHECK(bind_vector(m, src, AK_T_ROPE_FREQS, 0, m->hp.head_dim / 2, &factors));
+    m->n_params -= (uint64_t)(m->hp.head_dim / 2); /* not a parameter */
+    return ak__model_rope_init(m, factors);
+}
+
+ak_status ak__model_bind(ak_llm_model *m, const ak__tensor_source *src) {
+    const ak__llm_hparams *hp = &m->hp;
+    m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
+    if (!m->layers) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory for layers");
+    AK_CHECK(bind_matrix(m, src, AK_T_TOK_EMBD, 0, hp->n_vocab, hp->dim, &m->tok_embd));
+    if (hp->tied_output) m->output = m->tok_embd;
+    else AK_CHECK(bind_matrix(m, src, AK_T_OUTPUT, 0, hp->n_vocab, hp->dim, &m->output));
+    AK_CHECK(bind_vector(m, src, AK_T_OUTPUT_NORM, 0, hp->dim, &m->output_norm));
+    for (int i = 0; i < hp->n_layers; ++i) AK_CHECK(bind_layer(m, src, i));
+    AK_CHECK(bind_rope(m, src));
+    count_weight_bytes(m);
+    return AK_OK;
+}

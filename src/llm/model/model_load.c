@@ -1,0 +1,155 @@
+/* Loading a Llama-family model: GGUF files (llama.cpp's tensor names) here, Hugging Face
+ * folders through llm/hf/ (model_hf.c); the public getters and freeing. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/check.h"
+#include "llm/model/model.h"
+#include "llm/model/model_files.h"
+
+/* Defined in model_hf.c: binds a Hugging Face folder. */
+ak_status ak__model_load_hf(ak_llm_model *m, const char *dir);
+
+static const double pi = 3.14159265358979323846;
+
+static double llama3_scale(const ak__llm_hparams *hp, double freq) {
+    double orig = hp->rope_orig_context > 0 ? hp->rope_orig_context : 8192;
+    double low_wavelen = orig / hp->rope_low_freq_factor;
+    double high_wavelen = orig / hp->rope_high_freq_factor;
+    double wavelen = 2.0 * pi / freq;
+    if (wavelen < high_wavelen) return freq;
+    if (wavelen > low_wavelen) return freq / hp->rope_factor;
+    double smooth = (orig / wavelen - hp->rope_low_freq_factor) /
+                    (hp->rope_high_freq_factor - hp->rope_low_freq_factor);
+    return (1.0 - smooth) * freq / hp->rope_factor + smooth * freq;
+}
+
+ak_status ak__model_rope_init(ak_llm_model *m, const float *freq_factors) {
+    const ak__llm_hparams *hp = &m->hp;
+    int half = hp->head_dim / 2;
+    float *f = malloc((size_t)half * sizeof *f);
+    if (!f) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory");
+    for (int i = 0; i < half; ++i) {
+        double freq = pow((double)hp->rope_theta, -2.0 * i / hp->head_dim);
+        if (hp->rope_scaling == AK_ROPE_SCALING_LINEAR) freq /= hp->rope_factor;
+        else if (hp->rope_scaling == AK_ROPE_SCALING_LLAMA3) freq = llama3_scale(hp, freq);
+        if (freq_factors) freq /= freq_factors[i];
+        f[i] = (float)freq;
+    }
+    m->inv_freq = f;
+    return ak__model_own(m, f);
+}
+
+/* ---- GGUF ---------------------------------------------------------------------------- */
+
+static void gguf_name_of(ak__tensor_role role, int layer, char *buf, size_t cap) {
+    static const char *const global[] = {
+        [AK_T_TOK_EMBD] = "token_embd.weight", [AK_T_OUTPUT] = "output.weight",
+        [AK_T_OUTPUT_NORM] = "output_norm.weight", [AK_T_ROPE_FREQS] = "rope_freqs.weight"};
+    static const char *const per_layer[] = {
+        [AK_T_ATTN_NORM] = "attn_norm.weight", [AK_T_Q] = "attn_q.weight",
+        [AK_T_K] = "attn_k.weight", [AK_T_V] = "attn_v.weight", [AK_T_O] = "attn_output.weight",
+        [AK_T_BQ] = "attn_q.bias", [AK_T_BK] = "attn_k.bias", [AK_T_BV] = "attn_v.bias",
+        [AK_T_FFN_NORM] = "ffn_norm.weight", [AK_T_GATE] = "ffn_gate.weight",
+        [AK_T_UP] = "ffn_up.weight", [AK_T_DOWN] = "ffn_down.weight"};
+    if (role <= AK_T_ROPE_FREQS) snprintf(buf, cap, "%s", global[role]);
+    else snprintf(buf, cap, "blk.%d.%s", layer, per_layer[role]);
+}
+
+static ak_status gguf_lookup(void *ctx, const char *name, ak__tensor_view *out) {
+    return ak__gguf_tensor_view(ctx, name, out);
+}
+
+static ak_status copy_template(ak_llm_model *m, const char *s, size_t len) {
+    char *t = malloc(len + 1);
+    if (!t) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory");
+    memcpy(t, s, len);
+    t[len] = '\0';
+    m->chat_template = t;
+    return AK_OK;
+}
+
+static ak_status load_gguf(ak_llm_model *m, const char *path) {
+    AK_CHECK(ak_gguf_open(path, &m->gguf));
+    AK_CHECK(ak__gguf_hparams(m->gguf, &m->hp));
+    AK_CHECK(ak_tokenizer_from_gguf(m->gguf, &m->tokenizer));
+    ak_tokenizer_info ti;
+    AK_CHECK(ak_tokenizer_get_info(m->tokenizer, &ti));
+    if (ti.n_vocab != m->hp.n_vocab)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "model: the vocabulary has %d tokens but the model "
+                       "%d", ti.n_vocab, m->hp.n_vocab);
+    const char *tmpl;
+    size_t len;
+    if (ak_gguf_get_string(m->gguf, "tokenizer.chat_template", &tmpl, &len) == AK_OK)
+        AK_CHECK(copy_template(m, tmpl, len));
+    ak__tensor_source src = {m->gguf, gguf_lookup, gguf_name_of};
+    return ak__model_bind(m, &src);
+}
+
+ak_status ak_llm_model_load(const char *path, ak_llm_model **out) {
+    AK_ARG_CHECK(path != NULL && out != NULL, "path or out is NULL");
+    *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) != 0) return AK_FAIL(AK_ERR_IO, "model: cannot open '%s'", path);
+    ak_llm_model *m = calloc(1, sizeof *m);
+    if (!m) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory");
+    ak_status st = S_ISDIR(sb.st_mode) ? ak__model_load_hf(m, path) : load_gguf(m, path);
+    if (st != AK_OK) {
+        ak_llm_model_free(m);
+        return st;
+    }
+    *out = m;
+    return AK_OK;
+}
+
+/* Defined in model_hf.c. */
+void ak__model_close_hf(ak_llm_model *m);
+
+ak_status ak_llm_model_free(ak_llm_model *m) {
+    if (!m) return AK_OK;
+    for (size_t i = 0; i < m->n_owned; ++i) free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    free((char *)m->chat_template);
+    if (m->tokenizer) ak_tokenizer_free(m->tokenizer);
+    if (m->gguf) ak_gguf_close(m->gguf);
+    ak__model_close_hf(m);
+    free(m);
+    return AK_OK;
+}
+
+ak_status ak_llm_model_get_info(const ak_llm_model *m, ak_llm_model_info *info) {
+    AK_ARG_CHECK(m != NULL && info != NULL, "model or info is NULL");
+    const ak__llm_hparams *hp = &m->hp;
+    memset(info, 0, sizeof *info);
+    snprintf(info->arch, sizeof info->arch, "%s", hp->arch);
+    info->n_vocab = hp->n_vocab;
+    info->dim = hp->dim;
+    info->n_layers = hp->n_layers;
+    info->n_heads = hp->n_heads;
+    info->n_kv_heads = hp->n_kv_heads;
+    info->head_dim = hp->head_dim;
+    info->ffn_dim = hp->ffn_dim;
+    info->max_context = hp->max_context;
+    info->rope_theta = hp->rope_theta;
+    info->norm_eps = hp->norm_eps;
+    info->weight_type = (uint32_t)m->layers[0].w_gate.type;
+    info->n_params = m->n_params;
+    info->weight_bytes = m->weight_bytes;
+    return AK_OK;
+}
+
+ak_status ak_llm_model_tokenizer(const ak_llm_model *m, const ak_tokenizer **out) {
+    AK_ARG_CHECK(m != NULL && out != NULL, "model or out is NULL");
+    *out = m->tokenizer;
+    return AK_OK;
+}
+
+ak_status ak_llm_model_chat_template(const ak_llm_model *m, const char **text) {
+    AK_ARG_CHECK(m != NULL && text != NULL, "model or text is NULL");
+    *text = m->chat_template;
+    return AK_OK;
+}
