@@ -1,0 +1,727 @@
+"""LLM model files in pure Python/NumPy: GGUF v3 and safetensors, both written and read.
+
+Written from the format descriptions, for the test and benchmark tools of the LLM engine
+(scripts/llm-make-model, tests/llm/llama_ref.py); it needs no compiled code, so importing
+it does not load libaccelkit (import it as a plain module from python/accelkit/ when the
+library is not built).
+
+GGUF v3 (little-endian):
+    "GGUF", uint32 version = 3, uint64 tensor count, uint64 metadata count,
+    metadata: (string key, uint32 type, value)*, a string = uint64 length + bytes,
+    an array = uint32 element type + uint64 count + elements,
+    tensor infos: (string name, uint32 n_dims, uint64 dims[n_dims] innermost first,
+                   uint32 ggml type, uint64 offset from the data section),
+    padding to `general.alignment` (default 32), the data section (each tensor aligned).
+safetensors:
+    uint64 header length N, N bytes of JSON {name: {dtype, shape, data_offsets: [b, e]},
+    "__metadata__": {str: str}}, then the data; offsets are relative to the data start.
+
+Quantized GGUF blocks (32 values each) follow ggml: q8_0 = f16 d + 32 int8 (x = d·q),
+q4_0 = f16 d + 16 bytes, low nibbles the first 16 values and high nibbles the last 16
+(x = d·(nibble − 8)). The quantizers use ggml's rounding rules so files match its output.
+"""
+import json
+import mmap
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+
+# ---- GGUF constants ------------------------------------------------------------------
+
+GGUF_MAGIC = b"GGUF"
+GGUF_VERSION = 3
+DEFAULT_ALIGNMENT = 32
+
+# metadata value types (numbers are the format's)
+UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, \
+    FLOAT64 = range(13)
+_SCALAR = {UINT8: "<B", INT8: "<b", UINT16: "<H", INT16: "<h", UINT32: "<I", INT32: "<i",
+           FLOAT32: "<f", BOOL: "<B", UINT64: "<Q", INT64: "<q", FLOAT64: "<d"}
+_SCALAR_NP = {UINT8: "<u1", INT8: "<i1", UINT16: "<u2", INT16: "<i2", UINT32: "<u4",
+              INT32: "<i4", FLOAT32: "<f4", BOOL: "<u1", UINT64: "<u8", INT64: "<i8",
+              FLOAT64: "<f8"}
+
+# ggml tensor types handled here, with (values per block, bytes per block)
+F32, F16, Q4_0, Q8_0, BF16 = 0, 1, 2, 8, 30
+GGML_BLOCK = {F32: (1, 4), F16: (1, 2), BF16: (1, 2), Q8_0: (32, 34), Q4_0: (32, 18)}
+GGML_NAMES = {"f32": F32, "f16": F16, "bf16": BF16, "q8_0": Q8_0, "q4_0": Q4_0}
+GGML_TYPE_NAME = {v: k for k, v in GGML_NAMES.items()}
+
+
+class FormatError(ValueError):
+    """A file that does not follow its format (the message says where)."""
+
+
+class Value:
+    """A typed GGUF metadata value. For arrays `elem_type` is the element type and
+    `value` a list (strings) or a NumPy array (numbers)."""
+
+    __slots__ = ("type", "value", "elem_type")
+
+    def __init__(self, type_, value, elem_type=None):
+        self.type, self.value, self.elem_type = type_, value, elem_type
+
+    def __repr__(self):
+        return f"Value({self.type}, {self.value!r:.60}, {self.elem_type})"
+
+
+def u32(x):
+    return Value(UINT32, int(x))
+
+
+def f32(x):
+    return Value(FLOAT32, float(x))
+
+
+def string(s):
+    return Value(STRING, s)
+
+
+def boolean(b):
+    return Value(BOOL, bool(b))
+
+
+def strings(items):
+    return Value(ARRAY, list(items), STRING)
+
+
+def _as_value(v):
+    """Plain Python values get the types llama.cpp's writer uses for them."""
+    if isinstance(v, Value):
+        return v
+    if isinstance(v, bool):
+        return boolean(v)
+    if isinstance(v, int):
+        return u32(v) if 0 <= v < 2**32 else Value(INT64, v)
+    if isinstance(v, float):
+        return f32(v)
+    if isinstance(v, str):
+        return string(v)
+    raise TypeError(f"cannot store {type(v).__name__} as GGUF metadata without a type")
+
+
+# ---- number formats ---------------------------------------------------------------------
+
+def f32_to_bf16_bits(x):
+    """float → bfloat16 bits (uint16), round to nearest even; NaN stays a quiet NaN."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(np.asarray(x, dtype=np.float32))
+    return np.where(nan, ((u >> 16) | 0x40).astype(np.uint16), rounded)
+
+
+def bf16_bits_to_f32(bits):
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def _round_half_away(v):
+    """C roundf (halves away from zero), which ggml uses; NumPy rounds halves to even."""
+    return np.sign(v) * np.floor(np.abs(v) + 0.5)
+
+
+def quantize_q8_0(x):
+    """[rows, K] floats → q8_0 blocks as bytes: d = amax/127, q = roundf(x/d)."""
+    b = np.asarray(x, dtype=np.float32).reshape(-1, 32)
+    d = np.abs(b).max(axis=1) / np.float32(127)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    q = _round_half_away(b * inv[:, None]).astype(np.int8)
+    out = np.empty((b.shape[0], 34), dtype=np.uint8)
+    out[:, :2] = d.astype(np.float16).reshape(-1, 1).view(np.uint8)
+    out[:, 2:] = q.view(np.uint8)
+    return out.tobytes()
+
+
+def quantize_q4_0(x):
+    """[rows, K] floats → q4_0 blocks as bytes: d = m/−8 with m the signed value of largest
+    magnitude, q = min(15, trunc(x/d + 8.5))."""
+    b = np.asarray(x, dtype=np.float32).reshape(-1, 32)
+    m = b[np.arange(b.shape[0]), np.abs(b).argmax(axis=1)]
+    d = m / np.float32(-8)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    q = np.minimum(15, np.trunc(b * inv[:, None] + np.float32(8.5))).astype(np.uint8)
+    out = np.empty((b.shape[0], 18), dtype=np.uint8)
+    out[:, :2] = d.astype(np.float16).reshape(-1, 1).view(np.uint8)
+    out[:, 2:] = q[:, :16] | (q[:, 16:] << 4)
+    return out.tobytes()
+
+
+def encode_tensor(x, ggml_type):
+    """A float array (NumPy layout, last axis contiguous) → the bytes of `ggml_type`."""
+    x = np.asarray(x)
+    if ggml_type in (Q8_0, Q4_0) and x.shape[-1] % 32:
+        raise ValueError(f"a {GGML_TYPE_NAME[ggml_type]} row needs a multiple of 32 values, "
+                         f"not {x.shape[-1]}")
+    if ggml_type == F32:
+        return np.ascontiguousarray(x, dtype="<f4").tobytes()
+    if ggml_type == F16:
+        return np.ascontiguousarray(x, dtype="<f2").tobytes()
+    if ggml_type == BF16:
+        return f32_to_bf16_bits(x).astype("<u2").tobytes()
+    if ggml_type == Q8_0:
+        return quantize_q8_0(x)
+    if ggml_type == Q4_0:
+        return quantize_q4_0(x)
+    raise ValueError(f"unsupported ggml type {ggml_type}")
+
+
+def decode_tensor(raw, ggml_type, shape, dtype=np.float32):
+    """Bytes of `ggml_type` → a float array of `shape` (NumPy order)."""
+    n = int(np.prod(shape, dtype=np.int64))
+    if ggml_type == F32:
+        out = np.frombuffer(raw, dtype="<f4", count=n)
+    elif ggml_type == F16:
+        out = np.frombuffer(raw, dtype="<f2", count=n)
+    elif ggml_type == BF16:
+        out = bf16_bits_to_f32(np.frombuffer(raw, dtype="<u2", count=n))
+    elif ggml_type in (Q8_0, Q4_0):
+        out = _dequantize_blocks(raw, ggml_type, n // 32)
+    else:
+        raise ValueError(f"unsupported ggml type {ggml_type}")
+    return out.astype(dtype).reshape(shape)
+
+
+def _dequantize_blocks(raw, ggml_type, n_blocks):
+    size = GGML_BLOCK[ggml_type][1]
+    blocks = np.frombuffer(raw, dtype=np.uint8, count=n_blocks * size).reshape(n_blocks, size)
+    d = blocks[:, :2].copy().view("<f2").astype(np.float64)  # [n_blocks, 1]
+    if ggml_type == Q8_0:
+        q = blocks[:, 2:].view(np.int8).astype(np.float64)
+    else:
+        qs = blocks[:, 2:]
+        q = np.concatenate([qs & 15, qs >> 4], axis=1).astype(np.float64) - 8
+    return (d * q).reshape(-1)
+
+
+def tensor_bytes(ggml_type, shape):
+    """Bytes of a tensor of `shape` (NumPy order); rows must be whole blocks."""
+    per, size = GGML_BLOCK[ggml_type]
+    n = int(np.prod(shape, dtype=np.int64))
+    if shape and shape[-1] % per:
+        raise ValueError(f"rows of {shape[-1]} values are not whole {per}-value blocks")
+    return n // per * size
+
+
+# ---- GGUF writer -------------------------------------------------------------------------
+
+def _pack_string(s):
+    b = s.encode("utf-8", "surrogateescape") if isinstance(s, str) else bytes(s)
+    return struct.pack("<Q", len(b)) + b
+
+
+def _pack_value(v):
+    if v.type == STRING:
+        return _pack_string(v.value)
+    if v.type == ARRAY:
+        head = struct.pack("<IQ", v.elem_type, len(v.value))
+        if v.elem_type == STRING:
+            return head + b"".join(_pack_string(s) for s in v.value)
+        if v.elem_type in (ARRAY,):
+            raise ValueError("nested GGUF arrays are not written")
+        return head + np.asarray(v.value).astype(_SCALAR_NP[v.elem_type]).tobytes()
+    return struct.pack(_SCALAR[v.type], v.value)
+
+
+def _align(n, alignment):
+    return (n + alignment - 1) // alignment * alignment
+
+
+class GGUFTensorOut:
+    """A tensor to write: `shape` in NumPy order (outermost first), `data` its bytes."""
+
+    __slots__ = ("name", "ggml_type", "shape", "data")
+
+    def __init__(self, name, ggml_type, shape, data):
+        if len(data) != tensor_bytes(ggml_type, shape):
+            raise ValueError(f"tensor {name}: {len(data)} bytes for shape {shape}")
+        self.name, self.ggml_type, self.shape, self.data = name, ggml_type, tuple(shape), data
+
+
+def write_gguf(path, metadata, tensors):
+    """Writes a GGUF v3 file. metadata: {key: Value or plain value} in file order;
+    tensors: GGUFTensorOut list in file order. The alignment is metadata's
+    general.alignment when present, else 32."""
+    kv = {k: _as_value(v) for k, v in metadata.items()}
+    alignment = int(kv["general.alignment"].value) if "general.alignment" in kv else 32
+    head = [GGUF_MAGIC, struct.pack("<IQQ", GGUF_VERSION, len(tensors), len(kv))]
+    for key, v in kv.items():
+        head += [_pack_string(key), struct.pack("<I", v.type), _pack_value(v)]
+    offset = 0
+    for t in tensors:
+        dims = t.shape[::-1] or (1,)  # GGUF lists the innermost dimension first
+        head += [_pack_string(t.name), struct.pack("<I", len(dims)),
+                 struct.pack(f"<{len(dims)}Q", *dims), struct.pack("<IQ", t.ggml_type, offset)]
+        offset = _align(offset + len(t.data), alignment)
+    header = b"".join(head)
+    with open(path, "wb") as f:
+        f.write(header + bytes(_align(len(header), alignment) - len(header)))
+        for t in tensors:
+            f.write(t.data)
+            f.write(bytes(_align(len(t.data), alignment) - len(t.data)))
+
+
+# ---- GGUF reader -------------------------------------------------------------------------
+
+class _Cursor:
+    """Bounds-checked little-endian reads over a buffer."""
+
+    def __init__(self, buf, what):
+        self.buf, self.pos, self.what = buf, 0, what
+
+    def take(self, n):
+        if n < 0 or n > len(self.buf) - self.pos:
+            raise FormatError(f"{self.what}: truncated at byte {self.pos} (needs {n} more)")
+        b = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+    def scalar(self, fmt):
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+
+    def string(self):
+        return bytes(self.take(self.scalar("<Q"))).decode("utf-8", "surrogateescape")
+
+
+class GGUFTensor:
+    """One tensor of a GGUF file: `shape` in NumPy order, `offset` from the file start."""
+
+    __slots__ = ("name", "ggml_type", "shape", "offset", "nbytes")
+
+    def __init__(self, name, ggml_type, shape, offset, nbytes):
+        self.name, self.ggml_type, self.shape = name, ggml_type, shape
+        self.offset, self.nbytes = offset, nbytes
+
+
+class GGUFFile:
+    """A GGUF file mapped read-only and validated: `metadata` {key: Value},
+    `tensors` {name: GGUFTensor}, tensor data read on demand with `tensor()`."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        with open(path, "rb") as f:
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            self._parse(self._map)  # slices of an mmap are small copies: no exports
+        except FormatError:
+            self.close()
+            raise
+
+    def close(self):
+        """Unmaps now, or when the last array viewing the mapping is gone."""
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:
+                pass
+            self._map = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _parse(self, buf):
+        c = _Cursor(buf, self.path)
+        if bytes(c.take(4)) != GGUF_MAGIC:
+            raise FormatError(f"{self.path}: not a GGUF file (bad magic)")
+        self.version = c.scalar("<I")
+        if self.version not in (2, 3):
+            raise FormatError(f"{self.path}: GGUF version {self.version} (2 and 3 are read)")
+        n_tensors, n_kv = c.scalar("<Q"), c.scalar("<Q")
+        # every entry takes at least 8 bytes: a hostile count fails before any allocation
+        if n_tensors > len(buf) // 8 or n_kv > len(buf) // 8:
+            raise FormatError(f"{self.path}: counts {n_tensors}/{n_kv} exceed the file")
+        self.metadata = {}
+        for _ in range(n_kv):
+            key = c.string()
+            if key in self.metadata:
+                raise FormatError(f"{self.path}: duplicate key {key[:64]!r}")
+            self.metadata[key] = self._read_value(c, c.scalar("<I"), key)
+        self.alignment = int(self.get("general.alignment", DEFAULT_ALIGNMENT))
+        if self.alignment <= 0 or self.alignment & (self.alignment - 1):
+            raise FormatError(f"{self.path}: general.alignment {self.alignment} is not a power of 2")
+        infos = [self._read_tensor_info(c) for _ in range(n_tensors)]
+        self.data_offset = _align(c.pos, self.alignment)
+        self.tensors = {}
+        for name, ggml_type, shape, rel in infos:
+            self._add_tensor(name, ggml_type, shape, rel, len(buf))
+
+    def _read_value(self, c, type_, key):
+        if type_ == STRING:
+            return Value(STRING, c.string())
+        if type_ == ARRAY:
+            elem, count = c.scalar("<I"), c.scalar("<Q")
+            if elem == STRING:
+                if count > (len(c.buf) - c.pos) // 8:
+                    raise FormatError(f"{self.path}: {key[:64]!r}: {count} strings exceed the file")
+                return Value(ARRAY, [c.string() for _ in range(count)], STRING)
+            if elem not in _SCALAR_NP:
+                raise FormatError(f"{self.path}: {key[:64]!r}: array of type {elem}")
+            size = np.dtype(_SCALAR_NP[elem]).itemsize
+            raw = c.take(count * size)
+            return Value(ARRAY, np.frombuffer(raw, dtype=_SCALAR_NP[elem]).copy(), elem)
+        if type_ not in _SCALAR:
+            raise FormatError(f"{self.path}: {key[:64]!r}: unknown value type {type_}")
+        v = c.scalar(_SCALAR[type_])
+        return Value(type_, bool(v) if type_ == BOOL else v)
+
+    def _read_tensor_info(self, c):
+        name = c.string()
+        n_dims = c.scalar("<I")
+        if not 1 <= n_dims <= 4:
+            raise FormatError(f"{self.path}: tensor {name}: {n_dims} dimensions")
+        dims = [c.scalar("<Q") for _ in range(n_dims)]
+        ggml_type, rel = c.scalar("<I"), c.scalar("<Q")
+        if ggml_type not in GGML_BLOCK:
+            raise FormatError(f"{self.path}: tensor {name}: ggml type {ggml_type} not handled")
+        if any(d == 0 or d > 2**40 for d in dims):
+            raise FormatError(f"{self.path}: tensor {name}: bad dimensions {dims}")
+        return name, ggml_type, tuple(int(d) for d in reversed(dims)), rel
+
+    def _add_tensor(self, name, ggml_type, shape, rel, file_size):
+        if name in self.tensors:
+            raise FormatError(f"{self.path}: duplicate tensor {name}")
+        if rel % self.alignment:
+            raise FormatError(f"{self.path}: tensor {name}: offset {rel} is not aligned")
+        try:
+            nbytes = tensor_bytes(ggml_type, shape)
+        except ValueError as e:
+            raise FormatError(f"{self.path}: tensor {name}: {e}") from None
+        start = self.data_offset + rel
+        if start + nbytes > file_size:
+            raise FormatError(f"{self.path}: tensor {name} ends past the end of the file")
+        self.tensors[name] = GGUFTensor(name, ggml_type, shape, start, nbytes)
+
+    def get(self, key, default=None):
+        """A metadata value as plain Python/NumPy (arrays as list or ndarray)."""
+        v = self.metadata.get(key)
+        return default if v is None else v.value
+
+    def raw(self, name):
+        """The stored bytes of a tensor (a view into the mapping)."""
+        t = self.tensors[name]
+        return np.frombuffer(self._map, dtype=np.uint8, count=t.nbytes, offset=t.offset)
+
+    def tensor(self, name, dtype=np.float32):
+        """A tensor dequantized to `dtype`, shape in NumPy order."""
+        t = self.tensors[name]
+        return decode_tensor(self.raw(name), t.ggml_type, t.shape, dtype)
+
+
+# ---- vocabulary GGUF files, including damaged copies -------------------------------------
+
+_FFFD = b"\xef\xbf\xbd"
+
+
+class _Salvager:
+    """Walks the GGUF grammar over a file that went through a lossy UTF-8 conversion,
+    where each byte that was not valid UTF-8 became U+FFFD. Text (token strings, merges)
+    survives; a binary field may have lost bytes, each one known to be ≥ 0x80. A damaged
+    count or length is the candidate that makes what follows parse; damaged floats are
+    unrecoverable and skipped to the next key."""
+
+    def __init__(self, buf):
+        self.b, self.pos = buf, 0
+
+    def binary(self, k):
+        """k bytes → (value with lost bytes as 0, list of lost byte indexes)."""
+        v, lost = 0, []
+        for i in range(k):
+            if self.pos >= len(self.b):
+                raise FormatError("salvage: truncated")
+            if self.b[self.pos:self.pos + 3] == _FFFD:
+                lost.append(i)
+                self.pos += 3
+            else:
+                v |= self.b[self.pos] << (8 * i)
+                self.pos += 1
+        return v, lost
+
+    @staticmethod
+    def candidates(v, lost):
+        if not lost:
+            return [v]
+        if len(lost) > 1:
+            return []  # two lost bytes: 16 k candidates, never needed by the shared files
+        return [v | b << (8 * lost[0]) for b in range(0x80, 0x100)]
+
+    def key_at(self, p, strict):
+        """Does a plausible metadata key (or the end of the file) start at p?"""
+        if p == len(self.b):
+            return True
+        if p + 8 > len(self.b) or _FFFD in self.b[p:p + 8]:
+            return False
+        n = int.from_bytes(self.b[p:p + 8], "little")
+        key = self.b[p + 8:p + 8 + n]
+        if not 8 <= n <= 128 or len(key) != n or p + 8 + n + 4 > len(self.b):
+            return False
+        if strict and not (key.startswith(b"tokenizer.") or key.startswith(b"general.")):
+            return False
+        if any(ch not in b"abcdefghijklmnopqrstuvwxyz0123456789._" for ch in key):
+            return False
+        return int.from_bytes(self.b[p + 8 + n:p + 12 + n], "little") <= 12
+
+    def _next_is_small_length(self, p):
+        """After a string comes another length field (< 64 KiB), possibly itself damaged
+        in its low bytes, or the end of the file."""
+        if p == len(self.b):
+            return True
+        save, self.pos = self.pos, p
+        try:
+            v, lost = self.binary(8)
+        except FormatError:
+            return False
+        finally:
+            self.pos = save
+        return all(i < 2 for i in lost) and v >> 16 == 0
+
+    def string(self):
+        v, lost = self.binary(8)
+        for n in self.candidates(v, lost):
+            end = self.pos + n
+            if end > len(self.b):
+                continue
+            try:
+                text = bytes(self.b[self.pos:end]).decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if not lost or self._next_is_small_length(end):
+                self.pos = end
+                return text
+        raise FormatError(f"salvage: unresolvable string length at byte {self.pos}")
+
+    def array_items(self, count, lost, read_one):
+        """Elements until the count is reached; a damaged count ends where a candidate
+        count is followed by a metadata key."""
+        possible = set(self.candidates(count, lost))
+        items = []
+        while not (len(items) in possible and (not lost or self.key_at(self.pos, True))):
+            if len(items) > max(possible, default=0):
+                raise FormatError("salvage: array count unresolvable")
+            items.append(read_one())
+        return items
+
+    def int32(self):
+        x, lost = self.binary(4)
+        if lost:
+            raise FormatError("salvage: damaged integer in an array")
+        return x
+
+    def skip_to_key(self):
+        for p in range(self.pos, len(self.b) + 1):
+            if self.key_at(p, False):
+                self.pos = p
+                return
+        raise FormatError("salvage: no key after a damaged value")
+
+    def value(self, type_):
+        """A Value, or None when the value was lost (damaged number or float array)."""
+        if type_ == STRING:
+            return Value(STRING, self.string())
+        if type_ == ARRAY:
+            elem, lost_e = self.binary(4)
+            count, lost = self.binary(8)
+            if lost_e:
+                raise FormatError("salvage: damaged array type")
+            if elem == STRING:
+                return Value(ARRAY, self.array_items(count, lost, self.string), STRING)
+            if elem in (INT32, UINT32):
+                items = self.array_items(count, lost, self.int32)
+                return Value(ARRAY, np.array(items, dtype=_SCALAR_NP[elem]), elem)
+            self.skip_to_key()
+            return None
+        if type_ in (FLOAT32, FLOAT64):
+            self.skip_to_key()
+            return None
+        v, lost = self.binary(struct.calcsize(_SCALAR[type_]))
+        if lost:
+            return Value(type_, self.candidates(v, lost))  # resolved by the caller
+        return Value(type_, bool(v) if type_ == BOOL else v)
+
+    def walk(self):
+        magic, _ = self.binary(4)
+        version, _ = self.binary(4)
+        n_tensors, lost_t = self.binary(8)
+        n_kv, lost_kv = self.binary(8)
+        if magic != 0x46554747 or n_tensors or lost_t or lost_kv:
+            raise FormatError("salvage: not a vocabulary-only GGUF")
+        kv = {}
+        for _ in range(n_kv):
+            key = self.string()
+            type_, lost = self.binary(4)
+            if lost:
+                raise FormatError(f"salvage: damaged type of {key}")
+            kv[key] = self.value(type_)
+        return kv
+
+
+def _same_piece(gguf_text, l2c_bytes):
+    """llama2.c's export writes U+2581 as a space; otherwise the pieces are equal."""
+    return gguf_text.replace("\u2581", " ").encode("utf-8", "surrogateescape") == l2c_bytes
+
+
+def _llama2c_scores(path, tokens):
+    """Scores of llama2c-tokenizer.bin (float32 score, int32 length, bytes per token) when
+    its texts match `tokens` (BOS/EOS are spelled differently and not compared)."""
+    data = Path(path).read_bytes()
+    c = _Cursor(memoryview(data), str(path))
+    c.scalar("<i")
+    scores = np.zeros(len(tokens), dtype=np.float32)
+    for i in range(len(tokens)):
+        if c.pos == len(data):
+            return scores if i >= 32000 else None  # added tokens beyond get 0
+        scores[i] = c.scalar("<f")
+        piece = bytes(c.take(c.scalar("<i")))
+        if i not in (1, 2) and not _same_piece(tokens[i], piece):
+            return None
+    return scores
+
+
+def _resolve_ids(kv):
+    """A damaged token id is the one candidate that is a control token."""
+    types = kv.get("tokenizer.ggml.token_type")
+    for key, v in list(kv.items()):
+        if v is None or not isinstance(v.value, list) or v.type == ARRAY:
+            continue
+        control = [i for i in v.value if types is not None and i < len(types.value)
+                   and types.value[i] == 3]
+        kv[key] = Value(v.type, control[0]) if len(control) == 1 else None
+
+
+def read_vocab(path):
+    """The tokenizer.ggml.* metadata of a vocabulary GGUF as {key: Value}. Intact files are
+    read strictly; a copy damaged by a lossy UTF-8 conversion (the shared ggml-vocab
+    files) is salvaged, its SentencePiece scores taken from llama2c-tokenizer.bin beside
+    the vocab folder when the texts match. Lost values are left out."""
+    try:
+        with GGUFFile(path) as g:
+            return {k: v for k, v in g.metadata.items() if k.startswith("tokenizer.")}
+    except FormatError:
+        pass
+    kv = _Salvager(Path(path).read_bytes()).walk()
+    _resolve_ids(kv)
+    kv = {k: v for k, v in kv.items() if v is not None and k.startswith("tokenizer.")}
+    tokens = kv["tokenizer.ggml.tokens"].value
+    if kv["tokenizer.ggml.model"].value == "llama" and "tokenizer.ggml.scores" not in kv:
+        l2c = Path(path).resolve().parent.parent / "llama2c-tokenizer.bin"
+        scores = _llama2c_scores(l2c, tokens) if l2c.exists() else None
+        if scores is None:
+            raise FormatError(f"{path}: SentencePiece scores are lost and {l2c} does not match")
+        kv["tokenizer.ggml.scores"] = Value(ARRAY, scores, FLOAT32)
+    return kv
+
+
+# ---- safetensors ---------------------------------------------------------------------------
+
+SAFETENSORS_DTYPES = {"F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": ("<u2", 2),
+                      "F64": ("<f8", 8), "I32": ("<i4", 4), "I64": ("<i8", 8)}
+
+
+def _safetensors_bytes(x, dtype):
+    if dtype == "BF16":
+        return f32_to_bf16_bits(x).astype("<u2").tobytes()
+    return np.ascontiguousarray(x, dtype=SAFETENSORS_DTYPES[dtype][0]).tobytes()
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """tensors: [(name, dtype "F32"/"F16"/"BF16"/..., array)] in file order. The header is
+    padded with spaces to a multiple of 8 so the data starts aligned."""
+    header, blobs, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    for name, dtype, x in tensors:
+        blob = _safetensors_bytes(x, dtype)
+        header[name] = {"dtype": dtype, "shape": list(np.shape(x)),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for blob in blobs:
+            f.write(blob)
+
+
+class SafetensorsFile:
+    """A safetensors file mapped read-only and validated: `header` {name: entry},
+    `metadata` the __metadata__ strings; `tensor(name)` gives floats."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        if size < 8:
+            raise FormatError(f"{self.path}: too short for a safetensors header")
+        n = struct.unpack("<Q", self._map[:8])[0]
+        if n > size - 8:
+            raise FormatError(f"{self.path}: header length {n} exceeds the file")
+        try:
+            header = json.loads(bytes(self._map[8:8 + n]))
+        except ValueError as e:
+            raise FormatError(f"{self.path}: header is not JSON ({e})") from None
+        self.metadata = header.pop("__metadata__", {}) or {}
+        self.data_offset = 8 + n
+        self.header = header
+        for name, entry in header.items():
+            self._check(name, entry, size - self.data_offset)
+
+    def _check(self, name, e, data_size):
+        if not isinstance(e, dict) or e.get("dtype") not in SAFETENSORS_DTYPES:
+            raise FormatError(f"{self.path}: {name}: unsupported or missing dtype")
+        shape, offs = e.get("shape"), e.get("data_offsets")
+        if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
+            raise FormatError(f"{self.path}: {name}: bad shape {shape}")
+        if not (isinstance(offs, list) and len(offs) == 2 and 0 <= offs[0] <= offs[1] <= data_size):
+            raise FormatError(f"{self.path}: {name}: bad data_offsets {offs}")
+        want = int(np.prod(shape, dtype=np.int64)) * SAFETENSORS_DTYPES[e["dtype"]][1]
+        if offs[1] - offs[0] != want:
+            raise FormatError(f"{self.path}: {name}: {offs[1] - offs[0]} bytes for shape {shape}")
+
+    def close(self):
+        if isinstance(self._map, mmap.mmap):
+            try:
+                self._map.close()
+            except BufferError:
+                pass  # unmapped when the last array viewing it is gone
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def tensor(self, name, dtype=np.float32):
+        e = self.header[name]
+        b, end = e["data_offsets"]
+        np_dtype = SAFETENSORS_DTYPES[e["dtype"]][0]
+        x = np.frombuffer(self._map, dtype=np_dtype, offset=self.data_offset + b,
+                          count=(end - b) // SAFETENSORS_DTYPES[e["dtype"]][1])
+        if e["dtype"] == "BF16":
+            x = bf16_bits_to_f32(x)
+        return x.astype(dtype).reshape(e["shape"])
+
+
+def read_hf_tensors(folder, dtype=np.float32):
+    """All tensors of a Hugging Face folder (model.safetensors, or the shards listed by
+    model.safetensors.index.json) as {name: array}."""
+    folder = Path(folder)
+    index = folder / "model.safetensors.index.json"
+    if index.exists():
+        weight_map = json.loads(index.read_text())["weight_map"]
+        files = sorted(set(weight_map.values()))
+    else:
+        weight_map, files = None, ["model.safetensors"]
+    out = {}
+    for fname in files:
+        with SafetensorsFile(folder / fname) as st:
+            for name in st.header:
+                if weight_map is not None and weight_map.get(name) != fname:
+                    raise FormatError(f"{fname}: {name} is not mapped to this shard")
+                out[name] = st.tensor(name, dtype)
+    if weight_map is not None and set(weight_map) != set(out):
+        raise FormatError(f"{index}: weight_map and the shards hold different tensors")
+    return out

@@ -1,0 +1,257 @@
+"""NumPy reference of the Llama-family decoder (Llama, Qwen2), in float64: the oracle the
+precision-alignment test compares the engine with.
+
+    model = load("model.gguf")          # or a Hugging Face folder
+    logits(model, [1, 2, 3])            # [T, n_vocab] float64, one prefill
+    greedy(model, [1, 2, 3], 64)        # 64 argmax ids (KV cache)
+
+It reads the file as stored (python/accelkit/llm_files.py) and dequantizes to float64, so
+f16/q8_0/q4_0 files are evaluated exactly as their stored values say. Layout rules:
+- GGUF `llama`: q/k rows were permuted by the converter, RoPE rotates adjacent pairs
+  (x[2i], x[2i+1]);
+- GGUF `qwen2` and every Hugging Face folder: RoPE rotates halves (x[i], x[i + hd/2]).
+Nothing here reverses the permutation: GGUF and HF files of the same weights agreeing is
+the test that the generator and the readers handle it.
+"""
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+
+def _load_llm_files():
+    """python/accelkit/llm_files.py by path: importing the accelkit package would load
+    libaccelkit, and putting python/accelkit on sys.path would shadow `torch`."""
+    name = "accelkit_llm_files"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parents[2] / "python" / "accelkit" / "llm_files.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+llm_files = _load_llm_files()
+
+
+class Model:
+    """Hyper-parameters (`hp`, a dict) and float64 weights: `embed` [V, D], `layers` (a
+    dict per layer: attn_norm, wq [H·hd, D], wk, wv [KV·hd, D], wo [D, H·hd], optional
+    bq/bk/bv, ffn_norm, w_gate/w_up [F, D], w_down [D, F]), `out_norm` [D], `output`
+    [V, D] (the embedding when tied) and `inv_freq` [hd/2] (scaling applied)."""
+
+    def __init__(self, hp, embed, layers, out_norm, output, freq_factors):
+        self.hp, self.embed, self.layers = hp, embed, layers
+        self.out_norm, self.output = out_norm, output
+        hd = hp["head_dim"]
+        inv = hp["rope_theta"] ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
+        if freq_factors is not None:
+            inv = inv / freq_factors  # llama3: each frequency divided by its factor
+        if hp["rope_scaling"] == "linear":
+            inv = inv / hp["rope_factor"]  # positions / factor ≡ frequencies / factor
+        self.inv_freq = inv
+
+
+# ---- loading -------------------------------------------------------------------------------
+
+_GGUF_LAYER = {"attn_norm": "attn_norm.weight", "wq": "attn_q.weight", "wk": "attn_k.weight",
+               "wv": "attn_v.weight", "wo": "attn_output.weight", "bq": "attn_q.bias",
+               "bk": "attn_k.bias", "bv": "attn_v.bias", "ffn_norm": "ffn_norm.weight",
+               "w_gate": "ffn_gate.weight", "w_up": "ffn_up.weight", "w_down": "ffn_down.weight"}
+_HF_LAYER = {"attn_norm": "input_layernorm.weight", "wq": "self_attn.q_proj.weight",
+             "wk": "self_attn.k_proj.weight", "wv": "self_attn.v_proj.weight",
+             "wo": "self_attn.o_proj.weight", "bq": "self_attn.q_proj.bias",
+             "bk": "self_attn.k_proj.bias", "bv": "self_attn.v_proj.bias",
+             "ffn_norm": "post_attention_layernorm.weight", "w_gate": "mlp.gate_proj.weight",
+             "w_up": "mlp.up_proj.weight", "w_down": "mlp.down_proj.weight"}
+
+
+def load(path):
+    """A GGUF file or a Hugging Face folder."""
+    return _load_hf(Path(path)) if Path(path).is_dir() else _load_gguf(path)
+
+
+def _load_gguf(path):
+    with llm_files.GGUFFile(path) as g:
+        arch = g.get("general.architecture")
+        a = lambda key, default=None: g.get(f"{arch}.{key}", default)  # noqa: E731
+        n_heads = a("attention.head_count")
+        dim = a("embedding_length")
+        scaling = a("rope.scaling.type", "none")
+        hp = dict(arch=arch, dim=dim, n_layers=a("block_count"), n_heads=n_heads,
+                  n_kv_heads=a("attention.head_count_kv", n_heads),
+                  head_dim=a("attention.key_length", dim // n_heads),
+                  rope_theta=float(a("rope.freq_base", 10000.0)),
+                  norm_eps=float(a("attention.layer_norm_rms_epsilon", 1e-5)),
+                  rope_neox=arch == "qwen2", rope_scaling=scaling,
+                  rope_factor=float(a("rope.scaling.factor", 1.0)))
+        t = lambda name: g.tensor(name, np.float64)  # noqa: E731
+        layers = [{k: t(f"blk.{i}.{n}") for k, n in _GGUF_LAYER.items()
+                   if f"blk.{i}.{n}" in g.tensors} for i in range(hp["n_layers"])]
+        embed = t("token_embd.weight")
+        output = t("output.weight") if "output.weight" in g.tensors else embed
+        factors = t("rope_freqs.weight") if "rope_freqs.weight" in g.tensors else None
+        hp["n_vocab"] = embed.shape[0]
+        return Model(hp, embed, layers, t("output_norm.weight"), output, factors)
+
+
+def llama3_factors(scaling, theta, head_dim):
+    """Llama 3.1's per-frequency divisors from a config's rope_scaling: wavelengths
+    shorter than original_context/high_freq_factor keep their frequency, longer than
+    original_context/low_freq_factor are divided by `factor`, and the band between
+    interpolates smoothly in 1/factor."""
+    factor = scaling.get("factor", 8.0)
+    low, high = scaling.get("low_freq_factor", 1.0), scaling.get("high_freq_factor", 4.0)
+    orig = scaling.get("original_max_position_embeddings", 8192)
+    inv = theta ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    wavelen = 2 * math.pi / inv
+    smooth = (orig / wavelen - low) / (high - low)
+    mid = 1.0 / ((1 - smooth) / factor + smooth)
+    return np.where(wavelen < orig / high, 1.0, np.where(wavelen > orig / low, factor, mid))
+
+
+def _load_hf(folder):
+    cfg = json.loads((folder / "config.json").read_text())
+    w = llm_files.read_hf_tensors(folder, np.float64)
+    n_heads = cfg["num_attention_heads"]
+    dim = cfg["hidden_size"]
+    scaling = cfg.get("rope_scaling") or {}
+    kind = scaling.get("rope_type", scaling.get("type", "none"))
+    theta = float(cfg.get("rope_theta", 10000.0))
+    hp = dict(arch=cfg["model_type"], dim=dim, n_layers=cfg["num_hidden_layers"],
+              n_heads=n_heads, n_kv_heads=cfg.get("num_key_value_heads", n_heads),
+              head_dim=cfg.get("head_dim", dim // n_heads), rope_theta=theta,
+              norm_eps=float(cfg.get("rms_norm_eps", 1e-6)), rope_neox=True,
+              rope_scaling="linear" if kind == "linear" else "none",
+              rope_factor=float(scaling.get("factor", 1.0)))
+    factors = llama3_factors(scaling, theta, hp["head_dim"]) if kind == "llama3" else None
+    layers = [{k: w[f"model.layers.{i}.{n}"] for k, n in _HF_LAYER.items()
+               if f"model.layers.{i}.{n}" in w} for i in range(hp["n_layers"])]
+    embed = w["model.embed_tokens.weight"]
+    output = w.get("lm_head.weight", embed) if not cfg.get("tie_word_embeddings") else embed
+    hp["n_vocab"] = embed.shape[0]
+    return Model(hp, embed, layers, w["model.norm.weight"], output, factors)
+
+
+# ---- forward pass --------------------------------------------------------------------------
+
+def rms_norm(x, w, eps):
+    """x · rsqrt(mean(x²) + eps) · w over the last axis."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rope(x, positions, inv_freq, neox):
+    """Rotates each head of x [T, n, hd] by position·frequency: pairs (i, i + hd/2) when
+    neox, else (2i, 2i+1); frequency i is inv_freq[i] in both layouts."""
+    ang = positions[:, None].astype(np.float64) * inv_freq[None, :]  # [T, hd/2]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    half = x.shape[-1] // 2
+    a, b = (x[..., :half], x[..., half:]) if neox else (x[..., 0::2], x[..., 1::2])
+    ra, rb = a * cos - b * sin, a * sin + b * cos
+    out = np.empty_like(x)
+    if neox:
+        out[..., :half], out[..., half:] = ra, rb
+    else:
+        out[..., 0::2], out[..., 1::2] = ra, rb
+    return out
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+class Cache:
+    """Keys and values of the positions seen so far, per layer ([T, KV, hd] each)."""
+
+    def __init__(self, n_layers):
+        self.k = [None] * n_layers
+        self.v = [None] * n_layers
+        self.n = 0
+
+    def append(self, i, k, v):
+        self.k[i] = k if self.k[i] is None else np.concatenate([self.k[i], k])
+        self.v[i] = v if self.v[i] is None else np.concatenate([self.v[i], v])
+        return self.k[i], self.v[i]
+
+
+def _attention(m, layer, i, x, positions, cache):
+    hp = m.hp
+    H, KV, hd = hp["n_heads"], hp["n_kv_heads"], hp["head_dim"]
+    T = x.shape[0]
+    q, k, v = x @ layer["wq"].T, x @ layer["wk"].T, x @ layer["wv"].T
+    if "bq" in layer:
+        q, k, v = q + layer["bq"], k + layer["bk"], v + layer["bv"]
+    q = rope(q.reshape(T, H, hd), positions, m.inv_freq, hp["rope_neox"])
+    k = rope(k.reshape(T, KV, hd), positions, m.inv_freq, hp["rope_neox"])
+    k_all, v_all = cache.append(i, k, v.reshape(T, KV, hd))  # [S, KV, hd]
+    S = k_all.shape[0]
+    group = H // KV  # query head h reads KV head h // group
+    kh = np.repeat(k_all, group, axis=1).transpose(1, 2, 0)  # [H, hd, S]
+    vh = np.repeat(v_all, group, axis=1).transpose(1, 0, 2)  # [H, S, hd]
+    scores = np.matmul(q.transpose(1, 0, 2), kh) / math.sqrt(hd)  # [H, T, S]
+    key_pos = np.arange(S)
+    scores = np.where(key_pos[None, None, :] <= positions[None, :, None], scores, -np.inf)
+    scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    p = scores / scores.sum(axis=-1, keepdims=True)
+    out = np.matmul(p, vh).transpose(1, 0, 2).reshape(T, H * hd)
+    return out @ layer["wo"].T
+
+
+def forward(m, ids, cache, last_only=False):
+    """Runs the new tokens `ids` after the cache's positions; returns their logits
+    [T, V] (or only the last row)."""
+    hp = m.hp
+    ids = np.asarray(ids, dtype=np.int64)
+    positions = np.arange(cache.n, cache.n + len(ids))
+    x = m.embed[ids]
+    for i, layer in enumerate(m.layers):
+        h = rms_norm(x, layer["attn_norm"], hp["norm_eps"])
+        x = x + _attention(m, layer, i, h, positions, cache)
+        h = rms_norm(x, layer["ffn_norm"], hp["norm_eps"])
+        x = x + (silu(h @ layer["w_gate"].T) * (h @ layer["w_up"].T)) @ layer["w_down"].T
+    cache.n += len(ids)
+    if last_only:
+        x = x[-1:]
+    return rms_norm(x, m.out_norm, hp["norm_eps"]) @ m.output.T
+
+
+def logits(m, ids):
+    """Logits of every position of one prefill: [T, n_vocab] float64."""
+    return forward(m, ids, Cache(len(m.layers)))
+
+
+def greedy(m, ids, n):
+    """n greedily decoded ids after the prompt `ids` (first maximum on ties)."""
+    cache = Cache(len(m.layers))
+    row = forward(m, ids, cache, last_only=True)[0]
+    out = []
+    for _ in range(n):
+        out.append(int(np.argmax(row)))
+        if len(out) < n:
+            row = forward(m, [out[-1]], cache, last_only=True)[0]
+    return out
+
+
+def rel_error(ours, ref):
+    """Per row max|ours − ref| / max|ref|, the worst row."""
+    ours, ref = np.asarray(ours, np.float64), np.asarray(ref, np.float64)
+    return float(np.max(np.abs(ours - ref).max(axis=-1) / np.abs(ref).max(axis=-1)))
+
+
+if __name__ == "__main__":
+    import argparse
+    ap = argparse.ArgumentParser(description="reference logits / greedy ids of a model")
+    ap.add_argument("model")
+    ap.add_argument("--ids", required=True, help="space-separated prompt ids")
+    ap.add_argument("-n", type=int, default=0, help="greedy tokens to print")
+    ap.add_argument("--out", help="write the prefill logits here (.npy, float32)")
+    args = ap.parse_args()
+    model, prompt = load(args.model), [int(t) for t in args.ids.split()]
+    if args.out:
+        np.save(args.out, logits(model, prompt).astype(np.float32))
+    if args.n:
+        print(" ".join(map(str, greedy(model, prompt, args.n))))
