@@ -167,58 +167,131 @@ static float penalize(const ak__sampler *s, float x, uint32_t h) {
     return sanitize(x);
 }
 
-/* work = the sanitized, penalized logits. */
+/* work = the penalized logits (NaN and inf are dealt with where it matters: argmax
+ * ignores NaN, scale_max and the log-sum-exp sanitize). */
 static void load_logits(ak__sampler *s, const float *logits) {
     float *w = s->work;
-    int32_t n = s->n_vocab;
-    for (int32_t i = 0; i < n; i++) w[i] = sanitize(logits[i]);
+    memcpy(w, logits, (size_t)s->n_vocab * sizeof *w);
     if (!penalties_on(s)) return;
     for (int32_t j = 0; j < s->n_touched; j++) {
         int32_t t = s->touched[j];
-        w[t] = penalize(s, w[t], s->hist[t]);
+        w[t] = penalize(s, sanitize(w[t]), s->hist[t]);
     }
 }
 
-/* The first index of the maximum; NaN never wins (0 when everything is NaN or -inf). */
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t best = 0;
-    float bv = -INFINITY;
-    for (int32_t i = 0; i < n; i++)
-        if (x[i] > bv) {
-            bv = x[i];
-            best = i;
-        }
-    return best;
+/* ---- vector loops -------------------------------------------------------------------
+ * The loops below work on blocks of LANES floats with a fixed-size inner loop, which the
+ * compiler turns into SIMD code at -O2 (this file is not built with -O3 or -march);
+ * the scalar code handles the tail and the rare blocks that need a closer look. */
+#define LANES 16
+
+static float max_of(const float *x, int32_t n) {
+    float lane[LANES];
+    for (int j = 0; j < LANES; j++) lane[j] = -INFINITY;
+    int32_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+    float m = -INFINITY;
+    for (int j = 0; j < LANES; j++) m = lane[j] > m ? lane[j] : m;
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
 }
 
-/* ---- probabilities ----------------------------------------------------------------- */
+/* The first i with x[i] == v, or -1. */
+static int32_t find_first(const float *x, int32_t n, float v) {
+    int32_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        int any = 0;
+        for (int j = 0; j < LANES; j++) any |= x[i + j] == v;
+        if (any) break;
+    }
+    for (; i < n; i++)
+        if (x[i] == v) return i;
+    return -1;
+}
 
-/* exp(x) for x <= 0, relative error ~2e-7, exactly 1 at 0 and exactly 0 below -87 (so
- * tokens masked with -inf can never be drawn). Branch-free so loops over it vectorize. */
+/* The first index of the maximum; NaN never wins (0 when nothing is a number). */
+static int32_t argmax(const float *x, int32_t n) {
+    int32_t i = find_first(x, n, max_of(x, n));
+    return i < 0 ? 0 : i;
+}
+
+/* exp(x) for x <= 0, relative error ~2e-7, exactly 1 at 0, exactly 0 below -87 and for
+ * NaN (so tokens masked with -inf can never be drawn). Cody-Waite reduction x = n·ln2 + r,
+ * a degree-6 polynomial for e^r, and 2^n built in the exponent bits. The selections are
+ * bit masks rather than branches so that loops over it vectorize. */
 static inline float exp_nonpos(float x) {
     const float magic = 12582912.0f; /* 1.5·2^23: adding it rounds to an integer */
-    float xc = x < -87.0f ? -87.0f : x;
+    const float lowest = -87.0f;
+    int32_t ok = -(int32_t)(x >= lowest); /* all ones where x is in range */
+    int32_t xi, lim, ti, ei;
+    memcpy(&xi, &x, 4);
+    memcpy(&lim, &lowest, 4);
+    xi = (xi & ok) | (lim & ~ok);
+    float xc;
+    memcpy(&xc, &xi, 4);
     float t = xc * 1.44269504f + magic;
     float n = t - magic;
     float r = xc - n * 0.693145752f; /* ln2 split in two for an exact product */
     r = r - n * 1.42860677e-6f;
     float q = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 +
                                                                    r * (1.0f / 720))))));
-    union {
-        float f;
-        int32_t i;
-    } tb = {t}, sc;
-    sc.i = (tb.i - 0x4B400000 + 127) * (1 << 23);
-    float e = q * sc.f;
-    return x < -87.0f ? 0.0f : e;
+    memcpy(&ti, &t, 4);
+    int32_t bits = (ti - 0x4B400000 + 127) * (1 << 23); /* n >= -126: a normal 2^n */
+    float sc, e;
+    memcpy(&sc, &bits, 4);
+    e = q * sc;
+    memcpy(&ei, &e, 4);
+    ei &= ok;
+    memcpy(&e, &ei, 4);
+    return e;
 }
 
-/* z = work·inv_t (clamped), returns the maximum. */
+/* Sums go by chunks of CHUNK floats: LANES float accumulators (vectorizable), reduced
+ * into a double once per chunk (the reduction is serial, so not once per block), which
+ * also keeps the float error of each partial sum small. */
+#define CHUNK 256
+
+static float lanes_sum(const float *lane) {
+    float b = 0.0f;
+    for (int j = 0; j < LANES; j++) b += lane[j];
+    return b;
+}
+
+/* Σ exp(sanitized x - m) over one chunk. */
+static float chunk_sum_exp(const float *x, float m) {
+    float lane[LANES] = {0};
+    for (int32_t i = 0; i < CHUNK; i += LANES)
+        for (int j = 0; j < LANES; j++) lane[j] += exp_nonpos(sanitize(x[i + j]) - m);
+    return lanes_sum(lane);
+}
+
+/* Σ exp(sanitized x - m) in double. */
+static double sum_exp(const float *x, int32_t n, float m) {
+    double sum = 0.0;
+    int32_t i = 0;
+    for (; i + CHUNK <= n; i += CHUNK) sum += chunk_sum_exp(x + i, m);
+    for (; i < n; i++) sum += exp_nonpos(sanitize(x[i]) - m);
+    return sum;
+}
+
+/* z = work·inv_t, sanitized (NaN -> -inf, +inf -> FLT_MAX); returns the maximum. */
 static float scale_max(float *w, int32_t n, float inv_t) {
+    float lane[LANES];
+    for (int j = 0; j < LANES; j++) lane[j] = -INFINITY;
+    int32_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            float z = w[i + j] * inv_t;
+            z = z > FLT_MAX ? FLT_MAX : z;
+            z = z == z ? z : -INFINITY;
+            w[i + j] = z;
+            lane[j] = z > lane[j] ? z : lane[j];
+        }
     float m = -INFINITY;
-    for (int32_t i = 0; i < n; i++) {
-        float z = w[i] * inv_t;
-        z = z > FLT_MAX ? FLT_MAX : z;
+    for (int j = 0; j < LANES; j++) m = lane[j] > m ? lane[j] : m;
+    for (; i < n; i++) {
+        float z = sanitize(w[i] * inv_t);
         w[i] = z;
         m = z > m ? z : m;
     }
@@ -231,7 +304,66 @@ static void exponentiate(float *w, int32_t n, float m) {
         for (int32_t i = 0; i < n; i++) w[i] = 1.0f;
         return;
     }
-    for (int32_t i = 0; i < n; i++) w[i] = exp_nonpos(w[i] - m);
+    int32_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) w[i + j] = exp_nonpos(w[i + j] - m);
+    for (; i < n; i++) w[i] = exp_nonpos(w[i] - m);
+}
+
+/* Σ x[i] over x[i] >= thr in one chunk; *n_equal += how many equal thr. */
+static float chunk_sum_from(const float *x, float thr, int32_t *n_equal) {
+    float lane[LANES] = {0};
+    int32_t eq[LANES] = {0};
+    for (int32_t i = 0; i < CHUNK; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            lane[j] += x[i + j] >= thr ? x[i + j] : 0.0f;
+            eq[j] += x[i + j] == thr;
+        }
+    for (int j = 0; j < LANES; j++) *n_equal += eq[j];
+    return lanes_sum(lane);
+}
+
+/* Σ x[i] over x[i] >= thr, and how many equal thr. */
+static double sum_from(const float *x, int32_t n, float thr, int32_t *n_equal) {
+    double sum = 0.0;
+    int32_t i = 0;
+    *n_equal = 0;
+    for (; i + CHUNK <= n; i += CHUNK) sum += chunk_sum_from(x + i, thr, n_equal);
+    for (; i < n; i++) {
+        sum += x[i] >= thr ? x[i] : 0.0f;
+        *n_equal += x[i] == thr;
+    }
+    return sum;
+}
+
+/* Inverse-CDF walk in index order over the entries x[i] >= thr: the first i where the
+ * running sum exceeds r; when rounding leaves r unreached, the last such entry with
+ * x > 0; -1 when there is none. Whole chunks are skipped by their sums. */
+static int32_t walk_from(const float *x, int32_t n, float thr, double r) {
+    double acc = 0.0;
+    int32_t i = 0, last = -1, n_eq = 0;
+    for (; i < n; i += CHUNK) {
+        int32_t len = n - i < CHUNK ? n - i : CHUNK;
+        if (len == CHUNK) {
+            float b = chunk_sum_from(x + i, thr, &n_eq);
+            if (acc + b <= r) { /* not in this chunk; remember its last positive entry */
+                acc += b;
+                for (int32_t j = i + CHUNK - 1; b > 0.0f && j >= i; j--)
+                    if (x[j] >= thr && x[j] > 0.0f) {
+                        last = j;
+                        break;
+                    }
+                continue;
+            }
+        }
+        for (int32_t j = i; j < i + len; j++) {
+            if (!(x[j] >= thr) || !(x[j] > 0.0f)) continue;
+            acc += x[j];
+            last = j;
+            if (acc > r) return j;
+        }
+    }
+    return last;
 }
 
 /* ---- the kept set ------------------------------------------------------------------ */
@@ -271,10 +403,32 @@ static void histogram(ak__sampler *s) {
     }
 }
 
+/* Float bounds of a bucket: its members are the e with lo < e <= hi. */
+static float bits_to_float(uint32_t u) {
+    union {
+        uint32_t u;
+        float f;
+    } b = {u};
+    return b.f;
+}
+
+/* idx = the tokens of one bucket; returns their count. */
 static int32_t gather(ak__sampler *s, int32_t bucket) {
-    int32_t n = 0;
-    for (int32_t i = 0; i < s->n_vocab; i++)
-        if (bucket_of(s->work[i]) == bucket) s->idx[n++] = i;
+    float hi = bits_to_float(0x3f800000u - ((uint32_t)bucket << 19));
+    float lo = bucket == AK__SAMPLER_BUCKETS - 1
+                   ? -1.0f
+                   : bits_to_float(0x3f800000u - ((uint32_t)(bucket + 1) << 19));
+    const float *e = s->work;
+    int32_t n = 0, i = 0, nv = s->n_vocab;
+    for (; i + LANES <= nv; i += LANES) {
+        int any = 0;
+        for (int j = 0; j < LANES; j++) any |= (e[i + j] > lo) & (e[i + j] <= hi);
+        if (!any) continue;
+        for (int j = 0; j < LANES; j++)
+            if (e[i + j] > lo && e[i + j] <= hi) s->idx[n++] = i + j;
+    }
+    for (; i < nv; i++)
+        if (e[i] > lo && e[i] <= hi) s->idx[n++] = i;
     return n;
 }
 
@@ -388,6 +542,22 @@ static cutoff topk_topp(ak__sampler *s) {
     return c; /* rounding: the whole set */
 }
 
+/* The kept mass. When at most the cut-off token itself sits exactly at the threshold
+ * (nearly always), "kept" is simply e >= thr and the cut-off is rewritten so (tie =
+ * INT32_MAX), which lets the later passes use the vector loops. */
+static double kept_mass(const ak__sampler *s, cutoff *c) {
+    int32_t n_eq;
+    double sum = sum_from(s->work, s->n_vocab, c->thr, &n_eq);
+    if (c->tie == INT32_MAX || n_eq <= 1) {
+        c->tie = INT32_MAX;
+        return sum;
+    }
+    sum = 0.0;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (kept(*c, s->work[i], i)) sum += s->work[i];
+    return sum;
+}
+
 /* Everything up to the kept set: work = e (max 1), the cut-off and the kept mass. */
 static cutoff prepare(ak__sampler *s, const float *logits, float *max_z, double *mass) {
     load_logits(s, logits);
@@ -398,12 +568,8 @@ static cutoff prepare(ak__sampler *s, const float *logits, float *max_z, double 
         cutoff cm = {s->p.min_p, INT32_MAX};
         c = tighter(c, cm);
     }
-    double sum = 0.0;
-    const float *e = s->work;
-    for (int32_t i = 0; i < s->n_vocab; i++)
-        if (kept(c, e[i], i)) sum += e[i];
     *max_z = m;
-    *mass = sum;
+    *mass = kept_mass(s, &c);
     return c;
 }
 
@@ -418,41 +584,51 @@ void ak__sampler_dist(ak__sampler *s, const float *logits, float *probs) {
     float m;
     double mass;
     cutoff c = prepare(s, logits, &m, &mass);
-    double inv = 1.0 / mass;
+    float inv = (float)(1.0 / mass);
     const float *e = s->work;
-    for (int32_t i = 0; i < n; i++) probs[i] = kept(c, e[i], i) ? (float)(e[i] * inv) : 0.0f;
+    if (c.tie == INT32_MAX) {
+        for (int32_t i = 0; i < n; i++) probs[i] = e[i] >= c.thr ? e[i] * inv : 0.0f;
+    } else {
+        for (int32_t i = 0; i < n; i++) probs[i] = kept(c, e[i], i) ? e[i] * inv : 0.0f;
+    }
 }
 
 int32_t ak__sampler_draw(ak__sampler *s, const float *probs) {
-    double u = ak__sampler_uniform(s), acc = 0.0;
-    int32_t last = 0;
-    for (int32_t i = 0; i < s->n_vocab; i++) {
-        if (probs[i] <= 0.0f) continue;
-        acc += probs[i];
-        last = i;
-        if (acc > u) return i;
-    }
-    return last; /* the sum fell short of u by rounding */
+    int32_t t = walk_from(probs, s->n_vocab, 0x1p-149f, ak__sampler_uniform(s));
+    return t < 0 ? 0 : t;
 }
 
 /* ---- sample ------------------------------------------------------------------------ */
 
-/* The n most likely tokens of `val` (descending, ids ascending on ties) among those with
- * keep(i) (c) and val > floor; returns their count. */
+/* Inserts token i of value v into out[0..*cnt) (at most n, descending, ids ascending on
+ * ties since tokens come in id order). */
+static void insert_top(const float *val, int32_t i, int32_t n, int32_t *out, int32_t *cnt) {
+    float v = val[i];
+    if (*cnt == n && !(v > val[out[n - 1]])) return;
+    int32_t j = *cnt < n ? (*cnt)++ : n - 1;
+    while (j > 0 && v > val[out[j - 1]]) {
+        out[j] = out[j - 1];
+        j--;
+    }
+    out[j] = i;
+}
+
+/* The n most likely tokens of `val` among the kept ones (c) with val > floor; returns
+ * their count. Blocks whose maximum cannot enter the list are skipped. */
 static int32_t top_n(const float *val, int32_t n_vocab, cutoff c, float floor, int32_t n,
                      int32_t *out) {
-    int32_t cnt = 0;
-    for (int32_t i = 0; i < n_vocab; i++) {
-        float v = val[i];
-        if (!(v > floor) || !kept(c, v, i)) continue;
-        if (cnt == n && !(v > val[out[n - 1]])) continue;
-        int32_t j = cnt < n ? cnt++ : n - 1;
-        while (j > 0 && v > val[out[j - 1]]) {
-            out[j] = out[j - 1];
-            j--;
-        }
-        out[j] = i;
+    int32_t cnt = 0, i = 0;
+    for (; i + LANES <= n_vocab; i += LANES) {
+        float bar = cnt == n ? val[out[n - 1]] : floor;
+        int any = 0;
+        for (int j = 0; j < LANES; j++) any |= val[i + j] > bar;
+        if (!any) continue;
+        for (int j = 0; j < LANES; j++)
+            if (val[i + j] > floor && kept(c, val[i + j], i + j))
+                insert_top(val, i + j, n, out, &cnt);
     }
+    for (; i < n_vocab; i++)
+        if (val[i] > floor && kept(c, val[i], i)) insert_top(val, i, n, out, &cnt);
     return cnt;
 }
 
@@ -460,8 +636,7 @@ static int32_t top_n(const float *val, int32_t n_vocab, cutoff c, float floor, i
 static float score(const ak__sampler *s, const float *logits, int32_t t, float inv_t) {
     float x = sanitize(logits[t]);
     if (penalties_on(s)) x = penalize(s, x, s->hist[t]);
-    float z = x * inv_t;
-    return z > FLT_MAX ? FLT_MAX : z;
+    return sanitize(x * inv_t);
 }
 
 /* log p(t) of a kept token, from its logit rather than from e_t, so that it keeps full
@@ -473,31 +648,51 @@ static float log_prob(const ak__sampler *s, const float *logits, int32_t t, floa
     return (float)((double)z - (double)m - log(mass));
 }
 
+/* Greedy log-probabilities: log-softmax of the penalized logits (work) at temperature 1. */
+static void greedy_logprobs(ak__sampler *s, int32_t tok, float *logprob, ak_llm_logprob *top,
+                            int32_t *n_top) {
+    const float *z = s->work;
+    float m = sanitize(z[tok]);
+    double lse = m == -INFINITY ? 0.0 : (double)m + log(sum_exp(z, s->n_vocab, m));
+    if (logprob) *logprob = (float)((double)sanitize(z[tok]) - lse);
+    if (!top || !n_top) return;
+    int32_t ids[20];
+    cutoff all = {-INFINITY, INT32_MAX};
+    int32_t cnt = top_n(z, s->n_vocab, all, -INFINITY, s->p.n_logprobs, ids);
+    for (int32_t j = 0; j < cnt; j++) {
+        top[j].token = ids[j];
+        top[j].logprob = (float)((double)sanitize(z[ids[j]]) - lse);
+    }
+    *n_top = cnt;
+}
+
 static int32_t sample_greedy(ak__sampler *s, const float *logits, float *logprob,
                              ak_llm_logprob *top, int32_t *n_top) {
-    int want = logprob || (top && n_top && s->p.n_logprobs > 0);
-    if (!want && !penalties_on(s)) return argmax(logits, s->n_vocab);
+    int want_top = top && n_top && s->p.n_logprobs > 0;
+    if (!logprob && !want_top && !penalties_on(s)) return argmax(logits, s->n_vocab);
     load_logits(s, logits);
     int32_t tok = argmax(s->work, s->n_vocab);
-    if (!want) return tok;
-    /* log-softmax of the penalized logits at temperature 1 */
-    const float *z = s->work;
-    float m = z[tok];
-    double sum = 0.0;
-    for (int32_t i = 0; i < s->n_vocab; i++) sum += exp_nonpos(z[i] - m);
-    double lse = m == -INFINITY ? 0.0 : (double)m + log(sum);
-    if (logprob) *logprob = (float)((double)z[tok] - lse);
-    if (top && n_top) {
-        int32_t ids[20];
-        cutoff all = {-INFINITY, INT32_MAX};
-        int32_t cnt = top_n(z, s->n_vocab, all, -INFINITY, s->p.n_logprobs, ids);
-        for (int32_t j = 0; j < cnt; j++) {
-            top[j].token = ids[j];
-            top[j].logprob = (float)((double)z[ids[j]] - lse);
-        }
-        *n_top = cnt;
-    }
+    if (logprob || want_top) greedy_logprobs(s, tok, logprob, want_top ? top : NULL, n_top);
     return tok;
+}
+
+/* One draw from the kept set of e = work. */
+static int32_t draw_kept(ak__sampler *s, cutoff c, double mass) {
+    const float *e = s->work;
+    double r = ak__sampler_uniform(s) * mass;
+    if (c.tie == INT32_MAX) {
+        int32_t t = walk_from(e, s->n_vocab, c.thr, r);
+        return t < 0 ? argmax(e, s->n_vocab) : t;
+    }
+    double acc = 0.0;
+    int32_t tok = -1;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        if (!kept(c, e[i], i) || e[i] <= 0.0f) continue;
+        acc += e[i];
+        tok = i;
+        if (acc > r) break;
+    }
+    return tok < 0 ? argmax(e, s->n_vocab) : tok; /* no mass at all: impossible, max e = 1 */
 }
 
 int32_t ak__sampler_sample(ak__sampler *s, const float *logits, float *logprob,
@@ -507,21 +702,11 @@ int32_t ak__sampler_sample(ak__sampler *s, const float *logits, float *logprob,
     float m;
     double mass;
     cutoff c = prepare(s, logits, &m, &mass);
-    const float *e = s->work;
-    /* draw */
-    double r = ak__sampler_uniform(s) * mass, acc = 0.0;
-    int32_t tok = -1;
-    for (int32_t i = 0; i < s->n_vocab; i++) {
-        if (!kept(c, e[i], i) || e[i] <= 0.0f) continue;
-        acc += e[i];
-        tok = i;
-        if (acc > r) break;
-    }
-    if (tok < 0) tok = argmax(e, s->n_vocab); /* no mass at all: cannot happen (max e = 1) */
+    int32_t tok = draw_kept(s, c, mass);
     if (logprob) *logprob = log_prob(s, logits, tok, m, mass);
     if (top && n_top && s->p.n_logprobs > 0) {
         int32_t ids[20];
-        int32_t cnt = top_n(e, s->n_vocab, c, 0.0f, s->p.n_logprobs, ids);
+        int32_t cnt = top_n(s->work, s->n_vocab, c, 0.0f, s->p.n_logprobs, ids);
         for (int32_t j = 0; j < cnt; j++) {
             top[j].token = ids[j];
             top[j].logprob = log_prob(s, logits, ids[j], m, mass);
