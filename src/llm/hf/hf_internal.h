@@ -1,0 +1,31 @@
+/* The layout of an opened Hugging Face folder, shared by the files of llm/hf/ only. */
+#ifndef AK_LLM_HF_INTERNAL_H
+#define AK_LLM_HF_INTERNAL_H
+
+#include <cjson/cJSON.h>
+
+#include "llm/hf/hf.h"
+#include "llm/hf/safetensors.h"
+
+struct ak__hf {
+    char *dir;
+    cJSON *config;          /* config.json */
+    char *chat_template;    /* NULL when the folder has none */
+    ak__st_file *shards;
+    size_t n_shards;
+    const ak__st_tensor **all; /* every tensor of every shard */
+    size_t n_all;
+    ak_strmap index;        /* name → position in `all` */
+};
+
+/* A member of a JSON object, NULL when absent or JSON null. */
+static inline const cJSON *ak__json_get(const cJSON *obj, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsNull(v) ? NULL : v;
+}
+
+/* Parses `dir`/`name` as JSON; *out = NULL and AK_OK when the file is absent and
+ * optional, AK_ERR_INVALID_MODEL when it is not JSON. */
+ak_status ak__hf_read_json(const char *dir, const char *name, int optional, cJSON **out);
+
+#endif /* AK_LLM_HF_INTERNAL_H */

@@ -1,0 +1,398 @@
+/* A tokenizer from a Hugging Face tokenizer.json (+ tokenizer_config.json, config.json).
+ *
+ * Two kinds of "BPE" model map onto the GGUF tokenizers:
+ *  - byte-level BPE (a ByteLevel pre-tokenizer: GPT-2, Llama 3, Qwen2...) → the `gpt2`
+ *    tokenizer: the vocabulary is already in GPT-2's byte alphabet, merges by rank;
+ *  - SentencePiece-style BPE ("byte_fallback": true, ▁ for spaces: Llama 2, Mistral...) →
+ *    the `llama` tokenizer, which merges by token score: the score of a token is minus the
+ *    rank of the first merge that produces it (HF made those merges from the scores, in
+ *    score order), and <0xXX> tokens are byte tokens.
+ * added_tokens become control (special) or user-defined tokens; ids missing from both
+ * lists, and ids up to config vocab_size, are filled with unused "[PADn]" tokens as
+ * llama.cpp's converter does. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "llm/hf/hf_internal.h"
+#include "llm/tokenizer/tokenizer.h"
+
+#define MAX_VOCAB (1 << 24)
+
+static const char k_gpt2_regex[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+/* Everything read from the files, and the arrays of the spec being assembled. */
+typedef struct hf_tok {
+    const char *dir;
+    cJSON *json, *tcfg, *cfg; /* tokenizer.json, tokenizer_config.json, config.json */
+    const cJSON *model;
+    ak__tok_spec spec;
+    const char **tokens;
+    uint8_t *types;
+    float *scores;
+    char **owned;             /* strings made here ([PADn], joined merges) */
+    size_t n_owned;
+    const char **merges;
+    size_t n_merges;
+    ak_strmap map;            /* token text → id */
+} hf_tok;
+
+static void hf_tok_free(hf_tok *x) {
+    cJSON_Delete(x->json);
+    cJSON_Delete(x->tcfg);
+    cJSON_Delete(x->cfg);
+    for (size_t i = 0; i < x->n_owned; i++) free(x->owned[i]);
+    free(x->owned);
+    free(x->tokens);
+    free(x->types);
+    free(x->scores);
+    free(x->merges);
+    ak_strmap_free(&x->map);
+}
+
+/* ---- the JSON pieces ----------------------------------------------------------------- */
+
+static int json_type_is(const cJSON *node, const char *type) {
+    const cJSON *t = ak__json_get(node, "type");
+    return cJSON_IsString(t) && strcmp(t->valuestring, type) == 0;
+}
+
+/* `node` or, for a Sequence, the first member (recursively) of the given type. */
+static const cJSON *find_part(const cJSON *node, const char *list_key, const char *type) {
+    if (!cJSON_IsObject(node)) return NULL;
+    if (json_type_is(node, type)) return node;
+    const cJSON *list = ak__json_get(node, list_key);
+    for (const cJSON *e = cJSON_IsArray(list) ? list->child : NULL; e; e = e->next) {
+        const cJSON *hit = find_part(e, list_key, type);
+        if (hit) return hit;
+    }
+    return NULL;
+}
+
+/* A special-token setting: a string or an AddedToken object {"content": ...}. */
+static const char *token_setting(const cJSON *obj, const char *key) {
+    const cJSON *v = ak__json_get(obj, key);
+    if (cJSON_IsObject(v)) v = ak__json_get(v, "content");
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static ak_status json_id(const hf_tok *x, const cJSON *v, const char *what, int32_t *id) {
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= MAX_VOCAB ||
+        v->valuedouble != floor(v->valuedouble))
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: %s has a bad id", x->dir, what);
+    *id = (int32_t)v->valuedouble;
+    return AK_OK;
+}
+
+/* ---- kind and pre-tokenizer ---------------------------------------------------------- */
+
+static int is_spm_style(const hf_tok *x) {
+    const cJSON *json = x->json;
+    if (cJSON_IsTrue(ak__json_get(x->model, "byte_fallback"))) return 1;
+    if (find_part(ak__json_get(json, "pre_tokenizer"), "pretokenizers", "Metaspace")) return 1;
+    const cJSON *rep = find_part(ak__json_get(json, "normalizer"), "normalizers", "Replace");
+    const cJSON *content = rep ? ak__json_get(rep, "content") : NULL;
+    return cJSON_IsString(content) && strcmp(content->valuestring, "\xe2\x96\x81") == 0;
+}
+
+/* Which of our pre-tokenizers the byte-level pre_tokenizer is. */
+static ak_status read_pretok(hf_tok *x) {
+    const cJSON *pre = ak__json_get(x->json, "pre_tokenizer");
+    if (!find_part(pre, "pretokenizers", "ByteLevel") &&
+        !find_part(ak__json_get(x->json, "decoder"), "decoders", "ByteLevel"))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: a BPE model that is neither "
+                       "byte-level nor SentencePiece-style", x->dir);
+    x->spec.pre = AK_PRETOK_GPT2;
+    if (find_part(pre, "pretokenizers", "Punctuation")) {
+        x->spec.pre = AK_PRETOK_FALCON;
+        return AK_OK;
+    }
+    const cJSON *split = find_part(pre, "pretokenizers", "Split");
+    const cJSON *pattern = split ? ak__json_get(split, "pattern") : NULL;
+    const cJSON *regex = pattern ? ak__json_get(pattern, "Regex") : NULL;
+    if (cJSON_IsString(regex) && strcmp(regex->valuestring, k_gpt2_regex) != 0)
+        AK_LOG_WARN(AK_SUBSYS_LLM, "%s/tokenizer.json: pre-tokenizer regex '%.60s...' is not "
+                    "GPT-2's; GPT-2's split is used, so some texts tokenize differently",
+                    x->dir, regex->valuestring);
+    return AK_OK;
+}
+
+/* ---- vocabulary ---------------------------------------------------------------------- */
+
+static ak_status own(hf_tok *x, char *s) {
+    if (!s) return AK_FAIL(AK_ERR_NO_MEMORY, "tokenizer strings");
+    char **v = realloc(x->owned, (x->n_owned + 1) * sizeof *v);
+    if (!v) {
+        free(s);
+        return AK_FAIL(AK_ERR_NO_MEMORY, "tokenizer strings");
+    }
+    x->owned = v;
+    x->owned[x->n_owned++] = s;
+    return AK_OK;
+}
+
+/* The vocabulary size: one past the largest id of vocab and added_tokens, at least
+ * `min_size`. */
+static ak_status vocab_size(hf_tok *x, int32_t min_size, int32_t *n) {
+    const cJSON *vocab = ak__json_get(x->model, "vocab");
+    if (!cJSON_IsObject(vocab))
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: model.vocab is not an object",
+                       x->dir);
+    int32_t max = min_size - 1, id;
+    for (const cJSON *e = vocab->child; e; e = e->next) {
+        AK_CHECK(json_id(x, e, e->string, &id));
+        if (id > max) max = id;
+    }
+    const cJSON *added = ak__json_get(x->json, "added_tokens");
+    for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e; e = e->next) {
+        AK_CHECK(json_id(x, ak__json_get(e, "id"), "an added token", &id));
+        if (id > max) max = id;
+    }
+    if (max < 0) return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: no tokens", x->dir);
+    *n = max + 1;
+    return AK_OK;
+}
+
+static int is_byte_token(const char *s) {
+    return strlen(s) == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>' &&
+           strchr("0123456789ABCDEF", s[3]) && strchr("0123456789ABCDEF", s[4]);
+}
+
+static ak_status fill_vocab(hf_tok *x, int32_t n) {
+    x->tokens = calloc((size_t)n, sizeof *x->tokens);
+    x->types = malloc((size_t)n);
+    x->scores = malloc((size_t)n * sizeof *x->scores);
+    if (!x->tokens || !x->types || !x->scores) return AK_FAIL(AK_ERR_NO_MEMORY, "vocabulary");
+    int spm = x->spec.kind == AK_TOKENIZER_SPM;
+    for (const cJSON *e = ak__json_get(x->model, "vocab")->child; e; e = e->next) {
+        int32_t id = (int32_t)e->valuedouble;
+        x->tokens[id] = e->string;
+        x->types[id] = spm && is_byte_token(e->string) ? AK_TOKTYPE_BYTE : AK_TOKTYPE_NORMAL;
+    }
+    const cJSON *added = ak__json_get(x->json, "added_tokens");
+    for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e; e = e->next) {
+        const cJSON *content = ak__json_get(e, "content");
+        if (!cJSON_IsString(content))
+            return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: an added token has no "
+                           "content", x->dir);
+        int32_t id = (int32_t)ak__json_get(e, "id")->valuedouble;
+        x->tokens[id] = content->valuestring;
+        x->types[id] = cJSON_IsTrue(ak__json_get(e, "special")) ? AK_TOKTYPE_CONTROL
+                                                                : AK_TOKTYPE_USER_DEFINED;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        if (x->tokens[i]) continue;
+        char buf[32];
+        snprintf(buf, sizeof buf, "[PAD%d]", i);
+        AK_CHECK(own(x, strdup(buf)));
+        x->tokens[i] = x->owned[x->n_owned - 1];
+        x->types[i] = AK_TOKTYPE_UNUSED;
+    }
+    return AK_OK;
+}
+
+/* Merges as "left right" strings in rank order ("a b" strings or [a, b] pairs). */
+static ak_status read_merges(hf_tok *x) {
+    const cJSON *m = ak__json_get(x->model, "merges");
+    if (!cJSON_IsArray(m))
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: model.merges is not a list",
+                       x->dir);
+    size_t n = (size_t)cJSON_GetArraySize(m);
+    x->merges = malloc((n ? n : 1) * sizeof *x->merges);
+    if (!x->merges) return AK_FAIL(AK_ERR_NO_MEMORY, "merges");
+    for (const cJSON *e = m->child; e; e = e->next) {
+        if (cJSON_IsString(e)) {
+            x->merges[x->n_merges++] = e->valuestring;
+            continue;
+        }
+        const cJSON *a = cJSON_IsArray(e) ? e->child : NULL, *b = a ? a->next : NULL;
+        if (!cJSON_IsString(a) || !cJSON_IsString(b) || b->next)
+            return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: merge %zu is neither "
+                           "\"a b\" nor [a, b]", x->dir, x->n_merges);
+        size_t la = strlen(a->valuestring), lb = strlen(b->valuestring);
+        char *s = malloc(la + lb + 2);
+        AK_CHECK(own(x, s));
+        memcpy(s, a->valuestring, la);
+        s[la] = ' ';
+        memcpy(s + la + 1, b->valuestring, lb + 1);
+        x->merges[x->n_merges++] = s;
+    }
+    return AK_OK;
+}
+
+/* SPM scores: −(rank of the first merge producing the token); tokens no merge produces
+ * rank after every merge. */
+static ak_status derive_scores(hf_tok *x, int32_t n) {
+    for (int32_t i = 0; i < n; i++) x->scores[i] = NAN;
+    char *buf = NULL;
+    size_t cap = 0;
+    ak_status st = AK_OK;
+    for (size_t r = 0; r < x->n_merges && st == AK_OK; r++) {
+        const char *m = x->merges[r], *sp = strchr(m + (m[0] != '\0'), ' ');
+        size_t len = strlen(m);
+        if (!sp) {
+            st = AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: merge %zu ('%.40s') is not "
+                         "'left right'", x->dir, r, m);
+            break;
+        }
+        if (len > cap) {
+            char *b = realloc(buf, cap = len + 64);
+            if (!b) st = AK_FAIL(AK_ERR_NO_MEMORY, "merge text");
+            else buf = b;
+        }
+        if (st != AK_OK) break;
+        size_t left = (size_t)(sp - m);
+        memcpy(buf, m, left);
+        memcpy(buf + left, sp + 1, len - left - 1);
+        int64_t id = ak_strmap_get(&x->map, buf, len - 1);
+        if (id >= 0 && isnan(x->scores[id])) x->scores[id] = -(float)r;
+    }
+    for (int32_t i = 0; i < n; i++)
+        if (isnan(x->scores[i])) x->scores[i] = -(float)(x->n_merges + (size_t)i);
+    free(buf);
+    return st;
+}
+
+/* ---- special ids and flags ----------------------------------------------------------- */
+
+static ak_status map_tokens(hf_tok *x, int32_t n) {
+    AK_CHECK(ak_strmap_init(&x->map, (uint64_t)n));
+    /* a repeated text maps to its last id, as the tokenizer's own map does */
+    for (int32_t i = 0; i < n; i++) ak_strmap_put(&x->map, x->tokens[i], strlen(x->tokens[i]), i, 1);
+    return AK_OK;
+}
+
+static int32_t lookup(const hf_tok *x, const char *text) {
+    return text ? (int32_t)ak_strmap_get(&x->map, text, strlen(text)) : -1;
+}
+
+/* config.json's bos_token_id / eos_token_id: an id or a list (then the first). */
+static int32_t config_id(const hf_tok *x, const char *key) {
+    const cJSON *v = x->cfg ? ak__json_get(x->cfg, key) : NULL;
+    if (cJSON_IsArray(v)) v = v->child;
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= x->spec.n_vocab) return -1;
+    return (int32_t)v->valuedouble;
+}
+
+static int cfg_flag(const cJSON *obj, const char *key, int *flag) {
+    const cJSON *v = obj ? ak__json_get(obj, key) : NULL;
+    if (!cJSON_IsBool(v)) return 0;
+    *flag = cJSON_IsTrue(v);
+    return 1;
+}
+
+/* TemplateProcessing's "single": special tokens before the sequence are BOS, after it EOS. */
+static void template_flags(const hf_tok *x, int *add_bos, int *add_eos) {
+    const cJSON *tp = find_part(ak__json_get(x->json, "post_processor"), "processors",
+                                "TemplateProcessing");
+    const cJSON *single = tp ? ak__json_get(tp, "single") : NULL;
+    int seen_seq = 0;
+    for (const cJSON *e = cJSON_IsArray(single) ? single->child : NULL; e; e = e->next) {
+        const cJSON *sp = ak__json_get(e, "SpecialToken");
+        const cJSON *name = sp ? ak__json_get(sp, "id") : NULL;
+        int32_t id = cJSON_IsString(name) ? lookup(x, name->valuestring) : -1;
+        if (ak__json_get(e, "Sequence")) seen_seq = 1;
+        if (id < 0) continue;
+        int32_t *slot = seen_seq ? &x->spec.eos : &x->spec.bos;
+        *(seen_seq ? add_eos : add_bos) = 1;
+        if (*slot < 0) *slot = id;
+    }
+}
+
+/* SentencePiece's dummy prefix: a Prepend normalizer or a Metaspace that prepends. */
+static int space_prefix(const hf_tok *x) {
+    int flag;
+    if (cfg_flag(x->tcfg, "add_prefix_space", &flag)) return flag;
+    if (find_part(ak__json_get(x->json, "normalizer"), "normalizers", "Prepend")) return 1;
+    const cJSON *ms = find_part(ak__json_get(x->json, "pre_tokenizer"), "pretokenizers", "Metaspace");
+    if (ms) {
+        const cJSON *scheme = ak__json_get(ms, "prepend_scheme");
+        if (cJSON_IsString(scheme)) return strcmp(scheme->valuestring, "never") != 0;
+        return cfg_flag(ms, "add_prefix_space", &flag) ? flag : 1;
+    }
+    /* a Replace-only normalizer (no Prepend) means no prefix */
+    return !find_part(ak__json_get(x->json, "normalizer"), "normalizers", "Replace");
+}
+
+static void read_specials(hf_tok *x) {
+    ak__tok_spec *s = &x->spec;
+    s->bos = lookup(x, token_setting(x->tcfg, "bos_token"));
+    s->eos = lookup(x, token_setting(x->tcfg, "eos_token"));
+    s->pad = lookup(x, token_setting(x->tcfg, "pad_token"));
+    s->unk = lookup(x, token_setting(x->model, "unk_token"));
+    if (s->unk < 0) s->unk = lookup(x, token_setting(x->tcfg, "unk_token"));
+    if (s->bos < 0) s->bos = config_id(x, "bos_token_id");
+    if (s->eos < 0) s->eos = config_id(x, "eos_token_id");
+    if (s->unk >= 0 && s->kind == AK_TOKENIZER_SPM) x->types[s->unk] = AK_TOKTYPE_UNKNOWN;
+    int add_bos = 0, add_eos = 0;
+    template_flags(x, &add_bos, &add_eos);
+    /* Llama-2 folders without a post-processor still add BOS (LlamaTokenizer's default) */
+    if (!ak__json_get(x->json, "post_processor") && s->kind == AK_TOKENIZER_SPM) add_bos = 1;
+    if (!cfg_flag(x->tcfg, "add_bos_token", &s->add_bos)) s->add_bos = add_bos;
+    if (!cfg_flag(x->tcfg, "add_eos_token", &s->add_eos)) s->add_eos = add_eos;
+    s->add_space_prefix = s->kind == AK_TOKENIZER_SPM && space_prefix(x);
+}
+
+/* ---- assembling ---------------------------------------------------------------------- */
+
+static ak_status read_files(hf_tok *x) {
+    AK_CHECK(ak__hf_read_json(x->dir, "tokenizer.json", 0, &x->json));
+    AK_CHECK(ak__hf_read_json(x->dir, "tokenizer_config.json", 1, &x->tcfg));
+    AK_CHECK(ak__hf_read_json(x->dir, "config.json", 1, &x->cfg));
+    x->model = ak__json_get(x->json, "model");
+    if (!cJSON_IsObject(x->model))
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json has no model", x->dir);
+    const cJSON *type = ak__json_get(x->model, "type");
+    if (type && !json_type_is(x->model, "BPE"))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: model type '%s' (only BPE)", x->dir,
+                       cJSON_IsString(type) ? type->valuestring : "?");
+    return AK_OK;
+}
+
+static ak_status assemble(hf_tok *x, int32_t min_vocab) {
+    AK_CHECK(read_files(x));
+    int spm = is_spm_style(x);
+    ak__tok_spec_defaults(&x->spec, spm ? AK_TOKENIZER_SPM : AK_TOKENIZER_BPE);
+    if (!spm) AK_CHECK(read_pretok(x));
+    int32_t n;
+    AK_CHECK(vocab_size(x, min_vocab, &n));
+    x->spec.n_vocab = n;
+    AK_CHECK(fill_vocab(x, n));
+    AK_CHECK(read_merges(x));
+    AK_CHECK(map_tokens(x, n));
+    if (spm) {
+        AK_CHECK(derive_scores(x, n));
+        x->spec.scores = x->scores;
+    } else {
+        x->spec.merges = x->merges;
+        x->spec.n_merges = x->n_merges;
+    }
+    x->spec.tokens = x->tokens;
+    x->spec.types = x->types;
+    read_specials(x);
+    return AK_OK;
+}
+
+ak_status ak__hf_tokenizer_dir(const char *dir, int32_t vocab_size, ak_tokenizer **out) {
+    AK_ARG_CHECK(dir != NULL && out != NULL, "dir or out is NULL");
+    AK_ARG_CHECK(vocab_size >= 0 && vocab_size <= MAX_VOCAB, "vocab_size %d", vocab_size);
+    *out = NULL;
+    hf_tok x;
+    memset(&x, 0, sizeof x);
+    x.dir = dir;
+    ak_status st = assemble(&x, vocab_size);
+    if (st == AK_OK) st = ak__tokenizer_build(&x.spec, out);
+    hf_tok_free(&x);
+    return st;
+}
+
+ak_status ak__hf_tokenizer(const ak__hf *h, ak_tokenizer **out) {
+    AK_ARG_CHECK(h != NULL && out != NULL, "hf or out is NULL");
+    const cJSON *v = ak__json_get(h->config, "vocab_size");
+    int32_t n = cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= MAX_VOCAB
+                    ? (int32_t)v->valuedouble : 0;
+    return ak__hf_tokenizer_dir(h->dir, n, out);
+}
