@@ -125,6 +125,10 @@ AK_API ak_status ak_measure_fma_peak(int millis, double *gflops);
 /* Single-thread memcpy bandwidth in GB/s of traffic (bytes read + bytes written) over
  * buffers of `bytes` each; median of repeated copies. */
 AK_API ak_status ak_measure_memcpy(size_t bytes, double *gbytes_per_s);
+/* Streaming read bandwidth in GB/s of all threads of `pool` (NULL = the global pool)
+ * reading disjoint slices of a `bytes` buffer; median of repeated passes. */
+AK_API ak_status ak_measure_read_bandwidth(size_t bytes, ak_threadpool *pool,
+                                           double *gbytes_per_s);
 
 #ifdef __cplusplus
 }

@@ -39,8 +39,8 @@ void *realloc(void *p, size_t n) {
 }
 #endif
 
-static char g_model[512];
-static ak_llm_model *g_m;
+static char g_model[512], g_draft[512];
+static ak_llm_model *g_m, *g_d;
 
 static int setup(void **state) {
     (void)state;
@@ -50,16 +50,23 @@ static int setup(void **state) {
     *strrchr(repo, '/') = '\0';
     *strrchr(repo, '/') = '\0';
     snprintf(g_model, sizeof g_model, "/tmp/ak_test_engine_%d.gguf", (int)getpid());
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/llm-make-model --dim 64 --layers 2 "
-             "--heads 4 --kv-heads 2 --ffn 172 --ctx 256 --seed 11 --out %s >/dev/null", repo, g_model);
-    if (system(cmd) != 0) return -1;
-    return ak_llm_model_load(g_model, &g_m) == AK_OK ? 0 : -1;
+    snprintf(g_draft, sizeof g_draft, "/tmp/ak_test_engine_%d_q4.gguf", (int)getpid());
+    const char *files[2] = {g_model, g_draft}, *types[2] = {"f32", "q4_0"};
+    for (int i = 0; i < 2; ++i) { /* the draft: the same weights quantized to q4_0 */
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/llm-make-model --dim 64 --layers 2 "
+                 "--heads 4 --kv-heads 2 --ffn 192 --ctx 256 --seed 11 --type %s --out %s >/dev/null",
+                 repo, types[i], files[i]);
+        if (system(cmd) != 0) return -1;
+    }
+    return ak_llm_model_load(g_model, &g_m) == AK_OK && ak_llm_model_load(g_draft, &g_d) == AK_OK ? 0 : -1;
 }
 
 static int teardown(void **state) {
     (void)state;
     ak_llm_model_free(g_m);
+    ak_llm_model_free(g_d);
     remove(g_model);
+    remove(g_draft);
     return 0;
 }
 
@@ -107,6 +114,9 @@ static void drain(ak_llm_engine *e) {
     assert_int_equal(pending, 0);
 }
 
+static ak_llm_model *g_engine_draft; /* draft model of the engines made next */
+static int32_t g_engine_ngram;
+
 static ak_llm_engine *engine(int32_t max_batch, uint64_t kv_bytes, ak_dtype kv_dtype) {
     ak_llm_engine_options o;
     ak_llm_engine_options_default(&o);
@@ -115,6 +125,8 @@ static ak_llm_engine *engine(int32_t max_batch, uint64_t kv_bytes, ak_dtype kv_d
     o.max_batch_tokens = max_batch;
     o.kv_bytes = kv_bytes;
     o.kv_dtype = kv_dtype;
+    o.draft = g_engine_draft;
+    o.spec_ngram = g_engine_ngram;
     ak_llm_engine *e;
     assert_int_equal(ak_llm_engine_create(g_m, &o, &e), AK_OK);
     return e;
@@ -315,6 +327,58 @@ static void test_bad_requests(void **state) {
     ak_llm_engine_free(e);
 }
 
+/* Greedy speculative decoding (q4_0 draft; n-gram lookup) is token-identical to plain
+ * decoding for several requests batched together; the draft proposes and some are kept. */
+static void test_speculative_greedy_identical(void **state) {
+    (void)state;
+    static collected alone[N_REQ], with_draft[N_REQ], with_ngram[N_REQ];
+    memset(alone, 0, sizeof alone);
+    memset(with_draft, 0, sizeof with_draft);
+    memset(with_ngram, 0, sizeof with_ngram);
+    run_alone(alone);
+    g_engine_draft = g_d;
+    ak_llm_engine *e = engine(64, 0, AK_DTYPE_F16);
+    run_together(e, with_draft);
+    ak_llm_engine_stats s;
+    ak_llm_engine_get_stats(e, &s);
+    ak_llm_engine_free(e);
+    g_engine_draft = NULL;
+    g_engine_ngram = 2;
+    e = engine(64, 0, AK_DTYPE_F32);
+    run_together(e, with_ngram);
+    ak_llm_engine_free(e);
+    g_engine_ngram = 0;
+    assert_true(s.spec_proposed > 0 && s.spec_accepted > 0);
+    for (int32_t k = 0; k < N_REQ; ++k) {
+        assert_memory_equal(alone[k].ids[0], with_draft[k].ids[0], 20 * sizeof(int32_t));
+        assert_memory_equal(alone[k].ids[0], with_ngram[k].ids[0], 20 * sizeof(int32_t));
+    }
+}
+
+/* Sampled speculative decoding with n > 1 samples (draft K/V copied on write too). */
+static void test_speculative_sampled_runs(void **state) {
+    (void)state;
+    static collected c;
+    memset(&c, 0, sizeof c);
+    g_engine_draft = g_d;
+    int32_t p[12];
+    prompt_of(p, 12, 8);
+    ak_llm_engine *e = engine(512, 0, AK_DTYPE_F16);
+    ak_llm_request r = greedy_request(p, 12, 40, &c);
+    r.n = 3;
+    r.sampling.temperature = 0.8f;
+    r.sampling.top_k = 40;
+    assert_int_equal(ak_llm_engine_submit(e, &r, NULL), AK_OK);
+    drain(e);
+    ak_llm_engine_stats s;
+    ak_llm_engine_get_stats(e, &s);
+    ak_llm_engine_free(e);
+    g_engine_draft = NULL;
+    for (int i = 0; i < 3; ++i) assert_int_equal(c.n[i], 40);
+    assert_true(s.spec_proposed > 0);
+    assert_int_equal(s.kv_tokens_live, 0);
+}
+
 static void test_decode_step_allocates_nothing(void **state) {
     (void)state;
 #ifdef AK_COUNT_ALLOCS
@@ -351,6 +415,8 @@ int main(void) {
         cmocka_unit_test(test_n_samples_share_prompt),
         cmocka_unit_test(test_stop_string_and_cancel),
         cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_speculative_greedy_identical),
+        cmocka_unit_test(test_speculative_sampled_runs),
         cmocka_unit_test(test_decode_step_allocates_nothing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -76,9 +76,12 @@ static ak_status alloc_step_buffers(ak_llm_engine *e) {
     e->waiting = malloc((size_t)e->waiting_cap * sizeof *e->waiting);
     e->logits = malloc((size_t)e->max_out * vocab * sizeof *e->logits);
     e->probs = malloc(vocab * sizeof *e->probs);
-    e->draft_probs = malloc((size_t)(e->o.spec_gamma + 1) * vocab * sizeof *e->draft_probs);
+    size_t drafts = e->draft ? S * (size_t)e->o.spec_gamma : 1;
+    e->draft_probs = malloc(drafts * vocab * sizeof *e->draft_probs);
+    e->draft_logits = malloc(e->draft ? S * vocab * sizeof *e->draft_logits : 1);
     if (!e->b_tokens || !e->b_pos || !e->b_seq || !e->b_out || !e->b_len || !e->b_tables ||
-        !e->b_seqs || !e->running || !e->waiting || !e->logits || !e->probs || !e->draft_probs)
+        !e->b_seqs || !e->running || !e->waiting || !e->logits || !e->probs || !e->draft_probs ||
+        !e->draft_logits)
         return AK_FAIL(AK_ERR_NO_MEMORY, "engine: out of memory for the step buffers");
     return AK_OK;
 }

@@ -38,6 +38,9 @@ typedef struct ak__seq {
     uint64_t admit_order;         /* newer = preempted first */
     int32_t chunk;                /* this step: tokens scheduled */
     int32_t out_row;              /* this step: first logits row, -1 = none */
+    int32_t n_draft;              /* this step: speculative tokens after the pending one
+                                     (stored past n_tokens), each with a logits row */
+    int32_t spec_slot;            /* this step: index into the draft distributions */
     ak__sampler sampler;
     ak__stop stop;
 } ak__seq;
@@ -103,7 +106,15 @@ int ak__engine_reserve(ak_llm_engine *e, ak__seq *s, int32_t need);
 void ak__engine_waiting_push_front(ak_llm_engine *e, ak__seq *s);
 void ak__engine_waiting_push_back(ak_llm_engine *e, ak__seq *s);
 
+/* engine_spec.c: proposes draft tokens for decoding sequences (draft model or n-gram
+ * lookup) and widens their chunks; after the target pass, verifies them. */
+ak_status ak__engine_spec_propose(ak_llm_engine *e);
+void ak__engine_spec_verify(ak_llm_engine *e, ak__seq *s, const float *rows);
+
 /* engine_step.c */
+/* Appends a sampled token, sends its event and ends the sequence when a stop holds. */
+void ak__engine_deliver(ak_llm_engine *e, ak__seq *s, int32_t token, float logprob,
+                        const ak_llm_logprob *top, int32_t n_top);
 ak_status ak__engine_run_step(ak_llm_engine *e);
 /* Ends a sequence with `reason` (event sent, blocks freed). */
 void ak__engine_finish(ak_llm_engine *e, ak__seq *s, ak_finish_reason reason, size_t trim,

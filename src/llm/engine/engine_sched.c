@@ -159,6 +159,7 @@ static void admit_waiting(ak_llm_engine *e, int32_t *budget) {
         s->running = 1;
         s->admit_order = ++e->admit_counter;
         s->chunk = chunk;
+        s->n_draft = 0;
         e->running[e->n_running++] = s;
         *budget -= chunk;
     }
@@ -166,7 +167,7 @@ static void admit_waiting(ak_llm_engine *e, int32_t *budget) {
 
 int32_t ak__engine_schedule(ak_llm_engine *e) {
     int32_t budget = e->o.max_batch_tokens;
-    for (int32_t i = 0; i < e->n_running; ++i) e->running[i]->chunk = 0;
+    for (int32_t i = 0; i < e->n_running; ++i) e->running[i]->chunk = e->running[i]->n_draft = 0;
     schedule_running(e, &budget, 1);
     schedule_running(e, &budget, 0);
     admit_waiting(e, &budget);

@@ -42,10 +42,6 @@ static int stop_string_hit(ak_llm_engine *e, ak__seq *s, int32_t token, size_t *
     return ak__stop_feed(&s->stop, piece, len, trim);
 }
 
-/* Appends a sampled token and sends its event; ends the sequence when a stop holds. */
-void ak__engine_deliver(ak_llm_engine *e, ak__seq *s, int32_t token, float logprob,
-                        const ak_llm_logprob *top, int32_t n_top);
-
 void ak__engine_deliver(ak_llm_engine *e, ak__seq *s, int32_t token, float logprob,
                         const ak_llm_logprob *top, int32_t n_top) {
     const ak__req *q = s->req;
@@ -101,11 +97,17 @@ static void after_forward(ak_llm_engine *e, ak__seq **seqs, int32_t n) {
     size_t vocab = (size_t)e->model->hp.n_vocab;
     for (int32_t i = 0; i < n; ++i) {
         ak__seq *s = seqs[i];
+        if (s->n_draft > 0) { /* verification sets n_cached to what was accepted */
+            ak__engine_spec_verify(e, s, e->logits + (size_t)s->out_row * vocab);
+            if (!s->done) ak__engine_publish(e, s);
+            continue;
+        }
         s->n_cached += s->chunk;
         if (s->sample == 0 && !s->req->forked) e->stats.prompt_tokens += (uint64_t)s->chunk;
         ak__engine_publish(e, s);
         if (s->out_row < 0 || s->done) continue;
         const float *row = e->logits + (size_t)s->out_row * vocab;
+
         if (s->sample == 0 && !s->req->forked && s->req->r.n > 1) {
             fork_samples(e, s);
             for (int32_t k = 1; k < s->req->r.n; ++k)
@@ -131,7 +133,10 @@ static int32_t build_batch(ak_llm_engine *e, ak__batch *b) {
         e->b_tables[n_seqs] = s->blocks;
         e->b_len[n_seqs] = s->n_cached + s->chunk;
         s->out_row = -1;
-        if (s->n_cached + s->chunk == s->n_tokens) {
+        if (s->n_draft > 0) { /* every position is verified */
+            s->out_row = n_out;
+            for (int32_t j = s->chunk; j > 0; --j) e->b_out[n_out++] = t - j;
+        } else if (s->n_cached + s->chunk == s->n_tokens) {
             s->out_row = n_out;
             e->b_out[n_out++] = t - 1;
         }
@@ -148,6 +153,7 @@ void ak__engine_take_inbox(ak_llm_engine *e);
 ak_status ak__engine_run_step(ak_llm_engine *e) {
     ak__engine_take_inbox(e);
     if (ak__engine_schedule(e) == 0) return AK_OK;
+    if (e->draft || e->o.spec_ngram) AK_CHECK(ak__engine_spec_propose(e));
     ak__batch b;
     int32_t n_seqs = build_batch(e, &b);
     ak_status st = ak__forward(e->model, e->ws, e->kv, &b, e->logits, e->pool);

@@ -1,0 +1,212 @@
+/* `ak bench llm`: llama-bench-style figures of the engine on one model — prompt
+ * processing (pp, tokens/s and % of the FMA peak), single-stream decode (tg, tokens/s and
+ * % of the read-bandwidth bound measured in the same run) and batched decode of N
+ * sequences (--seqs); `--concurrency N` measures a running server instead
+ * (bench_llm_server.c). Medians of --reps runs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/check.h"
+#include "cli/llm_cli.h"
+
+typedef struct llm_bench_args {
+    const char *model;
+    long threads, pp, tg, seqs, reps;
+    int json, kv_f32;
+} llm_bench_args;
+
+typedef struct llm_bench_result {
+    double pp_tps, pp_gflops, tg_tps, seqs_tps, read_gbps, peak_gflops;
+} llm_bench_result;
+
+typedef struct step_counter {
+    int32_t tokens;
+} step_counter;
+
+static void count_event(void *user, const ak_llm_event *ev) {
+    if (ev->token >= 0) ((step_counter *)user)->tokens++;
+}
+
+static ak_status make_engine(ak_llm_model *m, const llm_bench_args *a, int32_t seqs,
+                             ak_llm_engine **e) {
+    ak_llm_engine_options o;
+    ak_llm_engine_options_default(&o);
+    o.n_threads = (int32_t)a->threads;
+    o.max_seqs = seqs;
+    o.max_batch_tokens = (int32_t)(a->pp > seqs ? a->pp : seqs);
+    o.kv_dtype = a->kv_f32 ? AK_DTYPE_F32 : AK_DTYPE_F16;
+    o.prefix_caching = 0; /* every run computes its prompt */
+    return ak_llm_engine_create(m, &o, e);
+}
+
+static ak_status submit_n(ak_llm_engine *e, int32_t n, int32_t n_prompt, int32_t max_tokens,
+                          step_counter *c) {
+    int32_t *prompt = malloc((size_t)n_prompt * sizeof *prompt);
+    if (!prompt) return AK_ERR_NO_MEMORY;
+    ak_status st = AK_OK;
+    for (int32_t k = 0; k < n && st == AK_OK; ++k) {
+        for (int32_t i = 0; i < n_prompt; ++i) prompt[i] = 1 + (k * 977 + i * 131) % 30000;
+        ak_llm_request r;
+        ak_llm_request_default(&r);
+        r.prompt = prompt;
+        r.n_prompt = (size_t)n_prompt;
+        r.max_tokens = max_tokens;
+        r.sampling.temperature = 0.0f;
+        r.ignore_eos = 1;
+        r.on_event = count_event;
+        r.user = c;
+        st = ak_llm_engine_submit(e, &r, NULL);
+    }
+    free(prompt);
+    return st;
+}
+
+/* Seconds of the steps after the first `skip` ones, with the tokens they produced. */
+static ak_status time_steps(ak_llm_engine *e, int skip, step_counter *c, double *secs,
+                            int32_t *tokens) {
+    int32_t pending = 1;
+    for (int i = 0; i < skip && pending > 0; ++i) AK_CHECK(ak_llm_engine_step(e, &pending));
+    int32_t before = c->tokens;
+    uint64_t t0 = ak_now_ns();
+    while (pending > 0) AK_CHECK(ak_llm_engine_step(e, &pending));
+    *secs = (double)(ak_now_ns() - t0) * 1e-9;
+    *tokens = c->tokens - before;
+    return AK_OK;
+}
+
+static ak_status run_pp(ak_llm_model *m, const llm_bench_args *a, double *tps) {
+    ak_llm_engine *e;
+    AK_CHECK(make_engine(m, a, 1, &e));
+    step_counter c = {0};
+    ak_status st = submit_n(e, 1, (int32_t)a->pp, 1, &c);
+    uint64_t t0 = ak_now_ns();
+    int32_t pending;
+    if (st == AK_OK) st = ak_llm_engine_step(e, &pending); /* the whole prompt in one step */
+    *tps = (double)a->pp / ((double)(ak_now_ns() - t0) * 1e-9);
+    ak_llm_engine_free(e);
+    return st;
+}
+
+static ak_status run_decode(ak_llm_model *m, const llm_bench_args *a, int32_t seqs, double *tps) {
+    ak_llm_engine *e;
+    AK_CHECK(make_engine(m, a, seqs, &e));
+    step_counter c = {0};
+    double secs = 0;
+    int32_t tokens = 0;
+    ak_status st = submit_n(e, seqs, 1, (int32_t)a->tg, &c);
+    if (st == AK_OK) st = time_steps(e, 1, &c, &secs, &tokens); /* step 1: the prompts */
+    *tps = secs > 0 ? tokens / secs : 0;
+    ak_llm_engine_free(e);
+    return st;
+}
+
+typedef ak_status (*bench_fn)(ak_llm_model *, const llm_bench_args *, int32_t, double *);
+
+static ak_status run_pp_adapter(ak_llm_model *m, const llm_bench_args *a, int32_t unused,
+                                double *tps) {
+    (void)unused;
+    return run_pp(m, a, tps);
+}
+
+static ak_status median_of(bench_fn fn, ak_llm_model *m, const llm_bench_args *a, int32_t seqs,
+                           double *out) {
+    double v[16];
+    int reps = a->reps < 16 ? (int)a->reps : 16;
+    for (int r = 0; r < reps; ++r) AK_CHECK(fn(m, a, seqs, &v[r]));
+    *out = ak_cli_median(v, (size_t)reps);
+    return AK_OK;
+}
+
+/* FLOPs of a prefill of n tokens with logits for the last one only. */
+static double prefill_flops(const ak_llm_model_info *i, double n) {
+    double q = (double)i->n_heads * i->head_dim, kv = (double)i->n_kv_heads * i->head_dim;
+    double layer = (double)i->dim * (q + 2 * kv) + q * i->dim + 3.0 * i->dim * i->ffn_dim;
+    double attention = 2.0 * q * n * (n + 1) / 2.0; /* QKᵀ and PV over the causal half */
+    return i->n_layers * (2.0 * n * layer + 2.0 * attention) + 2.0 * i->dim * i->n_vocab;
+}
+
+static ak_status measure_machine(const llm_bench_args *a, llm_bench_result *r) {
+    ak_threadpool *pool;
+    AK_CHECK(ak_threadpool_create((int)a->threads, &pool));
+    int n;
+    ak_threadpool_size(pool, &n);
+    ak_status st = ak_measure_read_bandwidth(1u << 30, pool, &r->read_gbps);
+    ak_threadpool_free(pool);
+    AK_CHECK(st);
+    AK_CHECK(ak_measure_fma_peak(200, &r->peak_gflops));
+    r->peak_gflops *= n;
+    return AK_OK;
+}
+
+static void print_result(const llm_bench_args *a, const ak_llm_model_info *i,
+                         const llm_bench_result *r) {
+    double bound = r->read_gbps * 1e9 / (double)i->weight_bytes;
+    if (a->json) {
+        printf("{\"model\": \"%s\", \"weights\": \"%s\", \"threads\": %ld, \"weight_bytes\": %llu, "
+               "\"read_gbps\": %.2f, \"fma_peak_gflops\": %.1f, \"pp\": %ld, \"pp_tps\": %.1f, "
+               "\"pp_gflops\": %.1f, \"pp_peak_pct\": %.1f, \"tg\": %ld, \"tg_tps\": %.2f, "
+               "\"tg_bound_tps\": %.2f, \"tg_bound_pct\": %.1f, \"seqs\": %ld, \"seqs_tps\": %.1f}\n",
+               a->model, ak_wtype_name((ak_wtype)i->weight_type), a->threads,
+               (unsigned long long)i->weight_bytes, r->read_gbps, r->peak_gflops, a->pp, r->pp_tps,
+               r->pp_gflops, 100 * r->pp_gflops / r->peak_gflops, a->tg, r->tg_tps, bound,
+               100 * r->tg_tps / bound, a->seqs, r->seqs_tps);
+        return;
+    }
+    printf("model %s (%s, %.1f M params, %.1f MB of weights read per token), %ld threads\n",
+           a->model, ak_wtype_name((ak_wtype)i->weight_type), (double)i->n_params / 1e6,
+           (double)i->weight_bytes / 1e6, a->threads);
+    printf("machine: read bandwidth %.2f GB/s, FMA peak %.1f GFLOP/s\n", r->read_gbps, r->peak_gflops);
+    if (a->pp > 0)
+        printf("pp%-4ld %9.1f t/s  %7.1f GFLOP/s  %5.1f %% of the FMA peak\n", a->pp, r->pp_tps,
+               r->pp_gflops, 100 * r->pp_gflops / r->peak_gflops);
+    if (a->tg > 0)
+        printf("tg%-4ld %9.2f t/s  bound %.2f t/s  %5.1f %% of the bandwidth bound\n", a->tg, r->tg_tps,
+           bound, 100 * r->tg_tps / bound);
+    if (a->seqs > 1) printf("%ld seqs %7.1f t/s aggregate decode\n", a->seqs, r->seqs_tps);
+}
+
+static int bench(const llm_bench_args *a) {
+    ak_llm_model *m;
+    ak_status st = ak_llm_model_load(a->model, &m);
+    if (st != AK_OK) return ak_cli_report(a->model, st);
+    ak_llm_model_info info;
+    ak_llm_model_get_info(m, &info);
+    llm_bench_result r = {0};
+    st = measure_machine(a, &r);
+    if (st == AK_OK && a->pp > 0) st = median_of(run_pp_adapter, m, a, 1, &r.pp_tps);
+    if (a->pp > 0) r.pp_gflops = r.pp_tps / (double)a->pp * prefill_flops(&info, (double)a->pp) * 1e-9;
+    if (st == AK_OK && a->tg > 0) st = median_of(run_decode, m, a, 1, &r.tg_tps);
+    if (st == AK_OK && a->seqs > 1) st = median_of(run_decode, m, a, (int32_t)a->seqs, &r.seqs_tps);
+    ak_llm_model_free(m);
+    if (st != AK_OK) return ak_cli_report("bench llm", st);
+    print_result(a, &info, &r);
+    return AK_EXIT_OK;
+}
+
+int ak_bench_llm(int argc, char **argv) {
+    for (int i = 1; i < argc; ++i)
+        if (!strcmp(argv[i], "--concurrency") || !strcmp(argv[i], "--url"))
+            return fprintf(stderr, "ak bench llm: the server mode is not built yet\n"), AK_EXIT_ERROR;
+    llm_bench_args a = {NULL, ak_cli_bench_threads(), 128, 64, 0, 3, 0, 0};
+    for (int i = 1; i < argc; ++i) {
+        int rc = 0;
+        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) a.model = argv[++i];
+        else if (!strcmp(argv[i], "-t")) rc = ak_cli_flag_int(argc, argv, &i, 1, 256, &a.threads);
+        else if (!strcmp(argv[i], "-p")) rc = ak_cli_flag_int(argc, argv, &i, 0, 65536, &a.pp);
+        else if (!strcmp(argv[i], "-n")) rc = ak_cli_flag_int(argc, argv, &i, 0, 65536, &a.tg);
+        else if (!strcmp(argv[i], "--seqs")) rc = ak_cli_flag_int(argc, argv, &i, 0, 4096, &a.seqs);
+        else if (!strcmp(argv[i], "--reps")) rc = ak_cli_flag_int(argc, argv, &i, 1, 16, &a.reps);
+        else if (!strcmp(argv[i], "--json")) a.json = 1;
+        else if (!strcmp(argv[i], "--kv-f32")) a.kv_f32 = 1;
+        else rc = -1;
+        if (rc != 0) a.model = NULL, i = argc;
+    }
+    if (!a.model) {
+        fprintf(stderr, "usage: ak bench llm -m MODEL [-t threads] [-p 128] [-n 64] [--seqs N] "
+                "[--reps 3] [--kv-f32] [--json] | --url URL --concurrency N ...\n");
+        return AK_EXIT_ERROR;
+    }
+    return bench(&a);
+}
