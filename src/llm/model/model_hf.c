@@ -1,15 +1,58 @@
 /* Loading a Hugging Face folder (config.json + safetensors shards + tokenizer.json) into
- * the model: HF tensor names; the reader lives in llm/hf/. */
+ * the model: the reader is llm/hf/; this file maps HF tensor names onto the model's
+ * roles. HF checkpoints keep q/k rows in rotate-half order, so they run with NeoX RoPE
+ * (hp.rope_neox = 1) and no permutation is needed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "core/check.h"
+#include "llm/hf/hf.h"
 #include "llm/model/model.h"
 
 ak_status ak__model_load_hf(ak_llm_model *m, const char *dir);
 void ak__model_close_hf(ak_llm_model *m);
 
-ak_status ak__model_load_hf(ak_llm_model *m, const char *dir) {
-    (void)m;
-    return AK_FAIL(AK_ERR_UNSUPPORTED, "model: '%s' is a folder; Hugging Face folders are not "
-                   "readable yet", dir);
+static void hf_name_of(ak__tensor_role role, int layer, char *buf, size_t cap) {
+    static const char *const global[] = {
+        [AK_T_TOK_EMBD] = "model.embed_tokens.weight", [AK_T_OUTPUT] = "lm_head.weight",
+        [AK_T_OUTPUT_NORM] = "model.norm.weight", [AK_T_ROPE_FREQS] = ""};
+    static const char *const per_layer[] = {
+        [AK_T_ATTN_NORM] = "input_layernorm.weight", [AK_T_Q] = "self_attn.q_proj.weight",
+        [AK_T_K] = "self_attn.k_proj.weight", [AK_T_V] = "self_attn.v_proj.weight",
+        [AK_T_O] = "self_attn.o_proj.weight", [AK_T_BQ] = "self_attn.q_proj.bias",
+        [AK_T_BK] = "self_attn.k_proj.bias", [AK_T_BV] = "self_attn.v_proj.bias",
+        [AK_T_FFN_NORM] = "post_attention_layernorm.weight", [AK_T_GATE] = "mlp.gate_proj.weight",
+        [AK_T_UP] = "mlp.up_proj.weight", [AK_T_DOWN] = "mlp.down_proj.weight"};
+    if (role <= AK_T_ROPE_FREQS) snprintf(buf, cap, "%s", global[role]);
+    else snprintf(buf, cap, "model.layers.%d.%s", layer, per_layer[role]);
 }
 
-void ak__model_close_hf(ak_llm_model *m) { (void)m; }
+static ak_status hf_lookup(void *ctx, const char *name, ak__tensor_view *out) {
+    return ak__hf_tensor(ctx, name, out);
+}
+
+ak_status ak__model_load_hf(ak_llm_model *m, const char *dir) {
+    ak__hf *h;
+    AK_CHECK(ak__hf_open(dir, &h));
+    m->hf = h;
+    AK_CHECK(ak__hf_hparams(h, &m->hp));
+    AK_CHECK(ak__hf_tokenizer(h, &m->tokenizer));
+    ak_tokenizer_info ti;
+    AK_CHECK(ak_tokenizer_get_info(m->tokenizer, &ti));
+    if (ti.n_vocab > m->hp.n_vocab)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "model: tokenizer.json has %d tokens but the model "
+                       "only %d", ti.n_vocab, m->hp.n_vocab);
+    const char *tmpl = NULL;
+    if (ak__hf_chat_template(h, &tmpl) == AK_OK && tmpl) {
+        m->chat_template = strdup(tmpl);
+        if (!m->chat_template) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory");
+    }
+    ak__tensor_source src = {h, hf_lookup, hf_name_of};
+    return ak__model_bind(m, &src);
+}
+
+void ak__model_close_hf(ak_llm_model *m) {
+    if (m->hf) ak__hf_close(m->hf);
+    m->hf = NULL;
+}
