@@ -14,15 +14,18 @@
 typedef struct llm_bench_args {
     const char *model;
     long threads, pp, tg, seqs, reps;
-    int json, kv_f32;
+    int json, kv_f32, mixed;
 } llm_bench_args;
 
 typedef struct llm_bench_result {
     double pp_tps, pp_gflops, tg_tps, seqs_tps, read_gbps, peak_gflops;
+    double kv_util; /* live tokens / token slots of the blocks held, averaged over steps */
 } llm_bench_result;
 
 typedef struct step_counter {
     int32_t tokens;
+    double util_sum;
+    int64_t util_steps;
 } step_counter;
 
 static void count_event(void *user, const ak_llm_event *ev) {
@@ -35,24 +38,27 @@ static ak_status make_engine(ak_llm_model *m, const llm_bench_args *a, int32_t s
     ak_llm_engine_options_default(&o);
     o.n_threads = (int32_t)a->threads;
     o.max_seqs = seqs;
-    o.max_batch_tokens = (int32_t)(a->pp > seqs ? a->pp : seqs);
+    int32_t batch = (int32_t)(a->pp > seqs ? a->pp : seqs);
+    o.max_batch_tokens = batch > 512 ? batch : 512;
     o.kv_dtype = a->kv_f32 ? AK_DTYPE_F32 : AK_DTYPE_F16;
     o.prefix_caching = 0; /* every run computes its prompt */
     return ak_llm_engine_create(m, &o, e);
 }
 
+/* --mixed: prompts of 8..263 tokens and completions of 16..max_tokens, spread evenly */
 static ak_status submit_n(ak_llm_engine *e, int32_t n, int32_t n_prompt, int32_t max_tokens,
-                          step_counter *c) {
-    int32_t *prompt = malloc((size_t)n_prompt * sizeof *prompt);
+                          int mixed, step_counter *c) {
+    int32_t *prompt = malloc((size_t)(n_prompt > 264 ? n_prompt : 264) * sizeof *prompt);
     if (!prompt) return AK_ERR_NO_MEMORY;
     ak_status st = AK_OK;
     for (int32_t k = 0; k < n && st == AK_OK; ++k) {
-        for (int32_t i = 0; i < n_prompt; ++i) prompt[i] = 1 + (k * 977 + i * 131) % 30000;
+        int32_t len = mixed ? 8 + (k * 7919) % 256 : n_prompt;
+        for (int32_t i = 0; i < len; ++i) prompt[i] = 1 + (k * 977 + i * 131) % 30000;
         ak_llm_request r;
         ak_llm_request_default(&r);
         r.prompt = prompt;
-        r.n_prompt = (size_t)n_prompt;
-        r.max_tokens = max_tokens;
+        r.n_prompt = (size_t)len;
+        r.max_tokens = mixed && max_tokens > 16 ? 16 + (k * 104729) % (max_tokens - 15) : max_tokens;
         r.sampling.temperature = 0.0f;
         r.ignore_eos = 1;
         r.on_event = count_event;
@@ -70,7 +76,15 @@ static ak_status time_steps(ak_llm_engine *e, int skip, step_counter *c, double 
     for (int i = 0; i < skip && pending > 0; ++i) AK_CHECK(ak_llm_engine_step(e, &pending));
     int32_t before = c->tokens;
     uint64_t t0 = ak_now_ns();
-    while (pending > 0) AK_CHECK(ak_llm_engine_step(e, &pending));
+    while (pending > 0) {
+        AK_CHECK(ak_llm_engine_step(e, &pending));
+        ak_llm_engine_stats s;
+        ak_llm_engine_get_stats(e, &s);
+        if (s.kv_token_slots_used > 0) {
+            c->util_sum += (double)s.kv_tokens_live / (double)s.kv_token_slots_used;
+            c->util_steps++;
+        }
+    }
     *secs = (double)(ak_now_ns() - t0) * 1e-9;
     *tokens = c->tokens - before;
     return AK_OK;
@@ -80,7 +94,7 @@ static ak_status run_pp(ak_llm_model *m, const llm_bench_args *a, double *tps) {
     ak_llm_engine *e;
     AK_CHECK(make_engine(m, a, 1, &e));
     step_counter c = {0};
-    ak_status st = submit_n(e, 1, (int32_t)a->pp, 1, &c);
+    ak_status st = submit_n(e, 1, (int32_t)a->pp, 1, 0, &c);
     uint64_t t0 = ak_now_ns();
     int32_t pending;
     if (st == AK_OK) st = ak_llm_engine_step(e, &pending); /* the whole prompt in one step */
@@ -89,15 +103,20 @@ static ak_status run_pp(ak_llm_model *m, const llm_bench_args *a, double *tps) {
     return st;
 }
 
+static double g_kv_util; /* of the last batched run */
+
 static ak_status run_decode(ak_llm_model *m, const llm_bench_args *a, int32_t seqs, double *tps) {
     ak_llm_engine *e;
     AK_CHECK(make_engine(m, a, seqs, &e));
     step_counter c = {0};
     double secs = 0;
     int32_t tokens = 0;
-    ak_status st = submit_n(e, seqs, 1, (int32_t)a->tg, &c);
-    if (st == AK_OK) st = time_steps(e, 1, &c, &secs, &tokens); /* step 1: the prompts */
+    int mixed = a->mixed && seqs > 1;
+    ak_status st = submit_n(e, seqs, 1, (int32_t)a->tg, mixed, &c);
+    /* step 1 computes the prompts (mixed: prefills interleave with decodes throughout) */
+    if (st == AK_OK) st = time_steps(e, mixed ? 0 : 1, &c, &secs, &tokens);
     *tps = secs > 0 ? tokens / secs : 0;
+    if (seqs > 1) g_kv_util = c.util_steps ? c.util_sum / (double)c.util_steps : 0;
     ak_llm_engine_free(e);
     return st;
 }
@@ -147,11 +166,13 @@ static void print_result(const llm_bench_args *a, const ak_llm_model_info *i,
         printf("{\"model\": \"%s\", \"weights\": \"%s\", \"threads\": %ld, \"weight_bytes\": %llu, "
                "\"read_gbps\": %.2f, \"fma_peak_gflops\": %.1f, \"pp\": %ld, \"pp_tps\": %.1f, "
                "\"pp_gflops\": %.1f, \"pp_peak_pct\": %.1f, \"tg\": %ld, \"tg_tps\": %.2f, "
-               "\"tg_bound_tps\": %.2f, \"tg_bound_pct\": %.1f, \"seqs\": %ld, \"seqs_tps\": %.1f}\n",
+               "\"tg_bound_tps\": %.2f, \"tg_bound_pct\": %.1f, \"seqs\": %ld, \"seqs_tps\": %.1f, "
+               "\"mixed\": %s, \"kv_util_pct\": %.1f}\n",
                a->model, ak_wtype_name((ak_wtype)i->weight_type), a->threads,
                (unsigned long long)i->weight_bytes, r->read_gbps, r->peak_gflops, a->pp, r->pp_tps,
                r->pp_gflops, 100 * r->pp_gflops / r->peak_gflops, a->tg, r->tg_tps, bound,
-               100 * r->tg_tps / bound, a->seqs, r->seqs_tps);
+               100 * r->tg_tps / bound, a->seqs, r->seqs_tps, a->mixed ? "true" : "false",
+               100 * r->kv_util);
         return;
     }
     printf("model %s (%s, %.1f M params, %.1f MB of weights read per token), %ld threads\n",
@@ -164,7 +185,9 @@ static void print_result(const llm_bench_args *a, const ak_llm_model_info *i,
     if (a->tg > 0)
         printf("tg%-4ld %9.2f t/s  bound %.2f t/s  %5.1f %% of the bandwidth bound\n", a->tg, r->tg_tps,
            bound, 100 * r->tg_tps / bound);
-    if (a->seqs > 1) printf("%ld seqs %7.1f t/s aggregate decode\n", a->seqs, r->seqs_tps);
+    if (a->seqs > 1)
+        printf("%ld seqs%s %7.1f t/s aggregate, KV memory held by live tokens %.1f %%\n", a->seqs,
+               a->mixed ? " (mixed lengths)" : "", r->seqs_tps, 100 * r->kv_util);
 }
 
 static int bench(const llm_bench_args *a) {
@@ -179,6 +202,7 @@ static int bench(const llm_bench_args *a) {
     if (a->pp > 0) r.pp_gflops = r.pp_tps / (double)a->pp * prefill_flops(&info, (double)a->pp) * 1e-9;
     if (st == AK_OK && a->tg > 0) st = median_of(run_decode, m, a, 1, &r.tg_tps);
     if (st == AK_OK && a->seqs > 1) st = median_of(run_decode, m, a, (int32_t)a->seqs, &r.seqs_tps);
+    r.kv_util = g_kv_util;
     ak_llm_model_free(m);
     if (st != AK_OK) return ak_cli_report("bench llm", st);
     print_result(a, &info, &r);
@@ -189,7 +213,7 @@ int ak_bench_llm(int argc, char **argv) {
     for (int i = 1; i < argc; ++i)
         if (!strcmp(argv[i], "--concurrency") || !strcmp(argv[i], "--url"))
             return fprintf(stderr, "ak bench llm: the server mode is not built yet\n"), AK_EXIT_ERROR;
-    llm_bench_args a = {NULL, ak_cli_bench_threads(), 128, 64, 0, 3, 0, 0};
+    llm_bench_args a = {NULL, ak_cli_bench_threads(), 128, 64, 0, 3, 0, 0, 0};
     for (int i = 1; i < argc; ++i) {
         int rc = 0;
         if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) a.model = argv[++i];
@@ -200,12 +224,13 @@ int ak_bench_llm(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps")) rc = ak_cli_flag_int(argc, argv, &i, 1, 16, &a.reps);
         else if (!strcmp(argv[i], "--json")) a.json = 1;
         else if (!strcmp(argv[i], "--kv-f32")) a.kv_f32 = 1;
+        else if (!strcmp(argv[i], "--mixed")) a.mixed = 1;
         else rc = -1;
         if (rc != 0) a.model = NULL, i = argc;
     }
     if (!a.model) {
         fprintf(stderr, "usage: ak bench llm -m MODEL [-t threads] [-p 128] [-n 64] [--seqs N] "
-                "[--reps 3] [--kv-f32] [--json] | --url URL --concurrency N ...\n");
+                "[--reps 3] [--mixed] [--kv-f32] [--json] | --url URL --concurrency N ...\n");
         return AK_EXIT_ERROR;
     }
     return bench(&a);
