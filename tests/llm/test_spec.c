@@ -153,6 +153,9 @@ static void test_verify_deterministic_draft(void **state) {
     while (p[zero] > 0.0f) zero++;
     check_verify(p, NULL, zero == 0 ? 1 : 0, 200); /* a likely draft */
     check_verify(p, NULL, zero, 201);              /* an impossible one: always rejected */
+    /* a draft holding almost all the mass: rejections must still draw from the rest */
+    float heavy[V] = {0.002f, 0.99f, 0.001f, 0.004f, 0.0f, 0.003f};
+    check_verify(heavy, NULL, 1, 202);
     /* a certain token is always accepted */
     float one[V] = {0, 0, 1, 0, 0, 0};
     ak__sampler s;
@@ -167,6 +170,43 @@ static void test_verify_deterministic_draft(void **state) {
     /* a draft that is not a token is rejected */
     assert_int_equal(ak__spec_verify(&s, one, NULL, V + 3, &ok), 2);
     assert_int_equal(ok, 0);
+    ak__sampler_free(&s);
+}
+
+/* Vocabularies of several chunks plus a tail: the chunked residual walk. */
+static void test_verify_large_vocab(void **state) {
+    (void)state;
+    enum { N = 1000 + 37 };
+    static float p[N], q[N];
+    static double pd[N];
+    static uint64_t obs[N];
+    uint64_t st = 9;
+    for (int i = 0; i < N; i++) { /* q favours the low ids, p the high ones */
+        pd[i] = (i % 7 == 3) ? 0.0 : 1.0 + (double)i / N;
+        q[i] = (float)((i % 11 == 5) ? 0.0 : 2.0 - (double)i / N);
+    }
+    double sp = 0.0, sq = 0.0;
+    for (int i = 0; i < N; i++) {
+        sp += pd[i];
+        sq += q[i];
+    }
+    for (int i = 0; i < N; i++) {
+        pd[i] /= sp;
+        p[i] = (float)pd[i];
+        q[i] = (float)(q[i] / sq);
+    }
+    ak__sampler s;
+    sampler(&s, N, 1.0f, 10);
+    uint64_t acc = 0;
+    for (uint64_t t = 0; t < TRIALS; t++) {
+        int ok;
+        obs[ak__spec_verify(&s, p, q, draw(q, N, &st), &ok)]++;
+        acc += (uint64_t)ok;
+    }
+    double r = chi_square(obs, pd, N, TRIALS);
+    print_message("verify, %d tokens: chi2/critical = %.3f, acceptance %.4f\n", N, r,
+                  (double)acc / TRIALS);
+    assert_true(r < 1.0);
     ak__sampler_free(&s);
 }
 
@@ -287,7 +327,7 @@ static void greedy_reference(int32_t *seq, int n) {
 static int greedy_speculative(int32_t *seq, int n, int ngram) {
     ak__sampler s;
     sampler(&s, GV, 0.0f, 0);
-    float l[GV], p[4][GV], q[4][GV];
+    float l[GV], p[5][GV], q[4][GV]; /* p: after each of up to 4 drafts, and the bonus */
     int len = 2, accepted = 0;
     while (len < n) {
         int32_t d[4];
@@ -386,6 +426,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_verify_preserves_target),
         cmocka_unit_test(test_verify_deterministic_draft),
+        cmocka_unit_test(test_verify_large_vocab),
         cmocka_unit_test(test_bonus),
         cmocka_unit_test(test_rounds_joint_law),
         cmocka_unit_test(test_greedy_identical),

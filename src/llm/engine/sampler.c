@@ -144,6 +144,19 @@ void ak__sampler_accept(ak__sampler *s, int32_t token, int is_prompt) {
     s->hist[token] = h;
 }
 
+void ak__sampler_unaccept(ak__sampler *s, int32_t token) {
+    if (token < 0 || token >= s->n_vocab || (s->hist[token] & HIST_COUNT) == 0) return;
+    if (--s->hist[token] != 0) return;
+    /* no longer in the history: drop it from touched (searched from the most recent) */
+    for (int32_t j = s->n_touched - 1; j >= 0; j--)
+        if (s->touched[j] == token) {
+            memmove(&s->touched[j], &s->touched[j + 1],
+                    (size_t)(s->n_touched - 1 - j) * sizeof *s->touched);
+            s->n_touched--;
+            return;
+        }
+}
+
 /* ---- penalized logits -------------------------------------------------------------- */
 
 static int penalties_on(const ak__sampler *s) {
@@ -210,11 +223,12 @@ static int32_t find_first(const float *x, int32_t n, float v) {
     return -1;
 }
 
-/* The first index of the maximum; NaN never wins (0 when nothing is a number). */
-static int32_t argmax(const float *x, int32_t n) {
+int32_t ak__argmax_f32(const float *x, int32_t n) {
     int32_t i = find_first(x, n, max_of(x, n));
     return i < 0 ? 0 : i;
 }
+
+static int32_t argmax(const float *x, int32_t n) { return ak__argmax_f32(x, n); }
 
 /* exp(x) for x <= 0, relative error ~2e-7, exactly 1 at 0, exactly 0 below -87 and for
  * NaN (so tokens masked with -inf can never be drawn). Cody-Waite reduction x = n·ln2 + r,

@@ -65,6 +65,11 @@ void ak__sampler_reset(ak__sampler *s);
  * [0, n_vocab) are ignored. */
 void ak__sampler_accept(ak__sampler *s, int32_t token, int is_prompt);
 
+/* Takes back one generated token (is_prompt = 0) recorded by accept: speculative decoding
+ * accepts draft tokens to compute the next positions' distributions and takes the
+ * rejected ones back. Tokens never accepted are ignored. O(1) for the most recent tokens. */
+void ak__sampler_unaccept(ak__sampler *s, int32_t token);
+
 /* The final distribution over the vocabulary. logits: (n_vocab) raw model output;
  * probs: (n_vocab) out, zero outside the kept set, sums to 1. NaN logits count as -inf. */
 void ak__sampler_dist(ak__sampler *s, const float *logits, float *probs);
@@ -83,5 +88,8 @@ int32_t ak__sampler_sample(ak__sampler *s, const float *logits, float *logprob,
 
 /* A uniform double in [0, 1) from the sampler's RNG (speculative verification uses it). */
 double ak__sampler_uniform(ak__sampler *s);
+/* The first index of the maximum of x[0..n) (vectorized; NaN never wins, 0 when nothing
+ * is a number). */
+int32_t ak__argmax_f32(const float *x, int32_t n);
 
 #endif /* AK_LLM_ENGINE_SAMPLER_H */
