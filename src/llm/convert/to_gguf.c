@@ -1,0 +1,312 @@
+/* Hugging Face folder → GGUF, with the tensor names and keys of llama.cpp's converter
+ * (convert_hf_to_gguf.py), so llama.cpp and accelkit both read the result:
+ *   model.embed_tokens.weight → token_embd.weight, model.norm.weight → output_norm.weight,
+ *   lm_head.weight → output.weight (left out when tied), and per layer N
+ *   input_layernorm → blk.N.attn_norm, self_attn.{q,k,v,o}_proj → blk.N.attn_{q,k,v,output},
+ *   post_attention_layernorm → blk.N.ffn_norm, mlp.{gate,up,down}_proj → blk.N.ffn_{...}.
+ * Llama/Mistral q and k rows are permuted to GGUF `llama`'s adjacent-pair RoPE layout
+ * (convert.h); Qwen2 keeps rotate-half (GGUF `qwen2`). Matrices take the output type
+ * (f16 when a quantized type does not fit the row length); norms and biases stay f32.
+ * Llama 3.1 RoPE scaling becomes a rope_freqs.weight tensor of per-frequency factors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "llm/convert/convert.h"
+#include "llm/gguf/gguf_write.h"
+#include "llm/hf/hf.h"
+#include "llm/tokenizer/tokenizer.h"
+
+typedef struct to_gguf {
+    const char *src;
+    ak__hf *hf;
+    ak__llm_hparams hp;
+    ak_tokenizer *tok;
+    const char *arch;     /* the GGUF architecture */
+    int permute;          /* llama/mistral: q/k rows to adjacent pairs */
+    int has_type;
+    ak_wtype type;
+    ak__cv_plan plan;
+    float *rope_freqs;
+    ak__gguf_writer *w;
+} to_gguf;
+
+/* ---- the tensor plan ------------------------------------------------------------------- */
+
+static ak_status check_shape(const char *name, const ak__tensor_view *v, uint64_t d0, uint64_t d1) {
+    uint32_t n = d1 ? 2 : 1;
+    if (v->n_dims != n || v->dims[0] != d0 || (d1 && v->dims[1] != d1))
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "tensor '%s' has shape [%llu, %llu] (%u dims), the "
+                       "config implies [%llu, %llu] (innermost first)", name,
+                       (unsigned long long)v->dims[0], (unsigned long long)v->dims[1], v->n_dims,
+                       (unsigned long long)d0, (unsigned long long)d1);
+    return AK_OK;
+}
+
+static ak_wtype matrix_type(const to_gguf *c, const char *name, const ak__tensor_view *v) {
+    ak_wtype t = c->has_type ? c->type : v->type;
+    if ((t == AK_WTYPE_Q8_0 || t == AK_WTYPE_Q4_0) && v->dims[0] % 32 != 0) {
+        AK_LOG_WARN(AK_SUBSYS_LLM, "convert: '%s' has rows of %llu, not whole blocks of 32: "
+                    "stored as f16", name, (unsigned long long)v->dims[0]);
+        t = AK_WTYPE_F16;
+    }
+    return t;
+}
+
+/* One HF tensor of shape {d0, d1} (d1 = 0: a vector) into the plan as `gguf_name`. */
+static ak_status plan(to_gguf *c, const char *hf_name, const char *gguf_name, uint64_t d0,
+                      uint64_t d1, int permute) {
+    ak__tensor_view v;
+    ak_status st = ak__hf_tensor(c->hf, hf_name, &v);
+    if (st == AK_ERR_INVALID_ARG)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s lacks the tensor '%s'", c->src, hf_name);
+    AK_CHECK(st);
+    AK_CHECK(check_shape(hf_name, &v, d0, d1));
+    ak_wtype t = d1 ? matrix_type(c, gguf_name, &v) : AK_WTYPE_F32;
+    ak__cv_rows rows = permute && c->permute ? AK_CV_ROWS_TO_PAIRS : AK_CV_ROWS_SAME;
+    return ak__cv_plan_add(&c->plan, gguf_name, &v, t, rows, c->hp.head_dim);
+}
+
+static ak_status plan_layer(to_gguf *c, int i) {
+    const ak__llm_hparams *hp = &c->hp;
+    uint64_t dim = (uint64_t)hp->dim, q = (uint64_t)hp->n_heads * (uint64_t)hp->head_dim;
+    uint64_t kv = (uint64_t)hp->n_kv_heads * (uint64_t)hp->head_dim, ffn = (uint64_t)hp->ffn_dim;
+    static const struct {
+        const char *hf, *gguf;
+        int shape; /* 0 norm, 1 q, 2 kv, 3 o, 4 gate/up, 5 down, 6 q bias, 7 kv bias */
+        int permute;
+    } parts[] = {
+        {"input_layernorm.weight", "attn_norm.weight", 0, 0},
+        {"self_attn.q_proj.weight", "attn_q.weight", 1, 1},
+        {"self_attn.k_proj.weight", "attn_k.weight", 2, 1},
+        {"self_attn.v_proj.weight", "attn_v.weight", 2, 0},
+        {"self_attn.o_proj.weight", "attn_output.weight", 3, 0},
+        {"post_attention_layernorm.weight", "ffn_norm.weight", 0, 0},
+        {"mlp.gate_proj.weight", "ffn_gate.weight", 4, 0},
+        {"mlp.up_proj.weight", "ffn_up.weight", 4, 0},
+        {"mlp.down_proj.weight", "ffn_down.weight", 5, 0},
+        {"self_attn.q_proj.bias", "attn_q.bias", 6, 1},
+        {"self_attn.k_proj.bias", "attn_k.bias", 7, 1},
+        {"self_attn.v_proj.bias", "attn_v.bias", 7, 0},
+    };
+    const uint64_t d0[] = {dim, dim, dim, q, dim, ffn, q, kv};
+    const uint64_t d1[] = {0, q, kv, dim, ffn, dim, 0, 0};
+    size_t n = sizeof parts / sizeof parts[0] - (hp->qkv_bias ? 0 : 3);
+    for (size_t k = 0; k < n; k++) {
+        char hf[128], gg[96];
+        snprintf(hf, sizeof hf, "model.layers.%d.%s", i, parts[k].hf);
+        snprintf(gg, sizeof gg, "blk.%d.%s", i, parts[k].gguf);
+        AK_CHECK(plan(c, hf, gg, d0[parts[k].shape], d1[parts[k].shape], parts[k].permute));
+    }
+    return AK_OK;
+}
+
+static ak_status plan_rope_freqs(to_gguf *c) {
+    size_t n = (size_t)c->hp.head_dim / 2;
+    if (!(c->rope_freqs = malloc(n * sizeof *c->rope_freqs)))
+        return AK_FAIL(AK_ERR_NO_MEMORY, "rope factors");
+    ak__cv_llama3_factors(&c->hp, c->rope_freqs);
+    ak__tensor_view v = {.type = AK_WTYPE_F32, .n_dims = 1, .dims = {n, 1, 1, 1},
+                         .data = c->rope_freqs, .bytes = n * sizeof(float)};
+    return ak__cv_plan_add(&c->plan, "rope_freqs.weight", &v, AK_WTYPE_F32, AK_CV_ROWS_SAME, 0);
+}
+
+static ak_status make_plan(to_gguf *c) {
+    uint64_t dim = (uint64_t)c->hp.dim, vocab = (uint64_t)c->hp.n_vocab;
+    AK_CHECK(plan(c, "model.embed_tokens.weight", "token_embd.weight", dim, vocab, 0));
+    if (c->hp.rope_scaling == AK_ROPE_SCALING_LLAMA3) AK_CHECK(plan_rope_freqs(c));
+    AK_CHECK(plan(c, "model.norm.weight", "output_norm.weight", dim, 0, 0));
+    if (!c->hp.tied_output) AK_CHECK(plan(c, "lm_head.weight", "output.weight", dim, vocab, 0));
+    for (int i = 0; i < c->hp.n_layers; i++) AK_CHECK(plan_layer(c, i));
+    return AK_OK;
+}
+
+/* ---- metadata -------------------------------------------------------------------------- */
+
+static ak_status kv_arch_u32(to_gguf *c, const char *suffix, uint32_t v) {
+    char key[96];
+    snprintf(key, sizeof key, "%s.%s", c->arch, suffix);
+    return ak__gguf_kv_u32(c->w, key, v);
+}
+
+static ak_status kv_arch_f32(to_gguf *c, const char *suffix, float v) {
+    char key[96];
+    snprintf(key, sizeof key, "%s.%s", c->arch, suffix);
+    return ak__gguf_kv_f32(c->w, key, v);
+}
+
+/* general.name: the last part of the folder path. */
+static const char *model_name(const char *dir, size_t *len) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    size_t start = n;
+    while (start > 0 && dir[start - 1] != '/') start--;
+    *len = n - start;
+    return dir + start;
+}
+
+static ak_status write_general(to_gguf *c) {
+    size_t len;
+    const char *name = model_name(c->src, &len);
+    AK_CHECK(ak__gguf_kv_string(c->w, "general.architecture", c->arch, strlen(c->arch)));
+    AK_CHECK(ak__gguf_kv_string(c->w, "general.name", name, len));
+    /* the file type is what most matrices are: the first layer's q projection */
+    ak_wtype ft = c->plan.t[0].dst_type;
+    for (size_t i = 0; i < c->plan.n; i++)
+        if (strcmp(c->plan.t[i].name, "blk.0.attn_q.weight") == 0) ft = c->plan.t[i].dst_type;
+    return ak__gguf_kv_u32(c->w, "general.file_type", ak__cv_file_type(ft));
+}
+
+static ak_status write_llama3_keys(to_gguf *c) {
+    /* not read by llama.cpp (it has rope_freqs.weight); they let GGUF → HF restore the
+     * config exactly */
+    AK_CHECK(ak__gguf_kv_f32(c->w, "accelkit.rope.llama3.factor", c->hp.rope_factor));
+    AK_CHECK(ak__gguf_kv_f32(c->w, "accelkit.rope.llama3.low_freq_factor", c->hp.rope_low_freq_factor));
+    AK_CHECK(ak__gguf_kv_f32(c->w, "accelkit.rope.llama3.high_freq_factor", c->hp.rope_high_freq_factor));
+    return ak__gguf_kv_u32(c->w, "accelkit.rope.llama3.original_context_length",
+                           (uint32_t)c->hp.rope_orig_context);
+}
+
+static ak_status write_hparams(to_gguf *c) {
+    const ak__llm_hparams *hp = &c->hp;
+    AK_CHECK(kv_arch_u32(c, "context_length", (uint32_t)hp->max_context));
+    AK_CHECK(kv_arch_u32(c, "embedding_length", (uint32_t)hp->dim));
+    AK_CHECK(kv_arch_u32(c, "block_count", (uint32_t)hp->n_layers));
+    AK_CHECK(kv_arch_u32(c, "feed_forward_length", (uint32_t)hp->ffn_dim));
+    AK_CHECK(kv_arch_u32(c, "attention.head_count", (uint32_t)hp->n_heads));
+    AK_CHECK(kv_arch_u32(c, "attention.head_count_kv", (uint32_t)hp->n_kv_heads));
+    AK_CHECK(kv_arch_f32(c, "attention.layer_norm_rms_epsilon", hp->norm_eps));
+    AK_CHECK(kv_arch_f32(c, "rope.freq_base", hp->rope_theta));
+    AK_CHECK(kv_arch_u32(c, "rope.dimension_count", (uint32_t)hp->head_dim));
+    if (hp->head_dim * hp->n_heads != hp->dim) {
+        AK_CHECK(kv_arch_u32(c, "attention.key_length", (uint32_t)hp->head_dim));
+        AK_CHECK(kv_arch_u32(c, "attention.value_length", (uint32_t)hp->head_dim));
+    }
+    AK_CHECK(kv_arch_u32(c, "vocab_size", (uint32_t)hp->n_vocab));
+    if (hp->rope_scaling == AK_ROPE_SCALING_LINEAR) {
+        char key[96];
+        snprintf(key, sizeof key, "%s.rope.scaling.type", c->arch);
+        AK_CHECK(ak__gguf_kv_string(c->w, key, "linear", 6));
+        AK_CHECK(kv_arch_f32(c, "rope.scaling.factor", hp->rope_factor));
+    }
+    if (hp->rope_scaling == AK_ROPE_SCALING_LLAMA3) AK_CHECK(write_llama3_keys(c));
+    return AK_OK;
+}
+
+static ak_status kv_id(ak__gguf_writer *w, const char *key, int32_t id) {
+    return id >= 0 ? ak__gguf_kv_u32(w, key, (uint32_t)id) : AK_OK;
+}
+
+/* tokenizer.ggml.tokens / token_type / scores (SPM) / merges (BPE). */
+static ak_status write_vocab(ak__gguf_writer *w, const ak_tokenizer *t) {
+    size_t n = (size_t)t->n_vocab;
+    const char **s = malloc(n * sizeof *s);
+    size_t *lens = malloc(n * sizeof *lens);
+    int32_t *types = malloc(n * sizeof *types);
+    ak_status st = AK_OK;
+    if (!s || !lens || !types) st = AK_FAIL(AK_ERR_NO_MEMORY, "vocabulary");
+    for (size_t i = 0; st == AK_OK && i < n; i++) {
+        s[i] = ak__tok_text(t, (int32_t)i, &lens[i]);
+        types[i] = t->types[i];
+    }
+    if (st == AK_OK) st = ak__gguf_kv_strings(w, "tokenizer.ggml.tokens", s, lens, n);
+    if (st == AK_OK && t->kind == AK_TOKENIZER_SPM)
+        st = ak__gguf_kv_array(w, "tokenizer.ggml.scores", AK_GGUF_FLOAT32, t->scores, n);
+    if (st == AK_OK) st = ak__gguf_kv_array(w, "tokenizer.ggml.token_type", AK_GGUF_INT32, types, n);
+    free(s);
+    free(lens);
+    free(types);
+    return st;
+}
+
+static ak_status write_merges(ak__gguf_writer *w, const ak_tokenizer *t) {
+    const char **s = malloc((t->n_merges ? t->n_merges : 1) * sizeof *s);
+    size_t *lens = malloc((t->n_merges ? t->n_merges : 1) * sizeof *lens);
+    ak_status st = AK_OK;
+    if (!s || !lens) st = AK_FAIL(AK_ERR_NO_MEMORY, "merges");
+    for (size_t i = 0; st == AK_OK && i < t->n_merges; i++) s[i] = ak__tok_merge(t, i, &lens[i]);
+    if (st == AK_OK) st = ak__gguf_kv_strings(w, "tokenizer.ggml.merges", s, lens, t->n_merges);
+    free(s);
+    free(lens);
+    return st;
+}
+
+static ak_status write_tokenizer(to_gguf *c) {
+    const ak_tokenizer *t = c->tok;
+    ak__gguf_writer *w = c->w;
+    int spm = t->kind == AK_TOKENIZER_SPM;
+    AK_CHECK(ak__gguf_kv_string(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2", spm ? 5 : 4));
+    const char *pre = spm ? "default" : t->pre == AK_PRETOK_FALCON ? "falcon" : "gpt-2";
+    AK_CHECK(ak__gguf_kv_string(w, "tokenizer.ggml.pre", pre, strlen(pre)));
+    AK_CHECK(write_vocab(w, t));
+    if (!spm) AK_CHECK(write_merges(w, t));
+    AK_CHECK(kv_id(w, "tokenizer.ggml.bos_token_id", t->bos));
+    AK_CHECK(kv_id(w, "tokenizer.ggml.eos_token_id", t->eos));
+    AK_CHECK(kv_id(w, "tokenizer.ggml.unknown_token_id", t->unk));
+    AK_CHECK(kv_id(w, "tokenizer.ggml.padding_token_id", t->pad));
+    AK_CHECK(ak__gguf_kv_bool(w, "tokenizer.ggml.add_bos_token", t->add_bos));
+    AK_CHECK(ak__gguf_kv_bool(w, "tokenizer.ggml.add_eos_token", t->add_eos));
+    if (spm) AK_CHECK(ak__gguf_kv_bool(w, "tokenizer.ggml.add_space_prefix", t->add_space_prefix));
+    const char *tpl;
+    AK_CHECK(ak__hf_chat_template(c->hf, &tpl));
+    if (tpl) AK_CHECK(ak__gguf_kv_string(w, "tokenizer.chat_template", tpl, strlen(tpl)));
+    return AK_OK;
+}
+
+/* ---- the file -------------------------------------------------------------------------- */
+
+static ak_status sink(void *ctx, const void *data, size_t bytes) {
+    return ak__gguf_write_data(ctx, data, bytes);
+}
+
+static ak_status write_file(to_gguf *c, const char *dst) {
+    AK_CHECK(ak__gguf_writer_open(dst, 32, &c->w));
+    AK_CHECK(write_general(c));
+    AK_CHECK(write_hparams(c));
+    AK_CHECK(write_tokenizer(c));
+    for (size_t i = 0; i < c->plan.n; i++) {
+        const ak__cv_tensor *t = &c->plan.t[i];
+        AK_CHECK(ak__gguf_add_tensor(c->w, t->name, t->src.n_dims, t->src.dims, (uint32_t)t->dst_type));
+    }
+    for (size_t i = 0; i < c->plan.n; i++) {
+        AK_LOG_INFO(AK_SUBSYS_LLM, "convert: %s (%s)", c->plan.t[i].name,
+                    ak_wtype_name(c->plan.t[i].dst_type));
+        AK_CHECK(ak__cv_stream(&c->plan.t[i], sink, c->w));
+    }
+    ak__gguf_writer *w = c->w;
+    c->w = NULL;
+    return ak__gguf_writer_close(w);
+}
+
+static ak_status open_source(to_gguf *c) {
+    AK_CHECK(ak__hf_open(c->src, &c->hf));
+    AK_CHECK(ak__hf_hparams(c->hf, &c->hp));
+    AK_CHECK(ak__hf_tokenizer(c->hf, &c->tok));
+    if (c->tok->n_vocab > c->hp.n_vocab)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s: tokenizer.json has %d tokens, more than the "
+                       "model's vocab_size %d", c->src, c->tok->n_vocab, c->hp.n_vocab);
+    int qwen2 = strcmp(c->hp.arch, "qwen2") == 0;
+    c->arch = qwen2 ? "qwen2" : "llama"; /* Mistral is GGUF `llama`, as in llama.cpp */
+    c->permute = !qwen2;
+    return AK_OK;
+}
+
+ak_status ak__convert_hf_to_gguf(const char *src, const char *dst, int has_type, ak_wtype type) {
+    to_gguf c;
+    memset(&c, 0, sizeof c);
+    c.src = src;
+    c.has_type = has_type;
+    c.type = type;
+    ak_status st;
+    AK_CHECK_GOTO(st, open_source(&c));
+    AK_CHECK_GOTO(st, make_plan(&c));
+    AK_CHECK_GOTO(st, write_file(&c, dst));
+fail:
+    ak__gguf_writer_abort(c.w);
+    ak__cv_plan_free(&c.plan);
+    free(c.rope_freqs);
+    ak_tokenizer_free(c.tok);
+    ak__hf_close(c.hf);
+    return st;
+}
