@@ -228,8 +228,6 @@ int32_t ak__argmax_f32(const float *x, int32_t n) {
     return i < 0 ? 0 : i;
 }
 
-static int32_t argmax(const float *x, int32_t n) { return ak__argmax_f32(x, n); }
-
 /* exp(x) for x <= 0, relative error ~2e-7, exactly 1 at 0, exactly 0 below -87 and for
  * NaN (so tokens masked with -inf can never be drawn). Cody-Waite reduction x = n·ln2 + r,
  * a degree-6 polynomial for e^r, and 2^n built in the exponent bits. The selections are
@@ -509,51 +507,62 @@ static double mass_of(const float *e, const int32_t *v, int32_t n) {
     return m;
 }
 
-/* Top-k then top-p over e = work (max 1): the cut-off, from the histogram. */
-static cutoff topk_topp(ak__sampler *s) {
-    cutoff c = {-1.0f, INT32_MAX};
-    const float *e = s->work;
-    int32_t k = s->p.top_k;
-    int use_k = k > 0 && k < s->n_vocab, use_p = s->p.top_p < 1.0f;
-    if (!use_k && !use_p) return c;
-    histogram(s);
-    /* top-k: bucket bk holds the k-th token; idx[0..nk) will be its members in the set */
-    int32_t bk = AK__SAMPLER_BUCKETS, nk = 0;
-    double mass_k = 0.0, cum_mass = 0.0;
-    if (use_k) {
-        int64_t cum = 0;
-        for (int32_t b = 0; b < AK__SAMPLER_BUCKETS; b++) {
-            if (cum + s->bucket_count[b] >= k) {
-                bk = b;
-                break;
-            }
-            cum += s->bucket_count[b];
-            cum_mass += s->bucket_mass[b];
-        }
-        int32_t ng = gather(s, bk);
-        int32_t pos = select_prefix(e, s->idx, ng, (double)(k - cum), 0);
-        nk = pos + 1;
-        c = cut_at(s, s->idx[pos]);
-        mass_k = cum_mass + mass_of(e, s->idx, nk);
-    } else {
-        for (int32_t b = 0; b < AK__SAMPLER_BUCKETS; b++) mass_k += s->bucket_mass[b];
+/* Where top-k cut: the bucket holding the k-th token, and its kept members idx[0..n). */
+typedef struct topk_cut {
+    int32_t bucket, n;
+    double mass; /* of the whole top-k set */
+} topk_cut;
+
+/* Top-k over e = work (histogram already built): the cut-off at the k-th token. */
+static cutoff cut_top_k(ak__sampler *s, int32_t k, topk_cut *tk) {
+    int64_t cum = 0;
+    double cum_mass = 0.0;
+    int32_t b = 0;
+    for (; b < AK__SAMPLER_BUCKETS - 1 && cum + s->bucket_count[b] < k; b++) {
+        cum += s->bucket_count[b];
+        cum_mass += s->bucket_mass[b];
     }
-    if (!use_p) return c;
-    /* top-p inside the top-k set: whole buckets before bk, then bk's kept members */
-    double target = (double)s->p.top_p * mass_k, cum = 0.0;
-    for (int32_t b = 0; b < bk; b++) {
+    int32_t ng = gather(s, b);
+    int32_t pos = select_prefix(s->work, s->idx, ng, (double)(k - cum), 0);
+    tk->bucket = b;
+    tk->n = pos + 1;
+    tk->mass = cum_mass + mass_of(s->work, s->idx, tk->n);
+    return cut_at(s, s->idx[pos]);
+}
+
+/* Top-p inside the top-k set (tk; bucket = AK__SAMPLER_BUCKETS when there is no top-k):
+ * whole buckets before tk->bucket, then that bucket's kept members idx[0..tk->n). */
+static cutoff cut_top_p(ak__sampler *s, const topk_cut *tk, cutoff c) {
+    double target = (double)s->p.top_p * tk->mass, cum = 0.0;
+    for (int32_t b = 0; b < tk->bucket; b++) {
         if (cum + s->bucket_mass[b] >= target) {
             int32_t ng = gather(s, b);
-            int32_t pos = select_prefix(e, s->idx, ng, target - cum, 1);
+            int32_t pos = select_prefix(s->work, s->idx, ng, target - cum, 1);
             return cut_at(s, s->idx[pos]);
         }
         cum += s->bucket_mass[b];
     }
-    if (bk < AK__SAMPLER_BUCKETS && nk > 0) {
-        int32_t pos = select_prefix(e, s->idx, nk, target - cum, 1);
+    if (tk->bucket < AK__SAMPLER_BUCKETS && tk->n > 0) {
+        int32_t pos = select_prefix(s->work, s->idx, tk->n, target - cum, 1);
         return cut_at(s, s->idx[pos]);
     }
     return c; /* rounding: the whole set */
+}
+
+/* Top-k then top-p over e = work (max 1): the cut-off, from the histogram. */
+static cutoff topk_topp(ak__sampler *s) {
+    cutoff c = {-1.0f, INT32_MAX};
+    int32_t k = s->p.top_k;
+    int use_k = k > 0 && k < s->n_vocab, use_p = s->p.top_p < 1.0f;
+    if (!use_k && !use_p) return c;
+    histogram(s);
+    topk_cut tk = {AK__SAMPLER_BUCKETS, 0, 0.0};
+    if (use_k) {
+        c = cut_top_k(s, k, &tk);
+    } else {
+        for (int32_t b = 0; b < AK__SAMPLER_BUCKETS; b++) tk.mass += s->bucket_mass[b];
+    }
+    return use_p ? cut_top_p(s, &tk, c) : c;
 }
 
 /* The kept mass. When at most the cut-off token itself sits exactly at the threshold
@@ -592,7 +601,7 @@ void ak__sampler_dist(ak__sampler *s, const float *logits, float *probs) {
     if (s->p.temperature == 0.0f) {
         load_logits(s, logits);
         memset(probs, 0, (size_t)n * sizeof *probs);
-        probs[argmax(s->work, n)] = 1.0f;
+        probs[ak__argmax_f32(s->work, n)] = 1.0f;
         return;
     }
     float m;
@@ -683,9 +692,9 @@ static void greedy_logprobs(ak__sampler *s, int32_t tok, float *logprob, ak_llm_
 static int32_t sample_greedy(ak__sampler *s, const float *logits, float *logprob,
                              ak_llm_logprob *top, int32_t *n_top) {
     int want_top = top && n_top && s->p.n_logprobs > 0;
-    if (!logprob && !want_top && !penalties_on(s)) return argmax(logits, s->n_vocab);
+    if (!logprob && !want_top && !penalties_on(s)) return ak__argmax_f32(logits, s->n_vocab);
     load_logits(s, logits);
-    int32_t tok = argmax(s->work, s->n_vocab);
+    int32_t tok = ak__argmax_f32(s->work, s->n_vocab);
     if (logprob || want_top) greedy_logprobs(s, tok, logprob, want_top ? top : NULL, n_top);
     return tok;
 }
@@ -696,7 +705,7 @@ static int32_t draw_kept(ak__sampler *s, cutoff c, double mass) {
     double r = ak__sampler_uniform(s) * mass;
     if (c.tie == INT32_MAX) {
         int32_t t = walk_from(e, s->n_vocab, c.thr, r);
-        return t < 0 ? argmax(e, s->n_vocab) : t;
+        return t < 0 ? ak__argmax_f32(e, s->n_vocab) : t;
     }
     double acc = 0.0;
     int32_t tok = -1;
@@ -706,7 +715,7 @@ static int32_t draw_kept(ak__sampler *s, cutoff c, double mass) {
         tok = i;
         if (acc > r) break;
     }
-    return tok < 0 ? argmax(e, s->n_vocab) : tok; /* no mass at all: impossible, max e = 1 */
+    return tok < 0 ? ak__argmax_f32(e, s->n_vocab) : tok; /* no mass at all: impossible, max e = 1 */
 }
 
 int32_t ak__sampler_sample(ak__sampler *s, const float *logits, float *logprob,
