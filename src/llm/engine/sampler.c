@@ -394,13 +394,14 @@ static cutoff tighter(cutoff a, cutoff b) {
     return (a.thr > b.thr || (a.thr == b.thr && a.tie < b.tie)) ? a : b;
 }
 
-/* Bucket of a probability e in [0, 1]: monotone in e (its bits), 16 per octave. */
+/* Bucket of a probability e in [0, 1]: monotone in e (its bits), 16 per octave. (e never
+ * exceeds 1 = exp(0); if rounding ever made it, bucket 0 still takes it.) */
 static int32_t bucket_of(float e) {
     union {
         float f;
         uint32_t u;
     } b = {e};
-    uint32_t d = (0x3f800000u - b.u) >> (23 - 4);
+    uint32_t d = (0x3f800000u - (b.u < 0x3f800000u ? b.u : 0x3f800000u)) >> (23 - 4);
     return d < AK__SAMPLER_BUCKETS - 1 ? (int32_t)d : AK__SAMPLER_BUCKETS - 1;
 }
 
@@ -426,7 +427,7 @@ static float bits_to_float(uint32_t u) {
 
 /* idx = the tokens of one bucket; returns their count. */
 static int32_t gather(ak__sampler *s, int32_t bucket) {
-    float hi = bits_to_float(0x3f800000u - ((uint32_t)bucket << 19));
+    float hi = bucket == 0 ? INFINITY : bits_to_float(0x3f800000u - ((uint32_t)bucket << 19));
     float lo = bucket == AK__SAMPLER_BUCKETS - 1
                    ? -1.0f
                    : bits_to_float(0x3f800000u - ((uint32_t)(bucket + 1) << 19));
