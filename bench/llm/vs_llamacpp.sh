@@ -1,0 +1,89 @@
+#!/bin/bash
+# vs_llamacpp.sh [MODEL_DIR]: llama.cpp (the peer) on the issue-7 benchmark models —
+# prompt processing of 128 tokens (pp128) and single-stream decode (tg) in tokens/s, with
+# 1 and 2 threads, for the f32, f16, q8_0 and q4_0 GGUF files of bench/llm/make-bench-models.
+#
+# llama.cpp is not packaged in Debian 12; its prebuilt CPU libraries come from the npm
+# registry in node-llama-cpp's per-platform package (@node-llama-cpp/linux-x64), installed
+# on first use into $LLAMAPEER (default /tmp/llamapeer) and driven by llamacpp_bench.mjs.
+# Every measurement holds /tmp/ak.lock so that no build runs meanwhile. The decode column
+# also shows the weight bytes read per token × tokens/s (GB/s): decode is bandwidth-bound.
+#
+# Environment: REPS (default 3, medians), N_GEN (decode tokens, default 64),
+# THREADS (default "1 2"), TYPES (default "f32 f16 q8_0 q4_0"), AK_BIN (default build/ak).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+models=${1:-$root/build/llm-models}
+export LLAMAPEER=${LLAMAPEER:-/tmp/llamapeer}
+NLC_VERSION=3.22.1
+REPS=${REPS:-3}
+N_GEN=${N_GEN:-64}
+THREADS=${THREADS:-1 2}
+TYPES=${TYPES:-f32 f16 q8_0 q4_0}
+AK_BIN=${AK_BIN:-$root/build/ak}
+
+install_peer() {
+  [ -f "$LLAMAPEER/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama.v0.5.0.so" ] && return
+  echo "installing node-llama-cpp $NLC_VERSION (prebuilt llama.cpp) into $LLAMAPEER" >&2
+  mkdir -p "$LLAMAPEER"
+  [ -f "$LLAMAPEER/package.json" ] || echo '{"name": "llamapeer", "private": true}' > "$LLAMAPEER/package.json"
+  # --ignore-scripts: no postinstall download or source build; --omit=optional: only the
+  # linux-x64 CPU binaries (named explicitly), not the CUDA/Vulkan/ARM variants
+  (cd "$LLAMAPEER" && npm install --ignore-scripts --no-audit --no-fund --omit=optional \
+    "node-llama-cpp@$NLC_VERSION" "@node-llama-cpp/linux-x64@$NLC_VERSION" >&2)
+}
+
+# Bytes of weights one decode step reads: every tensor but the token embedding, of which
+# one row is read.
+weight_bytes() {
+  /usr/bin/python3 - "$1" "$root/python/accelkit/llm_files.py" <<'EOF'
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("llm_files", sys.argv[2])
+lf = importlib.util.module_from_spec(spec); spec.loader.exec_module(lf)
+with lf.GGUFFile(sys.argv[1]) as g:
+    t = g.tensors
+    emb = t["token_embd.weight"]
+    print(sum(x.nbytes for n, x in t.items() if n != "token_embd.weight") + emb.nbytes // emb.shape[0])
+EOF
+}
+
+peer() {  # peer MODEL THREADS -> "pp tg"
+  flock /tmp/ak.lock node "$here/llamacpp_bench.mjs" "$1" "$2" 128 "$N_GEN" "$REPS" |
+    /usr/bin/python3 -c 'import json, sys; r = json.load(sys.stdin); print("%.1f %.1f" % (r["pp_tps"], r["tg_tps"]))'
+}
+
+# >>> accelkit columns (the lead's part) ---------------------------------------------------
+# Fill in once `ak bench llm -m MODEL -t THREADS --json` exists: print "pp tg" in tokens/s
+# for the same model and thread count, measured under /tmp/ak.lock like peer() above, so
+# the table alternates llama.cpp and accelkit per row (A B A B). Until then: "- -".
+accelkit() {  # accelkit MODEL THREADS -> "pp tg"
+  echo "- -"
+}
+# <<< accelkit columns ----------------------------------------------------------------------
+
+ratio() { /usr/bin/python3 -c "import sys; a, b = sys.argv[1:]; print('-' if '-' in (a, b) else f'{float(a) / float(b):.2f}')" "$1" "$2"; }
+
+main() {
+  install_peer
+  [ -f "$models/llama-134m-q4_0.gguf" ] || "$here/make-bench-models" "$models" >&2
+  echo "llama.cpp via node-llama-cpp $NLC_VERSION; model: 134 M Llama (dim 768, 12 layers, FFN 2048, vocab 32000)"
+  echo "pp = prompt 128 tokens in one batch, tg = decode $N_GEN tokens one at a time; medians of $REPS; $(nproc) cores"
+  # the lock keeps builds out, not other benchmarks: a busy machine shows in the load
+  echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  printf '%-6s %3s | %10s %10s %8s | %10s %10s | %6s %6s\n' type thr "llama pp" "llama tg" "GB/s" "ak pp" "ak tg" "pp x" "tg x"
+  for type in $TYPES; do
+    model="$models/llama-134m-$type.gguf"
+    bytes=$(weight_bytes "$model")
+    for t in $THREADS; do
+      read -r lpp ltg < <(peer "$model" "$t")
+      read -r app atg < <(accelkit "$model" "$t")
+      gbs=$(/usr/bin/python3 -c "print(f'{$ltg * $bytes / 1e9:.1f}')")
+      printf '%-6s %3s | %10s %10s %8s | %10s %10s | %6s %6s\n' "$type" "$t" "$lpp" "$ltg" "$gbs" \
+        "$app" "$atg" "$(ratio "$app" "$lpp")" "$(ratio "$atg" "$ltg")"
+    done
+  done
+  echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+main "$@"
