@@ -62,9 +62,10 @@ typedef struct ak__kernels {
     int sgemm_mr, sgemm_nr;
 
     /* linear layers: the kernel per weight slot, and one f32 row of K activations to
-     * Q8_0 (widened scales d[K/32], values q[K]) bit-identical to the reference */
+     * Q8_0 (widened scales d[K/32], block sums s[K/32], values q[K]) bit-identical to
+     * the reference */
     ak__linear_fn linear[AK__LINEAR_SLOTS];
-    void (*linear_quantize_x)(const float *x, size_t K, float *d, int8_t *q);
+    void (*linear_quantize_x)(const float *x, size_t K, float *d, int32_t *s, int8_t *q);
 } ak__kernels;
 
 /* Bytes a call must move before large-output kernels switch to non-temporal stores:

@@ -182,16 +182,22 @@ static void linear_empty(size_t N, size_t T, float *Y, size_t ldy, int accumulat
     for (size_t t = 0; t < T; t++) memset(Y + t * ldy, 0, N * sizeof(float));
 }
 
-/* Quantizes the T activation rows into the scratch layout of ak__linear_job. */
-static ak_status quantize_x(const ak__kernels *k, ak__linear_job *job) {
+/* Quantizes the T activation rows into the scratch layout of ak__linear_job: scales,
+ * block sums, then values (64-byte aligned rows when K is a multiple of 64). */
+static ak_status quantize_x(const ak__kernels *k, ak_wtype wtype, ak__linear_job *job) {
     size_t nb = job->K / AK__QK, dbytes = job->T * nb * sizeof(float);
     void *buf = NULL;
-    AK_CHECK(scratch_get(dbytes + job->T * job->K, &buf));
-    job->xd = buf;
-    job->xq = (const int8_t *)buf + dbytes;
+    AK_CHECK(scratch_get(2 * dbytes + job->T * job->K + 64, &buf));
+    float *xd = buf;
+    int32_t *xs = (int32_t *)(xd + job->T * nb);
+    int8_t *xq = (int8_t *)buf + (2 * dbytes + 63) / 64 * 64;
     for (size_t t = 0; t < job->T; t++)
-        k->linear_quantize_x(job->X + t * job->ldx, job->K, (float *)job->xd + t * nb,
-                             (int8_t *)job->xq + t * job->K);
+        k->linear_quantize_x(job->X + t * job->ldx, job->K, xd + t * nb, xs + t * nb,
+                             xq + t * job->K);
+    ak__linear_offsets(wtype, xs, job->T * nb);
+    job->xd = xd;
+    job->xo = xs;
+    job->xq = xq;
     return AK_OK;
 }
 
@@ -237,7 +243,7 @@ ak_status ak_linear(ak_wtype wtype, const void *W, size_t N, size_t K, const flo
     const ak__kernels *k = ak__kernels_active();
     ak__linear_job job = {.W = W, .row_bytes = rb, .K = K, .T = T, .X = X, .ldx = ldx,
                           .Y = Y, .ldy = ldy, .accumulate = accumulate != 0};
-    if (is_quantized(wtype)) AK_CHECK(quantize_x(k, &job));
+    if (is_quantized(wtype)) AK_CHECK(quantize_x(k, wtype, &job));
     run_columns(k->linear[ak__linear_slot(wtype)], &job, N, pool);
     return AK_OK;
 }

@@ -37,9 +37,13 @@ typedef struct ak__linear_job {
     size_t row_bytes, K, T;
     const float *X;    /* (T, K) f32 activations, row stride ldx (f32/f16/bf16 weights) */
     size_t ldx;
-    const float *xd;   /* quantized activations (Q8_0/Q4_0 weights): token t's K/32 block */
-    const int8_t *xq;  /* scales (the f16 scale widened) at xd + t·K/32, its K values at */
-                       /* xq + t·K */
+    /* quantized activations (Q8_0/Q4_0 weights), token t's K/32 blocks: the scales (f16
+     * widened) at xd + t·K/32, the K values at xq + t·K, and at xo + t·K/32 each block's
+     * offset term for dot products with unsigned weight bytes, −8·Σq for Q4_0 (nibbles
+     * n = w + 8) and −128·Σq for Q8_0 (w ^ 0x80 = w + 128): see ak__linear_offsets */
+    const float *xd;
+    const int32_t *xo;
+    const int8_t *xq;
     float *Y;          /* (T, N) output, row stride ldy */
     size_t ldy;
     int accumulate;    /* 1: Y +=, 0: Y = */
@@ -50,10 +54,15 @@ int ak__linear_slot(ak_wtype wtype);
 
 /* Scalar references (kernels/ref/linear_ref.c): the storage conversions behind
  * ak_quantize_row / ak_dequantize_row, and one row of activations to Q8_0 values
- * (d[K/32] widened scales, q[K] values), bit-identical to ak_quantize_row's Q8_0. */
+ * (d[K/32] widened scales, s[K/32] block sums, q[K] values), bit-identical to
+ * ak_quantize_row's Q8_0. */
 void ak__quantize_row_ref(ak_wtype wtype, const float *src, void *dst, size_t K);
 void ak__dequantize_row_ref(ak_wtype wtype, const void *src, float *dst, size_t K);
-void ak__linear_quantize_x_ref(const float *x, size_t K, float *d, int8_t *q);
+void ak__linear_quantize_x_ref(const float *x, size_t K, float *d, int32_t *s, int8_t *q);
+
+/* Turns block sums (from linear_quantize_x) into the offset terms of ak__linear_job.xo
+ * for weights of `wtype`, in place. */
+void ak__linear_offsets(ak_wtype wtype, int32_t *sums, size_t count);
 
 /* The f32 value of a Q8_0/Q4_0 block's f16 scale (stored unaligned). */
 float ak__block_scale(const void *block);

@@ -164,13 +164,14 @@ typedef struct lin_case {
     size_t rb;
     float *X, *Y0, *ref, *bound;
     float *xd;  /* Q8_0 activations (reference quantizer) */
+    int32_t *xs, *xo; /* block sums, and the kernels' offset terms */
     int8_t *xq;
 } lin_case;
 
 static lin_case case_make(ak_wtype wtype, size_t N, size_t K, size_t T, int accumulate,
                           size_t pad, uint64_t seed) {
-    lin_case c = {wtype, N, K, T, K + pad, N + 2 * pad, accumulate, NULL, 0, NULL, NULL, NULL,
-                  NULL, NULL, NULL};
+    lin_case c = {.wtype = wtype, .N = N, .K = K, .T = T, .ldx = K + pad, .ldy = N + 2 * pad,
+                  .accumulate = accumulate};
     c.rb = row_bytes_of(wtype, K);
     float *w = rand_floats(N * K, &seed, 1.0f);
     c.W = malloc(N * c.rb + 1);
@@ -185,22 +186,28 @@ static lin_case case_make(ak_wtype wtype, size_t N, size_t K, size_t T, int accu
     if (!accumulate) /* Y = must ignore the old content */
         for (size_t i = 0; i < T * c.ldy; i++) c.Y0[i] = NAN;
     c.xd = malloc((T * K / 32 + 1) * sizeof(float));
+    c.xs = malloc((T * K / 32 + 1) * sizeof(int32_t));
+    c.xo = malloc((T * K / 32 + 1) * sizeof(int32_t));
     c.xq = malloc(T * K + 1);
     float *xv = malloc((T * K + 1) * sizeof(float)); /* activations as the kernels see them */
     for (size_t t = 0; t < T; t++) {
         const float *x = c.X + t * c.ldx;
         if (quantized(wtype) && K) {
-            ak__linear_quantize_x_ref(x, K, c.xd + t * K / 32, c.xq + t * K);
+            ak__linear_quantize_x_ref(x, K, c.xd + t * K / 32, c.xs + t * K / 32, c.xq + t * K);
             for (size_t k = 0; k < K; k++) xv[t * K + k] = c.xd[t * K / 32 + k / 32] * c.xq[t * K + k];
         } else {
             memcpy(xv + t * K, x, K * sizeof(float));
         }
     }
+    if (quantized(wtype)) {
+        memcpy(c.xo, c.xs, T * K / 32 * sizeof(int32_t));
+        ak__linear_offsets(wtype, c.xo, T * K / 32);
+    }
     c.ref = malloc((T * c.ldy + 1) * sizeof(float));
     c.bound = malloc((T * c.ldy + 1) * sizeof(float));
     memcpy(c.ref, c.Y0, T * c.ldy * sizeof(float));
     ak__linear_job job = {.W = c.W, .row_bytes = c.rb, .K = K, .T = T, .X = c.X, .ldx = c.ldx,
-                          .xd = c.xd, .xq = c.xq, .Y = c.ref, .ldy = c.ldy,
+                          .xd = c.xd, .xo = c.xo, .xq = c.xq, .Y = c.ref, .ldy = c.ldy,
                           .accumulate = accumulate};
     ak__kernels_for("ref")->linear[ak__linear_slot(wtype)](&job, 0, N);
     for (size_t t = 0; t < T; t++)
@@ -224,6 +231,8 @@ static void case_free(lin_case *c) {
     free(c->ref);
     free(c->bound);
     free(c->xd);
+    free(c->xs);
+    free(c->xo);
     free(c->xq);
 }
 
@@ -255,7 +264,8 @@ static void check_kernels(const lin_case *c) {
         float *Y = g.data;
         memcpy(Y, c->Y0, ny * sizeof(float));
         ak__linear_job job = {.W = c->W, .row_bytes = c->rb, .K = c->K, .T = c->T, .X = c->X,
-                              .ldx = c->ldx, .xd = c->xd, .xq = c->xq, .Y = Y, .ldy = c->ldy,
+                              .ldx = c->ldx, .xd = c->xd, .xo = c->xo, .xq = c->xq, .Y = Y,
+                              .ldy = c->ldy,
                               .accumulate = c->accumulate};
         ak__linear_fn fn = k->linear[ak__linear_slot(c->wtype)];
         size_t cut = c->N / 3;
@@ -266,10 +276,12 @@ static void check_kernels(const lin_case *c) {
         guarded_free(&g);
         if (quantized(c->wtype) && c->K) {
             float d[64];
+            int32_t s[64];
             int8_t q[2048];
             assert_true(c->K <= 2048);
-            k->linear_quantize_x(c->X, c->K, d, q);
+            k->linear_quantize_x(c->X, c->K, d, s, q);
             assert_memory_equal(d, c->xd, c->K / 32 * sizeof(float));
+            assert_memory_equal(s, c->xs, c->K / 32 * sizeof(int32_t));
             assert_memory_equal(q, c->xq, c->K);
         }
     }

@@ -111,12 +111,20 @@ void ak__dequantize_row_ref(ak_wtype wtype, const void *src, float *dst, size_t 
     }
 }
 
-void ak__linear_quantize_x_ref(const float *x, size_t K, float *d, int8_t *q) {
+void ak__linear_quantize_x_ref(const float *x, size_t K, float *d, int32_t *s, int8_t *q) {
     for (size_t i = 0; i < K / AK__QK; i++) {
         float di;
-        quantize_block_q8_0(x + i * AK__QK, &di, q + i * AK__QK);
+        int8_t *qi = q + i * AK__QK;
+        quantize_block_q8_0(x + i * AK__QK, &di, qi);
         d[i] = ak__f16_to_f32_ref(ak__f32_to_f16_ref(di)); /* the scale as stored */
+        s[i] = 0;
+        for (int j = 0; j < AK__QK; j++) s[i] += qi[j];
     }
+}
+
+void ak__linear_offsets(ak_wtype wtype, int32_t *sums, size_t count) {
+    int32_t m = wtype == AK_WTYPE_Q4_0 ? -8 : -128;
+    for (size_t i = 0; i < count; i++) sums[i] *= m;
 }
 
 /* ---- kernels: one dot product per (token, column), accumulated in double ---------- */

@@ -1,0 +1,300 @@
+/* `ak bench linear`: ak_linear per weight type and token count T on LLM shapes.
+ *
+ * T = 1 (decode GEMV) is bandwidth-bound: it reports GB/s of weight bytes read and the %
+ * of the streaming-read bandwidth measured in the same run with the same threads. To
+ * keep the weights out of the caches, as in a real decode step (~85 different matrices),
+ * each call reads the next of enough copies to fill several times the last-level cache.
+ * T = 16 (sequences decoding together) and T = 128 (prompt prefill) are compute-bound:
+ * GFLOP/s (2·N·K·T per call) and % of the measured FMA peak × threads. Medians of
+ * repeated batches. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accelkit/kernels.h"
+#include "cli/cli.h"
+
+#define MAX_SHAPES 8
+#define COLD_BYTES ((size_t)192 << 20) /* weight copies per T = 1 case: several × L3 */
+#define READ_BYTES ((size_t)256 << 20) /* the read-bandwidth buffer */
+#define BATCHES 11
+#define BATCH_NS 20000000ull
+
+static const ak_wtype all_types[] = {AK_WTYPE_F32, AK_WTYPE_F16, AK_WTYPE_BF16, AK_WTYPE_Q8_0,
+                                     AK_WTYPE_Q4_0};
+#define N_TYPES (sizeof all_types / sizeof all_types[0])
+
+typedef struct lin_opts {
+    size_t shapes[MAX_SHAPES][2]; /* N, K */
+    int nshapes, threads, json, quick;
+    size_t tokens[4];
+    int ntokens;
+} lin_opts;
+
+
+static const size_t default_shapes[][2] = {{2048, 768}, {768, 2048}, {32000, 768}};
+static const size_t default_tokens[] = {1, 16, 128};
+
+static int parse_opts(int argc, char **argv, lin_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->threads = ak_cli_bench_threads();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        size_t v;
+        if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
+            if (ak_cli_parse_size(argv[++i], &v) || v == 0 || v > 1024) {
+                fprintf(stderr, "ak bench linear: bad --threads '%s'\n", argv[i]);
+                return -1;
+            }
+            o->threads = (int)v;
+        } else if (strcmp(a, "--shape") == 0 && i + 1 < argc) {
+            size_t s3[3];
+            char buf[64];
+            snprintf(buf, sizeof buf, "%sx1", argv[++i]); /* NxK as a 3-D shape */
+            if (o->nshapes == MAX_SHAPES || ak_cli_parse_shape3(buf, s3) || !s3[0] || !s3[1]) {
+                fprintf(stderr, "ak bench linear: bad --shape '%s' (want NxK)\n", argv[i]);
+                return -1;
+            }
+            o->shapes[o->nshapes][0] = s3[0];
+            o->shapes[o->nshapes++][1] = s3[1];
+        } else if (strcmp(a, "--tokens") == 0 && i + 1 < argc) {
+            if (o->ntokens == 4 || ak_cli_parse_size(argv[++i], &v) || v == 0) {
+                fprintf(stderr, "ak bench linear: bad --tokens '%s'\n", argv[i]);
+                return -1;
+            }
+            o->tokens[o->ntokens++] = v;
+        } else if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+        } else if (strcmp(a, "--quick") == 0) {
+            o->quick = 1;
+        } else {
+            fprintf(stderr, "ak bench linear: unknown option '%s'\n", a);
+            return -1;
+        }
+    }
+    if (o->nshapes == 0) {
+        o->nshapes = (int)(sizeof default_shapes / sizeof *default_shapes);
+        memcpy(o->shapes, default_shapes, sizeof default_shapes);
+    }
+    if (o->ntokens == 0) {
+        o->ntokens = (int)(sizeof default_tokens / sizeof *default_tokens);
+        memcpy(o->tokens, default_tokens, sizeof default_tokens);
+    }
+    return 0;
+}
+
+/* ---- streaming-read bandwidth ------------------------------------------------------------ */
+
+typedef struct read_job {
+    const uint64_t *buf;
+    size_t chunk; /* words per index */
+    uint64_t sink[64];
+} read_job;
+
+/* Sum of n words (n a multiple of 16): four independent chains of 256-bit integer adds,
+ * so only the memory limits it. */
+__attribute__((target("avx2"))) static uint64_t read_words_avx2(const uint64_t *p, size_t n) {
+    typedef long long v4 __attribute__((vector_size(32)));
+    v4 a = {0}, b = {0}, c = {0}, d = {0};
+    for (size_t i = 0; i < n; i += 16) {
+        const v4 *q = (const v4 *)(const void *)(p + i);
+        a += q[0];
+        b += q[1];
+        c += q[2];
+        d += q[3];
+    }
+    a += b + c + d;
+    return (uint64_t)(a[0] + a[1] + a[2] + a[3]);
+}
+
+static uint64_t read_words(const uint64_t *p, size_t n) {
+    if (__builtin_cpu_supports("avx2")) return read_words_avx2(p, n);
+    uint64_t a = 0, b = 0;
+    for (size_t i = 0; i < n; i += 2) {
+        a += p[i];
+        b += p[i + 1];
+    }
+    return a + b;
+}
+
+static void read_range(void *ctx, size_t begin, size_t end, int thread_index) {
+    read_job *r = ctx;
+    uint64_t s = 0;
+    for (size_t i = begin; i < end; i++) s += read_words(r->buf + i * r->chunk, r->chunk);
+    r->sink[thread_index & 63] += s;
+}
+
+/* A buffer far larger than the caches, read in parts (independent chains of vector
+ * adds) by the pool's threads. The T = 1 timing batches alternate with read passes so that both
+ * see the same machine (other tenants of a VM move the bandwidth by ±20 %). */
+typedef struct read_bw {
+    uint64_t *buf;
+    size_t next; /* the part read next */
+} read_bw;
+
+#define READ_PART ((size_t)64 << 20)
+
+/* GB/s of one pass over the next READ_PART bytes. */
+static double read_pass(read_bw *rb, ak_threadpool *pool) {
+    read_job r = {.buf = rb->buf + rb->next * (READ_PART / sizeof(uint64_t)),
+                  .chunk = ((size_t)256 << 10) / sizeof(uint64_t)};
+    rb->next = (rb->next + 1) % (READ_BYTES / READ_PART);
+    uint64_t t0 = ak_now_ns();
+    if (ak_threadpool_parallel_for(pool, READ_PART / sizeof(uint64_t) / r.chunk, 1, read_range,
+                                   &r) != AK_OK)
+        return 0;
+    return (double)READ_PART / (double)(ak_now_ns() - t0);
+}
+
+typedef struct lin_env {
+    ak_threadpool *pool;
+    read_bw rb;
+    double peak_gflops; /* with opts.threads threads */
+    int first_row;
+} lin_env;
+
+static ak_status read_init(read_bw *rb) {
+    rb->next = 0;
+    ak_status st = ak_alloc(READ_BYTES, (void **)&rb->buf);
+    if (st == AK_OK) memset(rb->buf, 0, READ_BYTES); /* fault the pages in */
+    return st;
+}
+
+/* ---- one case -------------------------------------------------------------------------- */
+
+typedef struct lin_case {
+    ak_wtype wtype;
+    size_t N, K, T, copies, rb;
+    unsigned char *W; /* `copies` matrices back to back */
+    float *X, *Y;
+} lin_case;
+
+/* Random weights in the type's storage, copied until the set is cold (T = 1). */
+static ak_status case_init(lin_case *c) {
+    ak_status st = ak_wtype_row_bytes(c->wtype, c->K, &c->rb);
+    if (st != AK_OK) return st;
+    size_t bytes = c->N * c->rb;
+    c->copies = c->T == 1 ? (COLD_BYTES + bytes - 1) / bytes : 1;
+    float *row = malloc(c->K * sizeof(float));
+    c->X = malloc(c->T * c->K * sizeof(float));
+    c->Y = malloc(c->T * c->N * sizeof(float));
+    st = ak_alloc(bytes * c->copies, (void **)&c->W);
+    if (st == AK_OK && (!row || !c->X || !c->Y)) st = AK_ERR_NO_MEMORY;
+    uint32_t s = 12345;
+    for (size_t i = 0; st == AK_OK && i < c->T * c->K; i++)
+        c->X[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (size_t n = 0; st == AK_OK && n < c->N; n++) {
+        for (size_t k = 0; k < c->K; k++)
+            row[k] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+        st = ak_quantize_row(c->wtype, row, c->W + n * c->rb, c->K);
+    }
+    for (size_t i = 1; st == AK_OK && i < c->copies; i++) memcpy(c->W + i * bytes, c->W, bytes);
+    free(row);
+    return st;
+}
+
+static void case_free(lin_case *c) {
+    ak_free(c->W);
+    free(c->X);
+    free(c->Y);
+}
+
+/* Median seconds per call over batches of ~20 ms, each call on the next weight copy;
+ * for T = 1 also the median read bandwidth of passes between the batches. */
+static ak_status time_case(const lin_case *c, lin_env *env, double *sec, double *read_gbps) {
+    size_t bytes = c->N * c->rb, reps = 1, next = 0;
+    ak_status st = AK_OK;
+    double per[BATCHES], rd[BATCHES];
+    for (int b = -1; b < BATCHES && st == AK_OK; b++) { /* b = -1: warm-up and calibration */
+        uint64_t t0 = ak_now_ns();
+        for (size_t r = 0; r < reps && st == AK_OK; r++, next = (next + 1) % c->copies)
+            st = ak_linear(c->wtype, c->W + next * bytes, c->N, c->K, c->X, c->K, c->T, c->Y,
+                           c->N, 0, env->pool);
+        uint64_t dt = ak_now_ns() - t0;
+        if (b < 0) {
+            reps = dt ? (size_t)(BATCH_NS * reps / dt) : 1000;
+            reps = reps < c->copies ? c->copies : reps;
+            continue;
+        }
+        per[b] = (double)dt * 1e-9 / (double)reps;
+        rd[b] = c->T == 1 ? read_pass(&env->rb, env->pool) : 0;
+    }
+    *sec = ak_cli_median(per, BATCHES);
+    *read_gbps = ak_cli_median(rd, BATCHES);
+    return st;
+}
+
+static void print_row(lin_env *env, const lin_opts *o, const lin_case *c, double sec,
+                      double read_gbps) {
+    double gbps = (double)(c->N * c->rb) / sec * 1e-9;
+    double gflops = 2.0 * (double)c->N * (double)c->K * (double)c->T / sec * 1e-9;
+    double pct = c->T == 1 ? 100.0 * gbps / read_gbps : 100.0 * gflops / env->peak_gflops;
+    if (o->json) {
+        printf("%s{\"wtype\":\"%s\",\"n\":%zu,\"k\":%zu,\"t\":%zu,\"threads\":%d,"
+               "\"us\":%.2f,\"gbps\":%.2f,\"gflops\":%.2f,\"read_gbps\":%.2f,\"pct\":%.1f,"
+               "\"of\":\"%s\"}",
+               env->first_row ? "" : ",\n", ak_wtype_name(c->wtype), c->N, c->K, c->T,
+               o->threads, sec * 1e6, gbps, gflops, read_gbps, pct,
+               c->T == 1 ? "read_bw" : "fma_peak");
+        env->first_row = 0;
+        return;
+    }
+    if (c->T == 1)
+        printf("%-5s %6zux%-6zu %4zu %10.1f %8.1f %9.1f %7.1f%% of read %.1f GB/s\n",
+               ak_wtype_name(c->wtype), c->N, c->K, c->T, sec * 1e6, gbps, gflops, pct, read_gbps);
+    else
+        printf("%-5s %6zux%-6zu %4zu %10.1f %8.1f %9.1f %7.1f%% of FMA peak\n",
+               ak_wtype_name(c->wtype), c->N, c->K, c->T, sec * 1e6, gbps, gflops, pct);
+}
+
+static int run_case(lin_env *env, const lin_opts *o, ak_wtype w, const size_t shape[2], size_t T) {
+    lin_case c = {.wtype = w, .N = shape[0], .K = shape[1], .T = T};
+    double sec = 0, read_gbps = 0;
+    ak_status st = case_init(&c);
+    if (st == AK_OK) st = time_case(&c, env, &sec, &read_gbps);
+    case_free(&c);
+    if (st != AK_OK) return ak_cli_report("ak bench linear", st);
+    print_row(env, o, &c, sec, read_gbps);
+    fflush(stdout);
+    return AK_EXIT_OK;
+}
+
+/* T = 1 on every shape; compute-bound T only on the first (a decode-sized FFN matrix). */
+static int run_all(lin_env *env, const lin_opts *o) {
+    for (int ti = 0; ti < o->ntokens; ti++)
+        for (size_t w = 0; w < N_TYPES; w++)
+            for (int s = 0; s < (o->tokens[ti] == 1 ? o->nshapes : 1); s++) {
+                if (o->quick && s > 0) break;
+                int rc = run_case(env, o, all_types[w], o->shapes[s], o->tokens[ti]);
+                if (rc != AK_EXIT_OK) return rc;
+            }
+    return AK_EXIT_OK;
+}
+
+int ak_bench_linear(int argc, char **argv) {
+    lin_opts o;
+    if (parse_opts(argc, argv, &o)) return AK_EXIT_ERROR;
+    lin_env env = {.first_row = 1};
+    double peak1 = 0;
+    ak_status st = ak_threadpool_create(o.threads, &env.pool);
+    if (st == AK_OK) st = ak_measure_fma_peak(o.quick ? 100 : 300, &peak1);
+    if (st == AK_OK) st = read_init(&env.rb);
+    if (st != AK_OK) {
+        ak_threadpool_free(env.pool);
+        ak_free(env.rb.buf);
+        return ak_cli_report("ak bench linear", st);
+    }
+    env.peak_gflops = peak1 * o.threads;
+    if (o.json)
+        printf("{\"threads\":%d,\"fma_peak_gflops\":%.1f,\"rows\":[\n", o.threads,
+               env.peak_gflops);
+    else
+        printf("ak_linear, %d thread(s), FMA peak %.1f GFLOP/s; T = 1 against the streaming "
+               "read bandwidth measured between its batches\n%-5s %13s %4s %10s %8s %9s %8s\n",
+               o.threads, env.peak_gflops, "type", "N×K", "T", "µs/call", "GB/s", "GFLOP/s", "%");
+    int rc = run_all(&env, &o);
+    if (o.json) printf("\n]}\n");
+    ak_threadpool_free(env.pool);
+    ak_free(env.rb.buf);
+    return rc;
+}

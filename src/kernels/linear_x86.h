@@ -1,0 +1,346 @@
+/* x86 linear-layer kernel bodies, included by kernels/x86/linear_avx2.c and
+ * linear_avx512.c, which compile them with their own instruction sets and tile sizes.
+ *
+ * Every kernel works on tiles of R weight rows × C tokens held in 256-bit registers
+ * (R·C accumulators, each a partial dot product over K): one weight vector, widened to
+ * f32 (F16C for f16, a shift for bf16) or unpacked to bytes (Q8_0/Q4_0), is loaded once
+ * per k step and used for all C tokens, so T > 1 reuses each converted weight C times.
+ * T = 1 (C = 1) is the bandwidth-bound GEMV: 4 rows stream in parallel. At the end of a
+ * tile, four rows' accumulators are reduced together (hadd tree) into 4 outputs.
+ *
+ * Quantized weights meet Q8_0 activations block by block: the int8 dot product of a
+ * 32-block is exact in int32 lanes, converted and scaled by d_w·d_x into float lanes.
+ * Products of a signed by an unsigned byte (maddubs, vpdpbusd) need one unsigned side:
+ *   Q4_0: the nibbles 0..15 are unsigned; Σ(n−8)·x = Σ n·x − 8·Σx, the second term
+ *         (job->xo, computed once per call) put into lane 0 of the int32 accumulator.
+ *   Q8_0: AVX2 uses |x| and w with x's sign (maddubs pairs stay below 2^15); VNNI
+ *         offsets w by 128 (w ^ 0x80) and subtracts 128·Σx the same way.
+ *
+ * The including file defines, before including:
+ *   LX_FLOAT_C   tokens per float tile (registers: 4·C accumulators + C + 1)
+ *   LX_QUANT_C   tokens per quantized tile
+ *   LX_VNNI      1 to use vpdpbusd (AVX512-VNNI + VL), 0 for maddubs
+ * and gets static functions lx_linear_<type>(job, n0, n1) and lx_quantize_x. */
+#ifndef AK_KERNELS_LINEAR_X86_H
+#define AK_KERNELS_LINEAR_X86_H
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/linear.h"
+
+#define LX_AI static inline __attribute__((always_inline))
+#define LX_R 4 /* weight rows per full tile */
+
+/* ---- weights to f32 --------------------------------------------------------------------- */
+
+/* 8 weights of row `row` from element k, as f32. */
+LX_AI __m256 lx_load8(int slot, const uint8_t *row, size_t k) {
+    if (slot == AK__LIN_F32) return _mm256_loadu_ps((const float *)(const void *)row + k);
+    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(row + 2 * k));
+    if (slot == AK__LIN_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); /* bf16 */
+}
+
+/* One weight, for the K % 8 tail. */
+LX_AI float lx_load1(int slot, const uint8_t *row, size_t k) {
+    if (slot == AK__LIN_F32) {
+        float w;
+        memcpy(&w, row + 4 * k, sizeof w);
+        return w;
+    }
+    uint16_t h;
+    memcpy(&h, row + 2 * k, sizeof h);
+    if (slot == AK__LIN_F16) return _cvtsh_ss(h);
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* ---- reductions and stores ---------------------------------------------------------------- */
+
+/* {Σa, Σb, Σc, Σd} */
+LX_AI __m128 lx_hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
+    __m256 ab = _mm256_hadd_ps(a, b), cd = _mm256_hadd_ps(c, d);
+    __m256 s = _mm256_hadd_ps(ab, cd);
+    return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+}
+
+LX_AI float lx_hsum1(__m256 a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Writes the R (4 or 1) sums of token column c: y[0..R) (+)= acc[r][c] + tail[r]. */
+#define LX_STORE_TILE(R, C, acc, tail, Y, ldy, accumulate)                                   \
+    do {                                                                                      \
+        for (int c_ = 0; c_ < (C); c_++) {                                                    \
+            float *y_ = (Y) + (size_t)c_ * (ldy);                                             \
+            if ((R) == LX_R) {                                                                \
+                __m128 s_ = lx_hsum4(acc[0][c_], acc[1][c_], acc[2][c_], acc[3][c_]);         \
+                s_ = _mm_add_ps(s_, _mm_setr_ps(tail[0][c_], tail[1][c_], tail[2][c_],        \
+                                                tail[3][c_]));                                \
+                if (accumulate) s_ = _mm_add_ps(s_, _mm_loadu_ps(y_));                        \
+                _mm_storeu_ps(y_, s_);                                                        \
+            } else {                                                                          \
+                float s1_ = lx_hsum1(acc[0][c_]) + tail[0][c_];                               \
+                y_[0] = (accumulate) ? y_[0] + s1_ : s1_;                                     \
+            }                                                                                 \
+        }                                                                                     \
+    } while (0)
+
+/* ---- float weights (f32, f16, bf16) -------------------------------------------------------- */
+
+/* Rows [n, n+R) × tokens [t, t+C). */
+LX_AI void lx_float_tile(int slot, int R, int C, const ak__linear_job *j, size_t n, size_t t) {
+    const uint8_t *w = j->W + n * j->row_bytes;
+    const float *x = j->X + t * j->ldx;
+    size_t K = j->K, rb = j->row_bytes, ldx = j->ldx, k = 0;
+    __m256 acc[LX_R][LX_FLOAT_C];
+    float tail[LX_R][LX_FLOAT_C];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) {
+            acc[r][c] = _mm256_setzero_ps();
+            tail[r][c] = 0.0f;
+        }
+    for (; k + 8 <= K; k += 8) {
+        __m256 xv[LX_FLOAT_C];
+        for (int c = 0; c < C; c++) xv[c] = _mm256_loadu_ps(x + (size_t)c * ldx + k);
+        for (int r = 0; r < R; r++) {
+            __m256 wv = lx_load8(slot, w + (size_t)r * rb, k);
+            for (int c = 0; c < C; c++) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
+        }
+    }
+    for (; k < K; k++)
+        for (int r = 0; r < R; r++) {
+            float wk = lx_load1(slot, w + (size_t)r * rb, k);
+            for (int c = 0; c < C; c++) tail[r][c] += wk * x[(size_t)c * ldx + k];
+        }
+    LX_STORE_TILE(R, C, acc, tail, j->Y + t * j->ldy + n, j->ldy, j->accumulate);
+}
+
+/* ---- quantized weights (Q8_0, Q4_0) × Q8_0 activations ------------------------------------- */
+
+/* The 32 weights of block b of a row as bytes: Q8_0 signed (offset by 128 with VNNI),
+ * Q4_0 the unsigned nibbles in element order (low nibbles, then high). */
+LX_AI __m256i lx_wbytes(int slot, const uint8_t *blk) {
+    if (slot == AK__LIN_Q8_0) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+        return LX_VNNI ? _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)) : q;
+    }
+    /* both halves hold the 16 bytes; the high half shifted right by 4 */
+    __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(blk + 2)));
+    q = _mm256_srlv_epi64(q, _mm256_setr_epi64x(0, 0, 4, 4));
+    return _mm256_and_si256(q, _mm256_set1_epi8(15));
+}
+
+LX_AI float lx_scale(const uint8_t *blk) {
+    uint16_t h;
+    memcpy(&h, blk, sizeof h);
+    return _cvtsh_ss(h);
+}
+
+/* The block's scale in all 8 lanes. */
+LX_AI __m256 lx_scale8(const uint8_t *blk) {
+    uint16_t h;
+    memcpy(&h, blk, sizeof h);
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+}
+
+/* Exact int32 lanes summing to Σ w·x over one block; xo is the activation's offset
+ * correction (−8·Σx or −128·Σx in lane 0, see the top of this file). */
+LX_AI __m256i lx_dot32(int slot, __m256i wb, __m256i xv, __m256i xo) {
+#if LX_VNNI
+    (void)slot;
+    return _mm256_dpbusd_epi32(xo, wb, xv);
+#else
+    const __m256i ones = _mm256_set1_epi16(1);
+    if (slot == AK__LIN_Q8_0) { /* xo holds |x| here */
+        __m256i p = _mm256_maddubs_epi16(xo, _mm256_sign_epi8(wb, xv));
+        return _mm256_madd_epi16(p, ones);
+    }
+    __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wb, xv), ones);
+    return p; /* the −8·Σx offset is added per token by the caller */
+#endif
+}
+
+/* Per-token block operand next to xv: the offset term in lane 0, or |x| (AVX2 Q8_0). */
+LX_AI __m256i lx_xaux(int slot, __m256i xv, int32_t offset) {
+#if LX_VNNI
+    (void)slot;
+    (void)xv;
+    return _mm256_setr_epi32(offset, 0, 0, 0, 0, 0, 0, 0);
+#else
+    if (slot == AK__LIN_Q8_0) return _mm256_sign_epi8(xv, xv);
+    return _mm256_setr_epi32(offset, 0, 0, 0, 0, 0, 0, 0);
+#endif
+}
+
+/* Rows [n, n+R) × tokens [t, t+C). */
+LX_AI void lx_quant_tile(int slot, int R, int C, const ak__linear_job *j, size_t n, size_t t) {
+    size_t K = j->K, nb = K / AK__QK, rb = j->row_bytes;
+    size_t bsz = slot == AK__LIN_Q8_0 ? sizeof(ak__block_q8_0) : sizeof(ak__block_q4_0);
+    const uint8_t *w = j->W + n * rb;
+    const int8_t *xq = j->xq + t * K;
+    const float *xd = j->xd + t * nb;
+    const int32_t *xo = j->xo + t * nb;
+    __m256 acc[LX_R][LX_QUANT_C];
+    float tail[LX_R][LX_QUANT_C];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) {
+            acc[r][c] = _mm256_setzero_ps();
+            tail[r][c] = 0.0f;
+        }
+    for (size_t b = 0; b < nb; b++) {
+        __m256i xv[LX_QUANT_C], xa[LX_QUANT_C];
+        __m256 dx[LX_QUANT_C];
+        for (int c = 0; c < C; c++) {
+            xv[c] = _mm256_loadu_si256((const __m256i *)(const void *)(xq + (size_t)c * K + b * AK__QK));
+            xa[c] = lx_xaux(slot, xv[c], xo[(size_t)c * nb + b]);
+            dx[c] = _mm256_set1_ps(xd[(size_t)c * nb + b]);
+        }
+        for (int r = 0; r < R; r++) {
+            const uint8_t *blk = w + (size_t)r * rb + b * bsz;
+            __m256i wb = lx_wbytes(slot, blk);
+            __m256 dw = _mm256_set1_ps(lx_scale(blk));
+            for (int c = 0; c < C; c++) {
+                __m256i p = lx_dot32(slot, wb, xv[c], xa[c]);
+#if !LX_VNNI
+                if (slot == AK__LIN_Q4_0) p = _mm256_add_epi32(p, xa[c]);
+#endif
+                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, dx[c]),
+                                            acc[r][c]);
+            }
+        }
+    }
+    LX_STORE_TILE(R, C, acc, tail, j->Y + t * j->ldy + n, j->ldy, j->accumulate);
+}
+
+/* ---- T = 1: one row at a time --------------------------------------------------------------- */
+
+/* GEMV rows go one at a time, so the weights are read as one sequential stream that the
+ * hardware prefetcher follows; rows read 4 at a time are 4 short streams (1.5 KB each
+ * for f16 K = 768) and ran at under half the bandwidth. (Software prefetch 0.5-4 KB
+ * ahead measured no better.) */
+LX_AI void lx_float_row(int slot, const ak__linear_job *j, size_t n) {
+    const uint8_t *w = j->W + n * j->row_bytes;
+    const float *x = j->X;
+    size_t K = j->K, k = 0;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (; k + 32 <= K; k += 32) {
+        a0 = _mm256_fmadd_ps(lx_load8(slot, w, k), _mm256_loadu_ps(x + k), a0);
+        a1 = _mm256_fmadd_ps(lx_load8(slot, w, k + 8), _mm256_loadu_ps(x + k + 8), a1);
+        a2 = _mm256_fmadd_ps(lx_load8(slot, w, k + 16), _mm256_loadu_ps(x + k + 16), a2);
+        a3 = _mm256_fmadd_ps(lx_load8(slot, w, k + 24), _mm256_loadu_ps(x + k + 24), a3);
+    }
+    for (; k + 8 <= K; k += 8) a0 = _mm256_fmadd_ps(lx_load8(slot, w, k), _mm256_loadu_ps(x + k), a0);
+    float s = lx_hsum1(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; k < K; k++) s += lx_load1(slot, w, k) * x[k];
+    j->Y[n] = j->accumulate ? j->Y[n] + s : s;
+}
+
+/* acc + d_w·d_x·(block b of the weight row at blk · block b of the only token) */
+LX_AI __m256 lx_quant_block(int slot, const ak__linear_job *j, const uint8_t *blk, size_t b,
+                            __m256 acc) {
+    __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(j->xq + b * AK__QK));
+    __m256i xa = lx_xaux(slot, xv, j->xo[b]);
+    __m256i p = lx_dot32(slot, lx_wbytes(slot, blk), xv, xa);
+#if !LX_VNNI
+    if (slot == AK__LIN_Q4_0) p = _mm256_add_epi32(p, xa);
+#endif
+    __m256 px = _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(j->xd[b]));
+    return _mm256_fmadd_ps(px, lx_scale8(blk), acc);
+}
+
+LX_AI void lx_quant_row(int slot, const ak__linear_job *j, size_t n) {
+    size_t nb = j->K / AK__QK;
+    size_t bsz = slot == AK__LIN_Q8_0 ? sizeof(ak__block_q8_0) : sizeof(ak__block_q4_0);
+    const uint8_t *w = j->W + n * j->row_bytes;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    size_t b = 0;
+    for (; b + 2 <= nb; b += 2) { /* two chains: the FMA latency is not the limit */
+        a0 = lx_quant_block(slot, j, w + b * bsz, b, a0);
+        a1 = lx_quant_block(slot, j, w + (b + 1) * bsz, b + 1, a1);
+    }
+    if (b < nb) a0 = lx_quant_block(slot, j, w + b * bsz, b, a0);
+    float s = lx_hsum1(_mm256_add_ps(a0, a1));
+    j->Y[n] = j->accumulate ? j->Y[n] + s : s;
+}
+
+/* ---- drivers: rows in tiles of 4 (then 1), tokens in tiles of C (then fewer) ---------------- */
+
+/* One row group [n, n+R) over all tokens; the switch turns C into a constant. */
+#define LX_ROW_GROUP(TILE, CMAX, slot, R, j, n)                                              \
+    do {                                                                                      \
+        size_t t_ = 0, T_ = (j)->T;                                                           \
+        for (; t_ + (CMAX) <= T_; t_ += (CMAX)) TILE(slot, R, CMAX, j, n, t_);                \
+        switch (T_ - t_) {                                                                    \
+        case 1: TILE(slot, R, 1, j, n, t_); break;                                            \
+        case 2: if ((CMAX) > 2) TILE(slot, R, 2, j, n, t_); break;                            \
+        case 3: if ((CMAX) > 3) TILE(slot, R, 3, j, n, t_); break;                            \
+        case 4: if ((CMAX) > 4) TILE(slot, R, 4, j, n, t_); break;                            \
+        case 5: if ((CMAX) > 5) TILE(slot, R, 5, j, n, t_); break;                            \
+        default: break;                                                                       \
+        }                                                                                     \
+    } while (0)
+
+#define LX_DEFINE_LINEAR(name, TILE, ROW, CMAX, slot)                                         \
+    static void name(const ak__linear_job *j, size_t n0, size_t n1) {                        \
+        size_t n = n0;                                                                        \
+        if (j->T == 1) {                                                                      \
+            for (; n < n1; n++) ROW(slot, j, n);                                              \
+            return;                                                                           \
+        }                                                                                     \
+        for (; n + LX_R <= n1; n += LX_R) LX_ROW_GROUP(TILE, CMAX, slot, LX_R, j, n);         \
+        for (; n < n1; n++) LX_ROW_GROUP(TILE, CMAX, slot, 1, j, n);                          \
+    }
+
+LX_DEFINE_LINEAR(lx_linear_f32, lx_float_tile, lx_float_row, LX_FLOAT_C, AK__LIN_F32)
+LX_DEFINE_LINEAR(lx_linear_f16, lx_float_tile, lx_float_row, LX_FLOAT_C, AK__LIN_F16)
+LX_DEFINE_LINEAR(lx_linear_bf16, lx_float_tile, lx_float_row, LX_FLOAT_C, AK__LIN_BF16)
+LX_DEFINE_LINEAR(lx_linear_q8_0, lx_quant_tile, lx_quant_row, LX_QUANT_C, AK__LIN_Q8_0)
+LX_DEFINE_LINEAR(lx_linear_q4_0, lx_quant_tile, lx_quant_row, LX_QUANT_C, AK__LIN_Q4_0)
+
+/* ---- activations to Q8_0 ---------------------------------------------------------------------- */
+
+/* Bit-identical to ak__linear_quantize_x_ref: d = amax/127 rounded through f16 as stored,
+ * q = roundf(x·(1/d)), where roundf (ties away from zero) is trunc(v + copysign(0.5⁻, v))
+ * for |v| ≤ 128 (checked over every float in that range). */
+static void lx_quantize_x(const float *x, size_t K, float *d, int32_t *s, int8_t *q) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 half = _mm256_set1_ps(0x1.fffffep-2f);
+    for (size_t i = 0; i < K / AK__QK; i++, x += AK__QK) {
+        __m256 v[4], m = _mm256_setzero_ps();
+        for (int u = 0; u < 4; u++) {
+            v[u] = _mm256_loadu_ps(x + 8 * u);
+            m = _mm256_max_ps(m, _mm256_and_ps(v[u], absmask));
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        float di = _mm_cvtss_f32(m4) / 127.0f;
+        __m256 id = _mm256_set1_ps(di != 0.0f ? 1.0f / di : 0.0f);
+        __m256i qi[4], sum = _mm256_setzero_si256();
+        for (int u = 0; u < 4; u++) {
+            __m256 p = _mm256_mul_ps(v[u], id);
+            __m256 h = _mm256_or_ps(half, _mm256_andnot_ps(absmask, p)); /* ±0.5⁻ */
+            qi[u] = _mm256_cvttps_epi32(_mm256_add_ps(p, h));
+            sum = _mm256_add_epi32(sum, qi[u]);
+        }
+        /* pack to bytes: packs works per 128-bit lane, the permute restores the order */
+        __m256i w01 = _mm256_packs_epi32(qi[0], qi[1]), w23 = _mm256_packs_epi32(qi[2], qi[3]);
+        __m256i b = _mm256_packs_epi16(w01, w23);
+        b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(void *)(q + i * AK__QK), b);
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+        s[i] = _mm_cvtsi128_si32(s4);
+        d[i] = _cvtsh_ss(_cvtss_sh(di, _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
+#endif /* AK_KERNELS_LINEAR_X86_H */
