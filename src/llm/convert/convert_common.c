@@ -37,6 +37,7 @@ void ak__cv_plan_free(ak__cv_plan *p) {
 }
 
 uint64_t ak__cv_src_row(ak__cv_rows mode, uint64_t r, uint32_t head_dim) {
+    if (mode == AK_CV_ROWS_SAME || head_dim < 2) return r;
     uint64_t half = head_dim / 2, base = r - r % head_dim, k = r % head_dim;
     switch (mode) {
     case AK_CV_ROWS_TO_PAIRS: return base + (k % 2) * half + k / 2;  /* GGUF 2i+j ← HF j·half+i */

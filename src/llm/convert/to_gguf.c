@@ -30,6 +30,7 @@ typedef struct to_gguf {
     ak__cv_plan plan;
     float *rope_freqs;
     ak__gguf_writer *w;
+    int n_fallback;       /* matrices stored as f16 instead of the quantized type */
 } to_gguf;
 
 /* ---- the tensor plan ------------------------------------------------------------------- */
@@ -44,11 +45,11 @@ static ak_status check_shape(const char *name, const ak__tensor_view *v, uint64_
     return AK_OK;
 }
 
-static ak_wtype matrix_type(const to_gguf *c, const char *name, const ak__tensor_view *v) {
+/* The output type, or f16 (as llama.cpp does) when rows are not whole quantized blocks. */
+static ak_wtype matrix_type(to_gguf *c, const ak__tensor_view *v) {
     ak_wtype t = c->has_type ? c->type : v->type;
     if ((t == AK_WTYPE_Q8_0 || t == AK_WTYPE_Q4_0) && v->dims[0] % 32 != 0) {
-        AK_LOG_WARN(AK_SUBSYS_LLM, "convert: '%s' has rows of %llu, not whole blocks of 32: "
-                    "stored as f16", name, (unsigned long long)v->dims[0]);
+        c->n_fallback++;
         t = AK_WTYPE_F16;
     }
     return t;
@@ -63,7 +64,7 @@ static ak_status plan(to_gguf *c, const char *hf_name, const char *gguf_name, ui
         return AK_FAIL(AK_ERR_INVALID_MODEL, "%s lacks the tensor '%s'", c->src, hf_name);
     AK_CHECK(st);
     AK_CHECK(check_shape(hf_name, &v, d0, d1));
-    ak_wtype t = d1 ? matrix_type(c, gguf_name, &v) : AK_WTYPE_F32;
+    ak_wtype t = d1 ? matrix_type(c, &v) : AK_WTYPE_F32;
     ak__cv_rows rows = permute && c->permute ? AK_CV_ROWS_TO_PAIRS : AK_CV_ROWS_SAME;
     return ak__cv_plan_add(&c->plan, gguf_name, &v, t, rows, c->hp.head_dim);
 }
@@ -119,6 +120,9 @@ static ak_status make_plan(to_gguf *c) {
     AK_CHECK(plan(c, "model.norm.weight", "output_norm.weight", dim, 0, 0));
     if (!c->hp.tied_output) AK_CHECK(plan(c, "lm_head.weight", "output.weight", dim, vocab, 0));
     for (int i = 0; i < c->hp.n_layers; i++) AK_CHECK(plan_layer(c, i));
+    if (c->n_fallback)
+        AK_LOG_WARN(AK_SUBSYS_LLM, "convert: %d matrices have rows that are not whole blocks "
+                    "of 32: stored as f16", c->n_fallback);
     return AK_OK;
 }
 
