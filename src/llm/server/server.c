@@ -1,0 +1,466 @@
+/* The HTTP side of `ak serve`: libmicrohttpd with one thread per connection, routing,
+ * request bodies under a size limit, the concurrency limit (429), and the small GET
+ * endpoints (/health, /v1/models, /metrics). Generation requests are handed to gen.c;
+ * streams are MHD callback responses that block on the request's event queue. */
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <microhttpd.h>
+
+#include "core/check.h"
+#include "llm/server/server_internal.h"
+
+#define STREAM_BLOCK 16384   /* bytes MHD asks a stream for at most */
+#define IDLE_TIMEOUT_S 120   /* idle keep-alive connections are closed after this */
+#define STOP_WAIT_MS 5000    /* at stop, how long the engine gets to end cancelled requests */
+
+typedef struct conn {
+    int ep;         /* AK__EP_* */
+    int slot;       /* holds one of max_concurrent */
+    int too_big;    /* body over max_body: the rest is discarded, then 413 */
+    ak__bytes body;
+} conn;
+
+/* ---- answers ------------------------------------------------------------------------- */
+
+static enum MHD_Result respond(ak__server *s, struct MHD_Connection *c, int ep, int http,
+                               const char *type, const ak__bytes *body, const char *allow) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(body->len, body->len ? body->v : (void *)"", MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)http, r);
+    MHD_destroy_response(r);
+    ak__metrics_request(&s->metrics, ep, http);
+    return ok;
+}
+
+static enum MHD_Result respond_error(ak__server *s, struct MHD_Connection *c, int ep,
+                                     const ak__oai_error *e, const char *allow) {
+    ak__bytes b = {NULL, 0, 0};
+    enum MHD_Result ok = MHD_NO;
+    if (ak__oai_error_json(e, &b) == AK_OK) ok = respond(s, c, ep, e->http, "application/json", &b, allow);
+    ak__bytes_free(&b);
+    return ok;
+}
+
+static enum MHD_Result fail(ak__server *s, struct MHD_Connection *c, int ep, int http,
+                            const char *param, const char *code, const char *msg) {
+    ak__oai_error e;
+    ak__oai_error_set(&e, http, param, code, "%s", msg);
+    return respond_error(s, c, ep, &e, NULL);
+}
+
+static enum MHD_Result respond_json(ak__server *s, struct MHD_Connection *c, int ep,
+                                    ak__bytes *b, ak_status st) {
+    enum MHD_Result ok = st == AK_OK ? respond(s, c, ep, 200, "application/json", b, NULL)
+                                     : fail(s, c, ep, 500, NULL, NULL, "out of memory");
+    ak__bytes_free(b);
+    return ok;
+}
+
+/* ---- GET endpoints ------------------------------------------------------------------- */
+
+static char *models_json(const ak__server *s) {
+    cJSON *root = cJSON_CreateObject();
+    int ok = cJSON_AddStringToObject(root, "object", "list") != NULL;
+    cJSON *data = cJSON_AddArrayToObject(root, "data");
+    cJSON *m = cJSON_CreateObject();
+    if (!data || !m || !cJSON_AddItemToArray(data, m)) {
+        cJSON_Delete(m); /* not attached */
+        m = NULL;
+    }
+    ok = ok && m && cJSON_AddStringToObject(m, "id", s->name) &&
+         cJSON_AddStringToObject(m, "object", "model") &&
+         cJSON_AddNumberToObject(m, "created", (double)s->started) &&
+         cJSON_AddStringToObject(m, "owned_by", "accelkit") &&
+         cJSON_AddNumberToObject(m, "max_model_len", s->n_ctx);
+    char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return text;
+}
+
+static enum MHD_Result get_models(ak__server *s, struct MHD_Connection *c) {
+    ak__bytes b = {NULL, 0, 0};
+    char *text = models_json(s);
+    ak_status st = text ? ak__bytes_append(&b, text, strlen(text)) : AK_ERR_NO_MEMORY;
+    cJSON_free(text);
+    return respond_json(s, c, AK__EP_MODELS, &b, st);
+}
+
+static enum MHD_Result get_metrics(ak__server *s, struct MHD_Connection *c) {
+    ak__bytes b = {NULL, 0, 0};
+    ak_llm_engine_stats stats;
+    const ak_llm_engine_stats *sp = NULL;
+    if (s->be.stats && s->be.stats(s->be.ctx, &stats) == AK_OK) sp = &stats;
+    ak_status st = ak__metrics_render(&s->metrics, sp, &b);
+    enum MHD_Result ok = st == AK_OK
+        ? respond(s, c, AK__EP_METRICS, 200, "text/plain; version=0.0.4; charset=utf-8", &b, NULL)
+        : fail(s, c, AK__EP_METRICS, 500, NULL, NULL, "out of memory");
+    ak__bytes_free(&b);
+    return ok;
+}
+
+static enum MHD_Result get_health(ak__server *s, struct MHD_Connection *c) {
+    ak__bytes b = {NULL, 0, 0};
+    int stopping = __atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE);
+    const char *text = stopping ? "{\"status\":\"stopping\"}" : "{\"status\":\"ok\"}";
+    ak_status st = ak__bytes_append(&b, text, strlen(text));
+    if (st != AK_OK || !stopping) return respond_json(s, c, AK__EP_HEALTH, &b, st);
+    enum MHD_Result ok = respond(s, c, AK__EP_HEALTH, 503, "application/json", &b, NULL);
+    ak__bytes_free(&b);
+    return ok;
+}
+
+/* ---- generation endpoints ------------------------------------------------------------ */
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    long n = ak__gen_stream_read(cls, buf, max);
+    return n > 0 ? (ssize_t)n : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+/* MHD is done with the stream (finished, or the client is gone): the request goes. */
+static void stream_free(void *cls) { ak__gen_release(cls); }
+
+static enum MHD_Result start_stream(ak__server *s, struct MHD_Connection *c, int ep, ak__gen *g) {
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK,
+                                                               stream_reader, g, stream_free);
+    if (!r) {
+        ak__gen_release(g);
+        return fail(s, c, ep, 500, NULL, NULL, "out of memory");
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    enum MHD_Result ok = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r); /* stream_free runs when MHD lets go of it */
+    ak__metrics_request(&s->metrics, ep, 200);
+    return ok;
+}
+
+static enum MHD_Result run_whole(ak__server *s, struct MHD_Connection *c, int ep, ak__gen *g) {
+    ak__bytes b = {NULL, 0, 0};
+    ak__oai_error err;
+    int http = 500;
+    ak_status st = ak__gen_run_whole(g, &b, &http, &err);
+    ak__gen_release(g);
+    if (st == AK_ERR_REMOTE) { /* the client left: nobody to answer */
+        ak__bytes_free(&b);
+        ak__metrics_request(&s->metrics, ep, 499);
+        return MHD_NO;
+    }
+    enum MHD_Result ok = st == AK_OK ? respond(s, c, ep, 200, "application/json", &b, NULL)
+                                     : respond_error(s, c, ep, &err, NULL);
+    ak__bytes_free(&b);
+    return ok;
+}
+
+static enum MHD_Result generate(ak__server *s, struct MHD_Connection *c, conn *st) {
+    ak__oai_kind kind = st->ep == AK__EP_CHAT ? AK__OAI_CHAT : AK__OAI_COMPLETION;
+    ak__oai_request req;
+    ak__oai_error err;
+    ak_status rc = ak__oai_parse(kind, st->body.v, st->body.len, s->n_vocab, &req, &err);
+    if (rc != AK_OK) {
+        ak__oai_request_free(&req);
+        if (rc != AK_ERR_INVALID_ARG) ak__oai_error_set(&err, 500, NULL, NULL, "%s", ak_last_error());
+        return respond_error(s, c, st->ep, &err, NULL);
+    }
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    ak__gen *g = NULL;
+    if (ak__gen_create(s, &req, ci ? ci->connect_fd : -1, &g, &err) != AK_OK)
+        return respond_error(s, c, st->ep, &err, NULL);
+    if (ak__gen_submit(g, &err) != AK_OK) {
+        ak__gen_release(g);
+        return respond_error(s, c, st->ep, &err, NULL);
+    }
+    return g->req.stream ? start_stream(s, c, st->ep, g) : run_whole(s, c, st->ep, g);
+}
+
+/* ---- routing and the body ------------------------------------------------------------ */
+
+static const struct route {
+    const char *path, *method;
+    int ep;
+} k_routes[] = {
+    {"/v1/completions", "POST", AK__EP_COMPLETIONS}, {"/v1/chat/completions", "POST", AK__EP_CHAT},
+    {"/v1/models", "GET", AK__EP_MODELS},            {"/health", "GET", AK__EP_HEALTH},
+    {"/metrics", "GET", AK__EP_METRICS},
+};
+
+static const struct route *route_of(const char *url) {
+    for (size_t i = 0; i < sizeof k_routes / sizeof k_routes[0]; i++)
+        if (!strcmp(url, k_routes[i].path)) return &k_routes[i];
+    return NULL;
+}
+
+static int method_ok(const struct route *r, const char *method) {
+    return !strcmp(method, r->method) || (!strcmp(r->method, "GET") && !strcmp(method, "HEAD"));
+}
+
+/* The first call (headers read): refusals that need no body. */
+static enum MHD_Result first_call(ak__server *s, struct MHD_Connection *c, const char *url,
+                                  const char *method, conn *st) {
+    const struct route *r = route_of(url);
+    st->ep = r ? r->ep : AK__EP_OTHER;
+    char msg[256];
+    if (!r) {
+        snprintf(msg, sizeof msg, "Invalid URL (%s %.200s)", method, url);
+        return fail(s, c, st->ep, 404, NULL, "not_found", msg);
+    }
+    if (!method_ok(r, method)) {
+        ak__oai_error e;
+        ak__oai_error_set(&e, 405, NULL, "method_not_allowed", "Method %s is not allowed on %s (use %s)",
+                          method, r->path, r->method);
+        return respond_error(s, c, st->ep, &e, r->method);
+    }
+    if (st->ep != AK__EP_COMPLETIONS && st->ep != AK__EP_CHAT) return MHD_YES;
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > s->max_body) {
+        snprintf(msg, sizeof msg, "The request body is larger than the limit of %zu bytes", s->max_body);
+        return fail(s, c, st->ep, 413, NULL, "request_too_large", msg);
+    }
+    pthread_mutex_lock(&s->mu);
+    int full = s->in_flight >= s->max_concurrent;
+    if (!full) s->in_flight++;
+    pthread_mutex_unlock(&s->mu);
+    if (full) {
+        snprintf(msg, sizeof msg, "The server is busy: %d requests are in flight", s->max_concurrent);
+        return fail(s, c, st->ep, 429, NULL, "rate_limit_exceeded", msg);
+    }
+    st->slot = 1;
+    ak__metrics_in_flight(&s->metrics, 1);
+    return MHD_YES;
+}
+
+static enum MHD_Result take_body(ak__server *s, conn *st, const char *data, size_t *size) {
+    if (!st->too_big && st->body.len + *size > s->max_body) {
+        st->too_big = 1; /* MHD cannot answer mid-upload: discard, answer at the end */
+        ak__bytes_free(&st->body);
+    }
+    if (!st->too_big && ak__bytes_append(&st->body, data, *size) != AK_OK) return MHD_NO;
+    *size = 0;
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *data,
+                                  size_t *size, void **con_cls) {
+    (void)version;
+    ak__server *s = cls;
+    conn *st = *con_cls;
+    if (!st) {
+        st = calloc(1, sizeof *st);
+        if (!st) return MHD_NO;
+        *con_cls = st;
+        return first_call(s, c, url, method, st);
+    }
+    if (*size) return take_body(s, st, data, size);
+    if (st->too_big) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "The request body is larger than the limit of %zu bytes", s->max_body);
+        return fail(s, c, st->ep, 413, NULL, "request_too_large", msg);
+    }
+    switch (st->ep) {
+    case AK__EP_MODELS: return get_models(s, c);
+    case AK__EP_HEALTH: return get_health(s, c);
+    case AK__EP_METRICS: return get_metrics(s, c);
+    default: return generate(s, c, st);
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)c, (void)toe;
+    ak__server *s = cls;
+    conn *st = *con_cls;
+    if (!st) return;
+    if (st->slot) {
+        pthread_mutex_lock(&s->mu);
+        s->in_flight--;
+        pthread_mutex_unlock(&s->mu);
+        ak__metrics_in_flight(&s->metrics, -1);
+    }
+    ak__bytes_free(&st->body);
+    free(st);
+    *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    if (n && line[n - 1] == '\n') line[n - 1] = '\0';
+    AK_LOG_DEBUG(AK_SUBSYS_LLM, "http: %s", line);
+}
+
+/* ---- start and stop ------------------------------------------------------------------ */
+
+static char *token_text_copy(const ak_tokenizer *tok, int32_t id) {
+    const char *text = "";
+    size_t len = 0;
+    if (id >= 0 && ak_tokenizer_token_text(tok, id, &text, &len) != AK_OK) len = 0;
+    char *copy = malloc(len + 1);
+    if (copy) {
+        memcpy(copy, text, len);
+        copy[len] = '\0';
+    }
+    return copy;
+}
+
+/* The token that ends a turn in `format`, when the vocabulary has it as one token (chat
+ * requests stop on it besides EOS). */
+static int32_t turn_end_token(const ak_tokenizer *tok, const char *format) {
+    static const char *const k_markers[][2] = {
+        {"chatml", "<|im_end|>"}, {"llama-3", "<|eot_id|>"}, {"gemma", "<end_of_turn>"}, {"phi-3", "<|end|>"}};
+    for (size_t i = 0; i < sizeof k_markers / sizeof k_markers[0]; i++) {
+        if (strcmp(format, k_markers[i][0])) continue;
+        int32_t ids[32];
+        size_t n = 0;
+        const char *m = k_markers[i][1];
+        if (ak_tokenizer_encode(tok, m, strlen(m), AK_TOK_PARSE_SPECIAL, ids, 32, &n) == AK_OK && n == 1)
+            return ids[0];
+    }
+    return -1;
+}
+
+static ak_status setup_model(ak__server *s, const ak__server_model *m, const ak__server_options *o) {
+    ak_tokenizer_info info;
+    AK_CHECK(ak_tokenizer_get_info(m->tokenizer, &info));
+    s->tok = m->tokenizer;
+    s->n_vocab = info.n_vocab;
+    s->n_ctx = m->n_ctx;
+    s->name = strdup(m->name ? m->name : "model");
+    s->bos_text = token_text_copy(m->tokenizer, info.bos);
+    s->eos_text = token_text_copy(m->tokenizer, info.eos);
+    if (!s->name || !s->bos_text || !s->eos_text) return AK_FAIL(AK_ERR_NO_MEMORY, "server: model names");
+    if (o->chat_format) {
+        size_t len = 0;
+        if (ak_chat_render(o->chat_format, NULL, 0, 1, NULL, NULL, NULL, 0, &len) == AK_ERR_INVALID_ARG && len == 0)
+            return AK_FAIL(AK_ERR_INVALID_ARG, "unknown chat format '%s' (llama-2, llama-3, chatml, "
+                           "mistral, zephyr, gemma, phi-3)", o->chat_format);
+        s->chat_format = o->chat_format;
+    } else if (!m->chat_template || ak_chat_format_detect(m->chat_template, &s->chat_format) != AK_OK) {
+        s->chat_format = "chatml"; /* no template, or one we do not know */
+        ak_clear_error();
+    }
+    s->turn_end_id = turn_end_token(m->tokenizer, s->chat_format);
+    return AK_OK;
+}
+
+static ak_status resolve(const char *host, int port, struct sockaddr_storage *addr) {
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    char service[16];
+    snprintf(service, sizeof service, "%d", port);
+    int rc = getaddrinfo(host, service, &hints, &res);
+    if (rc != 0 || !res) return AK_FAIL(AK_ERR_INVALID_ARG, "server: cannot resolve '%s': %s", host, gai_strerror(rc));
+    memset(addr, 0, sizeof *addr);
+    memcpy(addr, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    return AK_OK;
+}
+
+static ak_status start_daemon(ak__server *s, const ak__server_options *o) {
+    struct sockaddr_storage addr;
+    AK_CHECK(resolve(o->host ? o->host : "127.0.0.1", o->port, &addr));
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+    if (addr.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+    unsigned limit = (unsigned)s->max_concurrent * 2 + 64; /* room to answer 429s */
+    s->mhd = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, s,
+                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                              MHD_OPTION_CONNECTION_LIMIT, limit,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+                              MHD_OPTION_THREAD_STACK_SIZE, (size_t)1 << 20,
+                              MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+                              MHD_OPTION_END);
+    if (!s->mhd)
+        return AK_FAIL(AK_ERR_IO, "server: cannot listen on %s:%d (in use, or not an address here?)",
+                       o->host ? o->host : "127.0.0.1", o->port);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : o->port;
+    return AK_OK;
+}
+
+static void server_free(ak__server *s) {
+    ak__metrics_destroy(&s->metrics);
+    pthread_mutex_destroy(&s->mu);
+    free(s->name);
+    free(s->bos_text);
+    free(s->eos_text);
+    free(s);
+}
+
+ak_status ak__server_start(const ak__server_backend *backend, const ak__server_model *model,
+                           const ak__server_options *options, ak__server **out) {
+    AK_ENSURE_INIT();
+    AK_ARG_CHECK(backend && backend->submit && backend->cancel, "server: no backend");
+    AK_ARG_CHECK(model && model->tokenizer, "server: no tokenizer");
+    AK_ARG_CHECK(model->n_ctx >= 2, "server: context of %d tokens", model->n_ctx);
+    AK_ARG_CHECK(options && options->port >= 0 && options->port <= 65535, "server: bad port");
+    AK_ARG_CHECK(options->max_body >= 64, "server: max_body %zu < 64", options->max_body);
+    AK_ARG_CHECK(options->max_concurrent >= 1 && options->max_concurrent <= 4096,
+                 "server: max_concurrent %d not in [1, 4096]", options->max_concurrent);
+    AK_ARG_CHECK(out != NULL, "out is NULL");
+    ak__server *s = calloc(1, sizeof *s);
+    if (!s) return AK_FAIL(AK_ERR_NO_MEMORY, "server");
+    if (pthread_mutex_init(&s->mu, NULL) != 0 || ak__metrics_init(&s->metrics) != AK_OK) {
+        free(s);
+        return AK_FAIL(AK_ERR_INTERNAL, "server: mutex");
+    }
+    s->be = *backend;
+    s->max_body = options->max_body;
+    s->max_concurrent = options->max_concurrent;
+    s->started = (int64_t)time(NULL);
+    if (options->hooks) s->hooks = *options->hooks, s->has_hooks = 1;
+    ak_status st = setup_model(s, model, options);
+    if (st == AK_OK) st = start_daemon(s, options);
+    if (st != AK_OK) {
+        server_free(s);
+        return st;
+    }
+    *out = s;
+    return AK_OK;
+}
+
+int ak__server_port(const ak__server *s) { return s ? s->port : -1; }
+
+const char *ak__server_chat_format(const ak__server *s) { return s ? s->chat_format : NULL; }
+
+/* Waits until the backend delivered the last events of every request; 0 on time out. */
+static int wait_live_empty(ak__server *s) {
+    for (int waited = 0; waited < STOP_WAIT_MS; waited += 10) {
+        pthread_mutex_lock(&s->mu);
+        int empty = s->live == NULL;
+        pthread_mutex_unlock(&s->mu);
+        if (empty) return 1;
+        struct timespec t = {0, 10 * 1000000L};
+        nanosleep(&t, NULL);
+    }
+    return 0;
+}
+
+ak_status ak__server_stop(ak__server *s) {
+    if (!s) return AK_OK;
+    __atomic_store_n(&s->stopping, 1, __ATOMIC_RELEASE);
+    ak__gen_cancel_all(s);
+    MHD_stop_daemon(s->mhd); /* joins every connection thread: their waits see `stopping` */
+    if (!wait_live_empty(s)) {
+        /* the backend still holds requests whose callbacks point here: keep the memory */
+        AK_LOG_WARN(AK_SUBSYS_LLM, "server: the engine did not end every request in %d ms", STOP_WAIT_MS);
+        return AK_FAIL(AK_ERR_TIMEOUT, "server: requests still in the engine at stop");
+    }
+    server_free(s);
+    return AK_OK;
+}

@@ -1,0 +1,57 @@
+/* `ak serve`'s HTTP server (internal API): an OpenAI-compatible front end over a
+ * generation backend — the LLM engine in `ak serve` (ak__server_engine_backend), or a
+ * scripted one in the tests. libmicrohttpd runs one thread per connection; those threads
+ * tokenize, detokenize, run the hooks and write to clients; the backend's event callback
+ * only queues events (see gen.c). */
+#ifndef AK_LLM_SERVER_SERVER_H
+#define AK_LLM_SERVER_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "accelkit/llm.h"
+
+typedef struct ak__server ak__server;
+
+/* What the server needs from a generator. submit/cancel follow ak_llm_engine_submit /
+ * ak_llm_engine_cancel: after a successful submit, every sample gets exactly one event
+ * with finish != AK_FINISH_NONE (also after a cancel), on any thread. */
+typedef struct ak__server_backend {
+    ak_status (*submit)(void *ctx, const ak_llm_request *r, uint64_t *id);
+    ak_status (*cancel)(void *ctx, uint64_t id);
+    ak_status (*stats)(void *ctx, ak_llm_engine_stats *s); /* optional: NULL = no gauges */
+    void *ctx;
+} ak__server_backend;
+
+/* The engine as a backend (the engine must outlive the server). */
+ak__server_backend ak__server_engine_backend(ak_llm_engine *e);
+
+typedef struct ak__server_model {
+    const char *name;              /* the model id of /v1/models and responses (copied) */
+    const ak_tokenizer *tokenizer; /* borrowed for the server's life */
+    int32_t n_ctx;                 /* prompt + max_tokens limit */
+    const char *chat_template;     /* the model's Jinja template, NULL if none (copied) */
+} ak__server_model;
+
+typedef struct ak__server_options {
+    const char *host;           /* address to bind (default 127.0.0.1) */
+    int port;                   /* 0 = any free port; see ak__server_port */
+    size_t max_body;            /* request bodies above this get 413 (default 1 MiB) */
+    int32_t max_concurrent;     /* generation requests in flight; more get 429 (default 64) */
+    const char *chat_format;    /* overrides the template's format (NULL = detect, chatml) */
+    const ak_llm_hooks *hooks;  /* NULL = none (copied) */
+} ak__server_options;
+
+#define AK__SERVER_OPTIONS_INIT {"127.0.0.1", 8080, (size_t)1 << 20, 64, NULL, NULL}
+
+/* Binds and starts serving; returns once the socket listens. */
+ak_status ak__server_start(const ak__server_backend *backend, const ak__server_model *model,
+                           const ak__server_options *options, ak__server **out);
+/* The port it listens on (the chosen one when options.port was 0). */
+int ak__server_port(const ak__server *s);
+/* The chat format in use ("chatml", ...). */
+const char *ak__server_chat_format(const ak__server *s);
+/* Stops listening, cancels requests in flight, waits for their threads, frees. */
+ak_status ak__server_stop(ak__server *s);
+
+#endif /* AK_LLM_SERVER_SERVER_H */

@@ -1,0 +1,18 @@
+/* The LLM engine as the server's generation backend. Kept apart from the HTTP code so the
+ * server itself can be tested against a scripted backend. */
+#include "llm/server/server.h"
+
+static ak_status engine_submit(void *ctx, const ak_llm_request *r, uint64_t *id) {
+    return ak_llm_engine_submit(ctx, r, id);
+}
+
+static ak_status engine_cancel(void *ctx, uint64_t id) { return ak_llm_engine_cancel(ctx, id); }
+
+static ak_status engine_stats(void *ctx, ak_llm_engine_stats *s) {
+    return ak_llm_engine_get_stats(ctx, s);
+}
+
+ak__server_backend ak__server_engine_backend(ak_llm_engine *e) {
+    ak__server_backend b = {engine_submit, engine_cancel, engine_stats, e};
+    return b;
+}

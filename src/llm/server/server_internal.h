@@ -1,0 +1,118 @@
+/* Inside the server: the server object (server.c, the HTTP side) and one generation
+ * request (gen.c: prompt → backend → events → text, streamed or whole). */
+#ifndef AK_LLM_SERVER_SERVER_INTERNAL_H
+#define AK_LLM_SERVER_SERVER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "llm/server/detok.h"
+#include "llm/server/metrics.h"
+#include "llm/server/oai.h"
+#include "llm/server/server.h"
+
+struct MHD_Daemon;
+typedef struct ak__gen ak__gen;
+
+struct ak__server {
+    struct MHD_Daemon *mhd;
+    ak__server_backend be;
+    const ak_tokenizer *tok;
+    int32_t n_ctx, n_vocab;
+    char *name;
+    const char *chat_format;
+    char *bos_text, *eos_text;     /* the model's texts for chat templates ("" if none) */
+    int32_t turn_end_id;           /* the format's end-of-turn token, -1 if none */
+    size_t max_body;
+    int32_t max_concurrent;
+    ak_llm_hooks hooks;
+    int has_hooks;
+    int64_t started;               /* unix time, for /v1/models */
+    ak__metrics metrics;
+    pthread_mutex_t mu;            /* guards the fields below */
+    int32_t in_flight;             /* generation requests holding a slot */
+    ak__gen *live;                 /* every request not yet freed */
+    uint64_t next_id;
+    int stopping;                  /* read without the lock too (atomic) */
+    int port;
+};
+
+/* One event as the engine reported it, copied on the engine thread. */
+typedef struct ak__gen_event {
+    int32_t sample, token;
+    float logprob;
+    int32_t n_top;
+    ak_llm_logprob top[AK__OAI_MAX_LOGPROBS];
+    ak_finish_reason finish;
+    ak_status status;
+    uint32_t stop_trim, n_cached;
+    uint64_t t_ns;
+} ak__gen_event;
+
+typedef struct ak__gen_sample {
+    ak__detok detok;
+    ak__bytes text;              /* output not yet sent (stream) or all of it (whole) */
+    ak__oai_logprob *lps;        /* tokens not yet sent / all of them */
+    size_t n_lps, cap_lps;
+    uint32_t n_tokens;
+    uint64_t last_ns;            /* time of the previous token */
+    ak_finish_reason finish;
+    ak_status status;
+    int started;                 /* chat stream: the role chunk went out */
+    int finished;                /* its finish chunk went out / was recorded */
+} ak__gen_sample;
+
+struct ak__gen {
+    ak__server *srv;
+    ak__oai_request req;
+    ak__oai_meta meta;
+    char id[48];
+    int32_t *prompt;
+    size_t n_prompt;
+    int32_t stop_ids[64];
+    size_t n_stop_ids;
+    int32_t max_tokens;
+    int fd;                      /* the client's socket, polled for a hang-up; -1 = none */
+    /* shared with the engine thread, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ak__gen_event *q;
+    size_t q_len, q_cap;
+    int q_oom;
+    int refs;                    /* the connection's + the engine's until its last event */
+    int samples_open;
+    /* the connection thread's own */
+    ak__gen_event *work;
+    size_t work_cap;
+    uint64_t engine_id;
+    int submitted, cancelled;
+    ak__gen_sample samples[AK__OAI_MAX_N];
+    int32_t n_done;
+    uint64_t t_start_ns;
+    int first_token_seen;
+    uint32_t n_cached;
+    ak__bytes out;               /* stream: SSE bytes not yet handed to the socket */
+    size_t out_pos;
+    int stream_done;
+    ak__gen *live_prev, *live_next;
+};
+
+/* Builds the request from a parsed body: the prompt is rendered (chat), pre-processed and
+ * tokenized, limits checked. On a client error returns AK_ERR_INVALID_ARG with `err`
+ * filled; takes `req` over (also on failure). */
+ak_status ak__gen_create(ak__server *srv, ak__oai_request *req, int fd, ak__gen **out,
+                         ak__oai_error *err);
+/* Hands the request to the backend. */
+ak_status ak__gen_submit(ak__gen *g, ak__oai_error *err);
+/* Whole response: waits for every sample, then writes the JSON body (or the error). */
+ak_status ak__gen_run_whole(ak__gen *g, ak__bytes *body, int *http, ak__oai_error *err);
+/* Stream: blocks until SSE bytes are ready, copies up to `max` of them; 0 = the stream
+ * ended, -1 = it failed (client gone, server stopping). */
+long ak__gen_stream_read(ak__gen *g, char *buf, size_t max);
+/* The connection is done with it: cancels what still runs, records metrics, drops its
+ * reference. */
+void ak__gen_release(ak__gen *g);
+/* Server stop: cancels every request in flight. */
+void ak__gen_cancel_all(ak__server *srv);
+
+#endif /* AK_LLM_SERVER_SERVER_INTERNAL_H */
