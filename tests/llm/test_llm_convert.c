@@ -9,7 +9,7 @@
  *   - bad requests and malformed inputs fail cleanly and leave no file behind;
  *   - when scripts/llm-make-model runs, the GGUF it writes for a seed equals our
  *     conversion of the HF folder it writes for the same seed (an independent NumPy
- *     implementation of the same layout). Named test_llm_convert (tests/kernels has a
+ *     implementation of the same layout; one of its folders is sharded). Named test_llm_convert (tests/kernels has a
  *     test_convert). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -612,7 +612,7 @@ static void make_model(const char *args, const char *format, const char *out) {
 }
 
 /* Our conversion of the script's HF folder equals the script's GGUF of the same seed. */
-static void crosscheck(const char *args, const char *hf_type, const char *type) {
+static void crosscheck(const char *args, const char *hf_extra, const char *hf_type, const char *type) {
     char dir[64], hf[128], theirs[128], ours[128], back[128];
     make_dir(dir);
     snprintf(hf, sizeof hf, "%s/hf", dir);
@@ -620,7 +620,7 @@ static void crosscheck(const char *args, const char *hf_type, const char *type) 
     snprintf(ours, sizeof ours, "%s/ours.gguf", dir);
     snprintf(back, sizeof back, "%s/back", dir);
     char full[512];
-    snprintf(full, sizeof full, "%s --type %s", args, hf_type);
+    snprintf(full, sizeof full, "%s %s --type %s", args, hf_extra, hf_type);
     make_model(full, "hf", hf);
     snprintf(full, sizeof full, "%s --type %s", args, type);
     make_model(full, "gguf", theirs);
@@ -671,11 +671,12 @@ static void test_against_script(void **state) {
         print_message("scripts/llm-make-model (python3 + numpy) not available: skipped\n");
         skip();
     }
-    crosscheck("--dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 96", "f32", "f32");
-    crosscheck("--arch qwen2 --dim 64 --layers 1 --heads 4 --kv-heads 2 --ffn 64 --tied", "f32", "f32");
-    crosscheck("--dim 256 --layers 1 --heads 4 --ffn 64 --rope-scaling llama3", "f16", "f16");
-    crosscheck("--dim 64 --layers 1 --heads 2 --ffn 64 --rope-scaling linear:4", "f32", "q8_0");
-    crosscheck("--dim 64 --layers 1 --heads 2 --ffn 64 --q4-grid", "f32", "q4_0");
+    crosscheck("--dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 96", "", "f32", "f32");
+    crosscheck("--arch qwen2 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 64 --tied",
+               "--shards 3", "f32", "f32");
+    crosscheck("--dim 256 --layers 1 --heads 4 --ffn 64 --rope-scaling llama3", "", "f16", "f16");
+    crosscheck("--dim 64 --layers 1 --heads 2 --ffn 64 --rope-scaling linear:4", "", "f32", "q8_0");
+    crosscheck("--dim 64 --layers 1 --heads 2 --ffn 64 --q4-grid", "", "f32", "q4_0");
 }
 
 int main(void) {

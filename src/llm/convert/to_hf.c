@@ -309,6 +309,9 @@ static ak_status open_source(to_hf *c) {
     if (c->hp.qkv_bias && strcmp(c->hp.arch, "qwen2") != 0)
         return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: q/k/v biases are only written for qwen2", c->src);
     AK_CHECK(ak_tokenizer_from_gguf(c->g, &c->tok));
+    if (c->tok->kind == AK_TOKENIZER_WPM) /* checked before any file is written */
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: a WordPiece vocabulary has no tokenizer.json "
+                       "form here (only BPE and SentencePiece-style)", c->src);
     c->unpermute = !c->hp.rope_neox;
     return read_rope_freqs(c);
 }
