@@ -7,6 +7,7 @@
  *     bf16 kept), within the quantization error for q8_0/q4_0, with the same config and
  *     the same tokenizer; Llama 3.1 RoPE scaling travels as rope_freqs.weight;
  *   - bad requests and malformed inputs fail cleanly and leave no file behind;
+ *   - the streaming GGUF writer writes every value type and reads back exactly;
  *   - when scripts/llm-make-model runs, the GGUF it writes for a seed equals our
  *     conversion of the HF folder it writes for the same seed (an independent NumPy
  *     implementation of the same layout; one of its folders is sharded). Named test_llm_convert (tests/kernels has a
@@ -27,6 +28,7 @@
 
 #include "accelkit/llm.h"
 #include "llm/convert/convert.h"
+#include "llm/gguf/gguf_write.h"
 #include "llm/hf/hf.h"
 #include "llm/hf/safetensors.h"
 #include "llm/model/model_files.h"
@@ -578,6 +580,102 @@ static void test_convert_errors(void **state) {
     remove_dir(a);
 }
 
+/* The streaming GGUF writer: every value type, string arrays, a custom alignment, data in
+ * uneven pieces; read back by the validating reader. Misuse fails and leaves no file. */
+static void test_gguf_writer(void **state) {
+    (void)state;
+    char dir[64], path[128], tmp[160];
+    make_dir(dir);
+    snprintf(path, sizeof path, "%s/w.gguf", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    ak__gguf_writer *w;
+    assert_int_equal(ak__gguf_writer_open(path, 24, &w), AK_ERR_INVALID_ARG); /* not 2^k */
+    assert_int_equal(ak__gguf_writer_open(path, 64, &w), AK_OK);
+    const int16_t i16 = -300;
+    const double f64 = -0.125;
+    assert_int_equal(ak__gguf_kv_scalar(w, "t.i16", AK_GGUF_INT16, &i16), AK_OK);
+    assert_int_equal(ak__gguf_kv_u32(w, "t.u32", 4000000000u), AK_OK);
+    assert_int_equal(ak__gguf_kv_i32(w, "t.i32", -7), AK_OK);
+    assert_int_equal(ak__gguf_kv_u64(w, "t.u64", UINT64_MAX), AK_OK);
+    assert_int_equal(ak__gguf_kv_f32(w, "t.f32", 1.5f), AK_OK);
+    assert_int_equal(ak__gguf_kv_scalar(w, "t.f64", AK_GGUF_FLOAT64, &f64), AK_OK);
+    assert_int_equal(ak__gguf_kv_bool(w, "t.bool", 1), AK_OK);
+    assert_int_equal(ak__gguf_kv_string(w, "t.str", "hello", 5), AK_OK);
+    const char *names[3] = {"a", "", "ccc"};
+    assert_int_equal(ak__gguf_kv_strings(w, "t.names", names, NULL, 3), AK_OK);
+    const float fl[3] = {1, 2, 3};
+    assert_int_equal(ak__gguf_kv_array(w, "t.floats", AK_GGUF_FLOAT32, fl, 3), AK_OK);
+    assert_int_equal(ak__gguf_kv_u32(w, "t.u32", 1), AK_ERR_INVALID_ARG); /* twice */
+    assert_int_equal(ak__gguf_kv_array(w, "t.x", AK_GGUF_STRING, fl, 1), AK_ERR_INVALID_ARG);
+    const uint64_t d1[2] = {3, 2}, d2[1] = {64}, bad[1] = {33};
+    assert_int_equal(ak__gguf_add_tensor(w, "a", 2, d1, AK_GGML_F32), AK_OK);
+    assert_int_equal(ak__gguf_add_tensor(w, "q", 1, d2, AK_GGML_Q8_0), AK_OK);
+    assert_int_equal(ak__gguf_add_tensor(w, "q", 1, d2, AK_GGML_F32), AK_ERR_INVALID_ARG);
+    assert_int_equal(ak__gguf_add_tensor(w, "b", 1, bad, AK_GGML_Q4_0), AK_ERR_INVALID_ARG);
+    uint64_t bytes;
+    assert_int_equal(ak__gguf_tensor_bytes(w, 1, &bytes), AK_OK);
+    assert_int_equal(bytes, 68);
+    unsigned char data[24 + 68];
+    for (size_t i = 0; i < sizeof data; i++) data[i] = (unsigned char)(i * 7);
+    assert_int_equal(ak__gguf_write_data(w, data, 5), AK_OK);
+    assert_int_equal(ak__gguf_write_data(w, data + 5, 40), AK_OK); /* across the two tensors */
+    assert_int_equal(ak__gguf_kv_u32(w, "late", 1), AK_ERR_INVALID_ARG);
+    assert_int_equal(ak__gguf_write_data(w, data + 45, sizeof data - 45), AK_OK);
+    assert_int_equal(ak__gguf_write_data(w, data, 1), AK_ERR_INVALID_ARG); /* beyond */
+    assert_int_equal(ak__gguf_writer_close(w), AK_OK);
+    assert_false(exists(tmp));
+
+    ak_gguf *g;
+    assert_int_equal(ak_gguf_open(path, &g), AK_OK);
+    uint64_t align, u;
+    int64_t i;
+    double d;
+    int b;
+    const char *s;
+    size_t len;
+    assert_int_equal(ak_gguf_alignment(g, &align), AK_OK);
+    assert_int_equal(align, 64);
+    assert_int_equal(ak_gguf_get_int(g, "t.i16", &i), AK_OK);
+    assert_int_equal(i, -300);
+    assert_int_equal(ak_gguf_get_uint(g, "t.u32", &u), AK_OK);
+    assert_int_equal(u, 4000000000u);
+    assert_int_equal(ak_gguf_get_int(g, "t.i32", &i), AK_OK);
+    assert_int_equal(i, -7);
+    assert_int_equal(ak_gguf_get_uint(g, "t.u64", &u), AK_OK);
+    assert_true(u == UINT64_MAX);
+    assert_int_equal(ak_gguf_get_float(g, "t.f32", &d), AK_OK);
+    assert_true(d == 1.5);
+    assert_int_equal(ak_gguf_get_float(g, "t.f64", &d), AK_OK);
+    assert_true(d == -0.125);
+    assert_int_equal(ak_gguf_get_bool(g, "t.bool", &b), AK_OK);
+    assert_int_equal(b, 1);
+    assert_int_equal(ak_gguf_get_string(g, "t.str", &s, &len), AK_OK);
+    assert_int_equal(len, 5);
+    assert_int_equal(ak_gguf_get_array_string(g, "t.names", 2, &s, &len), AK_OK);
+    assert_int_equal(len, 3);
+    assert_int_equal(ak_gguf_get_array_string(g, "t.names", 1, &s, &len), AK_OK);
+    assert_int_equal(len, 0);
+    assert_int_equal(ak_gguf_get_array_float(g, "t.floats", 2, &d), AK_OK);
+    assert_true(d == 3.0);
+    ak_gguf_tensor t;
+    assert_int_equal(ak_gguf_tensor_by_name(g, "a", &t), AK_OK);
+    assert_memory_equal(t.data, data, 24);
+    assert_int_equal(ak_gguf_tensor_by_name(g, "q", &t), AK_OK);
+    assert_int_equal(t.offset % 64, 0);
+    assert_memory_equal(t.data, data + 24, 68);
+    ak_gguf_close(g);
+
+    /* incomplete data: close fails and removes the partial file */
+    unlink(path);
+    assert_int_equal(ak__gguf_writer_open(path, 0, &w), AK_OK);
+    assert_int_equal(ak__gguf_add_tensor(w, "a", 2, d1, AK_GGML_F32), AK_OK);
+    assert_int_equal(ak__gguf_write_data(w, data, 10), AK_OK);
+    assert_int_equal(ak__gguf_writer_close(w), AK_ERR_INVALID_ARG);
+    assert_false(exists(path));
+    assert_false(exists(tmp));
+    remove_dir(dir);
+}
+
 /* ---- against scripts/llm-make-model ------------------------------------------------------ */
 
 static int g_have_script = -1;
@@ -688,6 +786,7 @@ int main(void) {
         cmocka_unit_test(test_qwen2_bias_tied),
         cmocka_unit_test(test_llama3_rope),
         cmocka_unit_test(test_convert_errors),
+        cmocka_unit_test(test_gguf_writer),
         cmocka_unit_test(test_against_script),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
