@@ -5,7 +5,8 @@
 #
 # llama.cpp is not packaged in Debian 12; its prebuilt CPU libraries come from the npm
 # registry in node-llama-cpp's per-platform package (@node-llama-cpp/linux-x64), installed
-# on first use into $LLAMAPEER (default /tmp/llamapeer) and driven by llamacpp_bench.mjs.
+# on first use into $LLAMAPEER (default /tmp/llamapeer). llamacpp_bench.py calls libllama
+# directly, as llama-bench does (node-llama-cpp's JavaScript API distorts 2-thread decode).
 # Every measurement holds /tmp/ak.lock so that no build runs meanwhile. The decode column
 # also shows the weight bytes read per token × tokens/s (GB/s): decode is bandwidth-bound.
 #
@@ -49,7 +50,7 @@ EOF
 }
 
 peer() {  # peer MODEL THREADS -> "pp tg"
-  flock /tmp/ak.lock node "$here/llamacpp_bench.mjs" "$1" "$2" 128 "$N_GEN" "$REPS" |
+  flock /tmp/ak.lock /usr/bin/python3 "$here/llamacpp_bench.py" "$1" "$2" 128 "$N_GEN" "$REPS" |
     /usr/bin/python3 -c 'import json, sys; r = json.load(sys.stdin); print("%.1f %.1f" % (r["pp_tps"], r["tg_tps"]))'
 }
 
@@ -67,7 +68,7 @@ ratio() { /usr/bin/python3 -c "import sys; a, b = sys.argv[1:]; print('-' if '-'
 main() {
   install_peer
   [ -f "$models/llama-134m-q4_0.gguf" ] || "$here/make-bench-models" "$models" >&2
-  echo "llama.cpp via node-llama-cpp $NLC_VERSION; model: 134 M Llama (dim 768, 12 layers, FFN 2048, vocab 32000)"
+  echo "llama.cpp (libllama of node-llama-cpp $NLC_VERSION); model: 134 M Llama (dim 768, 12 layers, FFN 2048, vocab 32000)"
   echo "pp = prompt 128 tokens in one batch, tg = decode $N_GEN tokens one at a time; medians of $REPS; $(nproc) cores"
   # the lock keeps builds out, not other benchmarks: a busy machine shows in the load
   echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
