@@ -1,7 +1,7 @@
 # accelkit: the two commands of the quick start (`make demo`, `make test`) and the rest.
 #   make demo   build, then show `ak sysinfo`, the kernel, pool and collective benchmarks,
 #               a training plan (ak plan), ONNX inference of a torchvision model checked
-#               against PyTorch, and a Horovod training script on 2 ranks
+#               against PyTorch, an LLM served over HTTP, and a Horovod training script on 2 ranks
 #   make test   build and run every test, then the same under ASan+UBSan
 #   make bench  all benchmarks, each beside its peer (installs Open MPI, PyTorch, iperf3)
 #   make fuzz   libFuzzer targets (clang), FUZZ_SECONDS each
@@ -36,6 +36,8 @@ demo: build
 	$(BUILD)/ak plan --model megatron-1t --cluster a100-80gb --devices 3072 --gbs 3072 --top 5 --attention standard --baseline tp=8,pp=64,dp=6,recompute=full,zero=0,sp=off
 	@echo; echo "== ONNX inference: torchvision ResNet-18 exported by PyTorch; ak info, ak compare, ak bench"
 	scripts/infer-demo $(BUILD)
+	@echo; echo "== LLM engine: ak generate, then ak serve with a completion streamed over its OpenAI-compatible HTTP API"
+	scripts/llm-demo $(BUILD)
 	@echo; echo "== Horovod script, unchanged, on 2 ranks: examples/train_mnist_like.py (ak launch)"
 	PYTHONPATH=python AK_LIBRARY=$(BUILD)/libaccelkit.so $(BUILD)/ak launch -np 2 /usr/bin/python3 examples/train_mnist_like.py --steps 100
 
