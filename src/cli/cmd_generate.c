@@ -8,7 +8,7 @@
 #include "cli/llm_cli.h"
 
 typedef struct gen_args {
-    const char *model, *draft, *prompt, *ids;
+    const char *model, *draft, *prompt, *ids, *hooks_path;
     long n, threads, gamma, ngram, ctx;
     int print_ids, ignore_eos, stats;
     const char *stops[16];
@@ -18,6 +18,7 @@ typedef struct gen_args {
 
 typedef struct gen_out {
     const ak_tokenizer *tok;
+    const ak_llm_hooks *hooks;
     int print_ids;
     int32_t *ids;
     size_t n_ids, cap, printed; /* bytes of the decoded completion already written */
@@ -31,15 +32,16 @@ static int usage(void) {
     fprintf(stderr, "usage: ak generate -m MODEL (-p TEXT | --ids \"1 2 3\") [-n 128] [-t threads] "
             "[--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] "
             "[--presence-penalty X] [--frequency-penalty X] [--seed S] [--stop STR]... "
-            "[--ignore-eos] [--draft MODEL] [--gamma 4] [--ngram N] [--ctx N] [--print-ids] [--stats]\n");
+            "[--ignore-eos] [--draft MODEL] [--gamma 4] [--ngram N] [--ctx N] [--hooks lib.so] "
+            "[--print-ids] [--stats]\n");
     return AK_EXIT_ERROR;
 }
 
 static int parse_flag(int argc, char **argv, int *i, gen_args *a) {
     const char *f = argv[*i];
-    const char **strs[] = {&a->model, &a->model, &a->prompt, &a->ids, &a->draft};
-    const char *names[] = {"-m", "--model", "-p", "--ids", "--draft"};
-    for (size_t k = 0; k < 5; ++k)
+    const char **strs[] = {&a->model, &a->model, &a->prompt, &a->ids, &a->draft, &a->hooks_path};
+    const char *names[] = {"-m", "--model", "-p", "--ids", "--draft", "--hooks"};
+    for (size_t k = 0; k < 6; ++k)
         if (strcmp(f, names[k]) == 0 && *i + 1 < argc) {
             *strs[k] = argv[++*i];
             return 0;
@@ -62,6 +64,18 @@ static int parse_flag(int argc, char **argv, int *i, gen_args *a) {
     return -1;
 }
 
+/* Writes a piece of the completion, through the post-process hook when one is loaded. */
+static void write_piece(const gen_out *o, const char *piece, size_t len) {
+    if (!o->hooks || !o->hooks->post_process) {
+        fwrite(piece, 1, len, stdout);
+        return;
+    }
+    char out[4096];
+    size_t n = 0;
+    if (o->hooks->post_process(o->hooks->user, piece, len, out, sizeof out, &n) == AK_OK)
+        fwrite(out, 1, n < sizeof out ? n : sizeof out, stdout);
+}
+
 /* Writes the newly decoded complete UTF-8 characters of the completion. */
 static void stream_text(gen_out *o, int final) {
     size_t len = 0;
@@ -78,7 +92,7 @@ static void stream_text(gen_out *o, int final) {
             }
         }
     if (end > o->printed) {
-        fwrite(o->text + o->printed, 1, end - o->printed, stdout);
+        write_piece(o, o->text + o->printed, end - o->printed);
         fflush(stdout);
         o->printed = end;
     }
@@ -95,8 +109,33 @@ static void on_event(void *user, const ak_llm_event *ev) {
     stream_text(o, ev->finish != AK_FINISH_NONE);
 }
 
-static int load_prompt(const gen_args *a, const ak_tokenizer *tok, int32_t **ids, size_t *n) {
+/* The prompt through the hooks: pre-process, then the hook's or the model's tokenizer. */
+static int hooked_prompt(const ak_llm_hooks *h, const ak_tokenizer *tok, const char *text,
+                         int32_t **ids, size_t *n) {
+    size_t len = strlen(text), cap = 4 * len + 4096, out_len = 0;
+    char *pre = malloc(cap + 1);
+    int32_t *v = malloc((cap + 3) * sizeof *v);
+    ak_status st = pre && v ? AK_OK : AK_ERR_NO_MEMORY;
+    if (st == AK_OK && h->pre_process) st = h->pre_process(h->user, text, len, pre, cap, &out_len);
+    else if (st == AK_OK) memcpy(pre, text, out_len = len);
+    if (st == AK_OK && h->tokenize) st = h->tokenize(h->user, pre, out_len, v, cap + 3, n);
+    else if (st == AK_OK)
+        st = ak_tokenizer_encode(tok, pre, out_len, AK_TOK_PARSE_SPECIAL | AK_TOK_ADD_SPECIAL, v,
+                                 cap + 3, n);
+    free(pre);
+    if (st != AK_OK) {
+        free(v);
+        ak_cli_report("hooks", st);
+        return -1;
+    }
+    *ids = v;
+    return 0;
+}
+
+static int load_prompt(const gen_args *a, const ak_llm_hooks *hooks, const ak_tokenizer *tok,
+                       int32_t **ids, size_t *n) {
     if (a->ids) return ak_cli_parse_ids(a->ids, ids, n);
+    if (hooks) return hooked_prompt(hooks, tok, a->prompt, ids, n);
     return ak_cli_encode(tok, a->prompt, 1, ids, n);
 }
 
@@ -158,11 +197,18 @@ static int generate(const gen_args *a) {
     int32_t *prompt = NULL;
     size_t n_prompt = 0;
     int rc = AK_EXIT_ERROR;
-    gen_out o = {tok, a->print_ids, NULL, 0, (size_t)a->n + 1, 0, NULL, 0, AK_FINISH_NONE, 0};
+    ak_llm_hooks hooks;
+    if (a->hooks_path && (st = ak_llm_hooks_load(a->hooks_path, &hooks)) != AK_OK) {
+        ak_llm_model_free(draft);
+        ak_llm_model_free(m);
+        return ak_cli_report(a->hooks_path, st);
+    }
+    const ak_llm_hooks *h = a->hooks_path ? &hooks : NULL;
+    gen_out o = {tok, h, a->print_ids, NULL, 0, (size_t)a->n + 1, 0, NULL, 0, AK_FINISH_NONE, 0};
     o.ids = malloc(o.cap * sizeof *o.ids);
     o.text_cap = o.cap * 64 + 64;
     o.text = malloc(o.text_cap);
-    if (o.ids && o.text && load_prompt(a, tok, &prompt, &n_prompt) == 0)
+    if (o.ids && o.text && load_prompt(a, h, tok, &prompt, &n_prompt) == 0)
         rc = run_engine(a, m, draft, prompt, n_prompt, &o);
     free(prompt);
     free(o.ids);
