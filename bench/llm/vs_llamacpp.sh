@@ -7,8 +7,9 @@
 # registry in node-llama-cpp's per-platform package (@node-llama-cpp/linux-x64), installed
 # on first use into $LLAMAPEER (default /tmp/llamapeer). llamacpp_bench.py calls libllama
 # directly, as llama-bench does (node-llama-cpp's JavaScript API distorts 2-thread decode).
-# Every measurement holds /tmp/ak.lock so that no build runs meanwhile. The decode column
-# also shows the weight bytes read per token × tokens/s (GB/s): decode is bandwidth-bound.
+# accelkit's figures come from `ak bench llm --json` on the same file, right after
+# llama.cpp's, row by row. Every measurement holds /tmp/ak.lock so that no build runs
+# meanwhile. GB/s = llama.cpp's decode × weight bytes per token (decode is bandwidth-bound).
 #
 # Environment: REPS (default 3, medians), N_GEN (decode tokens, default 64),
 # THREADS (default "1 2"), TYPES (default "f32 f16 q8_0 q4_0"), AK_BIN (default build/ak).
@@ -35,17 +36,15 @@ install_peer() {
     "node-llama-cpp@$NLC_VERSION" "@node-llama-cpp/linux-x64@$NLC_VERSION" >&2)
 }
 
-# Bytes of weights one decode step reads: every tensor but the token embedding, of which
-# one row is read.
+# Bytes of weights one decode step reads: the matrices but the token embedding (of which
+# one row is read), as `ak bench llm` counts them; norms are negligible.
 weight_bytes() {
   /usr/bin/python3 - "$1" "$root/python/accelkit/llm_files.py" <<'EOF'
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("llm_files", sys.argv[2])
 lf = importlib.util.module_from_spec(spec); spec.loader.exec_module(lf)
 with lf.GGUFFile(sys.argv[1]) as g:
-    t = g.tensors
-    emb = t["token_embd.weight"]
-    print(sum(x.nbytes for n, x in t.items() if n != "token_embd.weight") + emb.nbytes // emb.shape[0])
+    print(sum(t.nbytes for n, t in g.tensors.items() if len(t.shape) == 2 and n != "token_embd.weight"))
 EOF
 }
 
@@ -54,12 +53,13 @@ peer() {  # peer MODEL THREADS -> "pp tg"
     /usr/bin/python3 -c 'import json, sys; r = json.load(sys.stdin); print("%.1f %.1f" % (r["pp_tps"], r["tg_tps"]))'
 }
 
-# >>> accelkit columns (the lead's part) ---------------------------------------------------
-# Fill in once `ak bench llm -m MODEL -t THREADS --json` exists: print "pp tg" in tokens/s
-# for the same model and thread count, measured under /tmp/ak.lock like peer() above, so
-# the table alternates llama.cpp and accelkit per row (A B A B). Until then: "- -".
+# >>> accelkit columns ----------------------------------------------------------------------
+# `ak bench llm --json` on the same model and thread count, under the same lock, right
+# after llama.cpp's run (A B A B per row); "- -" when ak cannot run it.
 accelkit() {  # accelkit MODEL THREADS -> "pp tg"
-  echo "- -"
+  flock /tmp/ak.lock "$AK_BIN" bench llm -m "$1" -t "$2" -p 128 -n "$N_GEN" --reps "$REPS" --json 2>/dev/null |
+    /usr/bin/python3 -c 'import json, sys; r = json.loads(sys.stdin.read().strip().splitlines()[-1]); print("%.1f %.1f" % (r["pp_tps"], r["tg_tps"]))' 2>/dev/null ||
+    echo "- -"
 }
 # <<< accelkit columns ----------------------------------------------------------------------
 
