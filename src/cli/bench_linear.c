@@ -2,7 +2,7 @@
  *
  * T = 1 (decode GEMV) is bandwidth-bound: it reports GB/s of weight bytes read and the %
  * of the streaming-read bandwidth measured in the same run with the same threads. To
- * keep the weights out of the caches, as in a real decode step (~85 different matrices),
+ * keep the weights out of the caches, as in a real model step (~85 different matrices),
  * each call reads the next of enough copies to fill several times the last-level cache.
  * T = 16 (sequences decoding together) and T = 128 (prompt prefill) are compute-bound:
  * GFLOP/s (2·N·K·T per call) and % of the measured FMA peak × threads. Medians of
@@ -169,12 +169,12 @@ typedef struct lin_case {
     float *X, *Y;
 } lin_case;
 
-/* Random weights in the type's storage, copied until the set is cold (T = 1). */
+/* Random weights in the type's storage, copied until the set is cold. */
 static ak_status case_init(lin_case *c) {
     ak_status st = ak_wtype_row_bytes(c->wtype, c->K, &c->rb);
     if (st != AK_OK) return st;
     size_t bytes = c->N * c->rb;
-    c->copies = c->T == 1 ? (COLD_BYTES + bytes - 1) / bytes : 1;
+    c->copies = (COLD_BYTES + bytes - 1) / bytes;
     float *row = malloc(c->K * sizeof(float));
     c->X = malloc(c->T * c->K * sizeof(float));
     c->Y = malloc(c->T * c->N * sizeof(float));

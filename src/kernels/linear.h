@@ -38,12 +38,15 @@ typedef struct ak__linear_job {
     const float *X;    /* (T, K) f32 activations, row stride ldx (f32/f16/bf16 weights) */
     size_t ldx;
     /* quantized activations (Q8_0/Q4_0 weights), token t's K/32 blocks: the scales (f16
-     * widened) at xd + t·K/32, the K values at xq + t·K, and at xo + t·K/32 each block's
-     * offset term for dot products with unsigned weight bytes, −8·Σq for Q4_0 (nibbles
-     * n = w + 8) and −128·Σq for Q8_0 (w ^ 0x80 = w + 128): see ak__linear_offsets */
+     * widened) at xd + t·ldq/32, the K values at xq + t·ldq, and at xo + t·ldq/32 each
+     * block's offset term for dot products with unsigned weight bytes, −8·Σq for Q4_0
+     * (nibbles n = w + 8) and −128·Σq for Q8_0 (w ^ 0x80 = w + 128): see
+     * ak__linear_offsets. ldq ≥ K is a multiple of 32 (K itself, or the whole row's
+     * length when the driver hands a kernel a slice of K). */
     const float *xd;
     const int32_t *xo;
     const int8_t *xq;
+    size_t ldq;
     float *Y;          /* (T, N) output, row stride ldy */
     size_t ldy;
     int accumulate;    /* 1: Y +=, 0: Y = */

@@ -207,7 +207,7 @@ static lin_case case_make(ak_wtype wtype, size_t N, size_t K, size_t T, int accu
     c.bound = malloc((T * c.ldy + 1) * sizeof(float));
     memcpy(c.ref, c.Y0, T * c.ldy * sizeof(float));
     ak__linear_job job = {.W = c.W, .row_bytes = c.rb, .K = K, .T = T, .X = c.X, .ldx = c.ldx,
-                          .xd = c.xd, .xo = c.xo, .xq = c.xq, .Y = c.ref, .ldy = c.ldy,
+                          .xd = c.xd, .xo = c.xo, .xq = c.xq, .ldq = K, .Y = c.ref, .ldy = c.ldy,
                           .accumulate = accumulate};
     ak__kernels_for("ref")->linear[ak__linear_slot(wtype)](&job, 0, N);
     for (size_t t = 0; t < T; t++)
@@ -264,7 +264,8 @@ static void check_kernels(const lin_case *c) {
         float *Y = g.data;
         memcpy(Y, c->Y0, ny * sizeof(float));
         ak__linear_job job = {.W = c->W, .row_bytes = c->rb, .K = c->K, .T = c->T, .X = c->X,
-                              .ldx = c->ldx, .xd = c->xd, .xo = c->xo, .xq = c->xq, .Y = Y,
+                              .ldx = c->ldx, .xd = c->xd, .xo = c->xo, .xq = c->xq,
+                              .ldq = c->K, .Y = Y,
                               .ldy = c->ldy,
                               .accumulate = c->accumulate};
         ak__linear_fn fn = k->linear[ak__linear_slot(c->wtype)];
@@ -339,6 +340,27 @@ static void test_public_threads(void **state) {
     case_free(&c);
 }
 
+/* Long rows with many tokens: the driver splits K into cache-sized slices (the second
+ * and later accumulate into Y), on 1 and 2 threads. */
+static void test_k_slices(void **state) {
+    (void)state;
+    static const struct { ak_wtype w; size_t K, T; } cases[] = {
+        {AK_WTYPE_F32, 2048, 70}, {AK_WTYPE_F16, 4096, 16}, {AK_WTYPE_BF16, 2080, 128},
+        {AK_WTYPE_Q8_0, 4096, 70}, {AK_WTYPE_Q4_0, 8192, 64},
+    };
+    uint64_t seed = 500;
+    for (int nt = 1; nt <= 2; nt++) {
+        ak_threadpool *pool;
+        assert_int_equal(ak_threadpool_create(nt, &pool), AK_OK);
+        for (size_t i = 0; i < COUNT(cases); i++) {
+            lin_case c = case_make(cases[i].w, 37, cases[i].K, cases[i].T, (int)(i & 1), 1, seed++);
+            check_public(&c, pool);
+            case_free(&c);
+        }
+        ak_threadpool_free(pool);
+    }
+}
+
 /* K = 0: Y = 0 (or unchanged when accumulating); N = 0 / T = 0: nothing happens. */
 static void test_empty(void **state) {
     (void)state;
@@ -402,6 +424,7 @@ int main(void) {
         cmocka_unit_test(test_round_trip_bounds),
         cmocka_unit_test(test_kernels_vs_ref),
         cmocka_unit_test(test_public_threads),
+        cmocka_unit_test(test_k_slices),
         cmocka_unit_test(test_empty),
         cmocka_unit_test(test_bad_args),
     };

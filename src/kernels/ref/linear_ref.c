@@ -183,8 +183,8 @@ static void linear_quant_ref(int slot, const ak__linear_job *j, size_t n0, size_
     for (size_t n = n0; n < n1; n++) {
         const uint8_t *row = j->W + n * j->row_bytes;
         for (size_t t = 0; t < j->T; t++) {
-            const float *xd = j->xd + t * nb;
-            const int8_t *xq = j->xq + t * j->K;
+            const float *xd = j->xd + t * (j->ldq / AK__QK);
+            const int8_t *xq = j->xq + t * j->ldq;
             double dot = 0.0;
             for (size_t i = 0; i < nb; i++) {
                 const uint8_t *blk = row + i * bsz;
