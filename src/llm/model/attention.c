@@ -1,17 +1,22 @@
-/* Paged causal attention (see attention.h). One work item is (token, KV head): the
- * group's query heads score every cached position block by block (f16 blocks are
- * widened once into scratch), a softmax in f32 with the max subtracted, then the
- * probability-weighted sum of V rows. */
+/* Paged causal attention (see attention.h). One work item is (tile, KV head): a tile is
+ * up to 16 consecutive query tokens of one sequence, so during a prefill each K/V block
+ * is read (and f16 widened) once per tile instead of once per token; the group's query
+ * heads score every cached position block by block, a softmax in f32 with the max
+ * subtracted, then the probability-weighted sum of V rows. */
 #include <math.h>
 #include <string.h>
 
 #include "core/half.h"
 #include "llm/model/attention.h"
+#include "llm/model/exp_approx.h"
+
+enum { AK_ATTN_TILE = 16 }; /* query tokens of one sequence sharing each K/V block read */
 
 size_t ak__attention_scratch_floats(int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                                     int32_t block_size, int32_t max_context) {
     int32_t group = n_heads / n_kv_heads;
-    return (size_t)group * (size_t)max_context + 2u * (size_t)block_size * (size_t)head_dim;
+    return (size_t)AK_ATTN_TILE * (size_t)group * (size_t)max_context +
+           2u * (size_t)block_size * (size_t)head_dim;
 }
 
 /* Pointer to the f32 rows of (layer, block, head): the cache itself, or `buf` widened. */
@@ -24,7 +29,15 @@ static const float *block_rows(const ak__kv_cache *kv, const void *base, int32_t
     return buf;
 }
 
-static float dot(const float *a, const float *b, int32_t n) {
+/* The hot loops get an AVX2+FMA clone chosen at load time (ifunc), the portable build
+ * stays SSE2. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define AK_HOT_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define AK_HOT_CLONES
+#endif
+
+static inline float dot(const float *a, const float *b, int32_t n) {
     float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     int32_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -37,85 +50,116 @@ static float dot(const float *a, const float *b, int32_t n) {
     return (s0 + s1) + (s2 + s3);
 }
 
-typedef struct item_ctx {
+/* A tile: up to AK_ATTN_TILE consecutive batch tokens of one sequence (ascending
+ * positions), attending with the heads of KV head g. */
+typedef struct tile {
     const ak__attention_args *a;
-    int32_t group, head_dim, q_stride;
-} item_ctx;
+    int32_t t0, nt, g, group, hd, q_stride, len_max;
+    const int32_t *table;
+    float *scores; /* [nt][group][len_max] */
+} tile;
 
-static void scores_pass(const item_ctx *c, int32_t t, int32_t g, int32_t len, float *scores,
-                        float *kbuf) {
-    const ak__attention_args *a = c->a;
-    const ak__kv_cache *kv = a->kv;
-    const int32_t *table = a->batch->seq_blocks[a->batch->seq[t]];
-    int32_t bs = kv->block_size, hd = c->head_dim;
-    for (int32_t start = 0; start < len; start += bs) {
-        int32_t n = len - start < bs ? len - start : bs;
-        const float *krows = block_rows(kv, kv->k, a->layer, table[start / bs], g, n, kbuf);
-        for (int32_t h = 0; h < c->group; ++h) {
-            const float *q = a->q + (size_t)t * (size_t)c->q_stride + (size_t)(g * c->group + h) * (size_t)hd;
-            float *s = scores + (size_t)h * (size_t)len + (size_t)start;
-            for (int32_t j = 0; j < n; ++j) s[j] = dot(q, krows + (size_t)j * (size_t)hd, hd) * a->scale;
+static float *tile_row(const tile *w, int32_t ti, int32_t h) {
+    return w->scores + ((size_t)ti * (size_t)w->group + (size_t)h) * (size_t)w->len_max;
+}
+
+static size_t head_at(const tile *w, int32_t ti, int32_t h) {
+    return (size_t)(w->t0 + ti) * (size_t)w->q_stride + (size_t)(w->g * w->group + h) * (size_t)w->hd;
+}
+
+AK_HOT_CLONES static void scores_pass(const tile *w, float *kbuf) {
+    const ak__attention_args *a = w->a;
+    int32_t bs = a->kv->block_size;
+    for (int32_t start = 0; start < w->len_max; start += bs) {
+        int32_t n = w->len_max - start < bs ? w->len_max - start : bs;
+        const float *krows = block_rows(a->kv, a->kv->k, a->layer, w->table[start / bs], w->g, n, kbuf);
+        for (int32_t ti = 0; ti < w->nt; ++ti) {
+            int32_t len = a->batch->pos[w->t0 + ti] + 1;
+            int32_t nn = len - start < n ? len - start : n;
+            for (int32_t h = 0; h < w->group && nn > 0; ++h) {
+                const float *q = a->q + head_at(w, ti, h);
+                float *s = tile_row(w, ti, h) + start;
+                for (int32_t j = 0; j < nn; ++j) s[j] = dot(q, krows + (size_t)j * (size_t)w->hd, w->hd) * a->scale;
+            }
         }
     }
 }
 
-static void softmax(float *s, int32_t n) {
+AK_HOT_CLONES static void softmax(float *s, int32_t n) {
     float mx = s[0];
     for (int32_t j = 1; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
     float sum = 0;
     for (int32_t j = 0; j < n; ++j) {
-        s[j] = expf(s[j] - mx);
+        s[j] = ak__exp_approx(s[j] - mx);
         sum += s[j];
     }
     float inv = 1.0f / sum;
     for (int32_t j = 0; j < n; ++j) s[j] *= inv;
 }
 
-static void values_pass(const item_ctx *c, int32_t t, int32_t g, int32_t len,
-                        const float *scores, float *vbuf) {
-    const ak__attention_args *a = c->a;
-    const ak__kv_cache *kv = a->kv;
-    const int32_t *table = a->batch->seq_blocks[a->batch->seq[t]];
-    int32_t bs = kv->block_size, hd = c->head_dim;
-    for (int32_t h = 0; h < c->group; ++h)
-        memset(a->out + (size_t)t * (size_t)c->q_stride + (size_t)(g * c->group + h) * (size_t)hd, 0,
-               (size_t)hd * sizeof(float));
-    for (int32_t start = 0; start < len; start += bs) {
-        int32_t n = len - start < bs ? len - start : bs;
-        const float *vrows = block_rows(kv, kv->v, a->layer, table[start / bs], g, n, vbuf);
-        for (int32_t h = 0; h < c->group; ++h) {
-            float *o = a->out + (size_t)t * (size_t)c->q_stride + (size_t)(g * c->group + h) * (size_t)hd;
-            const float *p = scores + (size_t)h * (size_t)len + (size_t)start;
-            for (int32_t j = 0; j < n; ++j) {
-                const float *vr = vrows + (size_t)j * (size_t)hd;
-                for (int32_t d = 0; d < hd; ++d) o[d] += p[j] * vr[d];
+AK_HOT_CLONES static void values_pass(const tile *w, float *vbuf) {
+    const ak__attention_args *a = w->a;
+    int32_t bs = a->kv->block_size, hd = w->hd;
+    for (int32_t ti = 0; ti < w->nt; ++ti)
+        for (int32_t h = 0; h < w->group; ++h) memset(a->out + head_at(w, ti, h), 0, (size_t)hd * sizeof(float));
+    for (int32_t start = 0; start < w->len_max; start += bs) {
+        int32_t n = w->len_max - start < bs ? w->len_max - start : bs;
+        const float *vrows = block_rows(a->kv, a->kv->v, a->layer, w->table[start / bs], w->g, n, vbuf);
+        for (int32_t ti = 0; ti < w->nt; ++ti) {
+            int32_t len = a->batch->pos[w->t0 + ti] + 1;
+            int32_t nn = len - start < n ? len - start : n;
+            for (int32_t h = 0; h < w->group && nn > 0; ++h) {
+                float *o = a->out + head_at(w, ti, h);
+                const float *p = tile_row(w, ti, h) + start;
+                for (int32_t j = 0; j < nn; ++j) {
+                    const float *vr = vrows + (size_t)j * (size_t)hd;
+                    for (int32_t d = 0; d < hd; ++d) o[d] += p[j] * vr[d];
+                }
             }
         }
     }
 }
 
-static void attend_items(void *ctx, size_t begin, size_t end, int thread_index) {
-    const item_ctx *c = ctx;
+typedef struct tiles_ctx {
+    const ak__attention_args *a;
+    const int32_t *starts; /* n_tiles + 1 token indices */
+} tiles_ctx;
+
+static void attend_tiles(void *ctx, size_t begin, size_t end, int thread_index) {
+    const tiles_ctx *c = ctx;
     const ak__attention_args *a = c->a;
-    int32_t n_kv = a->kv->n_kv_heads;
+    int32_t n_kv = a->kv->n_kv_heads, hd = a->kv->head_dim;
     float *scratch = a->scratch + (size_t)thread_index * a->scratch_per_thread;
-    size_t block_floats = (size_t)a->kv->block_size * (size_t)c->head_dim;
-    float *kbuf = scratch + (a->scratch_per_thread - 2 * block_floats);
-    float *vbuf = kbuf + block_floats;
+    size_t block_floats = (size_t)a->kv->block_size * (size_t)hd;
+    float *kbuf = scratch + (a->scratch_per_thread - 2 * block_floats), *vbuf = kbuf + block_floats;
     for (size_t item = begin; item < end; ++item) {
-        int32_t t = (int32_t)(item / (size_t)n_kv), g = (int32_t)(item % (size_t)n_kv);
-        int32_t len = a->batch->pos[t] + 1;
-        scores_pass(c, t, g, len, scratch, kbuf);
-        for (int32_t h = 0; h < c->group; ++h) softmax(scratch + (size_t)h * (size_t)len, len);
-        values_pass(c, t, g, len, scratch, vbuf);
+        int32_t k = (int32_t)(item / (size_t)n_kv), t0 = c->starts[k];
+        int32_t nt = c->starts[k + 1] - t0;
+        tile w = {a, t0, nt, (int32_t)(item % (size_t)n_kv), a->n_heads / n_kv, hd,
+                  a->n_heads * hd, a->batch->pos[t0 + nt - 1] + 1,
+                  a->batch->seq_blocks[a->batch->seq[t0]], scratch};
+        scores_pass(&w, kbuf);
+        for (int32_t ti = 0; ti < nt; ++ti)
+            for (int32_t h = 0; h < w.group; ++h) softmax(tile_row(&w, ti, h), a->batch->pos[t0 + ti] + 1);
+        values_pass(&w, vbuf);
     }
 }
 
+/* Splits the batch into tiles: runs of one sequence's tokens, at most AK_ATTN_TILE. */
+static int32_t make_tiles(const ak__batch *b, int32_t *starts) {
+    int32_t n = 0;
+    for (int32_t t = 0; t < b->n_tokens; ++t)
+        if (n == 0 || b->seq[t] != b->seq[t - 1] || t - starts[n - 1] == AK_ATTN_TILE ||
+            b->pos[t] != b->pos[t - 1] + 1)
+            starts[n++] = t;
+    starts[n] = b->n_tokens;
+    return n;
+}
+
 void ak__attention(const ak__attention_args *a, ak_threadpool *pool) {
-    item_ctx c = {a, a->n_heads / a->kv->n_kv_heads, a->kv->head_dim,
-                  a->n_heads * a->kv->head_dim};
-    size_t items = (size_t)a->batch->n_tokens * (size_t)a->kv->n_kv_heads;
-    ak_threadpool_parallel_for(pool, items, 1, attend_items, &c);
+    int32_t n_tiles = make_tiles(a->batch, a->tile_starts);
+    tiles_ctx c = {a, a->tile_starts};
+    ak_threadpool_parallel_for(pool, (size_t)n_tiles * (size_t)a->kv->n_kv_heads, 1, attend_tiles, &c);
 }
 
 void ak__kv_store(ak__kv_cache *kv, int32_t layer, const ak__batch *b, const float *k,

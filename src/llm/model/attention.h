@@ -18,6 +18,7 @@ typedef struct ak__attention_args {
     float scale;      /* 1/sqrt(head_dim) */
     float *scratch;   /* per thread: ak__attention_scratch_floats() floats */
     size_t scratch_per_thread;
+    int32_t *tile_starts; /* n_tokens + 1 ints of workspace */
 } ak__attention_args;
 
 size_t ak__attention_scratch_floats(int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,

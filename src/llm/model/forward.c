@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "llm/model/attention.h"
+#include "llm/model/exp_approx.h"
 #include "llm/model/model.h"
 
 struct ak__forward_ws {
@@ -16,6 +17,7 @@ struct ak__forward_ws {
     float *x, *xb, *q, *k, *v, *att, *gate, *up, *xo, *cos_sin;
     float *attn_scratch;
     size_t attn_per_thread;
+    int32_t *tile_starts;
 };
 
 static float *ws_array(size_t n, int *failed) {
@@ -52,7 +54,8 @@ ak_status ak__forward_ws_create(const ak_llm_model *m, int32_t max_tokens, int32
     ws->attn_per_thread = ak__attention_scratch_floats(hp->n_heads, hp->n_kv_heads,
                                                        hp->head_dim, 1024, max_context);
     ws->attn_scratch = ws_array(ws->attn_per_thread * (size_t)ws->n_threads, &failed);
-    if (failed) {
+    ws->tile_starts = malloc(((size_t)max_tokens + 1) * sizeof *ws->tile_starts);
+    if (failed || !ws->tile_starts) {
         ak__forward_ws_free(ws);
         return AK_FAIL(AK_ERR_NO_MEMORY, "forward: out of memory for a %d-token workspace",
                        max_tokens);
@@ -66,6 +69,7 @@ void ak__forward_ws_free(ak__forward_ws *ws) {
     float *arrays[] = {ws->x, ws->xb, ws->q, ws->k, ws->v, ws->att, ws->gate, ws->up,
                        ws->xo, ws->cos_sin, ws->attn_scratch};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
+    free(ws->tile_starts);
     free(ws);
 }
 
@@ -78,10 +82,26 @@ static void rmsnorm(float *out, const float *x, const float *w, int32_t n, float
     for (int32_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
+typedef struct rows_ctx {
+    float *out, *x;
+    const float *w, *up;
+    int32_t n;
+    float eps;
+} rows_ctx;
+
+static void rmsnorm_range(void *ctx, size_t begin, size_t end, int thread_index) {
+    (void)thread_index;
+    const rows_ctx *c = ctx;
+    for (size_t r = begin; r < end; ++r)
+        rmsnorm(c->out + r * (size_t)c->n, c->x + r * (size_t)c->n, c->w, c->n, c->eps);
+}
+
+/* Rows are independent; a prefill has hundreds, so they are spread over the pool. */
 static void rmsnorm_rows(float *out, const float *x, const float *w, int32_t rows, int32_t n,
-                         float eps) {
-    for (int32_t r = 0; r < rows; ++r)
-        rmsnorm(out + (size_t)r * (size_t)n, x + (size_t)r * (size_t)n, w, n, eps);
+                         float eps, ak_threadpool *pool) {
+    rows_ctx c = {out, (float *)x, w, NULL, n, eps};
+    if (rows < 8) rmsnorm_range(&c, 0, (size_t)rows, 0);
+    else ak_threadpool_parallel_for(pool, (size_t)rows, 4, rmsnorm_range, &c);
 }
 
 static ak_status linear(const ak__matrix *w, const float *x, int32_t T, float *y, int acc,
@@ -126,8 +146,22 @@ static void rope_rows(const ak_llm_model *m, float *x, int32_t T, int32_t n_head
     }
 }
 
-static void swiglu(float *gate, const float *up, size_t n) {
-    for (size_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("arch=haswell", "default")))
+#endif
+static void swiglu_range(void *ctx, size_t begin, size_t end, int thread_index) {
+    (void)thread_index;
+    const rows_ctx *c = ctx;
+    float *x = c->x;
+    const float *up = c->up;
+    for (size_t i = begin * (size_t)c->n; i < end * (size_t)c->n; ++i)
+        x[i] = x[i] / (1.0f + ak__exp_approx(-x[i])) * up[i];
+}
+
+static void swiglu(float *gate, const float *up, int32_t rows, int32_t n, ak_threadpool *pool) {
+    rows_ctx c = {NULL, gate, NULL, up, n, 0};
+    if (rows < 8) swiglu_range(&c, 0, (size_t)rows, 0);
+    else ak_threadpool_parallel_for(pool, (size_t)rows, 4, swiglu_range, &c);
 }
 
 static ak_status embed(const ak_llm_model *m, const ak__batch *b, float *x) {
@@ -149,7 +183,7 @@ static ak_status attention_block(const ak_llm_model *m, ak__forward_ws *ws,
     const ak__llm_hparams *hp = &m->hp;
     const ak__layer *l = &m->layers[li];
     int32_t T = b->n_tokens;
-    rmsnorm_rows(ws->xb, ws->x, l->attn_norm, T, hp->dim, hp->norm_eps);
+    rmsnorm_rows(ws->xb, ws->x, l->attn_norm, T, hp->dim, hp->norm_eps, pool);
     AK_CHECK(linear(&l->wq, ws->xb, T, ws->q, 0, pool));
     AK_CHECK(linear(&l->wk, ws->xb, T, ws->k, 0, pool));
     AK_CHECK(linear(&l->wv, ws->xb, T, ws->v, 0, pool));
@@ -161,7 +195,7 @@ static ak_status attention_block(const ak_llm_model *m, ak__forward_ws *ws,
     ak__kv_store(kv, li, b, ws->k, ws->v);
     ak__attention_args a = {kv, li, hp->n_heads, b, ws->q, ws->att,
                             1.0f / sqrtf((float)hp->head_dim), ws->attn_scratch,
-                            ws->attn_per_thread};
+                            ws->attn_per_thread, ws->tile_starts};
     ak__attention(&a, pool);
     return linear(&l->wo, ws->att, T, ws->x, 1, pool);
 }
@@ -170,10 +204,10 @@ static ak_status ffn_block(const ak_llm_model *m, ak__forward_ws *ws, int32_t T,
                            ak_threadpool *pool) {
     const ak__llm_hparams *hp = &m->hp;
     const ak__layer *l = &m->layers[li];
-    rmsnorm_rows(ws->xb, ws->x, l->ffn_norm, T, hp->dim, hp->norm_eps);
+    rmsnorm_rows(ws->xb, ws->x, l->ffn_norm, T, hp->dim, hp->norm_eps, pool);
     AK_CHECK(linear(&l->w_gate, ws->xb, T, ws->gate, 0, pool));
     AK_CHECK(linear(&l->w_up, ws->xb, T, ws->up, 0, pool));
-    swiglu(ws->gate, ws->up, (size_t)T * (size_t)hp->ffn_dim);
+    swiglu(ws->gate, ws->up, T, hp->ffn_dim, pool);
     return linear(&l->w_down, ws->gate, T, ws->x, 1, pool);
 }
 
