@@ -130,7 +130,11 @@ int ak_cli_serve(int argc, char **argv) {
     for (int i = 1; i < argc; ++i)
         if (parse_flag(argc, argv, &i, &a) != 0) return usage();
     if (!a.model) return usage();
-    /* every thread started from here on inherits the mask; this one waits for the signal */
+    /* every thread started from here on inherits the mask; this one waits for the signal.
+     * A shell starts background jobs with SIGINT ignored, and an ignored signal never
+     * reaches sigwait: take it back so `kill -INT` stops the server too. */
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
