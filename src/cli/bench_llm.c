@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/bench_llm_server.h"
 #include "cli/cli.h"
 #include "core/check.h"
 #include "cli/llm_cli.h"
@@ -212,7 +213,7 @@ static int bench(const llm_bench_args *a) {
 int ak_bench_llm(int argc, char **argv) {
     for (int i = 1; i < argc; ++i)
         if (!strcmp(argv[i], "--concurrency") || !strcmp(argv[i], "--url"))
-            return fprintf(stderr, "ak bench llm: the server mode is not built yet\n"), AK_EXIT_ERROR;
+            return ak_bench_llm_server(argc, argv);
     llm_bench_args a = {NULL, ak_cli_bench_threads(), 128, 64, 0, 3, 0, 0, 0};
     for (int i = 1; i < argc; ++i) {
         int rc = 0;
