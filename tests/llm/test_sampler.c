@@ -644,11 +644,14 @@ static double time_sample(ak__sampler *s, const float *x, int with_logprob) {
     return best;
 }
 
-/* Timing limits hold for optimized builds; sanitizer and -O0 builds only print. */
+/* Timing limits hold for optimized builds; sanitizer and -O0 builds only print. The
+ * suite runs tests two at a time on two cores, so the limits get a 4x allowance: enough
+ * to catch an algorithmic regression (a full sort of the vocabulary costs ~2 ms), not a
+ * busy neighbour. The quiet-machine figures are the printed ones. */
 #if defined(__SANITIZE_ADDRESS__) || !defined(__OPTIMIZE__)
 #define TIME_SCALE 1000.0
 #else
-#define TIME_SCALE 1.0
+#define TIME_SCALE 4.0
 #endif
 
 static double time_case(const float *x, int32_t n, ak_sampling_params sp, int with_logprob,
