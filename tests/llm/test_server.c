@@ -741,6 +741,29 @@ static void test_disconnect_cancels(void **state) {
     assert_int_equal(s.running, 0);
 }
 
+/* A client that leaves while waiting for a whole answer cancels its request too. */
+static void test_disconnect_whole(void **state) {
+    (void)state;
+    const char *key = "ak_llm_request_finished_total{reason=\"cancelled\"} ";
+    long before = metric(g_port, key);
+    const char *body = "{\"prompt\":\"Hello\",\"max_tokens\":240,\"ignore_eos\":true}";
+    char req[512];
+    int n = snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(body), body);
+    ak__http_conn c;
+    assert_int_equal(ak__http_connect(&c, "127.0.0.1", g_port, 2000), AK_OK);
+    assert_int_equal(send(c.fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    sleep_ms(20);
+    ak__http_close(&c);
+    long after = before;
+    for (int i = 0; i < 200 && after == before; i++, sleep_ms(25)) after = metric(g_port, key);
+    assert_int_equal(after, before + 1);
+    assert_int_equal(metric(g_port, "ak_llm_http_requests_total{endpoint=\"/v1/completions\",code=\"499\"} "), 1);
+    long in_flight = 1;
+    for (int i = 0; i < 200 && in_flight != 0; i++, sleep_ms(10)) in_flight = metric(g_port, "ak_llm_http_requests_in_flight ");
+    assert_int_equal(in_flight, 0);
+}
+
 static void test_too_many(void **state) {
     (void)state;
     ak__http_conn c;
@@ -934,6 +957,7 @@ int main(void) {
         cmocka_unit_test(test_completion_logprobs),
         cmocka_unit_test(test_hooks),
         cmocka_unit_test(test_disconnect_cancels),
+        cmocka_unit_test(test_disconnect_whole),
         cmocka_unit_test(test_too_many),
         cmocka_unit_test(test_concurrent),
         cmocka_unit_test(test_garbage),

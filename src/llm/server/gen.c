@@ -305,9 +305,15 @@ static void cancel(ak__gen *g) {
     if (open) g->srv->be.cancel(g->srv->be.ctx, id);
 }
 
-/* Takes the queued events into g->work; -1 when the client left or the server stops. */
+/* Takes the queued events into g->work; -1 when the client left or the server stops
+ * (checked every WAIT_SLICE_MS, also while events keep coming). */
 static int wait_events(ak__gen *g, size_t *n) {
     for (;;) {
+        uint64_t now = ak_now_ns();
+        if (now - g->checked_ns >= WAIT_SLICE_MS * 1000000ull) {
+            g->checked_ns = now;
+            if (__atomic_load_n(&g->srv->stopping, __ATOMIC_ACQUIRE) || client_gone(g)) return -1;
+        }
         pthread_mutex_lock(&g->mu);
         if (g->q_len == 0 && !g->q_oom) {
             struct timespec t;
@@ -318,7 +324,6 @@ static int wait_events(ak__gen *g, size_t *n) {
         }
         if (g->q_len > 0 || g->q_oom) break;
         pthread_mutex_unlock(&g->mu);
-        if (__atomic_load_n(&g->srv->stopping, __ATOMIC_ACQUIRE) || client_gone(g)) return -1;
     }
     ak__gen_event *q = g->q;
     size_t cap = g->q_cap;

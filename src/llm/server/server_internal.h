@@ -88,7 +88,7 @@ struct ak__gen {
     int submitted, cancelled;
     ak__gen_sample samples[AK__OAI_MAX_N];
     int32_t n_done;
-    uint64_t t_start_ns;
+    uint64_t t_start_ns, checked_ns; /* checked: the last look at the client and the server */
     int first_token_seen;
     uint32_t n_cached;
     ak__bytes out;               /* stream: SSE bytes not yet handed to the socket */
