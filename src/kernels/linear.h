@@ -41,8 +41,8 @@ typedef struct ak__linear_job {
      * widened) at xd + t·ldq/32, the K values at xq + t·ldq, and at xo + t·ldq/32 each
      * block's offset term for dot products with unsigned weight bytes, −8·Σq for Q4_0
      * (nibbles n = w + 8) and −128·Σq for Q8_0 (w ^ 0x80 = w + 128): see
-     * ak__linear_offsets. ldq ≥ K is a multiple of 32 (K itself, or the whole row's
-     * length when the driver hands a kernel a slice of K). */
+     * ak__linear_offsets. ldq ≥ K is a multiple of 32 (K, or K + 64 where K bytes
+     * would put every row in the same L1 set). */
     const float *xd;
     const int32_t *xo;
     const int8_t *xq;
