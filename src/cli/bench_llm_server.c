@@ -84,8 +84,10 @@ static char *request_body(const load_args *a, long serial) {
         st = ak__bytes_appendf(&b, "%s%u", i ? "," : "", 100u + (unsigned)(x % 900));
     }
     if (st == AK_OK)
-        st = ak__bytes_appendf(&b, "],\"max_tokens\":%ld,\"temperature\":0,\"ignore_eos\":true,"
-                               "\"stream\":true,\"stream_options\":{\"include_usage\":true}}", a->max_tokens);
+        st = ak__bytes_appendf(&b,
+                               "],\"max_tokens\":%ld,\"temperature\":0,\"ignore_eos\":true,"
+                               "\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+                               a->max_tokens);
     if (st != AK_OK) ak__bytes_free(&b);
     return b.v;
 }
@@ -120,7 +122,8 @@ static int run_one(const load_args *a, long serial, one_result *r) {
     uint64_t t_send = ak_now_ns();
     int reached = body && ak__http_connect(&c, a->host, a->port, 120000) == AK_OK;
     if (reached) {
-        if (ak__http_begin(&c, "POST", "/v1/completions", body, strlen(body)) == AK_OK && c.status == 200)
+        if (ak__http_begin(&c, "POST", "/v1/completions", body, strlen(body)) == AK_OK &&
+            c.status == 200)
             r->ok = read_stream(&c, t_send, r);
         ak__http_close(&c);
     }
@@ -176,7 +179,8 @@ static void *monitor(void *arg) {
         if (done) return NULL;
         ak__bytes page = {NULL, 0, 0};
         int status = 0;
-        if (ak__http_request(s->a->host, s->a->port, "GET", "/metrics", NULL, 0, &status, &page) == AK_OK &&
+        if (ak__http_request(s->a->host, s->a->port, "GET", "/metrics", NULL, 0, &status, &page) ==
+                AK_OK &&
             status == 200 && metric_value(page.v, "ak_llm_requests_running") > 0) {
             double kv = metric_value(page.v, "ak_llm_kv_cache_usage_ratio");
             double live = metric_value(page.v, "ak_llm_kv_cache_live_ratio");
@@ -199,27 +203,36 @@ static void report(const load_args *a, load_state *s, double wall) {
     qsort(s->ttft.v, s->ttft.n, sizeof *s->ttft.v, cmp_double);
     qsort(s->itl.v, s->itl.n, sizeof *s->itl.v, cmp_double);
     double tps = wall > 0 ? (double)s->tokens / wall : 0;
-    double kv_mean = s->kv_n ? s->kv_sum / (double)s->kv_n : 0, live = s->kv_n ? s->live_sum / (double)s->kv_n : 0;
+    double kv_mean = s->kv_n ? s->kv_sum / (double)s->kv_n : 0,
+           live = s->kv_n ? s->live_sum / (double)s->kv_n : 0;
     if (a->json) {
-        printf("{\"url\":\"http://%s:%d\",\"concurrency\":%ld,\"prompt_tokens\":%ld,\"max_tokens\":%ld,"
-               "\"requests_ok\":%llu,\"requests_failed\":%llu,\"duration_s\":%.3f,\"output_tokens\":%llu,"
-               "\"output_tokens_per_s\":%.2f,\"requests_per_s\":%.3f,\"ttft_p50_ms\":%.2f,\"ttft_p99_ms\":%.2f,"
-               "\"itl_p50_ms\":%.3f,\"itl_p99_ms\":%.3f,\"kv_usage_mean\":%.4f,\"kv_usage_max\":%.4f,"
-               "\"kv_live_ratio_mean\":%.4f}\n",
-               a->host, a->port, a->concurrency, a->prompt_tokens, a->max_tokens, (unsigned long long)s->ok,
-               (unsigned long long)s->failed, wall, (unsigned long long)s->tokens, tps, (double)s->ok / wall,
-               1e3 * percentile(&s->ttft, 50), 1e3 * percentile(&s->ttft, 99), 1e3 * percentile(&s->itl, 50),
-               1e3 * percentile(&s->itl, 99), kv_mean, s->kv_max, live);
+        printf(
+            "{\"url\":\"http://"
+            "%s:%d\",\"concurrency\":%ld,\"prompt_tokens\":%ld,\"max_tokens\":%ld,"
+            "\"requests_ok\":%llu,\"requests_failed\":%llu,\"duration_s\":%.3f,\"output_tokens\":%"
+            "llu,"
+            "\"output_tokens_per_s\":%.2f,\"requests_per_s\":%.3f,\"ttft_p50_ms\":%.2f,\"ttft_p99_"
+            "ms\":%.2f,"
+            "\"itl_p50_ms\":%.3f,\"itl_p99_ms\":%.3f,\"kv_usage_mean\":%.4f,\"kv_usage_max\":%.4f,"
+            "\"kv_live_ratio_mean\":%.4f}\n",
+            a->host, a->port, a->concurrency, a->prompt_tokens, a->max_tokens,
+            (unsigned long long)s->ok, (unsigned long long)s->failed, wall,
+            (unsigned long long)s->tokens, tps, (double)s->ok / wall,
+            1e3 * percentile(&s->ttft, 50), 1e3 * percentile(&s->ttft, 99),
+            1e3 * percentile(&s->itl, 50), 1e3 * percentile(&s->itl, 99), kv_mean, s->kv_max, live);
         return;
     }
-    printf("server http://%s:%d, %ld clients, prompt %ld tokens, %ld output tokens each\n", a->host, a->port,
-           a->concurrency, a->prompt_tokens, a->max_tokens);
-    printf("requests       %llu ok, %llu failed in %.2f s (%.3f req/s)\n", (unsigned long long)s->ok,
-           (unsigned long long)s->failed, wall, (double)s->ok / wall);
+    printf("server http://%s:%d, %ld clients, prompt %ld tokens, %ld output tokens each\n", a->host,
+           a->port, a->concurrency, a->prompt_tokens, a->max_tokens);
+    printf("requests       %llu ok, %llu failed in %.2f s (%.3f req/s)\n",
+           (unsigned long long)s->ok, (unsigned long long)s->failed, wall, (double)s->ok / wall);
     printf("output         %llu tokens, %.1f tokens/s\n", (unsigned long long)s->tokens, tps);
-    printf("TTFT           p50 %.1f ms, p99 %.1f ms\n", 1e3 * percentile(&s->ttft, 50), 1e3 * percentile(&s->ttft, 99));
-    printf("inter-token    p50 %.2f ms, p99 %.2f ms\n", 1e3 * percentile(&s->itl, 50), 1e3 * percentile(&s->itl, 99));
-    printf("KV cache       usage mean %.1f %%, max %.1f %%; live tokens / slots of their blocks %.1f %%\n",
+    printf("TTFT           p50 %.1f ms, p99 %.1f ms\n", 1e3 * percentile(&s->ttft, 50),
+           1e3 * percentile(&s->ttft, 99));
+    printf("inter-token    p50 %.2f ms, p99 %.2f ms\n", 1e3 * percentile(&s->itl, 50),
+           1e3 * percentile(&s->itl, 99));
+    printf("KV cache       usage mean %.1f %%, max %.1f %%; live tokens / slots of their blocks "
+           "%.1f %%\n",
            100 * kv_mean, 100 * s->kv_max, 100 * live);
 }
 
@@ -241,7 +254,8 @@ static int run(const load_args *a) {
     s.done = 1;
     pthread_mutex_unlock(&s.mu);
     if (have_mon) pthread_join(mon, NULL);
-    if (started < a->concurrency) fprintf(stderr, "ak bench llm: only %ld client threads started\n", started);
+    if (started < a->concurrency)
+        fprintf(stderr, "ak bench llm: only %ld client threads started\n", started);
     report(a, &s, wall);
     free(t);
     free(s.ttft.v);
@@ -251,8 +265,10 @@ static int run(const load_args *a) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: ak bench llm --url http://HOST:PORT --concurrency N [--requests M | --duration S] "
-            "[--prompt-tokens 128] [--max-tokens 128] [--json]\n");
+    fprintf(
+        stderr,
+        "usage: ak bench llm --url http://HOST:PORT --concurrency N [--requests M | --duration S] "
+        "[--prompt-tokens 128] [--max-tokens 128] [--json]\n");
     return AK_EXIT_ERROR;
 }
 
@@ -262,11 +278,16 @@ int ak_bench_llm_server(int argc, char **argv) {
     for (int i = 1; i < argc; ++i) {
         int rc = 0;
         if (!strcmp(argv[i], "--url") && i + 1 < argc) url = argv[++i];
-        else if (!strcmp(argv[i], "--concurrency")) rc = ak_cli_flag_int(argc, argv, &i, 1, 4096, &a.concurrency);
-        else if (!strcmp(argv[i], "--requests")) rc = ak_cli_flag_int(argc, argv, &i, 1, 100000000, &a.requests);
-        else if (!strcmp(argv[i], "--duration")) rc = ak_cli_flag_int(argc, argv, &i, 1, 86400, &a.duration_s);
-        else if (!strcmp(argv[i], "--prompt-tokens")) rc = ak_cli_flag_int(argc, argv, &i, 1, 1 << 20, &a.prompt_tokens);
-        else if (!strcmp(argv[i], "--max-tokens")) rc = ak_cli_flag_int(argc, argv, &i, 1, 1 << 20, &a.max_tokens);
+        else if (!strcmp(argv[i], "--concurrency"))
+            rc = ak_cli_flag_int(argc, argv, &i, 1, 4096, &a.concurrency);
+        else if (!strcmp(argv[i], "--requests"))
+            rc = ak_cli_flag_int(argc, argv, &i, 1, 100000000, &a.requests);
+        else if (!strcmp(argv[i], "--duration"))
+            rc = ak_cli_flag_int(argc, argv, &i, 1, 86400, &a.duration_s);
+        else if (!strcmp(argv[i], "--prompt-tokens"))
+            rc = ak_cli_flag_int(argc, argv, &i, 1, 1 << 20, &a.prompt_tokens);
+        else if (!strcmp(argv[i], "--max-tokens"))
+            rc = ak_cli_flag_int(argc, argv, &i, 1, 1 << 20, &a.max_tokens);
         else if (!strcmp(argv[i], "--json")) a.json = 1;
         else rc = -1;
         if (rc != 0) return usage();

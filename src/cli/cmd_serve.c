@@ -20,7 +20,8 @@ typedef struct serve_args {
 } serve_args;
 
 static int usage(void) {
-    fprintf(stderr, "usage: ak serve MODEL [--draft M] [--host 127.0.0.1] [--port 8080] [-t threads] "
+    fprintf(stderr,
+            "usage: ak serve MODEL [--draft M] [--host 127.0.0.1] [--port 8080] [-t threads] "
             "[--max-seqs N] [--ctx N] [--kv-mib MiB] [--kv-f32] [--gamma 4] [--ngram N] "
             "[--hooks lib.so] [--chat-format NAME] [--name ID] [--max-body BYTES] "
             "[--max-concurrent N]\n");
@@ -28,8 +29,10 @@ static int usage(void) {
 }
 
 static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
-    static const char *const names[] = {"-m", "--model", "--draft", "--host", "--hooks", "--chat-format", "--name"};
-    const char **strs[] = {&a->model, &a->model, &a->draft, &a->host, &a->hooks, &a->chat_format, &a->name};
+    static const char *const names[] = {"-m",      "--model",       "--draft", "--host",
+                                        "--hooks", "--chat-format", "--name"};
+    const char **strs[] = {&a->model, &a->model,       &a->draft, &a->host,
+                           &a->hooks, &a->chat_format, &a->name};
     const char *f = argv[*i];
     for (size_t k = 0; k < sizeof names / sizeof names[0]; ++k)
         if (!strcmp(f, names[k]) && *i + 1 < argc) {
@@ -44,7 +47,8 @@ static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
     if (!strcmp(f, "--gamma")) return ak_cli_flag_int(argc, argv, i, 0, 16, &a->gamma);
     if (!strcmp(f, "--ngram")) return ak_cli_flag_int(argc, argv, i, 0, 16, &a->ngram);
     if (!strcmp(f, "--max-body")) return ak_cli_flag_int(argc, argv, i, 64, LONG_MAX, &a->max_body);
-    if (!strcmp(f, "--max-concurrent")) return ak_cli_flag_int(argc, argv, i, 1, 4096, &a->max_concurrent);
+    if (!strcmp(f, "--max-concurrent"))
+        return ak_cli_flag_int(argc, argv, i, 1, 4096, &a->max_concurrent);
     if (!strcmp(f, "--kv-f32")) return a->kv_f32 = 1, 0;
     if (f[0] != '-' && !a->model) return a->model = f, 0;
     fprintf(stderr, "ak serve: unknown or incomplete option '%s'\n", f);

@@ -114,7 +114,8 @@ static void test_detect(void **state) {
         {"{% if messages[0]['role'] == 'system' %}...'<<SYS>>\\n'...'[INST] '...", "llama-2"},
         {"{% set content = '<|start_header_id|>' + message['role'] %}", "llama-3"},
         {"{{'<|im_start|>' + message['role'] + '\\n'}}", "chatml"},
-        {"{{ bos_token }}{% for m in messages %}{{ '[INST] ' + m['content'] + ' [/INST]' }}", "mistral"},
+        {"{{ bos_token }}{% for m in messages %}{{ '[INST] ' + m['content'] + ' [/INST]' }}",
+         "mistral"},
         {"{{ '<|user|>\\n' + message['content'] + eos_token }}", "zephyr"},
         {"{{ '<start_of_turn>' + role + '\\n' }}", "gemma"},
         {"{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}", "phi-3"},
@@ -139,34 +140,48 @@ static void test_errors(void **state) {
     const ak_chat_message late_system[] = {{"user", "a"}, {"assistant", "b"}, {"system", "c"}};
     const ak_chat_message bad_role[] = {{"tool", "a"}};
     const ak_chat_message no_content[] = {{"user", NULL}};
-    assert_int_equal(ak_chat_render("llama-2", two_users, 2, 1, "", "", buf, sizeof buf, &len), AK_ERR_INVALID_ARG);
-    assert_int_equal(ak_chat_render("mistral", two_users, 2, 1, "", "", buf, sizeof buf, &len), AK_ERR_INVALID_ARG);
-    assert_int_equal(ak_chat_render("gemma", two_users, 2, 1, "", "", buf, sizeof buf, &len), AK_ERR_INVALID_ARG);
-    assert_int_equal(ak_chat_render("mistral", late_system, 3, 1, "", "", buf, sizeof buf, &len), AK_ERR_INVALID_ARG);
+    assert_int_equal(ak_chat_render("llama-2", two_users, 2, 1, "", "", buf, sizeof buf, &len),
+                     AK_ERR_INVALID_ARG);
+    assert_int_equal(ak_chat_render("mistral", two_users, 2, 1, "", "", buf, sizeof buf, &len),
+                     AK_ERR_INVALID_ARG);
+    assert_int_equal(ak_chat_render("gemma", two_users, 2, 1, "", "", buf, sizeof buf, &len),
+                     AK_ERR_INVALID_ARG);
+    assert_int_equal(ak_chat_render("mistral", late_system, 3, 1, "", "", buf, sizeof buf, &len),
+                     AK_ERR_INVALID_ARG);
     /* formats without an alternation rule accept it */
-    assert_int_equal(ak_chat_render("chatml", two_users, 2, 1, "", "", buf, sizeof buf, &len), AK_OK);
-    assert_int_equal(ak_chat_render("chatml", bad_role, 1, 1, "", "", buf, sizeof buf, &len), AK_ERR_INVALID_ARG);
-    assert_int_equal(ak_chat_render("chatml", no_content, 1, 1, "", "", buf, sizeof buf, &len), AK_ERR_INVALID_ARG);
-    assert_int_equal(ak_chat_render("vicuna", k_conv, N_CONV, 1, "", "", buf, sizeof buf, &len), AK_ERR_INVALID_ARG);
-    assert_int_equal(ak_chat_render(NULL, k_conv, N_CONV, 1, "", "", buf, sizeof buf, &len), AK_ERR_INVALID_ARG);
-    assert_int_equal(ak_chat_render("chatml", k_conv, N_CONV, 1, "", "", NULL, 5, &len), AK_ERR_INVALID_ARG);
+    assert_int_equal(ak_chat_render("chatml", two_users, 2, 1, "", "", buf, sizeof buf, &len),
+                     AK_OK);
+    assert_int_equal(ak_chat_render("chatml", bad_role, 1, 1, "", "", buf, sizeof buf, &len),
+                     AK_ERR_INVALID_ARG);
+    assert_int_equal(ak_chat_render("chatml", no_content, 1, 1, "", "", buf, sizeof buf, &len),
+                     AK_ERR_INVALID_ARG);
+    assert_int_equal(ak_chat_render("vicuna", k_conv, N_CONV, 1, "", "", buf, sizeof buf, &len),
+                     AK_ERR_INVALID_ARG);
+    assert_int_equal(ak_chat_render(NULL, k_conv, N_CONV, 1, "", "", buf, sizeof buf, &len),
+                     AK_ERR_INVALID_ARG);
+    assert_int_equal(ak_chat_render("chatml", k_conv, N_CONV, 1, "", "", NULL, 5, &len),
+                     AK_ERR_INVALID_ARG);
 }
 
 /* Size protocol: *len is always the full size; too small a buffer fails without overrun. */
 static void test_size_protocol(void **state) {
     (void)state;
     size_t need = 0;
-    assert_int_equal(ak_chat_render("chatml", k_conv, N_CONV, 1, NULL, NULL, NULL, 0, &need), AK_ERR_INVALID_ARG);
+    assert_int_equal(ak_chat_render("chatml", k_conv, N_CONV, 1, NULL, NULL, NULL, 0, &need),
+                     AK_ERR_INVALID_ARG);
     assert_true(need > 100);
     char buf[512];
     memset(buf, '#', sizeof buf);
     size_t len = 0;
-    assert_int_equal(ak_chat_render("chatml", k_conv, N_CONV, 1, NULL, NULL, buf, need - 1, &len), AK_ERR_INVALID_ARG);
+    assert_int_equal(ak_chat_render("chatml", k_conv, N_CONV, 1, NULL, NULL, buf, need - 1, &len),
+                     AK_ERR_INVALID_ARG);
     assert_int_equal(len, need);
     assert_int_equal(buf[0], '#'); /* a failing call writes nothing */
-    assert_int_equal(ak_chat_render("chatml", k_conv, N_CONV, 1, NULL, NULL, buf, need, &len), AK_OK);
+    assert_int_equal(ak_chat_render("chatml", k_conv, N_CONV, 1, NULL, NULL, buf, need, &len),
+                     AK_OK);
     assert_int_equal(buf[need], '#'); /* exact fit: no room for the NUL, none written */
-    assert_int_equal(ak_chat_render("chatml", k_conv, N_CONV, 1, NULL, NULL, buf, need + 1, &len), AK_OK);
+    assert_int_equal(ak_chat_render("chatml", k_conv, N_CONV, 1, NULL, NULL, buf, need + 1, &len),
+                     AK_OK);
     assert_int_equal(buf[need], '\0');
 }
 

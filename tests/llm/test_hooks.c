@@ -27,11 +27,13 @@ static void test_load_example(void **state) {
     char *out = NULL;
     size_t n = 0;
     const char *text = "h\xc3\xa9llo, world 42";
-    assert_int_equal(ak__hooks_run_text(h.post_process, h.user, text, strlen(text), &out, &n), AK_OK);
+    assert_int_equal(ak__hooks_run_text(h.post_process, h.user, text, strlen(text), &out, &n),
+                     AK_OK);
     assert_string_equal(out, "H\xc3\xa9LLO, WORLD 42");
     assert_int_equal(n, strlen(text));
     free(out);
-    assert_int_equal(ak__hooks_run_text(h.pre_process, h.user, "  \tprompt \n", 11, &out, &n), AK_OK);
+    assert_int_equal(ak__hooks_run_text(h.pre_process, h.user, "  \tprompt \n", 11, &out, &n),
+                     AK_OK);
     assert_string_equal(out, "prompt");
     free(out);
     /* loading twice is fine: the library is reference counted by the loader */

@@ -43,7 +43,8 @@ static ak_status upper_hook(void *user, const char *text, size_t len, char *out,
     (void)user;
     *out_len = len;
     if (len > cap) return AK_ERR_INVALID_ARG;
-    for (size_t i = 0; i < len; i++) out[i] = (text[i] >= 'a' && text[i] <= 'z') ? (char)(text[i] - 32) : text[i];
+    for (size_t i = 0; i < len; i++)
+        out[i] = (text[i] >= 'a' && text[i] <= 'z') ? (char)(text[i] - 32) : text[i];
     return AK_OK;
 }
 
@@ -62,15 +63,19 @@ static int setup(void **state) {
     snprintf(repo, sizeof repo, "%s", __FILE__);
     for (int i = 0; i < 3; i++) *strrchr(repo, '/') = '\0';
     snprintf(g_model_path, sizeof g_model_path, "/tmp/ak_test_server_%d.gguf", (int)getpid());
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/llm-make-model --dim 64 --layers 2 --heads 4 "
-             "--kv-heads 2 --ffn 172 --ctx 256 --seed 7 --out %s >/dev/null", repo, g_model_path);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 %s/scripts/llm-make-model --dim 64 --layers 2 --heads 4 "
+             "--kv-heads 2 --ffn 172 --ctx 256 --seed 7 --out %s >/dev/null",
+             repo, g_model_path);
     if (system(cmd) != 0 || ak_llm_model_load(g_model_path, &g_model) != AK_OK) return -1;
     ak_llm_model_tokenizer(g_model, &g_tok);
     ak_llm_engine_options eo;
     ak_llm_engine_options_default(&eo);
     eo.n_threads = 1;
     eo.max_seqs = 16;
-    if (ak_llm_engine_create(g_model, &eo, &g_engine) != AK_OK || ak_llm_engine_start(g_engine) != AK_OK) return -1;
+    if (ak_llm_engine_create(g_model, &eo, &g_engine) != AK_OK ||
+        ak_llm_engine_start(g_engine) != AK_OK)
+        return -1;
     ak__server_options o = AK__SERVER_OPTIONS_INIT;
     o.port = 0;
     g_srv = start(&o, &g_port);
@@ -185,17 +190,19 @@ static void test_utf8_sanitize(void **state) {
 
 static void test_parse_completion(void **state) {
     (void)state;
-    const char *body = "{\"model\":\"x\",\"prompt\":[\"Hi\"],\"max_tokens\":5,\"temperature\":0.5,"
-                       "\"top_p\":0.9,\"top_k\":-1,\"min_p\":0.1,\"n\":3,\"stream\":true,\"stop\":\"\\n\","
-                       "\"seed\":42,\"presence_penalty\":1,\"frequency_penalty\":-1,"
-                       "\"repetition_penalty\":1.1,\"logprobs\":2,\"ignore_eos\":true,\"suffix\":null,"
-                       "\"stream_options\":{\"include_usage\":true},\"stop_token_ids\":[7,8]}";
+    const char *body =
+        "{\"model\":\"x\",\"prompt\":[\"Hi\"],\"max_tokens\":5,\"temperature\":0.5,"
+        "\"top_p\":0.9,\"top_k\":-1,\"min_p\":0.1,\"n\":3,\"stream\":true,\"stop\":\"\\n\","
+        "\"seed\":42,\"presence_penalty\":1,\"frequency_penalty\":-1,"
+        "\"repetition_penalty\":1.1,\"logprobs\":2,\"ignore_eos\":true,\"suffix\":null,"
+        "\"stream_options\":{\"include_usage\":true},\"stop_token_ids\":[7,8]}";
     ak__oai_request r;
     ak__oai_error e;
     assert_int_equal(ak__oai_parse(AK__OAI_COMPLETION, body, strlen(body), 100, &r, &e), AK_OK);
     assert_string_equal(r.prompt, "Hi");
     assert_int_equal(r.max_tokens, 5);
-    assert_true(r.sampling.temperature == 0.5f && r.sampling.top_p == 0.9f && r.sampling.min_p == 0.1f);
+    assert_true(r.sampling.temperature == 0.5f && r.sampling.top_p == 0.9f &&
+                r.sampling.min_p == 0.1f);
     assert_int_equal(r.sampling.top_k, 0);
     assert_int_equal(r.n, 3);
     assert_true(r.stream && r.include_usage && r.ignore_eos && r.seed_set);
@@ -217,10 +224,11 @@ static void test_parse_completion(void **state) {
 
 static void test_parse_chat(void **state) {
     (void)state;
-    const char *body = "{\"messages\":[{\"role\":\"developer\",\"content\":\"Be brief.\"},"
-                       "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
-                       "{\"type\":\"text\",\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":null}],"
-                       "\"max_tokens\":9,\"max_completion_tokens\":7,\"logprobs\":true,\"top_logprobs\":3}";
+    const char *body =
+        "{\"messages\":[{\"role\":\"developer\",\"content\":\"Be brief.\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+        "{\"type\":\"text\",\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":null}],"
+        "\"max_tokens\":9,\"max_completion_tokens\":7,\"logprobs\":true,\"top_logprobs\":3}";
     ak__oai_request r;
     ak__oai_error e;
     assert_int_equal(ak__oai_parse(AK__OAI_CHAT, body, strlen(body), 100, &r, &e), AK_OK);
@@ -269,8 +277,11 @@ static void test_parse_errors(void **state) {
         {0, "{\"prompt\":\"x\",\"stop\":5}", "stop"},
         {0, "{\"prompt\":\"x\",\"stop\":[\"\"]}", "stop"},
         {0, "{\"prompt\":\"x\",\"stop\":[\"a\",1]}", "stop"},
-        {0, "{\"prompt\":\"x\",\"stop\":[\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\","
-            "\"a\",\"a\",\"a\",\"a\",\"a\",\"a\"]}", "stop"},
+        {0,
+         "{\"prompt\":\"x\",\"stop\":[\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\","
+         "\"a\","
+         "\"a\",\"a\",\"a\",\"a\",\"a\",\"a\"]}",
+         "stop"},
         {0, "{\"prompt\":\"x\",\"stream\":\"yes\"}", "stream"},
         {0, "{\"prompt\":\"x\",\"seed\":\"1\"}", "seed"},
         {0, "{\"prompt\":\"x\",\"logprobs\":21}", "logprobs"},
@@ -288,8 +299,10 @@ static void test_parse_errors(void **state) {
         {1, "{\"messages\":[{\"role\":7,\"content\":\"x\"}]}", "messages"},
         {1, "{\"messages\":[{\"role\":\"user\"}]}", "messages"},
         {1, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages"},
-        {1, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages"},
-        {1, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", "top_logprobs"},
+        {1, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
+         "messages"},
+        {1, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}",
+         "top_logprobs"},
         {1, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}", "logprobs"},
         {1, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_completion_tokens\":0}",
          "max_completion_tokens"},
@@ -301,10 +314,11 @@ static void test_parse_errors(void **state) {
         ak__oai_kind kind = cases[i].chat ? AK__OAI_CHAT : AK__OAI_COMPLETION;
         ak_status st = ak__oai_parse(kind, cases[i].body, strlen(cases[i].body), 100, &r, &e);
         ak__oai_request_free(&r);
-        if (st != AK_ERR_INVALID_ARG || e.http != 400) fail_msg("case %zu (%s) was accepted", i, cases[i].body);
+        if (st != AK_ERR_INVALID_ARG || e.http != 400)
+            fail_msg("case %zu (%s) was accepted", i, cases[i].body);
         if (cases[i].param ? !e.param || strcmp(e.param, cases[i].param) : e.param != NULL)
-            fail_msg("case %zu (%s): param %s, want %s", i, cases[i].body, e.param ? e.param : "null",
-                     cases[i].param ? cases[i].param : "null");
+            fail_msg("case %zu (%s): param %s, want %s", i, cases[i].body,
+                     e.param ? e.param : "null", cases[i].param ? cases[i].param : "null");
         assert_true(strlen(e.message) > 0);
     }
 }
@@ -321,14 +335,16 @@ static const cJSON *get(const cJSON *o, const char *path) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *k = strtok(buf, "."); k && o; k = strtok(NULL, "."))
-        o = (k[0] >= '0' && k[0] <= '9') ? cJSON_GetArrayItem(o, atoi(k)) : cJSON_GetObjectItemCaseSensitive(o, k);
+        o = (k[0] >= '0' && k[0] <= '9') ? cJSON_GetArrayItem(o, atoi(k))
+                                         : cJSON_GetObjectItemCaseSensitive(o, k);
     if (!o) fail_msg("no %s", path);
     return o;
 }
 
 static void test_json_shapes(void **state) {
     (void)state;
-    ak__oai_logprob lp = {byte_token('h'), -0.5f, 2, {{byte_token('h'), -0.5f}, {byte_token('j'), -1.5f}}, 0};
+    ak__oai_logprob lp = {
+        byte_token('h'), -0.5f, 2, {{byte_token('h'), -0.5f}, {byte_token('j'), -1.5f}}, 0};
     ak__oai_choice c = {0, "h\xFF", 2, &lp, 1, "stop", 0};
     ak__oai_usage u = {3, 1, 0};
     ak__oai_meta m = {AK__OAI_COMPLETION, "cmpl-1", 1700000000, "tiny", 1, g_tok};
@@ -353,7 +369,8 @@ static void test_json_shapes(void **state) {
     assert_string_equal(get(j, "choices.0.message.role")->valuestring, "assistant");
     assert_string_equal(get(j, "choices.0.logprobs.content.0.token")->valuestring, "h");
     assert_int_equal(get(j, "choices.0.logprobs.content.0.bytes.0")->valueint, 'h');
-    assert_string_equal(get(j, "choices.0.logprobs.content.0.top_logprobs.1.token")->valuestring, "j");
+    assert_string_equal(get(j, "choices.0.logprobs.content.0.top_logprobs.1.token")->valuestring,
+                        "j");
     cJSON_Delete(j);
 
     /* a chunk is one server-sent event */
@@ -381,8 +398,9 @@ static void test_json_shapes(void **state) {
     ak__oai_error_set(&e, 400, "n", NULL, "bad %s", "n");
     out = (ak__bytes){NULL, 0, 0};
     assert_int_equal(ak__oai_error_json(&e, &out), AK_OK);
-    assert_string_equal(out.v, "{\"error\":{\"message\":\"bad n\",\"type\":\"invalid_request_error\","
-                               "\"param\":\"n\",\"code\":null}}");
+    assert_string_equal(out.v,
+                        "{\"error\":{\"message\":\"bad n\",\"type\":\"invalid_request_error\","
+                        "\"param\":\"n\",\"code\":null}}");
     ak__bytes_free(&out);
 }
 
@@ -447,18 +465,20 @@ static void reply_free(reply *r) {
     ak__bytes_free(&r->body);
 }
 
-static void expect_error(int port, const char *method, const char *path, const char *body, int status,
-                         const char *param) {
+static void expect_error(int port, const char *method, const char *path, const char *body,
+                         int status, const char *param) {
     reply r = call(port, method, path, body);
-    if (r.status != status) fail_msg("%s %s %s: status %d, want %d: %s", method, path, body ? body : "",
-                                     r.status, status, r.body.v);
+    if (r.status != status)
+        fail_msg("%s %s %s: status %d, want %d: %s", method, path, body ? body : "", r.status,
+                 status, r.body.v);
     assert_non_null(r.json);
-    assert_string_equal(get(r.json, "error.type")->valuestring, status >= 500 ? "server_error" : "invalid_request_error");
+    assert_string_equal(get(r.json, "error.type")->valuestring,
+                        status >= 500 ? "server_error" : "invalid_request_error");
     assert_true(strlen(get(r.json, "error.message")->valuestring) > 0);
     const cJSON *p = get(r.json, "error.param");
     if (param ? !cJSON_IsString(p) || strcmp(p->valuestring, param) : !cJSON_IsNull(p))
-        fail_msg("%s %s: param %s, want %s", path, body ? body : "", cJSON_IsString(p) ? p->valuestring : "null",
-                 param ? param : "null");
+        fail_msg("%s %s: param %s, want %s", path, body ? body : "",
+                 cJSON_IsString(p) ? p->valuestring : "null", param ? param : "null");
     reply_free(&r);
 }
 
@@ -494,12 +514,15 @@ static streamed stream(int port, const char *path, const char *body) {
             const cJSON *t = cJSON_GetObjectItemCaseSensitive(ch, "text");
             const cJSON *d = cJSON_GetObjectItemCaseSensitive(ch, "delta");
             if (d) t = cJSON_GetObjectItemCaseSensitive(d, "content");
-            if (cJSON_IsString(t)) ak__bytes_append(&s.text, t->valuestring, strlen(t->valuestring));
+            if (cJSON_IsString(t))
+                ak__bytes_append(&s.text, t->valuestring, strlen(t->valuestring));
             const cJSON *f = cJSON_GetObjectItemCaseSensitive(ch, "finish_reason");
             if (cJSON_IsString(f)) snprintf(s.finish, sizeof s.finish, "%s", f->valuestring);
         }
         const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "usage");
-        if (u) s.completion_tokens = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens")->valueint;
+        if (u)
+            s.completion_tokens =
+                cJSON_GetObjectItemCaseSensitive(u, "completion_tokens")->valueint;
         s.events++;
         cJSON_Delete(j);
     }
@@ -543,10 +566,11 @@ static void test_bad_requests(void **state) {
     (void)state;
     expect_error(g_port, "POST", "/v1/completions", "{\"prompt\":", 400, NULL);
     expect_error(g_port, "POST", "/v1/completions", "{\"prompt\":\"x\",\"n\":99}", 400, "n");
-    expect_error(g_port, "POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}",
-                 400, "messages");
+    expect_error(g_port, "POST", "/v1/chat/completions",
+                 "{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", 400, "messages");
     /* prompt + max_tokens over the context of 256 */
-    expect_error(g_port, "POST", "/v1/completions", "{\"prompt\":\"Hello\",\"max_tokens\":300}", 400, "prompt");
+    expect_error(g_port, "POST", "/v1/completions", "{\"prompt\":\"Hello\",\"max_tokens\":300}",
+                 400, "prompt");
     ak__bytes long_prompt = {NULL, 0, 0};
     ak__bytes_append(&long_prompt, "{\"prompt\":[", 11);
     for (int i = 0; i < 300; i++) ak__bytes_appendf(&long_prompt, "%s%d", i ? "," : "", 100 + i);
@@ -575,16 +599,19 @@ static void test_body_limit(void **state) {
 static void test_whole_and_stream_agree(void **state) {
     (void)state;
     char *text = greedy_text(g_port, 24, NULL);
-    reply r = call(g_port, "POST", "/v1/completions",
-                   "{\"prompt\":\"Hello world\",\"max_tokens\":24,\"temperature\":0,\"ignore_eos\":true}");
+    reply r = call(
+        g_port, "POST", "/v1/completions",
+        "{\"prompt\":\"Hello world\",\"max_tokens\":24,\"temperature\":0,\"ignore_eos\":true}");
     assert_int_equal(get(r.json, "usage.completion_tokens")->valueint, 24);
-    assert_int_equal(get(r.json, "usage.total_tokens")->valueint, 24 + get(r.json, "usage.prompt_tokens")->valueint);
+    assert_int_equal(get(r.json, "usage.total_tokens")->valueint,
+                     24 + get(r.json, "usage.prompt_tokens")->valueint);
     assert_string_equal(get(r.json, "choices.0.finish_reason")->valuestring, "length");
     assert_true(strncmp(get(r.json, "id")->valuestring, "cmpl-", 5) == 0);
     reply_free(&r);
-    streamed s = stream(g_port, "/v1/completions",
-                        "{\"prompt\":\"Hello world\",\"max_tokens\":24,\"temperature\":0,\"ignore_eos\":true,"
-                        "\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
+    streamed s = stream(
+        g_port, "/v1/completions",
+        "{\"prompt\":\"Hello world\",\"max_tokens\":24,\"temperature\":0,\"ignore_eos\":true,"
+        "\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
     assert_int_equal(s.status, 200);
     assert_true(s.done);
     assert_string_equal(s.text.v, text);
@@ -635,7 +662,8 @@ static void test_chat(void **state) {
     const char *msgs = "\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
                        "{\"role\":\"user\",\"content\":\"Hi there\"}]";
     char body[512];
-    snprintf(body, sizeof body, "{%s,\"max_tokens\":6,\"temperature\":0,\"logprobs\":true,\"top_logprobs\":3}", msgs);
+    snprintf(body, sizeof body,
+             "{%s,\"max_tokens\":6,\"temperature\":0,\"logprobs\":true,\"top_logprobs\":3}", msgs);
     reply r = call(g_port, "POST", "/v1/chat/completions", body);
     assert_int_equal(r.status, 200);
     assert_string_equal(get(r.json, "object")->valuestring, "chat.completion");
@@ -643,7 +671,8 @@ static void test_chat(void **state) {
     int n = get(r.json, "usage.completion_tokens")->valueint;
     assert_true(n >= 1 && n <= 6);
     assert_int_equal(cJSON_GetArraySize(get(r.json, "choices.0.logprobs.content")), n);
-    assert_int_equal(cJSON_GetArraySize(get(r.json, "choices.0.logprobs.content.0.top_logprobs")), 3);
+    assert_int_equal(cJSON_GetArraySize(get(r.json, "choices.0.logprobs.content.0.top_logprobs")),
+                     3);
     char *whole = strdup(get(r.json, "choices.0.message.content")->valuestring);
     reply_free(&r);
     snprintf(body, sizeof body, "{%s,\"max_tokens\":6,\"temperature\":0,\"stream\":true}", msgs);
@@ -669,7 +698,8 @@ static void test_chat(void **state) {
 static void test_completion_logprobs(void **state) {
     (void)state;
     reply r = call(g_port, "POST", "/v1/completions",
-                   "{\"prompt\":[1,15043,3186],\"max_tokens\":5,\"temperature\":0,\"ignore_eos\":true,\"logprobs\":2}");
+                   "{\"prompt\":[1,15043,3186],\"max_tokens\":5,\"temperature\":0,\"ignore_eos\":"
+                   "true,\"logprobs\":2}");
     assert_int_equal(r.status, 200);
     assert_int_equal(get(r.json, "usage.prompt_tokens")->valueint, 3);
     const cJSON *lp = get(r.json, "choices.0.logprobs");
@@ -712,7 +742,8 @@ static void sleep_ms(int ms) {
 
 /* Opens a long stream and reads its first event; the caller closes it. */
 static void open_stream(int port, ak__http_conn *c) {
-    const char *body = "{\"prompt\":\"Hello\",\"max_tokens\":240,\"ignore_eos\":true,\"stream\":true}";
+    const char *body =
+        "{\"prompt\":\"Hello\",\"max_tokens\":240,\"ignore_eos\":true,\"stream\":true}";
     assert_int_equal(ak__http_connect(c, "127.0.0.1", port, 10000), AK_OK);
     assert_int_equal(ak__http_begin(c, "POST", "/v1/completions", body, strlen(body)), AK_OK);
     assert_int_equal(c->status, 200);
@@ -748,7 +779,8 @@ static void test_disconnect_whole(void **state) {
     long before = metric(g_port, key);
     const char *body = "{\"prompt\":\"Hello\",\"max_tokens\":240,\"ignore_eos\":true}";
     char req[512];
-    int n = snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+    int n = snprintf(req, sizeof req,
+                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
                      strlen(body), body);
     ak__http_conn c;
     assert_int_equal(ak__http_connect(&c, "127.0.0.1", g_port, 2000), AK_OK);
@@ -758,9 +790,12 @@ static void test_disconnect_whole(void **state) {
     long after = before;
     for (int i = 0; i < 200 && after == before; i++, sleep_ms(25)) after = metric(g_port, key);
     assert_int_equal(after, before + 1);
-    assert_int_equal(metric(g_port, "ak_llm_http_requests_total{endpoint=\"/v1/completions\",code=\"499\"} "), 1);
+    assert_int_equal(
+        metric(g_port, "ak_llm_http_requests_total{endpoint=\"/v1/completions\",code=\"499\"} "),
+        1);
     long in_flight = 1;
-    for (int i = 0; i < 200 && in_flight != 0; i++, sleep_ms(10)) in_flight = metric(g_port, "ak_llm_http_requests_in_flight ");
+    for (int i = 0; i < 200 && in_flight != 0; i++, sleep_ms(10))
+        in_flight = metric(g_port, "ak_llm_http_requests_in_flight ");
     assert_int_equal(in_flight, 0);
 }
 
@@ -768,11 +803,13 @@ static void test_too_many(void **state) {
     (void)state;
     ak__http_conn c;
     open_stream(g_small_port, &c); /* takes the only slot */
-    expect_error(g_small_port, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}", 429, NULL);
+    expect_error(g_small_port, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}",
+                 429, NULL);
     ak__http_close(&c);
     int status = 429;
     for (int i = 0; i < 100 && status == 429; i++) { /* the slot comes back once it is noticed */
-        reply r = call(g_small_port, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}");
+        reply r =
+            call(g_small_port, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}");
         status = r.status;
         reply_free(&r);
         if (status == 429) sleep_ms(20);
@@ -789,10 +826,13 @@ static void *client(void *arg) {
     worker *w = arg;
     ak__bytes out = {NULL, 0, 0};
     int status = 0;
-    const char *body = "{\"prompt\":\"Hello world\",\"max_tokens\":24,\"temperature\":0,\"ignore_eos\":true}";
-    if (ak__http_request("127.0.0.1", g_port, "POST", "/v1/completions", body, strlen(body), &status, &out) == AK_OK) {
+    const char *body =
+        "{\"prompt\":\"Hello world\",\"max_tokens\":24,\"temperature\":0,\"ignore_eos\":true}";
+    if (ak__http_request("127.0.0.1", g_port, "POST", "/v1/completions", body, strlen(body),
+                         &status, &out) == AK_OK) {
         cJSON *j = cJSON_Parse(out.v);
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0), "text");
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0), "text");
         w->ok = status == 200 && cJSON_IsString(t) && !strcmp(t->valuestring, w->expect);
         cJSON_Delete(j);
     }
@@ -815,7 +855,9 @@ static void test_concurrent(void **state) {
         assert_true(w[i].ok);
     }
     free(text);
-    assert_true(metric(g_port, "ak_llm_http_requests_total{endpoint=\"/v1/completions\",code=\"200\"} ") >= 9);
+    assert_true(
+        metric(g_port, "ak_llm_http_requests_total{endpoint=\"/v1/completions\",code=\"200\"} ") >=
+        9);
     assert_true(metric(g_port, "ak_llm_generation_tokens_total ") >= 9 * 24);
     assert_true(metric(g_port, "ak_llm_kv_blocks_total ") > 0);
 }
@@ -836,7 +878,8 @@ static void test_garbage(void **state) {
     (void)state;
     raw_send(g_port, "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11); /* a TLS hello */
     raw_send(g_port, "GET / HTTP/9.9\r\n\r\n", 18);
-    const char *cut = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"prompt\":";
+    const char *cut =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"prompt\":";
     raw_send(g_port, cut, strlen(cut));
     char *huge = malloc(200000);
     memset(huge, 'a', 200000);
@@ -849,8 +892,10 @@ static void test_garbage(void **state) {
     for (int i = 0; i < 5000; i++) ak__bytes_append(&deep, "[", 1);
     expect_error(g_port, "POST", "/v1/completions", deep.v, 400, NULL);
     ak__bytes_free(&deep);
-    expect_error(g_port, "POST", "/v1/completions", "{\"prompt\":\"\\ud800\"}", 400, NULL); /* lone surrogate */
-    expect_error(g_port, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":-5}", 400, "max_tokens");
+    expect_error(g_port, "POST", "/v1/completions", "{\"prompt\":\"\\ud800\"}", 400,
+                 NULL); /* lone surrogate */
+    expect_error(g_port, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":-5}", 400,
+                 "max_tokens");
     expect_error(g_port, "POST", "/v1/completions", "null", 400, NULL);
     reply r = call(g_port, "GET", "/health", NULL);
     assert_int_equal(r.status, 200);
@@ -869,11 +914,21 @@ static ak_status script_submit(void *ctx, const ak_llm_request *r, uint64_t *id)
     const script *s = ctx;
     for (int32_t k = 0; k < r->n; k++) {
         for (int i = 0; i < s->n; i++) {
-            ak_llm_event ev = {1, k, s->tokens[i], -0.1f, NULL, 0, AK_FINISH_NONE, 0, AK_OK, (uint32_t)r->n_prompt, 0};
+            ak_llm_event ev = {1, k,     s->tokens[i],          -0.1f, NULL, 0, AK_FINISH_NONE,
+                               0, AK_OK, (uint32_t)r->n_prompt, 0};
             r->on_event(r->user, &ev);
         }
-        ak_llm_event end = {1, k, -1, 0, NULL, 0, s->finish, 0,
-                            s->finish == AK_FINISH_ERROR ? AK_ERR_INTERNAL : AK_OK, (uint32_t)r->n_prompt, 0};
+        ak_llm_event end = {1,
+                            k,
+                            -1,
+                            0,
+                            NULL,
+                            0,
+                            s->finish,
+                            0,
+                            s->finish == AK_FINISH_ERROR ? AK_ERR_INTERNAL : AK_OK,
+                            (uint32_t)r->n_prompt,
+                            0};
         r->on_event(r->user, &end);
     }
     *id = 1;
@@ -887,7 +942,10 @@ static ak_status script_cancel(void *ctx, uint64_t id) {
 
 static void test_scripted_backend(void **state) {
     (void)state;
-    script sc = {{byte_token('o'), byte_token(0xE2), byte_token(0x82), byte_token(0xAC), byte_token('k')}, 5, AK_FINISH_STOP};
+    script sc = {
+        {byte_token('o'), byte_token(0xE2), byte_token(0x82), byte_token(0xAC), byte_token('k')},
+        5,
+        AK_FINISH_STOP};
     ak__server_backend be = {script_submit, script_cancel, NULL, &sc};
     ak__server_model m = {"scripted", g_tok, 64, "{{ '<start_of_turn>' }}"};
     ak__server_options o = AK__SERVER_OPTIONS_INIT;
@@ -908,7 +966,9 @@ static void test_scripted_backend(void **state) {
     expect_error(port, "POST", "/v1/completions", "{\"prompt\":\"x\"}", 500, NULL);
     ak__http_conn c;
     assert_int_equal(ak__http_connect(&c, "127.0.0.1", port, 5000), AK_OK);
-    assert_int_equal(ak__http_begin(&c, "POST", "/v1/completions", "{\"prompt\":\"x\",\"stream\":true}", 29), AK_OK);
+    assert_int_equal(
+        ak__http_begin(&c, "POST", "/v1/completions", "{\"prompt\":\"x\",\"stream\":true}", 29),
+        AK_OK);
     ak__bytes all = {NULL, 0, 0};
     assert_int_equal(ak__http_read_all(&c, &all), AK_OK);
     assert_non_null(strstr(all.v, "data: {\"error\":"));
@@ -928,13 +988,15 @@ static void test_url(void **state) {
     (void)state;
     char host[64];
     int port;
-    assert_int_equal(ak__http_parse_url("http://127.0.0.1:8080/v1", host, sizeof host, &port), AK_OK);
+    assert_int_equal(ak__http_parse_url("http://127.0.0.1:8080/v1", host, sizeof host, &port),
+                     AK_OK);
     assert_string_equal(host, "127.0.0.1");
     assert_int_equal(port, 8080);
     assert_int_equal(ak__http_parse_url("localhost", host, sizeof host, &port), AK_OK);
     assert_int_equal(port, 80);
     assert_int_equal(ak__http_parse_url("https://x", host, sizeof host, &port), AK_ERR_INVALID_ARG);
-    assert_int_equal(ak__http_parse_url("http://x:99999", host, sizeof host, &port), AK_ERR_INVALID_ARG);
+    assert_int_equal(ak__http_parse_url("http://x:99999", host, sizeof host, &port),
+                     AK_ERR_INVALID_ARG);
 }
 
 int main(void) {

@@ -296,7 +296,8 @@ static ak_status check_messages(const ak_chat_message *messages, size_t n) {
     AK_ARG_CHECK(messages != NULL || n == 0, "messages is NULL with n %zu", n);
     for (size_t i = 0; i < n; i++) {
         const ak_chat_message *m = &messages[i];
-        AK_ARG_CHECK(m->role != NULL && m->content != NULL, "message %zu has no role or content", i);
+        AK_ARG_CHECK(m->role != NULL && m->content != NULL, "message %zu has no role or content",
+                     i);
         AK_ARG_CHECK(!strcmp(m->role, "system") || !strcmp(m->role, "user") ||
                          !strcmp(m->role, "assistant"),
                      "message %zu: unknown role '%s' (system, user, assistant)", i, m->role);
@@ -320,7 +321,8 @@ ak_status ak_chat_render(const char *format, const ak_chat_message *messages, si
     render_ctx c = {messages, n, add_generation_prompt, bos ? bos : "", eos ? eos : "", &o};
     AK_CHECK(f->render(&c));
     *len = o.len;
-    if (o.len > cap) return AK_FAIL(AK_ERR_INVALID_ARG, "chat: %zu bytes do not fit in %zu", o.len, cap);
+    if (o.len > cap)
+        return AK_FAIL(AK_ERR_INVALID_ARG, "chat: %zu bytes do not fit in %zu", o.len, cap);
     o = (out_buf){buf, cap, 0};
     AK_CHECK(f->render(&c));
     if (o.len < cap) buf[o.len] = '\0';

@@ -53,7 +53,8 @@ static ak_status call_text(ak__text_hook_fn fn, void *user, const char *text, si
     }
     free(buf);
     *need = 0;
-    if (st == AK_OK) return AK_FAIL(AK_ERR_INTERNAL, "hooks: a text hook wrote %zu bytes into %zu", n, cap);
+    if (st == AK_OK)
+        return AK_FAIL(AK_ERR_INTERNAL, "hooks: a text hook wrote %zu bytes into %zu", n, cap);
     if (n > cap && n <= AK_HOOK_MAX_OUTPUT) {
         *need = n;
         return AK_ERR_INVALID_ARG;
@@ -109,7 +110,8 @@ ak_status ak__hooks_tokenize(const ak_llm_hooks *hooks, const ak_tokenizer *tok,
             return AK_OK;
         }
         free(buf);
-        if (st == AK_OK) return AK_FAIL(AK_ERR_INTERNAL, "hooks: tokenize wrote %zu ids into %zu", n, cap);
+        if (st == AK_OK)
+            return AK_FAIL(AK_ERR_INTERNAL, "hooks: tokenize wrote %zu ids into %zu", n, cap);
         if (st != AK_ERR_INVALID_ARG || n <= cap || n > AK_HOOK_MAX_OUTPUT / sizeof *buf) return st;
         cap = n;
     }

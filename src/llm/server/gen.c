@@ -81,8 +81,9 @@ static ak_status gen_alloc(ak__server *srv, ak__oai_request *req, int fd, ak__ge
     if (srv->live) srv->live->live_prev = g;
     srv->live = g;
     pthread_mutex_unlock(&srv->mu);
-    snprintf(g->id, sizeof g->id, "%s-%llx%08llx", g->req.kind == AK__OAI_CHAT ? "chatcmpl" : "cmpl",
-             (unsigned long long)serial, (unsigned long long)(g->t_start_ns & 0xffffffffu));
+    snprintf(g->id, sizeof g->id, "%s-%llx%08llx",
+             g->req.kind == AK__OAI_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)serial,
+             (unsigned long long)(g->t_start_ns & 0xffffffffu));
     *out = g;
     return AK_OK;
 }
@@ -115,15 +116,18 @@ static ak_status tokenize_text(ak__gen *g, const char *text, size_t len, unsigne
     size_t pre_len = 0;
     ak_status st = ak__hooks_run_text(h ? h->pre_process : NULL, h ? h->user : NULL, text, len,
                                       &pre, &pre_len);
-    if (st == AK_OK) st = ak__hooks_tokenize(h, srv->tok, pre, pre_len, flags, &g->prompt, &g->n_prompt);
+    if (st == AK_OK)
+        st = ak__hooks_tokenize(h, srv->tok, pre, pre_len, flags, &g->prompt, &g->n_prompt);
     free(pre);
     if (st != AK_OK) {
-        ak__oai_error_set(err, 500, NULL, NULL, "tokenizing the prompt failed: %s", ak_last_error());
+        ak__oai_error_set(err, 500, NULL, NULL, "tokenizing the prompt failed: %s",
+                          ak_last_error());
         return st;
     }
     for (size_t i = 0; i < g->n_prompt; i++)
         if (g->prompt[i] < 0 || g->prompt[i] >= srv->n_vocab) {
-            ak__oai_error_set(err, 500, NULL, NULL, "the tokenize hook returned token %d", g->prompt[i]);
+            ak__oai_error_set(err, 500, NULL, NULL, "the tokenize hook returned token %d",
+                              g->prompt[i]);
             return AK_ERR_INTERNAL;
         }
     return AK_OK;
@@ -138,7 +142,8 @@ static ak_status build_prompt(ak__gen *g, ak__oai_error *err) {
         return AK_OK;
     }
     if (r->kind == AK__OAI_COMPLETION)
-        return tokenize_text(g, r->prompt, strlen(r->prompt), AK_TOK_ADD_SPECIAL | AK_TOK_PARSE_SPECIAL, err);
+        return tokenize_text(g, r->prompt, strlen(r->prompt),
+                             AK_TOK_ADD_SPECIAL | AK_TOK_PARSE_SPECIAL, err);
     /* the template writes BOS and the turn markers itself */
     char *text = NULL;
     size_t len = 0;
@@ -162,11 +167,12 @@ static ak_status check_lengths(ak__gen *g, ak__oai_error *err) {
         if (want < 1) want = 1;
     }
     if (room < 1 || want > room) {
-        ak__oai_error_set(err, 400, what, "context_length_exceeded",
-                          "This model's maximum context length is %d tokens. However, you requested "
-                          "%lld tokens (%zu in the %s, %d for the completion). Please reduce the "
-                          "length of the %s or completion.",
-                          srv->n_ctx, (long long)g->n_prompt + want, g->n_prompt, what, (int)want, what);
+        ak__oai_error_set(
+            err, 400, what, "context_length_exceeded",
+            "This model's maximum context length is %d tokens. However, you requested "
+            "%lld tokens (%zu in the %s, %d for the completion). Please reduce the "
+            "length of the %s or completion.",
+            srv->n_ctx, (long long)g->n_prompt + want, g->n_prompt, what, (int)want, what);
         return AK_ERR_INVALID_ARG;
     }
     g->max_tokens = (int32_t)want;
@@ -176,8 +182,10 @@ static ak_status check_lengths(ak__gen *g, ak__oai_error *err) {
 static ak_status setup_output(ak__gen *g) {
     const ak__server *srv = g->srv;
     const ak__oai_request *r = &g->req;
-    for (size_t i = 0; i < r->n_stop_ids && g->n_stop_ids < 63; i++) g->stop_ids[g->n_stop_ids++] = r->stop_ids[i];
-    if (r->kind == AK__OAI_CHAT && srv->turn_end_id >= 0) g->stop_ids[g->n_stop_ids++] = srv->turn_end_id;
+    for (size_t i = 0; i < r->n_stop_ids && g->n_stop_ids < 63; i++)
+        g->stop_ids[g->n_stop_ids++] = r->stop_ids[i];
+    if (r->kind == AK__OAI_CHAT && srv->turn_end_id >= 0)
+        g->stop_ids[g->n_stop_ids++] = srv->turn_end_id;
     g->meta.kind = r->kind;
     g->meta.id = g->id;
     g->meta.created = (int64_t)time(NULL);
@@ -227,7 +235,9 @@ static void on_event(void *user, const ak_llm_event *ev) {
         e->sample = ev->sample;
         e->token = ev->token;
         e->logprob = ev->logprob;
-        e->n_top = ev->top && ev->n_top > 0 ? (ev->n_top < AK__OAI_MAX_LOGPROBS ? ev->n_top : AK__OAI_MAX_LOGPROBS) : 0;
+        e->n_top = ev->top && ev->n_top > 0
+                       ? (ev->n_top < AK__OAI_MAX_LOGPROBS ? ev->n_top : AK__OAI_MAX_LOGPROBS)
+                       : 0;
         if (e->n_top) memcpy(e->top, ev->top, (size_t)e->n_top * sizeof *e->top);
         e->finish = ev->finish;
         e->status = ev->status;
@@ -284,7 +294,9 @@ ak_status ak__gen_submit(ak__gen *g, ak__oai_error *err) {
     }
     pthread_mutex_unlock(&g->mu);
     if (st == AK_ERR_INVALID_ARG) ak__oai_error_set(err, 400, NULL, NULL, "%s", ak_last_error());
-    else if (st != AK_OK) ak__oai_error_set(err, 503, NULL, NULL, "the engine cannot take the request: %s", ak_last_error());
+    else if (st != AK_OK)
+        ak__oai_error_set(err, 503, NULL, NULL, "the engine cannot take the request: %s",
+                          ak_last_error());
     return st;
 }
 
@@ -342,10 +354,12 @@ static int wait_events(ak__gen *g, size_t *n) {
 static ak_status emit_piece(ak__gen *g, ak__gen_sample *s, const ak__bytes *piece) {
     if (piece->len == 0) return AK_OK;
     const ak__server *srv = g->srv;
-    if (!srv->has_hooks || !srv->hooks.post_process) return ak__bytes_append(&s->text, piece->v, piece->len);
+    if (!srv->has_hooks || !srv->hooks.post_process)
+        return ak__bytes_append(&s->text, piece->v, piece->len);
     char *out = NULL;
     size_t len = 0;
-    AK_CHECK(ak__hooks_run_text(srv->hooks.post_process, srv->hooks.user, piece->v, piece->len, &out, &len));
+    AK_CHECK(ak__hooks_run_text(srv->hooks.post_process, srv->hooks.user, piece->v, piece->len,
+                                &out, &len));
     ak_status st = ak__bytes_append(&s->text, out, len);
     free(out);
     return st;
@@ -475,7 +489,8 @@ static ak_status chunk(ak__gen *g, int32_t i, const char *text, size_t len, int 
 
 static ak_status error_event(ak__gen *g, ak_status st) {
     ak__oai_error e;
-    ak__oai_error_set(&e, 500, NULL, NULL, "generation failed: %s (%s)", ak_status_str(st), ak_last_error());
+    ak__oai_error_set(&e, 500, NULL, NULL, "generation failed: %s (%s)", ak_status_str(st),
+                      ak_last_error());
     AK_CHECK(ak__bytes_append(&g->out, "data: ", 6));
     AK_CHECK(ak__oai_error_json(&e, &g->out));
     return ak__bytes_append(&g->out, "\n\n", 2);

@@ -50,10 +50,12 @@ ak_status ak__http_connect(ak__http_conn *c, const char *host, int port, int tim
     char service[16];
     snprintf(service, sizeof service, "%d", port);
     int rc = getaddrinfo(host, service, &hints, &res);
-    if (rc != 0 || !res) return AK_FAIL(AK_ERR_IO, "http: cannot resolve '%s': %s", host, gai_strerror(rc));
+    if (rc != 0 || !res)
+        return AK_FAIL(AK_ERR_IO, "http: cannot resolve '%s': %s", host, gai_strerror(rc));
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd >= 0) {
-        struct timeval tv = {(timeout_ms ? timeout_ms : 30000) / 1000, ((timeout_ms ? timeout_ms : 30000) % 1000) * 1000};
+        struct timeval tv = {(timeout_ms ? timeout_ms : 30000) / 1000,
+                             ((timeout_ms ? timeout_ms : 30000) % 1000) * 1000};
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
@@ -64,7 +66,8 @@ ak_status ak__http_connect(ak__http_conn *c, const char *host, int port, int tim
         }
     }
     freeaddrinfo(res);
-    if (fd < 0) return AK_FAIL(AK_ERR_IO, "http: cannot connect to %s:%d: %s", host, port, strerror(errno));
+    if (fd < 0)
+        return AK_FAIL(AK_ERR_IO, "http: cannot connect to %s:%d: %s", host, port, strerror(errno));
     c->fd = fd;
     return AK_OK;
 }
@@ -80,7 +83,8 @@ static ak_status send_all(ak__http_conn *c, const char *p, size_t n) {
     while (n > 0) {
         ssize_t k = send(c->fd, p, n, MSG_NOSIGNAL);
         if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return AK_FAIL(AK_ERR_IO, "http: send to %s:%d: %s", c->host, c->port, strerror(errno));
+        if (k <= 0)
+            return AK_FAIL(AK_ERR_IO, "http: send to %s:%d: %s", c->host, c->port, strerror(errno));
         p += k;
         n -= (size_t)k;
     }
@@ -96,8 +100,8 @@ static ak_status fill(ak__http_conn *c, int *eof) {
     while (k < 0 && errno == EINTR);
     if (k < 0) {
         int timeout = errno == EAGAIN || errno == EWOULDBLOCK;
-        return AK_FAIL(timeout ? AK_ERR_TIMEOUT : AK_ERR_IO, "http: receive from %s:%d: %s", c->host,
-                       c->port, timeout ? "timed out" : strerror(errno));
+        return AK_FAIL(timeout ? AK_ERR_TIMEOUT : AK_ERR_IO, "http: receive from %s:%d: %s",
+                       c->host, c->port, timeout ? "timed out" : strerror(errno));
     }
     *eof = k == 0;
     return ak__bytes_append(&c->in, buf, (size_t)k);
@@ -116,9 +120,11 @@ static long line_at(const ak__http_conn *c) {
 static ak_status need_line(ak__http_conn *c, long *len) {
     int eof = 0;
     while ((*len = line_at(c)) < 0) {
-        if (avail(c) > MAX_HEAD) return AK_FAIL(AK_ERR_REMOTE, "http: a header line over %d bytes", MAX_HEAD);
+        if (avail(c) > MAX_HEAD)
+            return AK_FAIL(AK_ERR_REMOTE, "http: a header line over %d bytes", MAX_HEAD);
         AK_CHECK(fill(c, &eof));
-        if (eof) return AK_FAIL(AK_ERR_REMOTE, "http: %s:%d closed the connection", c->host, c->port);
+        if (eof)
+            return AK_FAIL(AK_ERR_REMOTE, "http: %s:%d closed the connection", c->host, c->port);
     }
     return AK_OK;
 }
@@ -133,9 +139,11 @@ static void header_line(ak__http_conn *c, const char *line, size_t len) {
     while (v < line + len && (*v == ' ' || *v == '\t')) v++;
     size_t vlen = (size_t)(line + len - v);
     if (name == 14 && !strncasecmp(line, "Content-Length", 14)) c->remaining = strtoll(v, NULL, 10);
-    else if (name == 17 && !strncasecmp(line, "Transfer-Encoding", 17) && vlen >= 7 && !strncasecmp(v, "chunked", 7))
+    else if (name == 17 && !strncasecmp(line, "Transfer-Encoding", 17) && vlen >= 7 &&
+             !strncasecmp(v, "chunked", 7))
         c->chunked = 1;
-    else if (name == 10 && !strncasecmp(line, "Connection", 10) && vlen >= 5 && !strncasecmp(v, "close", 5))
+    else if (name == 10 && !strncasecmp(line, "Connection", 10) && vlen >= 5 &&
+             !strncasecmp(v, "close", 5))
         c->keep_alive = 0;
 }
 
@@ -167,10 +175,13 @@ ak_status ak__http_begin(ak__http_conn *c, const char *method, const char *path,
                          const char *body, size_t len) {
     AK_ARG_CHECK(c && c->fd >= 0, "http: not connected");
     ak__bytes req = {NULL, 0, 0};
-    ak_status st = ak__bytes_appendf(&req, "%s %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: accelkit\r\n"
-                                     "Accept: */*\r\n", method, path, c->host, c->port);
+    ak_status st = ak__bytes_appendf(&req,
+                                     "%s %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: accelkit\r\n"
+                                     "Accept: */*\r\n",
+                                     method, path, c->host, c->port);
     if (st == AK_OK && body)
-        st = ak__bytes_appendf(&req, "Content-Type: application/json\r\nContent-Length: %zu\r\n", len);
+        st = ak__bytes_appendf(&req, "Content-Type: application/json\r\nContent-Length: %zu\r\n",
+                               len);
     if (st == AK_OK) st = ak__bytes_append(&req, "\r\n", 2);
     if (st == AK_OK && body) st = ak__bytes_append(&req, body, len);
     if (st == AK_OK) st = send_all(c, req.v, req.len);
@@ -187,7 +198,8 @@ static ak_status chunk_header(ak__http_conn *c) {
     AK_CHECK(need_line(c, &len));
     char *end;
     long long size = strtoll(c->in.v + c->in_pos, &end, 16);
-    if (end == c->in.v + c->in_pos || size < 0) return AK_FAIL(AK_ERR_REMOTE, "http: bad chunk size");
+    if (end == c->in.v + c->in_pos || size < 0)
+        return AK_FAIL(AK_ERR_REMOTE, "http: bad chunk size");
     c->in_pos += (size_t)len + 2;
     if (size > 0) {
         c->remaining = size;
@@ -226,7 +238,8 @@ static ak_status read_some(ak__http_conn *c, ak__bytes *out) {
         AK_CHECK(fill(c, &eof));
         if (eof) {
             if (c->remaining > 0 || c->chunked)
-                return AK_FAIL(AK_ERR_REMOTE, "http: %s:%d closed the connection mid-body", c->host, c->port);
+                return AK_FAIL(AK_ERR_REMOTE, "http: %s:%d closed the connection mid-body", c->host,
+                               c->port);
             c->body_done = 1;
         }
     }

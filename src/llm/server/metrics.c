@@ -14,7 +14,8 @@ static const double k_itl_le[AK__METRICS_BUCKETS - 1] = {
 static const double k_e2e_le[AK__METRICS_BUCKETS - 1] = {
     0.1, 0.25, 0.5, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60};
 
-static const int k_codes[AK__CODE_SLOTS - 1] = {200, 400, 404, 405, 408, 413, 429, 500, 503, 504, 499};
+static const int k_codes[AK__CODE_SLOTS - 1] = {200, 400, 404, 405, 408, 413,
+                                                429, 500, 503, 504, 499};
 static const char *const k_endpoints[AK__EP_COUNT] = {
     "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "other"};
 
@@ -91,45 +92,60 @@ static ak_status histogram(ak__bytes *o, const char *name, const char *help,
     uint64_t cum = 0;
     for (int b = 0; b < AK__METRICS_BUCKETS - 1; b++) {
         cum += h->counts[b];
-        AK_CHECK(ak__bytes_appendf(o, "%s_bucket{le=\"%g\"} %llu\n", name, le[b], (unsigned long long)cum));
+        AK_CHECK(ak__bytes_appendf(o, "%s_bucket{le=\"%g\"} %llu\n", name, le[b],
+                                   (unsigned long long)cum));
     }
-    AK_CHECK(ak__bytes_appendf(o, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)h->count));
+    AK_CHECK(
+        ak__bytes_appendf(o, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)h->count));
     AK_CHECK(ak__bytes_appendf(o, "%s_sum %.17g\n", name, h->sum));
     return ak__bytes_appendf(o, "%s_count %llu\n", name, (unsigned long long)h->count);
 }
 
 static ak_status requests(ak__bytes *o, const ak__metrics *m) {
-    AK_CHECK(header(o, "ak_llm_http_requests_total", "counter", "HTTP requests by endpoint and status code."));
+    AK_CHECK(header(o, "ak_llm_http_requests_total", "counter",
+                    "HTTP requests by endpoint and status code."));
     for (int e = 0; e < AK__EP_COUNT; e++)
         for (int c = 0; c < AK__CODE_SLOTS; c++) {
             if (!m->requests[e][c]) continue;
             char code[8] = "other";
             if (c < AK__CODE_SLOTS - 1) snprintf(code, sizeof code, "%d", k_codes[c]);
-            AK_CHECK(ak__bytes_appendf(o, "ak_llm_http_requests_total{endpoint=\"%s\",code=\"%s\"} %llu\n",
-                                       k_endpoints[e], code, (unsigned long long)m->requests[e][c]));
+            AK_CHECK(ak__bytes_appendf(
+                o, "ak_llm_http_requests_total{endpoint=\"%s\",code=\"%s\"} %llu\n", k_endpoints[e],
+                code, (unsigned long long)m->requests[e][c]));
         }
-    AK_CHECK(header(o, "ak_llm_request_finished_total", "counter", "Finished generations by reason."));
+    AK_CHECK(
+        header(o, "ak_llm_request_finished_total", "counter", "Finished generations by reason."));
     const char *const reasons[4] = {"stop", "length", "cancelled", "error"};
-    const uint64_t counts[4] = {m->finished_stop, m->finished_length, m->finished_cancelled, m->finished_error};
+    const uint64_t counts[4] = {m->finished_stop, m->finished_length, m->finished_cancelled,
+                                m->finished_error};
     for (int i = 0; i < 4; i++)
-        AK_CHECK(ak__bytes_appendf(o, "ak_llm_request_finished_total{reason=\"%s\"} %llu\n", reasons[i],
-                                   (unsigned long long)counts[i]));
+        AK_CHECK(ak__bytes_appendf(o, "ak_llm_request_finished_total{reason=\"%s\"} %llu\n",
+                                   reasons[i], (unsigned long long)counts[i]));
     return AK_OK;
 }
 
 static ak_status engine_gauges(ak__bytes *o, const ak_llm_engine_stats *s) {
     double usage = s->kv_blocks_total > 0 ? (double)s->kv_blocks_used / s->kv_blocks_total : 0;
-    double live = s->kv_token_slots_used > 0 ? (double)s->kv_tokens_live / (double)s->kv_token_slots_used : 0;
-    AK_CHECK(scalar(o, "ak_llm_requests_running", "gauge", "Sequences the engine is running.", s->running));
-    AK_CHECK(scalar(o, "ak_llm_requests_waiting", "gauge", "Sequences waiting to be scheduled.", s->waiting));
-    AK_CHECK(scalar(o, "ak_llm_kv_cache_usage_ratio", "gauge", "KV blocks in use (by sequences or the prefix cache) / all blocks.", usage));
-    AK_CHECK(scalar(o, "ak_llm_kv_cache_live_ratio", "gauge", "Tokens held by running sequences / the token slots of their blocks.", live));
+    double live =
+        s->kv_token_slots_used > 0 ? (double)s->kv_tokens_live / (double)s->kv_token_slots_used : 0;
+    AK_CHECK(scalar(o, "ak_llm_requests_running", "gauge", "Sequences the engine is running.",
+                    s->running));
+    AK_CHECK(scalar(o, "ak_llm_requests_waiting", "gauge", "Sequences waiting to be scheduled.",
+                    s->waiting));
+    AK_CHECK(scalar(o, "ak_llm_kv_cache_usage_ratio", "gauge",
+                    "KV blocks in use (by sequences or the prefix cache) / all blocks.", usage));
+    AK_CHECK(scalar(o, "ak_llm_kv_cache_live_ratio", "gauge",
+                    "Tokens held by running sequences / the token slots of their blocks.", live));
     AK_CHECK(scalar(o, "ak_llm_kv_blocks_total", "gauge", "KV cache blocks.", s->kv_blocks_total));
-    AK_CHECK(scalar(o, "ak_llm_kv_blocks_used", "gauge", "KV cache blocks in use.", s->kv_blocks_used));
+    AK_CHECK(
+        scalar(o, "ak_llm_kv_blocks_used", "gauge", "KV cache blocks in use.", s->kv_blocks_used));
     AK_CHECK(scalar(o, "ak_llm_engine_steps_total", "counter", "Engine steps.", (double)s->steps));
-    AK_CHECK(scalar(o, "ak_llm_preemptions_total", "counter", "Sequences preempted for KV blocks.", (double)s->preemptions));
-    AK_CHECK(scalar(o, "ak_llm_spec_proposed_tokens_total", "counter", "Draft tokens proposed.", (double)s->spec_proposed));
-    return scalar(o, "ak_llm_spec_accepted_tokens_total", "counter", "Draft tokens accepted.", (double)s->spec_accepted);
+    AK_CHECK(scalar(o, "ak_llm_preemptions_total", "counter", "Sequences preempted for KV blocks.",
+                    (double)s->preemptions));
+    AK_CHECK(scalar(o, "ak_llm_spec_proposed_tokens_total", "counter", "Draft tokens proposed.",
+                    (double)s->spec_proposed));
+    return scalar(o, "ak_llm_spec_accepted_tokens_total", "counter", "Draft tokens accepted.",
+                  (double)s->spec_accepted);
 }
 
 ak_status ak__metrics_render(ak__metrics *m, const ak_llm_engine_stats *stats, ak__bytes *out) {
@@ -137,12 +153,20 @@ ak_status ak__metrics_render(ak__metrics *m, const ak_llm_engine_stats *stats, a
     ak__metrics snap = *m; /* render from a copy: the lock is not held across allocations */
     pthread_mutex_unlock(&m->mu);
     AK_CHECK(requests(out, &snap));
-    AK_CHECK(scalar(out, "ak_llm_prompt_tokens_total", "counter", "Prompt tokens of finished requests.", (double)snap.prompt_tokens));
-    AK_CHECK(scalar(out, "ak_llm_prompt_tokens_cached_total", "counter", "Prompt tokens served from the prefix cache.", (double)snap.cached_prompt_tokens));
-    AK_CHECK(scalar(out, "ak_llm_generation_tokens_total", "counter", "Generated tokens.", (double)snap.generation_tokens));
-    AK_CHECK(scalar(out, "ak_llm_http_requests_in_flight", "gauge", "Generation requests being served.", snap.in_flight));
-    AK_CHECK(histogram(out, "ak_llm_time_to_first_token_seconds", "From the request to its first generated token.", &snap.ttft, k_ttft_le));
-    AK_CHECK(histogram(out, "ak_llm_inter_token_latency_seconds", "Between consecutive tokens of a sample.", &snap.itl, k_itl_le));
-    AK_CHECK(histogram(out, "ak_llm_e2e_request_latency_seconds", "From the request to its last token.", &snap.e2e, k_e2e_le));
+    AK_CHECK(scalar(out, "ak_llm_prompt_tokens_total", "counter",
+                    "Prompt tokens of finished requests.", (double)snap.prompt_tokens));
+    AK_CHECK(scalar(out, "ak_llm_prompt_tokens_cached_total", "counter",
+                    "Prompt tokens served from the prefix cache.",
+                    (double)snap.cached_prompt_tokens));
+    AK_CHECK(scalar(out, "ak_llm_generation_tokens_total", "counter", "Generated tokens.",
+                    (double)snap.generation_tokens));
+    AK_CHECK(scalar(out, "ak_llm_http_requests_in_flight", "gauge",
+                    "Generation requests being served.", snap.in_flight));
+    AK_CHECK(histogram(out, "ak_llm_time_to_first_token_seconds",
+                       "From the request to its first generated token.", &snap.ttft, k_ttft_le));
+    AK_CHECK(histogram(out, "ak_llm_inter_token_latency_seconds",
+                       "Between consecutive tokens of a sample.", &snap.itl, k_itl_le));
+    AK_CHECK(histogram(out, "ak_llm_e2e_request_latency_seconds",
+                       "From the request to its last token.", &snap.e2e, k_e2e_le));
     return stats ? engine_gauges(out, stats) : AK_OK;
 }

@@ -115,7 +115,8 @@ static cJSON *chat_token(jb *b, cJSON *arr, const ak_tokenizer *tok, int32_t id,
     add_str(b, t, "token", token_text(b, tok, id, raw));
     add_num(b, t, "logprob", logprob);
     cJSON *bytes = add(b, t, "bytes", cJSON_CreateArray());
-    for (size_t i = 0; bytes && i < raw->len; i++) add_num(b, bytes, NULL, (unsigned char)raw->v[i]);
+    for (size_t i = 0; bytes && i < raw->len; i++)
+        add_num(b, bytes, NULL, (unsigned char)raw->v[i]);
     return t;
 }
 
@@ -176,7 +177,8 @@ static void add_choice_text(jb *b, cJSON *choice, const ak__oai_meta *m, const a
     if (!msg) return;
     if (!chunk || c->first) add_str(b, msg, "role", "assistant");
     /* the final chunk of a sample has an empty delta */
-    if (!chunk || c->first || c->text_len || !c->finish) add_text(b, msg, "content", c->text, c->text_len);
+    if (!chunk || c->first || c->text_len || !c->finish)
+        add_text(b, msg, "content", c->text, c->text_len);
 }
 
 static cJSON *build(jb *b, const ak__oai_meta *m, const ak__oai_choice *choices, size_t n,

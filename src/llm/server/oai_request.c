@@ -43,7 +43,8 @@ static const cJSON *field(const cJSON *obj, const char *name) {
     return v && !cJSON_IsNull(v) ? v : NULL;
 }
 
-static ak_status wrong_type(ak__oai_error *err, const char *name, const char *want, const cJSON *v) {
+static ak_status wrong_type(ak__oai_error *err, const char *name, const char *want,
+                            const cJSON *v) {
     return BAD(err, name, "Invalid type for '%s': expected %s, but got %s instead.", name, want,
                json_type_name(v));
 }
@@ -72,13 +73,16 @@ static ak_status get_number(const cJSON *obj, const char *name, double lo, int l
     return AK_OK;
 }
 
-static int is_whole(double d) { return isfinite(d) && d == floor(d) && fabs(d) <= 9007199254740992.0; }
+static int is_whole(double d) {
+    return isfinite(d) && d == floor(d) && fabs(d) <= 9007199254740992.0;
+}
 
 static ak_status get_int(const cJSON *obj, const char *name, int64_t lo, int64_t hi,
                          int64_t *out, int *present, ak__oai_error *err) {
     const cJSON *v = field(obj, name);
     if (!v) return AK_OK;
-    if (!cJSON_IsNumber(v) || !is_whole(v->valuedouble)) return wrong_type(err, name, "an integer", v);
+    if (!cJSON_IsNumber(v) || !is_whole(v->valuedouble))
+        return wrong_type(err, name, "an integer", v);
     double d = v->valuedouble;
     if (d < (double)lo || d > (double)hi)
         return BAD(err, name, "'%s' must be between %lld and %lld (got %.0f).", name,
@@ -127,15 +131,18 @@ static ak_status parse_stop(const cJSON *obj, ak__oai_request *r, ak__oai_error 
     if (!cJSON_IsString(v) && !cJSON_IsArray(v))
         return wrong_type(err, "stop", "a string or an array of strings", v);
     size_t n = cJSON_IsString(v) ? 1 : (size_t)cJSON_GetArraySize(v);
-    if (n > AK__OAI_MAX_STOPS) return BAD(err, "stop", "'stop' holds at most %d strings.", AK__OAI_MAX_STOPS);
+    if (n > AK__OAI_MAX_STOPS)
+        return BAD(err, "stop", "'stop' holds at most %d strings.", AK__OAI_MAX_STOPS);
     r->stops = calloc(n ? n : 1, sizeof *r->stops);
     if (!r->stops) return AK_FAIL(AK_ERR_NO_MEMORY, "stop list");
     const cJSON *e = cJSON_IsString(v) ? v : v->child;
     for (size_t i = 0; i < n; i++, e = e->next) {
-        if (!cJSON_IsString(e)) return wrong_type(err, "stop", "a string or an array of strings", e);
+        if (!cJSON_IsString(e))
+            return wrong_type(err, "stop", "a string or an array of strings", e);
         size_t len = strlen(e->valuestring);
         if (len == 0 || len > AK__OAI_MAX_STOP_LEN)
-            return BAD(err, "stop", "each stop string must have 1 to %d bytes.", AK__OAI_MAX_STOP_LEN);
+            return BAD(err, "stop", "each stop string must have 1 to %d bytes.",
+                       AK__OAI_MAX_STOP_LEN);
         r->stops[r->n_stops++] = e->valuestring;
     }
     return AK_OK;
@@ -170,7 +177,8 @@ static ak_status parse_common(const cJSON *obj, int32_t n_vocab, ak__oai_request
     if (so) AK_CHECK(get_bool(so, "include_usage", &r->include_usage, err));
     const cJSON *ids = field(obj, "stop_token_ids");
     if (ids && !cJSON_IsArray(ids)) return wrong_type(err, "stop_token_ids", "an array", ids);
-    if (ids) AK_CHECK(get_ids(ids, "stop_token_ids", n_vocab, 1, &r->stop_ids, &r->n_stop_ids, err));
+    if (ids)
+        AK_CHECK(get_ids(ids, "stop_token_ids", n_vocab, 1, &r->stop_ids, &r->n_stop_ids, err));
     const cJSON *bias = field(obj, "logit_bias");
     if (bias && (!cJSON_IsObject(bias) || bias->child))
         return BAD(err, "logit_bias", "'logit_bias' is not supported.");
@@ -210,7 +218,8 @@ static ak_status parse_completion(const cJSON *obj, int32_t n_vocab, ak__oai_req
     if (echo) return BAD(err, "echo", "'echo' is not supported.");
     if (field(obj, "suffix")) return BAD(err, "suffix", "'suffix' is not supported.");
     AK_CHECK(get_int(obj, "best_of", 1, AK__OAI_MAX_N, &best_of, NULL, err));
-    if (best_of != r->n) return BAD(err, "best_of", "'best_of' must equal 'n' (it is not supported).");
+    if (best_of != r->n)
+        return BAD(err, "best_of", "'best_of' must equal 'n' (it is not supported).");
     return AK_OK;
 }
 
@@ -229,7 +238,8 @@ static ak_status parse_content(const cJSON *c, size_t i, ak__oai_request *r, con
         return AK_OK;
     }
     if (!cJSON_IsArray(c))
-        return BAD(err, "messages", "messages[%zu].content must be a string or an array of text parts.", i);
+        return BAD(err, "messages",
+                   "messages[%zu].content must be a string or an array of text parts.", i);
     ak__bytes joined = {NULL, 0, 0};
     ak_status st = ak__bytes_append(&joined, "", 0);
     const cJSON *part;
@@ -239,11 +249,14 @@ static ak_status parse_content(const cJSON *c, size_t i, ak__oai_request *r, con
         if (st != AK_OK) break;
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
             ak__bytes_free(&joined);
-            return BAD(err, "messages", "messages[%zu].content: only {\"type\": \"text\", \"text\": ...} "
-                       "parts are supported.", i);
+            return BAD(err, "messages",
+                       "messages[%zu].content: only {\"type\": \"text\", \"text\": ...} "
+                       "parts are supported.",
+                       i);
         }
         if (joined.len) st = ak__bytes_append(&joined, "\n", 1);
-        if (st == AK_OK) st = ak__bytes_append(&joined, text->valuestring, strlen(text->valuestring));
+        if (st == AK_OK)
+            st = ak__bytes_append(&joined, text->valuestring, strlen(text->valuestring));
     }
     if (st != AK_OK) {
         ak__bytes_free(&joined);
@@ -257,7 +270,8 @@ static ak_status parse_content(const cJSON *c, size_t i, ak__oai_request *r, con
 static ak_status parse_message(const cJSON *m, size_t i, ak__oai_request *r, ak__oai_error *err) {
     if (!cJSON_IsObject(m)) return BAD(err, "messages", "messages[%zu] must be an object.", i);
     const cJSON *role = field(m, "role");
-    if (!cJSON_IsString(role)) return BAD(err, "messages", "messages[%zu].role must be a string.", i);
+    if (!cJSON_IsString(role))
+        return BAD(err, "messages", "messages[%zu].role must be a string.", i);
     const char *name = role->valuestring;
     if (!strcmp(name, "developer")) name = "system"; /* OpenAI's newer name for it */
     if (strcmp(name, "system") && strcmp(name, "user") && strcmp(name, "assistant"))
@@ -308,7 +322,8 @@ ak_status ak__oai_parse(ak__oai_kind kind, const char *body, size_t len, int32_t
     AK_CHECK(ak_sampling_params_default(&out->sampling));
     out->root = body ? cJSON_ParseWithLength(body, len) : NULL;
     if (!out->root) return BAD(err, NULL, "The request body is not valid JSON.");
-    if (!cJSON_IsObject(out->root)) return BAD(err, NULL, "The request body must be a JSON object.");
+    if (!cJSON_IsObject(out->root))
+        return BAD(err, NULL, "The request body must be a JSON object.");
     /* max_tokens before the chat fields, so max_completion_tokens overrides it */
     AK_CHECK(parse_common(out->root, n_vocab, out, err));
     if (kind == AK__OAI_CHAT) return parse_chat(out->root, out, err);

@@ -30,8 +30,8 @@ typedef struct conn {
 
 static enum MHD_Result respond(ak__server *s, struct MHD_Connection *c, int ep, int http,
                                const char *type, const ak__bytes *body, const char *allow) {
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(body->len, body->len ? body->v : (void *)"", MHD_RESPMEM_MUST_COPY);
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        body->len, body->len ? body->v : (void *)"", MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
@@ -45,7 +45,8 @@ static enum MHD_Result respond_error(ak__server *s, struct MHD_Connection *c, in
                                      const ak__oai_error *e, const char *allow) {
     ak__bytes b = {NULL, 0, 0};
     enum MHD_Result ok = MHD_NO;
-    if (ak__oai_error_json(e, &b) == AK_OK) ok = respond(s, c, ep, e->http, "application/json", &b, allow);
+    if (ak__oai_error_json(e, &b) == AK_OK)
+        ok = respond(s, c, ep, e->http, "application/json", &b, allow);
     ak__bytes_free(&b);
     return ok;
 }
@@ -123,7 +124,9 @@ static enum MHD_Result get_health(ak__server *s, struct MHD_Connection *c) {
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     long n = ak__gen_stream_read(cls, buf, max);
-    return n > 0 ? (ssize_t)n : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+    return n > 0    ? (ssize_t)n
+           : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM
+                    : MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
 /* MHD is done with the stream (finished, or the client is gone): the request goes. */
@@ -169,10 +172,12 @@ static enum MHD_Result generate(ak__server *s, struct MHD_Connection *c, conn *s
     ak_status rc = ak__oai_parse(kind, st->body.v, st->body.len, s->n_vocab, &req, &err);
     if (rc != AK_OK) {
         ak__oai_request_free(&req);
-        if (rc != AK_ERR_INVALID_ARG) ak__oai_error_set(&err, 500, NULL, NULL, "%s", ak_last_error());
+        if (rc != AK_ERR_INVALID_ARG)
+            ak__oai_error_set(&err, 500, NULL, NULL, "%s", ak_last_error());
         return respond_error(s, c, st->ep, &err, NULL);
     }
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     ak__gen *g = NULL;
     if (ak__gen_create(s, &req, ci ? ci->connect_fd : -1, &g, &err) != AK_OK)
         return respond_error(s, c, st->ep, &err, NULL);
@@ -216,14 +221,16 @@ static enum MHD_Result first_call(ak__server *s, struct MHD_Connection *c, const
     }
     if (!method_ok(r, method)) {
         ak__oai_error e;
-        ak__oai_error_set(&e, 405, NULL, "method_not_allowed", "Method %s is not allowed on %s (use %s)",
-                          method, r->path, r->method);
+        ak__oai_error_set(&e, 405, NULL, "method_not_allowed",
+                          "Method %s is not allowed on %s (use %s)", method, r->path, r->method);
         return respond_error(s, c, st->ep, &e, r->method);
     }
     if (st->ep != AK__EP_COMPLETIONS && st->ep != AK__EP_CHAT) return MHD_YES;
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *cl =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > s->max_body) {
-        snprintf(msg, sizeof msg, "The request body is larger than the limit of %zu bytes", s->max_body);
+        snprintf(msg, sizeof msg, "The request body is larger than the limit of %zu bytes",
+                 s->max_body);
         return fail(s, c, st->ep, 413, NULL, "request_too_large", msg);
     }
     pthread_mutex_lock(&s->mu);
@@ -231,7 +238,8 @@ static enum MHD_Result first_call(ak__server *s, struct MHD_Connection *c, const
     if (!full) s->in_flight++;
     pthread_mutex_unlock(&s->mu);
     if (full) {
-        snprintf(msg, sizeof msg, "The server is busy: %d requests are in flight", s->max_concurrent);
+        snprintf(msg, sizeof msg, "The server is busy: %d requests are in flight",
+                 s->max_concurrent);
         return fail(s, c, st->ep, 429, NULL, "rate_limit_exceeded", msg);
     }
     st->slot = 1;
@@ -264,7 +272,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*size) return take_body(s, st, data, size);
     if (st->too_big) {
         char msg[128];
-        snprintf(msg, sizeof msg, "The request body is larger than the limit of %zu bytes", s->max_body);
+        snprintf(msg, sizeof msg, "The request body is larger than the limit of %zu bytes",
+                 s->max_body);
         return fail(s, c, st->ep, 413, NULL, "request_too_large", msg);
     }
     switch (st->ep) {
@@ -318,20 +327,24 @@ static char *token_text_copy(const ak_tokenizer *tok, int32_t id) {
 /* The token that ends a turn in `format`, when the vocabulary has it as one token (chat
  * requests stop on it besides EOS). */
 static int32_t turn_end_token(const ak_tokenizer *tok, const char *format) {
-    static const char *const k_markers[][2] = {
-        {"chatml", "<|im_end|>"}, {"llama-3", "<|eot_id|>"}, {"gemma", "<end_of_turn>"}, {"phi-3", "<|end|>"}};
+    static const char *const k_markers[][2] = {{"chatml", "<|im_end|>"},
+                                               {"llama-3", "<|eot_id|>"},
+                                               {"gemma", "<end_of_turn>"},
+                                               {"phi-3", "<|end|>"}};
     for (size_t i = 0; i < sizeof k_markers / sizeof k_markers[0]; i++) {
         if (strcmp(format, k_markers[i][0])) continue;
         int32_t ids[32];
         size_t n = 0;
         const char *m = k_markers[i][1];
-        if (ak_tokenizer_encode(tok, m, strlen(m), AK_TOK_PARSE_SPECIAL, ids, 32, &n) == AK_OK && n == 1)
+        if (ak_tokenizer_encode(tok, m, strlen(m), AK_TOK_PARSE_SPECIAL, ids, 32, &n) == AK_OK &&
+            n == 1)
             return ids[0];
     }
     return -1;
 }
 
-static ak_status setup_model(ak__server *s, const ak__server_model *m, const ak__server_options *o) {
+static ak_status setup_model(ak__server *s, const ak__server_model *m,
+                             const ak__server_options *o) {
     ak_tokenizer_info info;
     AK_CHECK(ak_tokenizer_get_info(m->tokenizer, &info));
     s->tok = m->tokenizer;
@@ -340,14 +353,20 @@ static ak_status setup_model(ak__server *s, const ak__server_model *m, const ak_
     s->name = strdup(m->name ? m->name : "model");
     s->bos_text = token_text_copy(m->tokenizer, info.bos);
     s->eos_text = token_text_copy(m->tokenizer, info.eos);
-    if (!s->name || !s->bos_text || !s->eos_text) return AK_FAIL(AK_ERR_NO_MEMORY, "server: model names");
+    if (!s->name || !s->bos_text || !s->eos_text)
+        return AK_FAIL(AK_ERR_NO_MEMORY, "server: model names");
     if (o->chat_format) {
         size_t len = 0;
-        if (ak_chat_render(o->chat_format, NULL, 0, 1, NULL, NULL, NULL, 0, &len) == AK_ERR_INVALID_ARG && len == 0)
-            return AK_FAIL(AK_ERR_INVALID_ARG, "unknown chat format '%s' (llama-2, llama-3, chatml, "
-                           "mistral, zephyr, gemma, phi-3)", o->chat_format);
+        if (ak_chat_render(o->chat_format, NULL, 0, 1, NULL, NULL, NULL, 0, &len) ==
+                AK_ERR_INVALID_ARG &&
+            len == 0)
+            return AK_FAIL(AK_ERR_INVALID_ARG,
+                           "unknown chat format '%s' (llama-2, llama-3, chatml, "
+                           "mistral, zephyr, gemma, phi-3)",
+                           o->chat_format);
         s->chat_format = o->chat_format;
-    } else if (!m->chat_template || ak_chat_format_detect(m->chat_template, &s->chat_format) != AK_OK) {
+    } else if (!m->chat_template ||
+               ak_chat_format_detect(m->chat_template, &s->chat_format) != AK_OK) {
         s->chat_format = "chatml"; /* no template, or one we do not know */
         ak_clear_error();
     }
@@ -364,7 +383,9 @@ static ak_status resolve(const char *host, int port, struct sockaddr_storage *ad
     char service[16];
     snprintf(service, sizeof service, "%d", port);
     int rc = getaddrinfo(host, service, &hints, &res);
-    if (rc != 0 || !res) return AK_FAIL(AK_ERR_INVALID_ARG, "server: cannot resolve '%s': %s", host, gai_strerror(rc));
+    if (rc != 0 || !res)
+        return AK_FAIL(AK_ERR_INVALID_ARG, "server: cannot resolve '%s': %s", host,
+                       gai_strerror(rc));
     memset(addr, 0, sizeof *addr);
     memcpy(addr, res->ai_addr, res->ai_addrlen);
     freeaddrinfo(res);
@@ -374,7 +395,8 @@ static ak_status resolve(const char *host, int port, struct sockaddr_storage *ad
 static ak_status start_daemon(ak__server *s, const ak__server_options *o) {
     struct sockaddr_storage addr;
     AK_CHECK(resolve(o->host ? o->host : "127.0.0.1", o->port, &addr));
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+    unsigned flags =
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     unsigned limit = (unsigned)s->max_concurrent * 2 + 64; /* room to answer 429s */
     s->mhd = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, s,
@@ -386,7 +408,8 @@ static ak_status start_daemon(ak__server *s, const ak__server_options *o) {
                               MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
                               MHD_OPTION_END);
     if (!s->mhd)
-        return AK_FAIL(AK_ERR_IO, "server: cannot listen on %s:%d (in use, or not an address here?)",
+        return AK_FAIL(AK_ERR_IO,
+                       "server: cannot listen on %s:%d (in use, or not an address here?)",
                        o->host ? o->host : "127.0.0.1", o->port);
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : o->port;
@@ -458,7 +481,8 @@ ak_status ak__server_stop(ak__server *s) {
     MHD_stop_daemon(s->mhd); /* joins every connection thread: their waits see `stopping` */
     if (!wait_live_empty(s)) {
         /* the backend still holds requests whose callbacks point here: keep the memory */
-        AK_LOG_WARN(AK_SUBSYS_LLM, "server: the engine did not end every request in %d ms", STOP_WAIT_MS);
+        AK_LOG_WARN(AK_SUBSYS_LLM, "server: the engine did not end every request in %d ms",
+                    STOP_WAIT_MS);
         return AK_FAIL(AK_ERR_TIMEOUT, "server: requests still in the engine at stop");
     }
     server_free(s);
