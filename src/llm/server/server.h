@@ -30,7 +30,7 @@ typedef struct ak__server_model {
     const char *name;              /* the model id of /v1/models and responses (copied) */
     const ak_tokenizer *tokenizer; /* borrowed for the server's life */
     int32_t n_ctx;                 /* prompt + max_tokens limit */
-    const char *chat_template;     /* the model's Jinja template, NULL if none (copied) */
+    const char *chat_template;     /* the model's Jinja template, NULL if none (read at start) */
 } ak__server_model;
 
 typedef struct ak__server_options {
