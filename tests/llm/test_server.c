@@ -984,6 +984,86 @@ static void test_scripted_backend(void **state) {
     assert_int_equal(ak__server_start(&be, &m, &o, &s), AK_ERR_IO);
 }
 
+/* ---- mutated bodies: never a crash, always an answer --------------------------------- */
+
+static const char *const k_seed_bodies[] = {
+    "{\"prompt\":\"Hello\",\"max_tokens\":3,\"stop\":[\"a\",\"b\"],\"logprobs\":2,\"n\":2}",
+    "{\"prompt\":[1,2,3],\"stream\":true,\"temperature\":0.5,\"top_p\":0.9,\"seed\":1}",
+    "{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":"
+    "[{\"type\":\"text\",\"text\":\"u\"}]}],\"logprobs\":true,\"top_logprobs\":2,\"stream\":true}",
+};
+
+static void mutate(const char *seed, uint64_t *rng, char *out, size_t cap) {
+    size_t n = strlen(seed);
+    memcpy(out, seed, n + 1);
+    int edits = 1 + (int)(*rng % 4);
+    for (int k = 0; k < edits; k++) {
+        *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+        size_t at = (size_t)(*rng >> 33) % (n ? n : 1);
+        unsigned op = (unsigned)(*rng >> 20) % 3;
+        static const char alphabet[] = "{}[]\",:0123456789-.eE truenullfalse\\\x80\xff";
+        char c = alphabet[(*rng >> 40) % (sizeof alphabet - 1)];
+        if (op == 0) { /* replace */
+            out[at] = c;
+        } else if (op == 1 && n + 1 < cap) { /* insert */
+            memmove(out + at + 1, out + at, n - at + 1);
+            out[at] = c;
+            n++;
+        } else if (n > 0) { /* delete */
+            memmove(out + at, out + at + 1, n - at);
+            n--;
+        }
+    }
+}
+
+/* The parser on 20 000 mutated bodies (the sanitizer build checks memory). */
+static void test_parse_fuzz(void **state) {
+    (void)state;
+    uint64_t rng = 12345;
+    char body[512];
+    int accepted = 0;
+    for (int i = 0; i < 20000; i++) {
+        int which = i % 3;
+        mutate(k_seed_bodies[which], &rng, body, sizeof body);
+        ak__oai_request r;
+        ak__oai_error e;
+        ak_status st = ak__oai_parse(which == 2 ? AK__OAI_CHAT : AK__OAI_COMPLETION, body,
+                                     strlen(body), 100, &r, &e);
+        assert_true(st == AK_OK || (st == AK_ERR_INVALID_ARG && e.http == 400));
+        accepted += st == AK_OK;
+        ak__oai_request_free(&r);
+    }
+    assert_true(accepted > 100); /* the mutations are not all fatal: both paths ran */
+}
+
+/* 300 mutated requests over HTTP to a scripted backend: each gets an answer, the server
+ * stays healthy. */
+static void test_http_fuzz(void **state) {
+    (void)state;
+    script sc = {{byte_token('o'), byte_token('k')}, 2, AK_FINISH_STOP};
+    ak__server_backend be = {script_submit, script_cancel, NULL, &sc};
+    ak__server_model m = {"scripted", g_tok, 64, NULL};
+    ak__server_options o = AK__SERVER_OPTIONS_INIT;
+    o.port = 0;
+    ak__server *s = NULL;
+    assert_int_equal(ak__server_start(&be, &m, &o, &s), AK_OK);
+    int port = ak__server_port(s);
+    uint64_t rng = 777;
+    char body[512];
+    for (int i = 0; i < 300; i++) {
+        int which = i % 3;
+        mutate(k_seed_bodies[which], &rng, body, sizeof body);
+        reply r = call(port, "POST", which == 2 ? "/v1/chat/completions" : "/v1/completions", body);
+        assert_true(r.status == 200 || r.status == 400);
+        if (r.status == 400) assert_non_null(r.json);
+        reply_free(&r);
+    }
+    reply r = call(port, "GET", "/health", NULL);
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+    assert_int_equal(ak__server_stop(s), AK_OK);
+}
+
 static void test_url(void **state) {
     (void)state;
     char host[64];
@@ -1024,6 +1104,8 @@ int main(void) {
         cmocka_unit_test(test_concurrent),
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_scripted_backend),
+        cmocka_unit_test(test_parse_fuzz),
+        cmocka_unit_test(test_http_fuzz),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
