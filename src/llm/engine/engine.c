@@ -305,9 +305,11 @@ void ak__engine_take_inbox(ak_llm_engine *e) {
     e->inbox = NULL;
     uint64_t ids[64];
     int32_t n_ids = e->n_cancel < 64 ? e->n_cancel : 64;
-    memcpy(ids, e->cancel_ids, (size_t)n_ids * sizeof *ids);
-    memmove(e->cancel_ids, e->cancel_ids + n_ids, (size_t)(e->n_cancel - n_ids) * sizeof *ids);
-    e->n_cancel -= n_ids;
+    if (n_ids > 0) { /* cancel_ids is NULL until the first cancellation */
+        memcpy(ids, e->cancel_ids, (size_t)n_ids * sizeof *ids);
+        memmove(e->cancel_ids, e->cancel_ids + n_ids, (size_t)(e->n_cancel - n_ids) * sizeof *ids);
+        e->n_cancel -= n_ids;
+    }
     pthread_mutex_unlock(&e->lock);
     while (in) {
         ak__req *q = in;
