@@ -77,6 +77,12 @@ static void test_q8_0_known_block(void **state) {
     float back[32];
     assert_int_equal(ak_dequantize_row(AK_WTYPE_Q8_0, got, back, 32), AK_OK);
     assert_true(back[2] == 3.0f && back[3] == -3.0f && back[11] == -9.0f);
+    /* a non-finite input is stored without undefined conversions: Inf gives d = Inf and
+     * q = 0 for that element (Inf·0 is NaN), finite neighbours 0 */
+    x[3] = INFINITY;
+    assert_int_equal(ak_quantize_row(AK_WTYPE_Q8_0, x, got, 32), AK_OK);
+    assert_int_equal(got[2 + 3], 0);
+    assert_int_equal(ak_quantize_row(AK_WTYPE_Q4_0, x, got, 32), AK_OK);
     /* all zeros: d = 0, q = 0 */
     float z[32] = {0};
     assert_int_equal(ak_quantize_row(AK_WTYPE_Q8_0, z, got, 32), AK_OK);

@@ -27,8 +27,17 @@ static void quantize_block_q8_0(const float *x, float *d_out, int8_t *q) {
     for (int j = 0; j < AK__QK; j++) amax = fmaxf(amax, fabsf(x[j]));
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
-    for (int j = 0; j < AK__QK; j++) q[j] = (int8_t)roundf(x[j] * id);
+    for (int j = 0; j < AK__QK; j++) {
+        float v = x[j] * id; /* |v| ≤ 127 for finite x; NaN (x = ±Inf) stores 0, not UB */
+        q[j] = v == v ? (int8_t)roundf(v) : 0;
+    }
     *d_out = d;
+}
+
+/* min(15, (int)v) for v = x·(1/d) + 8.5 ∈ [0.5, 16.5] when x is finite; NaN gives 0
+ * instead of an undefined conversion. */
+static int nibble(float v) {
+    return v >= 15.0f ? 15 : v > 0.0f ? (int)v : 0;
 }
 
 /* ggml's quantize_row_q4_0 for one block: d = m/−8 where m is the first element of the
@@ -43,12 +52,8 @@ static void quantize_block_q4_0(const float *x, ak__block_q4_0 *b) {
     float d = max / -8.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
     store_scale(&b->d, d);
-    for (int j = 0; j < AK__QK / 2; j++) {
-        int lo = (int)(x[j] * id + 8.5f), hi = (int)(x[j + AK__QK / 2] * id + 8.5f);
-        lo = lo < 15 ? lo : 15;
-        hi = hi < 15 ? hi : 15;
-        b->qs[j] = (uint8_t)(lo | hi << 4);
-    }
+    for (int j = 0; j < AK__QK / 2; j++)
+        b->qs[j] = (uint8_t)(nibble(x[j] * id + 8.5f) | nibble(x[j + AK__QK / 2] * id + 8.5f) << 4);
 }
 
 void ak__quantize_row_ref(ak_wtype wtype, const float *src, void *dst, size_t K) {
