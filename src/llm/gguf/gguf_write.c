@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "llm/atomic_file.h"
 #include "core/le_bytes.h"
 
 #define GGUF_MAGIC "GGUF"
@@ -20,8 +21,7 @@ typedef struct wtensor {
 } wtensor;
 
 struct ak__gguf_writer {
-    FILE *f;
-    char *path, *tmp_path;
+    ak__atomic_file file;
     uint32_t alignment;
     unsigned char *meta; /* the serialized kv pairs */
     size_t meta_n, meta_cap;
@@ -240,9 +240,7 @@ ak_status ak__gguf_tensor_bytes(const ak__gguf_writer *w, uint64_t i, uint64_t *
 /* ---- the file ------------------------------------------------------------------------ */
 
 static ak_status put(ak__gguf_writer *w, const void *p, size_t n) {
-    if (n && fwrite(p, 1, n, w->f) != n)
-        return AK_FAIL(AK_ERR_IO, "writing '%s' failed (disk full?)", w->tmp_path);
-    return AK_OK;
+    return ak__atomic_write(&w->file, p, n);
 }
 
 static ak_status put_zeros(ak__gguf_writer *w, size_t n) {
@@ -320,8 +318,6 @@ static void writer_free(ak__gguf_writer *w) {
     free(w->keys);
     free(w->tensors);
     free(w->meta);
-    free(w->path);
-    free(w->tmp_path);
     free(w);
 }
 
@@ -334,30 +330,18 @@ ak_status ak__gguf_writer_open(const char *path, uint32_t alignment, ak__gguf_wr
     ak__gguf_writer *w = calloc(1, sizeof *w);
     if (!w) return AK_FAIL(AK_ERR_NO_MEMORY, "GGUF writer");
     w->alignment = alignment;
-    size_t n = strlen(path);
-    w->path = strdup(path);
-    w->tmp_path = malloc(n + 5);
-    if (!w->path || !w->tmp_path) {
-        writer_free(w);
-        return AK_FAIL(AK_ERR_NO_MEMORY, "GGUF writer");
-    }
-    memcpy(w->tmp_path, path, n);
-    memcpy(w->tmp_path + n, ".tmp", 5);
-    w->f = fopen(w->tmp_path, "wb");
-    if (!w->f) {
-        ak_status st = AK_FAIL(AK_ERR_IO, "cannot create '%s'", w->tmp_path);
+    ak_status st = ak__atomic_open(&w->file, path);
+    if (st != AK_OK) {
         writer_free(w);
         return st;
     }
-    setvbuf(w->f, NULL, _IOFBF, 1 << 20);
     *out = w;
     return AK_OK;
 }
 
 void ak__gguf_writer_abort(ak__gguf_writer *w) {
     if (!w) return;
-    if (w->f) fclose(w->f);
-    remove(w->tmp_path);
+    ak__atomic_abort(&w->file);
     writer_free(w);
 }
 
@@ -367,20 +351,11 @@ ak_status ak__gguf_writer_close(ak__gguf_writer *w) {
     if (!w->header_written) AK_CHECK_GOTO(st, write_header(w));
     if (w->cur != w->n_tensors) {
         st = AK_FAIL(AK_ERR_INVALID_ARG, "GGUF '%s': tensor '%s' has %llu of %llu bytes",
-                     w->path, w->tensors[w->cur].name, (unsigned long long)w->cur_done,
+                     w->file.path, w->tensors[w->cur].name, (unsigned long long)w->cur_done,
                      (unsigned long long)w->tensors[w->cur].size);
         goto fail;
     }
-    FILE *f = w->f;
-    w->f = NULL;
-    if (fclose(f) != 0) {
-        st = AK_FAIL(AK_ERR_IO, "writing '%s' failed (disk full?)", w->tmp_path);
-        goto fail;
-    }
-    if (rename(w->tmp_path, w->path) != 0) {
-        st = AK_FAIL(AK_ERR_IO, "cannot rename '%s' to '%s'", w->tmp_path, w->path);
-        goto fail;
-    }
+    AK_CHECK_GOTO(st, ak__atomic_commit(&w->file));
     writer_free(w);
     return AK_OK;
 fail:

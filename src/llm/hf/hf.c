@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
+#include "llm/atomic_file.h"
 #include "llm/hf/hf_internal.h"
 
 #define MAX_TEXT_FILE (1ull << 30) /* a JSON or template file larger than this is not one */
@@ -69,29 +70,17 @@ ak_status ak__hf_read_json(const char *dir, const char *name, int optional, cJSO
 }
 
 ak_status ak__hf_write_file(const char *dir, const char *name, const char *text, size_t len) {
-    char *path, *tmp;
+    char *path;
     AK_CHECK(ak__hf_path(dir, name, &path));
-    size_t n = strlen(path);
-    if (!(tmp = malloc(n + 5))) {
-        free(path);
-        return AK_FAIL(AK_ERR_NO_MEMORY, "path");
-    }
-    memcpy(tmp, path, n);
-    memcpy(tmp + n, ".tmp", 5);
-    ak_status st = AK_OK;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        st = AK_FAIL(AK_ERR_IO, "cannot create '%s'", tmp);
-    } else {
-        int bad = fwrite(text, 1, len, f) != len;
-        bad |= fclose(f) != 0;
-        if (bad) st = AK_FAIL(AK_ERR_IO, "writing '%s' failed (disk full?)", tmp);
-        else if (rename(tmp, path) != 0) st = AK_FAIL(AK_ERR_IO, "cannot rename '%s'", tmp);
-        if (st != AK_OK) remove(tmp);
-    }
-    free(tmp);
+    ak__atomic_file file;
+    ak_status st = ak__atomic_open(&file, path);
     free(path);
-    return st;
+    AK_CHECK(st);
+    if ((st = ak__atomic_write(&file, text, len)) != AK_OK) {
+        ak__atomic_abort(&file);
+        return st;
+    }
+    return ak__atomic_commit(&file);
 }
 
 /* ---- shards -------------------------------------------------------------------------- */

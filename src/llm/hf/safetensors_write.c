@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "llm/atomic_file.h"
 #include "core/le_bytes.h"
 #include "llm/hf/safetensors.h"
 
@@ -19,8 +20,7 @@ typedef struct st_entry {
 } st_entry;
 
 struct ak__st_writer {
-    FILE *f;
-    char *path, *tmp_path;
+    ak__atomic_file file;
     cJSON *meta;
     st_entry *e;
     size_t n, cap;
@@ -34,8 +34,6 @@ static void writer_free(ak__st_writer *w) {
     for (size_t i = 0; i < w->n; i++) free(w->e[i].name);
     free(w->e);
     cJSON_Delete(w->meta);
-    free(w->path);
-    free(w->tmp_path);
     free(w);
 }
 
@@ -44,22 +42,16 @@ ak_status ak__st_writer_open(const char *path, ak__st_writer **out) {
     *out = NULL;
     ak__st_writer *w = calloc(1, sizeof *w);
     if (!w) return AK_FAIL(AK_ERR_NO_MEMORY, "safetensors writer");
-    size_t n = strlen(path);
-    w->path = strdup(path);
-    w->tmp_path = malloc(n + 5);
     w->meta = cJSON_CreateObject();
-    if (!w->path || !w->tmp_path || !w->meta) {
+    if (!w->meta) {
         writer_free(w);
         return AK_FAIL(AK_ERR_NO_MEMORY, "safetensors writer");
     }
-    memcpy(w->tmp_path, path, n);
-    memcpy(w->tmp_path + n, ".tmp", 5);
-    if (!(w->f = fopen(w->tmp_path, "wb"))) {
-        ak_status st = AK_FAIL(AK_ERR_IO, "cannot create '%s'", w->tmp_path);
+    ak_status st = ak__atomic_open(&w->file, path);
+    if (st != AK_OK) {
         writer_free(w);
         return st;
     }
-    setvbuf(w->f, NULL, _IOFBF, 1 << 20);
     *out = w;
     return AK_OK;
 }
@@ -143,9 +135,7 @@ static char *header_text(ak__st_writer *w) {
 }
 
 static ak_status put(ak__st_writer *w, const void *p, size_t n) {
-    if (n && fwrite(p, 1, n, w->f) != n)
-        return AK_FAIL(AK_ERR_IO, "writing '%s' failed (disk full?)", w->tmp_path);
-    return AK_OK;
+    return ak__atomic_write(&w->file, p, n);
 }
 
 static ak_status write_header(ak__st_writer *w) {
@@ -184,8 +174,7 @@ ak_status ak__st_writer_data(ak__st_writer *w, const void *data, size_t bytes) {
 
 void ak__st_writer_abort(ak__st_writer *w) {
     if (!w) return;
-    if (w->f) fclose(w->f);
-    remove(w->tmp_path);
+    ak__atomic_abort(&w->file);
     writer_free(w);
 }
 
@@ -199,20 +188,11 @@ ak_status ak__st_writer_close(ak__st_writer *w) {
     }
     if (w->cur != w->n) {
         st = AK_FAIL(AK_ERR_INVALID_ARG, "safetensors '%s': tensor '%s' has %llu of %llu bytes",
-                     w->path, w->e[w->cur].name, (unsigned long long)w->cur_done,
+                     w->file.path, w->e[w->cur].name, (unsigned long long)w->cur_done,
                      (unsigned long long)w->e[w->cur].bytes);
         goto fail;
     }
-    FILE *f = w->f;
-    w->f = NULL;
-    if (fclose(f) != 0) {
-        st = AK_FAIL(AK_ERR_IO, "writing '%s' failed (disk full?)", w->tmp_path);
-        goto fail;
-    }
-    if (rename(w->tmp_path, w->path) != 0) {
-        st = AK_FAIL(AK_ERR_IO, "cannot rename '%s' to '%s'", w->tmp_path, w->path);
-        goto fail;
-    }
+    AK_CHECK_GOTO(st, ak__atomic_commit(&w->file));
     writer_free(w);
     return AK_OK;
 fail:
