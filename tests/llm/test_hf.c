@@ -22,39 +22,9 @@
 #include "gguf_writer.h"
 #include "llm/hf/hf.h"
 #include "llm/hf/safetensors.h"
-#include "vocab_salvage.h"
+#include "shared_vocab.h"
 
 /* ---- files and folders ----------------------------------------------------------------- */
-
-static char g_shared[4096];
-
-static int find_shared(void) {
-    const char *env = getenv("AK_SHARED_DIR");
-    if (env) snprintf(g_shared, sizeof g_shared, "%s", env);
-    else { /* this file is <repo>/tests/llm/, the data <repo>/../shared */
-        snprintf(g_shared, sizeof g_shared, "%s", __FILE__);
-        char *slash = strrchr(g_shared, '/');
-        if (slash) snprintf(slash, sizeof g_shared - (size_t)(slash - g_shared), "/../../../shared");
-    }
-    char probe[4200];
-    struct stat sb;
-    snprintf(probe, sizeof probe, "%s/llm/vocab", g_shared);
-    return stat(probe, &sb) == 0;
-}
-
-static unsigned char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0, k;
-    unsigned char *b = malloc(cap);
-    while ((k = fread(b + len, 1, cap - len, f)) > 0) {
-        len += k;
-        if (len == cap) b = realloc(b, cap *= 2);
-    }
-    fclose(f);
-    *n = len;
-    return b;
-}
 
 static void write_file(const char *dir, const char *name, const void *data, size_t n) {
     char path[512];
@@ -457,74 +427,36 @@ static void test_hf_chat_template(void **state) {
 
 /* ---- tokenizers ------------------------------------------------------------------------ */
 
-/* The shared vocabulary as a GGUF (salvaged when the shared copy is damaged, as in
- * test_tokenizer.c); `rebuilt` keeps the salvaged bytes alive. */
+/* The shared vocabulary as a GGUF; `rebuilt` keeps salvaged bytes alive. */
 static ak_gguf *open_vocab(const char *name, gw *rebuilt) {
-    char path[4300];
-    snprintf(path, sizeof path, "%s/llm/vocab/ggml-vocab-%s.gguf", g_shared, name);
-    memset(rebuilt, 0, sizeof *rebuilt);
-    ak_gguf *g;
-    if (ak_gguf_open(path, &g) == AK_OK) return g;
-    size_t n;
-    unsigned char *raw = read_all(path, &n);
-    assert_non_null(raw);
-    salvage sv;
-    assert_true(sv_walk(raw, n, &sv));
-    float *scores = NULL;
-    if (!strcmp(sv.model, "llama")) {
-        snprintf(path, sizeof path, "%s/llm/llama2c-tokenizer.bin", g_shared);
-        scores = sv_llama2c_scores(path, &sv);
-        assert_non_null(scores);
-    }
-    sv_write(&sv, scores, rebuilt);
-    free(scores);
-    sv_free(&sv);
-    free(raw);
-    assert_int_equal(ak_gguf_open_memory(rebuilt->v, rebuilt->n, &g), AK_OK);
-    return g;
+    int salvaged;
+    return open_shared_vocab(name, rebuilt, &salvaged);
 }
 
-#define SEP "\n__ggml_vocab_test__\n"
+typedef struct json_cases {
+    const char *name;
+    const ak_tokenizer *t;
+    size_t match;
+} json_cases;
+
+static void one_json_case(void *ctx, const char *text, size_t len, const char *want, size_t want_len) {
+    json_cases *c = ctx;
+    int32_t *ids = malloc((len + 8) * sizeof *ids), expected[4096];
+    size_t n, nw = parse_vocab_ids(want, want_len, expected, 4096);
+    assert_int_equal(ak_tokenizer_encode(c->t, text, len, 0, ids, len + 8, &n), AK_OK);
+    int ok = n == nw && (n == 0 || memcmp(ids, expected, n * sizeof *ids) == 0);
+    if (!ok) print_message("  %s: mismatch for \"%.*s\"\n", c->name, (int)len, text);
+    c->match += (size_t)ok;
+    free(ids);
+}
 
 /* Every .inp case of `name` must encode with `t` to its .out line. */
 static void check_vocab_cases(const char *name, const ak_tokenizer *t) {
-    char path[4300];
-    size_t ni, no;
-    snprintf(path, sizeof path, "%s/llm/vocab/ggml-vocab-%s.gguf.inp", g_shared, name);
-    char *inp = (char *)read_all(path, &ni);
-    snprintf(path, sizeof path, "%s/llm/vocab/ggml-vocab-%s.gguf.out", g_shared, name);
-    char *out = (char *)read_all(path, &no);
-    assert_non_null(inp);
-    assert_non_null(out);
-    size_t total = 0, match = 0, ip = 0, op = 0;
-    while (ip < ni && op < no) {
-        const char *sep = memmem(inp + ip, ni - ip, SEP, strlen(SEP));
-        size_t len = sep ? (size_t)(sep - (inp + ip)) : ni - ip;
-        const char *nl = memchr(out + op, '\n', no - op);
-        size_t ol = nl ? (size_t)(nl - (out + op)) : no - op;
-        int32_t *ids = malloc((len + 8) * sizeof *ids), want[4096];
-        size_t n, nw = 0;
-        assert_int_equal(ak_tokenizer_encode(t, inp + ip, len, 0, ids, len + 8, &n), AK_OK);
-        for (char *p = out + op, *end = out + op + ol; p < end && nw < 4096;) {
-            char *next;
-            long v = strtol(p, &next, 10);
-            if (next == p) break;
-            want[nw++] = (int32_t)v;
-            p = next;
-        }
-        int ok = n == nw && (n == 0 || memcmp(ids, want, n * sizeof *ids) == 0);
-        if (!ok) print_message("  %s: mismatch for \"%.*s\"\n", name, (int)len, inp + ip);
-        match += ok;
-        total++;
-        free(ids);
-        ip += len + (sep ? strlen(SEP) : 0);
-        op += ol + 1;
-    }
-    printf("tokenizer.json %-10s %zu/%zu lines match\n", name, match, total);
+    json_cases c = {name, t, 0};
+    size_t total = for_each_vocab_case(name, one_json_case, &c);
+    printf("tokenizer.json %-10s %zu/%zu lines match\n", name, c.match, total);
     assert_true(total >= 40);
-    assert_int_equal(match, total);
-    free(inp);
-    free(out);
+    assert_int_equal(c.match, total);
 }
 
 static char *gguf_cstr(const ak_gguf *g, const char *key, uint64_t i) {

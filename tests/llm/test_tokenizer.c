@@ -14,40 +14,9 @@
 
 #include "accelkit/llm.h"
 #include "gguf_writer.h"
-#include "vocab_salvage.h"
+#include "shared_vocab.h"
 
 /* ---- files --------------------------------------------------------------------------- */
-
-static char g_shared[4096];
-
-static int find_shared(void) {
-    const char *env = getenv("AK_SHARED_DIR");
-    if (env) snprintf(g_shared, sizeof g_shared, "%s", env);
-    else { /* this file is <repo>/tests/llm/, the data <repo>/../shared */
-        snprintf(g_shared, sizeof g_shared, "%s", __FILE__);
-        char *slash = strrchr(g_shared, '/');
-        if (slash) snprintf(slash, sizeof g_shared - (size_t)(slash - g_shared), "/../../../shared");
-    }
-    char probe[4200];
-    struct stat sb;
-    snprintf(probe, sizeof probe, "%s/llm/vocab", g_shared);
-    return stat(probe, &sb) == 0;
-}
-
-static unsigned char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    unsigned char *b = malloc(cap);
-    size_t k;
-    while ((k = fread(b + len, 1, cap - len, f)) > 0) {
-        len += k;
-        if (len == cap) b = realloc(b, cap *= 2);
-    }
-    fclose(f);
-    *n = len;
-    return b;
-}
 
 /* ---- loading a shared vocabulary ------------------------------------------------------ */
 
@@ -59,31 +28,8 @@ typedef struct vocab {
 } vocab;
 
 static void vocab_open(const char *name, vocab *v) {
-    char path[4300];
     memset(v, 0, sizeof *v);
-    snprintf(path, sizeof path, "%s/llm/vocab/ggml-vocab-%s.gguf", g_shared, name);
-    ak_status st = ak_gguf_open(path, &v->g);
-    if (st != AK_OK) {
-        /* the shared copies are damaged (see vocab_salvage.h): the reader must say so */
-        assert_int_equal(st, AK_ERR_INVALID_MODEL);
-        size_t n;
-        unsigned char *raw = read_all(path, &n);
-        assert_non_null(raw);
-        salvage sv;
-        assert_true(sv_walk(raw, n, &sv));
-        float *scores = NULL;
-        if (!strcmp(sv.model, "llama")) {
-            snprintf(path, sizeof path, "%s/llm/llama2c-tokenizer.bin", g_shared);
-            scores = sv_llama2c_scores(path, &sv);
-            assert_non_null(scores);
-        }
-        sv_write(&sv, scores, &v->rebuilt);
-        free(scores);
-        sv_free(&sv);
-        free(raw);
-        v->salvaged = 1;
-        assert_int_equal(ak_gguf_open_memory(v->rebuilt.v, v->rebuilt.n, &v->g), AK_OK);
-    }
+    v->g = open_shared_vocab(name, &v->rebuilt, &v->salvaged);
     assert_int_equal(ak_tokenizer_from_gguf(v->g, &v->t), AK_OK);
 }
 
@@ -94,19 +40,6 @@ static void vocab_close(vocab *v) {
 }
 
 /* ---- the .inp/.out cases --------------------------------------------------------------- */
-
-#define SEP "\n__ggml_vocab_test__\n"
-
-static size_t parse_ids(const char *line, size_t len, int32_t *ids, size_t cap) {
-    size_t n = 0;
-    for (size_t i = 0; i < len && n < cap;) {
-        while (i < len && line[i] == ' ') i++;
-        if (i >= len) break;
-        ids[n++] = (int32_t)strtol(line + i, NULL, 10);
-        while (i < len && line[i] != ' ') i++;
-    }
-    return n;
-}
 
 static void print_ids(const char *what, const int32_t *ids, size_t n) {
     printf("      %s:", what);
@@ -120,7 +53,7 @@ static int run_case(const vocab *v, const char *text, size_t len, const char *wa
     size_t cap = len + 8, n;
     int32_t *ids = malloc(cap * sizeof *ids), *exp = malloc((want_len + 1) * sizeof *exp);
     assert_int_equal(ak_tokenizer_encode(v->t, text, len, 0, ids, cap, &n), AK_OK);
-    size_t ne = parse_ids(want, want_len, exp, want_len + 1);
+    size_t ne = parse_vocab_ids(want, want_len, exp, want_len + 1);
     int ok = n == ne && (n == 0 || memcmp(ids, exp, n * sizeof *ids) == 0);
     if (!ok) {
         printf("    mismatch for \"%.*s\"\n", (int)len, text);
@@ -138,6 +71,19 @@ static int run_case(const vocab *v, const char *text, size_t len, const char *wa
     return ok;
 }
 
+typedef struct vocab_cases {
+    const vocab *v;
+    int lossless;
+    size_t match, trips;
+} vocab_cases;
+
+static void one_case(void *ctx, const char *text, size_t len, const char *want, size_t want_len) {
+    vocab_cases *c = ctx;
+    int rt;
+    c->match += (size_t)run_case(c->v, text, len, want, want_len, c->lossless, &rt);
+    c->trips += (size_t)rt;
+}
+
 /* n_vocab: the size the vocabulary is known to have (a check on the salvage, too).
  * lossless: decode(encode(x)) must give x back (WordPiece lower-cases and drops accents
  * and spacing, so there the round trips are only counted). */
@@ -151,35 +97,13 @@ static void run_vocab(const char *name, int32_t n_vocab, int lossless) {
     ak_tokenizer_info info;
     assert_int_equal(ak_tokenizer_get_info(v.t, &info), AK_OK);
     assert_int_equal(info.n_vocab, n_vocab);
-    char path[4300];
-    size_t ni, no;
-    snprintf(path, sizeof path, "%s/llm/vocab/ggml-vocab-%s.gguf.inp", g_shared, name);
-    char *inp = (char *)read_all(path, &ni);
-    snprintf(path, sizeof path, "%s/llm/vocab/ggml-vocab-%s.gguf.out", g_shared, name);
-    char *out = (char *)read_all(path, &no);
-    assert_non_null(inp);
-    assert_non_null(out);
-    size_t total = 0, match = 0, trips = 0, ip = 0, op = 0;
-    while (ip < ni) {
-        const char *sep = memmem(inp + ip, ni - ip, SEP, strlen(SEP));
-        size_t len = sep ? (size_t)(sep - (inp + ip)) : ni - ip;
-        const char *nl = memchr(out + op, '\n', no - op);
-        size_t ol = nl ? (size_t)(nl - (out + op)) : no - op;
-        assert_true(op < no); /* one expected line per case */
-        int rt;
-        match += run_case(&v, inp + ip, len, out + op, ol, lossless, &rt);
-        trips += rt;
-        total++;
-        ip += len + (sep ? strlen(SEP) : 0);
-        op += ol + 1;
-    }
+    vocab_cases c = {&v, lossless, 0, 0};
+    size_t total = for_each_vocab_case(name, one_case, &c), match = c.match, trips = c.trips;
     printf("vocab %-10s %zu/%zu lines match, %zu/%zu round trips%s\n", name, match, total, trips,
            total, v.salvaged ? " (vocabulary salvaged from the damaged shared file)" : "");
     assert_true(total >= 40);
     assert_int_equal(match, total);
     if (lossless) assert_int_equal(trips, total);
-    free(inp);
-    free(out);
     vocab_close(&v);
 }
 
