@@ -21,41 +21,7 @@
 
 #define DATA "/usr/share/libonnx-testdata/data"
 
-/* ---- counting allocator (not under AddressSanitizer, which owns malloc) ---------------- */
-
-#if defined(__SANITIZE_ADDRESS__)
-#define COUNTING 0
-#else
-#define COUNTING 1
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-static volatile int counting;
-static volatile long allocations;
-
-void *malloc(size_t n) {
-    if (counting) __atomic_add_fetch(&allocations, 1, __ATOMIC_RELAXED);
-    return __libc_malloc(n);
-}
-void *calloc(size_t n, size_t m) {
-    if (counting) __atomic_add_fetch(&allocations, 1, __ATOMIC_RELAXED);
-    return __libc_calloc(n, m);
-}
-void *realloc(void *p, size_t n) {
-    if (counting) __atomic_add_fetch(&allocations, 1, __ATOMIC_RELAXED);
-    return __libc_realloc(p, n);
-}
-int posix_memalign(void **out, size_t align, size_t n) {
-    if (counting) __atomic_add_fetch(&allocations, 1, __ATOMIC_RELAXED);
-    *out = __libc_memalign(align, n);
-    return *out ? 0 : 12;
-}
-void *aligned_alloc(size_t align, size_t n) {
-    if (counting) __atomic_add_fetch(&allocations, 1, __ATOMIC_RELAXED);
-    return __libc_memalign(align, n);
-}
-#endif
+#include "count_alloc.h"
 
 /* ---- a model and its first test_data_set ----------------------------------------------- */
 

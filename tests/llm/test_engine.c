@@ -17,27 +17,7 @@
 
 #include "accelkit/llm.h"
 
-/* ---- counting allocator (not under AddressSanitizer, which owns malloc) ---------------- */
-#if !defined(__SANITIZE_ADDRESS__)
-#define AK_COUNT_ALLOCS 1
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-static volatile int counting;
-static volatile long allocations;
-void *malloc(size_t n) {
-    if (counting) __atomic_add_fetch(&allocations, 1, __ATOMIC_RELAXED);
-    return __libc_malloc(n);
-}
-void *calloc(size_t a, size_t b) {
-    if (counting) __atomic_add_fetch(&allocations, 1, __ATOMIC_RELAXED);
-    return __libc_calloc(a, b);
-}
-void *realloc(void *p, size_t n) {
-    if (counting) __atomic_add_fetch(&allocations, 1, __ATOMIC_RELAXED);
-    return __libc_realloc(p, n);
-}
-#endif
+#include "count_alloc.h"
 
 static char g_model[512], g_draft[512];
 static ak_llm_model *g_m, *g_d;
@@ -381,7 +361,7 @@ static void test_speculative_sampled_runs(void **state) {
 
 static void test_decode_step_allocates_nothing(void **state) {
     (void)state;
-#ifdef AK_COUNT_ALLOCS
+#if COUNTING
     int32_t p[4][16];
     collected c[4];
     memset(c, 0, sizeof c);
