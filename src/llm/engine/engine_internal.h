@@ -112,6 +112,10 @@ ak_status ak__engine_spec_propose(ak_llm_engine *e);
 void ak__engine_spec_verify(ak_llm_engine *e, ak__seq *s, const float *rows);
 
 /* engine_step.c */
+/* Puts tokens[from, from + len) of `s` into the step buffers as batch sequence `slot`,
+ * starting at token index t; returns the next token index. */
+int32_t ak__engine_batch_add(ak_llm_engine *e, ak__seq *s, int32_t from, int32_t len,
+                             int32_t slot, int32_t t);
 /* Appends a sampled token, sends its event and ends the sequence when a stop holds. */
 void ak__engine_deliver(ak_llm_engine *e, ak__seq *s, int32_t token, float logprob,
                         const ak_llm_logprob *top, int32_t n_top);

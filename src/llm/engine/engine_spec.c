@@ -43,18 +43,11 @@ static ak_status draft_round(ak_llm_engine *e, ak__seq **cand, int32_t n_cand, i
         int32_t to = s->n_tokens + r, len = to - from;
         if (len > budget) len = budget;
         if (len <= 0) { s->n_draft = 0; continue; }
-        for (int32_t j = 0; j < len; ++j, ++t) {
-            e->b_tokens[t] = s->tokens[from + j];
-            e->b_pos[t] = from + j;
-            e->b_seq[t] = n_seqs;
-        }
+        t = ak__engine_batch_add(e, s, from, len, n_seqs++, t);
         budget -= len;
-        e->b_tables[n_seqs] = s->blocks;
-        e->b_len[n_seqs] = from + len;
         s->draft_cached = from + len;
         if (from + len < to) s->n_draft = 0; /* still catching up: no draft this step */
         else e->b_out[n_out++] = t - 1;
-        e->b_seqs[n_seqs++] = s;
     }
     if (t == 0) return AK_OK;
     ak__batch b = {t, e->b_tokens, e->b_pos, e->b_seq, n_seqs, e->b_tables, e->b_len, n_out, e->b_out};

@@ -120,18 +120,25 @@ static void after_forward(ak_llm_engine *e, ak__seq **seqs, int32_t n) {
 
 /* ---- the batch ------------------------------------------------------------------------------ */
 
+int32_t ak__engine_batch_add(ak_llm_engine *e, ak__seq *s, int32_t from, int32_t len,
+                             int32_t slot, int32_t t) {
+    for (int32_t j = 0; j < len; ++j, ++t) {
+        e->b_tokens[t] = s->tokens[from + j];
+        e->b_pos[t] = from + j;
+        e->b_seq[t] = slot;
+    }
+    e->b_tables[slot] = s->blocks;
+    e->b_len[slot] = from + len;
+    e->b_seqs[slot] = s;
+    return t;
+}
+
 static int32_t build_batch(ak_llm_engine *e, ak__batch *b) {
     int32_t t = 0, n_seqs = 0, n_out = 0;
     for (int32_t i = 0; i < e->n_running; ++i) {
         ak__seq *s = e->running[i];
         if (s->chunk == 0) continue;
-        for (int32_t j = 0; j < s->chunk; ++j, ++t) {
-            e->b_tokens[t] = s->tokens[s->n_cached + j];
-            e->b_pos[t] = s->n_cached + j;
-            e->b_seq[t] = n_seqs;
-        }
-        e->b_tables[n_seqs] = s->blocks;
-        e->b_len[n_seqs] = s->n_cached + s->chunk;
+        t = ak__engine_batch_add(e, s, s->n_cached, s->chunk, n_seqs, t);
         s->out_row = -1;
         if (s->n_draft > 0) { /* every position is verified */
             s->out_row = n_out;
@@ -140,7 +147,7 @@ static int32_t build_batch(ak_llm_engine *e, ak__batch *b) {
             s->out_row = n_out;
             e->b_out[n_out++] = t - 1;
         }
-        e->b_seqs[n_seqs++] = s;
+        n_seqs++;
     }
     *b = (ak__batch){t, e->b_tokens, e->b_pos, e->b_seq, n_seqs, e->b_tables, e->b_len,
                      n_out, e->b_out};
