@@ -13,13 +13,17 @@
 #include "cli/llm_cli.h"
 
 typedef struct llm_bench_args {
-    const char *model;
-    long threads, pp, tg, seqs, reps;
+    const char *model, *draft_path;
+    long threads, pp, tg, seqs, reps, gamma;
     int json, kv_f32, mixed;
+    ak_llm_model *draft; /* loaded from draft_path */
 } llm_bench_args;
 
 typedef struct llm_bench_result {
     double pp_tps, pp_gflops, tg_tps, seqs_tps, read_gbps, peak_gflops;
+    double tg_bound_pct; /* median over reps of decode ÷ the bound measured just before it */
+    double spec_tps, spec_speedup; /* --draft: speculative decode, median of per-run ratios */
+    uint64_t spec_proposed, spec_accepted;
     double kv_util; /* live tokens / token slots of the blocks held, averaged over steps */
 } llm_bench_result;
 
@@ -34,9 +38,11 @@ static void count_event(void *user, const ak_llm_event *ev) {
 }
 
 static ak_status make_engine(ak_llm_model *m, const llm_bench_args *a, int32_t seqs,
-                             ak_llm_engine **e) {
+                             ak_llm_model *draft, ak_llm_engine **e) {
     ak_llm_engine_options o;
     ak_llm_engine_options_default(&o);
+    o.draft = draft;
+    o.spec_gamma = (int32_t)a->gamma;
     o.n_threads = (int32_t)a->threads;
     o.max_seqs = seqs;
     int32_t batch = (int32_t)(a->pp > seqs ? a->pp : seqs);
@@ -93,7 +99,7 @@ static ak_status time_steps(ak_llm_engine *e, int skip, step_counter *c, double 
 
 static ak_status run_pp(ak_llm_model *m, const llm_bench_args *a, double *tps) {
     ak_llm_engine *e;
-    AK_CHECK(make_engine(m, a, 1, &e));
+    AK_CHECK(make_engine(m, a, 1, NULL, &e));
     step_counter c = {0};
     ak_status st = submit_n(e, 1, (int32_t)a->pp, 1, 0, &c);
     uint64_t t0 = ak_now_ns();
@@ -106,9 +112,10 @@ static ak_status run_pp(ak_llm_model *m, const llm_bench_args *a, double *tps) {
 
 static double g_kv_util; /* of the last batched run */
 
-static ak_status run_decode(ak_llm_model *m, const llm_bench_args *a, int32_t seqs, double *tps) {
+static ak_status run_decode_with(ak_llm_model *m, const llm_bench_args *a, int32_t seqs,
+                                 ak_llm_model *draft, double *tps, ak_llm_engine_stats *stats) {
     ak_llm_engine *e;
-    AK_CHECK(make_engine(m, a, seqs, &e));
+    AK_CHECK(make_engine(m, a, seqs, draft, &e));
     step_counter c = {0};
     double secs = 0;
     int32_t tokens = 0;
@@ -118,8 +125,32 @@ static ak_status run_decode(ak_llm_model *m, const llm_bench_args *a, int32_t se
     if (st == AK_OK) st = time_steps(e, mixed ? 0 : 1, &c, &secs, &tokens);
     *tps = secs > 0 ? tokens / secs : 0;
     if (seqs > 1) g_kv_util = c.util_steps ? c.util_sum / (double)c.util_steps : 0;
+    if (stats) ak_llm_engine_get_stats(e, stats);
     ak_llm_engine_free(e);
     return st;
+}
+
+static ak_status run_decode(ak_llm_model *m, const llm_bench_args *a, int32_t seqs, double *tps) {
+    return run_decode_with(m, a, seqs, NULL, tps, NULL);
+}
+
+/* --draft: speculative against plain decoding, the two alternating so that both see the
+ * same machine; the speed-up is the median of the per-pair ratios. */
+static ak_status run_speculative(ak_llm_model *m, const llm_bench_args *a, llm_bench_result *r) {
+    double spec[16], ratio[16];
+    int reps = a->reps < 16 ? (int)a->reps : 16;
+    for (int k = 0; k < reps; ++k) {
+        double plain;
+        ak_llm_engine_stats s;
+        AK_CHECK(run_decode(m, a, 1, &plain));
+        AK_CHECK(run_decode_with(m, a, 1, a->draft, &spec[k], &s));
+        ratio[k] = plain > 0 ? spec[k] / plain : 0;
+        r->spec_proposed += s.spec_proposed;
+        r->spec_accepted += s.spec_accepted;
+    }
+    r->spec_tps = ak_cli_median(spec, (size_t)reps);
+    r->spec_speedup = ak_cli_median(ratio, (size_t)reps);
+    return AK_OK;
 }
 
 typedef ak_status (*bench_fn)(ak_llm_model *, const llm_bench_args *, int32_t, double *);
@@ -147,16 +178,36 @@ static double prefill_flops(const ak_llm_model_info *i, double n) {
     return i->n_layers * (2.0 * n * layer + 2.0 * attention) + 2.0 * i->dim * i->n_vocab;
 }
 
-static ak_status measure_machine(const llm_bench_args *a, llm_bench_result *r) {
+static ak_status measure_bandwidth(long threads, double *gbps) {
     ak_threadpool *pool;
-    AK_CHECK(ak_threadpool_create((int)a->threads, &pool));
-    int n;
-    ak_threadpool_size(pool, &n);
-    ak_status st = ak_measure_read_bandwidth(1u << 30, pool, &r->read_gbps);
+    AK_CHECK(ak_threadpool_create((int)threads, &pool));
+    ak_status st = ak_measure_read_bandwidth(512u << 20, pool, gbps);
     ak_threadpool_free(pool);
-    AK_CHECK(st);
+    return st;
+}
+
+static ak_status measure_machine(const llm_bench_args *a, llm_bench_result *r) {
+    AK_CHECK(measure_bandwidth(a->threads, &r->read_gbps));
     AK_CHECK(ak_measure_fma_peak(200, &r->peak_gflops));
-    r->peak_gflops *= n;
+    r->peak_gflops *= (double)a->threads;
+    return AK_OK;
+}
+
+/* The VM's memory bandwidth drifts by tens of percent within seconds, so every decode run
+ * is paired with a bandwidth measurement taken just before it; the figure reported is the
+ * median of the per-run ratios. */
+static ak_status run_tg_against_bound(ak_llm_model *m, const llm_bench_args *a,
+                                      const ak_llm_model_info *info, llm_bench_result *r) {
+    double tps[16], gbps[16], pct[16];
+    int reps = a->reps < 16 ? (int)a->reps : 16;
+    for (int k = 0; k < reps; ++k) {
+        AK_CHECK(measure_bandwidth(a->threads, &gbps[k]));
+        AK_CHECK(run_decode(m, a, 1, &tps[k]));
+        pct[k] = 100 * tps[k] / (gbps[k] * 1e9 / (double)info->weight_bytes);
+    }
+    r->tg_tps = ak_cli_median(tps, (size_t)reps);
+    r->read_gbps = ak_cli_median(gbps, (size_t)reps);
+    r->tg_bound_pct = ak_cli_median(pct, (size_t)reps);
     return AK_OK;
 }
 
@@ -168,12 +219,16 @@ static void print_result(const llm_bench_args *a, const ak_llm_model_info *i,
                "\"read_gbps\": %.2f, \"fma_peak_gflops\": %.1f, \"pp\": %ld, \"pp_tps\": %.1f, "
                "\"pp_gflops\": %.1f, \"pp_peak_pct\": %.1f, \"tg\": %ld, \"tg_tps\": %.2f, "
                "\"tg_bound_tps\": %.2f, \"tg_bound_pct\": %.1f, \"seqs\": %ld, \"seqs_tps\": %.1f, "
-               "\"mixed\": %s, \"kv_util_pct\": %.1f}\n",
+               "\"mixed\": %s, \"kv_util_pct\": %.1f, \"draft\": \"%s\", \"gamma\": %ld, "
+               "\"spec_tps\": %.2f, \"spec_speedup\": %.3f, \"spec_proposed\": %llu, "
+               "\"spec_accepted\": %llu}\n",
                a->model, ak_wtype_name((ak_wtype)i->weight_type), a->threads,
                (unsigned long long)i->weight_bytes, r->read_gbps, r->peak_gflops, a->pp, r->pp_tps,
                r->pp_gflops, 100 * r->pp_gflops / r->peak_gflops, a->tg, r->tg_tps, bound,
-               100 * r->tg_tps / bound, a->seqs, r->seqs_tps, a->mixed ? "true" : "false",
-               100 * r->kv_util);
+               r->tg_bound_pct, a->seqs, r->seqs_tps, a->mixed ? "true" : "false",
+               100 * r->kv_util, a->draft_path ? a->draft_path : "", a->gamma, r->spec_tps,
+               r->spec_speedup, (unsigned long long)r->spec_proposed,
+               (unsigned long long)r->spec_accepted);
         return;
     }
     printf("model %s (%s, %.1f M params, %.1f MB of weights read per token), %ld threads\n",
@@ -184,27 +239,38 @@ static void print_result(const llm_bench_args *a, const ak_llm_model_info *i,
         printf("pp%-4ld %9.1f t/s  %7.1f GFLOP/s  %5.1f %% of the FMA peak\n", a->pp, r->pp_tps,
                r->pp_gflops, 100 * r->pp_gflops / r->peak_gflops);
     if (a->tg > 0)
-        printf("tg%-4ld %9.2f t/s  bound %.2f t/s  %5.1f %% of the bandwidth bound\n", a->tg, r->tg_tps,
-           bound, 100 * r->tg_tps / bound);
+        printf("tg%-4ld %9.2f t/s  bound %.2f t/s  %5.1f %% of the bandwidth bound (median of "
+               "per-run ratios)\n", a->tg, r->tg_tps, bound, r->tg_bound_pct);
     if (a->seqs > 1)
         printf("%ld seqs%s %7.1f t/s aggregate, KV memory held by live tokens %.1f %%\n", a->seqs,
                a->mixed ? " (mixed lengths)" : "", r->seqs_tps, 100 * r->kv_util);
+    if (a->draft)
+        printf("speculative (draft %s, gamma %ld) %7.2f t/s  %.2fx plain decode (median of "
+               "paired runs), %llu/%llu drafts accepted\n", a->draft_path, a->gamma, r->spec_tps,
+               r->spec_speedup, (unsigned long long)r->spec_accepted,
+               (unsigned long long)r->spec_proposed);
 }
 
-static int bench(const llm_bench_args *a) {
+static int bench(llm_bench_args *a) {
     ak_llm_model *m;
     ak_status st = ak_llm_model_load(a->model, &m);
     if (st != AK_OK) return ak_cli_report(a->model, st);
+    if (a->draft_path && (st = ak_llm_model_load(a->draft_path, &a->draft)) != AK_OK) {
+        ak_llm_model_free(m);
+        return ak_cli_report(a->draft_path, st);
+    }
     ak_llm_model_info info;
     ak_llm_model_get_info(m, &info);
     llm_bench_result r = {0};
     st = measure_machine(a, &r);
     if (st == AK_OK && a->pp > 0) st = median_of(run_pp_adapter, m, a, 1, &r.pp_tps);
     if (a->pp > 0) r.pp_gflops = r.pp_tps / (double)a->pp * prefill_flops(&info, (double)a->pp) * 1e-9;
-    if (st == AK_OK && a->tg > 0) st = median_of(run_decode, m, a, 1, &r.tg_tps);
+    if (st == AK_OK && a->tg > 0) st = run_tg_against_bound(m, a, &info, &r);
     if (st == AK_OK && a->seqs > 1) st = median_of(run_decode, m, a, (int32_t)a->seqs, &r.seqs_tps);
+    if (st == AK_OK && a->draft && a->tg > 0) st = run_speculative(m, a, &r);
     r.kv_util = g_kv_util;
     ak_llm_model_free(m);
+    ak_llm_model_free(a->draft);
     if (st != AK_OK) return ak_cli_report("bench llm", st);
     print_result(a, &info, &r);
     return AK_EXIT_OK;
@@ -214,7 +280,7 @@ int ak_bench_llm(int argc, char **argv) {
     for (int i = 1; i < argc; ++i)
         if (!strcmp(argv[i], "--concurrency") || !strcmp(argv[i], "--url"))
             return ak_bench_llm_server(argc, argv);
-    llm_bench_args a = {NULL, ak_cli_bench_threads(), 128, 64, 0, 3, 0, 0, 0};
+    llm_bench_args a = {.threads = ak_cli_bench_threads(), .pp = 128, .tg = 64, .reps = 3, .gamma = 4};
     for (int i = 1; i < argc; ++i) {
         int rc = 0;
         if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) a.model = argv[++i];
@@ -223,6 +289,8 @@ int ak_bench_llm(int argc, char **argv) {
         else if (!strcmp(argv[i], "-n")) rc = ak_cli_flag_int(argc, argv, &i, 0, 65536, &a.tg);
         else if (!strcmp(argv[i], "--seqs")) rc = ak_cli_flag_int(argc, argv, &i, 0, 4096, &a.seqs);
         else if (!strcmp(argv[i], "--reps")) rc = ak_cli_flag_int(argc, argv, &i, 1, 16, &a.reps);
+        else if (!strcmp(argv[i], "--draft") && i + 1 < argc) a.draft_path = argv[++i];
+        else if (!strcmp(argv[i], "--gamma")) rc = ak_cli_flag_int(argc, argv, &i, 1, 16, &a.gamma);
         else if (!strcmp(argv[i], "--json")) a.json = 1;
         else if (!strcmp(argv[i], "--kv-f32")) a.kv_f32 = 1;
         else if (!strcmp(argv[i], "--mixed")) a.mixed = 1;
@@ -231,7 +299,8 @@ int ak_bench_llm(int argc, char **argv) {
     }
     if (!a.model) {
         fprintf(stderr, "usage: ak bench llm -m MODEL [-t threads] [-p 128] [-n 64] [--seqs N] "
-                "[--reps 3] [--mixed] [--kv-f32] [--json] | --url URL --concurrency N ...\n");
+                "[--reps 3] [--mixed] [--kv-f32] [--draft MODEL [--gamma 4]] [--json] | --url URL "
+                "--concurrency N ...\n");
         return AK_EXIT_ERROR;
     }
     return bench(&a);

@@ -29,25 +29,62 @@ static const float *block_rows(const ak__kv_cache *kv, const void *base, int32_t
     return buf;
 }
 
-/* The hot loops get an AVX2+FMA clone chosen at load time (ifunc), the portable build
- * stays SSE2. */
+/* The hot loops get an AVX+FMA clone chosen at load time (ifunc), the portable build
+ * stays SSE2. The clone is named by the "fma" feature, not "arch=haswell": GCC
+ * dispatches arch= clones by CPU model, so AMD processors would get the SSE2 copy. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define AK_HOT_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#define AK_HOT_CLONES __attribute__((target_clones("fma", "default")))
 #else
 #define AK_HOT_CLONES
 #endif
 
+/* Eight floats at any 4-byte alignment (GNU vector extension: the "fma" clone compiles
+ * it to 256-bit AVX operations, the default one to SSE pairs). */
+typedef float v8f __attribute__((vector_size(32), aligned(4), may_alias));
+
+#define load8(p) (*(const v8f *)(const void *)(p))
+
+static inline float hsum8(v8f v) {
+    return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+}
+
 static inline float dot(const float *a, const float *b, int32_t n) {
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    v8f s0 = {0}, s1 = {0};
     int32_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += a[i] * b[i];
-        s1 += a[i + 1] * b[i + 1];
-        s2 += a[i + 2] * b[i + 2];
-        s3 += a[i + 3] * b[i + 3];
+    for (; i + 16 <= n; i += 16) {
+        s0 += load8(a + i) * load8(b + i);
+        s1 += load8(a + i + 8) * load8(b + i + 8);
     }
-    for (; i < n; ++i) s0 += a[i] * b[i];
-    return (s0 + s1) + (s2 + s3);
+    for (; i + 8 <= n; i += 8) s0 += load8(a + i) * load8(b + i);
+    float s = hsum8(s0 + s1);
+    for (; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
+/* o[0..hd) += Σ_j p[j]·v[j][0..hd), 32 outputs at a time held in registers across j. */
+static inline void add_weighted_rows(float *o, const float *p, const float *v, int32_t nn,
+                                     int32_t hd) {
+    int32_t d = 0;
+    for (; d + 32 <= hd; d += 32) {
+        v8f a0 = load8(o + d), a1 = load8(o + d + 8), a2 = load8(o + d + 16), a3 = load8(o + d + 24);
+        for (int32_t j = 0; j < nn; ++j) {
+            const float *vr = v + (size_t)j * (size_t)hd + d;
+            float pj = p[j];
+            a0 += pj * load8(vr);
+            a1 += pj * load8(vr + 8);
+            a2 += pj * load8(vr + 16);
+            a3 += pj * load8(vr + 24);
+        }
+        *(v8f *)(void *)(o + d) = a0;
+        *(v8f *)(void *)(o + d + 8) = a1;
+        *(v8f *)(void *)(o + d + 16) = a2;
+        *(v8f *)(void *)(o + d + 24) = a3;
+    }
+    for (; d < hd; ++d) {
+        float a = o[d];
+        for (int32_t j = 0; j < nn; ++j) a += p[j] * v[(size_t)j * (size_t)hd + d];
+        o[d] = a;
+    }
 }
 
 /* A tile: up to AK_ATTN_TILE consecutive batch tokens of one sequence (ascending
@@ -108,14 +145,9 @@ AK_HOT_CLONES static void values_pass(const tile *w, float *vbuf) {
         for (int32_t ti = 0; ti < w->nt; ++ti) {
             int32_t len = a->batch->pos[w->t0 + ti] + 1;
             int32_t nn = len - start < n ? len - start : n;
-            for (int32_t h = 0; h < w->group && nn > 0; ++h) {
-                float *o = a->out + head_at(w, ti, h);
-                const float *p = tile_row(w, ti, h) + start;
-                for (int32_t j = 0; j < nn; ++j) {
-                    const float *vr = vrows + (size_t)j * (size_t)hd;
-                    for (int32_t d = 0; d < hd; ++d) o[d] += p[j] * vr[d];
-                }
-            }
+            for (int32_t h = 0; h < w->group && nn > 0; ++h)
+                add_weighted_rows(a->out + head_at(w, ti, h), tile_row(w, ti, h) + start, vrows,
+                                  nn, hd);
         }
     }
 }

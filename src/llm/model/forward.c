@@ -147,7 +147,7 @@ static void rope_rows(const ak_llm_model *m, float *x, int32_t T, int32_t n_head
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("arch=haswell", "default")))
+__attribute__((target_clones("fma", "default")))
 #endif
 static void swiglu_range(void *ctx, size_t begin, size_t end, int thread_index) {
     (void)thread_index;
