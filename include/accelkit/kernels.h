@@ -117,6 +117,22 @@ AK_API ak_status ak_linear(ak_wtype wtype, const void *W, size_t N, size_t K, co
                            size_t ldx, size_t T, float *Y, size_t ldy, int accumulate,
                            ak_threadpool *pool);
 
+/* One weight matrix of ak_linear_multi and where its outputs go. */
+typedef struct ak_linear_out {
+    const void *W; /* N rows of K elements */
+    size_t N;
+    float *Y;      /* (T, N), row stride ldy ≥ N */
+    size_t ldy;
+} ak_linear_out;
+
+/* Several linear layers of one input, e.g. a transformer's Q, K and V projections: as
+ * ak_linear for each of outs[0..n_outs), all in `wtype` storage, but with the
+ * activations quantized once and the rows of all matrices split over the pool in one
+ * parallel region (one wake-up of the workers instead of one per matrix). */
+AK_API ak_status ak_linear_multi(ak_wtype wtype, size_t K, const float *X, size_t ldx, size_t T,
+                                 const ak_linear_out *outs, size_t n_outs, int accumulate,
+                                 ak_threadpool *pool);
+
 /* ---- machine limits (for benchmarks and ak sysinfo) ---------------------------------- */
 
 /* FP32 FMA peak of one core in GFLOP/s, measured with independent FMA chains for about

@@ -230,54 +230,107 @@ static ak_status restride_x(ak__linear_job *job) {
     return AK_OK;
 }
 
-/* ---- splitting the work: N over the threads ------------------------------------------ */
+/* ---- splitting the work: the rows of all matrices over the threads --------------------- */
+
+enum { MAX_MULTI = 8 }; /* matrices of one ak_linear_multi call */
 
 typedef struct par_ctx {
     ak__linear_fn fn;
-    const ak__linear_job *job;
-    size_t N;
+    ak__linear_job jobs[MAX_MULTI]; /* one per matrix, sharing X (or its quantized copy) */
+    size_t first_unit[MAX_MULTI + 1]; /* matrix i owns units [first_unit[i], first_unit[i+1]) */
+    size_t n_jobs;
 } par_ctx;
 
+/* Units [begin, end) of the concatenated row space, matrix by matrix. */
 static void run_units(void *vctx, size_t begin, size_t end, int thread_index) {
     const par_ctx *c = vctx;
     (void)thread_index;
-    size_t n1 = end * ROW_UNIT < c->N ? end * ROW_UNIT : c->N;
-    c->fn(c->job, begin * ROW_UNIT, n1);
+    for (size_t i = 0; i < c->n_jobs && begin < end; i++) {
+        size_t u0 = c->first_unit[i], u1 = c->first_unit[i + 1];
+        if (begin >= u1) continue;
+        size_t stop = end < u1 ? end : u1, N = (u1 - u0) * ROW_UNIT;
+        size_t n1 = (stop - u0) * ROW_UNIT;
+        N = c->jobs[i].N < N ? c->jobs[i].N : N;
+        c->fn(&c->jobs[i], (begin - u0) * ROW_UNIT, n1 < N ? n1 : N);
+        begin = stop;
+    }
 }
 
-/* Splits the columns over the pool, or runs them here when the call is small. */
-static void run_columns(ak__linear_fn fn, const ak__linear_job *job, size_t N,
-                        ak_threadpool *pool) {
+/* Splits the rows over the pool, or runs them here when the call is small. */
+static void run_columns(par_ctx *c, ak_threadpool *pool) {
     int nthreads = 1;
-    size_t units = div_up(N, ROW_UNIT);
-    if (N * job->row_bytes * job->T >= PARALLEL_MIN_BYTES && units > 1) {
+    size_t units = c->first_unit[c->n_jobs], bytes = 0;
+    for (size_t i = 0; i < c->n_jobs; i++) bytes += c->jobs[i].N * c->jobs[i].row_bytes;
+    size_t T = c->jobs[0].T;
+    if (bytes * T >= PARALLEL_MIN_BYTES && units > 1) {
         if (!pool && ak_threadpool_global(&pool) != AK_OK) pool = NULL;
         if (pool && ak_threadpool_size(pool, &nthreads) != AK_OK) nthreads = 1;
     }
-    par_ctx c = {fn, job, N};
-    size_t grain = div_up(units, (size_t)nthreads * (job->T == 1 ? CHUNKS_PER_THREAD : 1));
-    if (nthreads <= 1 || ak_threadpool_parallel_for(pool, units, grain, run_units, &c) != AK_OK)
-        run_units(&c, 0, units, 0);
+    size_t grain = div_up(units, (size_t)nthreads * (T == 1 ? CHUNKS_PER_THREAD : 1));
+    if (nthreads <= 1 || ak_threadpool_parallel_for(pool, units, grain, run_units, c) != AK_OK)
+        run_units(c, 0, units, 0);
+}
+
+/* The shared input of a call: validated against every output, quantized or restrided
+ * once into job (whose W, N, Y, ldy the caller fills per matrix). */
+static ak_status prepare_input(const ak__kernels *k, ak_wtype wtype, ak__linear_job *job) {
+    if (is_quantized(wtype)) return quantize_x(k, wtype, job);
+    return restride_x(job);
 }
 
 ak_status ak_linear(ak_wtype wtype, const void *W, size_t N, size_t K, const float *X,
                     size_t ldx, size_t T, float *Y, size_t ldy, int accumulate,
                     ak_threadpool *pool) {
+    ak_linear_out out = {W, N, Y, ldy};
+    return ak_linear_multi(wtype, K, X, ldx, T, &out, 1, accumulate, pool);
+}
+
+/* The outputs of one call must not overlap each other (each was checked against X, W). */
+static ak_status check_outputs_apart(const ak_linear_out *outs, size_t n_outs, size_t T) {
+    for (size_t i = 0; i < n_outs; i++)
+        for (size_t j = i + 1; j < n_outs; j++) {
+            if (!outs[i].N || !outs[j].N) continue;
+            AK_CHECK(ak__check_overlap("ak_linear_multi", "Y", outs[i].Y,
+                                       extent_bytes(T, outs[i].ldy, outs[i].N, sizeof(float)),
+                                       "another Y", outs[j].Y,
+                                       extent_bytes(T, outs[j].ldy, outs[j].N, sizeof(float)), 0));
+        }
+    return AK_OK;
+}
+
+ak_status ak_linear_multi(ak_wtype wtype, size_t K, const float *X, size_t ldx, size_t T,
+                          const ak_linear_out *outs, size_t n_outs, int accumulate,
+                          ak_threadpool *pool) {
     size_t rb = 0;
     AK_ENSURE_INIT();
-    AK_CHECK(linear_validate(wtype, W, N, K, X, ldx, T, Y, ldy, &rb));
-    if (N == 0 || T == 0) return AK_OK;
-    if (K == 0) {
-        linear_empty(N, T, Y, ldy, accumulate);
-        return AK_OK;
+    AK_ARG_CHECK(outs && n_outs >= 1 && n_outs <= MAX_MULTI,
+                 "ak_linear_multi: %zu outputs (1 to %d)", n_outs, (int)MAX_MULTI);
+    size_t live = 0;
+    for (size_t i = 0; i < n_outs; i++) {
+        AK_CHECK(linear_validate(wtype, outs[i].W, outs[i].N, K, X, ldx, T, outs[i].Y,
+                                 outs[i].ldy, &rb));
+        if (outs[i].N == 0 || T == 0) continue;
+        if (K == 0) linear_empty(outs[i].N, T, outs[i].Y, outs[i].ldy, accumulate);
+        else live++;
     }
+    if (live == 0) return AK_OK;
+    AK_CHECK(check_outputs_apart(outs, n_outs, T));
     const ak__kernels *k = ak__kernels_active();
-    ak__linear_job job = {.W = W, .row_bytes = rb, .K = K, .T = T, .X = X, .ldx = ldx,
-                          .Y = Y, .ldy = ldy, .accumulate = accumulate != 0};
-    if (is_quantized(wtype))
-        AK_CHECK(quantize_x(k, wtype, &job));
-    else
-        AK_CHECK(restride_x(&job));
-    run_columns(k->linear[ak__linear_slot(wtype)], &job, N, pool);
+    par_ctx c = {.fn = k->linear[ak__linear_slot(wtype)]};
+    ak__linear_job input = {.row_bytes = rb, .K = K, .T = T, .X = X, .ldx = ldx,
+                            .accumulate = accumulate != 0};
+    AK_CHECK(prepare_input(k, wtype, &input));
+    for (size_t i = 0; i < n_outs; i++) {
+        if (outs[i].N == 0) continue;
+        ak__linear_job *j = &c.jobs[c.n_jobs];
+        *j = input;
+        j->W = outs[i].W;
+        j->N = outs[i].N;
+        j->Y = outs[i].Y;
+        j->ldy = outs[i].ldy;
+        c.first_unit[c.n_jobs + 1] = c.first_unit[c.n_jobs] + div_up(outs[i].N, ROW_UNIT);
+        c.n_jobs++;
+    }
+    run_columns(&c, pool);
     return AK_OK;
 }

@@ -35,6 +35,7 @@ enum { AK__LIN_F32, AK__LIN_F16, AK__LIN_BF16, AK__LIN_Q8_0, AK__LIN_Q4_0 };
 typedef struct ak__linear_job {
     const uint8_t *W;  /* (N, K) weights, row n at W + n·row_bytes */
     size_t row_bytes, K, T;
+    size_t N;          /* rows of W (the driver's; kernels get their range [n0, n1)) */
     const float *X;    /* (T, K) f32 activations, row stride ldx (f32/f16/bf16 weights) */
     size_t ldx;
     /* quantized activations (Q8_0/Q4_0 weights), token t's K/32 blocks: the scales (f16

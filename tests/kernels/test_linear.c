@@ -174,8 +174,9 @@ typedef struct lin_case {
     int8_t *xq;
 } lin_case;
 
-static lin_case case_make(ak_wtype wtype, size_t N, size_t K, size_t T, int accumulate,
-                          size_t pad, uint64_t seed) {
+/* x: the activations to use (T rows of stride K + pad), or NULL for random ones. */
+static lin_case case_make_x(ak_wtype wtype, size_t N, size_t K, size_t T, int accumulate,
+                            size_t pad, uint64_t seed, const float *x_given) {
     lin_case c = {.wtype = wtype, .N = N, .K = K, .T = T, .ldx = K + pad, .ldy = N + 2 * pad,
                   .accumulate = accumulate};
     c.rb = row_bytes_of(wtype, K);
@@ -188,6 +189,7 @@ static lin_case case_make(ak_wtype wtype, size_t N, size_t K, size_t T, int accu
     for (size_t n = 0; n < N; n++)
         assert_int_equal(ak_dequantize_row(wtype, c.W + n * c.rb, wd + n * K, K), AK_OK);
     c.X = rand_floats(T * c.ldx, &seed, 2.0f);
+    if (x_given) memcpy(c.X, x_given, T * c.ldx * sizeof(float));
     c.Y0 = rand_floats(T * c.ldy, &seed, 4.0f);
     if (!accumulate) /* Y = must ignore the old content */
         for (size_t i = 0; i < T * c.ldy; i++) c.Y0[i] = NAN;
@@ -229,6 +231,11 @@ static lin_case case_make(ak_wtype wtype, size_t N, size_t K, size_t T, int accu
     free(wd);
     free(xv);
     return c;
+}
+
+static lin_case case_make(ak_wtype wtype, size_t N, size_t K, size_t T, int accumulate,
+                          size_t pad, uint64_t seed) {
+    return case_make_x(wtype, N, K, T, accumulate, pad, seed, NULL);
 }
 
 static void case_free(lin_case *c) {
@@ -363,6 +370,41 @@ static void test_public_threads(void **state) {
     case_free(&c);
 }
 
+/* ak_linear_multi: three matrices of one input (row counts like Q, K, V; the middle one
+ * smaller than a scheduling unit) against each one's reference, on 1 and 2 threads. */
+static void test_multi(void **state) {
+    (void)state;
+    static const size_t Ns[] = {200, 9, 64};
+    uint64_t seed = 900;
+    for (int nt = 1; nt <= 2; nt++) {
+        ak_threadpool *pool;
+        assert_int_equal(ak_threadpool_create(nt, &pool), AK_OK);
+        for (size_t w = 0; w < COUNT(wtypes); w++)
+            for (size_t t = 0; t < COUNT(Ts); t++) {
+                lin_case c[3];
+                ak_linear_out outs[3];
+                guarded_buf g[3];
+                int acc = (int)(t & 1);
+                for (int i = 0; i < 3; i++) {
+                    c[i] = case_make_x(wtypes[w], Ns[i], 256, Ts[t], acc, 1, seed++,
+                                       i ? c[0].X : NULL);
+                    g[i] = guarded_alloc(c[i].T * c[i].ldy * sizeof(float), 0);
+                    memcpy(g[i].data, c[i].Y0, c[i].T * c[i].ldy * sizeof(float));
+                    outs[i] = (ak_linear_out){c[i].W, c[i].N, g[i].data, c[i].ldy};
+                }
+                assert_int_equal(ak_linear_multi(wtypes[w], 256, c[0].X, c[0].ldx, Ts[t], outs,
+                                                 3, acc, pool), AK_OK);
+                for (int i = 0; i < 3; i++) {
+                    check_y(&c[i], g[i].data, "ak_linear_multi");
+                    assert_true(guarded_intact(&g[i]));
+                    guarded_free(&g[i]);
+                    case_free(&c[i]);
+                }
+            }
+        ak_threadpool_free(pool);
+    }
+}
+
 /* Rows of a multiple of 4 KiB with many tokens: the driver copies float activations
  * to a padded stride and pads the quantized ones, on 1 and 2 threads. */
 static void test_aliasing_rows(void **state) {
@@ -432,6 +474,16 @@ static void test_bad_args(void **state) {
     expect_invalid(ak_linear(AK_WTYPE_F32, W, SIZE_MAX / 8, 32, X, 32, 1, Y, SIZE_MAX / 8, 0,
                              NULL));
     expect_invalid(ak_linear(AK_WTYPE_F16, W, 2, 32, X, SIZE_MAX / 2, 3, Y, 2, 0, NULL));
+    /* ak_linear_multi: no outputs, too many, NULL, overlapping outputs, a bad one */
+    ak_linear_out outs[9];
+    for (int i = 0; i < 9; i++) outs[i] = (ak_linear_out){W, 2, Y + 2 * i, 2};
+    expect_invalid(ak_linear_multi(AK_WTYPE_F32, 32, X, 32, 1, outs, 0, 0, NULL));
+    expect_invalid(ak_linear_multi(AK_WTYPE_F32, 32, X, 32, 1, outs, 9, 0, NULL));
+    expect_invalid(ak_linear_multi(AK_WTYPE_F32, 32, X, 32, 1, NULL, 1, 0, NULL));
+    outs[1].Y = Y + 1;
+    expect_invalid(ak_linear_multi(AK_WTYPE_F32, 32, X, 32, 1, outs, 2, 0, NULL));
+    outs[1] = (ak_linear_out){W, 2, NULL, 2};
+    expect_invalid(ak_linear_multi(AK_WTYPE_F32, 32, X, 32, 1, outs, 2, 0, NULL));
 }
 
 static int setup(void **state) {
@@ -447,6 +499,7 @@ int main(void) {
         cmocka_unit_test(test_round_trip_bounds),
         cmocka_unit_test(test_kernels_vs_ref),
         cmocka_unit_test(test_public_threads),
+        cmocka_unit_test(test_multi),
         cmocka_unit_test(test_aliasing_rows),
         cmocka_unit_test(test_empty),
         cmocka_unit_test(test_bad_args),

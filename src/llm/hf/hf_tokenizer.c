@@ -285,7 +285,7 @@ static int cfg_flag(const cJSON *obj, const char *key, int *flag) {
 }
 
 /* TemplateProcessing's "single": special tokens before the sequence are BOS, after it EOS. */
-static void template_flags(const hf_tok *x, int *add_bos, int *add_eos) {
+static void template_flags(hf_tok *x, int *add_bos, int *add_eos) {
     const cJSON *tp = find_part(ak__json_get(x->json, "post_processor"), "processors",
                                 "TemplateProcessing");
     const cJSON *single = tp ? ak__json_get(tp, "single") : NULL;
@@ -357,7 +357,7 @@ static ak_status assemble(hf_tok *x, int32_t min_vocab) {
     int spm = is_spm_style(x);
     ak__tok_spec_defaults(&x->spec, spm ? AK_TOKENIZER_SPM : AK_TOKENIZER_BPE);
     if (!spm) AK_CHECK(read_pretok(x));
-    int32_t n;
+    int32_t n = 0;
     AK_CHECK(vocab_size(x, min_vocab, &n));
     x->spec.n_vocab = n;
     AK_CHECK(fill_vocab(x, n));

@@ -9,8 +9,20 @@
 #include "core/half.h"
 #include "llm/model/attention.h"
 #include "llm/model/exp_approx.h"
+#include "llm/model/hot_loops.h"
 
-enum { AK_ATTN_TILE = 16 }; /* query tokens of one sequence sharing each K/V block read */
+enum { AK_ATTN_TILE = 16 };
+
+int ak__hot_loops_avx2(void) {
+    static _Atomic int cached = -1;
+    int v = cached;
+    if (v < 0) {
+        ak_cpu_info info;
+        v = ak_cpu_get_info(&info) == AK_OK && info.active_isa >= AK_ISA_AVX2;
+        cached = v;
+    }
+    return v;
+} /* query tokens of one sequence sharing each K/V block read */
 
 size_t ak__attention_scratch_floats(int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                                     int32_t block_size, int32_t max_context) {
@@ -29,26 +41,11 @@ static const float *block_rows(const ak__kv_cache *kv, const void *base, int32_t
     return buf;
 }
 
-/* The hot loops get an AVX+FMA clone chosen at load time (ifunc), the portable build
- * stays SSE2. The clone is named by the "fma" feature, not "arch=haswell": GCC
- * dispatches arch= clones by CPU model, so AMD processors would get the SSE2 copy. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define AK_HOT_CLONES __attribute__((target_clones("fma", "default")))
-#else
-#define AK_HOT_CLONES
-#endif
+typedef ak__v8f v8f;
+#define load8 ak__load8
+#define hsum8 ak__hsum8
 
-/* Eight floats at any 4-byte alignment (GNU vector extension: the "fma" clone compiles
- * it to 256-bit AVX operations, the default one to SSE pairs). */
-typedef float v8f __attribute__((vector_size(32), aligned(4), may_alias));
-
-#define load8(p) (*(const v8f *)(const void *)(p))
-
-static inline float hsum8(v8f v) {
-    return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
-}
-
-static inline float dot(const float *a, const float *b, int32_t n) {
+AK_HOT_INLINE float dot(const float *a, const float *b, int32_t n) {
     v8f s0 = {0}, s1 = {0};
     int32_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -62,7 +59,7 @@ static inline float dot(const float *a, const float *b, int32_t n) {
 }
 
 /* o[0..hd) += Σ_j p[j]·v[j][0..hd), 32 outputs at a time held in registers across j. */
-static inline void add_weighted_rows(float *o, const float *p, const float *v, int32_t nn,
+AK_HOT_INLINE void add_weighted_rows(float *o, const float *p, const float *v, int32_t nn,
                                      int32_t hd) {
     int32_t d = 0;
     for (; d + 32 <= hd; d += 32) {
@@ -75,10 +72,10 @@ static inline void add_weighted_rows(float *o, const float *p, const float *v, i
             a2 += pj * load8(vr + 16);
             a3 += pj * load8(vr + 24);
         }
-        *(v8f *)(void *)(o + d) = a0;
-        *(v8f *)(void *)(o + d + 8) = a1;
-        *(v8f *)(void *)(o + d + 16) = a2;
-        *(v8f *)(void *)(o + d + 24) = a3;
+        ak__store8(o + d, a0);
+        ak__store8(o + d + 8, a1);
+        ak__store8(o + d + 16, a2);
+        ak__store8(o + d + 24, a3);
     }
     for (; d < hd; ++d) {
         float a = o[d];
@@ -104,7 +101,7 @@ static size_t head_at(const tile *w, int32_t ti, int32_t h) {
     return (size_t)(w->t0 + ti) * (size_t)w->q_stride + (size_t)(w->g * w->group + h) * (size_t)w->hd;
 }
 
-AK_HOT_CLONES static void scores_pass(const tile *w, float *kbuf) {
+AK_HOT_BODY void scores_pass_body(const tile *w, float *kbuf) {
     const ak__attention_args *a = w->a;
     int32_t bs = a->kv->block_size;
     for (int32_t start = 0; start < w->len_max; start += bs) {
@@ -121,20 +118,35 @@ AK_HOT_CLONES static void scores_pass(const tile *w, float *kbuf) {
         }
     }
 }
+AK_HOT_TWIN(scores_pass, (const tile *w, float *kbuf), (w, kbuf))
 
-AK_HOT_CLONES static void softmax(float *s, int32_t n) {
+
+AK_HOT_BODY void softmax_body(float *s, int32_t n) {
+    v8f m8 = (v8f){0} + s[0];
+    int32_t j = 0;
+    for (; j + 8 <= n; j += 8) m8 = ak__select8(load8(s + j) > m8, load8(s + j), m8);
     float mx = s[0];
-    for (int32_t j = 1; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
-    float sum = 0;
-    for (int32_t j = 0; j < n; ++j) {
+    for (int32_t i = 0; i < 8 && n >= 8; ++i) mx = m8[i] > mx ? m8[i] : mx;
+    for (; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
+    v8f sum8 = {0};
+    for (j = 0; j + 8 <= n; j += 8) {
+        v8f e = ak__exp_approx8(load8(s + j) - mx);
+        ak__store8(s + j, e);
+        sum8 += e;
+    }
+    float sum = hsum8(sum8);
+    for (; j < n; ++j) {
         s[j] = ak__exp_approx(s[j] - mx);
         sum += s[j];
     }
     float inv = 1.0f / sum;
-    for (int32_t j = 0; j < n; ++j) s[j] *= inv;
+    for (j = 0; j < n; ++j) s[j] *= inv;
 }
 
-AK_HOT_CLONES static void values_pass(const tile *w, float *vbuf) {
+AK_HOT_TWIN(softmax, (float *s, int32_t n), (s, n))
+
+
+AK_HOT_BODY void values_pass_body(const tile *w, float *vbuf) {
     const ak__attention_args *a = w->a;
     int32_t bs = a->kv->block_size, hd = w->hd;
     for (int32_t ti = 0; ti < w->nt; ++ti)
@@ -151,6 +163,8 @@ AK_HOT_CLONES static void values_pass(const tile *w, float *vbuf) {
         }
     }
 }
+AK_HOT_TWIN(values_pass, (const tile *w, float *vbuf), (w, vbuf))
+
 
 typedef struct tiles_ctx {
     const ak__attention_args *a;

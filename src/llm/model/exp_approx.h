@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "llm/model/hot_loops.h"
+
 static inline float ak__exp_approx(float x) {
     x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
     /* round to nearest by the 1.5·2^23 trick: plain adds, so every SIMD level vectorizes it */
@@ -24,6 +26,25 @@ static inline float ak__exp_approx(float x) {
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
+}
+
+/* The same on eight lanes, bit for bit (selects instead of the clamp's branches, which
+ * the compiler does not turn into vector code). */
+AK_HOT_INLINE ak__v8f ak__exp_approx8(ak__v8f x) {
+    const ak__v8f lo = (ak__v8f){0} - 87.0f, hi = (ak__v8f){0} + 88.0f;
+    x = ak__select8(x < lo, lo, x);
+    x = ak__select8(x > hi, hi, x);
+    ak__v8f n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    ak__v8f r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    ak__v8f p = (ak__v8f){0} + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    ak__v8i bits = (__builtin_convertvector(n, ak__v8i) + 127) << 23;
+    return p * (ak__v8f)bits;
 }
 
 #endif /* AK_LLM_MODEL_EXP_APPROX_H */

@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "llm/model/attention.h"
 #include "llm/model/exp_approx.h"
+#include "llm/model/hot_loops.h"
 #include "llm/model/model.h"
 
 struct ak__forward_ws {
@@ -110,6 +111,23 @@ static ak_status linear(const ak__matrix *w, const float *x, int32_t T, float *y
                      (size_t)T, y, (size_t)w->rows, acc, pool);
 }
 
+/* Several projections of one input (Q, K, V; gate, up) in one call when their weights
+ * share a storage type, so the pool wakes once and quantized activations are made once. */
+static ak_status linear_group(const ak__matrix *const *w, float *const *y, int n,
+                              const float *x, int32_t T, ak_threadpool *pool) {
+    ak_linear_out outs[3];
+    int same = 1;
+    for (int i = 0; i < n; ++i) {
+        outs[i] = (ak_linear_out){w[i]->data, (size_t)w[i]->rows, y[i], (size_t)w[i]->rows};
+        same &= w[i]->type == w[0]->type && w[i]->cols == w[0]->cols;
+    }
+    if (same)
+        return ak_linear_multi(w[0]->type, (size_t)w[0]->cols, x, (size_t)w[0]->cols, (size_t)T,
+                               outs, (size_t)n, 0, pool);
+    for (int i = 0; i < n; ++i) AK_CHECK(linear(w[i], x, T, y[i], 0, pool));
+    return AK_OK;
+}
+
 static void add_bias(float *y, const float *bias, int32_t T, int32_t n) {
     if (!bias) return;
     for (int32_t t = 0; t < T; ++t)
@@ -129,34 +147,55 @@ static void rope_tables(const ak_llm_model *m, const ak__batch *b, float *cs) {
     }
 }
 
-static void rope_rows(const ak_llm_model *m, float *x, int32_t T, int32_t n_heads,
-                      const float *cs) {
-    int32_t hd = m->hp.head_dim, half = hd / 2;
+/* Rotates each head's pairs by the token's angles: (v[i], v[i + half]) in the rotate-half
+ * layout (neox: HF checkpoints, qwen2), (v[2i], v[2i + 1]) in GGUF llama's. */
+AK_HOT_BODY void rope_rows_vec_body(float *x, int32_t T, int32_t n_heads, int32_t hd, int neox,
+                                const float *cs) {
+    int32_t half = hd / 2;
     for (int32_t t = 0; t < T; ++t) {
         const float *c = cs + (size_t)t * (size_t)hd, *s = c + half;
         for (int32_t h = 0; h < n_heads; ++h) {
             float *v = x + ((size_t)t * (size_t)n_heads + (size_t)h) * (size_t)hd;
-            for (int32_t i = 0; i < half; ++i) {
-                int32_t i0 = m->hp.rope_neox ? i : 2 * i, i1 = m->hp.rope_neox ? i + half : 2 * i + 1;
-                float a = v[i0], bb = v[i1];
-                v[i0] = a * c[i] - bb * s[i];
-                v[i1] = a * s[i] + bb * c[i];
+            if (neox) {
+                float *restrict lo = v, *restrict hi = v + half;
+                for (int32_t i = 0; i < half; ++i) {
+                    float a = lo[i], b = hi[i];
+                    lo[i] = a * c[i] - b * s[i];
+                    hi[i] = a * s[i] + b * c[i];
+                }
+            } else {
+                for (int32_t i = 0; i < half; ++i) {
+                    float a = v[2 * i], b = v[2 * i + 1];
+                    v[2 * i] = a * c[i] - b * s[i];
+                    v[2 * i + 1] = a * s[i] + b * c[i];
+                }
             }
         }
     }
 }
+AK_HOT_TWIN(rope_rows_vec, (float *x, int32_t T, int32_t n_heads, int32_t hd, int neox,
+                             const float *cs), (x, T, n_heads, hd, neox, cs))
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("fma", "default")))
-#endif
-static void swiglu_range(void *ctx, size_t begin, size_t end, int thread_index) {
+static void rope_rows(const ak_llm_model *m, float *x, int32_t T, int32_t n_heads,
+                      const float *cs) {
+    rope_rows_vec(x, T, n_heads, m->hp.head_dim, m->hp.rope_neox, cs);
+}
+
+/* x ← silu(x)·up = x / (1 + e^-x) · up over rows [begin, end) */
+AK_HOT_BODY void swiglu_range_body(void *ctx, size_t begin, size_t end, int thread_index) {
     (void)thread_index;
     const rows_ctx *c = ctx;
     float *x = c->x;
     const float *up = c->up;
-    for (size_t i = begin * (size_t)c->n; i < end * (size_t)c->n; ++i)
-        x[i] = x[i] / (1.0f + ak__exp_approx(-x[i])) * up[i];
+    size_t i = begin * (size_t)c->n, i1 = end * (size_t)c->n;
+    for (; i + 8 <= i1; i += 8) {
+        ak__v8f v = ak__load8(x + i);
+        ak__store8(x + i, v / (1.0f + ak__exp_approx8(-v)) * ak__load8(up + i));
+    }
+    for (; i < i1; ++i) x[i] = x[i] / (1.0f + ak__exp_approx(-x[i])) * up[i];
 }
+AK_HOT_TWIN(swiglu_range, (void *ctx, size_t begin, size_t end, int thread_index),
+            (ctx, begin, end, thread_index))
 
 static void swiglu(float *gate, const float *up, int32_t rows, int32_t n, ak_threadpool *pool) {
     rows_ctx c = {NULL, gate, NULL, up, n, 0};
@@ -184,9 +223,9 @@ static ak_status attention_block(const ak_llm_model *m, ak__forward_ws *ws,
     const ak__layer *l = &m->layers[li];
     int32_t T = b->n_tokens;
     rmsnorm_rows(ws->xb, ws->x, l->attn_norm, T, hp->dim, hp->norm_eps, pool);
-    AK_CHECK(linear(&l->wq, ws->xb, T, ws->q, 0, pool));
-    AK_CHECK(linear(&l->wk, ws->xb, T, ws->k, 0, pool));
-    AK_CHECK(linear(&l->wv, ws->xb, T, ws->v, 0, pool));
+    const ak__matrix *qkv[] = {&l->wq, &l->wk, &l->wv};
+    float *qkv_out[] = {ws->q, ws->k, ws->v};
+    AK_CHECK(linear_group(qkv, qkv_out, 3, ws->xb, T, pool));
     add_bias(ws->q, l->bq, T, (int32_t)l->wq.rows);
     add_bias(ws->k, l->bk, T, (int32_t)l->wk.rows);
     add_bias(ws->v, l->bv, T, (int32_t)l->wv.rows);
@@ -205,8 +244,9 @@ static ak_status ffn_block(const ak_llm_model *m, ak__forward_ws *ws, int32_t T,
     const ak__llm_hparams *hp = &m->hp;
     const ak__layer *l = &m->layers[li];
     rmsnorm_rows(ws->xb, ws->x, l->ffn_norm, T, hp->dim, hp->norm_eps, pool);
-    AK_CHECK(linear(&l->w_gate, ws->xb, T, ws->gate, 0, pool));
-    AK_CHECK(linear(&l->w_up, ws->xb, T, ws->up, 0, pool));
+    const ak__matrix *gate_up[] = {&l->w_gate, &l->w_up};
+    float *gate_up_out[] = {ws->gate, ws->up};
+    AK_CHECK(linear_group(gate_up, gate_up_out, 2, ws->xb, T, pool));
     swiglu(ws->gate, ws->up, T, hp->ffn_dim, pool);
     return linear(&l->w_down, ws->gate, T, ws->x, 1, pool);
 }
