@@ -157,9 +157,21 @@ typedef struct ak_llm_model_info {
     uint64_t weight_bytes;  /* bytes read per token by a decode step (all matrices) */
 } ak_llm_model_info;
 
-/* Loads a GGUF v3 file (mmap, every offset/size/dimension validated) or a Hugging Face
- * folder (config.json + *.safetensors, sharded, + tokenizer.json). */
+/* How a GGUF file's weights come into memory. */
+typedef struct ak_llm_load_options {
+    /* 1: map the file in place (shared with other processes, paged in on first use; for
+     * tools that read little of it). 0 (default): read it into private memory backed by
+     * transparent huge pages, which decodes faster (no TLB miss per 4 KiB of weights). */
+    int mmap;
+} ak_llm_load_options;
+
+AK_API void ak_llm_load_options_default(ak_llm_load_options *o);
+
+/* Loads a GGUF v3 file (every offset/size/dimension validated) or a Hugging Face folder
+ * (config.json + *.safetensors, sharded, + tokenizer.json), with default options. */
 AK_API ak_status ak_llm_model_load(const char *path, ak_llm_model **out);
+AK_API ak_status ak_llm_model_load_with(const char *path, const ak_llm_load_options *o,
+                                        ak_llm_model **out);
 AK_API ak_status ak_llm_model_free(ak_llm_model *m);
 AK_API ak_status ak_llm_model_get_info(const ak_llm_model *m, ak_llm_model_info *info);
 /* The model's tokenizer (owned by the model). */

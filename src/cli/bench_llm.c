@@ -15,7 +15,7 @@
 typedef struct llm_bench_args {
     const char *model, *draft_path;
     long threads, pp, tg, seqs, reps, gamma;
-    int json, kv_f32, mixed;
+    int json, kv_f32, mixed, mmap;
     ak_llm_model *draft; /* loaded from draft_path */
 } llm_bench_args;
 
@@ -273,9 +273,10 @@ static void print_result(const llm_bench_args *a, const ak_llm_model_info *i,
 
 static int bench(llm_bench_args *a) {
     ak_llm_model *m;
-    ak_status st = ak_llm_model_load(a->model, &m);
+    ak_llm_load_options lo = {.mmap = a->mmap};
+    ak_status st = ak_llm_model_load_with(a->model, &lo, &m);
     if (st != AK_OK) return ak_cli_report(a->model, st);
-    if (a->draft_path && (st = ak_llm_model_load(a->draft_path, &a->draft)) != AK_OK) {
+    if (a->draft_path && (st = ak_llm_model_load_with(a->draft_path, &lo, &a->draft)) != AK_OK) {
         ak_llm_model_free(m);
         return ak_cli_report(a->draft_path, st);
     }
@@ -313,12 +314,13 @@ int ak_bench_llm(int argc, char **argv) {
         else if (!strcmp(argv[i], "--json")) a.json = 1;
         else if (!strcmp(argv[i], "--kv-f32")) a.kv_f32 = 1;
         else if (!strcmp(argv[i], "--mixed")) a.mixed = 1;
+        else if (!strcmp(argv[i], "--mmap")) a.mmap = 1;
         else rc = -1;
         if (rc != 0) a.model = NULL, i = argc;
     }
     if (!a.model) {
         fprintf(stderr, "usage: ak bench llm -m MODEL [-t threads] [-p 128] [-n 64] [--seqs N] "
-                "[--reps 3] [--mixed] [--kv-f32] [--draft MODEL [--gamma 4]] [--json] | --url URL "
+                "[--reps 3] [--mixed] [--kv-f32] [--mmap] [--draft MODEL [--gamma 4]] [--json] | --url URL "
                 "--concurrency N ...\n");
         return AK_EXIT_ERROR;
     }

@@ -10,7 +10,7 @@
 typedef struct gen_args {
     const char *model, *draft, *prompt, *ids, *hooks_path;
     long n, threads, gamma, ngram, ctx;
-    int print_ids, ignore_eos, stats;
+    int print_ids, ignore_eos, stats, mmap;
     const char *stops[16];
     size_t n_stops;
     ak_sampling_params sampling;
@@ -33,7 +33,7 @@ static int usage(void) {
             "[--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] "
             "[--presence-penalty X] [--frequency-penalty X] [--seed S] [--stop STR]... "
             "[--ignore-eos] [--draft MODEL] [--gamma 4] [--ngram N] [--ctx N] [--hooks lib.so] "
-            "[--print-ids] [--stats]\n");
+            "[--mmap] [--print-ids] [--stats]\n");
     return AK_EXIT_ERROR;
 }
 
@@ -54,6 +54,7 @@ static int parse_flag(int argc, char **argv, int *i, gen_args *a) {
     if (strcmp(f, "--print-ids") == 0) return a->print_ids = 1, 0;
     if (strcmp(f, "--ignore-eos") == 0) return a->ignore_eos = 1, 0;
     if (strcmp(f, "--stats") == 0) return a->stats = 1, 0;
+    if (strcmp(f, "--mmap") == 0) return a->mmap = 1, 0;
     if (strcmp(f, "--stop") == 0 && *i + 1 < argc && a->n_stops < 16) {
         a->stops[a->n_stops++] = argv[++*i];
         return 0;
@@ -186,9 +187,10 @@ static int run_engine(const gen_args *a, ak_llm_model *m, ak_llm_model *draft,
 
 static int generate(const gen_args *a) {
     ak_llm_model *m = NULL, *draft = NULL;
-    ak_status st = ak_llm_model_load(a->model, &m);
+    ak_llm_load_options lo = {.mmap = a->mmap};
+    ak_status st = ak_llm_model_load_with(a->model, &lo, &m);
     if (st != AK_OK) return ak_cli_report(a->model, st);
-    if (a->draft && (st = ak_llm_model_load(a->draft, &draft)) != AK_OK) {
+    if (a->draft && (st = ak_llm_model_load_with(a->draft, &lo, &draft)) != AK_OK) {
         ak_llm_model_free(m);
         return ak_cli_report(a->draft, st);
     }

@@ -32,7 +32,8 @@ static char *read_file(const char *path, size_t *len) {
 /* A model's tokenizer, or a vocabulary-only GGUF's. */
 static ak_status open_tokenizer(const char *path, ak_llm_model **m, ak_gguf **g, ak_tokenizer **own,
                                 const ak_tokenizer **tok) {
-    if (ak_llm_model_load(path, m) == AK_OK) return ak_llm_model_tokenizer(*m, tok);
+    ak_llm_load_options o = {.mmap = 1}; /* only the vocabulary is read */
+    if (ak_llm_model_load_with(path, &o, m) == AK_OK) return ak_llm_model_tokenizer(*m, tok);
     ak_status st = ak_gguf_open(path, g);
     if (st != AK_OK) return st;
     st = ak_tokenizer_from_gguf(*g, own);

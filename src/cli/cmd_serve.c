@@ -16,13 +16,13 @@
 typedef struct serve_args {
     const char *model, *draft, *host, *hooks, *chat_format, *name;
     long port, threads, max_seqs, ctx, max_body, max_concurrent, gamma, ngram, kv_mib;
-    int kv_f32;
+    int kv_f32, mmap;
 } serve_args;
 
 static int usage(void) {
     fprintf(stderr,
             "usage: ak serve MODEL [--draft M] [--host 127.0.0.1] [--port 8080] [-t threads] "
-            "[--max-seqs N] [--ctx N] [--kv-mib MiB] [--kv-f32] [--gamma 4] [--ngram N] "
+            "[--max-seqs N] [--ctx N] [--kv-mib MiB] [--kv-f32] [--mmap] [--gamma 4] [--ngram N] "
             "[--hooks lib.so] [--chat-format NAME] [--name ID] [--max-body BYTES] "
             "[--max-concurrent N]\n");
     return AK_EXIT_ERROR;
@@ -50,6 +50,7 @@ static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
     if (!strcmp(f, "--max-concurrent"))
         return ak_cli_flag_int(argc, argv, i, 1, 4096, &a->max_concurrent);
     if (!strcmp(f, "--kv-f32")) return a->kv_f32 = 1, 0;
+    if (!strcmp(f, "--mmap")) return a->mmap = 1, 0;
     if (f[0] != '-' && !a->model) return a->model = f, 0;
     fprintf(stderr, "ak serve: unknown or incomplete option '%s'\n", f);
     return -1;
@@ -73,8 +74,9 @@ typedef struct serve_state {
 } serve_state;
 
 static ak_status start_engine(const serve_args *a, serve_state *s) {
-    AK_CHECK(ak_llm_model_load(a->model, &s->model));
-    if (a->draft) AK_CHECK(ak_llm_model_load(a->draft, &s->draft));
+    ak_llm_load_options lo = {.mmap = a->mmap};
+    AK_CHECK(ak_llm_model_load_with(a->model, &lo, &s->model));
+    if (a->draft) AK_CHECK(ak_llm_model_load_with(a->draft, &lo, &s->draft));
     ak_llm_engine_options o;
     AK_CHECK(ak_llm_engine_options_default(&o));
     o.n_threads = (int32_t)a->threads;
@@ -130,7 +132,7 @@ static void stop_all(serve_state *s) {
 }
 
 int ak_cli_serve(int argc, char **argv) {
-    serve_args a = {NULL, NULL, "127.0.0.1", NULL, NULL, NULL, 8080, 0, 0, 0, 0, 0, -1, 0, 0, 0};
+    serve_args a = {.host = "127.0.0.1", .port = 8080, .gamma = -1};
     for (int i = 1; i < argc; ++i)
         if (parse_flag(argc, argv, &i, &a) != 0) return usage();
     if (!a.model) return usage();

@@ -359,6 +359,38 @@ static void test_speculative_sampled_runs(void **state) {
     assert_int_equal(s.kv_tokens_live, 0);
 }
 
+/* The weights mapped in place and read into (huge-page) private memory give the same
+ * logits, bit for bit; a missing file fails cleanly either way. */
+static void test_load_modes_agree(void **state) {
+    (void)state;
+    ak_llm_load_options o;
+    ak_llm_load_options_default(&o);
+    assert_int_equal(o.mmap, 0);
+    o.mmap = 1;
+    ak_llm_model *mapped;
+    assert_int_equal(ak_llm_model_load_with(g_model, &o, &mapped), AK_OK);
+    ak_llm_model_info info;
+    ak_llm_model_get_info(g_m, &info);
+    const int32_t ids[] = {1, 5, 9, 2};
+    size_t nv = (size_t)info.n_vocab;
+    float *a = malloc(4 * nv * sizeof *a), *b = malloc(4 * nv * sizeof *b);
+    assert_int_equal(ak_llm_model_logits(g_m, ids, 4, a, 1), AK_OK);
+    assert_int_equal(ak_llm_model_logits(mapped, ids, 4, b, 1), AK_OK);
+    assert_memory_equal(a, b, 4 * nv * sizeof *a);
+    free(a);
+    free(b);
+    ak_llm_model_free(mapped);
+    for (int mode = 0; mode <= 1; ++mode) {
+        o.mmap = mode;
+        ak_llm_model *m = NULL;
+        assert_int_equal(ak_llm_model_load_with("/nonexistent/model.gguf", &o, &m), AK_ERR_IO);
+        assert_null(m);
+        ak_clear_error();
+    }
+    assert_int_equal(ak_llm_model_load_with(g_model, NULL, &mapped), AK_ERR_INVALID_ARG);
+    ak_clear_error();
+}
+
 static void test_decode_step_allocates_nothing(void **state) {
     (void)state;
 #if COUNTING
@@ -397,6 +429,7 @@ int main(void) {
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_speculative_greedy_identical),
         cmocka_unit_test(test_speculative_sampled_runs),
+        cmocka_unit_test(test_load_modes_agree),
         cmocka_unit_test(test_decode_step_allocates_nothing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

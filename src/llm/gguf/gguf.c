@@ -12,6 +12,7 @@
  * can make us allocate at most a small multiple of its own size. */
 #include "llm/gguf/gguf.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,9 +325,8 @@ ak_status ak_gguf_open_memory(const void *data, size_t size, ak_gguf **out) {
     return parse(data, size, 0, out);
 }
 
-ak_status ak_gguf_open(const char *path, ak_gguf **out) {
-    AK_ARG_CHECK(path != NULL && out != NULL, "path or out is NULL");
-    *out = NULL;
+/* Opens a regular, non-empty file; *size its length. */
+static ak_status open_file(const char *path, int *fd_out, size_t *size) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return AK_FAIL(AK_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat sb;
@@ -338,10 +338,58 @@ ak_status ak_gguf_open(const char *path, ak_gguf **out) {
         close(fd);
         return AK_FAIL(AK_ERR_INVALID_MODEL, "'%s' is empty", path);
     }
-    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    *fd_out = fd;
+    *size = (size_t)sb.st_size;
+    return AK_OK;
+}
+
+ak_status ak_gguf_open(const char *path, ak_gguf **out) {
+    AK_ARG_CHECK(path != NULL && out != NULL, "path or out is NULL");
+    *out = NULL;
+    int fd;
+    size_t size;
+    AK_CHECK(open_file(path, &fd, &size));
+    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd); /* the mapping keeps the file */
     if (p == MAP_FAILED) return AK_FAIL(AK_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
-    return parse(p, (size_t)sb.st_size, 1, out);
+    return parse(p, size, 1, out);
+}
+
+/* Reads all of fd into p. */
+static ak_status read_all(int fd, void *p, size_t size, const char *path) {
+    for (size_t off = 0; off < size;) {
+        ssize_t r = pread(fd, (char *)p + off, size - off, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0)
+            return AK_FAIL(AK_ERR_IO, "cannot read '%s' at byte %zu: %s", path, off,
+                           r < 0 ? strerror(errno) : "the file got shorter");
+        off += (size_t)r;
+    }
+    return AK_OK;
+}
+
+ak_status ak__gguf_open_private(const char *path, ak_gguf **out) {
+    AK_ARG_CHECK(path != NULL && out != NULL, "path or out is NULL");
+    *out = NULL;
+    int fd;
+    size_t size;
+    AK_CHECK(open_file(path, &fd, &size));
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        close(fd);
+        return AK_FAIL(AK_ERR_NO_MEMORY, "no memory for the %zu bytes of '%s'", size, path);
+    }
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: without THP the copy still works */
+#endif
+    ak_status st = read_all(fd, p, size, path);
+    close(fd);
+    if (st != AK_OK) {
+        munmap(p, size);
+        return st;
+    }
+    mprotect(p, size, PROT_READ); /* the weights are never written */
+    return parse(p, size, 1, out);
 }
 
 ak_status ak_gguf_close(ak_gguf *g) {

@@ -30,6 +30,12 @@ struct ak_gguf {
 };
 
 /* The entry for `key`, NULL when absent. */
+/* As ak_gguf_open, but the file is read into private anonymous memory backed by
+ * transparent huge pages where the kernel offers them: a decode step streams every
+ * weight, and with 4 KiB pages of a file mapping each page costs a TLB miss and a
+ * restart of the hardware prefetcher. */
+ak_status ak__gguf_open_private(const char *path, ak_gguf **out);
+
 const ak_gguf_kv *ak__gguf_find(const ak_gguf *g, const char *key);
 
 #endif /* AK_LLM_GGUF_H */

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
+#include "llm/gguf/gguf.h"
 #include "llm/model/model.h"
 #include "llm/model/model_files.h"
 
@@ -72,8 +73,11 @@ static ak_status copy_template(ak_llm_model *m, const char *s, size_t len) {
     return AK_OK;
 }
 
-static ak_status load_gguf(ak_llm_model *m, const char *path) {
-    AK_CHECK(ak_gguf_open(path, &m->gguf));
+static ak_status load_gguf(ak_llm_model *m, const char *path, const ak_llm_load_options *o) {
+    if (o->mmap)
+        AK_CHECK(ak_gguf_open(path, &m->gguf));
+    else
+        AK_CHECK(ak__gguf_open_private(path, &m->gguf));
     AK_CHECK(ak__gguf_hparams(m->gguf, &m->hp));
     AK_CHECK(ak_tokenizer_from_gguf(m->gguf, &m->tokenizer));
     ak_tokenizer_info ti;
@@ -89,14 +93,25 @@ static ak_status load_gguf(ak_llm_model *m, const char *path) {
     return ak__model_bind(m, &src);
 }
 
+void ak_llm_load_options_default(ak_llm_load_options *o) {
+    if (o) *o = (ak_llm_load_options){.mmap = 0};
+}
+
 ak_status ak_llm_model_load(const char *path, ak_llm_model **out) {
-    AK_ARG_CHECK(path != NULL && out != NULL, "path or out is NULL");
+    ak_llm_load_options o;
+    ak_llm_load_options_default(&o);
+    return ak_llm_model_load_with(path, &o, out);
+}
+
+ak_status ak_llm_model_load_with(const char *path, const ak_llm_load_options *o,
+                                 ak_llm_model **out) {
+    AK_ARG_CHECK(path != NULL && out != NULL && o != NULL, "path, options or out is NULL");
     *out = NULL;
     struct stat sb;
     if (stat(path, &sb) != 0) return AK_FAIL(AK_ERR_IO, "model: cannot open '%s'", path);
     ak_llm_model *m = calloc(1, sizeof *m);
     if (!m) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory");
-    ak_status st = S_ISDIR(sb.st_mode) ? ak__model_load_hf(m, path) : load_gguf(m, path);
+    ak_status st = S_ISDIR(sb.st_mode) ? ak__model_load_hf(m, path) : load_gguf(m, path, o);
     if (st != AK_OK) {
         ak_llm_model_free(m);
         return st;
