@@ -11,18 +11,10 @@
 #include "llm/model/exp_approx.h"
 #include "llm/model/hot_loops.h"
 
-enum { AK_ATTN_TILE = 16 };
-
-int ak__hot_loops_avx2(void) {
-    static _Atomic int cached = -1;
-    int v = cached;
-    if (v < 0) {
-        ak_cpu_info info;
-        v = ak_cpu_get_info(&info) == AK_OK && info.active_isa >= AK_ISA_AVX2;
-        cached = v;
-    }
-    return v;
-} /* query tokens of one sequence sharing each K/V block read */
+enum { AK_ATTN_TILE = 16 }; /* query tokens of one sequence sharing each K/V block read */
+/* Below this many multiply-adds a batch's attention runs on the calling thread (about
+ * 10 µs of AVX2 work, what a fork/join of the pool costs on a VM). */
+#define AK_ATTN_INLINE_MACS 200000.0
 
 size_t ak__attention_scratch_floats(int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                                     int32_t block_size, int32_t max_context) {
@@ -205,7 +197,18 @@ static int32_t make_tiles(const ak__batch *b, int32_t *starts) {
 void ak__attention(const ak__attention_args *a, ak_threadpool *pool) {
     int32_t n_tiles = make_tiles(a->batch, a->tile_starts);
     tiles_ctx c = {a, a->tile_starts};
-    ak_threadpool_parallel_for(pool, (size_t)n_tiles * (size_t)a->kv->n_kv_heads, 1, attend_tiles, &c);
+    size_t items = (size_t)n_tiles * (size_t)a->kv->n_kv_heads;
+    /* multiply-adds of QKᵀ and PV: a decode token over a short context is done here in less
+     * time than waking the workers takes */
+    double macs = 0;
+    for (int32_t k = 0; k < n_tiles; ++k)
+        macs += 2.0 * (double)(a->tile_starts[k + 1] - a->tile_starts[k]) *
+                (double)(a->batch->pos[a->tile_starts[k + 1] - 1] + 1);
+    macs *= (double)a->n_heads * (double)a->kv->head_dim;
+    if (macs < AK_ATTN_INLINE_MACS)
+        attend_tiles(&c, 0, items, 0);
+    else
+        ak_threadpool_parallel_for(pool, items, 1, attend_tiles, &c);
 }
 
 void ak__kv_store(ak__kv_cache *kv, int32_t layer, const ak__batch *b, const float *k,
