@@ -15,6 +15,7 @@
 typedef struct llm_bench_args {
     const char *model, *draft_path;
     long threads, pp, tg, seqs, reps, gamma;
+    long prompt_tokens; /* of each --seqs sequence (not --mixed) */
     int json, kv_f32, mixed, mmap;
     ak_llm_model *draft; /* loaded from draft_path */
 } llm_bench_args;
@@ -121,9 +122,11 @@ static ak_status run_decode_with(ak_llm_model *m, const llm_bench_args *a, int32
     double secs = 0;
     int32_t tokens = 0;
     int mixed = a->mixed && seqs > 1;
-    ak_status st = submit_n(e, seqs, 1, (int32_t)a->tg, mixed, &c);
-    /* step 1 computes the prompts (mixed: prefills interleave with decodes throughout) */
-    if (st == AK_OK) st = time_steps(e, mixed ? 0 : 1, &c, &secs, &tokens);
+    int32_t prompt = seqs > 1 ? (int32_t)a->prompt_tokens : 1;
+    ak_status st = submit_n(e, seqs, prompt, (int32_t)a->tg, mixed, &c);
+    /* one-token prompts: step 1 computes them all and is left out; longer prompts (and
+     * mixed loads) are timed with their prefill chunks, as a server's clients see them */
+    if (st == AK_OK) st = time_steps(e, mixed || prompt > 1 ? 0 : 1, &c, &secs, &tokens);
     *tps = secs > 0 ? tokens / secs : 0;
     if (seqs > 1) g_kv_util = c.util_steps ? c.util_sum / (double)c.util_steps : 0;
     if (stats) ak_llm_engine_get_stats(e, stats);
@@ -300,7 +303,8 @@ int ak_bench_llm(int argc, char **argv) {
     for (int i = 1; i < argc; ++i)
         if (!strcmp(argv[i], "--concurrency") || !strcmp(argv[i], "--url"))
             return ak_bench_llm_server(argc, argv);
-    llm_bench_args a = {.threads = ak_cli_bench_threads(), .pp = 128, .tg = 64, .reps = 3, .gamma = 4};
+    llm_bench_args a = {.threads = ak_cli_bench_threads(), .pp = 128, .tg = 64, .reps = 3, .gamma = 4,
+                        .prompt_tokens = 1};
     for (int i = 1; i < argc; ++i) {
         int rc = 0;
         if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) a.model = argv[++i];
@@ -308,6 +312,8 @@ int ak_bench_llm(int argc, char **argv) {
         else if (!strcmp(argv[i], "-p")) rc = ak_cli_flag_int(argc, argv, &i, 0, 65536, &a.pp);
         else if (!strcmp(argv[i], "-n")) rc = ak_cli_flag_int(argc, argv, &i, 0, 65536, &a.tg);
         else if (!strcmp(argv[i], "--seqs")) rc = ak_cli_flag_int(argc, argv, &i, 0, 4096, &a.seqs);
+        else if (!strcmp(argv[i], "--prompt-tokens"))
+            rc = ak_cli_flag_int(argc, argv, &i, 1, 65536, &a.prompt_tokens);
         else if (!strcmp(argv[i], "--reps")) rc = ak_cli_flag_int(argc, argv, &i, 1, 16, &a.reps);
         else if (!strcmp(argv[i], "--draft") && i + 1 < argc) a.draft_path = argv[++i];
         else if (!strcmp(argv[i], "--gamma")) rc = ak_cli_flag_int(argc, argv, &i, 1, 16, &a.gamma);
@@ -319,7 +325,7 @@ int ak_bench_llm(int argc, char **argv) {
         if (rc != 0) a.model = NULL, i = argc;
     }
     if (!a.model) {
-        fprintf(stderr, "usage: ak bench llm -m MODEL [-t threads] [-p 128] [-n 64] [--seqs N] "
+        fprintf(stderr, "usage: ak bench llm -m MODEL [-t threads] [-p 128] [-n 64] [--seqs N [--prompt-tokens 1]] "
                 "[--reps 3] [--mixed] [--kv-f32] [--mmap] [--draft MODEL [--gamma 4]] [--json] | --url URL "
                 "--concurrency N ...\n");
         return AK_EXIT_ERROR;
