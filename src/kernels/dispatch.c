@@ -24,6 +24,7 @@ static void fill_ref(ak__kernels *k, const char *name) {
     ak__fill_convert_ref(k);
     ak__fill_gemm_ref(k);
     ak__fill_linear_ref(k);
+    ak__fill_attn_ref(k);
 }
 
 static void build_tables(void) {
@@ -40,6 +41,7 @@ static void build_tables(void) {
         ak__fill_convert_avx2(k);
         ak__fill_gemm_avx2(k);
         ak__fill_linear_avx2(k);
+        ak__fill_attn_avx2(k);
     }
     if (ak__cpu_supports(AK_ISA_AVX512)) {
         ak__kernels *k = &tables[TABLE_AVX512];

@@ -66,6 +66,12 @@ typedef struct ak__kernels {
      * the reference */
     ak__linear_fn linear[AK__LINEAR_SLOTS];
     void (*linear_quantize_x)(const float *x, size_t K, float *d, int32_t *s, int8_t *q);
+
+    /* attention over f16 rows of `dim` values (an LLM's f16 KV cache), f32 arithmetic:
+     * out[j] = scale·Σ_d q[d]·rows[j][d] for j < n, and o[d] += Σ_j p[j]·rows[j][d] */
+    void (*f16_dot_rows)(float *out, const float *q, const uint16_t *rows, size_t n, size_t dim,
+                         float scale);
+    void (*f16_madd_rows)(float *o, const float *p, const uint16_t *rows, size_t n, size_t dim);
 } ak__kernels;
 
 /* Bytes a call must move before large-output kernels switch to non-temporal stores:
@@ -95,5 +101,7 @@ void ak__fill_gemm_avx512(ak__kernels *k);
 void ak__fill_linear_ref(ak__kernels *k);
 void ak__fill_linear_avx2(ak__kernels *k);
 void ak__fill_linear_avx512(ak__kernels *k);
+void ak__fill_attn_ref(ak__kernels *k);
+void ak__fill_attn_avx2(ak__kernels *k);
 
 #endif /* AK_KERNELS_DISPATCH_H */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/half.h"
+#include "kernels/dispatch.h"
 #include "llm/model/attention.h"
 #include "llm/model/exp_approx.h"
 #include "llm/model/hot_loops.h"
@@ -15,22 +16,15 @@ enum { AK_ATTN_TILE = 16 }; /* query tokens of one sequence sharing each K/V blo
 /* Below this many multiply-adds a batch's attention runs on the calling thread (about
  * 10 µs of AVX2 work, what a fork/join of the pool costs on a VM). */
 #define AK_ATTN_INLINE_MACS 200000.0
+/* f16 blocks are widened to f32 once per tile from this many (query token, head) pairs
+ * on; thinner tiles use the kernels that widen in registers */
+enum { AK_ATTN_WIDEN_FROM = 4 };
 
 size_t ak__attention_scratch_floats(int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                                     int32_t block_size, int32_t max_context) {
     int32_t group = n_heads / n_kv_heads;
     return (size_t)AK_ATTN_TILE * (size_t)group * (size_t)max_context +
            2u * (size_t)block_size * (size_t)head_dim;
-}
-
-/* Pointer to the f32 rows of (layer, block, head): the cache itself, or `buf` widened. */
-static const float *block_rows(const ak__kv_cache *kv, const void *base, int32_t layer,
-                               int32_t block, int32_t head, int32_t n, float *buf) {
-    size_t at = ak__kv_at(kv, layer, block, head, 0);
-    if (kv->dtype == AK_DTYPE_F32) return (const float *)base + at;
-    const uint16_t *h = (const uint16_t *)base + at;
-    ak_f16_to_f32(buf, h, (size_t)n * (size_t)kv->head_dim);
-    return buf;
 }
 
 typedef ak__v8f v8f;
@@ -83,7 +77,28 @@ typedef struct tile {
     int32_t t0, nt, g, group, hd, q_stride, len_max;
     const int32_t *table;
     float *scores; /* [nt][group][len_max] */
+    const ak__kernels *kern;
 } tile;
+
+/* The K or V rows of one block as the passes read them: f32 (the cache itself, or widened
+ * into a buffer once for all the tile's queries), or f16 in place for the fused kernels
+ * when the tile has too few queries to repay the widening (a decode token: each widened
+ * row would be used once). */
+typedef struct rows_view {
+    const float *f32;
+    const uint16_t *f16;
+} rows_view;
+
+static rows_view block_view(const tile *w, const void *base, int32_t block, int32_t n,
+                            float *buf) {
+    const ak__kv_cache *kv = w->a->kv;
+    size_t at = ak__kv_at(kv, w->a->layer, block, w->g, 0);
+    if (kv->dtype == AK_DTYPE_F32) return (rows_view){(const float *)base + at, NULL};
+    const uint16_t *h = (const uint16_t *)base + at;
+    if (w->nt * w->group < AK_ATTN_WIDEN_FROM) return (rows_view){NULL, h};
+    ak_f16_to_f32(buf, h, (size_t)n * (size_t)kv->head_dim);
+    return (rows_view){buf, NULL};
+}
 
 static float *tile_row(const tile *w, int32_t ti, int32_t h) {
     return w->scores + ((size_t)ti * (size_t)w->group + (size_t)h) * (size_t)w->len_max;
@@ -98,14 +113,18 @@ AK_HOT_BODY void scores_pass_body(const tile *w, float *kbuf) {
     int32_t bs = a->kv->block_size;
     for (int32_t start = 0; start < w->len_max; start += bs) {
         int32_t n = w->len_max - start < bs ? w->len_max - start : bs;
-        const float *krows = block_rows(a->kv, a->kv->k, a->layer, w->table[start / bs], w->g, n, kbuf);
+        rows_view k = block_view(w, a->kv->k, w->table[start / bs], n, kbuf);
         for (int32_t ti = 0; ti < w->nt; ++ti) {
             int32_t len = a->batch->pos[w->t0 + ti] + 1;
             int32_t nn = len - start < n ? len - start : n;
             for (int32_t h = 0; h < w->group && nn > 0; ++h) {
                 const float *q = a->q + head_at(w, ti, h);
                 float *s = tile_row(w, ti, h) + start;
-                for (int32_t j = 0; j < nn; ++j) s[j] = dot(q, krows + (size_t)j * (size_t)w->hd, w->hd) * a->scale;
+                if (k.f16)
+                    w->kern->f16_dot_rows(s, q, k.f16, (size_t)nn, (size_t)w->hd, a->scale);
+                else
+                    for (int32_t j = 0; j < nn; ++j)
+                        s[j] = dot(q, k.f32 + (size_t)j * (size_t)w->hd, w->hd) * a->scale;
             }
         }
     }
@@ -145,13 +164,18 @@ AK_HOT_BODY void values_pass_body(const tile *w, float *vbuf) {
         for (int32_t h = 0; h < w->group; ++h) memset(a->out + head_at(w, ti, h), 0, (size_t)hd * sizeof(float));
     for (int32_t start = 0; start < w->len_max; start += bs) {
         int32_t n = w->len_max - start < bs ? w->len_max - start : bs;
-        const float *vrows = block_rows(a->kv, a->kv->v, a->layer, w->table[start / bs], w->g, n, vbuf);
+        rows_view v = block_view(w, a->kv->v, w->table[start / bs], n, vbuf);
         for (int32_t ti = 0; ti < w->nt; ++ti) {
             int32_t len = a->batch->pos[w->t0 + ti] + 1;
             int32_t nn = len - start < n ? len - start : n;
-            for (int32_t h = 0; h < w->group && nn > 0; ++h)
-                add_weighted_rows(a->out + head_at(w, ti, h), tile_row(w, ti, h) + start, vrows,
-                                  nn, hd);
+            for (int32_t h = 0; h < w->group && nn > 0; ++h) {
+                float *o = a->out + head_at(w, ti, h);
+                const float *p = tile_row(w, ti, h) + start;
+                if (v.f16)
+                    w->kern->f16_madd_rows(o, p, v.f16, (size_t)nn, (size_t)hd);
+                else
+                    add_weighted_rows(o, p, v.f32, nn, hd);
+            }
         }
     }
 }
@@ -160,6 +184,7 @@ AK_HOT_TWIN(values_pass, (const tile *w, float *vbuf), (w, vbuf))
 
 typedef struct tiles_ctx {
     const ak__attention_args *a;
+    const ak__kernels *kern;
     const int32_t *starts; /* n_tiles + 1 token indices */
 } tiles_ctx;
 
@@ -175,7 +200,7 @@ static void attend_tiles(void *ctx, size_t begin, size_t end, int thread_index) 
         int32_t nt = c->starts[k + 1] - t0;
         tile w = {a, t0, nt, (int32_t)(item % (size_t)n_kv), a->n_heads / n_kv, hd,
                   a->n_heads * hd, a->batch->pos[t0 + nt - 1] + 1,
-                  a->batch->seq_blocks[a->batch->seq[t0]], scratch};
+                  a->batch->seq_blocks[a->batch->seq[t0]], scratch, c->kern};
         scores_pass(&w, kbuf);
         for (int32_t ti = 0; ti < nt; ++ti)
             for (int32_t h = 0; h < w.group; ++h) softmax(tile_row(&w, ti, h), a->batch->pos[t0 + ti] + 1);
@@ -196,7 +221,7 @@ static int32_t make_tiles(const ak__batch *b, int32_t *starts) {
 
 void ak__attention(const ak__attention_args *a, ak_threadpool *pool) {
     int32_t n_tiles = make_tiles(a->batch, a->tile_starts);
-    tiles_ctx c = {a, a->tile_starts};
+    tiles_ctx c = {a, ak__kernels_active(), a->tile_starts};
     size_t items = (size_t)n_tiles * (size_t)a->kv->n_kv_heads;
     /* multiply-adds of QKᵀ and PV: a decode token over a short context is done here in less
      * time than waking the workers takes */
