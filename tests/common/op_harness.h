@@ -19,6 +19,7 @@ typedef struct op_call {
     uint32_t nin, nout;
     ak__ir_attr attrs[16];
     uint32_t nattr;
+    uint32_t const_mask; /* bit i: input i is a constant (create sees it, as in a model) */
     void *ws;
 } op_call;
 
@@ -67,7 +68,10 @@ static inline ak_status op_call_run(op_call *c, const char *domain, const char *
                         .attrs = c->attrs};
     const ak__tensor *ins[OP_MAX_IO] = {0}, *consts[OP_MAX_IO] = {0};
     ak__tensor *outs[OP_MAX_IO] = {0};
-    for (uint32_t i = 0; i < c->nin; i++) ins[i] = c->in[i].type ? &c->in[i] : NULL;
+    for (uint32_t i = 0; i < c->nin; i++) {
+        ins[i] = c->in[i].type ? &c->in[i] : NULL;
+        if (c->const_mask >> i & 1u) consts[i] = ins[i];
+    }
     for (uint32_t i = 0; i < nout; i++) outs[i] = &c->out[i];
     c->nout = nout;
     ak__op_ctx ctx = {.node = &node, .num_inputs = c->nin, .num_outputs = nout,

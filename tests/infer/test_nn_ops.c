@@ -131,6 +131,10 @@ static void set_fused_attrs(op_call *c, int fused) {
     }
 }
 
+/* 1: W is passed to create as a constant, as a session does for initializers (Conv then
+ * takes its implicit-GEMM path over weights packed there); 0: W is plain data. */
+static int const_weights;
+
 /* Runs op (Conv, ConvTranspose or FusedConv variant `fused`) in float32 on `pool` and in
  * float64; compares. */
 static void check_conv_fused(const char *op, const conv_case *cc, ak_threadpool *pool,
@@ -189,6 +193,7 @@ static void check_conv_fused(const char *op, const conv_case *cc, ak_threadpool 
         add_in(&f, AK_ELEM_F32, rank, zd, z);
         add_in(&r, AK_ELEM_F64, rank, zd, z64);
     }
+    if (const_weights) f.const_mask = 2u; /* Conv's create packs W: the implicit GEMM */
     assert_int_equal(call_op(&f, op, 1, pool), AK_OK);
     assert_int_equal(call_op(&r, op, 1, pool), AK_OK);
     assert_int_equal(f.out[0].count, r.out[0].count);
@@ -229,6 +234,13 @@ static const conv_case conv_cases[] = {
     {2, 2, 6, 4, 2, {11, 13}, {3, 2}, {2, 3}, {2, 1}, {0, 1, 2, 0}, 1, NULL},
     {2, 1, 4, 5, 1, {20, 20}, {1, 1}, {2, 2}, {1, 1}, {0}, 1, NULL}, /* 1x1 stride 2 */
     {2, 1, 3, 4, 1, {9, 8}, {3, 3}, {1, 1}, {1, 1}, {0}, 0, "SAME_LOWER"},
+    /* implicit GEMM: deep K in uneven slices, channel chunks sharing packed columns,
+     * slivers spanning several output rows (7- and 5-wide planes), groups with strides,
+     * 1×1 with many channels over a plane that is not a multiple of 16 */
+    {2, 1, 64, 200, 1, {9, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    {2, 2, 32, 50, 2, {20, 23}, {3, 3}, {2, 2}, {1, 1}, {1, 0, 1, 2}, 1, NULL},
+    {2, 1, 300, 130, 1, {5, 6}, {1, 1}, {1, 1}, {1, 1}, {0}, 1, NULL},
+    {2, 1, 24, 70, 1, {5, 5}, {3, 3}, {1, 1}, {2, 2}, {2, 2, 2, 2}, 0, NULL},
     /* 1-D and 3-D */
     {1, 2, 4, 6, 2, {50}, {5}, {2}, {3}, {2, 1}, 1, NULL},
     {3, 1, 3, 4, 1, {5, 6, 7}, {3, 2, 3}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1, 1, 1, 1}, 1, NULL},
@@ -237,25 +249,30 @@ static const conv_case conv_cases[] = {
 static void test_conv_paths(void **s) {
     (void)s;
     SKIP_IN_BENCH();
-    for (int mode = 0; mode < 3; mode++) { /* chosen, forced tiles, forced whole */
-        ak__nn_conv_force_mode = mode;
+    /* chosen, forced tiles, forced whole; then chosen with constant W (implicit GEMM) */
+    for (int mode = 0; mode < 4; mode++) {
+        ak__nn_conv_force_mode = mode % 3;
+        const_weights = mode == 3;
         for (int p = 0; p < 2; p++)
             for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++)
                 check_conv("Conv", &conv_cases[i], pools[p]);
     }
     ak__nn_conv_force_mode = 0;
+    const_weights = 0;
 }
 
 static void test_fused_conv(void **s) {
     (void)s;
     SKIP_IN_BENCH();
-    for (int mode = 0; mode < 3; mode++) {
-        ak__nn_conv_force_mode = mode;
+    for (int mode = 0; mode < 4; mode++) {
+        ak__nn_conv_force_mode = mode % 3;
+        const_weights = mode == 3;
         for (int fused = 1; fused <= 2; fused++)
             for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++)
                 check_conv_fused("FusedConv", &conv_cases[i], pools[1], fused);
     }
     ak__nn_conv_force_mode = 0;
+    const_weights = 0;
 }
 
 static void test_conv_transpose_paths(void **s) {
@@ -436,6 +453,8 @@ static double bench_one(const bench_shape *b, ak_threadpool *pool, double *ms_ou
     ak__tensor *outs[1] = {&c.out[0]};
     ak__op_ctx ctx = {.node = &node, .num_inputs = 3, .num_outputs = 1, .inputs = ins,
                       .outputs = outs, .pool = pool};
+    const ak__tensor *consts[3] = {NULL, &c.in[1], NULL}; /* W constant, as in a model */
+    assert_int_equal(def->create(&node, consts, &ctx.state), AK_OK);
     assert_int_equal(def->reshape(&ctx), AK_OK);
     assert_int_equal(ak_alloc(ak__tensor_nbytes(&c.out[0]), &c.out[0].data), AK_OK);
     assert_int_equal(ak_alloc(ctx.workspace_bytes, &ctx.workspace), AK_OK);
@@ -450,6 +469,7 @@ static double bench_one(const bench_shape *b, ak_threadpool *pool, double *ms_ou
         double dt = (double)(ak_now_ns() - t0) * 1e-9;
         if (rep >= 2 && dt < best) best = dt; /* best of reps after 2 warm-ups */
     }
+    def->destroy(ctx.state);
     ak_free(ctx.workspace);
     ak_free(c.out[0].data);
     free(x), free(w), free(bias);
@@ -484,7 +504,7 @@ static void test_bench(void **s) {
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         printf("%-26s", shapes[i].name);
         for (int p = 0; p < 2; p++)
-            for (int m = 0; m < (shapes[i].k > 1 && shapes[i].group == 1 ? 3 : 1); m++) {
+            for (int m = 0; m < (shapes[i].group == 1 ? 3 : 1); m++) {
                 ak__nn_conv_force_mode = modes[m];
                 double ms, gf = bench_one(&shapes[i], pools[p], &ms);
                 printf("  %dT%s %7.1f GF/s %7.3f ms", p + 1, m == 0 ? "" : m == 1 ? "tile" : "whole", gf, ms);

@@ -22,6 +22,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/params.h"
 #include "infer/backend/native/nn_internal.h"
 
 /* Bytes of one thread's column tile: with the packed weight block of the GEMM it stays
@@ -31,8 +32,7 @@
 /* Whole mode builds at most this many floats of columns at once (16 MB). */
 #define WHOLE_MAX_FLOATS ((size_t)4 << 20)
 
-enum { CONV_GENERAL, CONV_POINTWISE, CONV_DEPTHWISE, CONV_REFERENCE };
-enum { ACT_NONE, ACT_RELU, ACT_CLIP, ACT_LEAKY, ACT_SIGMOID, ACT_TANH, ACT_HARDSIGMOID };
+enum { CONV_GENERAL, CONV_POINTWISE, CONV_DEPTHWISE, CONV_REFERENCE, CONV_IGEMM };
 /* Which operator a call serves. */
 enum { OP_CONV, OP_CONV_INTEGER, OP_FUSED_CONV };
 
@@ -45,8 +45,7 @@ typedef struct conv_plan {
     uint64_t P, Pin, kprod, Kg;
     int kind;
     int integer;        /* ConvInteger */
-    int act;            /* FusedConv activation (ACT_*), ACT_NONE for Conv */
-    float act_a, act_b; /* its parameters */
+    ak__nn_act act;     /* FusedConv's activation; AK_NN_ACT_NONE for Conv */
     int tiled;          /* general: thread-private tiles */
     uint64_t cols;      /* general: columns per tile or per chunk */
     size_t slot_floats; /* scratch floats per thread slot */
@@ -129,16 +128,24 @@ static int conv_is_pointwise(const ak__nn_geom *g) {
     return 1;
 }
 
-/* Picks the path and sizes its scratch for `threads` workers. */
-static void conv_plan_path(conv_plan *pl, int threads) {
+/* Picks the path and sizes its scratch for `threads` workers. ig: the weights packed at
+ * creation, or NULL. */
+static void conv_plan_path(conv_plan *pl, int threads, const ak__conv_igemm *ig) {
     pl->slots = (size_t)threads;
-    if (conv_is_pointwise(&pl->g)) {
-        pl->kind = CONV_POINTWISE;
-        return;
-    }
     if (pl->g.nsp == 2 && pl->Cg == 1 && pl->Mg == 1 && pl->kprod <= AK_NN_DW_MAX_TAPS) {
         pl->kind = CONV_DEPTHWISE;
         pl->slot_floats = ak__nn_dw_scratch_floats(&pl->g);
+        return;
+    }
+    if (pl->g.nsp <= 2 && ak__nn_conv_force_mode == 0 && ak__param_int(AK_PARAM_CONV_IGEMM) &&
+        ak__conv_igemm_usable(ig, pl->M, pl->group, pl->Kg)) {
+        pl->kind = CONV_IGEMM;
+        pl->slot_floats = ak__conv_igemm_workspace_floats(ig, &pl->g, threads);
+        pl->slots = 1;
+        return;
+    }
+    if (conv_is_pointwise(&pl->g)) {
+        pl->kind = CONV_POINTWISE;
         return;
     }
     pl->kind = CONV_GENERAL;
@@ -188,17 +195,17 @@ static ak_status conv_activation(ak__op_ctx *ctx, conv_plan *pl) {
     const float *p;
     size_t n = ak__attr_floats(ctx->node, "activation_params", &p);
     static const struct { const char *name; int act; size_t nparams; float a, b; } acts[] = {
-        {"Relu", ACT_RELU, 0, 0, 0},         {"Clip", ACT_CLIP, 2, -3.4e38f, 3.4e38f},
-        {"LeakyRelu", ACT_LEAKY, 1, 0.01f, 0}, {"Sigmoid", ACT_SIGMOID, 0, 0, 0},
-        {"Tanh", ACT_TANH, 0, 0, 0},         {"HardSigmoid", ACT_HARDSIGMOID, 2, 0.2f, 0.5f},
+        {"Relu", AK_NN_ACT_RELU, 0, 0, 0},         {"Clip", AK_NN_ACT_CLIP, 2, -3.4e38f, 3.4e38f},
+        {"LeakyRelu", AK_NN_ACT_LEAKY, 1, 0.01f, 0}, {"Sigmoid", AK_NN_ACT_SIGMOID, 0, 0, 0},
+        {"Tanh", AK_NN_ACT_TANH, 0, 0, 0},         {"HardSigmoid", AK_NN_ACT_HARDSIGMOID, 2, 0.2f, 0.5f},
     };
-    pl->act = ACT_NONE;
+    pl->act.kind = AK_NN_ACT_NONE;
     if (!name[0]) return AK_OK;
     for (size_t i = 0; i < sizeof acts / sizeof *acts; i++) {
         if (strcmp(name, acts[i].name) != 0) continue;
-        pl->act = acts[i].act;
-        pl->act_a = n > 0 ? p[0] : acts[i].a;
-        pl->act_b = n > 1 ? p[1] : acts[i].b;
+        pl->act.kind = acts[i].act;
+        pl->act.a = n > 0 ? p[0] : acts[i].a;
+        pl->act.b = n > 1 ? p[1] : acts[i].b;
         if (n != 0 && n != acts[i].nparams)
             return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
                               "activation %s takes %zu activation_params, not %zu", name,
@@ -208,14 +215,15 @@ static ak_status conv_activation(ak__op_ctx *ctx, conv_plan *pl) {
     return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "activation \"%s\"", name);
 }
 
-static double act_apply(int act, double v, double a, double b) {
-    switch (act) {
-    case ACT_RELU: return v > 0 ? v : 0;
-    case ACT_CLIP: return v < a ? a : v > b ? b : v;
-    case ACT_LEAKY: return v >= 0 ? v : a * v;
-    case ACT_SIGMOID: return 1.0 / (1.0 + exp(-v));
-    case ACT_TANH: return tanh(v);
-    case ACT_HARDSIGMOID: {
+static double act_apply(const ak__nn_act *act, double v) {
+    double a = act->a, b = act->b;
+    switch (act->kind) {
+    case AK_NN_ACT_RELU: return v > 0 ? v : 0;
+    case AK_NN_ACT_CLIP: return v < a ? a : v > b ? b : v;
+    case AK_NN_ACT_LEAKY: return v >= 0 ? v : a * v;
+    case AK_NN_ACT_SIGMOID: return 1.0 / (1.0 + exp(-v));
+    case AK_NN_ACT_TANH: return tanh(v);
+    case AK_NN_ACT_HARDSIGMOID: {
         double h = a * v + b;
         return h < 0 ? 0 : h > 1 ? 1 : h;
     }
@@ -224,19 +232,22 @@ static double act_apply(int act, double v, double a, double b) {
 }
 
 /* The activation over rows (rows, cols) of stride ld; Relu and Clip vectorize. */
-static void act_rows(int act, float a, float b, float *y, uint64_t rows, uint64_t cols,
+void ak__nn_act_rows(const ak__nn_act *act, float *y, uint64_t rows, uint64_t cols,
                      uint64_t ld) {
+    int kind = act->kind;
+    float a = act->a, b = act->b;
+    if (kind == AK_NN_ACT_NONE) return;
     for (uint64_t m = 0; m < rows; m++) {
         float *row = y + m * ld;
-        if (act == ACT_RELU)
+        if (kind == AK_NN_ACT_RELU)
             for (uint64_t j = 0; j < cols; j++) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
-        else if (act == ACT_CLIP)
+        else if (kind == AK_NN_ACT_CLIP)
             for (uint64_t j = 0; j < cols; j++) {
                 float v = row[j] < a ? a : row[j];
                 row[j] = v > b ? b : v;
             }
-        else if (act != ACT_NONE)
-            for (uint64_t j = 0; j < cols; j++) row[j] = (float)act_apply(act, row[j], a, b);
+        else
+            for (uint64_t j = 0; j < cols; j++) row[j] = (float)act_apply(act, row[j]);
     }
 }
 
@@ -399,7 +410,7 @@ static void conv_tile_task(void *vr, size_t begin, size_t end, int tid) {
         (void)ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, (size_t)pl->Mg, (size_t)pw, (size_t)pl->Kg,
                        1.0f, w, (size_t)pl->Kg, col, (size_t)pw, beta, y, (size_t)pl->P,
                        r->pool);
-        act_rows(pl->act, pl->act_a, pl->act_b, y, (uint64_t)pl->Mg, pw, pl->P);
+        ak__nn_act_rows(&pl->act, y, (uint64_t)pl->Mg, pw, pl->P);
     }
 }
 
@@ -433,12 +444,12 @@ static void conv_act_task(void *vr, size_t begin, size_t end, int tid) {
     (void)tid;
     const conv_run *r = vr;
     const conv_plan *pl = r->pl;
-    act_rows(pl->act, pl->act_a, pl->act_b, r->y + begin * pl->P, end - begin, pl->P, pl->P);
+    ak__nn_act_rows(&pl->act, r->y + begin * pl->P, end - begin, pl->P, pl->P);
 }
 
 /* FusedConv's activation over all of Y (paths whose GEMM spans the pool). */
 static ak_status conv_act_all(ak__op_ctx *ctx, const conv_plan *pl, conv_run *r) {
-    if (pl->act == ACT_NONE) return AK_OK;
+    if (pl->act.kind == AK_NN_ACT_NONE) return AK_OK;
     return ak_threadpool_parallel_for(ctx->pool, (size_t)(pl->N * pl->M), 4, conv_act_task, r);
 }
 
@@ -504,7 +515,7 @@ static void conv_dw_task(void *vr, size_t begin, size_t end, int tid) {
             const float *z = z_at(r, y);
             for (uint64_t p = 0; p < pl->P; p++) y[p] += z[p];
         }
-        act_rows(pl->act, pl->act_a, pl->act_b, y, 1, pl->P, pl->P);
+        ak__nn_act_rows(&pl->act, y, 1, pl->P, pl->P);
     }
 }
 
@@ -558,7 +569,7 @@ static ak_status conv_run_reference(ak__op_ctx *ctx, const conv_plan *pl) {
                        (ak__elem_get(W->data, W->type, wi) - wz);
             }
             if (Z) acc += ak__elem_get(Z->data, Z->type, nm * pl->P + p);
-            acc = act_apply(pl->act, acc, pl->act_a, pl->act_b);
+            acc = act_apply(&pl->act, acc);
             ak__elem_set(Y->data, Y->type, nm * pl->P + p, acc);
         }
     }
@@ -575,7 +586,7 @@ static ak_status conv_plan_full(ak__op_ctx *ctx, conv_plan *pl, int op) {
         pl->kind = CONV_REFERENCE;
         return AK_OK;
     }
-    conv_plan_path(pl, ak__nn_pool_threads(ctx));
+    conv_plan_path(pl, ak__nn_pool_threads(ctx), ctx->state);
     return AK_OK;
 }
 
@@ -643,6 +654,11 @@ static ak_status conv_run_common(ak__op_ctx *ctx, int op) {
     r.ws = ctx->workspace;
     r.pool = ctx->pool;
     switch (pl.kind) {
+    case CONV_IGEMM: {
+        ak__conv_igemm_args a = {&pl.g, pl.N, pl.C, r.x, r.b, r.z, r.y, pl.act, ctx->pool,
+                                 ctx->workspace, ctx->workspace_bytes};
+        return ak__conv_igemm_run(ctx->state, &a);
+    }
     case CONV_POINTWISE:
         return conv_run_pointwise(ctx, &pl, &r);
     case CONV_DEPTHWISE:
@@ -664,10 +680,26 @@ static ak_status conv_integer_run(ak__op_ctx *ctx) {
 }
 static ak_status fused_conv_run(ak__op_ctx *ctx) { return conv_run_common(ctx, OP_FUSED_CONV); }
 
-const ak__op_def ak__nn_conv = {"", "Conv", 1, 0, NULL, NULL, conv_reshape, conv_run_op};
+/* Packs a constant float32 W (1-D or 2-D kernel) for the implicit-GEMM path; anything
+ * else leaves no state and reshape reports what is wrong with it. */
+static ak_status conv_create(const ak__ir_node *node, const ak__tensor *const *consts,
+                             void **state) {
+    *state = NULL;
+    const ak__tensor *W = node->num_inputs >= 2 ? consts[1] : NULL;
+    if (!W || W->type != AK_ELEM_F32 || W->rank < 3 || W->rank > 4 || W->dims[0] <= 0 ||
+        W->count == 0)
+        return AK_OK;
+    return ak__conv_igemm_pack(W->data, W->dims[0], ak__attr_int(node, "group", 1),
+                               W->count / (uint64_t)W->dims[0], (ak__conv_igemm **)state);
+}
+
+static void conv_destroy(void *state) { ak__conv_igemm_free(state); }
+
+const ak__op_def ak__nn_conv = {"", "Conv", 1, 0, conv_create, conv_destroy, conv_reshape,
+                                conv_run_op};
 /* com.microsoft FusedConv: Y = activation(Conv(X, W, B) + Z), what graph fusion of
  * Conv [+ Add] + Relu/Clip/... produces (ONNX Runtime writes the same). */
-const ak__op_def ak__nn_fused_conv = {"com.microsoft", "FusedConv", 1, 0, NULL, NULL,
-                                     fused_conv_reshape, fused_conv_run};
+const ak__op_def ak__nn_fused_conv = {"com.microsoft", "FusedConv", 1, 0, conv_create,
+                                     conv_destroy, fused_conv_reshape, fused_conv_run};
 const ak__op_def ak__nn_conv_integer = {"", "ConvInteger", 10, 0, NULL, NULL,
                                         conv_integer_reshape, conv_integer_run};

@@ -44,6 +44,46 @@ ak_status ak__nn_kernel_attr(const ak__op_ctx *ctx, int nsp, int64_t *k);
  * one, 0 lets it choose. Not thread-safe; never set in production. */
 extern int ak__nn_conv_force_mode;
 
+/* FusedConv's activation (com.microsoft names) with its parameters: Clip's min/max,
+ * LeakyRelu's alpha, HardSigmoid's alpha/beta. */
+enum {
+    AK_NN_ACT_NONE, AK_NN_ACT_RELU, AK_NN_ACT_CLIP, AK_NN_ACT_LEAKY, AK_NN_ACT_SIGMOID,
+    AK_NN_ACT_TANH, AK_NN_ACT_HARDSIGMOID
+};
+typedef struct ak__nn_act {
+    int kind; /* AK_NN_ACT_* */
+    float a, b;
+} ak__nn_act;
+/* The activation in place over rows (rows, cols) of stride ld (nn_conv.c). */
+void ak__nn_act_rows(const ak__nn_act *act, float *y, uint64_t rows, uint64_t cols,
+                     uint64_t ld);
+
+/* Implicit-GEMM float32 Conv, 1-D and 2-D (nn_conv_igemm.c): weights packed once for
+ * the SGEMM microkernel, columns gathered from the image per sliver, bias/Z/activation
+ * applied per tile. */
+typedef struct ak__conv_igemm ak__conv_igemm;
+/* Packs W (M, Kg) with Kg = Cg·kernel taps for `group` groups. *out stays NULL (AK_OK)
+ * when the active ISA has no microkernel; fails only when out of memory. */
+ak_status ak__conv_igemm_pack(const float *w, int64_t M, int64_t group, uint64_t Kg,
+                              ak__conv_igemm **out);
+void ak__conv_igemm_free(ak__conv_igemm *p);
+/* 1 when p packed these weights for the microkernel that is active now. */
+int ak__conv_igemm_usable(const ak__conv_igemm *p, int64_t M, int64_t group, uint64_t Kg);
+/* Scratch floats a run on `threads` threads needs. */
+size_t ak__conv_igemm_workspace_floats(const ak__conv_igemm *p, const ak__nn_geom *g,
+                                       int threads);
+typedef struct ak__conv_igemm_args {
+    const ak__nn_geom *geom; /* 1 or 2 spatial axes */
+    int64_t N, C;            /* images, input channels */
+    const float *x, *bias, *z; /* bias (M) and Z (shaped like y) may be NULL */
+    float *y;
+    ak__nn_act act;
+    ak_threadpool *pool;
+    void *workspace;
+    size_t workspace_bytes;
+} ak__conv_igemm_args;
+ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args *args);
+
 /* Op definitions (one file each group). */
 extern const ak__op_def ak__nn_conv, ak__nn_conv_transpose, ak__nn_conv_integer,
     ak__nn_fused_conv;

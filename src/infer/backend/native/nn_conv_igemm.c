@@ -1,0 +1,442 @@
+/* Implicit-GEMM float32 convolution (1-D and 2-D, NCHW): Y_g (Mg,P) = W_g (Mg,Kg) ·
+ * cols (Kg,P) with Kg = Cg·kh·kw, computed by the SGEMM microkernel without an im2col
+ * matrix and without repacking the weights on every run.
+ *
+ *   weights   packed once, when the session is created (Conv's create), into the
+ *             microkernel's MR-row k-major slivers, one depth slice (KC) after another.
+ *   columns   each NR-wide sliver of output positions is gathered from the image straight
+ *             into the microkernel's packed B layout ("implicit" im2col): a copy of NR
+ *             contiguous floats for a 1×1 kernel or a row of a stride-1 window away from
+ *             the padding, a gather through per-position offsets elsewhere.
+ *   epilogue  bias, FusedConv's Z and activation are applied to each MR×NR tile of Y right
+ *             after its last depth slice, while the tile is still in L1: no separate pass
+ *             over Y before or after the GEMM.
+ *
+ * Work for one image and group is cut into tasks of (a chunk of output channels) × (a
+ * block of position slivers), handed out dynamically over the pool. Large planes
+ * (early layers) pack each block's columns per depth slice into the thread's own L2-sized
+ * panel; small planes (late layers, few positions and deep K) pack all their columns once
+ * into a shared buffer in a first parallel pass, so that several channel chunks can share
+ * them and both cores stay busy on a 7×7 plane. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/backend/native/nn_internal.h"
+#include "kernels/dispatch.h"
+
+/* Depth slice: an MR×KC A sliver (6 KB) and a KC×NR B sliver (16 KB) share L1. */
+#define IG_KC 256u
+/* Pack every column sliver up front (shared by all tasks) when they take at most this
+ * many floats (2 MB): small planes whose columns several channel chunks reuse. */
+#define IG_SHARED_MAX_FLOATS ((size_t)512 * 1024)
+/* Slivers per task: the A slice (Mg×KC) in L2 serves up to this many before the next. */
+#define IG_MAX_BLOCK 8u
+/* Tasks per thread wanted, so the dynamic hand-out evens out uneven tasks and cores. */
+#define IG_TASKS_PER_THREAD 4u
+/* 1×1 packing prefetches the image row this many rows ahead. */
+#define PACK_PREFETCH_ROWS 4
+/* Widest microkernel tile handled (ig_pos holds one sliver's positions). */
+#define IG_MAX_NR 32
+/* A channel chunk keeps at least this many rows (8 microkernel rows), at most
+ * IG_MAX_CHUNK_ROWS at KC = 256 (its A slice, 192 KB, stays in L2 across a block;
+ * proportionally more rows for a shallower K). */
+#define IG_MIN_CHUNK_ROWS 48u
+#define IG_MAX_CHUNK_ROWS 192u
+
+struct ak__conv_igemm {
+    float *a; /* group g at g·Mp·Kg; depth slice at pc: +Mp·pc; row sliver i: +i·kb */
+    int64_t M, group, Mg;
+    uint64_t Kg, Mp; /* Mp: Mg rounded up to MR */
+    size_t kc;
+    ak__sgemm_ukernel_fn ukernel;
+    size_t mr, nr;
+};
+
+static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
+static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+
+/* The slice depth: KC evened out over the slices K needs (K=576 → 3×192, not 256+256+64). */
+static size_t slice_depth(uint64_t K) {
+    size_t n = div_up((size_t)K, IG_KC);
+    return div_up((size_t)K, n ? n : 1);
+}
+
+/* ---- packed weights ---------------------------------------------------------------- */
+
+/* Rows [i0, i0+MR) × depth [p0, p0+kb) of a row-major (Mg, Kg) matrix as one k-major
+ * sliver, rows past Mg zero. */
+static void pack_w_sliver(const float *w, const ak__conv_igemm *p, uint64_t i0, size_t p0,
+                          size_t kb, float *dst) {
+    for (size_t k = 0; k < kb; k++)
+        for (size_t r = 0; r < p->mr; r++)
+            dst[k * p->mr + r] =
+                i0 + r < (uint64_t)p->Mg ? w[(i0 + r) * p->Kg + p0 + k] : 0.0f;
+}
+
+ak_status ak__conv_igemm_pack(const float *w, int64_t M, int64_t group, uint64_t Kg,
+                              ak__conv_igemm **out) {
+    *out = NULL;
+    const ak__kernels *k = ak__kernels_active();
+    if (!k->sgemm_ukernel || k->sgemm_nr > IG_MAX_NR || M <= 0 || group <= 0 ||
+        M % group != 0 || Kg == 0)
+        return AK_OK;
+    ak__conv_igemm *p = calloc(1, sizeof *p);
+    if (!p) return AK_FAIL(AK_ERR_NO_MEMORY, "Conv: out of memory packing weights");
+    *p = (ak__conv_igemm){.M = M, .group = group, .Mg = M / group, .Kg = Kg,
+                          .kc = slice_depth(Kg), .ukernel = k->sgemm_ukernel,
+                          .mr = (size_t)k->sgemm_mr, .nr = (size_t)k->sgemm_nr};
+    p->Mp = div_up((size_t)p->Mg, p->mr) * p->mr;
+    size_t floats = (size_t)(p->Mp * Kg * (uint64_t)group);
+    void *mem;
+    if (ak_alloc(floats * sizeof(float), &mem) != AK_OK) {
+        free(p);
+        return AK_FAIL(AK_ERR_NO_MEMORY, "Conv: out of memory packing %zu weights", floats);
+    }
+    p->a = mem;
+    for (int64_t g = 0; g < group; g++) {
+        const float *wg = w + (uint64_t)(g * p->Mg) * Kg;
+        float *ag = p->a + (uint64_t)g * p->Mp * Kg;
+        for (size_t pc = 0; pc < Kg; pc += p->kc) {
+            size_t kb = min_sz(p->kc, (size_t)Kg - pc);
+            for (uint64_t i = 0; i < p->Mp; i += p->mr)
+                pack_w_sliver(wg, p, i, pc, kb, ag + p->Mp * pc + i * kb);
+        }
+    }
+    *out = p;
+    return AK_OK;
+}
+
+void ak__conv_igemm_free(ak__conv_igemm *p) {
+    if (!p) return;
+    ak_free(p->a);
+    free(p);
+}
+
+int ak__conv_igemm_usable(const ak__conv_igemm *p, int64_t M, int64_t group, uint64_t Kg) {
+    return p && p->M == M && p->group == group && p->Kg == Kg &&
+           ak__kernels_active()->sgemm_ukernel == p->ukernel;
+}
+
+/* ---- the geometry of one run --------------------------------------------------------- */
+
+typedef struct ig_geom {
+    int64_t H, W, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw;
+    uint64_t P, plane;
+    int pointwise; /* 1×1, stride 1, no padding: a column is a row of the image */
+} ig_geom;
+
+/* The 2-D view of g (a 1-D convolution is one row). */
+static ig_geom geom_2d(const ak__nn_geom *g) {
+    int two = g->nsp == 2, a = two ? 1 : 0; /* the last (width) axis */
+    ig_geom v = {
+        .H = two ? g->in[0] : 1, .W = g->in[a], .OH = two ? g->out[0] : 1, .OW = g->out[a],
+        .KH = two ? g->k[0] : 1, .KW = g->k[a], .sh = two ? g->s[0] : 1, .sw = g->s[a],
+        .dh = two ? g->d[0] : 1, .dw = g->d[a], .ph = two ? g->pb[0] : 0, .pw = g->pb[a],
+    };
+    v.P = (uint64_t)(v.OH * v.OW);
+    v.plane = (uint64_t)(v.H * v.W);
+    v.pointwise = v.KH == 1 && v.KW == 1 && v.sh == 1 && v.sw == 1 && v.ph == 0 && v.pw == 0 &&
+                  v.OH == v.H && v.OW == v.W;
+    return v;
+}
+
+/* How one image and group is cut into tasks. */
+typedef struct ig_split {
+    size_t S;            /* NR-wide slivers of output positions */
+    size_t nb, nblocks;  /* slivers per block, blocks */
+    size_t rows, chunks; /* output channels per chunk (a multiple of MR), chunks */
+    int shared;          /* all columns packed once up front */
+    size_t panel_floats; /* per-thread panel (0 when shared) */
+    size_t shared_floats;
+} ig_split;
+
+/* Tiles of (channel chunk × sliver block): both bounded so that a chunk's A slice
+ * (≤ 192×KC floats) and a block's B slice (≤ KC×128) stay in L2 together, then halved
+ * (the block when it is the wider side, else the chunk) until the pool gets
+ * IG_TASKS_PER_THREAD tasks per thread. Deep, small-plane layers thus cut along
+ * channels and wide, shallow ones along positions, and neither operand is re-read from
+ * memory once per sliver. */
+static ig_split plan_split(const ak__conv_igemm *p, const ig_geom *v, int threads) {
+    ig_split s = {.S = div_up((size_t)v->P, p->nr)};
+    size_t T = threads > 0 ? (size_t)threads : 1, want = T * IG_TASKS_PER_THREAD;
+    size_t Mp = (size_t)p->Mp, mr = p->mr;
+    size_t most = IG_MAX_CHUNK_ROWS * IG_KC / min_sz(p->kc, (size_t)p->Kg); /* shallow K: more */
+    size_t nb = min_sz(IG_MAX_BLOCK, s.S), rows = min_sz(Mp, div_up(most, mr) * mr);
+    while (div_up(s.S, nb) * div_up(Mp, rows) < want) {
+        if (nb > 1 && (nb * p->nr >= rows || rows <= IG_MIN_CHUNK_ROWS))
+            nb = div_up(nb, 2);
+        else if (rows > IG_MIN_CHUNK_ROWS)
+            rows = div_up(rows / 2, mr) * mr;
+        else
+            break;
+    }
+    s.nblocks = div_up(s.S, nb);
+    s.nb = div_up(s.S, s.nblocks); /* evened out */
+    s.chunks = div_up(Mp, rows);
+    s.rows = div_up(div_up(Mp, s.chunks), mr) * mr;
+    s.chunks = div_up(Mp, s.rows);
+    /* columns packed once pay off only when several chunks read them */
+    s.shared = s.chunks > 1 && (size_t)p->Kg * s.S * p->nr <= IG_SHARED_MAX_FLOATS;
+    if (s.shared)
+        s.shared_floats = (size_t)p->Kg * s.S * p->nr;
+    else
+        s.panel_floats = p->kc * s.nb * p->nr;
+    return s;
+}
+
+size_t ak__conv_igemm_workspace_floats(const ak__conv_igemm *p, const ak__nn_geom *g,
+                                       int threads) {
+    ig_geom v = geom_2d(g);
+    ig_split s = plan_split(p, &v, threads);
+    return s.shared ? s.shared_floats : s.panel_floats * (size_t)(threads > 0 ? threads : 1);
+}
+
+/* ---- implicit im2col: column slivers straight from the image ------------------------ */
+
+typedef struct ig_job {
+    const ak__conv_igemm *p;
+    ig_geom v;
+    ig_split s;
+    const float *x, *a; /* this image's group of input channels; its packed weights */
+    float *y;           /* this image's group of output channels */
+    const float *bias, *z;
+    ak__nn_act act;
+    float *ws; /* shared columns, or one panel per thread */
+} ig_job;
+
+/* A sliver's output positions as runs along output rows (a 16-wide sliver over a 7-wide
+ * plane spans up to 4 rows): run r covers sliver columns [j0, j0+len) and reads the image
+ * from (iy, ix) = (oy·sh − ph, ox·sw − pw) of its first position on. */
+typedef struct ig_run {
+    size_t j0, len;
+    int64_t iy, ix;
+} ig_run;
+typedef struct ig_pos {
+    ig_run run[IG_MAX_NR];
+    size_t nruns, n;
+} ig_pos;
+
+static void sliver_positions(const ig_geom *v, uint64_t q0, size_t n, ig_pos *ps) {
+    ps->n = n;
+    ps->nruns = 0;
+    int64_t oy = (int64_t)(q0 / (uint64_t)v->OW), ox = (int64_t)(q0 % (uint64_t)v->OW);
+    for (size_t j = 0; j < n; oy++, ox = 0) {
+        size_t len = min_sz(n - j, (size_t)(v->OW - ox));
+        ps->run[ps->nruns++] = (ig_run){j, len, oy * v->sh - v->ph, ox * v->sw - v->pw};
+        j += len;
+    }
+}
+
+/* dst[0..nr) = src[0..n), zero-padded. The full 16-wide row is a constant-size copy the
+ * compiler inlines (a memcpy call per 64 bytes cost a third of a 1×1 convolution). */
+static inline void copy_row(float *dst, const float *src, size_t n, size_t nr) {
+    if (n == 16 && nr == 16) {
+        memcpy(dst, src, 16 * sizeof *dst);
+        return;
+    }
+    memcpy(dst, src, n * sizeof *dst);
+    for (size_t j = n; j < nr; j++) dst[j] = 0.0f;
+}
+
+/* One run of one row (ky, kx) of channel xc's window into d[0..len). */
+static void gather_run(const ig_geom *v, const ig_run *r, const float *xc, int64_t ky,
+                       int64_t kx, float *d) {
+    int64_t iy = r->iy + ky * v->dh, x0 = r->ix + kx * v->dw, sw = v->sw;
+    int64_t len = (int64_t)r->len, j = 0;
+    if (iy < 0 || iy >= v->H) {
+        memset(d, 0, r->len * sizeof *d);
+        return;
+    }
+    const float *src = xc + iy * v->W;
+    if (x0 >= 0 && x0 + (len - 1) * sw < v->W) { /* the run's window row is inside */
+        if (sw == 1)
+            for (; j < len; j++) d[j] = src[x0 + j];
+        else
+            for (; j < len; j++) d[j] = src[x0 + j * sw];
+        return;
+    }
+    for (; j < len; j++) {
+        int64_t ix = x0 + j * sw;
+        d[j] = ix >= 0 && ix < v->W ? src[ix] : 0.0f;
+    }
+}
+
+/* One row (ky, kx) of channel xc's window over the sliver's positions into dst[0..nr). */
+static void gather_row(const ig_geom *v, const ig_pos *ps, const float *xc, int64_t ky,
+                       int64_t kx, size_t nr, float *dst) {
+    if (ps->nruns == 1 && ps->n == 16 && nr == 16 && v->sw == 1) { /* common: one full run */
+        int64_t iy = ps->run[0].iy + ky * v->dh, x0 = ps->run[0].ix + kx * v->dw;
+        if (iy >= 0 && iy < v->H && x0 >= 0 && x0 + 15 < v->W) {
+            memcpy(dst, xc + iy * v->W + x0, 16 * sizeof *dst);
+            return;
+        }
+    }
+    for (size_t r = 0; r < ps->nruns; r++) gather_run(v, &ps->run[r], xc, ky, kx, dst + ps->run[r].j0);
+    for (size_t j = ps->n; j < nr; j++) dst[j] = 0.0f;
+}
+
+/* A 1×1 convolution's slivers [s0, s1) at depth [pc, pc+kb): the image's rows read
+ * across all the slivers at once (long sequential reads for the prefetcher). */
+static void pack_pointwise(const ig_job *jb, size_t s0, size_t s1, size_t pc, size_t kb,
+                           float *dst) {
+    size_t nr = jb->p->nr, width = (s1 - s0) * nr;
+    for (size_t k = 0; k < kb; k++) {
+        const float *src = jb->x + (pc + k) * jb->v.plane;
+        if (k + PACK_PREFETCH_ROWS < kb) /* a row of the image is only a few lines here */
+            for (size_t c = 0; c < width; c += 16)
+                __builtin_prefetch(src + PACK_PREFETCH_ROWS * jb->v.plane + s0 * nr + c, 0, 3);
+        for (size_t sl = s0; sl < s1; sl++) {
+            uint64_t q0 = (uint64_t)sl * nr;
+            copy_row(dst + ((sl - s0) * kb + k) * nr, src + q0,
+                     min_sz(nr, (size_t)(jb->v.P - q0)), nr);
+        }
+    }
+}
+
+/* Depth [pc, pc+kb) of sliver `sl` in the microkernel's B layout (nr floats per k). */
+static void pack_cols(const ig_job *jb, size_t sl, size_t pc, size_t kb, float *dst) {
+    const ig_geom *v = &jb->v;
+    size_t nr = jb->p->nr;
+    uint64_t q0 = (uint64_t)sl * nr;
+    size_t n = min_sz(nr, (size_t)(v->P - q0));
+    if (v->pointwise) {
+        pack_pointwise(jb, sl, sl + 1, pc, kb, dst);
+        return;
+    }
+    ig_pos ps;
+    sliver_positions(v, q0, n, &ps);
+    uint64_t taps = (uint64_t)(v->KH * v->KW);
+    uint64_t c = pc / taps, t = pc % taps;
+    int64_t ky = (int64_t)t / v->KW, kx = (int64_t)t % v->KW;
+    for (size_t k = 0; k < kb; k++, dst += nr) {
+        gather_row(v, &ps, jb->x + c * v->plane, ky, kx, nr, dst);
+        if (++kx == v->KW) {
+            kx = 0;
+            if (++ky == v->KH) ky = 0, c++;
+        }
+    }
+}
+
+/* Slivers [s0, s1) at depth [pc, pc+kb), one after another. */
+static void pack_panel(const ig_job *jb, size_t s0, size_t s1, size_t pc, size_t kb,
+                       float *dst) {
+    if (jb->v.pointwise) {
+        pack_pointwise(jb, s0, s1, pc, kb, dst);
+        return;
+    }
+    for (size_t sl = s0; sl < s1; sl++) pack_cols(jb, sl, pc, kb, dst + (sl - s0) * kb * jb->p->nr);
+}
+
+static void shared_pack_task(void *vj, size_t begin, size_t end, int tid) {
+    (void)tid;
+    const ig_job *jb = vj;
+    size_t S = jb->s.S, nr = jb->p->nr, kc = jb->p->kc;
+    for (size_t u = begin; u < end; u++) { /* u = slice · S + sliver */
+        size_t pc = (u / S) * kc, sl = u % S, kb = min_sz(kc, (size_t)jb->p->Kg - pc);
+        pack_cols(jb, sl, pc, kb, jb->ws + pc * S * nr + sl * kb * nr);
+    }
+}
+
+/* ---- the tasks ----------------------------------------------------------------------- */
+
+/* Bias, Z and the activation on the m×n tile of Y at (row, q0). */
+static void epilogue(const ig_job *jb, size_t row, size_t m, uint64_t q0, size_t n) {
+    uint64_t P = jb->v.P;
+    float *y = jb->y + row * P + q0;
+    if (jb->bias || jb->z)
+        for (size_t r = 0; r < m; r++) {
+            float bv = jb->bias ? jb->bias[row + r] : 0.0f, *yr = y + r * P;
+            if (jb->z) {
+                const float *zr = jb->z + (row + r) * P + q0;
+                for (size_t j = 0; j < n; j++) yr[j] += bv + zr[j];
+            } else {
+                for (size_t j = 0; j < n; j++) yr[j] += bv;
+            }
+        }
+    ak__nn_act_rows(&jb->act, y, m, n, P);
+}
+
+/* Pulls the next tile's rows of Y (about to be written) and Z (about to be read) toward
+ * L1: they lie P floats apart, one cache line or two each, where no hardware prefetcher
+ * follows them. */
+static void prefetch_tile(const ig_job *jb, size_t row, size_t m, uint64_t q0, int first,
+                          int last) {
+    uint64_t P = jb->v.P;
+    for (size_t r = 0; r < m; r++) {
+        const float *y = jb->y + (row + r) * P + q0;
+        if (first) __builtin_prefetch(y, 1, 3), __builtin_prefetch(y + 15, 1, 3);
+        if (last && jb->z) {
+            const float *z = jb->z + (row + r) * P + q0;
+            __builtin_prefetch(z, 0, 3), __builtin_prefetch(z + 15, 0, 3);
+        }
+    }
+}
+
+/* Task = (channel chunk, block of slivers): every depth slice, then every sliver of the
+ * block, then every MR rows of the chunk; the A slice stays in L2 across the block. */
+static void conv_task(void *vj, size_t begin, size_t end, int tid) {
+    const ig_job *jb = vj;
+    const ak__conv_igemm *p = jb->p;
+    const ig_split *s = &jb->s;
+    size_t nr = p->nr, mr = p->mr, Mg = (size_t)p->Mg, K = (size_t)p->Kg;
+    float *panel = s->shared ? NULL : jb->ws + (size_t)tid * s->panel_floats;
+    for (size_t task = begin; task < end; task++) {
+        size_t r0 = (task / s->nblocks) * s->rows, r1 = min_sz(Mg, r0 + s->rows);
+        size_t s0 = (task % s->nblocks) * s->nb, s1 = min_sz(s->S, s0 + s->nb);
+        for (size_t pc = 0; pc < K; pc += p->kc) {
+            size_t kb = min_sz(p->kc, K - pc);
+            const float *b = s->shared ? jb->ws + pc * s->S * nr + s0 * kb * nr : panel;
+            if (!s->shared) pack_panel(jb, s0, s1, pc, kb, panel);
+            const float *a = jb->a + p->Mp * pc;
+            int last = pc + kb == K;
+            for (size_t sl = s0; sl < s1; sl++) {
+                uint64_t q0 = (uint64_t)sl * nr;
+                size_t n = min_sz(nr, (size_t)(jb->v.P - q0));
+                const float *bs = b + (sl - s0) * kb * nr;
+                for (size_t i = r0; i < r1; i += mr) {
+                    size_t m = min_sz(mr, r1 - i);
+                    prefetch_tile(jb, i + mr < r1 ? i + mr : r1, min_sz(mr, r1 - min_sz(r1, i + mr)), q0, pc == 0, last);
+                    p->ukernel(kb, 1.0f, a + i * kb, bs, pc ? 1.0f : 0.0f,
+                               jb->y + i * jb->v.P + q0, (size_t)jb->v.P, m, n);
+                    if (last) epilogue(jb, i, m, q0, n);
+                }
+            }
+        }
+    }
+}
+
+static void run_parallel(ak_threadpool *pool, int serial, size_t n, ak_parallel_fn fn,
+                         void *ctx) {
+    if (serial || n <= 1 || ak_threadpool_parallel_for(pool, n, 1, fn, ctx) != AK_OK)
+        fn(ctx, 0, n, 0);
+}
+
+ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args *args) {
+    const ak__nn_geom *g = args->geom;
+    int threads = 1;
+    if (ak_threadpool_size(args->pool, &threads) != AK_OK || threads < 1) threads = 1;
+    int serial = ak__conv_igemm_workspace_floats(p, g, threads) * sizeof(float) >
+                 args->workspace_bytes;
+    if (serial) threads = 1; /* the pool grew after reshape sized the workspace */
+    if (ak__conv_igemm_workspace_floats(p, g, threads) * sizeof(float) > args->workspace_bytes)
+        return AK_FAIL(AK_ERR_INTERNAL, "Conv: workspace of %zu bytes is too small",
+                       args->workspace_bytes);
+    ig_job jb = {.p = p, .v = geom_2d(g), .act = args->act, .ws = args->workspace};
+    jb.s = plan_split(p, &jb.v, threads);
+    uint64_t Cg = p->Kg / (uint64_t)(jb.v.KH * jb.v.KW);
+    for (int64_t n = 0; n < args->N; n++)
+        for (int64_t gi = 0; gi < p->group; gi++) {
+            uint64_t ci = (uint64_t)(n * args->C) + (uint64_t)gi * Cg;
+            uint64_t co = (uint64_t)(n * p->M + gi * p->Mg);
+            jb.x = args->x + ci * jb.v.plane;
+            jb.y = args->y + co * jb.v.P;
+            jb.z = args->z ? args->z + co * jb.v.P : NULL;
+            jb.bias = args->bias ? args->bias + gi * p->Mg : NULL;
+            jb.a = p->a + (uint64_t)gi * p->Mp * p->Kg;
+            if (jb.s.shared)
+                run_parallel(args->pool, serial, div_up((size_t)p->Kg, p->kc) * jb.s.S,
+                             shared_pack_task, &jb);
+            run_parallel(args->pool, serial, jb.s.chunks * jb.s.nblocks, conv_task, &jb);
+        }
+    return AK_OK;
+}
