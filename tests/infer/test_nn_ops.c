@@ -249,10 +249,11 @@ static const conv_case conv_cases[] = {
 static void test_conv_paths(void **s) {
     (void)s;
     SKIP_IN_BENCH();
-    /* chosen, forced tiles, forced whole; then chosen with constant W (implicit GEMM) */
-    for (int mode = 0; mode < 4; mode++) {
-        ak__nn_conv_force_mode = mode % 3;
-        const_weights = mode == 3;
+    /* chosen, forced tiles, forced whole, forced implicit GEMM (W constant); then chosen
+     * with W constant, as in a model */
+    for (int mode = 0; mode < 5; mode++) {
+        ak__nn_conv_force_mode = mode % 4;
+        const_weights = mode >= 3;
         for (int p = 0; p < 2; p++)
             for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++)
                 check_conv("Conv", &conv_cases[i], pools[p]);
@@ -264,9 +265,9 @@ static void test_conv_paths(void **s) {
 static void test_fused_conv(void **s) {
     (void)s;
     SKIP_IN_BENCH();
-    for (int mode = 0; mode < 4; mode++) {
-        ak__nn_conv_force_mode = mode % 3;
-        const_weights = mode == 3;
+    for (int mode = 0; mode < 5; mode++) {
+        ak__nn_conv_force_mode = mode % 4;
+        const_weights = mode >= 3;
         for (int fused = 1; fused <= 2; fused++)
             for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++)
                 check_conv_fused("FusedConv", &conv_cases[i], pools[1], fused);
@@ -500,14 +501,15 @@ static void test_bench(void **s) {
         {"mv2 1x1 24->144 56", 24, 56, 56, 144, 1, 1, 0, 1},
         {"mv2 1x1 960->160 7", 960, 7, 7, 160, 1, 1, 0, 1},
     };
-    int modes[3] = {0, 1, 2};
+    static const int modes[4] = {0, 3, 1, 2};
+    static const char *const labels[4] = {"", "igemm", "tile", "whole"};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         printf("%-26s", shapes[i].name);
         for (int p = 0; p < 2; p++)
-            for (int m = 0; m < (shapes[i].group == 1 ? 3 : 1); m++) {
+            for (int m = 0; m < (shapes[i].group == 1 ? 4 : 1); m++) {
                 ak__nn_conv_force_mode = modes[m];
                 double ms, gf = bench_one(&shapes[i], pools[p], &ms);
-                printf("  %dT%s %7.1f GF/s %7.3f ms", p + 1, m == 0 ? "" : m == 1 ? "tile" : "whole", gf, ms);
+                printf("  %dT%s %7.1f GF/s %7.3f ms", p + 1, labels[m], gf, ms);
             }
         ak__nn_conv_force_mode = 0;
         printf("\n");

@@ -32,7 +32,7 @@
 /* Slivers per task: the A slice (Mg×KC) in L2 serves up to this many before the next. */
 #define IG_MAX_BLOCK 8u
 /* Tasks per thread wanted, so the dynamic hand-out evens out uneven tasks and cores. */
-#define IG_TASKS_PER_THREAD 4u
+#define IG_TASKS_PER_THREAD 16u
 /* 1×1 packing prefetches the image row this many rows ahead. */
 #define PACK_PREFETCH_ROWS 4
 /* Widest microkernel tile handled (ig_pos holds one sliver's positions). */
@@ -184,11 +184,38 @@ static ig_split plan_split(const ak__conv_igemm *p, const ig_geom *v, int thread
     return s;
 }
 
+/* The geometry over a copy of the image with its padding written out as zeros, where
+ * every window lies inside: packing then never tests bounds (on a 14- or 7-wide plane
+ * nearly every sliver touches a border). Same as v when there is nothing to pad. */
+static ig_geom padded_geom(const ig_geom *v) {
+    ig_geom pv = *v;
+    if (v->pointwise) return pv;
+    int64_t hp = (v->OH - 1) * v->sh + (v->KH - 1) * v->dh + 1; /* rows windows reach */
+    int64_t wp = (v->OW - 1) * v->sw + (v->KW - 1) * v->dw + 1;
+    pv.H = hp > v->H + v->ph ? hp : v->H + v->ph;
+    pv.W = wp > v->W + v->pw ? wp : v->W + v->pw;
+    pv.ph = pv.pw = 0;
+    pv.plane = (uint64_t)(pv.H * pv.W);
+    return pv;
+}
+
+static int needs_padding(const ig_geom *v) {
+    ig_geom pv = padded_geom(v);
+    return pv.H != v->H || pv.W != v->W;
+}
+
+/* Floats of the padded copy of one image group's input channels (0 when none). */
+static size_t padded_floats(const ak__conv_igemm *p, const ig_geom *v) {
+    if (!needs_padding(v)) return 0;
+    return (size_t)(p->Kg / (uint64_t)(v->KH * v->KW)) * (size_t)padded_geom(v).plane;
+}
+
 size_t ak__conv_igemm_workspace_floats(const ak__conv_igemm *p, const ak__nn_geom *g,
                                        int threads) {
     ig_geom v = geom_2d(g);
     ig_split s = plan_split(p, &v, threads);
-    return s.shared ? s.shared_floats : s.panel_floats * (size_t)(threads > 0 ? threads : 1);
+    size_t cols = s.shared ? s.shared_floats : s.panel_floats * (size_t)(threads > 0 ? threads : 1);
+    return padded_floats(p, &v) + cols;
 }
 
 /* ---- implicit im2col: column slivers straight from the image ------------------------ */
@@ -202,6 +229,11 @@ typedef struct ig_job {
     const float *bias, *z;
     ak__nn_act act;
     float *ws; /* shared columns, or one panel per thread */
+    /* padding: the image group as given and its geometry; x and v then describe the
+     * padded copy at `padded` */
+    const float *x_in;
+    ig_geom v_in;
+    float *padded;
 } ig_job;
 
 /* A sliver's output positions as runs along output rows (a 16-wide sliver over a 7-wide
@@ -337,6 +369,27 @@ static void shared_pack_task(void *vj, size_t begin, size_t end, int tid) {
     }
 }
 
+/* Channels [begin, end) of the image group into the padded copy, zeros around. */
+static void pad_task(void *vj, size_t begin, size_t end, int tid) {
+    (void)tid;
+    const ig_job *jb = vj;
+    const ig_geom *in = &jb->v_in, *pv = &jb->v;
+    for (size_t c = begin; c < end; c++) {
+        const float *src = jb->x_in + c * in->plane;
+        float *dst = jb->padded + c * pv->plane;
+        for (int64_t r = 0; r < pv->H; r++, dst += pv->W) {
+            int64_t iy = r - in->ph;
+            if (iy < 0 || iy >= in->H) {
+                memset(dst, 0, (size_t)pv->W * sizeof *dst);
+                continue;
+            }
+            memset(dst, 0, (size_t)in->pw * sizeof *dst);
+            memcpy(dst + in->pw, src + iy * in->W, (size_t)in->W * sizeof *dst);
+            memset(dst + in->pw + in->W, 0, (size_t)(pv->W - in->pw - in->W) * sizeof *dst);
+        }
+    }
+}
+
 /* ---- the tasks ----------------------------------------------------------------------- */
 
 /* Bias, Z and the activation on the m×n tile of Y at (row, q0). */
@@ -421,14 +474,22 @@ ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args 
     if (ak__conv_igemm_workspace_floats(p, g, threads) * sizeof(float) > args->workspace_bytes)
         return AK_FAIL(AK_ERR_INTERNAL, "Conv: workspace of %zu bytes is too small",
                        args->workspace_bytes);
-    ig_job jb = {.p = p, .v = geom_2d(g), .act = args->act, .ws = args->workspace};
-    jb.s = plan_split(p, &jb.v, threads);
+    ig_job jb = {.p = p, .v_in = geom_2d(g), .act = args->act};
+    jb.s = plan_split(p, &jb.v_in, threads);
+    jb.v = padded_geom(&jb.v_in);
+    int pad = needs_padding(&jb.v_in);
+    jb.padded = args->workspace;
+    jb.ws = jb.padded + padded_floats(p, &jb.v_in);
     uint64_t Cg = p->Kg / (uint64_t)(jb.v.KH * jb.v.KW);
     for (int64_t n = 0; n < args->N; n++)
         for (int64_t gi = 0; gi < p->group; gi++) {
             uint64_t ci = (uint64_t)(n * args->C) + (uint64_t)gi * Cg;
             uint64_t co = (uint64_t)(n * p->M + gi * p->Mg);
-            jb.x = args->x + ci * jb.v.plane;
+            jb.x = jb.x_in = args->x + ci * jb.v_in.plane;
+            if (pad) {
+                run_parallel(args->pool, serial, (size_t)Cg, pad_task, &jb);
+                jb.x = jb.padded;
+            }
             jb.y = args->y + co * jb.v.P;
             jb.z = args->z ? args->z + co * jb.v.P : NULL;
             jb.bias = args->bias ? args->bias + gi * p->Mg : NULL;

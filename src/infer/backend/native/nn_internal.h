@@ -41,7 +41,8 @@ int ak__nn_pool_threads(const ak__op_ctx *ctx);
 ak_status ak__nn_kernel_attr(const ak__op_ctx *ctx, int nsp, int64_t *k);
 
 /* For benchmarks and tests (nn_conv.c): 1 forces Conv's tiled im2col path, 2 the whole
- * one, 0 lets it choose. Not thread-safe; never set in production. */
+ * one, 3 the implicit GEMM (when create packed W), 0 lets it choose. Not thread-safe;
+ * never set in production. */
 extern int ak__nn_conv_force_mode;
 
 /* FusedConv's activation (com.microsoft names) with its parameters: Clip's min/max,
