@@ -1,7 +1,10 @@
 /* Conv and ConvInteger (NCHW, 1 to 8 spatial axes, groups, strides, dilations, pads,
  * auto_pad).
  *
- * float32 takes one of three paths:
+ * float32 takes one of four paths:
+ *   implicit   constant 1-D/2-D W packed at create for the SGEMM microkernel, columns
+ *              gathered per sliver, bias/Z/activation per tile (nn_conv_igemm.c); taken
+ *              where conv_igemm_pays says it measured faster.
  *   pointwise  1x1 kernel, stride 1, no pads: Y_g (Mg,P) = W_g (Mg,Cg) · X_g (Cg,P), one
  *              ak_sgemm per image and group straight on the tensors.
  *   depthwise  2-D with one input and one output channel per group (MobileNet): a direct
