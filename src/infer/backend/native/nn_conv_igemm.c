@@ -5,9 +5,10 @@
  *   weights   packed once, when the session is created (Conv's create), into the
  *             microkernel's MR-row k-major slivers, one depth slice (KC) after another.
  *   columns   each NR-wide sliver of output positions is gathered from the image straight
- *             into the microkernel's packed B layout ("implicit" im2col): a copy of NR
- *             contiguous floats for a 1×1 kernel or a row of a stride-1 window away from
- *             the padding, a gather through per-position offsets elsewhere.
+ *             into the microkernel's packed B layout ("implicit" im2col), as runs along
+ *             output rows: a copy of NR contiguous floats for a 1×1 kernel or a stride-1
+ *             window within one row, shorter or strided copies elsewhere. A padded
+ *             convolution reads a zero-padded copy of the image, so no copy tests bounds.
  *   epilogue  bias, FusedConv's Z and activation are applied to each MR×NR tile of Y right
  *             after its last depth slice, while the tile is still in L1: no separate pass
  *             over Y before or after the GEMM.
