@@ -123,6 +123,10 @@ static void gemm_reference(const gemm_plan *pl, const ak__tensor *A, const ak__t
         }
 }
 
+/* Up to this many rows of A, Gemm with a transposed B runs as ak_linear (a GEMV-like
+ * pass over B) instead of ak_sgemm. */
+#define GEMM_LINEAR_MAX_ROWS 4
+
 static ak_status gemm_run(ak__op_ctx *ctx) {
     gemm_plan pl;
     AK_CHECK(gemm_plan_make(ctx, &pl));
@@ -146,6 +150,11 @@ static ak_status gemm_run(ak__op_ctx *ctx) {
         }
         beta = 1.0f;
     }
+    if (!pl.ta && pl.tb && pl.alpha == 1.0f && pl.M <= GEMM_LINEAR_MAX_ROWS)
+        /* a classifier at batch 1: B's rows are the weight rows of a linear layer, read
+         * once at memory speed, where ak_sgemm would pack all of B first */
+        return ak_linear(AK_WTYPE_F32, B->data, (size_t)pl.N, (size_t)pl.K, A->data,
+                         (size_t)pl.K, (size_t)pl.M, y, (size_t)pl.N, beta != 0.0f, ctx->pool);
     return ak_sgemm(pl.ta ? AK_TRANS : AK_NO_TRANS, pl.tb ? AK_TRANS : AK_NO_TRANS,
                     (size_t)pl.M, (size_t)pl.N, (size_t)pl.K, pl.alpha, A->data,
                     (size_t)(pl.ta ? pl.M : pl.K), B->data, (size_t)(pl.tb ? pl.K : pl.N), beta,
