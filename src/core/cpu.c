@@ -179,6 +179,17 @@ ak_status ak_cpu_get_info(ak_cpu_info *out) {
     return AK_OK;
 }
 
+int ak__cpu_active_avx2(void) {
+    static _Atomic int cached = -1;
+    int v = cached;
+    if (v < 0) {
+        ak_cpu_info info;
+        v = ak_cpu_get_info(&info) == AK_OK && info.active_isa >= AK_ISA_AVX2;
+        cached = v;
+    }
+    return v;
+}
+
 int ak__cpu_supports(ak_isa isa) {
     ak__cpu_detect();
     return isa_supported(isa);

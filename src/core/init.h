@@ -12,6 +12,9 @@ ak_status ak__cpu_detect(void);
 ak_status ak__cpu_set_active_isa(ak_isa isa);
 /* May the CPU run `isa`? (for kernel tables; detects on first use) */
 int ak__cpu_supports(ak_isa isa);
+/* 1 when the active ISA (after AK_ISA) includes AVX2, for code that picks its AVX2 copy
+ * per call; decided on the first call, after ak_init has set the ISA. */
+int ak__cpu_active_avx2(void);
 /* Size in bytes of the level-1 data, level-2 or level-3 cache; 0 when unknown. Never
  * fails (kernels call it without touching ak_last_error). */
 size_t ak__cpu_cache_bytes(int level);

@@ -16,6 +16,8 @@
 
 #include <stdint.h>
 
+#include "core/init.h"
+
 #define AK_HOT_INLINE static inline __attribute__((always_inline))
 #define AK_HOT_BODY static inline __attribute__((always_inline))
 
@@ -36,8 +38,6 @@ AK_HOT_INLINE ak__v8f ak__select8(ak__v8i m, ak__v8f a, ak__v8f b) {
     return (ak__v8f)(((ak__v8i)a & m) | ((ak__v8i)b & ~m));
 }
 
-/* 1 when the AVX2 copies may run (cached after the first call). */
-int ak__hot_loops_avx2(void);
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define AK_HOT_TWIN(name, params, args)                                                       \
@@ -45,7 +45,7 @@ int ak__hot_loops_avx2(void);
         name##_body args;                                                                     \
     }                                                                                         \
     static void name params {                                                                 \
-        if (ak__hot_loops_avx2())                                                             \
+        if (ak__cpu_active_avx2())                                                           \
             name##_avx2 args;                                                                 \
         else                                                                                  \
             name##_body args;                                                                 \

@@ -5,6 +5,7 @@
 
 #include "accelkit/kernels.h"
 #include "core/half.h"
+#include "core/init.h"
 #include "infer/backend/native/elementwise_internal.h"
 
 /* helpers must inline into each loop so the op switch folds away */
@@ -31,14 +32,7 @@
 /* 1 when the AVX2 copy may run; decided once (the active ISA is set at ak_init). */
 static int use_avx2(void) {
 #ifdef EW_HAVE_AVX2
-    static _Atomic int cached = -1;
-    int v = cached;
-    if (v < 0) {
-        ak_cpu_info info;
-        v = ak_cpu_get_info(&info) == AK_OK && info.active_isa >= AK_ISA_AVX2;
-        cached = v;
-    }
-    return v;
+    return ak__cpu_active_avx2();
 #else
     return 0;
 #endif

@@ -6,6 +6,7 @@
  * whose innermost output dim is strided in the source go through cache-sized 2-D tiles. */
 #include <string.h>
 
+#include "core/init.h"
 #include "infer/backend/native/tensor_common.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -176,18 +177,6 @@ enum { TILE = 32 };
     } while (0)
 
 #ifdef TOPS_X86
-/* 1 when AVX2 code may run (the active ISA is set at ak_init); decided once. */
-static int use_avx2(void) {
-    static _Atomic int cached = -1;
-    int v = cached;
-    if (v < 0) {
-        ak_cpu_info info;
-        v = ak_cpu_get_info(&info) == AK_OK && info.active_isa >= AK_ISA_AVX2;
-        cached = v;
-    }
-    return v;
-}
-
 /* d[j * ds + i] = s[i * ss + j] for an 8x8 block of 32-bit elements, in registers
  * (written out: loops over arrays of vectors may spill at -O2). */
 __attribute__((target("avx2"))) static inline void tr8x8_32(const float *s, int64_t ss,
@@ -262,7 +251,7 @@ static void scopy_tiles(void *p, size_t begin, size_t end, int thread_index) {
         char *d = c->dst + doff * (int64_t)c->elem;
         const char *s = c->src + soff * (int64_t)c->elem;
 #ifdef TOPS_X86
-        if (c->elem == 4 && use_avx2()) {
+        if (c->elem == 4 && ak__cpu_active_avx2()) {
             tile_band_32_avx2(d, s, na, ib0, ib1, sa, dsb);
             continue;
         }
