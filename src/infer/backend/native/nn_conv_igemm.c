@@ -200,15 +200,12 @@ static ig_geom padded_geom(const ig_geom *v) {
     return pv;
 }
 
-static int needs_padding(const ig_geom *v) {
-    ig_geom pv = padded_geom(v);
-    return pv.H != v->H || pv.W != v->W;
-}
-
-/* Floats of the padded copy of one image group's input channels (0 when none). */
+/* Floats of the padded copy of one image group's input channels; 0 when there is nothing
+ * to pad (the image is read in place). */
 static size_t padded_floats(const ak__conv_igemm *p, const ig_geom *v) {
-    if (!needs_padding(v)) return 0;
-    return (size_t)(p->Kg / (uint64_t)(v->KH * v->KW)) * (size_t)padded_geom(v).plane;
+    ig_geom pv = padded_geom(v);
+    if (pv.H == v->H && pv.W == v->W) return 0;
+    return (size_t)(p->Kg / (uint64_t)(v->KH * v->KW)) * (size_t)pv.plane;
 }
 
 size_t ak__conv_igemm_workspace_floats(const ak__conv_igemm *p, const ak__nn_geom *g,
@@ -471,23 +468,25 @@ ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args 
     if (ak_threadpool_size(args->pool, &threads) != AK_OK || threads < 1) threads = 1;
     int serial = ak__conv_igemm_workspace_floats(p, g, threads) * sizeof(float) >
                  args->workspace_bytes;
-    if (serial) threads = 1; /* the pool grew after reshape sized the workspace */
-    if (ak__conv_igemm_workspace_floats(p, g, threads) * sizeof(float) > args->workspace_bytes)
-        return AK_FAIL(AK_ERR_INTERNAL, "Conv: workspace of %zu bytes is too small",
-                       args->workspace_bytes);
+    if (serial) { /* the pool grew after reshape sized the workspace */
+        threads = 1;
+        if (ak__conv_igemm_workspace_floats(p, g, 1) * sizeof(float) > args->workspace_bytes)
+            return AK_FAIL(AK_ERR_INTERNAL, "Conv: workspace of %zu bytes is too small",
+                           args->workspace_bytes);
+    }
     ig_job jb = {.p = p, .v_in = geom_2d(g), .act = args->act};
     jb.s = plan_split(p, &jb.v_in, threads);
     jb.v = padded_geom(&jb.v_in);
-    int pad = needs_padding(&jb.v_in);
+    size_t pad_floats = padded_floats(p, &jb.v_in);
     jb.padded = args->workspace;
-    jb.ws = jb.padded + padded_floats(p, &jb.v_in);
+    jb.ws = jb.padded + pad_floats;
     uint64_t Cg = p->Kg / (uint64_t)(jb.v.KH * jb.v.KW);
     for (int64_t n = 0; n < args->N; n++)
         for (int64_t gi = 0; gi < p->group; gi++) {
             uint64_t ci = (uint64_t)(n * args->C) + (uint64_t)gi * Cg;
             uint64_t co = (uint64_t)(n * p->M + gi * p->Mg);
             jb.x = jb.x_in = args->x + ci * jb.v_in.plane;
-            if (pad) {
+            if (pad_floats) {
                 run_parallel(args->pool, serial, (size_t)Cg, pad_task, &jb);
                 jb.x = jb.padded;
             }
