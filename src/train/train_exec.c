@@ -4,6 +4,8 @@
  * gradient's allreduce lands (overlapping later buckets' communication).
  * Every decision here (what to fuse, buffer layout) depends only on the responses, which
  * are identical on every rank; a rank without an entry (joined) contributes zeros. */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,33 +146,89 @@ static void fusion_copy_out(ak_train *t, ak__response *r, int m, size_t es) {
     }
 }
 
-/* f16/bf16 on the wire with a power-of-two scale every rank agrees on. */
-static ak_status allreduce_cast(ak_train *t, ak__pset *p, ak_train_compression kind,
-                                size_t total) {
-    float local = ak__compress_absmax(t->fusion, total), global = local;
+/* ---- f16/bf16 on the wire, straight from the inputs into the outputs ----------------
+ * No f32 fusion buffer: each tensor is cast (prescale and the shared power-of-two scale
+ * in one factor) into its place in the wire buffer, and decompressed with the
+ * post-factor folded in straight into its output. Both factors are a float times a power
+ * of two, so the results are those of scaling in separate passes. This saves two of the
+ * five passes over the f32 data (copy in, copy out): the CTR fp16 step on 4 ranks sharing
+ * 2 cores went from about 1.70 to 1.57 s. Sending the wire buffer in async segments, to overlap casting with the
+ * wire, measured slower there (the progress thread competes for the same cores). */
+
+typedef struct {
+    ak_train_compression kind;
+    char *wire; /* 2 bytes per element */
+    float scale;
+    int size; /* ranks in the set: AVG divides by it */
+} cast_job;
+
+/* Calls fn on every fused tensor with its element offset in the wire buffer. */
+static void for_each_tensor(ak__response *r, int m, const cast_job *job,
+                            void (*fn)(const cast_job *, ak__response *, size_t, size_t)) {
+    size_t at = 0;
+    for (int i = 0; i < m; i++) {
+        size_t n = ak__sig_elements(&r[i].sig);
+        fn(job, &r[i], at, n);
+        at += n;
+    }
+}
+
+static void cast_tensor(const cast_job *job, ak__response *r, size_t at, size_t n) {
+    char *dst = job->wire + at * 2;
+    if (r->entry) ak__compress_cast(job->kind, r->entry->op.input, dst, n,
+                                    job->scale * (float)r->sig.prescale);
+    else memset(dst, 0, n * 2);
+}
+
+static void decompress_tensor(const cast_job *job, ak__response *r, size_t at, size_t n) {
+    if (!r->entry) return;
+    float inv = (float)post_factor(&r->sig, job->size) / job->scale;
+    ak__decompress_cast(job->kind, job->wire + at * 2, r->entry->op.output, n, inv);
+}
+
+/* Largest |input * prescale| over the fused tensors of this rank. */
+static float fused_absmax(ak__response *r, int m) {
+    float amax = 0.0f;
+    for (int i = 0; i < m; i++) {
+        if (!r[i].entry) continue;
+        float a = ak__compress_absmax(r[i].entry->op.input, ak__sig_elements(&r[i].sig)) *
+                  fabsf((float)r[i].sig.prescale);
+        if (!(a <= amax)) amax = a; /* a NaN wins */
+    }
+    return amax;
+}
+
+static ak_status allreduce_cast(ak_train *t, ak__pset *p, ak__response *r, int m, size_t total) {
+    const ak__signature *s = &r[0].sig;
+    float global = fused_absmax(r, m);
     AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, &global, 1, AK_DTYPE_F32, AK_REDUCE_MAX));
-    float scale = ak__compress_scale(kind, global, p->size);
     AK_CHECK(ensure(&t->wire, &t->wire_cap, total * 2));
-    AK_CHECK(ak__compress_cast(kind, t->fusion, t->wire, total, scale));
-    ak_dtype wd = kind == AK_COMPRESS_FP16 ? AK_DTYPE_F16 : AK_DTYPE_BF16;
-    AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, t->wire, total, wd, AK_REDUCE_SUM));
-    return ak__decompress_cast(kind, t->wire, t->fusion, total, 1.0f / scale);
+    cast_job job = {s->compression, t->wire, ak__compress_scale(s->compression, global, p->size),
+                    p->size};
+    ak_dtype wd = s->compression == AK_COMPRESS_FP16 ? AK_DTYPE_F16 : AK_DTYPE_BF16;
+    for_each_tensor(r, m, &job, cast_tensor);
+    AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, job.wire, total, wd, AK_REDUCE_SUM));
+    for_each_tensor(r, m, &job, decompress_tensor);
+    return AK_OK;
 }
 
 static ak_status allreduce_fused(ak_train *t, ak__pset *p, ak__response *r, int m) {
     const ak__signature *s = &r[0].sig;
     size_t es = esize_of(s->dtype), total = 0;
     for (int i = 0; i < m; i++) total += ak__sig_elements(&r[i].sig);
-    AK_CHECK(ensure(&t->fusion, &t->fusion_cap, total * es));
     uint64_t t0 = ak_now_ns();
+    if (s->compression != AK_COMPRESS_NONE) { /* casts straight from inputs to outputs */
+        ak_status st = allreduce_cast(t, p, r, m, total);
+        t->st_comm_ns += ak_now_ns() - t0;
+        trace_span("communicate", r, m, t0);
+        return st;
+    }
+    AK_CHECK(ensure(&t->fusion, &t->fusion_cap, total * es));
     fusion_copy_in(t, r, m, es);
     uint64_t t1 = ak_now_ns();
     t->st_fusion_ns += t1 - t0;
     trace_span("fusion_copy_in", r, m, t0);
-    if (s->compression == AK_COMPRESS_NONE)
-        AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, t->fusion, total, s->dtype, wire_op(s->op)));
-    else
-        AK_CHECK(allreduce_cast(t, p, s->compression, total));
+    AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, t->fusion, total, s->dtype, wire_op(s->op)));
     uint64_t t2 = ak_now_ns();
     t->st_comm_ns += t2 - t1;
     trace_span("communicate", r, m, t1);

@@ -301,31 +301,51 @@ static void test_other_ops(void **state) {
 
 /* ---- compression and the optimizer hand-off ----------------------------------------------- */
 
+/* Three tensors enqueued together (fused when they meet in one cycle), the last in place,
+ * AVG with pre- and post-scaling: f16/bf16 on the wire, cast straight from the inputs and
+ * back into the outputs. */
 static void scenario_compression(rank_ctx *c) {
-    enum { N = 5000 };
+    enum { NT_C = 3 };
     static const ak_train_compression kinds[] = {AK_COMPRESS_FP16, AK_COMPRESS_BF16};
-    float *in = malloc(N * sizeof(float)), *out = malloc(N * sizeof(float));
-    for (int k = 0; k < 2; k++) {
-        for (int j = 0; j < N; j++) in[j] = (float)(c->rank + 1) * 1e3f * sinf((float)j);
-        ak_train_op op = f32_allreduce(k ? "bf16" : "fp16", in, out, N);
-        op.compression = kinds[k];
-        ak_train_handle h;
-        CHECK(ak_train_enqueue(c->train, &op, &h) == AK_OK);
-        CHECK(ak_train_wait(c->train, h) == AK_OK);
-        float tol = k ? 1e-2f : 2e-3f; /* bf16: 8 bits of mantissa */
-        for (int j = 0; j < N; j++) {
-            float want = 3e3f * sinf((float)j);
-            CHECK(fabsf(out[j] - want) <= tol * 3e3f);
-        }
-        ak_train_release(c->train, h);
+    static const int64_t lens[NT_C] = {5000, 1, 2999};
+    static const char *names[2][NT_C] = {{"fp16.a", "fp16.b", "fp16.c"},
+                                         {"bf16.a", "bf16.b", "bf16.c"}};
+    float *in[NT_C], *out[NT_C];
+    for (int i = 0; i < NT_C; i++) {
+        in[i] = malloc((size_t)lens[i] * sizeof(float));
+        out[i] = i == NT_C - 1 ? in[i] : malloc((size_t)lens[i] * sizeof(float));
     }
-    free(in);
-    free(out);
+    double mean_rank_factor = (c->size + 1) / 2.0; /* AVG over ranks of (rank + 1) */
+    for (int k = 0; k < 2; k++) {
+        ak_train_handle h[NT_C];
+        for (int i = 0; i < NT_C; i++) {
+            for (int64_t j = 0; j < lens[i]; j++)
+                in[i][j] = (float)(c->rank + 1) * 1e3f * sinf((float)(j + 7 * i));
+            ak_train_op op = f32_allreduce(names[k][i], in[i], out[i], lens[i]);
+            op.compression = kinds[k];
+            op.op = AK_REDUCE_AVG;
+            op.prescale = 0.5;
+            op.postscale = 4.0;
+            CHECK(ak_train_enqueue(c->train, &op, &h[i]) == AK_OK);
+        }
+        float amp = (float)(mean_rank_factor * 2e3), tol = k ? 1e-2f : 2e-3f; /* bf16: 8 bits */
+        for (int i = 0; i < NT_C; i++) {
+            CHECK(ak_train_wait(c->train, h[i]) == AK_OK);
+            for (int64_t j = 0; j < lens[i]; j++)
+                CHECK(fabsf(out[i][j] - amp * sinf((float)(j + 7 * i))) <= tol * amp);
+            ak_train_release(c->train, h[i]);
+        }
+    }
+    for (int i = 0; i < NT_C; i++) {
+        if (out[i] != in[i]) free(out[i]);
+        free(in[i]);
+    }
 }
 
 static void test_compression(void **state) {
     (void)state;
     run_world(2, scenario_compression, NULL, NULL);
+    run_world(3, scenario_compression, NULL, NULL);
 }
 
 static void scenario_dgc(rank_ctx *c) {
