@@ -25,6 +25,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/init.h"
 #include "core/params.h"
 #include "infer/backend/native/nn_internal.h"
 
@@ -375,7 +376,6 @@ typedef struct conv_run {
     const float *z; /* FusedConv's Z (added before the activation), shaped like y */
     float *y, *ws;
     ak_threadpool *pool;
-    int avx2;
     /* whole mode: the current image/group and chunk */
     const float *xg;
     float *yg;
@@ -521,18 +521,18 @@ static ak_status conv_run_pointwise(ak__op_ctx *ctx, const conv_plan *pl, conv_r
 static void conv_dw_task(void *vr, size_t begin, size_t end, int tid) {
     const conv_run *r = vr;
     const conv_plan *pl = r->pl;
-    float *scratch = r->ws + (size_t)tid * pl->slot_floats;
-    for (size_t i = begin; i < end; i++) { /* plane i = n*C + c */
-        uint64_t c = i % (uint64_t)pl->C;
-        float *y = r->y + i * pl->P;
-        ak__nn_dw_plane(&pl->g, r->x + i * pl->Pin, r->w + c * pl->kprod,
-                        r->b ? r->b[c] : 0.0f, y, scratch, r->avx2);
-        if (r->z) { /* FusedConv: + Z, then the activation, while the plane is in cache */
-            const float *z = z_at(r, y);
-            for (uint64_t p = 0; p < pl->P; p++) y[p] += z[p];
-        }
-        ak__nn_act_rows(&pl->act, y, 1, pl->P, pl->P);
-    }
+    ak__nn_dw_args a = {&pl->g, r->x,   r->w,   r->b,    r->z,        r->y,
+                        pl->C,  pl->Pin, pl->P, pl->act, ak__cpu_active_avx2()};
+    ak__nn_dw_planes(&a, begin, end, r->ws + (size_t)tid * pl->slot_floats);
+}
+
+/* Planes per task: each task zeroes its scratch's padding once, so runs of planes pay;
+ * 4 tasks per thread keep the threads balanced. */
+static size_t conv_dw_grain(const conv_plan *pl, ak_threadpool *pool) {
+    int threads = 1;
+    if (ak_threadpool_size(pool, &threads) != AK_OK || threads < 1) threads = 1;
+    size_t planes = (size_t)(pl->N * pl->C), grain = planes / (4 * (size_t)threads);
+    return grain ? grain : 1;
 }
 
 /* ---- reference loop (other types, ConvInteger) -------------------------------------- */
@@ -678,13 +678,12 @@ static ak_status conv_run_common(ak__op_ctx *ctx, int op) {
     case CONV_POINTWISE:
         return conv_run_pointwise(ctx, &pl, &r);
     case CONV_DEPTHWISE:
-        r.avx2 = ak__nn_have_avx2();
         if (serial) {
             conv_dw_task(&r, 0, (size_t)(pl.N * pl.C), 0);
             return AK_OK;
         }
-        return ak_threadpool_parallel_for(ctx->pool, (size_t)(pl.N * pl.C), 1, conv_dw_task,
-                                          &r);
+        return ak_threadpool_parallel_for(ctx->pool, (size_t)(pl.N * pl.C),
+                                          conv_dw_grain(&pl, ctx->pool), conv_dw_task, &r);
     default:
         return conv_run_general(ctx, &pl, &r, serial);
     }

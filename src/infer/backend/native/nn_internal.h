@@ -94,14 +94,20 @@ extern const ak__op_def ak__nn_global_averagepool, ak__nn_global_maxpool,
 extern const ak__op_def ak__nn_batchnorm, ak__nn_instancenorm, ak__nn_lrn;
 extern const ak__op_def ak__nn_gemm, ak__nn_matmul, ak__nn_matmul_integer;
 
-/* Depthwise 2-D convolution of one plane (nn_dw.c): in (H, W) -> out (OH, OW) with a
- * (KH, KW) filter (at most AK_NN_DW_MAX_TAPS taps) and bias b; scratch holds
- * ak__nn_dw_scratch_floats(g) floats (64-byte aligned). avx2: from ak__nn_have_avx2. */
+/* Depthwise 2-D convolution (nn_dw.c): planes (H, W) -> (OH, OW), plane i = n*C + c
+ * with filter c ((KH, KW), at most AK_NN_DW_MAX_TAPS taps), bias b[c] (b may be NULL),
+ * + Z (same layout as y, or NULL), then the activation. scratch holds
+ * ak__nn_dw_scratch_floats(g) floats (64-byte aligned). */
 #define AK_NN_DW_MAX_TAPS 64
+typedef struct ak__nn_dw_args {
+    const ak__nn_geom *g;
+    const float *x, *w, *b, *z;
+    float *y;
+    uint64_t C, Pin, P; /* channels, input and output plane sizes */
+    ak__nn_act act;
+    int avx2; /* ak__cpu_active_avx2() */
+} ak__nn_dw_args;
 size_t ak__nn_dw_scratch_floats(const ak__nn_geom *g);
-void ak__nn_dw_plane(const ak__nn_geom *g, const float *in, const float *w, float b,
-                     float *out, float *scratch, int avx2);
-/* 1 when the active ISA (after AK_ISA) includes AVX2 and FMA. */
-int ak__nn_have_avx2(void);
+void ak__nn_dw_planes(const ak__nn_dw_args *a, size_t begin, size_t end, float *scratch);
 
 #endif /* AK_INFER_BACKEND_NATIVE_NN_INTERNAL_H */
