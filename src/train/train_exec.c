@@ -5,7 +5,6 @@
  * Every decision here (what to fuse, buffer layout) depends only on the responses, which
  * are identical on every rank; a rank without an entry (joined) contributes zeros. */
 #include <math.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,38 +151,35 @@ static void fusion_copy_out(ak_train *t, ak__response *r, int m, size_t es) {
  * post-factor folded in straight into its output. Both factors are a float times a power
  * of two, so the results are those of scaling in separate passes. This saves two of the
  * five passes over the f32 data (copy in, copy out): the CTR fp16 step on 4 ranks sharing
- * 2 cores went from about 1.70 to 1.57 s. Sending the wire buffer in async segments, to overlap casting with the
- * wire, measured slower there (the progress thread competes for the same cores). */
+ * 2 cores went from about 1.70 to 1.57 s. Sending the wire buffer in async segments, to
+ * overlap casting with the wire, measured slower there (the progress thread competes for
+ * the same cores). */
 
-typedef struct {
-    ak_train_compression kind;
-    char *wire; /* 2 bytes per element */
-    float scale;
-    int size; /* ranks in the set: AVG divides by it */
-} cast_job;
-
-/* Calls fn on every fused tensor with its element offset in the wire buffer. */
-static void for_each_tensor(ak__response *r, int m, const cast_job *job,
-                            void (*fn)(const cast_job *, ak__response *, size_t, size_t)) {
-    size_t at = 0;
+/* Casts the inputs (zeros for a missing entry) into the wire buffer, 2 bytes a value. */
+static ak_status cast_in(ak_train *t, ak__response *r, int m, float scale) {
+    char *dst = t->wire;
     for (int i = 0; i < m; i++) {
         size_t n = ak__sig_elements(&r[i].sig);
-        fn(job, &r[i], at, n);
-        at += n;
+        if (r[i].entry)
+            AK_CHECK(ak__compress_cast(r[i].sig.compression, r[i].entry->op.input, dst, n,
+                                       scale * (float)r[i].sig.prescale));
+        else
+            memset(dst, 0, n * 2);
+        dst += n * 2;
     }
+    return AK_OK;
 }
 
-static void cast_tensor(const cast_job *job, ak__response *r, size_t at, size_t n) {
-    char *dst = job->wire + at * 2;
-    if (r->entry) ak__compress_cast(job->kind, r->entry->op.input, dst, n,
-                                    job->scale * (float)r->sig.prescale);
-    else memset(dst, 0, n * 2);
-}
-
-static void decompress_tensor(const cast_job *job, ak__response *r, size_t at, size_t n) {
-    if (!r->entry) return;
-    float inv = (float)post_factor(&r->sig, job->size) / job->scale;
-    ak__decompress_cast(job->kind, job->wire + at * 2, r->entry->op.output, n, inv);
+static ak_status decompress_out(ak_train *t, ak__response *r, int m, float scale, int size) {
+    const char *src = t->wire;
+    for (int i = 0; i < m; i++) {
+        size_t n = ak__sig_elements(&r[i].sig);
+        if (r[i].entry)
+            AK_CHECK(ak__decompress_cast(r[i].sig.compression, src, r[i].entry->op.output, n,
+                                         (float)post_factor(&r[i].sig, size) / scale));
+        src += n * 2;
+    }
+    return AK_OK;
 }
 
 /* Largest |input * prescale| over the fused tensors of this rank. */
@@ -199,17 +195,15 @@ static float fused_absmax(ak__response *r, int m) {
 }
 
 static ak_status allreduce_cast(ak_train *t, ak__pset *p, ak__response *r, int m, size_t total) {
-    const ak__signature *s = &r[0].sig;
+    ak_train_compression kind = r[0].sig.compression;
     float global = fused_absmax(r, m);
     AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, &global, 1, AK_DTYPE_F32, AK_REDUCE_MAX));
     AK_CHECK(ensure(&t->wire, &t->wire_cap, total * 2));
-    cast_job job = {s->compression, t->wire, ak__compress_scale(s->compression, global, p->size),
-                    p->size};
-    ak_dtype wd = s->compression == AK_COMPRESS_FP16 ? AK_DTYPE_F16 : AK_DTYPE_BF16;
-    for_each_tensor(r, m, &job, cast_tensor);
-    AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, job.wire, total, wd, AK_REDUCE_SUM));
-    for_each_tensor(r, m, &job, decompress_tensor);
-    return AK_OK;
+    float scale = ak__compress_scale(kind, global, p->size);
+    AK_CHECK(cast_in(t, r, m, scale));
+    ak_dtype wd = kind == AK_COMPRESS_FP16 ? AK_DTYPE_F16 : AK_DTYPE_BF16;
+    AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, t->wire, total, wd, AK_REDUCE_SUM));
+    return decompress_out(t, r, m, scale, p->size);
 }
 
 static ak_status allreduce_fused(ak_train *t, ak__pset *p, ak__response *r, int m) {

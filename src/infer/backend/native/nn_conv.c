@@ -528,10 +528,9 @@ static void conv_dw_task(void *vr, size_t begin, size_t end, int tid) {
 
 /* Planes per task: each task zeroes its scratch's padding once, so runs of planes pay;
  * 4 tasks per thread keep the threads balanced. */
-static size_t conv_dw_grain(const conv_plan *pl, ak_threadpool *pool) {
-    int threads = 1;
-    if (ak_threadpool_size(pool, &threads) != AK_OK || threads < 1) threads = 1;
-    size_t planes = (size_t)(pl->N * pl->C), grain = planes / (4 * (size_t)threads);
+static size_t conv_dw_grain(const conv_plan *pl, const ak__op_ctx *ctx) {
+    size_t planes = (size_t)(pl->N * pl->C);
+    size_t grain = planes / (4 * (size_t)ak__nn_pool_threads(ctx));
     return grain ? grain : 1;
 }
 
@@ -683,7 +682,7 @@ static ak_status conv_run_common(ak__op_ctx *ctx, int op) {
             return AK_OK;
         }
         return ak_threadpool_parallel_for(ctx->pool, (size_t)(pl.N * pl.C),
-                                          conv_dw_grain(&pl, ctx->pool), conv_dw_task, &r);
+                                          conv_dw_grain(&pl, ctx), conv_dw_task, &r);
     default:
         return conv_run_general(ctx, &pl, &r, serial);
     }
