@@ -10,6 +10,17 @@ pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 
+# A port for a store that nothing holds now, below the kernel's ephemeral range
+# (32768+), so the outgoing connections of tests running beside this one cannot take it.
+pick_port() {
+  local port
+  for _ in 1 2 3 4 5 6 7 8; do
+    port=$((20000 + RANDOM % 12000))
+    /usr/bin/python3 -c "import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $port))" 2>/dev/null && break
+  done
+  echo "$port"
+}
+
 sweep() { # name env... -- bench args...
   local name=$1; shift
   local envs=()
@@ -47,7 +58,8 @@ done
 # fault: rank 1 dies mid-allreduce; rank 0 must fail (remote/timeout) within 5 s
 run_fault() { # transport mode args...
   local t=$1; shift
-  local port=$((20000 + RANDOM % 20000)) pids=()
+  local port pids=()
+  port=$(pick_port)
   for r in 0 1; do
     AK_COMM_TRANSPORT=$t AK_COMM_TIMEOUT=5000 AK_RANK=$r AK_WORLD_SIZE=2 AK_MASTER_ADDR=127.0.0.1 \
       AK_MASTER_PORT=$port timeout 30 "$FAULT" "$@" 2>"/tmp/ak_fault_$$_$r.log" &
@@ -81,7 +93,7 @@ out=$(AK_RANK=1 AK_WORLD_SIZE=2 AK_MASTER_ADDR=127.0.0.1 AK_MASTER_PORT=9 AK_COM
 [ $rc -eq 16 ] && grep -q "store" <<<"$out" && ok || { bad "unreachable store: exit $rc"; echo "$out"; }
 
 # the store's port is taken: rank 0 says so (AK_ERR_IO names the address), no hang
-busy=$(( 20000 + RANDOM % 20000 ))
+busy=$(pick_port)
 /usr/bin/python3 -c "import socket,time; s=socket.socket(); s.bind(('127.0.0.1',$busy)); s.listen(); time.sleep(15)" &
 holder=$!; sleep 0.5
 out=$(AK_RANK=0 AK_WORLD_SIZE=2 AK_MASTER_ADDR=127.0.0.1 AK_MASTER_PORT=$busy AK_COMM_TIMEOUT=2000 \
@@ -90,7 +102,7 @@ kill $holder 2>/dev/null; wait $holder 2>/dev/null
 [ $rc -eq 14 ] && grep -q "$busy" <<<"$out" && ok || { bad "store port in use: exit $rc"; echo "$out"; }
 
 # ranks that disagree on the world size: a clear error within the timeout
-port=$((20000 + RANDOM % 20000))
+port=$(pick_port)
 for r in 0 1; do
   AK_RANK=$r AK_WORLD_SIZE=$((2 + r)) AK_MASTER_ADDR=127.0.0.1 AK_MASTER_PORT=$port AK_COMM_TIMEOUT=2000 \
     timeout 30 "$FAULT" count 2>"/tmp/ak_ws_$$_$r.log" & pids[$r]=$!
