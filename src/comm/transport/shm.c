@@ -410,6 +410,7 @@ static ak_status shm_progress(void *ctx, int timeout_us) {
         uint64_t now = ak_now_ns();
         if (moved) {
             c->last_move_ns = now;
+            if (timeout_us >= 0 && now >= deadline) return AK_OK; /* bounded even while moving */
             continue;
         }
         ak_status st = AK_OK;
