@@ -60,6 +60,8 @@ typedef struct ak__kernels {
     /* the microkernel the blocked driver uses, with its tile (NULL for ref) */
     ak__sgemm_ukernel_fn sgemm_ukernel;
     int sgemm_mr, sgemm_nr;
+    /* the blocked driver's configuration for ak__sgemm_blocked_epi (NULL for ref) */
+    const struct ak__gemm_config *sgemm_config;
 
     /* linear layers: the kernel per weight slot, and one f32 row of K activations to
      * Q8_0 (widened scales d[K/32], block sums s[K/32], values q[K]) bit-identical to

@@ -202,6 +202,16 @@ void ak__sgemm_store_edge(const float *tile, size_t ld_tile, float alpha, float 
 
 /* ---- the blocked driver ------------------------------------------------------------ */
 
+/* An epilogue and where the current region of C sits in the caller's C. */
+typedef struct gemm_epi_at {
+    const ak__gemm_epilogue *epi;
+    size_t row0, col0;
+} gemm_epi_at;
+
+static void epi_whole(const gemm_epi_at *at, float *C, size_t ldc, size_t M, size_t N) {
+    if (at->epi) at->epi->fn(at->epi->ctx, C, ldc, at->row0, at->col0, M, N);
+}
+
 typedef struct gemm_job {
     const ak__gemm_config *cfg;
     int ta, tb;
@@ -217,7 +227,16 @@ typedef struct gemm_job {
     float *bpack; /* packed B panel, kb × round_up(nb, NR) */
     const float *apre; /* fused path: all of op(A) packed by the caller, else NULL */
     size_t n_slivers;
+    gemm_epi_at epi; /* finished tiles go through epi.epi (when set) */
 } gemm_job;
+
+/* Hands the tile at rows [i, i+m) × columns [j, j+n) of this job's C to the epilogue
+ * once its last depth slice is in. */
+static inline void finish_tile(const gemm_job *job, size_t i, size_t j, size_t m, size_t n) {
+    if (!job->epi.epi || job->pc + job->kb < job->K) return;
+    job->epi.epi->fn(job->epi.epi->ctx, job->C + i * job->ldc + j, job->ldc,
+                     job->epi.row0 + i, job->epi.col0 + j, m, n);
+}
 
 /* Packs B slivers [begin, end) of the panel. Plain B is read row by row across all the
  * slivers (long sequential reads the hardware prefetcher follows) rather than sliver by
@@ -246,6 +265,7 @@ static void task_unpacked(const gemm_job *job, size_t i0, size_t mb, size_t j0, 
     const float *b = job->tb ? job->B + j0 * job->ldb + job->pc : job->B + job->pc * job->ldb + j0;
     gemm_simple(job->ta, job->tb, mb, n, job->kb, job->alpha, a, job->lda, b, job->ldb,
                 job->beta, job->C + i0 * job->ldc + j0, job->ldc);
+    finish_tile(job, i0, j0, mb, n);
 }
 
 /* Rows [i0, i0+mb) of A block `ib`, packed into this thread's buffer, times the whole
@@ -266,9 +286,11 @@ static void run_a_block(const gemm_job *job, pack_cache *cache, size_t ib) {
         size_t j = s * nr, n = min_sz(nr, job->nb - j);
         const float *bp = job->bpack + s * nr * job->kb;
         float *c = job->C + i0 * job->ldc + job->jc + j;
-        for (size_t i = 0; i < mb; i += mr)
+        for (size_t i = 0; i < mb; i += mr) {
             cfg->ukernel(job->kb, job->alpha, apack + i * job->kb, bp, job->beta,
                          c + i * job->ldc, job->ldc, min_sz(mr, mb - i), n);
+            finish_tile(job, i0 + i, job->jc + j, min_sz(mr, mb - i), n);
+        }
     }
 }
 
@@ -334,6 +356,7 @@ static void run_fused_slice(const gemm_job *job, float *apack, float *bsliver) {
             prefetch_rows(&pf, pf_rows);
             cfg->ukernel(job->kb, job->alpha, ap + i * job->kb, bsliver, job->beta,
                          c + i * job->ldc, job->ldc, min_sz(mr, M - i), n);
+            finish_tile(job, i, job->jc + j, min_sz(mr, M - i), n);
         }
     }
 }
@@ -365,10 +388,11 @@ static void run_parallel(ak_threadpool *pool, int nthreads, size_t n, size_t gra
 static void blocked_region(const ak__gemm_config *cfg, int trans_a, int trans_b, size_t M,
                            size_t N, size_t K, float alpha, const float *A, size_t lda,
                            const float *B, size_t ldb, float beta, float *C, size_t ldc,
-                           const float *apre) {
+                           const float *apre, gemm_epi_at epi) {
     size_t mr = (size_t)cfg->mr, nr = (size_t)cfg->nr;
     gemm_job job = {.cfg = cfg, .ta = trans_a, .tb = trans_b, .M = M, .K = K, .alpha = alpha,
-                    .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .apre = apre};
+                    .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .apre = apre,
+                    .epi = epi};
     job.kc = pick_block(AK_PARAM_GEMM_KC, cfg->kc, K, 1);
     job.mc = pick_block(AK_PARAM_GEMM_MC, cfg->mc, M, mr);
     size_t nc = pick_block(AK_PARAM_GEMM_NC, cfg->nc, N, nr);
@@ -383,6 +407,7 @@ static void blocked_region(const ak__gemm_config *cfg, int trans_a, int trans_b,
     float *apack = fused && job.bpack ? buf_reserve(&cache->a, &cache->a_cap, job.mc * job.kc) : NULL;
     if (!job.bpack || (fused && !apack)) { /* out of memory: still correct, just slow */
         gemm_simple(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        epi_whole(&epi, C, ldc, M, N);
         return;
     }
     for (job.jc = 0; job.jc < N; job.jc += nc) {
@@ -471,6 +496,7 @@ typedef struct region_job {
     float *C;
     const float *apre; /* cut along N with few rows: A packed once for all regions */
     size_t kc;         /* depth block of apre's slices */
+    const ak__gemm_epilogue *epi;
 } region_job;
 
 static void region_range(void *vjob, size_t begin, size_t end, int thread_index) {
@@ -488,12 +514,12 @@ static void region_range(void *vjob, size_t begin, size_t end, int thread_index)
             b += r->tb ? lo * r->ldb : lo;
             c = r->C + lo;
             blocked_region(r->cfg, r->ta, r->tb, r->M, hi - lo, r->K, r->alpha, a, r->lda, b,
-                           r->ldb, r->beta, c, r->ldc, r->apre);
+                           r->ldb, r->beta, c, r->ldc, r->apre, (gemm_epi_at){r->epi, 0, lo});
         } else {
             a += r->ta ? lo : lo * r->lda;
             c = r->C + lo * r->ldc;
             blocked_region(r->cfg, r->ta, r->tb, hi - lo, r->N, r->K, r->alpha, a, r->lda, b,
-                           r->ldb, r->beta, c, r->ldc, NULL);
+                           r->ldb, r->beta, c, r->ldc, NULL, (gemm_epi_at){r->epi, lo, 0});
         }
     }
 }
@@ -537,19 +563,29 @@ void ak__sgemm_blocked(const ak__gemm_config *cfg, int trans_a, int trans_b, siz
                        size_t N, size_t K, float alpha, const float *A, size_t lda,
                        const float *B, size_t ldb, float beta, float *C, size_t ldc,
                        ak_threadpool *pool) {
+    ak__sgemm_blocked_epi(cfg, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                          pool, NULL);
+}
+
+void ak__sgemm_blocked_epi(const ak__gemm_config *cfg, int trans_a, int trans_b, size_t M,
+                           size_t N, size_t K, float alpha, const float *A, size_t lda,
+                           const float *B, size_t ldb, float beta, float *C, size_t ldc,
+                           ak_threadpool *pool, const ak__gemm_epilogue *epi) {
+    gemm_epi_at whole = {epi, 0, 0};
     if (M * N * K <= SMALL_GEMM_MACS || K == 0) {
         gemm_simple(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        epi_whole(&whole, C, ldc, M, N);
         return;
     }
     int nthreads = M * N * K < PARALLEL_GEMM_MACS ? 1 : pool_threads(&pool);
     if (nthreads <= 1) {
         blocked_region(cfg, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                       NULL);
+                       NULL, whole);
         return;
     }
     region_job r = {.cfg = cfg, .ta = trans_a, .tb = trans_b, .M = M, .N = N, .K = K,
                     .alpha = alpha, .beta = beta, .A = A, .B = B, .lda = lda, .ldb = ldb,
-                    .ldc = ldc, .C = C, .nregions = (size_t)nthreads};
+                    .ldc = ldc, .C = C, .nregions = (size_t)nthreads, .epi = epi};
     r.split_n = M < N;
     r.unit = (size_t)(r.split_n ? cfg->nr : cfg->mr);
     if (r.split_n) {

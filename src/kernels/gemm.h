@@ -25,6 +25,18 @@ void ak__sgemm_blocked(const ak__gemm_config *cfg, int trans_a, int trans_b, siz
                        const float *B, size_t ldb, float beta, float *C, size_t ldc,
                        ak_threadpool *pool);
 
+/* Called on each finished tile of C (rows [row, row+m) × columns [col, col+n) of the
+ * whole C, at c with stride ldc) right after its last depth slice, while the tile is
+ * still in L1: a caller's bias, residual and activation without another pass over C. */
+typedef struct ak__gemm_epilogue {
+    void (*fn)(void *ctx, float *c, size_t ldc, size_t row, size_t col, size_t m, size_t n);
+    void *ctx;
+} ak__gemm_epilogue;
+/* ak__sgemm_blocked with an epilogue (epi may be NULL). */
+void ak__sgemm_blocked_epi(const ak__gemm_config *cfg, int trans_a, int trans_b, size_t M,
+                           size_t N, size_t K, float alpha, const float *A, size_t lda,
+                           const float *B, size_t ldb, float beta, float *C, size_t ldc,
+                           ak_threadpool *pool, const ak__gemm_epilogue *epi);
 /* Writes the valid m×n part of an accumulated tile (row stride ld_tile) to C as
  * alpha·tile + beta·C; beta == 0 does not read C. Microkernels use it on edge tiles. */
 void ak__sgemm_store_edge(const float *tile, size_t ld_tile, float alpha, float beta,

@@ -36,4 +36,5 @@ void ak__fill_gemm_generic(ak__kernels *k) {
     k->sgemm_ukernel = ak_f32_gemm_ukernel_4x8__generic;
     k->sgemm_mr = MR;
     k->sgemm_nr = NR;
+    k->sgemm_config = &generic_config;
 }

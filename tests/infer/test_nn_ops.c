@@ -224,6 +224,12 @@ static const conv_case conv_cases[] = {
     {2, 1, 5, 5, 5, {12, 41}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
     {2, 1, 3, 3, 3, {17, 70}, {3, 3}, {1, 2}, {2, 2}, {2, 0, 1, 3}, 0, NULL},
     {2, 1, 4, 4, 4, {9, 9}, {5, 5}, {2, 1}, {1, 1}, {0}, 1, "SAME_UPPER"},
+    /* depthwise, 8 channels at once on short rows: channel tails (20 = 8+8+4, 9), two
+     * images, stride 2, dilation, a 5x5 kernel, asymmetric pads, the widest such row */
+    {2, 2, 20, 20, 20, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    {2, 1, 16, 16, 16, {13, 27}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    {2, 2, 9, 9, 9, {9, 7}, {5, 5}, {1, 2}, {2, 1}, {2, 0, 1, 3}, 0, NULL},
+    {2, 1, 24, 24, 24, {28, 28}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
     /* depthwise with a multiplier: general path with groups */
     {2, 1, 3, 6, 3, {8, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
     /* general: 3x3 pad 1 over enough columns for many tiles; stem-like 7x7 stride 2 */

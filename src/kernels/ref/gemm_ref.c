@@ -36,4 +36,5 @@ void ak__fill_gemm_ref(ak__kernels *k) {
     k->sgemm_ukernel = NULL;
     k->sgemm_mr = 0;
     k->sgemm_nr = 0;
+    k->sgemm_config = NULL;
 }

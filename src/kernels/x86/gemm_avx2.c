@@ -180,4 +180,5 @@ void ak__fill_gemm_avx2(ak__kernels *k) {
     k->sgemm_ukernel = ak_f32_gemm_ukernel_6x16__avx2;
     k->sgemm_mr = MR;
     k->sgemm_nr = NR;
+    k->sgemm_config = &avx2_config;
 }

@@ -392,19 +392,9 @@ static void pad_task(void *vj, size_t begin, size_t end, int tid) {
 
 /* Bias, Z and the activation on the m×n tile of Y at (row, q0). */
 static void epilogue(const ig_job *jb, size_t row, size_t m, uint64_t q0, size_t n) {
-    uint64_t P = jb->v.P;
-    float *y = jb->y + row * P + q0;
-    if (jb->bias || jb->z)
-        for (size_t r = 0; r < m; r++) {
-            float bv = jb->bias ? jb->bias[row + r] : 0.0f, *yr = y + r * P;
-            if (jb->z) {
-                const float *zr = jb->z + (row + r) * P + q0;
-                for (size_t j = 0; j < n; j++) yr[j] += bv + zr[j];
-            } else {
-                for (size_t j = 0; j < n; j++) yr[j] += bv;
-            }
-        }
-    ak__nn_act_rows(&jb->act, y, m, n, P);
+    uint64_t P = jb->v.P, at = row * P + q0;
+    ak__nn_tile_epilogue(jb->y + at, jb->z ? jb->z + at : NULL, jb->bias ? jb->bias + row : NULL,
+                         P, m, n, &jb->act);
 }
 
 /* Pulls the next tile's rows of Y (about to be written) and Z (about to be read) toward

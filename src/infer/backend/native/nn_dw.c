@@ -36,9 +36,27 @@ static dw_layout dw_layout_of(const ak__nn_geom *g) {
     return l;
 }
 
+/* The channel-interleaved layout (8 planes at once): the padded input rows × columns
+ * and the output positions, 8 floats each. */
+typedef struct dw8_layout {
+    size_t rows, cols, out;
+} dw8_layout;
+
+static dw8_layout dw8_layout_of(const ak__nn_geom *g) {
+    dw8_layout l;
+    l.rows = (size_t)((g->out[0] - 1) * g->s[0] + (g->k[0] - 1) * g->d[0] + 1);
+    l.cols = (size_t)((g->out[1] - 1) * g->s[1] + (g->k[1] - 1) * g->d[1] + 1);
+    l.out = (size_t)(g->out[0] * g->out[1]);
+    return l;
+}
+
+static size_t dw_phase_floats(const dw_layout *l) { return l->rows * l->phases * l->width; }
+
 size_t ak__nn_dw_scratch_floats(const ak__nn_geom *g) {
     dw_layout l = dw_layout_of(g);
-    return l.rows * l.phases * l.width;
+    dw8_layout l8 = dw8_layout_of(g);
+    /* the phase-split plane, then (8-float aligned) the interleaved input and output */
+    return round8(dw_phase_floats(&l)) + 8 * (l8.rows * l8.cols + l8.out);
 }
 
 /* dst[j] = src[j*sw] for j in [0, n). */
@@ -206,6 +224,137 @@ dw_rows_avx2(const ak__nn_geom *g, const dw_layout *l, const float *sc, const dw
         }
     }
 }
+
+/* ---- 8 planes at once, channel-interleaved ----------------------------------------- */
+
+/* r[i][j] -> r[j][i] for an 8×8 block of floats. */
+__attribute__((target("avx2,fma"))) static inline void transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+__attribute__((target("avx2,fma"))) static inline __m256i first_lanes(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The interiors of 8 input planes (x, x + Pin, ...) into the interleaved padded layout:
+ * position (row, col) holds the 8 channels' values. Padding is left as it is. */
+__attribute__((target("avx2,fma"))) static void dw8_fill(const ak__nn_geom *g,
+                                                         const dw8_layout *l, const float *x,
+                                                         uint64_t Pin, float *sc) {
+    int64_t H = g->in[0], W = g->in[1], pt = g->pb[0], pl = g->pb[1];
+    int64_t rows = H < (int64_t)l->rows - pt ? H : (int64_t)l->rows - pt;
+    int64_t cols = W < (int64_t)l->cols - pl ? W : (int64_t)l->cols - pl;
+    for (int64_t iy = 0; iy < rows; iy++) {
+        float *dst = sc + ((size_t)(iy + pt) * l->cols + (size_t)pl) * 8;
+        for (int64_t ix = 0; ix < cols; ix += 8) {
+            int64_t n = cols - ix < 8 ? cols - ix : 8;
+            __m256i m = first_lanes(n);
+            __m256 r[8];
+            for (int j = 0; j < 8; j++) r[j] = _mm256_maskload_ps(x + j * Pin + iy * W + ix, m);
+            transpose8(r);
+            for (int64_t p = 0; p < n; p++) _mm256_store_ps(dst + (ix + p) * 8, r[p]);
+        }
+    }
+}
+
+/* Output row oy of 8 interleaved planes: bias + taps, 4 positions per step. */
+__attribute__((target("avx2,fma"))) static void dw8_row(const ak__nn_geom *g,
+                                                        const dw8_layout *l, const float *sc,
+                                                        const float *wt, const size_t *off,
+                                                        size_t taps, __m256 bv, size_t oy,
+                                                        float *out) {
+    size_t OW = (size_t)g->out[1], step = (size_t)g->s[1] * 8;
+    const float *base = sc + oy * (size_t)g->s[0] * l->cols * 8;
+    size_t ox = 0;
+    for (; ox + 4 <= OW; ox += 4) {
+        __m256 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
+        const float *b = base + ox * step;
+        for (size_t t = 0; t < taps; t++) {
+            __m256 w = _mm256_load_ps(wt + 8 * t);
+            const float *s = b + off[t];
+            a0 = _mm256_fmadd_ps(w, _mm256_load_ps(s), a0);
+            a1 = _mm256_fmadd_ps(w, _mm256_load_ps(s + step), a1);
+            a2 = _mm256_fmadd_ps(w, _mm256_load_ps(s + 2 * step), a2);
+            a3 = _mm256_fmadd_ps(w, _mm256_load_ps(s + 3 * step), a3);
+        }
+        float *o = out + ox * 8;
+        _mm256_store_ps(o, a0);
+        _mm256_store_ps(o + 8, a1);
+        _mm256_store_ps(o + 16, a2);
+        _mm256_store_ps(o + 24, a3);
+    }
+    for (; ox < OW; ox++) {
+        __m256 a = bv;
+        for (size_t t = 0; t < taps; t++)
+            a = _mm256_fmadd_ps(_mm256_load_ps(wt + 8 * t), _mm256_load_ps(base + ox * step + off[t]), a);
+        _mm256_store_ps(out + ox * 8, a);
+    }
+}
+
+/* The interleaved output back into 8 planes (y, y + P, ...), + Z and a ReLU/Clip. The
+ * positions of a plane are contiguous in both layouts, so blocks of 8 run across output
+ * rows, and only the plane's last block is partial: written lane by lane, as masked
+ * stores are slow on AMD cores. */
+__attribute__((target("avx2,fma"))) static void dw8_store(const float *out, uint64_t P,
+                                                          const float *z, float *y,
+                                                          const ak__nn_act *act) {
+    int k = act->kind;
+    __m256 lo = _mm256_set1_ps(k == AK_NN_ACT_CLIP ? act->a : 0.0f), hi = _mm256_set1_ps(act->b);
+    for (uint64_t at = 0; at < P; at += 8) {
+        uint64_t n = P - at < 8 ? P - at : 8;
+        __m256i m = first_lanes((int64_t)n);
+        __m256 r[8];
+        for (uint64_t p = 0; p < 8; p++)
+            r[p] = p < n ? _mm256_load_ps(out + (at + p) * 8) : _mm256_setzero_ps();
+        transpose8(r);
+        for (uint64_t j = 0; j < 8; j++) {
+            __m256 v = dw_finish(r[j], z ? z + j * P + at : NULL, m, n == 8, k, lo, hi);
+            float *dst = y + j * P + at;
+            if (n == 8) {
+                _mm256_storeu_ps(dst, v);
+                continue;
+            }
+            float lane[8];
+            _mm256_storeu_ps(lane, v);
+            for (uint64_t p = 0; p < n; p++) dst[p] = lane[p];
+        }
+    }
+}
+
+/* Planes i .. i+7 (channels c .. c+7 of one image). sc8: the interleaved input with its
+ * padding zeroed, out8 the interleaved output. */
+__attribute__((target("avx2,fma"))) static void dw8_planes(const ak__nn_dw_args *a, const dw8_layout *l, size_t i, float *sc8,
+                       float *out8, const ak__nn_act *act) {
+    const ak__nn_geom *g = a->g;
+    size_t taps = (size_t)(g->k[0] * g->k[1]), off[AK_NN_DW_MAX_TAPS];
+    uint64_t c = i % a->C;
+    float wt[AK_NN_DW_MAX_TAPS * 8] __attribute__((aligned(32))), bias[8] __attribute__((aligned(32)));
+    for (size_t t = 0; t < taps; t++) {
+        off[t] = ((size_t)(t / (size_t)g->k[1]) * (size_t)g->d[0] * l->cols +
+                  (t % (size_t)g->k[1]) * (size_t)g->d[1]) * 8;
+        for (int j = 0; j < 8; j++) wt[8 * t + (size_t)j] = a->w[(c + (uint64_t)j) * taps + t];
+    }
+    for (int j = 0; j < 8; j++) bias[j] = a->b ? a->b[c + (uint64_t)j] : 0.0f;
+    dw8_fill(g, l, a->x + i * a->Pin, a->Pin, sc8);
+    __m256 bv = _mm256_load_ps(bias);
+    size_t OH = (size_t)g->out[0], OW = (size_t)g->out[1];
+    for (size_t oy = 0; oy < OH; oy++) dw8_row(g, l, sc8, wt, off, taps, bv, oy, out8 + oy * OW * 8);
+    dw8_store(out8, a->P, a->z ? a->z + i * a->P : NULL, a->y + i * a->P, act);
+}
 #endif
 
 /* Planes [begin, end) of a depthwise convolution: plane i = n*C + c reads x plane i and
@@ -219,19 +368,41 @@ void ak__nn_dw_planes(const ak__nn_dw_args *a, size_t begin, size_t end, float *
     int inline_act = a->avx2 && (a->act.kind == AK_NN_ACT_NONE || a->act.kind == AK_NN_ACT_RELU ||
                                  a->act.kind == AK_NN_ACT_CLIP);
     ak__nn_act in_rows = {inline_act ? a->act.kind : AK_NN_ACT_NONE, a->act.a, a->act.b};
-    memset(scratch, 0, l.rows * l.phases * l.width * sizeof *scratch);
-    for (size_t i = begin; i < end; i++) {
-        uint64_t c = i % a->C;
-        dw_plane pp = {a->w + c * taps, a->b ? a->b[c] : 0.0f, a->z ? a->z + i * a->P : NULL,
-                       a->y + i * a->P};
-        dw_fill(g, &l, a->x + i * a->Pin, scratch, a->avx2);
-#ifdef NN_DW_X86
-        if (a->avx2) dw_rows_avx2(g, &l, scratch, &pp, off, taps, &in_rows);
-        else
+    int phase_zeroed = 0, use8 = ak__nn_dw_interleaves(a);
+#ifndef NN_DW_X86
+    (void)in_rows;
 #else
-        (void)in_rows;
+    dw8_layout l8 = dw8_layout_of(g);
+    float *sc8 = scratch + round8(dw_phase_floats(&l)), *out8 = sc8 + 8 * l8.rows * l8.cols;
+    if (use8) memset(sc8, 0, 8 * l8.rows * l8.cols * sizeof *sc8);
 #endif
-            dw_rows_scalar(g, &l, scratch, &pp, off, taps);
-        if (!inline_act) ak__nn_act_rows(&a->act, pp.out, 1, a->P, a->P);
+    for (size_t i = begin; i < end;) {
+        uint64_t c = i % a->C;
+        size_t planes = use8 && c % 8 == 0 && c + 8 <= a->C && i + 8 <= end ? 8 : 1;
+#ifdef NN_DW_X86
+        if (planes == 8) dw8_planes(a, &l8, i, sc8, out8, &in_rows);
+        else
+#endif
+        {
+            if (!phase_zeroed) memset(scratch, 0, dw_phase_floats(&l) * sizeof *scratch);
+            phase_zeroed = 1;
+            dw_plane pp = {a->w + c * taps, a->b ? a->b[c] : 0.0f, a->z ? a->z + i * a->P : NULL,
+                           a->y + i * a->P};
+            dw_fill(g, &l, a->x + i * a->Pin, scratch, a->avx2);
+#ifdef NN_DW_X86
+            if (a->avx2) dw_rows_avx2(g, &l, scratch, &pp, off, taps, &in_rows);
+            else
+#endif
+                dw_rows_scalar(g, &l, scratch, &pp, off, taps);
+        }
+        if (!inline_act) ak__nn_act_rows(&a->act, a->y + i * a->P, planes, a->P, a->P);
+        i += planes;
     }
+}
+
+/* Whether runs of 8 channels take the interleaved path: with AVX2, on planes whose rows
+ * are too short for the row vectors (7×7 to 28×28 in MobileNetV2), where one 8-channel
+ * vector per output position wastes no lanes. */
+int ak__nn_dw_interleaves(const ak__nn_dw_args *a) {
+    return a->avx2 && a->C >= 8 && a->g->out[1] <= AK_NN_DW8_MAX_WIDTH;
 }

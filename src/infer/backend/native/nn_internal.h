@@ -59,6 +59,11 @@ typedef struct ak__nn_act {
 void ak__nn_act_rows(const ak__nn_act *act, float *y, uint64_t rows, uint64_t cols,
                      uint64_t ld);
 
+/* The GEMM convolutions' epilogue on an m×n tile of Y (rows ld apart): + bias[r] per
+ * row (bias may be NULL), + Z (laid out like Y, or NULL), then the activation. */
+void ak__nn_tile_epilogue(float *y, const float *z, const float *bias, uint64_t ld, size_t m,
+                          size_t n, const ak__nn_act *act);
+
 /* Implicit-GEMM float32 Conv, 1-D and 2-D (nn_conv_igemm.c): weights packed once for
  * the SGEMM microkernel, columns gathered from the image per sliver, bias/Z/activation
  * applied per tile. */
@@ -109,5 +114,9 @@ typedef struct ak__nn_dw_args {
 } ak__nn_dw_args;
 size_t ak__nn_dw_scratch_floats(const ak__nn_geom *g);
 void ak__nn_dw_planes(const ak__nn_dw_args *a, size_t begin, size_t end, float *scratch);
+/* 1 when runs of 8 aligned channels are computed 8 planes at once (channel-interleaved):
+ * a task's range should then start and end on multiples of 8 planes. */
+#define AK_NN_DW8_MAX_WIDTH 28
+int ak__nn_dw_interleaves(const ak__nn_dw_args *a);
 
 #endif /* AK_INFER_BACKEND_NATIVE_NN_INTERNAL_H */
