@@ -230,6 +230,7 @@ static const conv_case conv_cases[] = {
     {2, 1, 16, 16, 16, {13, 27}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
     {2, 2, 9, 9, 9, {9, 7}, {5, 5}, {1, 2}, {2, 1}, {2, 0, 1, 3}, 0, NULL},
     {2, 1, 24, 24, 24, {28, 28}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    {2, 1, 16, 16, 16, {21, 66}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1, NULL}, /* 33 wide */
     /* depthwise with a multiplier: general path with groups */
     {2, 1, 3, 6, 3, {8, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
     /* general: 3x3 pad 1 over enough columns for many tiles; stem-like 7x7 stride 2 */

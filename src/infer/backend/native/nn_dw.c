@@ -37,7 +37,7 @@ static dw_layout dw_layout_of(const ak__nn_geom *g) {
 }
 
 /* The channel-interleaved layout (8 planes at once): the padded input rows × columns
- * and the output positions, 8 floats each. */
+ * and the output positions (room for a multiple of 8 of them), 8 floats each. */
 typedef struct dw8_layout {
     size_t rows, cols, out;
 } dw8_layout;
@@ -56,7 +56,7 @@ size_t ak__nn_dw_scratch_floats(const ak__nn_geom *g) {
     dw_layout l = dw_layout_of(g);
     dw8_layout l8 = dw8_layout_of(g);
     /* the phase-split plane, then (8-float aligned) the interleaved input and output */
-    return round8(dw_phase_floats(&l)) + 8 * (l8.rows * l8.cols + l8.out);
+    return round8(dw_phase_floats(&l)) + 8 * (l8.rows * l8.cols + round8(l8.out));
 }
 
 /* dst[j] = src[j*sw] for j in [0, n). */
@@ -227,19 +227,23 @@ dw_rows_avx2(const ak__nn_geom *g, const dw_layout *l, const float *sc, const dw
 
 /* ---- 8 planes at once, channel-interleaved ----------------------------------------- */
 
-/* r[i][j] -> r[j][i] for an 8×8 block of floats. */
+/* r[i][j] -> r[j][i] for an 8×8 block of floats. The loops here and around its calls
+ * are unrolled by pragma: at -O2 they would stay loops over arrays on the stack. */
 __attribute__((target("avx2,fma"))) static inline void transpose8(__m256 r[8]) {
     __m256 t[8], u[8];
+#pragma GCC unroll 4
     for (int i = 0; i < 8; i += 2) {
         t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
         t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
     }
+#pragma GCC unroll 2
     for (int i = 0; i < 8; i += 4) {
         u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
         u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
         u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
         u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
     }
+#pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
         r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
         r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
@@ -264,44 +268,56 @@ __attribute__((target("avx2,fma"))) static void dw8_fill(const ak__nn_geom *g,
             int64_t n = cols - ix < 8 ? cols - ix : 8;
             __m256i m = first_lanes(n);
             __m256 r[8];
+#pragma GCC unroll 8
             for (int j = 0; j < 8; j++) r[j] = _mm256_maskload_ps(x + j * Pin + iy * W + ix, m);
             transpose8(r);
-            for (int64_t p = 0; p < n; p++) _mm256_store_ps(dst + (ix + p) * 8, r[p]);
+            float *d = dst + ix * 8;
+#pragma GCC unroll 8
+            for (int p = 0; p < 8; p++)
+                if (p < n) _mm256_store_ps(d + p * 8, r[p]);
         }
     }
 }
 
-/* Output row oy of 8 interleaved planes: bias + taps, 4 positions per step. */
-__attribute__((target("avx2,fma"))) static void dw8_row(const ak__nn_geom *g,
-                                                        const dw8_layout *l, const float *sc,
-                                                        const float *wt, const size_t *off,
-                                                        size_t taps, __m256 bv, size_t oy,
-                                                        float *out) {
-    size_t OW = (size_t)g->out[1], step = (size_t)g->s[1] * 8;
-    const float *base = sc + oy * (size_t)g->s[0] * l->cols * 8;
-    size_t ox = 0;
-    for (; ox + 4 <= OW; ox += 4) {
-        __m256 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
-        const float *b = base + ox * step;
+/* All output positions of 8 interleaved planes: bias + taps, 8 positions per step (8
+ * independent FMA chains) running across output rows. The last step repeats the last
+ * position for its missing lanes, writing past P into out's padding. */
+__attribute__((target("avx2,fma"))) static void dw8_compute(const ak__nn_geom *g,
+                                                            const dw8_layout *l, const float *sc,
+                                                            const float *wt, const size_t *off,
+                                                            size_t taps, __m256 bv, float *out) {
+    size_t OW = (size_t)g->out[1], P = l->out;
+    size_t row_step = (size_t)g->s[0] * l->cols * 8, col_step = (size_t)g->s[1] * 8;
+    size_t oy = 0, ox = 0;
+    for (size_t p = 0; p < P; p += 8) {
+        const float *b[8];
+#pragma GCC unroll 8
+        for (size_t q = 0; q < 8; q++) {
+            b[q] = sc + oy * row_step + ox * col_step;
+            if (p + q + 1 < P && ++ox == OW) ox = 0, oy++;
+        }
+        __m256 a0 = bv, a1 = bv, a2 = bv, a3 = bv, a4 = bv, a5 = bv, a6 = bv, a7 = bv;
         for (size_t t = 0; t < taps; t++) {
             __m256 w = _mm256_load_ps(wt + 8 * t);
-            const float *s = b + off[t];
-            a0 = _mm256_fmadd_ps(w, _mm256_load_ps(s), a0);
-            a1 = _mm256_fmadd_ps(w, _mm256_load_ps(s + step), a1);
-            a2 = _mm256_fmadd_ps(w, _mm256_load_ps(s + 2 * step), a2);
-            a3 = _mm256_fmadd_ps(w, _mm256_load_ps(s + 3 * step), a3);
+            size_t o = off[t];
+            a0 = _mm256_fmadd_ps(w, _mm256_load_ps(b[0] + o), a0);
+            a1 = _mm256_fmadd_ps(w, _mm256_load_ps(b[1] + o), a1);
+            a2 = _mm256_fmadd_ps(w, _mm256_load_ps(b[2] + o), a2);
+            a3 = _mm256_fmadd_ps(w, _mm256_load_ps(b[3] + o), a3);
+            a4 = _mm256_fmadd_ps(w, _mm256_load_ps(b[4] + o), a4);
+            a5 = _mm256_fmadd_ps(w, _mm256_load_ps(b[5] + o), a5);
+            a6 = _mm256_fmadd_ps(w, _mm256_load_ps(b[6] + o), a6);
+            a7 = _mm256_fmadd_ps(w, _mm256_load_ps(b[7] + o), a7);
         }
-        float *o = out + ox * 8;
+        float *o = out + p * 8;
         _mm256_store_ps(o, a0);
         _mm256_store_ps(o + 8, a1);
         _mm256_store_ps(o + 16, a2);
         _mm256_store_ps(o + 24, a3);
-    }
-    for (; ox < OW; ox++) {
-        __m256 a = bv;
-        for (size_t t = 0; t < taps; t++)
-            a = _mm256_fmadd_ps(_mm256_load_ps(wt + 8 * t), _mm256_load_ps(base + ox * step + off[t]), a);
-        _mm256_store_ps(out + ox * 8, a);
+        _mm256_store_ps(o + 32, a4);
+        _mm256_store_ps(o + 40, a5);
+        _mm256_store_ps(o + 48, a6);
+        _mm256_store_ps(o + 56, a7);
     }
 }
 
@@ -318,9 +334,11 @@ __attribute__((target("avx2,fma"))) static void dw8_store(const float *out, uint
         uint64_t n = P - at < 8 ? P - at : 8;
         __m256i m = first_lanes((int64_t)n);
         __m256 r[8];
+#pragma GCC unroll 8
         for (uint64_t p = 0; p < 8; p++)
             r[p] = p < n ? _mm256_load_ps(out + (at + p) * 8) : _mm256_setzero_ps();
         transpose8(r);
+#pragma GCC unroll 8
         for (uint64_t j = 0; j < 8; j++) {
             __m256 v = dw_finish(r[j], z ? z + j * P + at : NULL, m, n == 8, k, lo, hi);
             float *dst = y + j * P + at;
@@ -351,8 +369,7 @@ __attribute__((target("avx2,fma"))) static void dw8_planes(const ak__nn_dw_args 
     for (int j = 0; j < 8; j++) bias[j] = a->b ? a->b[c + (uint64_t)j] : 0.0f;
     dw8_fill(g, l, a->x + i * a->Pin, a->Pin, sc8);
     __m256 bv = _mm256_load_ps(bias);
-    size_t OH = (size_t)g->out[0], OW = (size_t)g->out[1];
-    for (size_t oy = 0; oy < OH; oy++) dw8_row(g, l, sc8, wt, off, taps, bv, oy, out8 + oy * OW * 8);
+    dw8_compute(g, l, sc8, wt, off, taps, bv, out8);
     dw8_store(out8, a->P, a->z ? a->z + i * a->P : NULL, a->y + i * a->P, act);
 }
 #endif
@@ -402,7 +419,9 @@ void ak__nn_dw_planes(const ak__nn_dw_args *a, size_t begin, size_t end, float *
 
 /* Whether runs of 8 channels take the interleaved path: with AVX2, on planes whose rows
  * are too short for the row vectors (7×7 to 28×28 in MobileNetV2), where one 8-channel
- * vector per output position wastes no lanes. */
+ * vector per output position wastes no lanes, and on strided ones, whose phase split it
+ * does not need (measured per MobileNetV2 layer; at 56 and 112 wide with stride 1 the
+ * row vectors are as fast or faster). */
 int ak__nn_dw_interleaves(const ak__nn_dw_args *a) {
-    return a->avx2 && a->C >= 8 && a->g->out[1] <= AK_NN_DW8_MAX_WIDTH;
+    return a->avx2 && a->C >= 8 && (a->g->out[1] <= AK_NN_DW8_MAX_WIDTH || a->g->s[1] > 1);
 }
