@@ -461,6 +461,44 @@ static const float *z_at(const conv_run *r, const float *y) {
     return r->z ? r->z + (y - r->y) : NULL;
 }
 
+/* The GEMM convolutions' epilogue: C is Y (or a block of its columns) of one image and
+ * group. */
+typedef struct gemm_epi {
+    const float *bias, *z; /* the group's bias, Z of the image (or NULL) */
+    const float *y;
+    const ak__nn_act *act;
+} gemm_epi;
+
+static void gemm_epi_tile(void *ctx, float *c, size_t ldc, size_t row, size_t col, size_t m,
+                           size_t n) {
+    (void)col;
+    const gemm_epi *e = ctx;
+    ak__nn_tile_epilogue(c, e->z ? e->z + (c - e->y) : NULL, e->bias ? e->bias + row : NULL,
+                         ldc, m, n, e->act);
+}
+
+/* Y_g tile (Mg, pw) with row stride P = W_g · col (Kg, pw), then bias, Z and the
+ * activation: per finished GEMM tile with the blocked driver (Y written once, while each
+ * tile is in L1), else in passes around ak_sgemm. */
+static void conv_gemm_tile(const conv_run *r, uint64_t g, const float *w, const float *col,
+                           uint64_t pw, float *y) {
+    const conv_plan *pl = r->pl;
+    const ak__gemm_config *cfg = ak__kernels_active()->sgemm_config;
+    const float *bias = r->b ? r->b + g * (uint64_t)pl->Mg : NULL;
+    if (cfg) {
+        gemm_epi e = {bias, z_at(r, y), y, &pl->act};
+        ak__gemm_epilogue epi = {gemm_epi_tile, &e};
+        ak__sgemm_blocked_epi(cfg, 0, 0, (size_t)pl->Mg, (size_t)pw, (size_t)pl->Kg, 1.0f, w,
+                              (size_t)pl->Kg, col, (size_t)pw, 0.0f, y, (size_t)pl->P, r->pool,
+                              &epi);
+        return;
+    }
+    float beta = fill_init(bias, z_at(r, y), y, (uint64_t)pl->Mg, pw, pl->P);
+    (void)ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, (size_t)pl->Mg, (size_t)pw, (size_t)pl->Kg, 1.0f, w,
+                   (size_t)pl->Kg, col, (size_t)pw, beta, y, (size_t)pl->P, r->pool);
+    ak__nn_act_rows(&pl->act, y, (uint64_t)pl->Mg, pw, pl->P);
+}
+
 static void conv_tile_task(void *vr, size_t begin, size_t end, int tid) {
     const conv_run *r = vr;
     const conv_plan *pl = r->pl;
@@ -478,13 +516,8 @@ static void conv_tile_task(void *vr, size_t begin, size_t end, int tid) {
                       (int64_t)((p0 + pw) / (uint64_t)pl->g.out[1]), col, (size_t)pw);
         else
             im2col(pl, x, 0, pl->Kg, p0, p0 + pw, col, (size_t)pw);
-        float beta = fill_init(r->b ? r->b + g * (uint64_t)pl->Mg : NULL, z_at(r, y), y,
-                               (uint64_t)pl->Mg, pw, pl->P);
         /* inside a task of the pool this GEMM runs on the calling thread */
-        (void)ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, (size_t)pl->Mg, (size_t)pw, (size_t)pl->Kg,
-                       1.0f, w, (size_t)pl->Kg, col, (size_t)pw, beta, y, (size_t)pl->P,
-                       r->pool);
-        ak__nn_act_rows(&pl->act, y, (uint64_t)pl->Mg, pw, pl->P);
+        conv_gemm_tile(r, g, w, col, pw, y);
     }
 }
 
@@ -501,16 +534,6 @@ static void conv_whole_task(void *vr, size_t begin, size_t end, int tid) {
             float *y = r->yg + m * pl->P + r->p0;
             fill_init(r->b ? r->b + r->m0 + m : NULL, z_at(r, y), y, 1, r->pw, pl->P);
         }
-    }
-}
-
-static void conv_init_task(void *vr, size_t begin, size_t end, int tid) {
-    (void)tid;
-    const conv_run *r = vr;
-    const conv_plan *pl = r->pl;
-    for (size_t i = begin; i < end; i++) { /* i = n*M + m */
-        float *y = r->y + i * pl->P;
-        fill_init(r->b ? r->b + i % (uint64_t)pl->M : NULL, z_at(r, y), y, 1, pl->P, pl->P);
     }
 }
 
@@ -558,49 +581,17 @@ static ak_status conv_run_general(ak__op_ctx *ctx, const conv_plan *pl, conv_run
     return conv_act_all(ctx, pl, r);
 }
 
-/* The pointwise GEMM's epilogue: C is Y of one image and group. */
-typedef struct pointwise_epi {
-    const float *bias, *z; /* the group's bias, Z of the image (or NULL) */
-    const float *y;
-    const ak__nn_act *act;
-} pointwise_epi;
-
-static void pointwise_tile(void *ctx, float *c, size_t ldc, size_t row, size_t col, size_t m,
-                           size_t n) {
-    (void)col;
-    const pointwise_epi *e = ctx;
-    ak__nn_tile_epilogue(c, e->z ? e->z + (c - e->y) : NULL, e->bias ? e->bias + row : NULL,
-                         ldc, m, n, e->act);
-}
-
-/* 1×1: Y_g = W_g · X_g per image and group. With the blocked driver, bias, Z and the
- * activation go to each tile as it is finished (one write of Y instead of an
- * initializing pass, the GEMM's read-modify-write and an activation pass). */
+/* 1×1: Y_g = W_g · X_g per image and group, X_g read in place as the column matrix. */
 static ak_status conv_run_pointwise(ak__op_ctx *ctx, const conv_plan *pl, conv_run *r) {
-    const ak__gemm_config *cfg = ak__kernels_active()->sgemm_config;
-    int init = !cfg && (r->b || r->z);
-    if (init)
-        AK_CHECK(ak_threadpool_parallel_for(ctx->pool, (size_t)(pl->N * pl->M), 4,
-                                            conv_init_task, r));
+    (void)ctx;
     for (int64_t n = 0; n < pl->N; n++)
         for (int64_t g = 0; g < pl->group; g++) {
             const float *x =
                 r->x + ((uint64_t)n * (uint64_t)pl->C + (uint64_t)(g * pl->Cg)) * pl->Pin;
             float *y = r->y + ((uint64_t)n * (uint64_t)pl->M + (uint64_t)(g * pl->Mg)) * pl->P;
-            const float *w = r->w + (uint64_t)(g * pl->Mg) * pl->Kg;
-            if (!cfg) {
-                AK_CHECK(ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, (size_t)pl->Mg, (size_t)pl->P,
-                                  (size_t)pl->Cg, 1.0f, w, (size_t)pl->Cg, x, (size_t)pl->P,
-                                  init ? 1.0f : 0.0f, y, (size_t)pl->P, ctx->pool));
-                continue;
-            }
-            pointwise_epi e = {r->b ? r->b + g * pl->Mg : NULL, z_at(r, y), y, &pl->act};
-            ak__gemm_epilogue epi = {pointwise_tile, &e};
-            ak__sgemm_blocked_epi(cfg, 0, 0, (size_t)pl->Mg, (size_t)pl->P, (size_t)pl->Cg, 1.0f,
-                                  w, (size_t)pl->Cg, x, (size_t)pl->P, 0.0f, y, (size_t)pl->P,
-                                  ctx->pool, &epi);
+            conv_gemm_tile(r, (uint64_t)g, r->w + (uint64_t)(g * pl->Mg) * pl->Kg, x, pl->P, y);
         }
-    return cfg ? AK_OK : conv_act_all(ctx, pl, r);
+    return AK_OK;
 }
 
 static ak__nn_dw_args conv_dw_args(const conv_run *r) {
