@@ -23,14 +23,14 @@
  * GEMM's initial C with the bias, the activation runs on each tile while it is in cache
  * (or in one pass after the pool-wide GEMMs). */
 #include <math.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 #include <string.h>
 
 #include "core/init.h"
 #include "core/params.h"
 #include "infer/backend/native/nn_internal.h"
+#if defined(__x86_64__) || defined(__i386__)
+#include "infer/backend/native/nn_avx2.h"
+#endif
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 
@@ -281,6 +281,7 @@ __attribute__((target("avx2,fma"))) static void tile_epilogue_avx2(
     const ak__nn_act *act) {
     int kind = act->kind;
     __m256 lo = _mm256_set1_ps(kind == AK_NN_ACT_CLIP ? act->a : 0.0f), hi = _mm256_set1_ps(act->b);
+    __m256i all = ak__nn_first_lanes(8);
     for (size_t r = 0; r < m; r++) {
         float *yr = y + r * ld;
         const float *zr = z ? z + r * ld : NULL;
@@ -289,10 +290,7 @@ __attribute__((target("avx2,fma"))) static void tile_epilogue_avx2(
         size_t j = 0;
         for (; j + 8 <= n; j += 8) {
             __m256 v = _mm256_add_ps(_mm256_loadu_ps(yr + j), bv);
-            if (zr) v = _mm256_add_ps(v, _mm256_loadu_ps(zr + j));
-            if (kind == AK_NN_ACT_RELU) v = _mm256_max_ps(v, lo);
-            else if (kind == AK_NN_ACT_CLIP) v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
-            _mm256_storeu_ps(yr + j, v);
+            _mm256_storeu_ps(yr + j, ak__nn_finish8(v, zr ? zr + j : NULL, all, 1, kind, lo, hi));
         }
         for (; j < n; j++) {
             float v = yr[j] + bs + (zr ? zr[j] : 0.0f);
@@ -582,8 +580,7 @@ static ak_status conv_run_general(ak__op_ctx *ctx, const conv_plan *pl, conv_run
 }
 
 /* 1×1: Y_g = W_g · X_g per image and group, X_g read in place as the column matrix. */
-static ak_status conv_run_pointwise(ak__op_ctx *ctx, const conv_plan *pl, conv_run *r) {
-    (void)ctx;
+static void conv_run_pointwise(const conv_plan *pl, const conv_run *r) {
     for (int64_t n = 0; n < pl->N; n++)
         for (int64_t g = 0; g < pl->group; g++) {
             const float *x =
@@ -591,7 +588,6 @@ static ak_status conv_run_pointwise(ak__op_ctx *ctx, const conv_plan *pl, conv_r
             float *y = r->y + ((uint64_t)n * (uint64_t)pl->M + (uint64_t)(g * pl->Mg)) * pl->P;
             conv_gemm_tile(r, (uint64_t)g, r->w + (uint64_t)(g * pl->Mg) * pl->Kg, x, pl->P, y);
         }
-    return AK_OK;
 }
 
 static ak__nn_dw_args conv_dw_args(const conv_run *r) {
@@ -759,7 +755,8 @@ static ak_status conv_run_common(ak__op_ctx *ctx, int op) {
         return ak__conv_igemm_run(ctx->state, &a);
     }
     case CONV_POINTWISE:
-        return conv_run_pointwise(ctx, &pl, &r);
+        conv_run_pointwise(&pl, &r);
+        return AK_OK;
     case CONV_DEPTHWISE:
         if (serial) {
             conv_dw_task(&r, 0, (size_t)(pl.N * pl.C), 0);

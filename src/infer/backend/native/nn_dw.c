@@ -14,12 +14,12 @@
  * a second pass for Z and the activation) had outweighed the 9 FMAs per output. */
 #include <string.h>
 
+#include "infer/backend/native/nn_internal.h"
+
 #if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
+#include "infer/backend/native/nn_avx2.h"
 #define NN_DW_X86 1
 #endif
-
-#include "infer/backend/native/nn_internal.h"
 
 static size_t round8(size_t v) { return (v + 7) & ~(size_t)7; }
 
@@ -71,8 +71,7 @@ __attribute__((target("avx2,fma"))) static void copy_avx2(float *dst, const floa
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) _mm256_storeu_ps(dst + j, _mm256_loadu_ps(src + j));
     if (j < n) {
-        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - j)),
-                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256i m = ak__nn_first_lanes(n - j);
         _mm256_maskstore_ps(dst + j, m, _mm256_maskload_ps(src + j, m));
     }
 }
@@ -161,16 +160,6 @@ static void dw_rows_scalar(const ak__nn_geom *g, const dw_layout *l, const float
 }
 
 #ifdef NN_DW_X86
-/* + Z, then a ReLU or Clip activation in registers, as ak__nn_act_rows computes them
- * (ReLU sends NaN to 0, Clip keeps it); lo, hi: 0 for ReLU, the bounds for Clip. */
-__attribute__((target("avx2,fma"))) static inline __m256
-dw_finish(__m256 a, const float *z, __m256i mask, int full, int act, __m256 lo, __m256 hi) {
-    if (z) a = _mm256_add_ps(a, full ? _mm256_loadu_ps(z) : _mm256_maskload_ps(z, mask));
-    if (act == AK_NN_ACT_RELU) a = _mm256_max_ps(a, lo);
-    else if (act == AK_NN_ACT_CLIP) a = _mm256_min_ps(hi, _mm256_max_ps(lo, a));
-    return a;
-}
-
 __attribute__((target("avx2,fma"))) static void
 dw_rows_avx2(const ak__nn_geom *g, const dw_layout *l, const float *sc, const dw_plane *pp,
              const size_t *off, size_t taps, const ak__nn_act *act) {
@@ -182,8 +171,7 @@ dw_rows_avx2(const ak__nn_geom *g, const dw_layout *l, const float *sc, const dw
     int k = act->kind;
     __m256 lo = _mm256_set1_ps(k == AK_NN_ACT_CLIP ? act->a : 0.0f), hi = _mm256_set1_ps(act->b);
     /* lanes below OW % 8 of the last, partial vector */
-    __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(OW % 8)),
-                                      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256i tail = ak__nn_first_lanes((int64_t)(OW % 8));
     for (size_t oy = 0; oy < OH; oy++) {
         const float *base = sc + oy * row_step;
         float *o = pp->out + oy * OW;
@@ -201,7 +189,7 @@ dw_rows_avx2(const ak__nn_geom *g, const dw_layout *l, const float *sc, const dw
             __m256 acc[4] = {a0, a1, a2, a3};
             for (int v = 0; v < 4; v++)
                 _mm256_storeu_ps(o + ox + 8 * v,
-                                 dw_finish(acc[v], z ? z + ox + 8 * v : NULL, tail, 1, k, lo, hi));
+                                 ak__nn_finish8(acc[v], z ? z + ox + 8 * v : NULL, tail, 1, k, lo, hi));
         }
         for (; ox + 16 <= OW; ox += 16) {
             __m256 a0 = bv, a1 = bv;
@@ -210,15 +198,15 @@ dw_rows_avx2(const ak__nn_geom *g, const dw_layout *l, const float *sc, const dw
                 a0 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(s), a0);
                 a1 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(s + 8), a1);
             }
-            _mm256_storeu_ps(o + ox, dw_finish(a0, z ? z + ox : NULL, tail, 1, k, lo, hi));
-            _mm256_storeu_ps(o + ox + 8, dw_finish(a1, z ? z + ox + 8 : NULL, tail, 1, k, lo, hi));
+            _mm256_storeu_ps(o + ox, ak__nn_finish8(a0, z ? z + ox : NULL, tail, 1, k, lo, hi));
+            _mm256_storeu_ps(o + ox + 8, ak__nn_finish8(a1, z ? z + ox + 8 : NULL, tail, 1, k, lo, hi));
         }
         for (; ox < OW; ox += 8) { /* the layout's slack makes the last load safe */
             __m256 a0 = bv;
             for (size_t t = 0; t < taps; t++)
                 a0 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(base + off[t] + ox), a0);
             int full = ox + 8 <= OW;
-            a0 = dw_finish(a0, z ? z + ox : NULL, tail, full, k, lo, hi);
+            a0 = ak__nn_finish8(a0, z ? z + ox : NULL, tail, full, k, lo, hi);
             if (full) _mm256_storeu_ps(o + ox, a0);
             else _mm256_maskstore_ps(o + ox, tail, a0);
         }
@@ -250,10 +238,6 @@ __attribute__((target("avx2,fma"))) static inline void transpose8(__m256 r[8]) {
     }
 }
 
-__attribute__((target("avx2,fma"))) static inline __m256i first_lanes(int64_t n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 /* The interiors of 8 input planes (x, x + Pin, ...) into the interleaved padded layout:
  * position (row, col) holds the 8 channels' values. Padding is left as it is. */
 __attribute__((target("avx2,fma"))) static void dw8_fill(const ak__nn_geom *g,
@@ -266,7 +250,7 @@ __attribute__((target("avx2,fma"))) static void dw8_fill(const ak__nn_geom *g,
         float *dst = sc + ((size_t)(iy + pt) * l->cols + (size_t)pl) * 8;
         for (int64_t ix = 0; ix < cols; ix += 8) {
             int64_t n = cols - ix < 8 ? cols - ix : 8;
-            __m256i m = first_lanes(n);
+            __m256i m = ak__nn_first_lanes(n);
             __m256 r[8];
 #pragma GCC unroll 8
             for (int j = 0; j < 8; j++) r[j] = _mm256_maskload_ps(x + j * Pin + iy * W + ix, m);
@@ -332,7 +316,7 @@ __attribute__((target("avx2,fma"))) static void dw8_store(const float *out, uint
     __m256 lo = _mm256_set1_ps(k == AK_NN_ACT_CLIP ? act->a : 0.0f), hi = _mm256_set1_ps(act->b);
     for (uint64_t at = 0; at < P; at += 8) {
         uint64_t n = P - at < 8 ? P - at : 8;
-        __m256i m = first_lanes((int64_t)n);
+        __m256i m = ak__nn_first_lanes((int64_t)n);
         __m256 r[8];
 #pragma GCC unroll 8
         for (uint64_t p = 0; p < 8; p++)
@@ -340,7 +324,7 @@ __attribute__((target("avx2,fma"))) static void dw8_store(const float *out, uint
         transpose8(r);
 #pragma GCC unroll 8
         for (uint64_t j = 0; j < 8; j++) {
-            __m256 v = dw_finish(r[j], z ? z + j * P + at : NULL, m, n == 8, k, lo, hi);
+            __m256 v = ak__nn_finish8(r[j], z ? z + j * P + at : NULL, m, n == 8, k, lo, hi);
             float *dst = y + j * P + at;
             if (n == 8) {
                 _mm256_storeu_ps(dst, v);
@@ -354,18 +338,17 @@ __attribute__((target("avx2,fma"))) static void dw8_store(const float *out, uint
 }
 
 /* Planes i .. i+7 (channels c .. c+7 of one image). sc8: the interleaved input with its
- * padding zeroed, out8 the interleaved output. */
-__attribute__((target("avx2,fma"))) static void dw8_planes(const ak__nn_dw_args *a, const dw8_layout *l, size_t i, float *sc8,
-                       float *out8, const ak__nn_act *act) {
+ * padding zeroed, out8 the interleaved output, off: the taps' offsets in sc8 (floats). */
+__attribute__((target("avx2,fma"))) static void dw8_planes(const ak__nn_dw_args *a,
+                                                           const dw8_layout *l, size_t i,
+                                                           float *sc8, float *out8,
+                                                           const size_t *off, size_t taps,
+                                                           const ak__nn_act *act) {
     const ak__nn_geom *g = a->g;
-    size_t taps = (size_t)(g->k[0] * g->k[1]), off[AK_NN_DW_MAX_TAPS];
     uint64_t c = i % a->C;
     float wt[AK_NN_DW_MAX_TAPS * 8] __attribute__((aligned(32))), bias[8] __attribute__((aligned(32)));
-    for (size_t t = 0; t < taps; t++) {
-        off[t] = ((size_t)(t / (size_t)g->k[1]) * (size_t)g->d[0] * l->cols +
-                  (t % (size_t)g->k[1]) * (size_t)g->d[1]) * 8;
+    for (size_t t = 0; t < taps; t++)
         for (int j = 0; j < 8; j++) wt[8 * t + (size_t)j] = a->w[(c + (uint64_t)j) * taps + t];
-    }
     for (int j = 0; j < 8; j++) bias[j] = a->b ? a->b[c + (uint64_t)j] : 0.0f;
     dw8_fill(g, l, a->x + i * a->Pin, a->Pin, sc8);
     __m256 bv = _mm256_load_ps(bias);
@@ -392,12 +375,16 @@ void ak__nn_dw_planes(const ak__nn_dw_args *a, size_t begin, size_t end, float *
     dw8_layout l8 = dw8_layout_of(g);
     float *sc8 = scratch + round8(dw_phase_floats(&l)), *out8 = sc8 + 8 * l8.rows * l8.cols;
     if (use8) memset(sc8, 0, 8 * l8.rows * l8.cols * sizeof *sc8);
+    /* the taps' offsets in the interleaved rows: the phase layout's with one phase, × 8 */
+    size_t off8[AK_NN_DW_MAX_TAPS];
+    dw_taps(g, &(dw_layout){l8.rows, 1, l8.cols}, off8);
+    for (size_t t = 0; t < taps; t++) off8[t] *= 8;
 #endif
     for (size_t i = begin; i < end;) {
         uint64_t c = i % a->C;
         size_t planes = use8 && c % 8 == 0 && c + 8 <= a->C && i + 8 <= end ? 8 : 1;
 #ifdef NN_DW_X86
-        if (planes == 8) dw8_planes(a, &l8, i, sc8, out8, &in_rows);
+        if (planes == 8) dw8_planes(a, &l8, i, sc8, out8, off8, taps, &in_rows);
         else
 #endif
         {

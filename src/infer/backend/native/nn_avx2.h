@@ -1,0 +1,28 @@
+/* AVX2 pieces shared by the convolution kernels (nn_dw.c, nn_conv.c): lane masks and the
+ * Z + ReLU/Clip finish of a vector of outputs. Only for x86 files that test
+ * ak__cpu_active_avx2() before calling them. */
+#ifndef AK_INFER_BACKEND_NATIVE_NN_AVX2_H
+#define AK_INFER_BACKEND_NATIVE_NN_AVX2_H
+
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "infer/backend/native/nn_internal.h"
+
+/* The first n (0..8) lanes set. */
+__attribute__((target("avx2,fma"))) static inline __m256i ak__nn_first_lanes(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* + Z (z NULL: none; full 0: only the lanes of mask), then a ReLU or Clip activation in
+ * registers, as ak__nn_act_rows computes them (ReLU sends NaN to 0, Clip keeps it);
+ * lo, hi: 0 for ReLU, the bounds for Clip. */
+__attribute__((target("avx2,fma"))) static inline __m256
+ak__nn_finish8(__m256 a, const float *z, __m256i mask, int full, int act, __m256 lo, __m256 hi) {
+    if (z) a = _mm256_add_ps(a, full ? _mm256_loadu_ps(z) : _mm256_maskload_ps(z, mask));
+    if (act == AK_NN_ACT_RELU) a = _mm256_max_ps(a, lo);
+    else if (act == AK_NN_ACT_CLIP) a = _mm256_min_ps(hi, _mm256_max_ps(lo, a));
+    return a;
+}
+
+#endif /* AK_INFER_BACKEND_NATIVE_NN_AVX2_H */
