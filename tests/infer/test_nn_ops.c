@@ -248,6 +248,15 @@ static const conv_case conv_cases[] = {
     {2, 2, 32, 50, 2, {20, 23}, {3, 3}, {2, 2}, {1, 1}, {1, 0, 1, 2}, 1, NULL},
     {2, 1, 300, 130, 1, {5, 6}, {1, 1}, {1, 1}, {1, 1}, {0}, 1, NULL},
     {2, 1, 24, 70, 1, {5, 5}, {3, 3}, {1, 1}, {2, 2}, {2, 2, 2, 2}, 0, NULL},
+    /* Winograd F(4x4,3x3) (3x3, stride 1, chosen with constant W from 16 tiles on):
+     * groups of 8 tiles spanning tile rows (4 and 7 tiles wide), partial edge tiles,
+     * asymmetric and no padding, fewer output channels than a microkernel tile, two
+     * depth slices (300 channels), a 1x1 plane, two images */
+    {2, 2, 12, 20, 1, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    {2, 1, 7, 5, 1, {23, 27}, {3, 3}, {1, 1}, {1, 1}, {0, 1, 2, 0}, 1, NULL},
+    {2, 1, 300, 8, 1, {10, 5}, {3, 3}, {1, 1}, {1, 1}, {0}, 0, NULL},
+    {2, 1, 3, 17, 1, {1, 1}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    {2, 2, 9, 6, 1, {61, 30}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
     /* 1-D and 3-D */
     {1, 2, 4, 6, 2, {50}, {5}, {2}, {3}, {2, 1}, 1, NULL},
     {3, 1, 3, 4, 1, {5, 6, 7}, {3, 2, 3}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1, 1, 1, 1}, 1, NULL},
@@ -257,9 +266,9 @@ static void test_conv_paths(void **s) {
     (void)s;
     SKIP_IN_BENCH();
     /* chosen, forced tiles, forced whole, forced implicit GEMM (W constant); then chosen
-     * with W constant, as in a model */
-    for (int mode = 0; mode < 5; mode++) {
-        ak__nn_conv_force_mode = mode % 4;
+     * with W constant, as in a model; then Winograd forced wherever it applies */
+    for (int mode = 0; mode < 6; mode++) {
+        ak__nn_conv_force_mode = mode % 4 + (mode == 5) * 4;
         const_weights = mode >= 3;
         for (int p = 0; p < 2; p++)
             for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++)
@@ -272,8 +281,8 @@ static void test_conv_paths(void **s) {
 static void test_fused_conv(void **s) {
     (void)s;
     SKIP_IN_BENCH();
-    for (int mode = 0; mode < 5; mode++) {
-        ak__nn_conv_force_mode = mode % 4;
+    for (int mode = 0; mode < 6; mode++) {
+        ak__nn_conv_force_mode = mode % 4 + (mode == 5) * 4;
         const_weights = mode >= 3;
         for (int fused = 1; fused <= 2; fused++)
             for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++)

@@ -23,6 +23,7 @@
  * GEMM's initial C with the bias, the activation runs on each tile while it is in cache
  * (or in one pass after the pool-wide GEMMs). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/init.h"
@@ -41,7 +42,7 @@
 /* Whole mode builds at most this many floats of columns at once (16 MB). */
 #define WHOLE_MAX_FLOATS ((size_t)4 << 20)
 
-enum { CONV_GENERAL, CONV_POINTWISE, CONV_DEPTHWISE, CONV_REFERENCE, CONV_IGEMM };
+enum { CONV_GENERAL, CONV_POINTWISE, CONV_DEPTHWISE, CONV_REFERENCE, CONV_IGEMM, CONV_WINOGRAD };
 /* Which operator a call serves. */
 enum { OP_CONV, OP_CONV_INTEGER, OP_FUSED_CONV };
 
@@ -149,9 +150,23 @@ static int conv_igemm_pays(const conv_plan *pl) {
     return pl->Mg >= IGEMM_MIN_CHANNELS || pl->P <= IGEMM_MAX_PLANE;
 }
 
-/* Picks the path and sizes its scratch for `threads` workers. ig: the weights packed at
+/* What create packed from constant weights (either may be NULL). */
+typedef struct conv_state {
+    ak__conv_igemm *ig;
+    ak__conv_wino *wino;
+} conv_state;
+
+/* Where Winograd beats the implicit GEMM: WINO_MIN_TILES 4×4 output tiles (ResNet-50's
+ * 3×3 layers on 14×14 planes and larger). */
+#define WINO_MIN_TILES 16
+static int conv_wino_pays(const conv_plan *pl) {
+    uint64_t tiles = (uint64_t)((pl->g.out[0] + 3) / 4) * (uint64_t)((pl->g.out[1] + 3) / 4);
+    return tiles >= WINO_MIN_TILES;
+}
+
+/* Picks the path and sizes its scratch for `threads` workers. st: the weights packed at
  * creation, or NULL. */
-static void conv_plan_path(conv_plan *pl, int threads, const ak__conv_igemm *ig) {
+static void conv_plan_path(conv_plan *pl, int threads, const conv_state *st) {
     pl->slots = (size_t)threads;
     if (pl->g.nsp == 2 && pl->Cg == 1 && pl->Mg == 1 && pl->kprod <= AK_NN_DW_MAX_TAPS) {
         pl->kind = CONV_DEPTHWISE;
@@ -159,6 +174,15 @@ static void conv_plan_path(conv_plan *pl, int threads, const ak__conv_igemm *ig)
         return;
     }
     int force = ak__nn_conv_force_mode;
+    const ak__conv_igemm *ig = st ? st->ig : NULL;
+    const ak__conv_wino *wino = st ? st->wino : NULL;
+    if (ak__conv_wino_usable(wino, &pl->g, pl->M, pl->C, pl->group) &&
+        (force == 4 || (force == 0 && ak__param_int(AK_PARAM_CONV_WINOGRAD) && conv_wino_pays(pl)))) {
+        pl->kind = CONV_WINOGRAD;
+        pl->slot_floats = ak__conv_wino_workspace_floats(wino, &pl->g);
+        pl->slots = 1;
+        return;
+    }
     if (pl->g.nsp <= 2 && ak__conv_igemm_usable(ig, pl->M, pl->group, pl->Kg) &&
         (force == 3 || (force == 0 && ak__param_int(AK_PARAM_CONV_IGEMM) && conv_igemm_pays(pl)))) {
         pl->kind = CONV_IGEMM;
@@ -748,12 +772,14 @@ static ak_status conv_run_common(ak__op_ctx *ctx, int op) {
     r.y = Y->data;
     r.ws = ctx->workspace;
     r.pool = ctx->pool;
+    const conv_state *st = ctx->state;
+    ak__conv_igemm_args a = {&pl.g, pl.N, pl.C, r.x, r.b, r.z, r.y, pl.act, ctx->pool,
+                             ctx->workspace, ctx->workspace_bytes};
     switch (pl.kind) {
-    case CONV_IGEMM: {
-        ak__conv_igemm_args a = {&pl.g, pl.N, pl.C, r.x, r.b, r.z, r.y, pl.act, ctx->pool,
-                                 ctx->workspace, ctx->workspace_bytes};
-        return ak__conv_igemm_run(ctx->state, &a);
-    }
+    case CONV_WINOGRAD:
+        return ak__conv_wino_run(st->wino, &a);
+    case CONV_IGEMM:
+        return ak__conv_igemm_run(st->ig, &a);
     case CONV_POINTWISE:
         conv_run_pointwise(&pl, &r);
         return AK_OK;
@@ -775,8 +801,26 @@ static ak_status conv_integer_run(ak__op_ctx *ctx) {
 }
 static ak_status fused_conv_run(ak__op_ctx *ctx) { return conv_run_common(ctx, OP_FUSED_CONV); }
 
-/* Packs a constant float32 W (1-D or 2-D kernel) for the implicit-GEMM path; anything
- * else leaves no state and reshape reports what is wrong with it. */
+/* 1 when the node's strides and dilations are all 1 (absent ones are). */
+static int conv_attr_unit(const ak__ir_node *node, const char *name) {
+    const int64_t *v;
+    size_t n = ak__attr_ints(node, name, &v);
+    for (size_t i = 0; i < n; i++)
+        if (v[i] != 1) return 0;
+    return 1;
+}
+
+static void conv_destroy(void *state) {
+    conv_state *st = state;
+    if (!st) return;
+    ak__conv_igemm_free(st->ig);
+    ak__conv_wino_free(st->wino);
+    free(st);
+}
+
+/* Packs a constant float32 W (1-D or 2-D kernel) for the implicit-GEMM path, and a 3×3
+ * one of stride and dilation 1 in one group also for Winograd; anything else leaves no
+ * state and reshape reports what is wrong with it. */
 static ak_status conv_create(const ak__ir_node *node, const ak__tensor *const *consts,
                              void **state) {
     *state = NULL;
@@ -784,11 +828,21 @@ static ak_status conv_create(const ak__ir_node *node, const ak__tensor *const *c
     if (!W || W->type != AK_ELEM_F32 || W->rank < 3 || W->rank > 4 || W->dims[0] <= 0 ||
         W->count == 0)
         return AK_OK;
-    return ak__conv_igemm_pack(W->data, W->dims[0], ak__attr_int(node, "group", 1),
-                               W->count / (uint64_t)W->dims[0], (ak__conv_igemm **)state);
+    conv_state *st = calloc(1, sizeof *st);
+    if (!st) return AK_FAIL(AK_ERR_NO_MEMORY, "Conv: out of memory");
+    int64_t group = ak__attr_int(node, "group", 1);
+    ak_status s = ak__conv_igemm_pack(W->data, W->dims[0], group, W->count / (uint64_t)W->dims[0],
+                                      &st->ig);
+    if (s == AK_OK && W->rank == 4 && W->dims[2] == 3 && W->dims[3] == 3 && group == 1 &&
+        conv_attr_unit(node, "strides") && conv_attr_unit(node, "dilations"))
+        s = ak__conv_wino_pack(W->data, W->dims[0], W->dims[1], &st->wino);
+    if (s != AK_OK) {
+        conv_destroy(st);
+        return s;
+    }
+    *state = st;
+    return AK_OK;
 }
-
-static void conv_destroy(void *state) { ak__conv_igemm_free(state); }
 
 const ak__op_def ak__nn_conv = {"", "Conv", 1, 0, conv_create, conv_destroy, conv_reshape,
                                 conv_run_op};

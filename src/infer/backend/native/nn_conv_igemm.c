@@ -448,8 +448,10 @@ static void conv_task(void *vj, size_t begin, size_t end, int tid) {
 
 static void run_parallel(ak_threadpool *pool, int serial, size_t n, ak_parallel_fn fn,
                          void *ctx) {
-    if (serial || n <= 1 || ak_threadpool_parallel_for(pool, n, 1, fn, ctx) != AK_OK)
+    if (serial)
         fn(ctx, 0, n, 0);
+    else
+        ak__nn_parallel(pool, n, 1, fn, ctx);
 }
 
 ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args *args) {

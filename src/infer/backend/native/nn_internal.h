@@ -41,7 +41,8 @@ int ak__nn_pool_threads(const ak__op_ctx *ctx);
 ak_status ak__nn_kernel_attr(const ak__op_ctx *ctx, int nsp, int64_t *k);
 
 /* For benchmarks and tests (nn_conv.c): 1 forces Conv's tiled im2col path, 2 the whole
- * one, 3 the implicit GEMM (when create packed W), 0 lets it choose. Not thread-safe;
+ * one, 3 the implicit GEMM (when create packed W), 4 Winograd (where it applies), 0 lets
+ * it choose. Not thread-safe;
  * never set in production. */
 extern int ak__nn_conv_force_mode;
 
@@ -89,6 +90,23 @@ typedef struct ak__conv_igemm_args {
     size_t workspace_bytes;
 } ak__conv_igemm_args;
 ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args *args);
+
+/* Winograd F(4×4, 3×3) float32 Conv (nn_conv_winograd.c): 2-D, 3×3, stride 1, dilation 1,
+ * one group; transformed weights packed once, 36 microkernel GEMMs per image. */
+typedef struct ak__conv_wino ak__conv_wino;
+/* Packs W (M, C, 3, 3). *out stays NULL (AK_OK) without AVX2 and the microkernel, or when
+ * the transformed weights would be too large to pay; fails only when out of memory. */
+ak_status ak__conv_wino_pack(const float *w, int64_t M, int64_t C, ak__conv_wino **out);
+void ak__conv_wino_free(ak__conv_wino *p);
+/* 1 when p packed these weights and g is a geometry it computes. */
+int ak__conv_wino_usable(const ak__conv_wino *p, const ak__nn_geom *g, int64_t M, int64_t C,
+                         int64_t group);
+size_t ak__conv_wino_workspace_floats(const ak__conv_wino *p, const ak__nn_geom *g);
+ak_status ak__conv_wino_run(const ak__conv_wino *p, const ak__conv_igemm_args *args);
+
+/* fn over [0, n) on the pool in claims of `grain`, or on the caller's thread when the pool
+ * cannot take it (or n <= 1). */
+void ak__nn_parallel(ak_threadpool *pool, size_t n, size_t grain, ak_parallel_fn fn, void *ctx);
 
 /* Op definitions (one file each group). */
 extern const ak__op_def ak__nn_conv, ak__nn_conv_transpose, ak__nn_conv_integer,

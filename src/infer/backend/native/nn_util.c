@@ -111,3 +111,7 @@ int ak__nn_pool_threads(const ak__op_ctx *ctx) {
     if (ak_threadpool_size(pool, &n) != AK_OK || n < 1) n = 1;
     return n;
 }
+
+void ak__nn_parallel(ak_threadpool *pool, size_t n, size_t grain, ak_parallel_fn fn, void *ctx) {
+    if (n <= 1 || ak_threadpool_parallel_for(pool, n, grain, fn, ctx) != AK_OK) fn(ctx, 0, n, 0);
+}
