@@ -1,7 +1,9 @@
 /* Conv and ConvInteger (NCHW, 1 to 8 spatial axes, groups, strides, dilations, pads,
  * auto_pad).
  *
- * float32 takes one of four paths:
+ * float32 takes one of five paths:
+ *   winograd   constant 3x3 W, stride 1, dilation 1, one group: F(4x4,3x3) over weights
+ *              transformed at create (nn_conv_winograd.c); taken from 16 output tiles on.
  *   implicit   constant 1-D/2-D W packed at create for the SGEMM microkernel, columns
  *              gathered per sliver, bias/Z/activation per tile (nn_conv_igemm.c); taken
  *              where conv_igemm_pays says it measured faster.
