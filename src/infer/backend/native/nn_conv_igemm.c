@@ -25,8 +25,6 @@
 #include "infer/backend/native/nn_internal.h"
 #include "kernels/dispatch.h"
 
-/* Depth slice: an MR×KC A sliver (6 KB) and a KC×NR B sliver (16 KB) share L1. */
-#define IG_KC 256u
 /* Pack every column sliver up front (shared by all tasks) when they take at most this
  * many floats (2 MB): small planes whose columns several channel chunks reuse. */
 #define IG_SHARED_MAX_FLOATS ((size_t)512 * 1024)
@@ -56,12 +54,6 @@ struct ak__conv_igemm {
 static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
-/* The slice depth: KC evened out over the slices K needs (K=576 → 3×192, not 256+256+64). */
-static size_t slice_depth(uint64_t K) {
-    size_t n = div_up((size_t)K, IG_KC);
-    return div_up((size_t)K, n ? n : 1);
-}
-
 /* ---- packed weights ---------------------------------------------------------------- */
 
 /* Rows [i0, i0+MR) × depth [p0, p0+kb) of a row-major (Mg, Kg) matrix as one k-major
@@ -84,7 +76,7 @@ ak_status ak__conv_igemm_pack(const float *w, int64_t M, int64_t group, uint64_t
     ak__conv_igemm *p = calloc(1, sizeof *p);
     if (!p) return AK_FAIL(AK_ERR_NO_MEMORY, "Conv: out of memory packing weights");
     *p = (ak__conv_igemm){.M = M, .group = group, .Mg = M / group, .Kg = Kg,
-                          .kc = slice_depth(Kg), .ukernel = k->sgemm_ukernel,
+                          .kc = ak__nn_slice_depth(Kg), .ukernel = k->sgemm_ukernel,
                           .mr = (size_t)k->sgemm_mr, .nr = (size_t)k->sgemm_nr};
     p->Mp = div_up((size_t)p->Mg, p->mr) * p->mr;
     size_t floats = (size_t)(p->Mp * Kg * (uint64_t)group);
@@ -161,7 +153,7 @@ static ig_split plan_split(const ak__conv_igemm *p, const ig_geom *v, int thread
     ig_split s = {.S = div_up((size_t)v->P, p->nr)};
     size_t T = threads > 0 ? (size_t)threads : 1, want = T * IG_TASKS_PER_THREAD;
     size_t Mp = (size_t)p->Mp, mr = p->mr;
-    size_t most = IG_MAX_CHUNK_ROWS * IG_KC / min_sz(p->kc, (size_t)p->Kg); /* shallow K: more */
+    size_t most = IG_MAX_CHUNK_ROWS * AK_NN_MAX_KC / min_sz(p->kc, (size_t)p->Kg); /* shallow K: more */
     size_t nb = min_sz(IG_MAX_BLOCK, s.S), rows = min_sz(Mp, div_up(most, mr) * mr);
     while (div_up(s.S, nb) * div_up(Mp, rows) < want) {
         if (nb > 1 && (nb * p->nr >= rows || rows <= IG_MIN_CHUNK_ROWS))
@@ -372,20 +364,9 @@ static void pad_task(void *vj, size_t begin, size_t end, int tid) {
     (void)tid;
     const ig_job *jb = vj;
     const ig_geom *in = &jb->v_in, *pv = &jb->v;
-    for (size_t c = begin; c < end; c++) {
-        const float *src = jb->x_in + c * in->plane;
-        float *dst = jb->padded + c * pv->plane;
-        for (int64_t r = 0; r < pv->H; r++, dst += pv->W) {
-            int64_t iy = r - in->ph;
-            if (iy < 0 || iy >= in->H) {
-                memset(dst, 0, (size_t)pv->W * sizeof *dst);
-                continue;
-            }
-            memset(dst, 0, (size_t)in->pw * sizeof *dst);
-            memcpy(dst + in->pw, src + iy * in->W, (size_t)in->W * sizeof *dst);
-            memset(dst + in->pw + in->W, 0, (size_t)(pv->W - in->pw - in->W) * sizeof *dst);
-        }
-    }
+    for (size_t c = begin; c < end; c++)
+        ak__nn_pad_plane(jb->x_in + c * in->plane, in->H, in->W, in->ph, in->pw,
+                         jb->padded + c * pv->plane, pv->H, pv->W);
 }
 
 /* ---- the tasks ----------------------------------------------------------------------- */

@@ -80,8 +80,7 @@ static ak_status wino_alloc(ak__conv_wino *p, int64_t M, int64_t C, const ak__ke
     *p = (ak__conv_wino){.M = M, .C = C, .mr = (size_t)k->sgemm_mr, .nr = (size_t)k->sgemm_nr,
                          .ukernel = k->sgemm_ukernel};
     p->Mp = div_up((size_t)M, p->mr) * p->mr;
-    size_t slices = div_up((size_t)C, 256);
-    p->kc = div_up((size_t)C, slices);
+    p->kc = ak__nn_slice_depth((uint64_t)C);
     void *mem;
     size_t floats = WINO_XI * p->Mp * (size_t)C;
     if (ak_alloc(floats * sizeof(float), &mem) != AK_OK)
@@ -190,20 +189,9 @@ static void wino_pad_task(void *vj, size_t begin, size_t end, int tid) {
     (void)tid;
     const wino_job *jb = vj;
     const wino_geom *v = &jb->v;
-    for (size_t c = begin; c < end; c++) {
-        const float *src = jb->x + c * (size_t)(v->H * v->W);
-        float *dst = jb->pad + c * v->Hp * v->Wp;
-        for (size_t r = 0; r < v->Hp; r++, dst += v->Wp) {
-            int64_t iy = (int64_t)r - v->ph;
-            if (iy < 0 || iy >= v->H) {
-                memset(dst, 0, v->Wp * sizeof *dst);
-                continue;
-            }
-            memset(dst, 0, (size_t)v->pw * sizeof *dst);
-            memcpy(dst + v->pw, src + iy * v->W, (size_t)v->W * sizeof *dst);
-            memset(dst + v->pw + v->W, 0, (v->Wp - (size_t)(v->pw + v->W)) * sizeof *dst);
-        }
-    }
+    for (size_t c = begin; c < end; c++)
+        ak__nn_pad_plane(jb->x + c * (size_t)(v->H * v->W), v->H, v->W, v->ph, v->pw,
+                         jb->pad + c * v->Hp * v->Wp, (int64_t)v->Hp, (int64_t)v->Wp);
 }
 
 /* 4×4 transposes within each 128-bit half: r[i][j] → r[j][i]. */

@@ -104,6 +104,17 @@ int ak__conv_wino_usable(const ak__conv_wino *p, const ak__nn_geom *g, int64_t M
 size_t ak__conv_wino_workspace_floats(const ak__conv_wino *p, const ak__nn_geom *g);
 ak_status ak__conv_wino_run(const ak__conv_wino *p, const ak__conv_igemm_args *args);
 
+/* One H×W plane into an Hp×Wp one with `ph` zero rows above and `pw` zero columns to its
+ * left, zeros everywhere else (ph + H <= Hp, pw + W <= Wp). */
+void ak__nn_pad_plane(const float *src, int64_t H, int64_t W, int64_t ph, int64_t pw, float *dst,
+                      int64_t Hp, int64_t Wp);
+
+/* The depth of the GEMM convolutions' K slices: at most AK_NN_MAX_KC (an MR×KC A sliver,
+ * 6 KB, and a KC×NR B sliver, 16 KB, share L1), evened out over the slices K needs
+ * (576 → 3×192, not 256+256+64). */
+#define AK_NN_MAX_KC 256u
+size_t ak__nn_slice_depth(uint64_t K);
+
 /* fn over [0, n) on the pool in claims of `grain`, or on the caller's thread when the pool
  * cannot take it (or n <= 1). */
 void ak__nn_parallel(ak_threadpool *pool, size_t n, size_t grain, ak_parallel_fn fn, void *ctx);

@@ -115,3 +115,22 @@ int ak__nn_pool_threads(const ak__op_ctx *ctx) {
 void ak__nn_parallel(ak_threadpool *pool, size_t n, size_t grain, ak_parallel_fn fn, void *ctx) {
     if (n <= 1 || ak_threadpool_parallel_for(pool, n, grain, fn, ctx) != AK_OK) fn(ctx, 0, n, 0);
 }
+
+void ak__nn_pad_plane(const float *src, int64_t H, int64_t W, int64_t ph, int64_t pw, float *dst,
+                      int64_t Hp, int64_t Wp) {
+    for (int64_t r = 0; r < Hp; r++, dst += Wp) {
+        int64_t iy = r - ph;
+        if (iy < 0 || iy >= H) {
+            memset(dst, 0, (size_t)Wp * sizeof *dst);
+            continue;
+        }
+        memset(dst, 0, (size_t)pw * sizeof *dst);
+        memcpy(dst + pw, src + iy * W, (size_t)W * sizeof *dst);
+        memset(dst + pw + W, 0, (size_t)(Wp - pw - W) * sizeof *dst);
+    }
+}
+
+size_t ak__nn_slice_depth(uint64_t K) {
+    size_t n = ((size_t)K + AK_NN_MAX_KC - 1) / AK_NN_MAX_KC;
+    return n ? ((size_t)K + n - 1) / n : 1;
+}
