@@ -205,7 +205,13 @@ static void check_conv_fused(const char *op, const conv_case *cc, ak_threadpool 
         double err = fabs(yf[i] - yr[i]) / (1.0 + fabs(yr[i]));
         if (err > worst) worst = err;
     }
-    if (worst > 1e-4) fail_msg("%s: worst relative error %g", op, worst);
+    /* Winograd's transforms (entries up to 8 in F(4x4,3x3)) scale rounding error up: over
+     * 64 channels it reaches ~1e-4 where the direct sum stays under 1e-5 */
+    double tolerance = ak__nn_conv_force_mode == 4 ? 3e-4 : 1e-4;
+    if (worst > tolerance)
+        fail_msg("%s (C %lld, M %lld, force %d, orientation %d): worst relative error %g", op,
+                 (long long)cc->C, (long long)cc->M, ak__nn_conv_force_mode,
+                 ak__conv_igemm_orientation, worst);
     call_free(&f);
     call_free(&r);
     free(x), free(w), free(b), free(x64), free(w64), free(b64), free(z), free(z64);
@@ -248,6 +254,12 @@ static const conv_case conv_cases[] = {
     {2, 2, 32, 50, 2, {20, 23}, {3, 3}, {2, 2}, {1, 1}, {1, 0, 1, 2}, 1, NULL},
     {2, 1, 300, 130, 1, {5, 6}, {1, 1}, {1, 1}, {1, 1}, {0}, 1, NULL},
     {2, 1, 24, 70, 1, {5, 5}, {3, 3}, {1, 1}, {2, 2}, {2, 2, 2, 2}, 0, NULL},
+    /* small planes, where the transposed orientation is chosen: 1×1 on 7×7 with 37
+     * output channels (2 full NR slivers and 5), 3×3 over two depth slices with a last
+     * 1-row position tile (P = 49), two groups of 16 output channels over 8×8 */
+    {2, 2, 96, 37, 1, {7, 7}, {1, 1}, {1, 1}, {1, 1}, {0}, 1, NULL},
+    {2, 1, 40, 45, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    {2, 1, 32, 32, 2, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {0, 0, 1, 1}, 0, NULL},
     /* Winograd F(4x4,3x3) (3x3, stride 1, chosen with constant W from 16 tiles on):
      * groups of 8 tiles spanning tile rows (4 and 7 tiles wide), partial edge tiles,
      * asymmetric and no padding, fewer output channels than a microkernel tile, two
@@ -262,34 +274,45 @@ static const conv_case conv_cases[] = {
     {3, 1, 3, 4, 1, {5, 6, 7}, {3, 2, 3}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1, 1, 1, 1}, 1, NULL},
 };
 
+/* The paths the conv cases run through: chosen, forced tiles, forced whole (W an
+ * input); forced implicit GEMM in either orientation and chosen (W constant, as in a
+ * model); Winograd forced wherever it applies. */
+static const struct conv_setting {
+    int force_mode, const_weights, orientation;
+} conv_settings[] = {
+    {0, 0, 0}, {1, 0, 0}, {2, 0, 0}, {3, 1, 1}, {3, 1, 2}, {0, 1, 0}, {4, 1, 0},
+};
+
+static void conv_setting_apply(const struct conv_setting *cs) {
+    ak__nn_conv_force_mode = cs->force_mode;
+    const_weights = cs->const_weights;
+    ak__conv_igemm_orientation = cs->orientation;
+}
+
 static void test_conv_paths(void **s) {
     (void)s;
     SKIP_IN_BENCH();
-    /* chosen, forced tiles, forced whole, forced implicit GEMM (W constant); then chosen
-     * with W constant, as in a model; then Winograd forced wherever it applies */
-    for (int mode = 0; mode < 6; mode++) {
-        ak__nn_conv_force_mode = mode % 4 + (mode == 5) * 4;
-        const_weights = mode >= 3;
+    static const struct conv_setting chosen = {0, 0, 0};
+    for (size_t m = 0; m < sizeof conv_settings / sizeof *conv_settings; m++) {
+        conv_setting_apply(&conv_settings[m]);
         for (int p = 0; p < 2; p++)
             for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++)
                 check_conv("Conv", &conv_cases[i], pools[p]);
     }
-    ak__nn_conv_force_mode = 0;
-    const_weights = 0;
+    conv_setting_apply(&chosen);
 }
 
 static void test_fused_conv(void **s) {
     (void)s;
     SKIP_IN_BENCH();
-    for (int mode = 0; mode < 6; mode++) {
-        ak__nn_conv_force_mode = mode % 4 + (mode == 5) * 4;
-        const_weights = mode >= 3;
+    static const struct conv_setting chosen = {0, 0, 0};
+    for (size_t m = 0; m < sizeof conv_settings / sizeof *conv_settings; m++) {
+        conv_setting_apply(&conv_settings[m]);
         for (int fused = 1; fused <= 2; fused++)
             for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++)
                 check_conv_fused("FusedConv", &conv_cases[i], pools[1], fused);
     }
-    ak__nn_conv_force_mode = 0;
-    const_weights = 0;
+    conv_setting_apply(&chosen);
 }
 
 static void test_conv_transpose_paths(void **s) {

@@ -715,6 +715,10 @@ static ak_status conv_reshape_common(ak__op_ctx *ctx, int op) {
     int integer = op == OP_CONV_INTEGER;
     conv_plan pl;
     AK_CHECK(conv_plan_full(ctx, &pl, op));
+    if (pl.kind == CONV_IGEMM) {
+        conv_state *st = ctx->state;
+        AK_CHECK(ak__conv_igemm_prepare(st->ig, &pl.g, ctx->inputs[1]->data));
+    }
     if (integer) {
         const ak__tensor *wzp = ak__op_in(ctx, 3), *xzp = ak__op_in(ctx, 2);
         if (xzp && xzp->count != 1)

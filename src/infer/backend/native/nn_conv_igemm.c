@@ -18,11 +18,19 @@
  * (early layers) pack each block's columns per depth slice into the thread's own L2-sized
  * panel; small planes (late layers, few positions and deep K) pack all their columns once
  * into a shared buffer in a first parallel pass, so that several channel chunks can share
- * them and both cores stay busy on a 7×7 plane. */
+ * them and both cores stay busy on a 7×7 plane.
+ *
+ * Small planes whose positions fill NR-wide slivers badly (49 positions in 4 slivers of
+ * 16) run transposed: the microkernel's rows are MR positions (a last short tile costs
+ * only its rows) and its columns NR output channels, from a second packing of the
+ * weights made at the first reshape that needs it. A task is one NR-channel sliver over
+ * every position, accumulated in a per-thread tile then transposed into Y. On ResNet-50
+ * and MobileNetV2's 7×7 layers that is 10-25 % faster (one thread). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "infer/backend/native/nn_internal.h"
+#include "infer/backend/native/tensor_common.h"
 #include "kernels/dispatch.h"
 
 /* Pack every column sliver up front (shared by all tasks) when they take at most this
@@ -42,10 +50,16 @@
 #define IG_MIN_CHUNK_ROWS 48u
 #define IG_MAX_CHUNK_ROWS 192u
 
+int ak__conv_igemm_orientation = 0;
+
 struct ak__conv_igemm {
     float *a; /* group g at g·Mp·Kg; depth slice at pc: +Mp·pc; row sliver i: +i·kb */
+    /* The same weights as NR-channel slivers for the transposed orientation, packed by
+     * ak__conv_igemm_prepare when a plane needs it: group g at g·Np·Kg; depth slice at
+     * pc: +Np·pc; channel sliver j: +j·kb·NR. NULL until then. */
+    float *at;
     int64_t M, group, Mg;
-    uint64_t Kg, Mp; /* Mp: Mg rounded up to MR */
+    uint64_t Kg, Mp, Np; /* Mp, Np: Mg rounded up to MR, to NR */
     size_t kc;
     ak__sgemm_ukernel_fn ukernel;
     size_t mr, nr;
@@ -56,14 +70,36 @@ static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
 /* ---- packed weights ---------------------------------------------------------------- */
 
-/* Rows [i0, i0+MR) × depth [p0, p0+kb) of a row-major (Mg, Kg) matrix as one k-major
+/* Rows [i0, i0+width) × depth [p0, p0+kb) of a row-major (Mg, Kg) matrix as one k-major
  * sliver, rows past Mg zero. */
-static void pack_w_sliver(const float *w, const ak__conv_igemm *p, uint64_t i0, size_t p0,
-                          size_t kb, float *dst) {
+static void pack_w_sliver(const float *w, const ak__conv_igemm *p, size_t width, uint64_t i0,
+                          size_t p0, size_t kb, float *dst) {
     for (size_t k = 0; k < kb; k++)
-        for (size_t r = 0; r < p->mr; r++)
-            dst[k * p->mr + r] =
+        for (size_t r = 0; r < width; r++)
+            dst[k * width + r] =
                 i0 + r < (uint64_t)p->Mg ? w[(i0 + r) * p->Kg + p0 + k] : 0.0f;
+}
+
+/* Every group's weights as `width`-row slivers, depth slice after depth slice, rows
+ * padded to `rows_padded` (a multiple of width). */
+static ak_status pack_weights(const float *w, const ak__conv_igemm *p, size_t width,
+                              uint64_t rows_padded, float **out) {
+    size_t floats = (size_t)(rows_padded * p->Kg * (uint64_t)p->group);
+    void *mem;
+    if (ak_alloc(floats * sizeof(float), &mem) != AK_OK)
+        return AK_FAIL(AK_ERR_NO_MEMORY, "Conv: out of memory packing %zu weights", floats);
+    float *packed = mem;
+    for (int64_t g = 0; g < p->group; g++) {
+        const float *wg = w + (uint64_t)(g * p->Mg) * p->Kg;
+        float *ag = packed + (uint64_t)g * rows_padded * p->Kg;
+        for (size_t pc = 0; pc < p->Kg; pc += p->kc) {
+            size_t kb = min_sz(p->kc, (size_t)p->Kg - pc);
+            for (uint64_t i = 0; i < rows_padded; i += width)
+                pack_w_sliver(wg, p, width, i, pc, kb, ag + rows_padded * pc + i * kb);
+        }
+    }
+    *out = packed;
+    return AK_OK;
 }
 
 ak_status ak__conv_igemm_pack(const float *w, int64_t M, int64_t group, uint64_t Kg,
@@ -79,21 +115,11 @@ ak_status ak__conv_igemm_pack(const float *w, int64_t M, int64_t group, uint64_t
                           .kc = ak__nn_slice_depth(Kg), .ukernel = k->sgemm_ukernel,
                           .mr = (size_t)k->sgemm_mr, .nr = (size_t)k->sgemm_nr};
     p->Mp = div_up((size_t)p->Mg, p->mr) * p->mr;
-    size_t floats = (size_t)(p->Mp * Kg * (uint64_t)group);
-    void *mem;
-    if (ak_alloc(floats * sizeof(float), &mem) != AK_OK) {
+    p->Np = div_up((size_t)p->Mg, p->nr) * p->nr;
+    ak_status s = pack_weights(w, p, p->mr, p->Mp, &p->a);
+    if (s != AK_OK) {
         free(p);
-        return AK_FAIL(AK_ERR_NO_MEMORY, "Conv: out of memory packing %zu weights", floats);
-    }
-    p->a = mem;
-    for (int64_t g = 0; g < group; g++) {
-        const float *wg = w + (uint64_t)(g * p->Mg) * Kg;
-        float *ag = p->a + (uint64_t)g * p->Mp * Kg;
-        for (size_t pc = 0; pc < Kg; pc += p->kc) {
-            size_t kb = min_sz(p->kc, (size_t)Kg - pc);
-            for (uint64_t i = 0; i < p->Mp; i += p->mr)
-                pack_w_sliver(wg, p, i, pc, kb, ag + p->Mp * pc + i * kb);
-        }
+        return s;
     }
     *out = p;
     return AK_OK;
@@ -102,6 +128,7 @@ ak_status ak__conv_igemm_pack(const float *w, int64_t M, int64_t group, uint64_t
 void ak__conv_igemm_free(ak__conv_igemm *p) {
     if (!p) return;
     ak_free(p->a);
+    ak_free(p->at);
     free(p);
 }
 
@@ -135,13 +162,38 @@ static ig_geom geom_2d(const ak__nn_geom *g) {
 
 /* How one image and group is cut into tasks. */
 typedef struct ig_split {
-    size_t S;            /* NR-wide slivers of output positions */
+    int transposed;      /* positions as microkernel rows, channels as its columns */
+    size_t width;        /* positions per packed column sliver: NR, or MR transposed */
+    size_t S;            /* slivers of output positions */
     size_t nb, nblocks;  /* slivers per block, blocks */
-    size_t rows, chunks; /* output channels per chunk (a multiple of MR), chunks */
+    size_t rows, chunks; /* output channels per chunk (a multiple of MR, NR transposed), chunks */
     int shared;          /* all columns packed once up front */
     size_t panel_floats; /* per-thread panel (0 when shared) */
     size_t shared_floats;
+    size_t acc_floats;   /* transposed: per-thread S·MR × NR accumulator */
 } ig_split;
+
+/* Where the transposed orientation pays: it rounds positions up to MR (and a last short
+ * row tile costs only its rows) and channels up to NR, where the usual one rounds
+ * positions up to NR. On a 7×7 plane 49 positions fill 4 16-wide slivers (64 columns,
+ * 77 % useful) but only 9 6-row tiles of which the last is one row. */
+static int transposed_pays(const ak__conv_igemm *p, const ig_geom *v) {
+    if (v->P * p->Kg > IG_SHARED_MAX_FLOATS || ak__conv_igemm_orientation == 1) return 0;
+    if (ak__conv_igemm_orientation == 2) return 1;
+    uint64_t usual = p->Mp * div_up((size_t)v->P, p->nr) * p->nr;
+    uint64_t transposed = p->Np * v->P;
+    return transposed * 10 < usual * 9;
+}
+
+static ig_split plan_transposed(const ak__conv_igemm *p, const ig_geom *v) {
+    ig_split s = {.transposed = 1, .width = p->mr, .S = div_up((size_t)v->P, p->mr),
+                  .nb = 0, .nblocks = 1, .rows = p->nr, .shared = 1};
+    s.nb = s.S;
+    s.chunks = (size_t)p->Np / p->nr;
+    s.shared_floats = (size_t)p->Kg * s.S * p->mr;
+    s.acc_floats = s.S * p->mr * p->nr;
+    return s;
+}
 
 /* Tiles of (channel chunk × sliver block): both bounded so that a chunk's A slice
  * (≤ 192×KC floats) and a block's B slice (≤ KC×128) stay in L2 together, then halved
@@ -150,7 +202,8 @@ typedef struct ig_split {
  * channels and wide, shallow ones along positions, and neither operand is re-read from
  * memory once per sliver. */
 static ig_split plan_split(const ak__conv_igemm *p, const ig_geom *v, int threads) {
-    ig_split s = {.S = div_up((size_t)v->P, p->nr)};
+    if (transposed_pays(p, v)) return plan_transposed(p, v);
+    ig_split s = {.width = p->nr, .S = div_up((size_t)v->P, p->nr)};
     size_t T = threads > 0 ? (size_t)threads : 1, want = T * IG_TASKS_PER_THREAD;
     size_t Mp = (size_t)p->Mp, mr = p->mr;
     size_t most = IG_MAX_CHUNK_ROWS * AK_NN_MAX_KC / min_sz(p->kc, (size_t)p->Kg); /* shallow K: more */
@@ -204,8 +257,15 @@ size_t ak__conv_igemm_workspace_floats(const ak__conv_igemm *p, const ak__nn_geo
                                        int threads) {
     ig_geom v = geom_2d(g);
     ig_split s = plan_split(p, &v, threads);
-    size_t cols = s.shared ? s.shared_floats : s.panel_floats * (size_t)(threads > 0 ? threads : 1);
-    return padded_floats(p, &v) + cols;
+    size_t T = threads > 0 ? (size_t)threads : 1;
+    size_t cols = s.shared ? s.shared_floats : s.panel_floats * T;
+    return padded_floats(p, &v) + cols + s.acc_floats * T;
+}
+
+ak_status ak__conv_igemm_prepare(ak__conv_igemm *p, const ak__nn_geom *g, const float *w) {
+    ig_geom v = geom_2d(g);
+    if (p->at || !transposed_pays(p, &v)) return AK_OK;
+    return pack_weights(w, p, p->nr, p->Np, &p->at);
 }
 
 /* ---- implicit im2col: column slivers straight from the image ------------------------ */
@@ -215,6 +275,7 @@ typedef struct ig_job {
     ig_geom v;
     ig_split s;
     const float *x, *a; /* this image's group of input channels; its packed weights */
+    const float *at;    /* the group's weights packed for the transposed orientation */
     float *y;           /* this image's group of output channels */
     const float *bias, *z;
     ak__nn_act act;
@@ -301,7 +362,7 @@ static void gather_row(const ig_geom *v, const ig_pos *ps, const float *xc, int6
  * across all the slivers at once (long sequential reads for the prefetcher). */
 static void pack_pointwise(const ig_job *jb, size_t s0, size_t s1, size_t pc, size_t kb,
                            float *dst) {
-    size_t nr = jb->p->nr, width = (s1 - s0) * nr;
+    size_t nr = jb->s.width, width = (s1 - s0) * nr;
     for (size_t k = 0; k < kb; k++) {
         const float *src = jb->x + (pc + k) * jb->v.plane;
         if (k + PACK_PREFETCH_ROWS < kb) /* a row of the image is only a few lines here */
@@ -315,10 +376,11 @@ static void pack_pointwise(const ig_job *jb, size_t s0, size_t s1, size_t pc, si
     }
 }
 
-/* Depth [pc, pc+kb) of sliver `sl` in the microkernel's B layout (nr floats per k). */
+/* Depth [pc, pc+kb) of sliver `sl` in the microkernel's packed layout (s.width floats per
+ * k: its B layout, or its A layout when transposed). */
 static void pack_cols(const ig_job *jb, size_t sl, size_t pc, size_t kb, float *dst) {
     const ig_geom *v = &jb->v;
-    size_t nr = jb->p->nr;
+    size_t nr = jb->s.width;
     uint64_t q0 = (uint64_t)sl * nr;
     size_t n = min_sz(nr, (size_t)(v->P - q0));
     if (v->pointwise) {
@@ -346,13 +408,13 @@ static void pack_panel(const ig_job *jb, size_t s0, size_t s1, size_t pc, size_t
         pack_pointwise(jb, s0, s1, pc, kb, dst);
         return;
     }
-    for (size_t sl = s0; sl < s1; sl++) pack_cols(jb, sl, pc, kb, dst + (sl - s0) * kb * jb->p->nr);
+    for (size_t sl = s0; sl < s1; sl++) pack_cols(jb, sl, pc, kb, dst + (sl - s0) * kb * jb->s.width);
 }
 
 static void shared_pack_task(void *vj, size_t begin, size_t end, int tid) {
     (void)tid;
     const ig_job *jb = vj;
-    size_t S = jb->s.S, nr = jb->p->nr, kc = jb->p->kc;
+    size_t S = jb->s.S, nr = jb->s.width, kc = jb->p->kc;
     for (size_t u = begin; u < end; u++) { /* u = slice · S + sliver */
         size_t pc = (u / S) * kc, sl = u % S, kb = min_sz(kc, (size_t)jb->p->Kg - pc);
         pack_cols(jb, sl, pc, kb, jb->ws + pc * S * nr + sl * kb * nr);
@@ -427,6 +489,33 @@ static void conv_task(void *vj, size_t begin, size_t end, int tid) {
     }
 }
 
+/* Transposed task = one NR-channel sliver over every position: the microkernel's rows
+ * are MR positions and its columns NR channels, accumulated over the depth slices in the
+ * thread's tile of positions × channels, which is then written into Y's channel rows
+ * and given the epilogue. */
+static void conv_task_transposed(void *vj, size_t begin, size_t end, int tid) {
+    const ig_job *jb = vj;
+    const ak__conv_igemm *p = jb->p;
+    const ig_split *s = &jb->s;
+    size_t nr = p->nr, mr = p->mr, K = (size_t)p->Kg, P = (size_t)jb->v.P;
+    float *acc = jb->ws + s->shared_floats + (size_t)tid * s->acc_floats;
+    for (size_t j = begin; j < end; j++) {
+        size_t c0 = j * nr, n = min_sz(nr, (size_t)p->Mg - c0);
+        for (size_t pc = 0; pc < K; pc += p->kc) {
+            size_t kb = min_sz(p->kc, K - pc);
+            const float *b = jb->at + p->Np * pc + c0 * kb;
+            const float *a = jb->ws + pc * s->S * mr;
+            for (size_t i = 0; i < s->S; i++)
+                p->ukernel(kb, 1.0f, a + i * kb * mr, b, pc ? 1.0f : 0.0f, acc + i * mr * nr, nr,
+                           min_sz(mr, P - i * mr), n);
+        }
+        float *y = jb->y + c0 * P;
+        ak__tops_transpose_f32(y, (int64_t)P, acc, (int64_t)nr, (int64_t)P, (int64_t)n);
+        ak__nn_tile_epilogue(y, jb->z ? jb->z + c0 * P : NULL, jb->bias ? jb->bias + c0 : NULL, P,
+                             n, P, &jb->act);
+    }
+}
+
 static void run_parallel(ak_threadpool *pool, int serial, size_t n, ak_parallel_fn fn,
                          void *ctx) {
     if (serial)
@@ -449,6 +538,9 @@ ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args 
     }
     ig_job jb = {.p = p, .v_in = geom_2d(g), .act = args->act};
     jb.s = plan_split(p, &jb.v_in, threads);
+    if (jb.s.transposed && !p->at)
+        return AK_FAIL(AK_ERR_INTERNAL, "Conv: weights not prepared for a %lld-position plane",
+                       (long long)jb.v_in.P);
     jb.v = padded_geom(&jb.v_in);
     size_t pad_floats = padded_floats(p, &jb.v_in);
     jb.padded = args->workspace;
@@ -467,10 +559,12 @@ ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args 
             jb.z = args->z ? args->z + co * jb.v.P : NULL;
             jb.bias = args->bias ? args->bias + gi * p->Mg : NULL;
             jb.a = p->a + (uint64_t)gi * p->Mp * p->Kg;
+            jb.at = p->at ? p->at + (uint64_t)gi * p->Np * p->Kg : NULL;
             if (jb.s.shared)
                 run_parallel(args->pool, serial, div_up((size_t)p->Kg, p->kc) * jb.s.S,
                              shared_pack_task, &jb);
-            run_parallel(args->pool, serial, jb.s.chunks * jb.s.nblocks, conv_task, &jb);
+            run_parallel(args->pool, serial, jb.s.chunks * jb.s.nblocks,
+                         jb.s.transposed ? conv_task_transposed : conv_task, &jb);
         }
     return AK_OK;
 }

@@ -42,9 +42,11 @@ ak_status ak__nn_kernel_attr(const ak__op_ctx *ctx, int nsp, int64_t *k);
 
 /* For benchmarks and tests (nn_conv.c): 1 forces Conv's tiled im2col path, 2 the whole
  * one, 3 the implicit GEMM (when create packed W), 4 Winograd (where it applies), 0 lets
- * it choose. Not thread-safe;
- * never set in production. */
+ * it choose. Not thread-safe; never set in production. */
 extern int ak__nn_conv_force_mode;
+/* For tests and benchmarks: the implicit GEMM's orientation, 0 chosen by the plane,
+ * 1 the usual one, 2 transposed (positions as microkernel rows) where it fits. */
+extern int ak__conv_igemm_orientation;
 
 /* FusedConv's activation (com.microsoft names) with its parameters: Clip's min/max,
  * LeakyRelu's alpha, HardSigmoid's alpha/beta. */
@@ -76,6 +78,9 @@ ak_status ak__conv_igemm_pack(const float *w, int64_t M, int64_t group, uint64_t
 void ak__conv_igemm_free(ak__conv_igemm *p);
 /* 1 when p packed these weights for the microkernel that is active now. */
 int ak__conv_igemm_usable(const ak__conv_igemm *p, int64_t M, int64_t group, uint64_t Kg);
+/* Packs what a run over geometry g needs beyond the create-time packing (the weights in
+ * the transposed orientation, for small planes) from W's data w; reshape calls it. */
+ak_status ak__conv_igemm_prepare(ak__conv_igemm *p, const ak__nn_geom *g, const float *w);
 /* Scratch floats a run on `threads` threads needs. */
 size_t ak__conv_igemm_workspace_floats(const ak__conv_igemm *p, const ak__nn_geom *g,
                                        int threads);

@@ -223,6 +223,18 @@ __attribute__((target("avx2"))) static void tile_band_32_avx2(char *dst, const c
 }
 #endif
 
+void ak__tops_transpose_f32(float *dst, int64_t ld_dst, const float *src, int64_t ld_src,
+                            int64_t rows, int64_t cols) {
+#ifdef TOPS_X86
+    if (ak__cpu_active_avx2()) {
+        tile_band_32_avx2((char *)dst, (const char *)src, rows, 0, cols, ld_src, ld_dst);
+        return;
+    }
+#endif
+    for (int64_t j = 0; j < cols; j++)
+        for (int64_t i = 0; i < rows; i++) dst[j * ld_dst + i] = src[i * ld_src + j];
+}
+
 /* Work item w = (outer position, band of TILE rows of dim b). */
 static void scopy_tiles(void *p, size_t begin, size_t end, int thread_index) {
     (void)thread_index;

@@ -64,6 +64,11 @@ int64_t ak__tops_prod(const int64_t *dims, int begin, int end);
 void ak__tops_strided_copy(const ak__op_ctx *ctx, void *dst, const void *src, size_t elem,
                            int rank, const int64_t *dims, const int64_t *src_strides);
 
+/* dst[j·ld_dst + i] = src[i·ld_src + j] for i < rows, j < cols: a float32 matrix
+ * transposed (8×8 register blocks with AVX2). */
+void ak__tops_transpose_f32(float *dst, int64_t ld_dst, const float *src, int64_t ld_src,
+                            int64_t rows, int64_t cols);
+
 /* Copies n bytes unless n is 0 (pointers of empty tensors may be NULL). */
 void ak__tops_copy_bytes(void *dst, const void *src, size_t n);
 
