@@ -19,6 +19,21 @@
 typedef void (*ak__sgemm_ukernel_fn)(size_t k, float alpha, const float *Ap, const float *Bp,
                                      float beta, float *C, size_t ldc, size_t m, size_t n);
 
+/* A convolution's finish of a full MR×NR tile, applied in registers before the tile is
+ * stored: + bias[r] on row r (bias NULL: none), + z (laid out like C with the same ldc;
+ * NULL: none), then the activation: AK_SGEMM_ACT_MAX max(·, lo) (ReLU, NaN → lo), or
+ * AK_SGEMM_ACT_CLAMP min(hi, max(lo, ·)) (Clip, NaN kept). */
+enum { AK_SGEMM_ACT_NONE, AK_SGEMM_ACT_MAX, AK_SGEMM_ACT_CLAMP };
+typedef struct ak__sgemm_tile_epi {
+    const float *bias, *z;
+    int act;
+    float lo, hi;
+} ak__sgemm_tile_epi;
+/* The microkernel with alpha = 1 on a full tile, finished by epi: C = epi(Σ_k Ap[k]·Bp[k]
+ * + beta·C). */
+typedef void (*ak__sgemm_ukernel_epi_fn)(size_t k, const float *Ap, const float *Bp, float beta,
+                                         float *C, size_t ldc, const ak__sgemm_tile_epi *epi);
+
 /* Linear-layer kernels (kernels/linear.h): one per weight slot (f32, f16, bf16, q8_0,
  * q4_0), each computing the columns [n0, n1) of Y for every token of the job. */
 struct ak__linear_job;
@@ -59,6 +74,9 @@ typedef struct ak__kernels {
                   size_t ldc, ak_threadpool *pool);
     /* the microkernel the blocked driver uses, with its tile (NULL for ref) */
     ak__sgemm_ukernel_fn sgemm_ukernel;
+    /* the same with the tile finish fused in (NULL: none; callers then finish tiles
+     * themselves) */
+    ak__sgemm_ukernel_epi_fn sgemm_ukernel_epi;
     int sgemm_mr, sgemm_nr;
     /* the blocked driver's configuration for ak__sgemm_blocked_epi (NULL for ref) */
     const struct ak__gemm_config *sgemm_config;

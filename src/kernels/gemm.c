@@ -238,6 +238,27 @@ static inline void finish_tile(const gemm_job *job, size_t i, size_t j, size_t m
                      job->epi.row0 + i, job->epi.col0 + j, m, n);
 }
 
+/* The microkernel on the tile at rows [i, i+m) × columns [j, j+n) of this job's C, then
+ * its finish: in the microkernel's registers for a full tile of the last depth slice when
+ * the epilogue has a fused form, else through finish_tile. */
+static inline void run_tile(const gemm_job *job, const float *a, const float *b, size_t i,
+                            size_t j, size_t m, size_t n) {
+    const ak__gemm_config *cfg = job->cfg;
+    float *c = job->C + i * job->ldc + j;
+    const ak__gemm_epilogue *epi = job->epi.epi;
+    if (epi && epi->fused && cfg->ukernel_epi && job->pc + job->kb == job->K &&
+        m == (size_t)cfg->mr && n == (size_t)cfg->nr && job->alpha == 1.0f) {
+        size_t row = job->epi.row0 + i, col = job->epi.col0 + j;
+        ak__sgemm_tile_epi t = *epi->fused;
+        if (t.bias) t.bias += row;
+        if (t.z) t.z += row * job->ldc + col;
+        cfg->ukernel_epi(job->kb, a, b, job->beta, c, job->ldc, &t);
+        return;
+    }
+    cfg->ukernel(job->kb, job->alpha, a, b, job->beta, c, job->ldc, m, n);
+    finish_tile(job, i, j, m, n);
+}
+
 /* Packs B slivers [begin, end) of the panel. Plain B is read row by row across all the
  * slivers (long sequential reads the hardware prefetcher follows) rather than sliver by
  * sliver (short reads at a large stride, which stall on cache misses). */
@@ -285,12 +306,8 @@ static void run_a_block(const gemm_job *job, pack_cache *cache, size_t ib) {
     for (size_t s = 0; s < job->n_slivers; s++) {
         size_t j = s * nr, n = min_sz(nr, job->nb - j);
         const float *bp = job->bpack + s * nr * job->kb;
-        float *c = job->C + i0 * job->ldc + job->jc + j;
-        for (size_t i = 0; i < mb; i += mr) {
-            cfg->ukernel(job->kb, job->alpha, apack + i * job->kb, bp, job->beta,
-                         c + i * job->ldc, job->ldc, min_sz(mr, mb - i), n);
-            finish_tile(job, i0 + i, job->jc + j, min_sz(mr, mb - i), n);
-        }
+        for (size_t i = 0; i < mb; i += mr)
+            run_tile(job, apack + i * job->kb, bp, i0 + i, job->jc + j, min_sz(mr, mb - i), n);
     }
 }
 
@@ -351,12 +368,9 @@ static void run_fused_slice(const gemm_job *job, float *apack, float *bsliver) {
         size_t j = s * nr, n = min_sz(nr, job->nb - j);
         b_prefetch pf;
         pack_b_one(job, s, bsliver, &pf);
-        float *c = job->C + job->jc + j;
         for (size_t i = 0; i < M; i += mr) {
             prefetch_rows(&pf, pf_rows);
-            cfg->ukernel(job->kb, job->alpha, ap + i * job->kb, bsliver, job->beta,
-                         c + i * job->ldc, job->ldc, min_sz(mr, M - i), n);
-            finish_tile(job, i, job->jc + j, min_sz(mr, M - i), n);
+            run_tile(job, ap + i * job->kb, bsliver, i, job->jc + j, min_sz(mr, M - i), n);
         }
     }
 }

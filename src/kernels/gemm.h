@@ -14,6 +14,7 @@
 
 typedef struct ak__gemm_config {
     ak__sgemm_ukernel_fn ukernel;
+    ak__sgemm_ukernel_epi_fn ukernel_epi; /* or NULL */
     int mr, nr;     /* microkernel tile; nr a multiple of 8 keeps packed B rows aligned */
     int kc, mc, nc; /* tuned defaults, overridden by AK_GEMM_KC/MC/NC when those are set */
 } ak__gemm_config;
@@ -31,6 +32,10 @@ void ak__sgemm_blocked(const ak__gemm_config *cfg, int trans_a, int trans_b, siz
 typedef struct ak__gemm_epilogue {
     void (*fn)(void *ctx, float *c, size_t ldc, size_t row, size_t col, size_t m, size_t n);
     void *ctx;
+    /* When not NULL, the same finish in a form the microkernel applies in registers to
+     * full tiles (fn then only sees edge tiles): bias indexed by C's row, z laid out like
+     * C (same origin and ldc). Only with alpha = 1. */
+    const ak__sgemm_tile_epi *fused;
 } ak__gemm_epilogue;
 /* ak__sgemm_blocked with an epilogue (epi may be NULL). */
 void ak__sgemm_blocked_epi(const ak__gemm_config *cfg, int trans_a, int trans_b, size_t M,
@@ -47,6 +52,8 @@ void ak_f32_gemm_ukernel_4x8__generic(size_t k, float alpha, const float *Ap, co
                                       float beta, float *C, size_t ldc, size_t m, size_t n);
 void ak_f32_gemm_ukernel_6x16__avx2(size_t k, float alpha, const float *Ap, const float *Bp,
                                     float beta, float *C, size_t ldc, size_t m, size_t n);
+void ak_f32_gemm_ukernel_6x16_epi__avx2(size_t k, const float *Ap, const float *Bp, float beta,
+                                        float *C, size_t ldc, const ak__sgemm_tile_epi *epi);
 
 /* The scalar reference (kernels/ref/gemm_ref.c), also used by tests as the oracle. */
 void ak__sgemm_ref(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,

@@ -34,6 +34,7 @@ static void sgemm_generic(int trans_a, int trans_b, size_t M, size_t N, size_t K
 void ak__fill_gemm_generic(ak__kernels *k) {
     k->sgemm = sgemm_generic;
     k->sgemm_ukernel = ak_f32_gemm_ukernel_4x8__generic;
+    k->sgemm_ukernel_epi = NULL; /* tiles are finished by the callers */
     k->sgemm_mr = MR;
     k->sgemm_nr = NR;
     k->sgemm_config = &generic_config;

@@ -34,6 +34,7 @@ void ak__sgemm_ref(int trans_a, int trans_b, size_t M, size_t N, size_t K, float
 void ak__fill_gemm_ref(ak__kernels *k) {
     k->sgemm = ak__sgemm_ref;
     k->sgemm_ukernel = NULL;
+    k->sgemm_ukernel_epi = NULL;
     k->sgemm_mr = 0;
     k->sgemm_nr = 0;
     k->sgemm_config = NULL;

@@ -117,27 +117,41 @@ static void edge_tile(size_t k, float alpha, const float *Ap, const float *Bp, f
     }
 }
 
+/* The 12 accumulators of a full tile. */
+#define DECLARE_ACC                                                                        \
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, \
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00
+
+/* Σ over k of the full tile, 4 steps per iteration. */
+#define ACCUMULATE                                                            \
+    do {                                                                      \
+        for (; k >= 4; k -= 4, Ap += 4 * MR, Bp += 4 * NR) {                  \
+            _mm_prefetch((const char *)(Ap + PREFETCH_A_AHEAD), _MM_HINT_T0); \
+            STEP(0);                                                          \
+            STEP(1);                                                          \
+            STEP(2);                                                          \
+            STEP(3);                                                          \
+        }                                                                     \
+        for (; k > 0; k--, Ap += MR, Bp += NR) STEP(0);                       \
+    } while (0)
+
+/* Rows of C (and Z) are only touched after the loop: start pulling their lines in now. */
+static inline void prefetch_tile_rows(const float *C, size_t ldc, size_t m) {
+    for (size_t r = 0; r < m; r++) {
+        _mm_prefetch((const char *)(C + r * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(C + r * ldc + NR - 1), _MM_HINT_T0);
+    }
+}
+
 void ak_f32_gemm_ukernel_6x16__avx2(size_t k, float alpha, const float *Ap, const float *Bp,
                                     float beta, float *C, size_t ldc, size_t m, size_t n) {
     if (m < MR) {
         edge_tile(k, alpha, Ap, Bp, beta, C, ldc, m, n);
         return;
     }
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
-           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    /* C is only touched after the loop: start pulling its lines in now */
-    for (size_t r = 0; r < m; r++) {
-        _mm_prefetch((const char *)(C + r * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(C + r * ldc + NR - 1), _MM_HINT_T0);
-    }
-    for (; k >= 4; k -= 4, Ap += 4 * MR, Bp += 4 * NR) {
-        _mm_prefetch((const char *)(Ap + PREFETCH_A_AHEAD), _MM_HINT_T0);
-        STEP(0);
-        STEP(1);
-        STEP(2);
-        STEP(3);
-    }
-    for (; k > 0; k--, Ap += MR, Bp += NR) STEP(0);
+    DECLARE_ACC;
+    prefetch_tile_rows(C, ldc, m);
+    ACCUMULATE;
 
     __m256 valpha = _mm256_set1_ps(alpha);
     if (m == MR && n == NR) {
@@ -159,11 +173,60 @@ void ak_f32_gemm_ukernel_6x16__avx2(size_t k, float alpha, const float *Ap, cons
     ak__sgemm_store_edge(&tile[0][0], NR, alpha, beta, C, ldc, m, n);
 }
 
+/* One finished row of the tile: + beta·C, + bias, + z, the activation, stored. */
+static inline void store_row_epi(float *c, __m256 lo, __m256 hi, float beta, int r,
+                                 const ak__sgemm_tile_epi *e, __m256 vlo, __m256 vhi,
+                                 size_t ldc) {
+    if (beta != 0.0f) {
+        __m256 vbeta = _mm256_set1_ps(beta);
+        lo = _mm256_fmadd_ps(vbeta, _mm256_loadu_ps(c), lo);
+        hi = _mm256_fmadd_ps(vbeta, _mm256_loadu_ps(c + 8), hi);
+    }
+    if (e->bias) {
+        __m256 b = _mm256_broadcast_ss(e->bias + r);
+        lo = _mm256_add_ps(lo, b);
+        hi = _mm256_add_ps(hi, b);
+    }
+    if (e->z) {
+        const float *z = e->z + (size_t)r * ldc;
+        lo = _mm256_add_ps(lo, _mm256_loadu_ps(z));
+        hi = _mm256_add_ps(hi, _mm256_loadu_ps(z + 8));
+    }
+    if (e->act == AK_SGEMM_ACT_MAX) { /* max(x, lo): NaN → lo */
+        lo = _mm256_max_ps(lo, vlo);
+        hi = _mm256_max_ps(hi, vlo);
+    } else if (e->act == AK_SGEMM_ACT_CLAMP) { /* max(lo, x): NaN kept */
+        lo = _mm256_min_ps(vhi, _mm256_max_ps(vlo, lo));
+        hi = _mm256_min_ps(vhi, _mm256_max_ps(vlo, hi));
+    }
+    _mm256_storeu_ps(c, lo);
+    _mm256_storeu_ps(c + 8, hi);
+}
+
+#define STORE_ROW_EPI(r) \
+    store_row_epi(C + (r) * ldc, c##r##0, c##r##1, beta, r, epi, vlo, vhi, ldc)
+
+void ak_f32_gemm_ukernel_6x16_epi__avx2(size_t k, const float *Ap, const float *Bp, float beta,
+                                        float *C, size_t ldc, const ak__sgemm_tile_epi *epi) {
+    DECLARE_ACC;
+    prefetch_tile_rows(C, ldc, MR);
+    if (epi->z) prefetch_tile_rows(epi->z, ldc, MR);
+    ACCUMULATE;
+    __m256 vlo = _mm256_set1_ps(epi->lo), vhi = _mm256_set1_ps(epi->hi);
+    STORE_ROW_EPI(0);
+    STORE_ROW_EPI(1);
+    STORE_ROW_EPI(2);
+    STORE_ROW_EPI(3);
+    STORE_ROW_EPI(4);
+    STORE_ROW_EPI(5);
+}
+
 /* Zen 4 (32 KB L1d, 1 MB L2): the B sliver KC×16 (16 KB at KC=256) stays in L1 next to
  * the streaming A sliver; the A block MC×KC (~132 KB) sits in L2; the B panel KC×NC
  * (4 MB) in L3. Tuned with AK_GEMM_KC/MC/NC sweeps at 1024³ and the inference shapes. */
 static const ak__gemm_config avx2_config = {
     .ukernel = ak_f32_gemm_ukernel_6x16__avx2,
+    .ukernel_epi = ak_f32_gemm_ukernel_6x16_epi__avx2,
     .mr = MR, .nr = NR,
     .kc = 256, .mc = 132, .nc = 4096,
 };
@@ -178,6 +241,7 @@ static void sgemm_avx2(int trans_a, int trans_b, size_t M, size_t N, size_t K, f
 void ak__fill_gemm_avx2(ak__kernels *k) {
     k->sgemm = sgemm_avx2;
     k->sgemm_ukernel = ak_f32_gemm_ukernel_6x16__avx2;
+    k->sgemm_ukernel_epi = ak_f32_gemm_ukernel_6x16_epi__avx2;
     k->sgemm_mr = MR;
     k->sgemm_nr = NR;
     k->sgemm_config = &avx2_config;

@@ -28,7 +28,11 @@
  * and MobileNetV2's 7×7 layers that is 10-25 % faster (one thread). */
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
+#include "core/init.h"
 #include "infer/backend/native/nn_internal.h"
 #include "infer/backend/native/tensor_common.h"
 #include "kernels/dispatch.h"
@@ -36,6 +40,9 @@
 /* Pack every column sliver up front (shared by all tasks) when they take at most this
  * many floats (2 MB): small planes whose columns several channel chunks reuse. */
 #define IG_SHARED_MAX_FLOATS ((size_t)512 * 1024)
+/* The transposed orientation's largest plane: its per-thread accumulator (positions ×
+ * NR) then stays within 16 KB. */
+#define IG_TRANSPOSED_MAX_POSITIONS 256u
 /* Slivers per task: the A slice (Mg×KC) in L2 serves up to this many before the next. */
 #define IG_MAX_BLOCK 8u
 /* Tasks per thread wanted, so the dynamic hand-out evens out uneven tasks and cores. */
@@ -178,7 +185,9 @@ typedef struct ig_split {
  * positions up to NR. On a 7×7 plane 49 positions fill 4 16-wide slivers (64 columns,
  * 77 % useful) but only 9 6-row tiles of which the last is one row. */
 static int transposed_pays(const ak__conv_igemm *p, const ig_geom *v) {
-    if (v->P * p->Kg > IG_SHARED_MAX_FLOATS || ak__conv_igemm_orientation == 1) return 0;
+    if (v->P > IG_TRANSPOSED_MAX_POSITIONS || v->P * p->Kg > IG_SHARED_MAX_FLOATS ||
+        ak__conv_igemm_orientation == 1)
+        return 0;
     if (ak__conv_igemm_orientation == 2) return 1;
     uint64_t usual = p->Mp * div_up((size_t)v->P, p->nr) * p->nr;
     uint64_t transposed = p->Np * v->P;
@@ -285,6 +294,9 @@ typedef struct ig_job {
     const float *x_in;
     ig_geom v_in;
     float *padded;
+    /* the epilogue as the active microkernel applies it in registers, or NULL */
+    ak__sgemm_ukernel_epi_fn ukernel_epi;
+    const ak__sgemm_tile_epi *fused;
 } ig_job;
 
 /* A sliver's output positions as runs along output rows (a 16-wide sliver over a 7-wide
@@ -344,14 +356,34 @@ static void gather_run(const ig_geom *v, const ig_run *r, const float *xc, int64
     }
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+/* dst[0..16) = src[0], src[2], ..., src[30]: the even lanes of 4 vectors. */
+__attribute__((target("avx2"))) static void gather_even16(const float *src, float *dst) {
+    for (int h = 0; h < 2; h++, src += 16, dst += 8) {
+        __m256 lo = _mm256_loadu_ps(src), hi = _mm256_loadu_ps(src + 8);
+        __m256 ev = _mm256_shuffle_ps(lo, hi, 0x88); /* lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6 */
+        _mm256_storeu_ps(dst, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
+    }
+}
+#endif
+
 /* One row (ky, kx) of channel xc's window over the sliver's positions into dst[0..nr). */
 static void gather_row(const ig_geom *v, const ig_pos *ps, const float *xc, int64_t ky,
                        int64_t kx, size_t nr, float *dst) {
-    if (ps->nruns == 1 && ps->n == 16 && nr == 16 && v->sw == 1) { /* common: one full run */
+    if (ps->nruns == 1 && ps->n == 16 && nr == 16 && v->sw <= 2) { /* common: one full run */
         int64_t iy = ps->run[0].iy + ky * v->dh, x0 = ps->run[0].ix + kx * v->dw;
-        if (iy >= 0 && iy < v->H && x0 >= 0 && x0 + 15 < v->W) {
-            memcpy(dst, xc + iy * v->W + x0, 16 * sizeof *dst);
-            return;
+        if (iy >= 0 && iy < v->H && x0 >= 0 && x0 + 15 * v->sw < v->W) {
+            const float *src = xc + iy * v->W + x0;
+            if (v->sw == 1) {
+                memcpy(dst, src, 16 * sizeof *dst);
+                return;
+            }
+#if defined(__x86_64__) || defined(__i386__)
+            if (x0 + 31 < v->W && ak__cpu_active_avx2()) { /* stride 2: read 32, keep evens */
+                gather_even16(src, dst);
+                return;
+            }
+#endif
         }
     }
     for (size_t r = 0; r < ps->nruns; r++) gather_run(v, &ps->run[r], xc, ky, kx, dst + ps->run[r].j0);
@@ -440,6 +472,23 @@ static void epilogue(const ig_job *jb, size_t row, size_t m, uint64_t q0, size_t
                          P, m, n, &jb->act);
 }
 
+/* The microkernel on the m×n tile of Y at (row, q0), finished when it is the last depth
+ * slice: in the microkernel's registers for a full tile where it can, else after. */
+static void run_tile(const ig_job *jb, size_t kb, const float *a, const float *b, float beta,
+                     size_t row, size_t m, uint64_t q0, size_t n, int last) {
+    const ak__conv_igemm *p = jb->p;
+    uint64_t P = jb->v.P, at = row * P + q0;
+    if (last && jb->fused && m == p->mr && n == p->nr) {
+        ak__sgemm_tile_epi t = *jb->fused;
+        if (t.bias) t.bias += row;
+        if (t.z) t.z += at;
+        jb->ukernel_epi(kb, a, b, beta, jb->y + at, (size_t)P, &t);
+        return;
+    }
+    p->ukernel(kb, 1.0f, a, b, beta, jb->y + at, (size_t)P, m, n);
+    if (last) epilogue(jb, row, m, q0, n);
+}
+
 /* Pulls the next tile's rows of Y (about to be written) and Z (about to be read) toward
  * L1: they lie P floats apart, one cache line or two each, where no hardware prefetcher
  * follows them. */
@@ -480,9 +529,7 @@ static void conv_task(void *vj, size_t begin, size_t end, int tid) {
                 for (size_t i = r0; i < r1; i += mr) {
                     size_t m = min_sz(mr, r1 - i);
                     prefetch_tile(jb, i + mr < r1 ? i + mr : r1, min_sz(mr, r1 - min_sz(r1, i + mr)), q0, pc == 0, last);
-                    p->ukernel(kb, 1.0f, a + i * kb, bs, pc ? 1.0f : 0.0f,
-                               jb->y + i * jb->v.P + q0, (size_t)jb->v.P, m, n);
-                    if (last) epilogue(jb, i, m, q0, n);
+                    run_tile(jb, kb, a + i * kb, bs, pc ? 1.0f : 0.0f, i, m, q0, n, last);
                 }
             }
         }
@@ -536,7 +583,9 @@ ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args 
             return AK_FAIL(AK_ERR_INTERNAL, "Conv: workspace of %zu bytes is too small",
                            args->workspace_bytes);
     }
-    ig_job jb = {.p = p, .v_in = geom_2d(g), .act = args->act};
+    ig_job jb = {.p = p, .v_in = geom_2d(g), .act = args->act,
+                 .ukernel_epi = ak__kernels_active()->sgemm_ukernel_epi};
+    ak__sgemm_tile_epi fused;
     jb.s = plan_split(p, &jb.v_in, threads);
     if (jb.s.transposed && !p->at)
         return AK_FAIL(AK_ERR_INTERNAL, "Conv: weights not prepared for a %lld-position plane",
@@ -558,6 +607,9 @@ ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args 
             jb.y = args->y + co * jb.v.P;
             jb.z = args->z ? args->z + co * jb.v.P : NULL;
             jb.bias = args->bias ? args->bias + gi * p->Mg : NULL;
+            jb.fused = jb.ukernel_epi && ak__nn_act_fusable(&jb.act, jb.bias, jb.z, &fused)
+                           ? &fused
+                           : NULL;
             jb.a = p->a + (uint64_t)gi * p->Mp * p->Kg;
             jb.at = p->at ? p->at + (uint64_t)gi * p->Np * p->Kg : NULL;
             if (jb.s.shared)

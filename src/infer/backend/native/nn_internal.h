@@ -9,6 +9,7 @@
 
 #include "accelkit/kernels.h"
 #include "infer/runtime/op.h"
+#include "kernels/dispatch.h"
 
 /* Spatial ranks beyond this (5-D and deeper convolutions) are refused as unsupported. */
 #define AK_NN_MAX_SP 8
@@ -62,6 +63,10 @@ typedef struct ak__nn_act {
 void ak__nn_act_rows(const ak__nn_act *act, float *y, uint64_t rows, uint64_t cols,
                      uint64_t ld);
 
+/* 1 when act is one a microkernel can apply in registers (none, ReLU, Clip), with *out
+ * set to that finish over bias and z. */
+int ak__nn_act_fusable(const ak__nn_act *act, const float *bias, const float *z,
+                       ak__sgemm_tile_epi *out);
 /* The GEMM convolutions' epilogue on an m×n tile of Y (rows ld apart): + bias[r] per
  * row (bias may be NULL), + Z (laid out like Y, or NULL), then the activation. */
 void ak__nn_tile_epilogue(float *y, const float *z, const float *bias, uint64_t ld, size_t m,
