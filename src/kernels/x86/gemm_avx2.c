@@ -175,8 +175,7 @@ void ak_f32_gemm_ukernel_6x16__avx2(size_t k, float alpha, const float *Ap, cons
 
 /* One finished row of the tile: + beta·C, + bias, + z, the activation, stored. */
 static inline void store_row_epi(float *c, __m256 lo, __m256 hi, float beta, int r,
-                                 const ak__sgemm_tile_epi *e, __m256 vlo, __m256 vhi,
-                                 size_t ldc) {
+                                 const ak__sgemm_tile_epi *e, size_t ldc) {
     if (beta != 0.0f) {
         __m256 vbeta = _mm256_set1_ps(beta);
         lo = _mm256_fmadd_ps(vbeta, _mm256_loadu_ps(c), lo);
@@ -193,9 +192,11 @@ static inline void store_row_epi(float *c, __m256 lo, __m256 hi, float beta, int
         hi = _mm256_add_ps(hi, _mm256_loadu_ps(z + 8));
     }
     if (e->act == AK_SGEMM_ACT_MAX) { /* max(x, lo): NaN → lo */
+        __m256 vlo = _mm256_broadcast_ss(&e->lo);
         lo = _mm256_max_ps(lo, vlo);
         hi = _mm256_max_ps(hi, vlo);
     } else if (e->act == AK_SGEMM_ACT_CLAMP) { /* max(lo, x): NaN kept */
+        __m256 vlo = _mm256_broadcast_ss(&e->lo), vhi = _mm256_broadcast_ss(&e->hi);
         lo = _mm256_min_ps(vhi, _mm256_max_ps(vlo, lo));
         hi = _mm256_min_ps(vhi, _mm256_max_ps(vlo, hi));
     }
@@ -203,16 +204,17 @@ static inline void store_row_epi(float *c, __m256 lo, __m256 hi, float beta, int
     _mm256_storeu_ps(c + 8, hi);
 }
 
-#define STORE_ROW_EPI(r) \
-    store_row_epi(C + (r) * ldc, c##r##0, c##r##1, beta, r, epi, vlo, vhi, ldc)
+#define STORE_ROW_EPI(r) store_row_epi(C + (r) * ldc, c##r##0, c##r##1, beta, r, epi, ldc)
 
+/* The full-tile kernel finishing in its accumulators. (Storing the tile and finishing
+ * it from L1 instead measured 1.5 % slower on MobileNetV2, 15 % on a store-bound 1×1
+ * layer, 16→96 channels at 112×112.) */
 void ak_f32_gemm_ukernel_6x16_epi__avx2(size_t k, const float *Ap, const float *Bp, float beta,
                                         float *C, size_t ldc, const ak__sgemm_tile_epi *epi) {
     DECLARE_ACC;
     prefetch_tile_rows(C, ldc, MR);
     if (epi->z) prefetch_tile_rows(epi->z, ldc, MR);
     ACCUMULATE;
-    __m256 vlo = _mm256_set1_ps(epi->lo), vhi = _mm256_set1_ps(epi->hi);
     STORE_ROW_EPI(0);
     STORE_ROW_EPI(1);
     STORE_ROW_EPI(2);
