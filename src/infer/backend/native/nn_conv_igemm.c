@@ -47,6 +47,8 @@
 #define IG_MAX_BLOCK 8u
 /* Tasks per thread wanted, so the dynamic hand-out evens out uneven tasks and cores. */
 #define IG_TASKS_PER_THREAD 16u
+/* Image rows per unit of a 1×1 convolution's shared packing. */
+#define IG_PACK_ROWS 16u
 /* 1×1 packing prefetches the image row this many rows ahead. */
 #define PACK_PREFETCH_ROWS 4
 /* Widest microkernel tile handled (ig_pos holds one sliver's positions). */
@@ -329,6 +331,10 @@ static inline void copy_row(float *dst, const float *src, size_t n, size_t nr) {
         memcpy(dst, src, 16 * sizeof *dst);
         return;
     }
+    if (n == 6 && nr == 6) { /* transposed slivers: MR positions */
+        memcpy(dst, src, 6 * sizeof *dst);
+        return;
+    }
     memcpy(dst, src, n * sizeof *dst);
     for (size_t j = n; j < nr; j++) dst[j] = 0.0f;
 }
@@ -390,12 +396,13 @@ static void gather_row(const ig_geom *v, const ig_pos *ps, const float *xc, int6
     for (size_t j = ps->n; j < nr; j++) dst[j] = 0.0f;
 }
 
-/* A 1×1 convolution's slivers [s0, s1) at depth [pc, pc+kb): the image's rows read
- * across all the slivers at once (long sequential reads for the prefetcher). */
-static void pack_pointwise(const ig_job *jb, size_t s0, size_t s1, size_t pc, size_t kb,
-                           float *dst) {
+/* A 1×1 convolution's slivers [s0, s1), rows [k0, k1) of the depth slice [pc, pc+kb):
+ * the image's rows read across all the slivers at once (long sequential reads for the
+ * prefetcher). */
+static void pack_pointwise_rows(const ig_job *jb, size_t s0, size_t s1, size_t pc,
+                                size_t kb, size_t k0, size_t k1, float *dst) {
     size_t nr = jb->s.width, width = (s1 - s0) * nr;
-    for (size_t k = 0; k < kb; k++) {
+    for (size_t k = k0; k < k1; k++) {
         const float *src = jb->x + (pc + k) * jb->v.plane;
         if (k + PACK_PREFETCH_ROWS < kb) /* a row of the image is only a few lines here */
             for (size_t c = 0; c < width; c += 16)
@@ -406,6 +413,12 @@ static void pack_pointwise(const ig_job *jb, size_t s0, size_t s1, size_t pc, si
                      min_sz(nr, (size_t)(jb->v.P - q0)), nr);
         }
     }
+}
+
+/* Slivers [s0, s1) at depth [pc, pc+kb) of a 1×1 convolution. */
+static void pack_pointwise(const ig_job *jb, size_t s0, size_t s1, size_t pc, size_t kb,
+                           float *dst) {
+    pack_pointwise_rows(jb, s0, s1, pc, kb, 0, kb, dst);
 }
 
 /* Depth [pc, pc+kb) of sliver `sl` in the microkernel's packed layout (s.width floats per
@@ -443,13 +456,30 @@ static void pack_panel(const ig_job *jb, size_t s0, size_t s1, size_t pc, size_t
     for (size_t sl = s0; sl < s1; sl++) pack_cols(jb, sl, pc, kb, dst + (sl - s0) * kb * jb->s.width);
 }
 
+/* Work units of the shared packing: a 1×1 convolution's unit is IG_PACK_ROWS image rows
+ * of one depth slice across every sliver (whole rows read; packing sliver by sliver had
+ * two threads each read 64 bytes of every row, and took a third of a 14×14 layer on two
+ * threads), any other's one sliver of one slice. */
+static size_t shared_pack_units(const ig_job *jb) {
+    size_t slices = div_up((size_t)jb->p->Kg, jb->p->kc);
+    return slices * (jb->v.pointwise ? div_up(jb->p->kc, IG_PACK_ROWS) : jb->s.S);
+}
+
 static void shared_pack_task(void *vj, size_t begin, size_t end, int tid) {
     (void)tid;
     const ig_job *jb = vj;
     size_t S = jb->s.S, nr = jb->s.width, kc = jb->p->kc;
-    for (size_t u = begin; u < end; u++) { /* u = slice · S + sliver */
-        size_t pc = (u / S) * kc, sl = u % S, kb = min_sz(kc, (size_t)jb->p->Kg - pc);
-        pack_cols(jb, sl, pc, kb, jb->ws + pc * S * nr + sl * kb * nr);
+    size_t per_slice = jb->v.pointwise ? div_up(kc, IG_PACK_ROWS) : S;
+    for (size_t u = begin; u < end; u++) {
+        size_t pc = (u / per_slice) * kc, i = u % per_slice;
+        size_t kb = min_sz(kc, (size_t)jb->p->Kg - pc);
+        float *slice = jb->ws + pc * S * nr;
+        if (!jb->v.pointwise) {
+            pack_cols(jb, i, pc, kb, slice + i * kb * nr);
+            continue;
+        }
+        size_t k0 = i * IG_PACK_ROWS;
+        if (k0 < kb) pack_pointwise_rows(jb, 0, S, pc, kb, k0, min_sz(kb, k0 + IG_PACK_ROWS), slice);
     }
 }
 
@@ -613,8 +643,7 @@ ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args 
             jb.a = p->a + (uint64_t)gi * p->Mp * p->Kg;
             jb.at = p->at ? p->at + (uint64_t)gi * p->Np * p->Kg : NULL;
             if (jb.s.shared)
-                run_parallel(args->pool, serial, div_up((size_t)p->Kg, p->kc) * jb.s.S,
-                             shared_pack_task, &jb);
+                run_parallel(args->pool, serial, shared_pack_units(&jb), shared_pack_task, &jb);
             run_parallel(args->pool, serial, jb.s.chunks * jb.s.nblocks,
                          jb.s.transposed ? conv_task_transposed : conv_task, &jb);
         }
