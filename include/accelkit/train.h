@@ -136,9 +136,11 @@ typedef struct ak_train_config {
     double stall_check_s;     /* < 0: HOROVOD_STALL_CHECK_TIME_SECONDS (60; 0 = off) */
     double stall_shutdown_s;  /* < 0: HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (0 = never) */
     const char *timeline;     /* NULL: HOROVOD_TIMELINE (Chrome trace, rank 0) */
+    int zero_blocks;          /* < 0: AK_TRAIN_ZERO_BLOCKS (default 1): float32 sum/average
+                                 allreduces send only the blocks not zero on every rank */
 } ak_train_config;
 
-#define AK_TRAIN_CONFIG_INIT {sizeof(ak_train_config), NULL, 0.0, -1, -1, -1.0, -1.0, NULL}
+#define AK_TRAIN_CONFIG_INIT {sizeof(ak_train_config), NULL, 0.0, -1, -1, -1.0, -1.0, NULL, -1}
 
 AK_API ak_status ak_train_init(const ak_train_config *cfg, ak_train **out);
 /* Completes every pending handle with an error, stops the threads, frees (NULL: no-op). */
@@ -188,6 +190,7 @@ typedef struct ak_train_stats {
     uint64_t update_ns;         /* time in optimizer updates */
     uint64_t negotiate_cpu_ns;  /* CPU time (not waiting) the background thread spent on
                                    state exchange and negotiation: the runtime's own cost */
+    uint64_t zero_bytes_elided; /* allreduce bytes not sent: blocks zero on every rank */
 } ak_train_stats;
 AK_API ak_status ak_train_get_stats(ak_train *train, ak_train_stats *out);
 

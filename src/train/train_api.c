@@ -69,6 +69,8 @@ static void read_config(ak_train *t, const ak_train_config *cfg) {
     t->stall_check_s = cfg->stall_check_s >= 0
                            ? cfg->stall_check_s
                            : (stall_off ? 0 : (double)ak__param_int(AK_PARAM_HVD_STALL_CHECK_TIME));
+    t->zero_blocks = cfg->zero_blocks >= 0 ? cfg->zero_blocks != 0
+                                           : (int)ak__param_int(AK_PARAM_TRAIN_ZERO_BLOCKS);
     t->stall_shutdown_s = cfg->stall_shutdown_s >= 0
                               ? cfg->stall_shutdown_s
                               : (double)ak__param_int(AK_PARAM_HVD_STALL_SHUTDOWN_TIME);
@@ -594,5 +596,6 @@ ak_status ak_train_get_stats(ak_train *t, ak_train_stats *out) {
     out->comm_ns = t->st_comm_ns;
     out->update_ns = t->st_update_ns;
     out->negotiate_cpu_ns = t->st_negotiate_cpu_ns;
+    out->zero_bytes_elided = t->st_zero_elided;
     return AK_OK;
 }

@@ -135,6 +135,7 @@ struct ak_train {
     int rank, size;
     double cycle_ms;
     size_t fusion_threshold;
+    int zero_blocks; /* elide all-zero blocks from f32 sum/average allreduces */
     int cache_capacity;
     double stall_check_s, stall_shutdown_s;
     int timeline;
@@ -163,9 +164,12 @@ struct ak_train {
     size_t fusion_cap;
     void *wire;
     size_t wire_cap;
+    void *zmask; /* a byte per block: non-zero on this rank, then on any */
+    size_t zmask_cap;
 
     _Atomic uint64_t st_cycles, st_negotiations, st_cache_hits, st_fused, st_collectives,
-        st_negotiate_ns, st_fusion_ns, st_comm_ns, st_update_ns, st_negotiate_cpu_ns;
+        st_negotiate_ns, st_fusion_ns, st_comm_ns, st_update_ns, st_negotiate_cpu_ns,
+        st_zero_elided;
 };
 
 /* train_api.c */

@@ -146,11 +146,12 @@ class TrainConfig(ctypes.Structure):
         ("stall_check_s", ctypes.c_double),
         ("stall_shutdown_s", ctypes.c_double),
         ("timeline", ctypes.c_char_p),
+        ("zero_blocks", ctypes.c_int),
     ]
 
     def __init__(self):
         # AK_TRAIN_CONFIG_INIT
-        super().__init__(ctypes.sizeof(TrainConfig), None, 0.0, -1, -1, -1.0, -1.0, None)
+        super().__init__(ctypes.sizeof(TrainConfig), None, 0.0, -1, -1, -1.0, -1.0, None, -1)
 
 
 class TrainStats(ctypes.Structure):
@@ -158,7 +159,8 @@ class TrainStats(ctypes.Structure):
 
     _fields_ = [(n, ctypes.c_uint64) for n in (
         "cycles", "negotiations", "cache_hits", "fused_buffers", "collectives",
-        "negotiate_ns", "fusion_copy_ns", "comm_ns", "update_ns", "negotiate_cpu_ns")]
+        "negotiate_ns", "fusion_copy_ns", "comm_ns", "update_ns", "negotiate_cpu_ns",
+        "zero_bytes_elided")]
 
 
 # ---- functions --------------------------------------------------------------------------
