@@ -90,5 +90,54 @@ class TestInferenceSession(unittest.TestCase):
         self.assertIn("unsupported operator Unique", str(ctx.exception))
 
 
+class TestConvShapes(unittest.TestCase):
+    """One session over planes of 7x7, 14x14, 7x7, 14x14: Conv packs its weights for the
+    path a shape takes (the implicit GEMM transposed on 7x7, as usual on 14x14, which the
+    3x3 layer runs as Winograd) and must give the right result after every switch."""
+
+    @staticmethod
+    def model(path):
+        import numpy as np
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        rng = np.random.default_rng(7)
+        w1 = rng.standard_normal((37, 96, 1, 1), dtype=np.float32) * 0.1
+        w2 = rng.standard_normal((24, 37, 3, 3), dtype=np.float32) * 0.1
+        b1 = rng.standard_normal(37, dtype=np.float32)
+        b2 = rng.standard_normal(24, dtype=np.float32)
+        inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (w2, "w2"), (b1, "b1"), (b2, "b2"))]
+        nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["h"]),
+                 helper.make_node("Relu", ["h"], ["r"]),
+                 helper.make_node("Conv", ["r", "w2", "b2"], ["y"], pads=[1, 1, 1, 1])]
+        g = helper.make_graph(nodes, "convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 96, "H", "W"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24, "H", "W"])], inits)
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+        return w1, b1, w2, b2
+
+    @staticmethod
+    def reference(x, w1, b1, w2, b2):
+        import numpy as np
+        h = np.maximum(np.einsum("oc,nchw->nohw", w1[:, :, 0, 0].astype(np.float64), x) + b1[None, :, None, None], 0)
+        hp = np.pad(h, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        H, W = x.shape[2:]
+        y = np.zeros((1, 24, H, W)) + b2[None, :, None, None]
+        for ky in range(3):
+            for kx in range(3):
+                y += np.einsum("oc,nchw->nohw", w2[:, :, ky, kx].astype(np.float64), hp[:, :, ky:ky + H, kx:kx + W])
+        return y
+
+    def test_shapes_switch_paths(self):
+        import tempfile
+        import numpy as np
+        with tempfile.TemporaryDirectory() as d:
+            weights = self.model(f"{d}/convs.onnx")
+            s = accelkit.InferenceSession(f"{d}/convs.onnx", threads=2)
+            rng = np.random.default_rng(1)
+            for hw in (7, 14, 7, 14):
+                x = rng.standard_normal((1, 96, hw, hw), dtype=np.float32)
+                [y] = s.run(None, {"x": x})
+                np.testing.assert_allclose(y, self.reference(x.astype(np.float64), *weights), rtol=1e-4, atol=1e-4)
+
+
 if __name__ == "__main__":
     unittest.main()

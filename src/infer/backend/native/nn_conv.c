@@ -732,10 +732,9 @@ static ak_status conv_reshape_common(ak__op_ctx *ctx, int op) {
     int integer = op == OP_CONV_INTEGER;
     conv_plan pl;
     AK_CHECK(conv_plan_full(ctx, &pl, op));
-    if (pl.kind == CONV_IGEMM) {
-        conv_state *st = ctx->state;
-        AK_CHECK(ak__conv_igemm_prepare(st->ig, &pl.g, ctx->inputs[1]->data));
-    }
+    conv_state *st = ctx->state; /* weights packed on first use for the path taken */
+    if (pl.kind == CONV_IGEMM) AK_CHECK(ak__conv_igemm_prepare(st->ig, &pl.g, ctx->inputs[1]->data));
+    if (pl.kind == CONV_WINOGRAD) AK_CHECK(ak__conv_wino_prepare(st->wino, ctx->inputs[1]->data));
     if (integer) {
         const ak__tensor *wzp = ak__op_in(ctx, 3), *xzp = ak__op_in(ctx, 2);
         if (xzp && xzp->count != 1)
@@ -841,9 +840,10 @@ static void conv_destroy(void *state) {
     free(st);
 }
 
-/* Packs a constant float32 W (1-D or 2-D kernel) for the implicit-GEMM path, and a 3×3
- * one of stride and dilation 1 in one group also for Winograd; anything else leaves no
- * state and reshape reports what is wrong with it. */
+/* Packs a constant float32 W (1-D or 2-D kernel) for the implicit-GEMM path, and sets up
+ * Winograd for a 3×3 one of stride and dilation 1 in one group (its weights are
+ * transformed at the first reshape that takes it); anything else leaves no state and
+ * reshape reports what is wrong with it. */
 static ak_status conv_create(const ak__ir_node *node, const ak__tensor *const *consts,
                              void **state) {
     *state = NULL;
@@ -858,7 +858,7 @@ static ak_status conv_create(const ak__ir_node *node, const ak__tensor *const *c
                                       &st->ig);
     if (s == AK_OK && W->rank == 4 && W->dims[2] == 3 && W->dims[3] == 3 && group == 1 &&
         conv_attr_unit(node, "strides") && conv_attr_unit(node, "dilations"))
-        s = ak__conv_wino_pack(W->data, W->dims[0], W->dims[1], &st->wino);
+        s = ak__conv_wino_create(W->dims[0], W->dims[1], &st->wino);
     if (s != AK_OK) {
         conv_destroy(st);
         return s;

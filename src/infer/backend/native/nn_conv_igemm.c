@@ -63,9 +63,9 @@ int ak__conv_igemm_orientation = 0;
 
 struct ak__conv_igemm {
     float *a; /* group g at g·Mp·Kg; depth slice at pc: +Mp·pc; row sliver i: +i·kb */
-    /* The same weights as NR-channel slivers for the transposed orientation, packed by
-     * ak__conv_igemm_prepare when a plane needs it: group g at g·Np·Kg; depth slice at
-     * pc: +Np·pc; channel sliver j: +j·kb·NR. NULL until then. */
+    /* The same weights as NR-channel slivers for the transposed orientation: group g at
+     * g·Np·Kg; depth slice at pc: +Np·pc; channel sliver j: +j·kb·NR. Packed at create:
+     * a; ak__conv_igemm_prepare packs the one a geometry needs and frees the other. */
     float *at;
     int64_t M, group, Mg;
     uint64_t Kg, Mp, Np; /* Mp, Np: Mg rounded up to MR, to NR */
@@ -275,8 +275,12 @@ size_t ak__conv_igemm_workspace_floats(const ak__conv_igemm *p, const ak__nn_geo
 
 ak_status ak__conv_igemm_prepare(ak__conv_igemm *p, const ak__nn_geom *g, const float *w) {
     ig_geom v = geom_2d(g);
-    if (p->at || !transposed_pays(p, &v)) return AK_OK;
-    return pack_weights(w, p, p->nr, p->Np, &p->at);
+    int transposed = transposed_pays(p, &v);
+    float **need = transposed ? &p->at : &p->a, **other = transposed ? &p->a : &p->at;
+    if (!*need) AK_CHECK(pack_weights(w, p, transposed ? p->nr : p->mr, transposed ? p->Np : p->Mp, need));
+    ak_free(*other); /* one orientation at a time: ResNet-50's 7×7 layers hold 50 MB */
+    *other = NULL;
+    return AK_OK;
 }
 
 /* ---- implicit im2col: column slivers straight from the image ------------------------ */
@@ -617,7 +621,7 @@ ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args 
                  .ukernel_epi = ak__kernels_active()->sgemm_ukernel_epi};
     ak__sgemm_tile_epi fused;
     jb.s = plan_split(p, &jb.v_in, threads);
-    if (jb.s.transposed && !p->at)
+    if (!(jb.s.transposed ? p->at : p->a))
         return AK_FAIL(AK_ERR_INTERNAL, "Conv: weights not prepared for a %lld-position plane",
                        (long long)jb.v_in.P);
     jb.v = padded_geom(&jb.v_in);

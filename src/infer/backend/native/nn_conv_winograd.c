@@ -76,21 +76,7 @@ static void wino_weight(const float *w, double *u) {
     for (int r = 0; r < 6; r++) wino_g3(gg + 3 * r, 1, u + 6 * r, 1);
 }
 
-static ak_status wino_alloc(ak__conv_wino *p, int64_t M, int64_t C, const ak__kernels *k) {
-    *p = (ak__conv_wino){.M = M, .C = C, .mr = (size_t)k->sgemm_mr, .nr = (size_t)k->sgemm_nr,
-                         .ukernel = k->sgemm_ukernel};
-    p->Mp = div_up((size_t)M, p->mr) * p->mr;
-    p->kc = ak__nn_slice_depth((uint64_t)C);
-    void *mem;
-    size_t floats = WINO_XI * p->Mp * (size_t)C;
-    if (ak_alloc(floats * sizeof(float), &mem) != AK_OK)
-        return AK_FAIL(AK_ERR_NO_MEMORY, "Conv: out of memory packing %zu Winograd weights", floats);
-    memset(mem, 0, floats * sizeof(float));
-    p->u = mem;
-    return AK_OK;
-}
-
-ak_status ak__conv_wino_pack(const float *w, int64_t M, int64_t C, ak__conv_wino **out) {
+ak_status ak__conv_wino_create(int64_t M, int64_t C, ak__conv_wino **out) {
     *out = NULL;
 #ifdef WINO_X86
     const ak__kernels *k = ak__kernels_active();
@@ -99,25 +85,33 @@ ak_status ak__conv_wino_pack(const float *w, int64_t M, int64_t C, ak__conv_wino
         return AK_OK;
     ak__conv_wino *p = calloc(1, sizeof *p);
     if (!p) return AK_FAIL(AK_ERR_NO_MEMORY, "Conv: out of memory packing weights");
-    ak_status st = wino_alloc(p, M, C, k);
-    if (st != AK_OK) {
-        free(p);
-        return st;
-    }
-    double u[WINO_XI];
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t c = 0; c < C; c++) {
-            wino_weight(w + (m * C + c) * 9, u);
-            size_t pc = (size_t)c / p->kc * p->kc, kb = min_sz(p->kc, (size_t)C - pc);
-            size_t at = p->Mp * pc + (size_t)m / p->mr * p->mr * kb +
-                        ((size_t)c - pc) * p->mr + (size_t)m % p->mr;
-            for (size_t xi = 0; xi < WINO_XI; xi++)
-                p->u[xi * p->Mp * (size_t)C + at] = (float)u[xi];
-        }
+    *p = (ak__conv_wino){.M = M, .C = C, .mr = (size_t)k->sgemm_mr, .nr = (size_t)k->sgemm_nr,
+                         .ukernel = k->sgemm_ukernel};
+    p->Mp = div_up((size_t)M, p->mr) * p->mr;
+    p->kc = ak__nn_slice_depth((uint64_t)C);
     *out = p;
 #else
-    (void)w, (void)M, (void)C;
+    (void)M, (void)C;
 #endif
+    return AK_OK;
+}
+
+ak_status ak__conv_wino_prepare(ak__conv_wino *p, const float *w) {
+    if (p->u) return AK_OK;
+    size_t C = (size_t)p->C, floats = WINO_XI * p->Mp * C;
+    void *mem;
+    if (ak_alloc(floats * sizeof(float), &mem) != AK_OK)
+        return AK_FAIL(AK_ERR_NO_MEMORY, "Conv: out of memory packing %zu Winograd weights", floats);
+    memset(mem, 0, floats * sizeof(float));
+    p->u = mem;
+    double u[WINO_XI];
+    for (size_t m = 0; m < (size_t)p->M; m++)
+        for (size_t c = 0; c < C; c++) {
+            wino_weight(w + (m * C + c) * 9, u);
+            size_t pc = c / p->kc * p->kc, kb = min_sz(p->kc, C - pc);
+            size_t at = p->Mp * pc + m / p->mr * p->mr * kb + (c - pc) * p->mr + m % p->mr;
+            for (size_t xi = 0; xi < WINO_XI; xi++) p->u[xi * p->Mp * C + at] = (float)u[xi];
+        }
     return AK_OK;
 }
 
@@ -381,6 +375,7 @@ static size_t grain_for(size_t units, int threads) {
 
 ak_status ak__conv_wino_run(const ak__conv_wino *p, const ak__conv_igemm_args *args) {
     wino_job jb = {.p = p, .v = wino_geometry(p, args->geom), .act = args->act};
+    if (!p->u) return AK_FAIL(AK_ERR_INTERNAL, "Conv: Winograd weights not prepared");
     if (ak__conv_wino_workspace_floats(p, args->geom) * sizeof(float) > args->workspace_bytes)
         return AK_FAIL(AK_ERR_INTERNAL, "Conv: workspace of %zu bytes is too small",
                        args->workspace_bytes);

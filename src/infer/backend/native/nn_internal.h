@@ -83,8 +83,8 @@ ak_status ak__conv_igemm_pack(const float *w, int64_t M, int64_t group, uint64_t
 void ak__conv_igemm_free(ak__conv_igemm *p);
 /* 1 when p packed these weights for the microkernel that is active now. */
 int ak__conv_igemm_usable(const ak__conv_igemm *p, int64_t M, int64_t group, uint64_t Kg);
-/* Packs what a run over geometry g needs beyond the create-time packing (the weights in
- * the transposed orientation, for small planes) from W's data w; reshape calls it. */
+/* Packs the weights (W's data w) in the orientation a run over geometry g takes, and
+ * frees the other one; reshape calls it. */
 ak_status ak__conv_igemm_prepare(ak__conv_igemm *p, const ak__nn_geom *g, const float *w);
 /* Scratch floats a run on `threads` threads needs. */
 size_t ak__conv_igemm_workspace_floats(const ak__conv_igemm *p, const ak__nn_geom *g,
@@ -104,9 +104,13 @@ ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args 
 /* Winograd F(4×4, 3×3) float32 Conv (nn_conv_winograd.c): 2-D, 3×3, stride 1, dilation 1,
  * one group; transformed weights packed once, 36 microkernel GEMMs per image. */
 typedef struct ak__conv_wino ak__conv_wino;
-/* Packs W (M, C, 3, 3). *out stays NULL (AK_OK) without AVX2 and the microkernel, or when
- * the transformed weights would be too large to pay; fails only when out of memory. */
-ak_status ak__conv_wino_pack(const float *w, int64_t M, int64_t C, ak__conv_wino **out);
+/* The path for W (M, C, 3, 3), its weights not yet transformed. *out stays NULL (AK_OK)
+ * without AVX2 and the microkernel, or when the transformed weights would be too large to
+ * pay; fails only when out of memory. */
+ak_status ak__conv_wino_create(int64_t M, int64_t C, ak__conv_wino **out);
+/* Transforms and packs W's data w, once (reshape calls it when a plane takes Winograd:
+ * layers whose planes are too small never hold the 4× larger transformed weights). */
+ak_status ak__conv_wino_prepare(ak__conv_wino *p, const float *w);
 void ak__conv_wino_free(ak__conv_wino *p);
 /* 1 when p packed these weights and g is a geometry it computes. */
 int ak__conv_wino_usable(const ak__conv_wino *p, const ak__nn_geom *g, int64_t M, int64_t C,
