@@ -132,15 +132,48 @@ static void finish_reduction(const ak__signature *s, void *buf, size_t n, int si
 /* Buffers below this are sent whole: the mark exchange costs a round trip. */
 #define ZERO_BLOCK_MIN_FLOATS ((size_t)1 << 18)
 
-/* mark[b] = 1 when block b of x (n floats) has a bit set, else 0. */
-static void mark_nonzero_blocks(const float *x, size_t n, uint8_t *mark) {
+/* 1 when any of x[0..n) has a bit set. */
+static int any_bits(const float *x, size_t n) {
     const uint32_t *bits = (const uint32_t *)(const void *)x;
-    for (size_t b = 0, at = 0; at < n; b++, at += ZERO_BLOCK_FLOATS) {
-        size_t len = n - at < ZERO_BLOCK_FLOATS ? n - at : ZERO_BLOCK_FLOATS;
-        uint32_t any = 0;
-        for (size_t i = 0; i < len; i++) any |= bits[at + i];
-        mark[b] = any != 0;
+    uint32_t any = 0;
+    for (size_t i = 0; i < n; i++) any |= bits[i];
+    return any != 0;
+}
+
+/* Elements from offset `at` of a concatenation, `left` of them in its current tensor, up
+ * to the end of at's block (all of them without marks). */
+static size_t piece_len(const uint8_t *mark, size_t at, size_t left) {
+    size_t to_block_end = ZERO_BLOCK_FLOATS - at % ZERO_BLOCK_FLOATS;
+    return mark && to_block_end < left ? to_block_end : left;
+}
+
+/* Marks the blocks of the fused tensors' concatenation (their inputs; a missing entry is
+ * zeros) that have a bit set. */
+static void mark_fused_blocks(const ak__response *r, int m, uint8_t *mark, size_t blocks) {
+    memset(mark, 0, blocks);
+    size_t at = 0;
+    for (int i = 0; i < m; i++) {
+        size_t n = ak__sig_elements(&r[i].sig), len;
+        const float *x = r[i].entry ? r[i].entry->op.input : NULL;
+        for (size_t off = 0; x && off < n; off += len) {
+            len = piece_len(mark, at + off, n - off);
+            if (any_bits(x + off, len)) mark[(at + off) / ZERO_BLOCK_FLOATS] = 1;
+        }
+        at += n;
     }
+}
+
+/* Max-reduces this rank's marks of `blocks` blocks over n values; returns the values in
+ * blocks marked on some rank, or 0 when those are too many to pay (send everything). */
+static ak_status exchange_marks(ak__pset *p, uint8_t *mark, size_t blocks, size_t n,
+                                size_t *marked) {
+    *marked = 0;
+    AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, mark, blocks, AK_DTYPE_U8, AK_REDUCE_MAX));
+    size_t floats = 0;
+    for (size_t b = 0; b < blocks; b++)
+        if (mark[b]) floats += b + 1 < blocks ? ZERO_BLOCK_FLOATS : n - b * ZERO_BLOCK_FLOATS;
+    if (floats <= n / 4 * 3) *marked = floats; /* else the packing copies would cost more */
+    return AK_OK;
 }
 
 /* Copies the marked blocks of x into packed (pack) or back (unpack). */
@@ -160,15 +193,15 @@ static void move_marked_blocks(float *x, size_t n, const uint8_t *mark, float *p
 static ak_status allreduce_nonzero_blocks(ak_train *t, ak__pset *p, float *x, size_t n,
                                           int *done) {
     *done = 0;
-    size_t blocks = (n + ZERO_BLOCK_FLOATS - 1) / ZERO_BLOCK_FLOATS;
+    size_t blocks = (n + ZERO_BLOCK_FLOATS - 1) / ZERO_BLOCK_FLOATS, floats;
     AK_CHECK(ensure(&t->zmask, &t->zmask_cap, blocks));
     uint8_t *mark = t->zmask;
-    mark_nonzero_blocks(x, n, mark);
-    AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, mark, blocks, AK_DTYPE_U8, AK_REDUCE_MAX));
-    size_t floats = 0;
-    for (size_t b = 0; b < blocks; b++)
-        if (mark[b]) floats += b + 1 < blocks ? ZERO_BLOCK_FLOATS : n - b * ZERO_BLOCK_FLOATS;
-    if (floats > n / 4 * 3) return AK_OK; /* the packing copies would cost more */
+    for (size_t b = 0; b < blocks; b++) {
+        size_t at = b * ZERO_BLOCK_FLOATS;
+        mark[b] = (uint8_t)any_bits(x + at, n - at < ZERO_BLOCK_FLOATS ? n - at : ZERO_BLOCK_FLOATS);
+    }
+    AK_CHECK(exchange_marks(p, mark, blocks, n, &floats));
+    if (!floats) return AK_OK;
     AK_CHECK(ensure(&t->wire, &t->wire_cap, floats * sizeof(float)));
     move_marked_blocks(x, n, mark, t->wire, 1);
     AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, t->wire, floats, AK_DTYPE_F32, AK_REDUCE_SUM));
@@ -231,29 +264,51 @@ static void fusion_copy_out(ak_train *t, ak__response *r, int m, size_t es) {
  * overlap casting with the wire, measured slower there (the progress thread competes for
  * the same cores). */
 
-/* Casts the inputs (zeros for a missing entry) into the wire buffer, 2 bytes a value. */
-static ak_status cast_in(ak_train *t, ak__response *r, int m, float scale) {
+/* Casts the inputs (zeros for a missing entry) into the wire buffer, 2 bytes a value;
+ * with marks, only the pieces in marked blocks of their concatenation. */
+static ak_status cast_in(ak_train *t, ak__response *r, int m, float scale, const uint8_t *mark) {
     char *dst = t->wire;
+    size_t at = 0, len;
     for (int i = 0; i < m; i++) {
         size_t n = ak__sig_elements(&r[i].sig);
-        if (r[i].entry)
-            AK_CHECK(ak__compress_cast(r[i].sig.compression, r[i].entry->op.input, dst, n,
-                                       scale * (float)r[i].sig.prescale));
-        else
-            memset(dst, 0, n * 2);
-        dst += n * 2;
+        for (size_t off = 0; off < n; off += len) {
+            len = piece_len(mark, at + off, n - off);
+            if (mark && !mark[(at + off) / ZERO_BLOCK_FLOATS]) continue;
+            if (r[i].entry)
+                AK_CHECK(ak__compress_cast(r[i].sig.compression,
+                                           (const float *)r[i].entry->op.input + off, dst,
+                                           len, scale * (float)r[i].sig.prescale));
+            else
+                memset(dst, 0, len * 2);
+            dst += len * 2;
+        }
+        at += n;
     }
     return AK_OK;
 }
 
-static ak_status decompress_out(ak_train *t, ak__response *r, int m, float scale, int size) {
+/* The reduced wire buffer into the outputs; with marks, the pieces in unmarked blocks
+ * (zero on every rank) are zero: already so in place, else written. */
+static ak_status decompress_out(ak_train *t, ak__response *r, int m, float scale, int size,
+                                const uint8_t *mark) {
     const char *src = t->wire;
+    size_t at = 0, len;
     for (int i = 0; i < m; i++) {
         size_t n = ak__sig_elements(&r[i].sig);
-        if (r[i].entry)
-            AK_CHECK(ak__decompress_cast(r[i].sig.compression, src, r[i].entry->op.output, n,
-                                         (float)post_factor(&r[i].sig, size) / scale));
-        src += n * 2;
+        ak__entry *e = r[i].entry;
+        for (size_t off = 0; off < n; off += len) {
+            len = piece_len(mark, at + off, n - off);
+            if (mark && !mark[(at + off) / ZERO_BLOCK_FLOATS]) {
+                if (e && e->op.output != e->op.input)
+                    memset((float *)e->op.output + off, 0, len * sizeof(float));
+                continue;
+            }
+            if (e)
+                AK_CHECK(ak__decompress_cast(r[i].sig.compression, src, (float *)e->op.output + off, len,
+                                             (float)post_factor(&r[i].sig, size) / scale));
+            src += len * 2;
+        }
+        at += n;
     }
     return AK_OK;
 }
@@ -276,10 +331,21 @@ static ak_status allreduce_cast(ak_train *t, ak__pset *p, ak__response *r, int m
     AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, &global, 1, AK_DTYPE_F32, AK_REDUCE_MAX));
     AK_CHECK(ensure(&t->wire, &t->wire_cap, total * 2));
     float scale = ak__compress_scale(kind, global, p->size);
-    AK_CHECK(cast_in(t, r, m, scale));
+    /* zero blocks elided as for float32 (the casts of zeros are zeros) */
+    const uint8_t *mark = NULL;
+    size_t sent = total;
+    if (t->zero_blocks && wire_op(r[0].sig.op) == AK_REDUCE_SUM && total >= ZERO_BLOCK_MIN_FLOATS) {
+        size_t blocks = (total + ZERO_BLOCK_FLOATS - 1) / ZERO_BLOCK_FLOATS, floats;
+        AK_CHECK(ensure(&t->zmask, &t->zmask_cap, blocks));
+        mark_fused_blocks(r, m, t->zmask, blocks);
+        AK_CHECK(exchange_marks(p, t->zmask, blocks, total, &floats));
+        if (floats) mark = t->zmask, sent = floats;
+    }
+    AK_CHECK(cast_in(t, r, m, scale, mark));
     ak_dtype wd = kind == AK_COMPRESS_FP16 ? AK_DTYPE_F16 : AK_DTYPE_BF16;
-    AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, t->wire, total, wd, AK_REDUCE_SUM));
-    return decompress_out(t, r, m, scale, p->size);
+    AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, t->wire, sent, wd, AK_REDUCE_SUM));
+    t->st_zero_elided += (uint64_t)(total - sent) * 2;
+    return decompress_out(t, r, m, scale, p->size, mark);
 }
 
 static ak_status allreduce_fused(ak_train *t, ak__pset *p, ak__response *r, int m) {
