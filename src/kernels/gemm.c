@@ -350,27 +350,43 @@ static void pack_b_one(const gemm_job *job, size_t s, float *dst, b_prefetch *pf
     pack_b_sliver(job->tb, job->B, job->ldb, job->pc, job->kb, job->jc + j, n, nr, dst);
 }
 
-/* The whole slice for a single A block (small M): each B sliver is packed into an
- * L1-sized buffer right before its row tiles use it, while the next one is prefetched,
- * so reading B from memory overlaps the microkernel instead of being a separate pass
- * over the panel (that pass cost ~35% at 48×512×4608, where each B element is used only
- * 48 times). */
-static void run_fused_slice(const gemm_job *job, float *apack, float *bsliver) {
+/* B floats a fused slice packs at once (16 KB: in L1 with the A tile). */
+#define FUSED_GROUP_FLOATS 4096u
+#define FUSED_MAX_GROUP 8u
+/* Slivers per group of a fused slice kb deep. */
+static size_t fused_group(size_t kb, size_t nr) {
+    size_t g = FUSED_GROUP_FLOATS / (kb * nr);
+    return g < 1 ? 1 : g > FUSED_MAX_GROUP ? FUSED_MAX_GROUP : g;
+}
+
+/* The whole slice for a single A block (small M): B slivers are packed into an L1-sized
+ * buffer right before its row tiles use them, while the next one is prefetched, so
+ * reading B from memory overlaps the microkernel instead of being a separate pass over
+ * the panel (that pass cost ~35% at 48×512×4608, where each B element is used only 48
+ * times). A shallow slice packs a group of slivers (FUSED_GROUP_FLOATS of B) and runs
+ * each row tile across the group: C is then written in runs of up to 8 tiles per row
+ * instead of one 16-wide tile per row and sliver. */
+static void run_fused_slice(const gemm_job *job, float *apack, float *bpack) {
     const ak__gemm_config *cfg = job->cfg;
     size_t mr = (size_t)cfg->mr, nr = (size_t)cfg->nr, M = job->M;
+    size_t group = fused_group(job->kb, nr);
     size_t pf_rows = div_up(job->kb, div_up(M, mr));
     const float *ap = apack;
     if (job->apre) /* slices are stored one after another, round_up(M, MR) rows each */
         ap = job->apre + round_up(M, mr) * job->pc;
     else
         pack_a(job->ta, job->A, job->lda, 0, M, job->pc, job->kb, mr, apack);
-    for (size_t s = 0; s < job->n_slivers; s++) {
-        size_t j = s * nr, n = min_sz(nr, job->nb - j);
-        b_prefetch pf;
-        pack_b_one(job, s, bsliver, &pf);
+    for (size_t s0 = 0; s0 < job->n_slivers; s0 += group) {
+        size_t s1 = min_sz(job->n_slivers, s0 + group);
+        b_prefetch pf = {NULL, 0, 0, 0};
+        for (size_t s = s0; s < s1; s++) pack_b_one(job, s, bpack + (s - s0) * job->kb * nr, &pf);
         for (size_t i = 0; i < M; i += mr) {
             prefetch_rows(&pf, pf_rows);
-            run_tile(job, ap + i * job->kb, bsliver, i, job->jc + j, min_sz(mr, M - i), n);
+            for (size_t s = s0; s < s1; s++) {
+                size_t j = s * nr, n = min_sz(nr, job->nb - j);
+                run_tile(job, ap + i * job->kb, bpack + (s - s0) * job->kb * nr, i, job->jc + j,
+                         min_sz(mr, M - i), n);
+            }
         }
     }
 }
@@ -417,7 +433,8 @@ static void blocked_region(const ak__gemm_config *cfg, int trans_a, int trans_b,
     int fused = m_blocks == 1;
     if (!fused) job.apre = NULL;
     pack_cache *cache = cache_get();
-    job.bpack = cache ? buf_reserve(&cache->b, &cache->b_cap, job.kc * (fused ? nr : nc)) : NULL;
+    size_t fused_b = job.kc * nr * fused_group(job.kc, nr);
+    job.bpack = cache ? buf_reserve(&cache->b, &cache->b_cap, fused ? fused_b : job.kc * nc) : NULL;
     float *apack = fused && job.bpack ? buf_reserve(&cache->a, &cache->a_cap, job.mc * job.kc) : NULL;
     if (!job.bpack || (fused && !apack)) { /* out of memory: still correct, just slow */
         gemm_simple(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
