@@ -8,7 +8,8 @@
  *   jr: NR columns             (one B sliver KC×NR stays in L1)
  *   ir: MR rows                (microkernel: MR×NR accumulators in registers)
  * Up to FUSED_MAX_M rows, A is a single block and each B sliver is packed right before
- * use (with the next one prefetched) instead of into a shared panel.
+ * use (with the next one prefetched) instead of into a shared panel; a shallow slice
+ * packs a group of them and runs each row tile across the group.
  * Threads take regions of C (a cut along M, or along N into a few regions per thread,
  * handed out dynamically) and run the whole nest on each with their own packing
  * buffers, which are cached per thread and only grow; a cut along N with few rows shares
