@@ -254,6 +254,9 @@ static const conv_case conv_cases[] = {
     {2, 2, 32, 50, 2, {20, 23}, {3, 3}, {2, 2}, {1, 1}, {1, 0, 1, 2}, 1, NULL},
     {2, 1, 300, 130, 1, {5, 6}, {1, 1}, {1, 1}, {1, 1}, {0}, 1, NULL},
     {2, 1, 24, 70, 1, {5, 5}, {3, 3}, {1, 1}, {2, 2}, {2, 2, 2, 2}, 0, NULL},
+    /* a stem: 3 channels, stride 2, rows of 70 outputs read unpadded (vector gathers of
+     * the even lanes inside, bounds tests at the borders) */
+    {2, 1, 3, 8, 1, {9, 140}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
     /* small planes, where the transposed orientation is chosen: 1×1 on 7×7 with 37
      * output channels (2 full NR slivers and 5), 3×3 over two depth slices with a last
      * 1-row position tile (P = 49), two groups of 16 output channels over 8×8 */

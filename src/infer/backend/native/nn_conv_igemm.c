@@ -252,10 +252,14 @@ static ig_split plan_split(const ak__conv_igemm *p, const ig_geom *v, int thread
 
 /* The geometry over a copy of the image with its padding written out as zeros, where
  * every window lies inside: packing then never tests bounds (on a 14- or 7-wide plane
- * nearly every sliver touches a border). Same as v when there is nothing to pad. */
-static ig_geom padded_geom(const ig_geom *v) {
+ * nearly every sliver touches a border). Same as v when there is nothing to pad, and
+ * for a shallow window on a wide plane (the stems: K ≤ one depth slice, ≥ 64 outputs per
+ * row), where few slivers touch a border and the copy of the full-size image cost more
+ * than the bounds tests: MobileNetV2's stem −18 %, ResNet-50's −2 % on 2 threads. */
+#define IG_UNPADDED_MIN_WIDTH 64
+static ig_geom padded_geom(const ig_geom *v, uint64_t Kg) {
     ig_geom pv = *v;
-    if (v->pointwise) return pv;
+    if (v->pointwise || (Kg <= AK_NN_MAX_KC && v->OW >= IG_UNPADDED_MIN_WIDTH)) return pv;
     int64_t hp = (v->OH - 1) * v->sh + (v->KH - 1) * v->dh + 1; /* rows windows reach */
     int64_t wp = (v->OW - 1) * v->sw + (v->KW - 1) * v->dw + 1;
     pv.H = hp > v->H + v->ph ? hp : v->H + v->ph;
@@ -268,7 +272,7 @@ static ig_geom padded_geom(const ig_geom *v) {
 /* Floats of the padded copy of one image group's input channels; 0 when there is nothing
  * to pad (the image is read in place). */
 static size_t padded_floats(const ak__conv_igemm *p, const ig_geom *v) {
-    ig_geom pv = padded_geom(v);
+    ig_geom pv = padded_geom(v, p->Kg);
     if (pv.H == v->H && pv.W == v->W) return 0;
     return (size_t)(p->Kg / (uint64_t)(v->KH * v->KW)) * (size_t)pv.plane;
 }
@@ -641,7 +645,7 @@ ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args 
     if (!(jb.s.transposed ? p->at : p->a))
         return AK_FAIL(AK_ERR_INTERNAL, "Conv: weights not prepared for a %lld-position plane",
                        (long long)jb.v_in.P);
-    jb.v = padded_geom(&jb.v_in);
+    jb.v = padded_geom(&jb.v_in, p->Kg);
     size_t pad_floats = padded_floats(p, &jb.v_in);
     jb.padded = args->workspace;
     jb.ws = jb.padded + pad_floats;
