@@ -147,18 +147,23 @@ static size_t piece_len(const uint8_t *mark, size_t at, size_t left) {
     return mark && to_block_end < left ? to_block_end : left;
 }
 
+/* Marks the blocks with a bit set among x[0..n), which sits at offset `at` of the
+ * concatenation the marks cover (marks already set stay set). */
+static void mark_blocks(const float *x, size_t n, size_t at, uint8_t *mark) {
+    for (size_t off = 0, len; off < n; off += len) {
+        len = piece_len(mark, at + off, n - off);
+        if (any_bits(x + off, len)) mark[(at + off) / ZERO_BLOCK_FLOATS] = 1;
+    }
+}
+
 /* Marks the blocks of the fused tensors' concatenation (their inputs; a missing entry is
  * zeros) that have a bit set. */
 static void mark_fused_blocks(const ak__response *r, int m, uint8_t *mark, size_t blocks) {
     memset(mark, 0, blocks);
     size_t at = 0;
     for (int i = 0; i < m; i++) {
-        size_t n = ak__sig_elements(&r[i].sig), len;
-        const float *x = r[i].entry ? r[i].entry->op.input : NULL;
-        for (size_t off = 0; x && off < n; off += len) {
-            len = piece_len(mark, at + off, n - off);
-            if (any_bits(x + off, len)) mark[(at + off) / ZERO_BLOCK_FLOATS] = 1;
-        }
+        size_t n = ak__sig_elements(&r[i].sig);
+        if (r[i].entry) mark_blocks(r[i].entry->op.input, n, at, mark);
         at += n;
     }
 }
@@ -196,10 +201,8 @@ static ak_status allreduce_nonzero_blocks(ak_train *t, ak__pset *p, float *x, si
     size_t blocks = (n + ZERO_BLOCK_FLOATS - 1) / ZERO_BLOCK_FLOATS, floats;
     AK_CHECK(ensure(&t->zmask, &t->zmask_cap, blocks));
     uint8_t *mark = t->zmask;
-    for (size_t b = 0; b < blocks; b++) {
-        size_t at = b * ZERO_BLOCK_FLOATS;
-        mark[b] = (uint8_t)any_bits(x + at, n - at < ZERO_BLOCK_FLOATS ? n - at : ZERO_BLOCK_FLOATS);
-    }
+    memset(mark, 0, blocks);
+    mark_blocks(x, n, 0, mark);
     AK_CHECK(exchange_marks(p, mark, blocks, n, &floats));
     if (!floats) return AK_OK;
     AK_CHECK(ensure(&t->wire, &t->wire_cap, floats * sizeof(float)));
