@@ -23,8 +23,8 @@
  * Small planes whose positions fill NR-wide slivers badly (49 positions in 4 slivers of
  * 16) run transposed: the microkernel's rows are MR positions (a last short tile costs
  * only its rows) and its columns NR output channels, from a second packing of the
- * weights made at the first reshape that needs it. A task is one NR-channel sliver over
- * every position, accumulated in a per-thread tile then transposed into Y. On ResNet-50
+ * weights made at the first reshape that needs it. A task is a chunk of NR-channel
+ * slivers over every position, accumulated in a per-thread tile then transposed into Y. On ResNet-50
  * and MobileNetV2's 7×7 layers that is 10-25 % faster (one thread). */
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +40,8 @@
 /* Pack every column sliver up front (shared by all tasks) when they take at most this
  * many floats (2 MB): small planes whose columns several channel chunks reuse. */
 #define IG_SHARED_MAX_FLOATS ((size_t)512 * 1024)
-/* The transposed orientation's largest plane: its per-thread accumulator (positions ×
- * NR) then stays within 16 KB. */
+/* The transposed orientation's largest plane: its per-thread accumulator then stays
+ * within 16 KB per channel sliver (positions × NR). */
 #define IG_TRANSPOSED_MAX_POSITIONS 256u
 /* Slivers per task: the A slice (Mg×KC) in L2 serves up to this many before the next. */
 #define IG_MAX_BLOCK 8u
@@ -255,7 +255,7 @@ static ig_split plan_split(const ak__conv_igemm *p, const ig_geom *v, int thread
  * nearly every sliver touches a border). Same as v when there is nothing to pad, and
  * for a shallow window on a wide plane (the stems: K ≤ one depth slice, ≥ 64 outputs per
  * row), where few slivers touch a border and the copy of the full-size image cost more
- * than the bounds tests: MobileNetV2's stem −18 %, ResNet-50's −2 % on 2 threads. */
+ * than the bounds tests: MobileNetV2's stem −17 %, ResNet-50's −2 % on 2 threads. */
 #define IG_UNPADDED_MIN_WIDTH 64
 static ig_geom padded_geom(const ig_geom *v, uint64_t Kg) {
     ig_geom pv = *v;
@@ -477,16 +477,19 @@ static void pack_panel(const ig_job *jb, size_t s0, size_t s1, size_t pc, size_t
  * of one depth slice across every sliver (whole rows read; packing sliver by sliver had
  * two threads each read 64 bytes of every row, and took a third of a 14×14 layer on two
  * threads), any other's one sliver of one slice. */
+static size_t pack_units_per_slice(const ig_job *jb) {
+    return jb->v.pointwise ? div_up(jb->p->kc, IG_PACK_ROWS) : jb->s.S;
+}
+
 static size_t shared_pack_units(const ig_job *jb) {
-    size_t slices = div_up((size_t)jb->p->Kg, jb->p->kc);
-    return slices * (jb->v.pointwise ? div_up(jb->p->kc, IG_PACK_ROWS) : jb->s.S);
+    return div_up((size_t)jb->p->Kg, jb->p->kc) * pack_units_per_slice(jb);
 }
 
 static void shared_pack_task(void *vj, size_t begin, size_t end, int tid) {
     (void)tid;
     const ig_job *jb = vj;
     size_t S = jb->s.S, nr = jb->s.width, kc = jb->p->kc;
-    size_t per_slice = jb->v.pointwise ? div_up(kc, IG_PACK_ROWS) : S;
+    size_t per_slice = pack_units_per_slice(jb);
     for (size_t u = begin; u < end; u++) {
         size_t pc = (u / per_slice) * kc, i = u % per_slice;
         size_t kb = min_sz(kc, (size_t)jb->p->Kg - pc);
