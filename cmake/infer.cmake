@@ -34,7 +34,7 @@ file(GLOB AK_INFER_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/infer/*.c
 # without a remainder, and its scalar Relu branches on every sign (half the time of a
 # 1×1 convolution went there). Not the whole backend: -O3 made the depthwise loops slower.
 foreach(src IN LISTS AK_INFER_SOURCES)
-  if(src MATCHES "/backend/native/(nn_conv(_igemm|_winograd)?|nn_pool)\\.c$")
+  if(src MATCHES "/backend/native/(nn_conv(_igemm|_winograd)?|nn_pool|nn_nchwc)\\.c$")
     set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-O3")
   endif()
 endforeach()

@@ -26,9 +26,11 @@
 
 #include "op_harness.h"
 
-/* FusedConv lives in com.microsoft; the rest run at opset 17. */
+/* FusedConv lives in com.microsoft, NchwcConv in com.accelkit; the rest run at opset 17. */
 static ak_status call_op(op_call *c, const char *op_type, uint32_t nout, ak_threadpool *pool) {
-    const char *domain = strcmp(op_type, "FusedConv") == 0 ? "com.microsoft" : "";
+    const char *domain = strcmp(op_type, "FusedConv") == 0   ? "com.microsoft"
+                         : strcmp(op_type, "NchwcConv") == 0 ? "com.accelkit"
+                                                             : "";
     return op_call_run(c, domain, op_type, domain[0] ? 1 : 17, nout, pool);
 }
 
@@ -114,13 +116,14 @@ static void set_conv_attrs(op_call *c, const conv_case *cc) {
     }
 }
 
-/* FusedConv variants: 1 = Z + Relu, 2 = Clip(-0.5, 0.5) without Z. */
+/* FusedConv variants: 1 = Z + Relu, 2 = Clip(-0.5, 0.5) without Z, 3 = Sigmoid (no
+ * kernel applies it in registers). */
 static void set_fused_attrs(op_call *c, int fused) {
     static const float clip[2] = {-0.5f, 0.5f};
     ak__ir_attr *a = &c->attrs[c->nattr++];
     a->name = "activation";
     a->type = AK_ATTR_STRING;
-    a->u.s.data = fused == 1 ? "Relu" : "Clip";
+    a->u.s.data = fused == 1 ? "Relu" : fused == 2 ? "Clip" : "Sigmoid";
     a->u.s.len = strlen(a->u.s.data);
     if (fused == 2) {
         a = &c->attrs[c->nattr++];
@@ -134,6 +137,24 @@ static void set_fused_attrs(op_call *c, int fused) {
 /* 1: W is passed to create as a constant, as a session does for initializers (Conv then
  * takes its implicit-GEMM path over weights packed there); 0: W is plain data. */
 static int const_weights;
+
+/* >= 0: the float32 side runs as NchwcConv with X blocked when bit 0 is set, Y when bit 1
+ * is, Z when both are (reordered here, by the definition of the layout); -1: as op. */
+static int nchwc_layout = -1;
+
+/* (N, C, P) <-> (N, C/8, P, 8), C a multiple of 8; a fresh copy. */
+static float *nchwc_reorder(const float *x, int64_t N, int64_t C, uint64_t P, int to_blocked) {
+    uint64_t n = (uint64_t)(N * C) * P;
+    float *y = malloc((n ? n : 1) * sizeof *y);
+    assert_non_null(y);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t c = i / P % (uint64_t)C, img = i / P / (uint64_t)C, p = i % P;
+        uint64_t b = ((img * (uint64_t)(C / 8) + c / 8) * P + p) * 8 + c % 8;
+        if (to_blocked) y[b] = x[i];
+        else y[i] = x[b];
+    }
+    return y;
+}
 
 /* Runs op (Conv, ConvTranspose or FusedConv variant `fused`) in float32 on `pool` and in
  * float64; compares. */
@@ -194,11 +215,26 @@ static void check_conv_fused(const char *op, const conv_case *cc, ak_threadpool 
         add_in(&r, AK_ELEM_F64, rank, zd, z64);
     }
     if (const_weights) f.const_mask = 2u; /* Conv's create packs W: the implicit GEMM */
-    assert_int_equal(call_op(&f, op, 1, pool), AK_OK);
+    float *xb = NULL, *zb = NULL, *yb = NULL;
+    const char *fop = op;
+    if (nchwc_layout >= 0) {
+        fop = "NchwcConv";
+        f.const_mask = 2u;
+        attr_int(&f, "x_blocked", nchwc_layout & 1);
+        attr_int(&f, "y_blocked", nchwc_layout >> 1);
+        attr_int(&f, "z_blocked", nchwc_layout == 3);
+        uint64_t P = prod(xd + 2, cc->nsp);
+        if (nchwc_layout & 1) f.in[0].data = xb = nchwc_reorder(x, cc->N, cc->C, P, 1);
+        if (nchwc_layout == 3 && z)
+            f.in[3].data = zb = nchwc_reorder(z, cc->N, cc->M, f.in[3].count / (uint64_t)(cc->N * cc->M), 1);
+    }
+    assert_int_equal(call_op(&f, fop, 1, pool), AK_OK);
     assert_int_equal(call_op(&r, op, 1, pool), AK_OK);
     assert_int_equal(f.out[0].count, r.out[0].count);
     assert_true(f.out[0].count > 0);
     const float *yf = f.out[0].data;
+    if (nchwc_layout >= 2)
+        yf = yb = nchwc_reorder(yf, cc->N, cc->M, f.out[0].count / (uint64_t)(cc->N * cc->M), 0);
     const double *yr = r.out[0].data;
     double worst = 0.0;
     for (uint64_t i = 0; i < f.out[0].count; i++) {
@@ -209,12 +245,13 @@ static void check_conv_fused(const char *op, const conv_case *cc, ak_threadpool 
      * 64 channels it reaches ~1e-4 where the direct sum stays under 1e-5 */
     double tolerance = ak__nn_conv_force_mode == 4 ? 3e-4 : 1e-4;
     if (worst > tolerance)
-        fail_msg("%s (C %lld, M %lld, force %d, orientation %d): worst relative error %g", op,
-                 (long long)cc->C, (long long)cc->M, ak__nn_conv_force_mode,
-                 ak__conv_igemm_orientation, worst);
+        fail_msg("%s (C %lld, M %lld, force %d, orientation %d, nchwc %d): worst relative "
+                 "error %g", fop, (long long)cc->C, (long long)cc->M, ak__nn_conv_force_mode,
+                 ak__conv_igemm_orientation, nchwc_layout, worst);
     call_free(&f);
     call_free(&r);
     free(x), free(w), free(b), free(x64), free(w64), free(b64), free(z), free(z64);
+    free(xb), free(zb), free(yb);
 }
 
 static void check_conv(const char *op, const conv_case *cc, ak_threadpool *pool) {
@@ -316,6 +353,39 @@ static void test_fused_conv(void **s) {
                 check_conv_fused("FusedConv", &conv_cases[i], pools[1], fused);
     }
     conv_setting_apply(&chosen);
+}
+
+/* Layers NchwcConv runs: channels in multiples of 8. */
+static const conv_case nchwc_cases[] = {
+    /* 1×1: 3 output blocks (a pair and a single), 63 positions (10 tiles and 3), batch 2;
+     * no bias; 400 positions over several chunks */
+    {2, 2, 16, 24, 1, {7, 9}, {1, 1}, {1, 1}, {1, 1}, {0}, 1, NULL},
+    {2, 1, 32, 16, 1, {13, 11}, {1, 1}, {1, 1}, {1, 1}, {0}, 0, NULL},
+    {2, 1, 64, 40, 1, {20, 20}, {1, 1}, {1, 1}, {1, 1}, {0}, 1, NULL},
+    /* depthwise: 3×3 stride 1 and 2, a 5×5 dilated window with asymmetric pads, a 7×7
+     * plane (two border columns of five), a plane narrower than the window */
+    {2, 2, 16, 16, 16, {13, 37}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    {2, 1, 24, 24, 24, {14, 15}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    {2, 1, 8, 8, 8, {11, 12}, {5, 5}, {1, 2}, {2, 1}, {2, 0, 1, 3}, 0, NULL},
+    {2, 1, 32, 32, 32, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    {2, 1, 8, 8, 8, {2, 3}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+};
+
+/* NchwcConv against the float64 Conv: every mix of plain and blocked sides, plain and
+ * fused (Z + Relu, Clip, Sigmoid), the AVX2 and the scalar loops, 1 and 2 threads. */
+static void test_nchwc_conv(void **s) {
+    (void)s;
+    SKIP_IN_BENCH();
+    for (int scalar = 0; scalar < 2; scalar++) {
+        ak__nchwc_force_scalar = scalar;
+        for (nchwc_layout = 0; nchwc_layout < 4; nchwc_layout++)
+            for (int fused = 0; fused <= 3; fused++)
+                for (size_t i = 0; i < sizeof nchwc_cases / sizeof *nchwc_cases; i++)
+                    check_conv_fused(fused ? "FusedConv" : "Conv", &nchwc_cases[i],
+                                     pools[(i + (size_t)fused) % 2], fused);
+    }
+    ak__nchwc_force_scalar = 0;
+    nchwc_layout = -1;
 }
 
 static void test_conv_transpose_paths(void **s) {
@@ -561,6 +631,7 @@ static void test_bench(void **s) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_paths),     cmocka_unit_test(test_fused_conv),
+        cmocka_unit_test(test_nchwc_conv),
         cmocka_unit_test(test_conv_transpose_paths),
         cmocka_unit_test(test_pool_paths),     cmocka_unit_test(test_matmul_broadcast),
         cmocka_unit_test(test_bad_attributes), cmocka_unit_test(test_bench),

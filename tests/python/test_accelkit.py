@@ -139,5 +139,59 @@ class TestConvShapes(unittest.TestCase):
                 np.testing.assert_allclose(y, self.reference(x.astype(np.float64), *weights), rtol=1e-4, atol=1e-4)
 
 
+class TestBlockedLayout(unittest.TestCase):
+    """MobileNetV2-like blocks exported by PyTorch (a stem, inverted residuals with and
+    without the residual, strides 1 and 2, 24 / 72 / 40 channels: odd counts of 8-channel
+    blocks, 15x15 and 8x8 planes): the layout pass runs the 1x1 and depthwise layers as
+    NchwcConv on blocked values and the output must still match PyTorch."""
+
+    @staticmethod
+    def net():
+        import torch
+        from torch import nn
+
+        def block(cin, mid, cout, stride):
+            return nn.Sequential(nn.Conv2d(cin, mid, 1), nn.ReLU6(),
+                                 nn.Conv2d(mid, mid, 3, stride, 1, groups=mid), nn.ReLU6(),
+                                 nn.Conv2d(mid, cout, 1))
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1), nn.ReLU6())
+                self.b1, self.b2, self.b3 = block(16, 48, 16, 1), block(16, 48, 24, 2), block(24, 72, 24, 1)
+                self.head = nn.Sequential(nn.Conv2d(24, 40, 1), nn.ReLU6())
+
+            def forward(self, x):
+                x = self.stem(x)
+                x = x + self.b1(x)
+                x = self.b2(x)
+                x = x + self.b3(x)
+                return self.head(x).mean((2, 3))
+
+        torch.manual_seed(3)
+        return Net().eval()
+
+    def test_blocked_chain_matches_pytorch(self):
+        import tempfile
+        import numpy as np
+        import torch
+        net = self.net()
+        x = torch.randn(2, 3, 30, 30)
+        with torch.no_grad():
+            want = net(x).numpy()
+        with tempfile.TemporaryDirectory() as d:
+            path = f"{d}/mbv2_blocks.onnx"
+            torch.onnx.export(net, x, path, input_names=["x"], output_names=["y"], opset_version=13)
+            s = accelkit.InferenceSession(path, threads=2)
+            [y] = s.run(None, {"x": x.numpy()})
+            np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
+            ak = os.path.join(os.path.dirname(os.environ["AK_LIBRARY"]), "ak")
+            out = subprocess.run([ak, "bench", path, "-n", "2", "-w", "0"], capture_output=True, text=True,
+                                 env=dict(os.environ, AK_PROFILE="1"), check=True).stdout
+            # 9 of the 10 convolutions (all but the stem) run blocked
+            self.assertRegex(out, r"NchwcConv\s+9\s")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -5,6 +5,9 @@
  *   MatMul(A, const B[K,N]) -> Add(const bias[N]) -> [Relu|Gelu]   => MatMulBias
  *   x / sqrt(2) -> Erf -> +1 -> * x -> * 0.5 (either order)        => Gelu
  *   ReduceMean/Sub/Pow 2/ReduceMean/Add eps/Sqrt/Div/Mul g/Add b    => LayerNormalization
+ * and then a layout pass: Conv/FusedConv nodes of 1×1 and depthwise layers that feed each
+ * other become NchwcConv (com.accelkit) on values stored blocked (NCHW8c); the layers at
+ * the edges of such a chain reorder their plain side themselves.
  * A chain is fused only when its intermediate values have no other reader and are not
  * graph outputs; constants are read from initializers and folded values, so the patterns
  * match whatever Identity/Constant nodes an exporter put in front of them. The fused node
@@ -13,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/params.h"
 #include "infer/runtime/session.h"
 
 typedef struct optimizer {
@@ -368,6 +372,102 @@ static ak_status fuse_layernorm(optimizer *o, int32_t k, int *hit) {
 
 /* ---- the passes ----------------------------------------------------------------------- */
 
+/* ---- the blocked layout ---------------------------------------------------------------- */
+
+static int is_fused_conv(const ak__ir_node *n) {
+    return strcmp(n->domain, "com.microsoft") == 0 && strcmp(n->op_type, "FusedConv") == 0;
+}
+
+static int attr_all(const ak__ir_node *n, const char *name, int64_t want) {
+    const int64_t *v;
+    size_t count = ak__attr_ints(n, name, &v);
+    for (size_t i = 0; i < count; i++)
+        if (v[i] != want) return 0;
+    return 1;
+}
+
+/* 1: a Conv/FusedConv NchwcConv can run (a constant float32 W, channels multiples of 8):
+ * 1×1 with stride 1 and no pads, or depthwise; 2 when depthwise. */
+static int nchwc_kind(const optimizer *o, const ak__exec_node *e) {
+    const ak__ir_node *n = e->node;
+    if (!live(e) || !(is_op(n, "Conv") || is_fused_conv(n))) return 0;
+    const ak__tensor *w = constant(o, in(n, 1));
+    if (!w || w->type != AK_ELEM_F32 || w->rank != 4 || w->dims[0] % 8 != 0) return 0;
+    int64_t group = ak__attr_int(n, "group", 1);
+    if (group == w->dims[0] && w->dims[1] == 1) return w->dims[2] * w->dims[3] <= 49 ? 2 : 0;
+    const char *pad = ak__attr_string(n, "auto_pad", "NOTSET");
+    return group == 1 && w->dims[1] % 8 == 0 && w->dims[2] == 1 && w->dims[3] == 1 &&
+           attr_all(n, "strides", 1) && attr_all(n, "pads", 0) &&
+           (strcmp(pad, "NOTSET") == 0 || strcmp(pad, "VALID") == 0);
+}
+
+/* A candidate runs blocked when its X or Y is blocked, and X unless it is depthwise (a 1×1
+ * layer reordering its input would pay as much as it gains); a plain Z it reorders. */
+static int nchwc_pays(const ak__ir_node *n, const uint8_t *blocked, int kind) {
+    int xb = blocked[n->inputs[0]], yb = blocked[n->outputs[0]];
+    return (xb || yb) && (xb || kind == 2);
+}
+
+/* Which values go blocked: those a candidate writes and only candidates read, as X or Z,
+ * then, until nothing moves, a candidate that would not pay unblocks every value it
+ * touches. */
+static void nchwc_choose(optimizer *o, uint8_t *kind, uint8_t *blocked) {
+    ak_session *s = o->s;
+    for (size_t k = 0; k < s->num_nodes; k++)
+        if ((kind[k] = (uint8_t)nchwc_kind(o, &s->nodes[k])))
+            blocked[s->nodes[k].node->outputs[0]] = o->uses[s->nodes[k].node->outputs[0]] < (1 << 20);
+    for (size_t k = 0; k < s->num_nodes; k++) {
+        const ak__ir_node *n = s->nodes[k].node;
+        if (!live(&s->nodes[k])) continue;
+        for (uint32_t i = 0; i < n->num_inputs; i++)
+            if (n->inputs[i] != AK_IR_NONE && !(kind[k] && (i == 0 || i == 3)))
+                blocked[n->inputs[i]] = 0;
+    }
+    for (int moved = 1; moved;) {
+        moved = 0;
+        for (size_t k = 0; k < s->num_nodes; k++) {
+            const ak__ir_node *n = s->nodes[k].node;
+            if (!kind[k] || nchwc_pays(n, blocked, kind[k])) continue;
+            kind[k] = 0;
+            int32_t vs[3] = {n->inputs[0], n->outputs[0], in(n, 3)};
+            for (int i = 0; i < 3; i++)
+                if (vs[i] != AK_IR_NONE && blocked[vs[i]]) blocked[vs[i]] = 0, moved = 1;
+        }
+    }
+}
+
+static void add_int_attr(fused_spec *f, const char *name, int64_t value) {
+    ak__ir_attr *a = &f->extra[f->num_extra++];
+    memset(a, 0, sizeof *a);
+    a->name = name;
+    a->type = AK_ATTR_INT;
+    a->u.i = value;
+}
+
+/* Conv/FusedConv chains of 1×1 and depthwise layers => NchwcConv on blocked values. */
+static ak_status layout_nchwc(optimizer *o) {
+    ak_session *s = o->s;
+    if (!ak__param_int(AK_PARAM_CONV_NCHWC)) return AK_OK;
+    uint8_t *kind = calloc(s->num_nodes ? s->num_nodes : 1, 1);
+    uint8_t *blocked = calloc(s->g->num_values ? s->g->num_values : 1, 1);
+    ak_status st = kind && blocked ? AK_OK : AK_FAIL(AK_ERR_NO_MEMORY, "optimizer: out of memory");
+    if (st == AK_OK) nchwc_choose(o, kind, blocked);
+    for (size_t k = 0; st == AK_OK && k < s->num_nodes; k++) {
+        if (!kind[k]) continue;
+        const ak__ir_node *n = s->nodes[k].node;
+        fused_spec f = {"com.accelkit", "NchwcConv", 1, {in(n, 0), in(n, 1), in(n, 2), in(n, 3)},
+                        n->num_inputs, n->outputs[0], n, {{0}}, 0, {0}};
+        add_int_attr(&f, "x_blocked", blocked[n->inputs[0]]);
+        add_int_attr(&f, "y_blocked", blocked[n->outputs[0]]);
+        add_int_attr(&f, "z_blocked", in(n, 3) != AK_IR_NONE && blocked[in(n, 3)]);
+        int32_t chain[1] = {(int32_t)k};
+        st = emit(o, &f, chain, 1);
+    }
+    free(kind);
+    free(blocked);
+    return st;
+}
+
 typedef ak_status (*pattern_fn)(optimizer *o, int32_t k, int *hit);
 
 static ak_status run_pass(optimizer *o, const char *root_op, pattern_fn fn) {
@@ -394,6 +494,7 @@ ak_status ak__optimize(ak_session *s) {
         };
         for (size_t p = 0; st == AK_OK && p < sizeof passes / sizeof *passes; p++)
             st = run_pass(&o, passes[p].root, passes[p].fn);
+        if (st == AK_OK) st = layout_nchwc(&o);
     }
     s->num_fused = o.fused;
     free(o.uses);

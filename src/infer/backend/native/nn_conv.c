@@ -240,8 +240,7 @@ static void conv_plan_path(conv_plan *pl, int threads, const conv_state *st) {
     pl->slots = 1;
 }
 
-/* FusedConv's activation and activation_params (com.microsoft semantics). */
-static ak_status conv_activation(ak__op_ctx *ctx, conv_plan *pl) {
+ak_status ak__nn_parse_activation(const ak__op_ctx *ctx, ak__nn_act *act) {
     const char *name = ak__attr_string(ctx->node, "activation", "");
     const float *p;
     size_t n = ak__attr_floats(ctx->node, "activation_params", &p);
@@ -250,13 +249,13 @@ static ak_status conv_activation(ak__op_ctx *ctx, conv_plan *pl) {
         {"LeakyRelu", AK_NN_ACT_LEAKY, 1, 0.01f, 0}, {"Sigmoid", AK_NN_ACT_SIGMOID, 0, 0, 0},
         {"Tanh", AK_NN_ACT_TANH, 0, 0, 0},         {"HardSigmoid", AK_NN_ACT_HARDSIGMOID, 2, 0.2f, 0.5f},
     };
-    pl->act.kind = AK_NN_ACT_NONE;
+    act->kind = AK_NN_ACT_NONE;
     if (!name[0]) return AK_OK;
     for (size_t i = 0; i < sizeof acts / sizeof *acts; i++) {
         if (strcmp(name, acts[i].name) != 0) continue;
-        pl->act.kind = acts[i].act;
-        pl->act.a = n > 0 ? p[0] : acts[i].a;
-        pl->act.b = n > 1 ? p[1] : acts[i].b;
+        act->kind = acts[i].act;
+        act->a = n > 0 ? p[0] : acts[i].a;
+        act->b = n > 1 ? p[1] : acts[i].b;
         if (n != 0 && n != acts[i].nparams)
             return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
                               "activation %s takes %zu activation_params, not %zu", name,
@@ -719,7 +718,7 @@ static ak_status conv_run_reference(ak__op_ctx *ctx, const conv_plan *pl) {
 static ak_status conv_plan_full(ak__op_ctx *ctx, conv_plan *pl, int op) {
     int integer = op == OP_CONV_INTEGER;
     AK_CHECK(conv_plan_shapes(ctx, pl, integer));
-    if (op == OP_FUSED_CONV) AK_CHECK(conv_activation(ctx, pl));
+    if (op == OP_FUSED_CONV) AK_CHECK(ak__nn_parse_activation(ctx, &pl->act));
     if (integer || ctx->inputs[0]->type != AK_ELEM_F32) {
         pl->kind = CONV_REFERENCE;
         return AK_OK;

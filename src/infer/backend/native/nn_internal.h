@@ -59,6 +59,9 @@ typedef struct ak__nn_act {
     int kind; /* AK_NN_ACT_* */
     float a, b;
 } ak__nn_act;
+/* FusedConv's activation and activation_params (com.microsoft semantics) from ctx->node;
+ * none when the node has no activation attribute. */
+ak_status ak__nn_parse_activation(const ak__op_ctx *ctx, ak__nn_act *act);
 /* The activation in place over rows (rows, cols) of stride ld (nn_conv.c). */
 void ak__nn_act_rows(const ak__nn_act *act, float *y, uint64_t rows, uint64_t cols,
                      uint64_t ld);
@@ -135,7 +138,9 @@ void ak__nn_parallel(ak_threadpool *pool, size_t n, size_t grain, ak_parallel_fn
 
 /* Op definitions (one file each group). */
 extern const ak__op_def ak__nn_conv, ak__nn_conv_transpose, ak__nn_conv_integer,
-    ak__nn_fused_conv;
+    ak__nn_fused_conv, ak__nn_nchwc_conv;
+/* For tests (nn_nchwc.c): 1 runs NchwcConv's scalar loops even where AVX2 is active. */
+extern int ak__nchwc_force_scalar;
 extern const ak__op_def ak__nn_maxpool, ak__nn_averagepool, ak__nn_lppool;
 extern const ak__op_def ak__nn_global_averagepool, ak__nn_global_maxpool,
     ak__nn_global_lppool;
