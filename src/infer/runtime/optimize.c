@@ -386,8 +386,9 @@ static int attr_all(const ak__ir_node *n, const char *name, int64_t want) {
     return 1;
 }
 
-/* 1: a Conv/FusedConv NchwcConv can run (a constant float32 W, channels multiples of 8):
- * 1×1 with stride 1 and no pads, or depthwise; 2 when depthwise. */
+/* A Conv/FusedConv NchwcConv can run (a constant float32 W, output channels multiples of
+ * 8): 1 for 1×1 with stride 1, no pads and input channels multiples of 8, 2 for depthwise,
+ * 3 for a stem (fewer than 8 input channels, read plain). */
 static int nchwc_kind(const optimizer *o, const ak__exec_node *e) {
     const ak__ir_node *n = e->node;
     if (!live(e) || !(is_op(n, "Conv") || is_fused_conv(n))) return 0;
@@ -395,17 +396,18 @@ static int nchwc_kind(const optimizer *o, const ak__exec_node *e) {
     if (!w || w->type != AK_ELEM_F32 || w->rank != 4 || w->dims[0] % 8 != 0) return 0;
     int64_t group = ak__attr_int(n, "group", 1);
     if (group == w->dims[0] && w->dims[1] == 1) return w->dims[2] * w->dims[3] <= 49 ? 2 : 0;
+    if (group == 1 && w->dims[1] < 8) return w->dims[2] * w->dims[3] <= 49 ? 3 : 0;
     const char *pad = ak__attr_string(n, "auto_pad", "NOTSET");
     return group == 1 && w->dims[1] % 8 == 0 && w->dims[2] == 1 && w->dims[3] == 1 &&
            attr_all(n, "strides", 1) && attr_all(n, "pads", 0) &&
            (strcmp(pad, "NOTSET") == 0 || strcmp(pad, "VALID") == 0);
 }
 
-/* A candidate runs blocked when its X or Y is blocked, and X unless it is depthwise (a 1×1
- * layer reordering its input would pay as much as it gains); a plain Z it reorders. */
+/* A candidate runs blocked when its X or Y is blocked, and X when it is 1×1 (reordering
+ * its input would cost it as much as it gains); a plain Z it reorders. */
 static int nchwc_pays(const ak__ir_node *n, const uint8_t *blocked, int kind) {
     int xb = blocked[n->inputs[0]], yb = blocked[n->outputs[0]];
-    return (xb || yb) && (xb || kind == 2);
+    return (xb || yb) && (xb || kind != 1);
 }
 
 /* Which values go blocked: those a candidate writes and only candidates read, as X or Z,

@@ -35,7 +35,7 @@
 #define PW_ROWS 6 /* positions per pointwise tile */
 #define PW_CHUNK 96 /* positions per pointwise task (16 tiles) */
 
-enum { NCHWC_POINTWISE, NCHWC_DEPTHWISE };
+enum { NCHWC_POINTWISE, NCHWC_DEPTHWISE, NCHWC_DIRECT };
 
 /* For tests: 1 runs the scalar loops even where AVX2 is active. */
 int ak__nchwc_force_scalar = 0;
@@ -43,6 +43,7 @@ int ak__nchwc_force_scalar = 0;
 typedef struct nchwc_state {
     int kind;
     int64_t M, C, taps; /* output and input channels, window taps */
+    int64_t K;          /* pointwise and direct: depth of a weight panel (C·taps) */
     float *w;           /* packed weights */
 } nchwc_state;
 
@@ -155,13 +156,19 @@ static void pw_tile_scalar(const pw_tile *t, int nb, int rows, const finish *f) 
 }
 
 #ifdef NCHWC_X86
+/* y[at..at+8) = the finish of v (with z[at..] when z is there). */
+__attribute__((target("avx2,fma"))) static inline void store_finished(float *y, const float *z,
+                                                                      size_t at, const finish *f,
+                                                                      __m256 v) {
+    __m256 lo = _mm256_set1_ps(f->act == AK_NN_ACT_CLIP ? f->lo : 0.0f), hi = _mm256_set1_ps(f->hi);
+    _mm256_storeu_ps(y + at, ak__nn_finish8(v, z ? z + at : NULL, ak__nn_first_lanes(BLK), 1,
+                                            f->act, lo, hi));
+}
+
 /* The finished vector of block b, row r of the tile, stored. */
 __attribute__((target("avx2,fma"))) static inline void pw_store(const pw_tile *t, const finish *f,
                                                                 int b, int r, __m256 v) {
-    size_t at = (size_t)b * t->plane + (size_t)r * BLK;
-    __m256 lo = _mm256_set1_ps(f->act == AK_NN_ACT_CLIP ? f->lo : 0.0f), hi = _mm256_set1_ps(f->hi);
-    _mm256_storeu_ps(t->y + at, ak__nn_finish8(v, t->z ? t->z + at : NULL, ak__nn_first_lanes(BLK),
-                                               1, f->act, lo, hi));
+    store_finished(t->y, t->z, (size_t)b * t->plane + (size_t)r * BLK, f, v);
 }
 
 __attribute__((target("avx2,fma"))) static inline __m256 pw_bias(const pw_tile *t, int b) {
@@ -398,6 +405,137 @@ static void dw_rows(const ak__nn_geom *g, const dw_plane *d, int64_t oy0, int64_
     }
 }
 
+/* ---- direct (stems) --------------------------------------------------------------------- */
+
+/* Few input channels (a plain X, C < 8) and any window in one group, a stem: output
+ * (oy, ox) of a panel (nb blocks) sums every tap (c, ky, kx) of the image against the
+ * panel's 8·nb weights of that tap, packed like pointwise panels of depth C·kh·kw. */
+typedef struct direct_args {
+    const ak__nn_geom *g;
+    const float *x; /* the image, plain (C, H, W) */
+    int64_t C;
+    const float *w; /* the panel: [C·kh·kw][8·nb] */
+    int nb;
+    const float *bias, *z; /* the panel's (z blocked, at its first block), or NULL */
+    float *y;              /* blocked, at the panel's first block */
+    uint64_t plane;        /* floats between blocks: P·8 */
+} direct_args;
+
+static void direct_output_scalar(const direct_args *a, int64_t oy, int64_t ox, const finish *f) {
+    const ak__nn_geom *g = a->g;
+    int64_t ky0, ky1, kx0, kx1;
+    dw_axis_range(g, 0, oy, &ky0, &ky1);
+    dw_axis_range(g, 1, ox, &kx0, &kx1);
+    int width = a->nb * BLK;
+    float acc[16];
+    for (int l = 0; l < width; l++) acc[l] = a->bias ? a->bias[l] : 0.0f;
+    for (int64_t c = 0; c < a->C; c++)
+        for (int64_t ky = ky0; ky < ky1; ky++) {
+            int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
+            for (int64_t kx = kx0; kx < kx1; kx++) {
+                int64_t ix = ox * g->s[1] - g->pb[1] + kx * g->d[1];
+                float v = a->x[(c * g->in[0] + iy) * g->in[1] + ix];
+                const float *wk = a->w + ((c * g->k[0] + ky) * g->k[1] + kx) * width;
+                for (int l = 0; l < width; l++) acc[l] += v * wk[l];
+            }
+        }
+    size_t pos = (size_t)(oy * g->out[1] + ox) * BLK;
+    for (int l = 0; l < width; l++) {
+        size_t at = (size_t)(l / BLK) * a->plane + pos + (size_t)(l % BLK);
+        a->y[at] = finish_scalar(f, acc[l], a->z ? a->z + at : NULL);
+    }
+}
+
+#ifdef NCHWC_X86
+/* One output, its window clipped to the image. */
+__attribute__((target("avx2,fma"))) static void direct_output_avx2(const direct_args *a, int64_t oy,
+                                                                   int64_t ox, const finish *f) {
+    const ak__nn_geom *g = a->g;
+    int64_t ky0, ky1, kx0, kx1;
+    dw_axis_range(g, 0, oy, &ky0, &ky1);
+    dw_axis_range(g, 1, ox, &kx0, &kx1);
+    size_t width = (size_t)a->nb * BLK;
+    __m256 c0 = a->bias ? _mm256_loadu_ps(a->bias) : _mm256_setzero_ps();
+    __m256 c1 = a->bias && a->nb == 2 ? _mm256_loadu_ps(a->bias + BLK) : _mm256_setzero_ps();
+    for (int64_t c = 0; c < a->C; c++)
+        for (int64_t ky = ky0; ky < ky1; ky++) {
+            int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
+            for (int64_t kx = kx0; kx < kx1; kx++) {
+                int64_t ix = ox * g->s[1] - g->pb[1] + kx * g->d[1];
+                __m256 v = _mm256_broadcast_ss(a->x + (c * g->in[0] + iy) * g->in[1] + ix);
+                const float *wk = a->w + (size_t)((c * g->k[0] + ky) * g->k[1] + kx) * width;
+                c0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(wk), c0);
+                if (a->nb == 2) c1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(wk + BLK), c1);
+            }
+        }
+    size_t pos = (size_t)(oy * g->out[1] + ox) * BLK;
+    store_finished(a->y, a->z, pos, f, c0);
+    if (a->nb == 2) store_finished(a->y, a->z, a->plane + pos, f, c1);
+}
+
+#define DIRECT_ROW2(r, acc0, acc1)                               \
+    do {                                                         \
+        __m256 a_ = _mm256_broadcast_ss(xr + (r) * sx);          \
+        acc0 = _mm256_fmadd_ps(a_, w0, acc0);                    \
+        acc1 = _mm256_fmadd_ps(a_, w1, acc1);                    \
+    } while (0)
+
+/* Outputs (oy, ox0..ox0+5) of a two-block panel, windows inside the row. */
+__attribute__((target("avx2,fma"))) static void direct_tile_6x16_avx2(const direct_args *a, int64_t oy,
+                                                                      int64_t ox0, const finish *f) {
+    const ak__nn_geom *g = a->g;
+    int64_t ky0, ky1, sx = g->s[1], kh = g->k[0], kw = g->k[1];
+    dw_axis_range(g, 0, oy, &ky0, &ky1);
+    __m256 b0 = a->bias ? _mm256_loadu_ps(a->bias) : _mm256_setzero_ps();
+    __m256 b1 = a->bias ? _mm256_loadu_ps(a->bias + BLK) : _mm256_setzero_ps();
+    __m256 c00 = b0, c01 = b1, c10 = b0, c11 = b1, c20 = b0, c21 = b1;
+    __m256 c30 = b0, c31 = b1, c40 = b0, c41 = b1, c50 = b0, c51 = b1;
+    for (int64_t c = 0; c < a->C; c++)
+        for (int64_t ky = ky0; ky < ky1; ky++) {
+            int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
+            const float *row = a->x + (c * g->in[0] + iy) * g->in[1] + ox0 * sx - g->pb[1];
+            const float *wk = a->w + (size_t)((c * kh + ky) * kw) * 2 * BLK;
+            for (int64_t kx = 0; kx < kw; kx++, wk += 2 * BLK) {
+                const float *xr = row + kx * g->d[1];
+                __m256 w0 = _mm256_loadu_ps(wk), w1 = _mm256_loadu_ps(wk + BLK);
+                DIRECT_ROW2(0, c00, c01);
+                DIRECT_ROW2(1, c10, c11);
+                DIRECT_ROW2(2, c20, c21);
+                DIRECT_ROW2(3, c30, c31);
+                DIRECT_ROW2(4, c40, c41);
+                DIRECT_ROW2(5, c50, c51);
+            }
+        }
+    __m256 out[PW_ROWS][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    size_t pos = (size_t)(oy * g->out[1] + ox0) * BLK;
+    for (int r = 0; r < PW_ROWS; r++) {
+        store_finished(a->y, a->z, pos + (size_t)r * BLK, f, out[r][0]);
+        store_finished(a->y, a->z, a->plane + pos + (size_t)r * BLK, f, out[r][1]);
+    }
+}
+#endif
+
+/* Output rows [oy0, oy1): AVX2 takes the columns whose windows lie inside the row 6 at a
+ * time (two-block panels), every other output one at a time with its window clipped. */
+static void direct_rows(const direct_args *a, int64_t oy0, int64_t oy1, const finish *f, int avx2) {
+    int64_t in_lo, in_hi, OW = a->g->out[1];
+    dw_inner_cols(a->g, &in_lo, &in_hi);
+    for (int64_t oy = oy0; oy < oy1; oy++) {
+#ifdef NCHWC_X86
+        if (avx2) {
+            int64_t ox = 0;
+            for (; ox < in_lo; ox++) direct_output_avx2(a, oy, ox, f);
+            if (a->nb == 2)
+                for (; ox + PW_ROWS <= in_hi; ox += PW_ROWS) direct_tile_6x16_avx2(a, oy, ox, f);
+            for (; ox < OW; ox++) direct_output_avx2(a, oy, ox, f);
+            continue;
+        }
+#endif
+        (void)avx2;
+        for (int64_t ox = 0; ox < OW; ox++) direct_output_scalar(a, oy, ox, f);
+    }
+}
+
 /* ---- the operator ------------------------------------------------------------------------ */
 
 typedef struct nchwc_run {
@@ -410,8 +548,8 @@ typedef struct nchwc_run {
     finish fin;
     ak__nn_act act; /* applied after the kernel when the finish cannot (Sigmoid...) */
     int avx2;
-    size_t chunks, panels; /* pointwise: position chunks and weight panels per image */
-    int64_t rows_per_task; /* depthwise */
+    size_t chunks, panels; /* pointwise: position chunks; weight panels per image */
+    int64_t rows_per_task; /* depthwise and direct: output rows per task */
     size_t row_tasks;
 } nchwc_run;
 
@@ -431,7 +569,7 @@ static void pw_task(void *vr, size_t begin, size_t end, int tid) {
         size_t p0 = c * PW_CHUNK, np = r->P - p0 < PW_CHUNK ? r->P - p0 : PW_CHUNK;
         int nb = 2 * j + 2 <= mb ? 2 : 1;
         uint64_t ybase = (n * mb + 2 * j) * r->P * BLK + p0 * BLK;
-        pw_tile t = {r->x + n * kb * r->Pin * BLK + p0 * BLK, st->w + j * (size_t)st->C * 16,
+        pw_tile t = {r->x + n * kb * r->Pin * BLK + p0 * BLK, st->w + j * (size_t)st->K * 16,
                      r->bias ? r->bias + 2 * j * BLK : NULL, r->z ? r->z + ybase : NULL,
                      r->y + ybase, r->P * BLK, kb};
         pw_tiles(t, nb, np, &r->fin, r->avx2);
@@ -457,14 +595,36 @@ static void dw_task(void *vr, size_t begin, size_t end, int tid) {
     }
 }
 
+/* Task i = (image, panel, band of rows_per_task output rows). */
+static void direct_task(void *vr, size_t begin, size_t end, int tid) {
+    (void)tid;
+    const nchwc_run *r = vr;
+    const nchwc_state *st = r->st;
+    size_t mb = (size_t)st->M / BLK;
+    for (size_t i = begin; i < end; i++) {
+        size_t band = i % r->row_tasks, j = i / r->row_tasks % r->panels;
+        size_t n = i / r->row_tasks / r->panels;
+        int64_t oy0 = (int64_t)band * r->rows_per_task, oy1 = oy0 + r->rows_per_task;
+        if (oy1 > r->g.out[0]) oy1 = r->g.out[0];
+        int nb = 2 * j + 2 <= mb ? 2 : 1;
+        uint64_t ybase = (n * mb + 2 * j) * r->P * BLK, plane = r->P * BLK;
+        direct_args a = {&r->g, r->x + n * (size_t)st->C * r->Pin, st->C, st->w + j * (size_t)st->K * 16,
+                         nb, r->bias ? r->bias + 2 * j * BLK : NULL, r->z ? r->z + ybase : NULL,
+                         r->y + ybase, plane};
+        direct_rows(&a, oy0, oy1, &r->fin, r->avx2);
+        size_t first = (size_t)(oy0 * r->g.out[1]) * BLK, n_out = (size_t)((oy1 - oy0) * r->g.out[1]) * BLK;
+        for (int b = 0; b < nb; b++) late_activation(r, r->y + ybase + b * plane + first, n_out);
+    }
+}
+
 static void nchwc_destroy(void *state) {
     nchwc_state *st = state;
     if (st) free(st->w);
     free(st);
 }
 
-/* Packs the constant W of a pointwise or depthwise layer; anything else is refused (the
- * layout pass only makes NchwcConv nodes out of those). */
+/* Packs the constant W of a pointwise, depthwise or direct (stem) layer; anything else is
+ * refused (the layout pass only makes NchwcConv nodes out of those). */
 static ak_status nchwc_create(const ak__ir_node *node, const ak__tensor *const *consts,
                               void **state) {
     const ak__tensor *W = node->num_inputs >= 2 ? consts[1] : NULL;
@@ -473,13 +633,16 @@ static ak_status nchwc_create(const ak__ir_node *node, const ak__tensor *const *
     int64_t M = W->dims[0], group = ak__attr_int(node, "group", 1);
     int64_t taps = W->dims[2] * W->dims[3];
     int kind;
-    if (group == 1 && taps == 1) kind = NCHWC_POINTWISE;
+    if (group == 1 && taps == 1 && W->dims[1] % BLK == 0) kind = NCHWC_POINTWISE;
     else if (group == M && W->dims[1] == 1) kind = NCHWC_DEPTHWISE;
-    else return AK_OP_FAIL(node, AK_ERR_UNSUPPORTED, "only 1×1 and depthwise layers are blocked");
-    int64_t C = kind == NCHWC_POINTWISE ? W->dims[1] : M;
-    if (M <= 0 || M % BLK || C % BLK || taps <= 0)
+    else if (group == 1 && W->dims[1] < BLK) kind = NCHWC_DIRECT;
+    else return AK_OP_FAIL(node, AK_ERR_UNSUPPORTED, "only 1×1, depthwise and stem layers are blocked");
+    int64_t C = kind == NCHWC_DEPTHWISE ? M : W->dims[1];
+    if (M <= 0 || M % BLK || (kind != NCHWC_DIRECT && C % BLK) || taps <= 0)
         return AK_OP_FAIL(node, AK_ERR_UNSUPPORTED, "channels %lld -> %lld are not multiples of 8",
                           (long long)C, (long long)M);
+    if (kind == NCHWC_DIRECT && ak__attr_int(node, "x_blocked", 0))
+        return AK_OP_FAIL(node, AK_ERR_UNSUPPORTED, "a stem reads a plain X");
     nchwc_state *st = calloc(1, sizeof *st);
     float *w = aligned_alloc(64, ((size_t)W->count * sizeof(float) + 63) / 64 * 64);
     if (!st || !w) {
@@ -487,9 +650,9 @@ static ak_status nchwc_create(const ak__ir_node *node, const ak__tensor *const *
         free(w);
         return AK_FAIL(AK_ERR_NO_MEMORY, "NchwcConv: out of memory");
     }
-    *st = (nchwc_state){kind, M, C, taps, w};
-    if (kind == NCHWC_POINTWISE) pack_pointwise(W->data, M, C, st->w);
-    else pack_depthwise(W->data, M, taps, st->w);
+    *st = (nchwc_state){kind, M, C, taps, C * taps, w};
+    if (kind == NCHWC_DEPTHWISE) pack_depthwise(W->data, M, taps, st->w);
+    else pack_pointwise(W->data, M, st->K, st->w); /* W as (M, C·taps) */
     *state = st;
     return AK_OK;
 }
@@ -522,7 +685,8 @@ static ak_status nchwc_plan(ak__op_ctx *ctx, nchwc_run *r, size_t *ws_floats) {
     r->P = (uint64_t)(r->g.out[0] * r->g.out[1]);
     r->Pin = (uint64_t)(r->g.in[0] * r->g.in[1]);
     uint64_t xf = (uint64_t)r->N * (uint64_t)st->C * r->Pin, yf = (uint64_t)r->N * (uint64_t)st->M * r->P;
-    *ws_floats = (blocked(ctx, "x_blocked") ? 0 : xf) + (blocked(ctx, "y_blocked") ? 0 : yf) +
+    int x_plain_ok = st->kind == NCHWC_DIRECT || blocked(ctx, "x_blocked");
+    *ws_floats = (x_plain_ok ? 0 : xf) + (blocked(ctx, "y_blocked") ? 0 : yf) +
                  (ak__op_in(ctx, 3) && !blocked(ctx, "z_blocked") ? yf : 0);
     return AK_OK;
 }
@@ -553,7 +717,7 @@ static ak_status nchwc_run_op(ak__op_ctx *ctx) {
     const ak__tensor *B = ak__op_in(ctx, 2), *Z = ak__op_in(ctx, 3);
     float *scratch = ctx->workspace;
     r.x = ctx->inputs[0]->data;
-    if (!blocked(ctx, "x_blocked")) {
+    if (st->kind != NCHWC_DIRECT && !blocked(ctx, "x_blocked")) {
         reorder(ctx->pool, r.x, scratch, r.N, st->C, r.Pin, 1);
         r.x = scratch;
         scratch += (uint64_t)r.N * (uint64_t)st->C * r.Pin;
@@ -572,18 +736,20 @@ static ak_status nchwc_run_op(ak__op_ctx *ctx) {
     r.fin = (finish){r.bias, r.z, fusable ? r.act.kind : AK_NN_ACT_NONE, r.act.a, r.act.b};
     r.avx2 = ak__cpu_active_avx2() && !ak__nchwc_force_scalar;
     int threads = ak__nn_pool_threads(ctx);
+    r.panels = (size_t)(st->M / 16 + st->M % 16 / BLK);
     if (st->kind == NCHWC_POINTWISE) {
         r.chunks = (r.P + PW_CHUNK - 1) / PW_CHUNK;
-        r.panels = (size_t)(st->M / 16 + st->M % 16 / BLK);
         ak__nn_parallel(ctx->pool, (size_t)r.N * r.chunks * r.panels, 1, pw_task, &r);
     } else {
-        /* bands of rows: at least 4 tasks per thread over all blocks */
-        size_t planes = (size_t)(r.N * (st->M / BLK)), want = 4 * (size_t)threads;
+        /* bands of rows: at least 4 tasks per thread over all blocks (depthwise) or panels */
+        int direct = st->kind == NCHWC_DIRECT;
+        size_t planes = (size_t)r.N * (direct ? r.panels : (size_t)(st->M / BLK));
+        size_t want = 4 * (size_t)threads;
         size_t bands = planes >= want ? 1 : (want + planes - 1) / planes;
         if (bands > (size_t)r.g.out[0]) bands = (size_t)r.g.out[0];
         r.rows_per_task = (r.g.out[0] + (int64_t)bands - 1) / (int64_t)bands;
         r.row_tasks = (size_t)((r.g.out[0] + r.rows_per_task - 1) / r.rows_per_task);
-        ak__nn_parallel(ctx->pool, planes * r.row_tasks, 1, dw_task, &r);
+        ak__nn_parallel(ctx->pool, planes * r.row_tasks, 1, direct ? direct_task : dw_task, &r);
     }
     if (!y_blocked) reorder(ctx->pool, r.y, Y->data, r.N, st->M, r.P, 0);
     return AK_OK;
