@@ -120,32 +120,35 @@ typedef struct fused_spec {
     float params[2];
 } fused_spec;
 
-static void add_string_attr(fused_spec *f, const char *name, const char *value) {
+/* The next extra attribute of the spec, zeroed, with its name and type set. */
+static ak__ir_attr *extra_attr(fused_spec *f, const char *name, ak__ir_attr_type type) {
     ak__ir_attr *a = &f->extra[f->num_extra++];
     memset(a, 0, sizeof *a);
     a->name = name;
-    a->type = AK_ATTR_STRING;
+    a->type = type;
+    return a;
+}
+
+static void add_string_attr(fused_spec *f, const char *name, const char *value) {
+    ak__ir_attr *a = extra_attr(f, name, AK_ATTR_STRING);
     a->u.s.data = value;
     a->u.s.len = strlen(value);
 }
 
 /* activation_params: two floats at most, kept in the spec until the node is built */
 static void add_params_attr(fused_spec *f, const float *values, size_t n) {
-    ak__ir_attr *a = &f->extra[f->num_extra++];
-    memset(a, 0, sizeof *a);
-    a->name = "activation_params";
-    a->type = AK_ATTR_FLOATS;
+    ak__ir_attr *a = extra_attr(f, "activation_params", AK_ATTR_FLOATS);
     memcpy(f->params, values, n * sizeof *values);
     a->u.floats = f->params;
     a->count = n;
 }
 
 static void add_float_attr(fused_spec *f, const char *name, float value) {
-    ak__ir_attr *a = &f->extra[f->num_extra++];
-    memset(a, 0, sizeof *a);
-    a->name = name;
-    a->type = AK_ATTR_FLOAT;
-    a->u.f = value;
+    extra_attr(f, name, AK_ATTR_FLOAT)->u.f = value;
+}
+
+static void add_int_attr(fused_spec *f, const char *name, int64_t value) {
+    extra_attr(f, name, AK_ATTR_INT)->u.i = value;
 }
 
 static ak_status arena_array(optimizer *o, size_t n, size_t size, void **out) {
@@ -436,14 +439,6 @@ static void nchwc_choose(optimizer *o, uint8_t *kind, uint8_t *blocked) {
                 if (vs[i] != AK_IR_NONE && blocked[vs[i]]) blocked[vs[i]] = 0, moved = 1;
         }
     }
-}
-
-static void add_int_attr(fused_spec *f, const char *name, int64_t value) {
-    ak__ir_attr *a = &f->extra[f->num_extra++];
-    memset(a, 0, sizeof *a);
-    a->name = name;
-    a->type = AK_ATTR_INT;
-    a->u.i = value;
 }
 
 /* Conv/FusedConv chains of 1×1 and depthwise layers => NchwcConv on blocked values. */

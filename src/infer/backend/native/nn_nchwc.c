@@ -165,6 +165,17 @@ __attribute__((target("avx2,fma"))) static inline void store_finished(float *y, 
                                             f->act, lo, hi));
 }
 
+/* The finished 6 × 16 tile out (rows = positions from pos, two blocks plane apart). */
+__attribute__((target("avx2,fma"))) static void store_tile_6x16(float *y, const float *z,
+                                                               uint64_t plane, size_t pos,
+                                                               const finish *f,
+                                                               __m256 out[PW_ROWS][2]) {
+    for (int r = 0; r < PW_ROWS; r++) {
+        store_finished(y, z, pos + (size_t)r * BLK, f, out[r][0]);
+        store_finished(y, z, plane + pos + (size_t)r * BLK, f, out[r][1]);
+    }
+}
+
 /* The finished vector of block b, row r of the tile, stored. */
 __attribute__((target("avx2,fma"))) static inline void pw_store(const pw_tile *t, const finish *f,
                                                                 int b, int r, __m256 v) {
@@ -201,7 +212,7 @@ __attribute__((target("avx2,fma"))) static void pw_tile_6x16_avx2(const pw_tile 
             PW_ROW2(5, c50, c51);
         }
     __m256 out[PW_ROWS][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    for (int r = 0; r < PW_ROWS; r++) pw_store(t, f, 0, r, out[r][0]), pw_store(t, f, 1, r, out[r][1]);
+    store_tile_6x16(t->y, t->z, t->plane, 0, f, out);
 }
 
 #define PW_ROW1(r, acc) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(x + (r) * BLK + c), w0, acc)
@@ -507,11 +518,7 @@ __attribute__((target("avx2,fma"))) static void direct_tile_6x16_avx2(const dire
             }
         }
     __m256 out[PW_ROWS][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    size_t pos = (size_t)(oy * g->out[1] + ox0) * BLK;
-    for (int r = 0; r < PW_ROWS; r++) {
-        store_finished(a->y, a->z, pos + (size_t)r * BLK, f, out[r][0]);
-        store_finished(a->y, a->z, a->plane + pos + (size_t)r * BLK, f, out[r][1]);
-    }
+    store_tile_6x16(a->y, a->z, a->plane, (size_t)(oy * g->out[1] + ox0) * BLK, f, out);
 }
 #endif
 
@@ -550,6 +557,7 @@ typedef struct nchwc_run {
     int avx2;
     size_t chunks, panels; /* pointwise: position chunks; weight panels per image */
     int64_t rows_per_task; /* depthwise and direct: output rows per task */
+    int reorder_x, reorder_z, reorder_y; /* plain sides that go through the workspace */
     size_t row_tasks;
 } nchwc_run;
 
@@ -685,9 +693,10 @@ static ak_status nchwc_plan(ak__op_ctx *ctx, nchwc_run *r, size_t *ws_floats) {
     r->P = (uint64_t)(r->g.out[0] * r->g.out[1]);
     r->Pin = (uint64_t)(r->g.in[0] * r->g.in[1]);
     uint64_t xf = (uint64_t)r->N * (uint64_t)st->C * r->Pin, yf = (uint64_t)r->N * (uint64_t)st->M * r->P;
-    int x_plain_ok = st->kind == NCHWC_DIRECT || blocked(ctx, "x_blocked");
-    *ws_floats = (x_plain_ok ? 0 : xf) + (blocked(ctx, "y_blocked") ? 0 : yf) +
-                 (ak__op_in(ctx, 3) && !blocked(ctx, "z_blocked") ? yf : 0);
+    r->reorder_x = st->kind != NCHWC_DIRECT && !blocked(ctx, "x_blocked"); /* stems read it plain */
+    r->reorder_z = ak__op_in(ctx, 3) && !blocked(ctx, "z_blocked");
+    r->reorder_y = !blocked(ctx, "y_blocked");
+    *ws_floats = (r->reorder_x ? xf : 0) + (r->reorder_z ? yf : 0) + (r->reorder_y ? yf : 0);
     return AK_OK;
 }
 
@@ -717,19 +726,18 @@ static ak_status nchwc_run_op(ak__op_ctx *ctx) {
     const ak__tensor *B = ak__op_in(ctx, 2), *Z = ak__op_in(ctx, 3);
     float *scratch = ctx->workspace;
     r.x = ctx->inputs[0]->data;
-    if (st->kind != NCHWC_DIRECT && !blocked(ctx, "x_blocked")) {
+    if (r.reorder_x) {
         reorder(ctx->pool, r.x, scratch, r.N, st->C, r.Pin, 1);
         r.x = scratch;
         scratch += (uint64_t)r.N * (uint64_t)st->C * r.Pin;
     }
     r.z = Z ? Z->data : NULL;
-    if (Z && !blocked(ctx, "z_blocked")) {
+    if (r.reorder_z) {
         reorder(ctx->pool, Z->data, scratch, r.N, st->M, r.P, 1);
         r.z = scratch;
         scratch += Y->count;
     }
-    int y_blocked = blocked(ctx, "y_blocked");
-    r.y = y_blocked ? Y->data : scratch;
+    r.y = r.reorder_y ? scratch : Y->data;
     r.bias = B ? B->data : NULL;
     int fusable = r.act.kind == AK_NN_ACT_NONE || r.act.kind == AK_NN_ACT_RELU ||
                   r.act.kind == AK_NN_ACT_CLIP;
@@ -751,7 +759,7 @@ static ak_status nchwc_run_op(ak__op_ctx *ctx) {
         r.row_tasks = (size_t)((r.g.out[0] + r.rows_per_task - 1) / r.rows_per_task);
         ak__nn_parallel(ctx->pool, planes * r.row_tasks, 1, direct ? direct_task : dw_task, &r);
     }
-    if (!y_blocked) reorder(ctx->pool, r.y, Y->data, r.N, st->M, r.P, 0);
+    if (r.reorder_y) reorder(ctx->pool, r.y, Y->data, r.N, st->M, r.P, 0);
     return AK_OK;
 }
 
