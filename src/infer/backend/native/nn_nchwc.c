@@ -317,12 +317,12 @@ static void dw_inner_cols(const ak__nn_geom *g, int64_t *lo, int64_t *hi) {
 }
 
 static void dw_output_scalar(const ak__nn_geom *g, const dw_plane *d, int64_t oy, int64_t ox,
-                             const finish *f, const float *bias) {
+                             const finish *f) {
     int64_t ky0, ky1, kx0, kx1;
     dw_axis_range(g, 0, oy, &ky0, &ky1);
     dw_axis_range(g, 1, ox, &kx0, &kx1);
     float acc[BLK];
-    for (int l = 0; l < BLK; l++) acc[l] = bias ? bias[l] : 0.0f;
+    for (int l = 0; l < BLK; l++) acc[l] = d->bias ? d->bias[l] : 0.0f;
     for (int64_t ky = ky0; ky < ky1; ky++) {
         int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
         for (int64_t kx = kx0; kx < kx1; kx++) {
@@ -412,7 +412,7 @@ static void dw_rows(const ak__nn_geom *g, const dw_plane *d, int64_t oy0, int64_
         }
 #endif
         (void)avx2;
-        for (int64_t ox = 0; ox < g->out[1]; ox++) dw_output_scalar(g, d, oy, ox, f, d->bias);
+        for (int64_t ox = 0; ox < g->out[1]; ox++) dw_output_scalar(g, d, oy, ox, f);
     }
 }
 
