@@ -29,7 +29,7 @@
 /* FusedConv lives in com.microsoft, NchwcConv in com.accelkit; the rest run at opset 17. */
 static ak_status call_op(op_call *c, const char *op_type, uint32_t nout, ak_threadpool *pool) {
     const char *domain = strcmp(op_type, "FusedConv") == 0   ? "com.microsoft"
-                         : strcmp(op_type, "NchwcConv") == 0 ? "com.accelkit"
+                         : strncmp(op_type, "Nchwc", 5) == 0 ? "com.accelkit"
                                                              : "";
     return op_call_run(c, domain, op_type, domain[0] ? 1 : 17, nout, pool);
 }
@@ -411,9 +411,31 @@ static void test_conv_transpose_paths(void **s) {
 
 /* ---- pools: the float32 2-D loop against the generic walk on float64 ------------------ */
 
+/* NchwcMaxPool on the blocked copy of x, its AVX2 and scalar loops, against MaxPool's y
+ * (exact: a max rounds nothing). */
+static void check_nchwc_maxpool(const op_call *plain, const float *x, const int64_t *xd) {
+    uint64_t P = (uint64_t)(xd[2] * xd[3]);
+    float *xb = nchwc_reorder(x, xd[0], xd[1], P, 1);
+    for (int scalar = 0; scalar < 2; scalar++) {
+        ak__nchwc_force_scalar = scalar;
+        op_call b;
+        memset(&b, 0, sizeof b);
+        add_in(&b, AK_ELEM_F32, 4, xd, xb);
+        memcpy(b.attrs, plain->attrs, sizeof b.attrs);
+        b.nattr = plain->nattr;
+        assert_int_equal(call_op(&b, "NchwcMaxPool", 1, pools[scalar]), AK_OK);
+        assert_int_equal(b.out[0].count, plain->out[0].count);
+        if (memcmp(b.out[0].data, plain->out[0].data, b.out[0].count * sizeof(float)) != 0)
+            fail_msg("NchwcMaxPool (scalar %d) differs from MaxPool", scalar);
+        call_free(&b);
+    }
+    ak__nchwc_force_scalar = 0;
+    free(xb);
+}
+
 static void check_pool(const char *op, const int64_t *k, const int64_t *st, const int64_t *pads,
                        const int64_t *dil, int ceil_mode, int include_pad) {
-    int64_t xd[4] = {2, 3, 11, 14};
+    int64_t xd[4] = {2, 16, 11, 14}; /* 16 channels: NchwcMaxPool's two blocks */
     uint64_t n = prod(xd, 4);
     float *x = rand_f32(n);
     double *x64 = to_f64(x, n);
@@ -438,6 +460,7 @@ static void check_pool(const char *op, const int64_t *k, const int64_t *st, cons
     const double *yr = r.out[0].data;
     for (uint64_t i = 0; i < f.out[0].count; i++)
         if (fabs(yf[i] - yr[i]) > 1e-5) fail_msg("%s: %llu: %g vs %g", op, (unsigned long long)i, yf[i], yr[i]);
+    if (strcmp(op, "MaxPool") == 0) check_nchwc_maxpool(&f, x, xd);
     call_free(&f);
     call_free(&r);
     free(x);

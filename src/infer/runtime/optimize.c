@@ -389,28 +389,38 @@ static int attr_all(const ak__ir_node *n, const char *name, int64_t want) {
     return 1;
 }
 
-/* A Conv/FusedConv NchwcConv can run (a constant float32 W, output channels multiples of
- * 8): 1 for 1×1 with stride 1, no pads and input channels multiples of 8, 2 for depthwise,
- * 3 for a stem (fewer than 8 input channels, read plain). */
+/* What the blocked layout can run (a Conv/FusedConv with a constant float32 W and output
+ * channels in multiples of 8): NCHWC_POINTWISE for 1×1 with stride 1, no pads and input
+ * channels multiples of 8, NCHWC_DEPTHWISE, NCHWC_STEM (fewer than 8 input channels,
+ * read plain); NCHWC_MAXPOOL for a 2-D MaxPool without Indices (reads blocked, writes
+ * plain). */
+enum { NCHWC_NONE, NCHWC_POINTWISE, NCHWC_DEPTHWISE, NCHWC_STEM, NCHWC_MAXPOOL };
 static int nchwc_kind(const optimizer *o, const ak__exec_node *e) {
     const ak__ir_node *n = e->node;
-    if (!live(e) || !(is_op(n, "Conv") || is_fused_conv(n))) return 0;
+    if (!live(e)) return NCHWC_NONE;
+    if (is_op(n, "MaxPool")) {
+        const int64_t *k;
+        int indices = n->num_outputs > 1 && n->outputs[1] != AK_IR_NONE;
+        return !indices && ak__attr_ints(n, "kernel_shape", &k) == 2 ? NCHWC_MAXPOOL : NCHWC_NONE;
+    }
+    if (!(is_op(n, "Conv") || is_fused_conv(n))) return NCHWC_NONE;
     const ak__tensor *w = constant(o, in(n, 1));
-    if (!w || w->type != AK_ELEM_F32 || w->rank != 4 || w->dims[0] % 8 != 0) return 0;
-    int64_t group = ak__attr_int(n, "group", 1);
-    if (group == w->dims[0] && w->dims[1] == 1) return w->dims[2] * w->dims[3] <= 49 ? 2 : 0;
-    if (group == 1 && w->dims[1] < 8) return w->dims[2] * w->dims[3] <= 49 ? 3 : 0;
+    if (!w || w->type != AK_ELEM_F32 || w->rank != 4 || w->dims[0] % 8 != 0) return NCHWC_NONE;
+    int64_t group = ak__attr_int(n, "group", 1), taps = w->dims[2] * w->dims[3];
+    if (group == w->dims[0] && w->dims[1] == 1) return taps <= 49 ? NCHWC_DEPTHWISE : NCHWC_NONE;
+    if (group == 1 && w->dims[1] < 8) return taps <= 49 ? NCHWC_STEM : NCHWC_NONE;
     const char *pad = ak__attr_string(n, "auto_pad", "NOTSET");
-    return group == 1 && w->dims[1] % 8 == 0 && w->dims[2] == 1 && w->dims[3] == 1 &&
-           attr_all(n, "strides", 1) && attr_all(n, "pads", 0) &&
-           (strcmp(pad, "NOTSET") == 0 || strcmp(pad, "VALID") == 0);
+    return group == 1 && w->dims[1] % 8 == 0 && taps == 1 && attr_all(n, "strides", 1) &&
+                   attr_all(n, "pads", 0) && (strcmp(pad, "NOTSET") == 0 || strcmp(pad, "VALID") == 0)
+               ? NCHWC_POINTWISE
+               : NCHWC_NONE;
 }
 
-/* A candidate runs blocked when its X or Y is blocked, and X when it is 1×1 (reordering
- * its input would cost it as much as it gains); a plain Z it reorders. */
+/* A candidate runs blocked when its X or Y is blocked, and X when it is 1×1 or a pool
+ * (reordering its input would cost it as much as it gains); a plain Z it reorders. */
 static int nchwc_pays(const ak__ir_node *n, const uint8_t *blocked, int kind) {
     int xb = blocked[n->inputs[0]], yb = blocked[n->outputs[0]];
-    return (xb || yb) && (xb || kind != 1);
+    return (xb || yb) && (xb || (kind != NCHWC_POINTWISE && kind != NCHWC_MAXPOOL));
 }
 
 /* Which values go blocked: those a candidate writes and only candidates read, as X or Z,
@@ -419,7 +429,7 @@ static int nchwc_pays(const ak__ir_node *n, const uint8_t *blocked, int kind) {
 static void nchwc_choose(optimizer *o, uint8_t *kind, uint8_t *blocked) {
     ak_session *s = o->s;
     for (size_t k = 0; k < s->num_nodes; k++)
-        if ((kind[k] = (uint8_t)nchwc_kind(o, &s->nodes[k])))
+        if ((kind[k] = (uint8_t)nchwc_kind(o, &s->nodes[k])) && kind[k] != NCHWC_MAXPOOL)
             blocked[s->nodes[k].node->outputs[0]] = o->uses[s->nodes[k].node->outputs[0]] < (1 << 20);
     for (size_t k = 0; k < s->num_nodes; k++) {
         const ak__ir_node *n = s->nodes[k].node;
@@ -441,7 +451,8 @@ static void nchwc_choose(optimizer *o, uint8_t *kind, uint8_t *blocked) {
     }
 }
 
-/* Conv/FusedConv chains of 1×1 and depthwise layers => NchwcConv on blocked values. */
+/* Conv/FusedConv chains of 1×1 and depthwise layers (and a stem with the MaxPool after it)
+ * => NchwcConv (NchwcMaxPool) on blocked values. */
 static ak_status layout_nchwc(optimizer *o) {
     ak_session *s = o->s;
     if (!ak__param_int(AK_PARAM_CONV_NCHWC)) return AK_OK;
@@ -452,11 +463,15 @@ static ak_status layout_nchwc(optimizer *o) {
     for (size_t k = 0; st == AK_OK && k < s->num_nodes; k++) {
         if (!kind[k]) continue;
         const ak__ir_node *n = s->nodes[k].node;
-        fused_spec f = {"com.accelkit", "NchwcConv", 1, {in(n, 0), in(n, 1), in(n, 2), in(n, 3)},
-                        n->num_inputs, n->outputs[0], n, {{0}}, 0, {0}};
-        add_int_attr(&f, "x_blocked", blocked[n->inputs[0]]);
-        add_int_attr(&f, "y_blocked", blocked[n->outputs[0]]);
-        add_int_attr(&f, "z_blocked", in(n, 3) != AK_IR_NONE && blocked[in(n, 3)]);
+        int pool = kind[k] == NCHWC_MAXPOOL; /* X only, MaxPool's attributes */
+        fused_spec f = {"com.accelkit", pool ? "NchwcMaxPool" : "NchwcConv", 1,
+                        {in(n, 0), in(n, 1), in(n, 2), in(n, 3)}, pool ? 1 : n->num_inputs,
+                        n->outputs[0], n, {{0}}, 0, {0}};
+        if (!pool) {
+            add_int_attr(&f, "x_blocked", blocked[n->inputs[0]]);
+            add_int_attr(&f, "y_blocked", blocked[n->outputs[0]]);
+            add_int_attr(&f, "z_blocked", in(n, 3) != AK_IR_NONE && blocked[in(n, 3)]);
+        }
         int32_t chain[1] = {(int32_t)k};
         st = emit(o, &f, chain, 1);
     }

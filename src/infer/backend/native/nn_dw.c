@@ -215,29 +215,6 @@ dw_rows_avx2(const ak__nn_geom *g, const dw_layout *l, const float *sc, const dw
 
 /* ---- 8 planes at once, channel-interleaved ----------------------------------------- */
 
-/* r[i][j] -> r[j][i] for an 8×8 block of floats. The loops here and around its calls
- * are unrolled by pragma: at -O2 they would stay loops over arrays on the stack. */
-__attribute__((target("avx2,fma"))) static inline void transpose8(__m256 r[8]) {
-    __m256 t[8], u[8];
-#pragma GCC unroll 4
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-#pragma GCC unroll 2
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-    }
-}
-
 /* The interiors of 8 input planes (x, x + Pin, ...) into the interleaved padded layout:
  * position (row, col) holds the 8 channels' values. Padding is left as it is. */
 __attribute__((target("avx2,fma"))) static void dw8_fill(const ak__nn_geom *g,
@@ -254,7 +231,7 @@ __attribute__((target("avx2,fma"))) static void dw8_fill(const ak__nn_geom *g,
             __m256 r[8];
 #pragma GCC unroll 8
             for (int j = 0; j < 8; j++) r[j] = _mm256_maskload_ps(x + j * Pin + iy * W + ix, m);
-            transpose8(r);
+            ak__nn_transpose8x8(r);
             float *d = dst + ix * 8;
 #pragma GCC unroll 8
             for (int p = 0; p < 8; p++)
@@ -321,7 +298,7 @@ __attribute__((target("avx2,fma"))) static void dw8_store(const float *out, uint
 #pragma GCC unroll 8
         for (uint64_t p = 0; p < 8; p++)
             r[p] = p < n ? _mm256_load_ps(out + (at + p) * 8) : _mm256_setzero_ps();
-        transpose8(r);
+        ak__nn_transpose8x8(r);
 #pragma GCC unroll 8
         for (uint64_t j = 0; j < 8; j++) {
             __m256 v = ak__nn_finish8(r[j], z ? z + j * P + at : NULL, m, n == 8, k, lo, hi);

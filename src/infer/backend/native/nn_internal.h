@@ -141,7 +141,7 @@ extern const ak__op_def ak__nn_conv, ak__nn_conv_transpose, ak__nn_conv_integer,
     ak__nn_fused_conv, ak__nn_nchwc_conv;
 /* For tests (nn_nchwc.c): 1 runs NchwcConv's scalar loops even where AVX2 is active. */
 extern int ak__nchwc_force_scalar;
-extern const ak__op_def ak__nn_maxpool, ak__nn_averagepool, ak__nn_lppool;
+extern const ak__op_def ak__nn_maxpool, ak__nn_averagepool, ak__nn_lppool, ak__nn_nchwc_maxpool;
 extern const ak__op_def ak__nn_global_averagepool, ak__nn_global_maxpool,
     ak__nn_global_lppool;
 extern const ak__op_def ak__nn_batchnorm, ak__nn_instancenorm, ak__nn_lrn;

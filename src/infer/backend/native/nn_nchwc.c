@@ -165,12 +165,13 @@ __attribute__((target("avx2,fma"))) static inline void store_finished(float *y, 
                                             f->act, lo, hi));
 }
 
-/* The finished 6 × 16 tile out (rows = positions from pos, two blocks plane apart). */
+/* The first n rows of the finished 6 × 16 tile out (rows = positions from pos, two blocks
+ * plane apart). */
 __attribute__((target("avx2,fma"))) static void store_tile_6x16(float *y, const float *z,
                                                                uint64_t plane, size_t pos,
                                                                const finish *f,
-                                                               __m256 out[PW_ROWS][2]) {
-    for (int r = 0; r < PW_ROWS; r++) {
+                                                               __m256 out[PW_ROWS][2], int n) {
+    for (int r = 0; r < n; r++) {
         store_finished(y, z, pos + (size_t)r * BLK, f, out[r][0]);
         store_finished(y, z, plane + pos + (size_t)r * BLK, f, out[r][1]);
     }
@@ -212,7 +213,7 @@ __attribute__((target("avx2,fma"))) static void pw_tile_6x16_avx2(const pw_tile 
             PW_ROW2(5, c50, c51);
         }
     __m256 out[PW_ROWS][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    store_tile_6x16(t->y, t->z, t->plane, 0, f, out);
+    store_tile_6x16(t->y, t->z, t->plane, 0, f, out, PW_ROWS);
 }
 
 #define PW_ROW1(r, acc) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(x + (r) * BLK + c), w0, acc)
@@ -430,6 +431,8 @@ typedef struct direct_args {
     const float *bias, *z; /* the panel's (z blocked, at its first block), or NULL */
     float *y;              /* blocked, at the panel's first block */
     uint64_t plane;        /* floats between blocks: P·8 */
+    float *rowbuf;         /* this thread's padded rows: C·kh rows of rowbuf_width */
+    int64_t rowbuf_width;
 } direct_args;
 
 static void direct_output_scalar(const direct_args *a, int64_t oy, int64_t ox, const finish *f) {
@@ -491,50 +494,78 @@ __attribute__((target("avx2,fma"))) static void direct_output_avx2(const direct_
         acc1 = _mm256_fmadd_ps(a_, w1, acc1);                    \
     } while (0)
 
-/* Outputs (oy, ox0..ox0+5) of a two-block panel, windows inside the row. */
+/* Outputs ox0..ox0+5 of a two-block panel from the padded rows of rowbuf (see
+ * direct_fill_rows); the first n of them are stored. */
 __attribute__((target("avx2,fma"))) static void direct_tile_6x16_avx2(const direct_args *a, int64_t oy,
-                                                                      int64_t ox0, const finish *f) {
+                                                                      int64_t ox0, int n,
+                                                                      const finish *f) {
     const ak__nn_geom *g = a->g;
-    int64_t ky0, ky1, sx = g->s[1], kh = g->k[0], kw = g->k[1];
-    dw_axis_range(g, 0, oy, &ky0, &ky1);
+    int64_t sx = g->s[1], dx = g->d[1], kw = g->k[1], rows = a->C * g->k[0];
     __m256 b0 = a->bias ? _mm256_loadu_ps(a->bias) : _mm256_setzero_ps();
     __m256 b1 = a->bias ? _mm256_loadu_ps(a->bias + BLK) : _mm256_setzero_ps();
     __m256 c00 = b0, c01 = b1, c10 = b0, c11 = b1, c20 = b0, c21 = b1;
     __m256 c30 = b0, c31 = b1, c40 = b0, c41 = b1, c50 = b0, c51 = b1;
-    for (int64_t c = 0; c < a->C; c++)
-        for (int64_t ky = ky0; ky < ky1; ky++) {
-            int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
-            const float *row = a->x + (c * g->in[0] + iy) * g->in[1] + ox0 * sx - g->pb[1];
-            const float *wk = a->w + (size_t)((c * kh + ky) * kw) * 2 * BLK;
-            for (int64_t kx = 0; kx < kw; kx++, wk += 2 * BLK) {
-                const float *xr = row + kx * g->d[1];
-                __m256 w0 = _mm256_loadu_ps(wk), w1 = _mm256_loadu_ps(wk + BLK);
-                DIRECT_ROW2(0, c00, c01);
-                DIRECT_ROW2(1, c10, c11);
-                DIRECT_ROW2(2, c20, c21);
-                DIRECT_ROW2(3, c30, c31);
-                DIRECT_ROW2(4, c40, c41);
-                DIRECT_ROW2(5, c50, c51);
-            }
+    const float *wk = a->w;
+    for (int64_t k = 0; k < rows; k++) { /* (c, ky) */
+        const float *row = a->rowbuf + k * a->rowbuf_width + ox0 * sx;
+        for (int64_t kx = 0; kx < kw; kx++, wk += 2 * BLK) {
+            const float *xr = row + kx * dx;
+            __m256 w0 = _mm256_loadu_ps(wk), w1 = _mm256_loadu_ps(wk + BLK);
+            DIRECT_ROW2(0, c00, c01);
+            DIRECT_ROW2(1, c10, c11);
+            DIRECT_ROW2(2, c20, c21);
+            DIRECT_ROW2(3, c30, c31);
+            DIRECT_ROW2(4, c40, c41);
+            DIRECT_ROW2(5, c50, c51);
         }
+    }
     __m256 out[PW_ROWS][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    store_tile_6x16(a->y, a->z, a->plane, (size_t)(oy * g->out[1] + ox0) * BLK, f, out);
+    store_tile_6x16(a->y, a->z, a->plane, (size_t)(oy * g->out[1] + ox0) * BLK, f, out, n);
 }
 #endif
 
-/* Output rows [oy0, oy1): AVX2 takes the columns whose windows lie inside the row 6 at a
- * time (two-block panels), every other output one at a time with its window clipped. */
+/* Floats per (c, ky) row of a direct layer's padded row buffer: every column that whole
+ * 6-output tiles over an output row read. */
+static int64_t direct_rowbuf_width(const ak__nn_geom *g) {
+    int64_t tiles = (g->out[1] + PW_ROWS - 1) / PW_ROWS;
+    return (tiles * PW_ROWS - 1) * g->s[1] + (g->k[1] - 1) * g->d[1] + 1;
+}
+
+/* rowbuf = the input rows (c, ky) under output row oy, column j holding x[.., j − pad],
+ * zeros outside the image: every tile then reads whole windows, with no bounds tests and
+ * no one-output-at-a-time border columns (a fifth of a stem's time). */
+static void direct_fill_rows(const direct_args *a, int64_t oy) {
+    const ak__nn_geom *g = a->g;
+    int64_t H = g->in[0], W = g->in[1], bw = a->rowbuf_width, pad = g->pb[1];
+    int64_t lead = pad < bw ? pad : bw, copy = W < bw - lead ? W : bw - lead;
+    float *d = a->rowbuf;
+    for (int64_t c = 0; c < a->C; c++)
+        for (int64_t ky = 0; ky < g->k[0]; ky++, d += bw) {
+            int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
+            if (iy < 0 || iy >= H) {
+                memset(d, 0, (size_t)bw * sizeof *d);
+                continue;
+            }
+            memset(d, 0, (size_t)lead * sizeof *d);
+            memcpy(d + lead, a->x + (c * H + iy) * W, (size_t)copy * sizeof *d);
+            memset(d + lead + copy, 0, (size_t)(bw - lead - copy) * sizeof *d);
+        }
+}
+
+/* Output rows [oy0, oy1): AVX2 runs two-block panels 6 outputs at a time over padded rows,
+ * a single block one output at a time with its window clipped; the scalar loops too. */
 static void direct_rows(const direct_args *a, int64_t oy0, int64_t oy1, const finish *f, int avx2) {
-    int64_t in_lo, in_hi, OW = a->g->out[1];
-    dw_inner_cols(a->g, &in_lo, &in_hi);
+    int64_t OW = a->g->out[1];
     for (int64_t oy = oy0; oy < oy1; oy++) {
 #ifdef NCHWC_X86
+        if (avx2 && a->nb == 2) {
+            direct_fill_rows(a, oy);
+            for (int64_t ox = 0; ox < OW; ox += PW_ROWS)
+                direct_tile_6x16_avx2(a, oy, ox, OW - ox < PW_ROWS ? (int)(OW - ox) : PW_ROWS, f);
+            continue;
+        }
         if (avx2) {
-            int64_t ox = 0;
-            for (; ox < in_lo; ox++) direct_output_avx2(a, oy, ox, f);
-            if (a->nb == 2)
-                for (; ox + PW_ROWS <= in_hi; ox += PW_ROWS) direct_tile_6x16_avx2(a, oy, ox, f);
-            for (; ox < OW; ox++) direct_output_avx2(a, oy, ox, f);
+            for (int64_t ox = 0; ox < OW; ox++) direct_output_avx2(a, oy, ox, f);
             continue;
         }
 #endif
@@ -559,6 +590,8 @@ typedef struct nchwc_run {
     int64_t rows_per_task; /* depthwise and direct: output rows per task */
     int reorder_x, reorder_z, reorder_y; /* plain sides that go through the workspace */
     size_t row_tasks;
+    float *rowbufs;       /* direct: one padded row buffer per thread, from the workspace */
+    size_t rowbuf_floats; /* direct: floats of one */
 } nchwc_run;
 
 /* A pass of an activation the finish cannot apply, over n floats at y. */
@@ -605,7 +638,6 @@ static void dw_task(void *vr, size_t begin, size_t end, int tid) {
 
 /* Task i = (image, panel, band of rows_per_task output rows). */
 static void direct_task(void *vr, size_t begin, size_t end, int tid) {
-    (void)tid;
     const nchwc_run *r = vr;
     const nchwc_state *st = r->st;
     size_t mb = (size_t)st->M / BLK;
@@ -618,7 +650,8 @@ static void direct_task(void *vr, size_t begin, size_t end, int tid) {
         uint64_t ybase = (n * mb + 2 * j) * r->P * BLK, plane = r->P * BLK;
         direct_args a = {&r->g, r->x + n * (size_t)st->C * r->Pin, st->C, st->w + j * (size_t)st->K * 16,
                          nb, r->bias ? r->bias + 2 * j * BLK : NULL, r->z ? r->z + ybase : NULL,
-                         r->y + ybase, plane};
+                         r->y + ybase, plane, r->rowbufs + (size_t)tid * r->rowbuf_floats,
+                         direct_rowbuf_width(&r->g)};
         direct_rows(&a, oy0, oy1, &r->fin, r->avx2);
         size_t first = (size_t)(oy0 * r->g.out[1]) * BLK, n_out = (size_t)((oy1 - oy0) * r->g.out[1]) * BLK;
         for (int b = 0; b < nb; b++) late_activation(r, r->y + ybase + b * plane + first, n_out);
@@ -669,7 +702,8 @@ static int blocked(const ak__op_ctx *ctx, const char *side) {
     return ak__attr_int(ctx->node, side, 0) != 0;
 }
 
-/* Geometry and checks shared by reshape and run; *ws_floats: the reorder scratch. */
+/* Geometry and checks shared by reshape and run; *ws_floats: the reorder scratch and the
+ * direct kind's row buffers. */
 static ak_status nchwc_plan(ak__op_ctx *ctx, nchwc_run *r, size_t *ws_floats) {
     const nchwc_state *st = ctx->state;
     const ak__tensor *X, *W, *B = ak__op_in(ctx, 2);
@@ -696,7 +730,10 @@ static ak_status nchwc_plan(ak__op_ctx *ctx, nchwc_run *r, size_t *ws_floats) {
     r->reorder_x = st->kind != NCHWC_DIRECT && !blocked(ctx, "x_blocked"); /* stems read it plain */
     r->reorder_z = ak__op_in(ctx, 3) && !blocked(ctx, "z_blocked");
     r->reorder_y = !blocked(ctx, "y_blocked");
-    *ws_floats = (r->reorder_x ? xf : 0) + (r->reorder_z ? yf : 0) + (r->reorder_y ? yf : 0);
+    if (st->kind == NCHWC_DIRECT)
+        r->rowbuf_floats = (size_t)(st->C * r->g.k[0] * direct_rowbuf_width(&r->g));
+    *ws_floats = (r->reorder_x ? xf : 0) + (r->reorder_z ? yf : 0) + (r->reorder_y ? yf : 0) +
+                 r->rowbuf_floats * (size_t)ak__nn_pool_threads(ctx);
     return AK_OK;
 }
 
@@ -738,6 +775,8 @@ static ak_status nchwc_run_op(ak__op_ctx *ctx) {
         scratch += Y->count;
     }
     r.y = r.reorder_y ? scratch : Y->data;
+    if (r.reorder_y) scratch += Y->count;
+    r.rowbufs = scratch;
     r.bias = B ? B->data : NULL;
     int fusable = r.act.kind == AK_NN_ACT_NONE || r.act.kind == AK_NN_ACT_RELU ||
                   r.act.kind == AK_NN_ACT_CLIP;

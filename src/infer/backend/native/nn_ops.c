@@ -9,6 +9,6 @@ const ak__op_def *const ak__ops_nn[] = {
     &ak__nn_global_maxpool, &ak__nn_global_averagepool, &ak__nn_global_lppool,
     &ak__nn_batchnorm,     &ak__nn_instancenorm,       &ak__nn_lrn,
     &ak__nn_gemm,          &ak__nn_matmul,             &ak__nn_matmul_integer,
-    &ak__nn_fused_conv,    &ak__nn_nchwc_conv,
+    &ak__nn_fused_conv,    &ak__nn_nchwc_conv, &ak__nn_nchwc_maxpool,
     NULL,
 };

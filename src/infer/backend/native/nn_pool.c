@@ -9,7 +9,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/init.h"
 #include "infer/backend/native/nn_internal.h"
+#if defined(__x86_64__) || defined(__i386__)
+#include "infer/backend/native/nn_avx2.h"
+#define POOL_X86 1
+#endif
 
 enum { POOL_MAX, POOL_AVG, POOL_LP };
 
@@ -283,6 +288,127 @@ static void global_f32_task(void *vj, size_t begin, size_t end, int tid) {
     }
 }
 
+/* ---- blocked input (com.accelkit NchwcMaxPool) -------------------------------------- */
+
+/* MaxPool over a blocked X (N, C/8, H, W, 8), what the layout pass makes of a MaxPool that
+ * reads a blocked stem (ResNet's): the 8 channels of a position are maxed together (8
+ * lanes the compiler vectorizes), one output row of a block at a time, and the row is
+ * written out plain, so no reorder of the (4× larger) input is needed. */
+#define NCHWC_BLK 8
+
+/* yb[0..n) = outputs (oy, ox0..ox0+n) of one block, 8 channels each. */
+static void nchwc_maxpool_row(const pool_plan *pl, const float *xb, int64_t oy, int64_t ox0,
+                              int64_t n, float *yb) {
+    const ak__nn_geom *g = &pl->g;
+    int64_t H = g->in[0], W = g->in[1];
+    int64_t y0 = oy * g->s[0] - g->pb[0];
+    for (int64_t ox = 0; ox < n; ox++) {
+        int64_t x0 = (ox0 + ox) * g->s[1] - g->pb[1];
+        float acc[NCHWC_BLK];
+        for (int l = 0; l < NCHWC_BLK; l++) acc[l] = -FLT_MAX;
+        for (int64_t ky = 0; ky < g->k[0]; ky++) {
+            int64_t iy = y0 + ky * g->d[0];
+            if (iy < 0 || iy >= H) continue;
+            for (int64_t kx = 0; kx < g->k[1]; kx++) {
+                int64_t ix = x0 + kx * g->d[1];
+                if (ix < 0 || ix >= W) continue;
+                const float *v = xb + (iy * W + ix) * NCHWC_BLK;
+                for (int l = 0; l < NCHWC_BLK; l++) acc[l] = v[l] > acc[l] ? v[l] : acc[l];
+            }
+        }
+        for (int l = 0; l < NCHWC_BLK; l++) yb[ox * NCHWC_BLK + l] = acc[l];
+    }
+}
+
+#ifdef POOL_X86
+/* The same with the 8 lanes in one vector; then row[0..n) is transposed into the 8 planes
+ * of y (plane stride P) 8 outputs at a time. */
+__attribute__((target("avx2,fma"))) static void nchwc_maxpool_row_avx2(const pool_plan *pl,
+                                                                  const float *xb, int64_t oy,
+                                                                  int64_t ox0, int64_t n, float *y) {
+    const ak__nn_geom *g = &pl->g;
+    int64_t H = g->in[0], W = g->in[1], y0 = oy * g->s[0] - g->pb[0];
+    __m256 row[8];
+    for (int64_t ox = 0; ox < n; ox += 8) {
+        int m = n - ox < 8 ? (int)(n - ox) : 8;
+        for (int j = 0; j < m; j++) {
+            int64_t x0 = (ox0 + ox + j) * g->s[1] - g->pb[1];
+            __m256 acc = _mm256_set1_ps(-FLT_MAX);
+            for (int64_t ky = 0; ky < g->k[0]; ky++) {
+                int64_t iy = y0 + ky * g->d[0];
+                if (iy < 0 || iy >= H) continue;
+                for (int64_t kx = 0; kx < g->k[1]; kx++) {
+                    int64_t ix = x0 + kx * g->d[1];
+                    if (ix >= 0 && ix < W)
+                        acc = _mm256_max_ps(_mm256_loadu_ps(xb + (iy * W + ix) * NCHWC_BLK), acc);
+                }
+            }
+            row[j] = acc;
+        }
+        if (m == 8) {
+            ak__nn_transpose8x8(row);
+            for (int l = 0; l < NCHWC_BLK; l++) _mm256_storeu_ps(y + l * pl->P + ox, row[l]);
+        } else {
+            float t[8][NCHWC_BLK];
+            for (int j = 0; j < m; j++) _mm256_storeu_ps(t[j], row[j]);
+            for (int l = 0; l < NCHWC_BLK; l++)
+                for (int j = 0; j < m; j++) y[l * pl->P + ox + j] = t[j][l];
+        }
+    }
+}
+#endif
+
+/* Task i = (image and block of 8 channels, output row). */
+static void nchwc_maxpool_task(void *vj, size_t begin, size_t end, int tid) {
+    (void)tid;
+    const pool_job *job = vj;
+    const pool_plan *pl = job->pl;
+    uint64_t OH = (uint64_t)pl->g.out[0], OW = (uint64_t)pl->g.out[1];
+    float row[64 * NCHWC_BLK];
+    for (size_t i = begin; i < end; i++) {
+        uint64_t block = i / OH, oy = i % OH;
+        const float *xb = (const float *)job->X->data + block * pl->Pin * NCHWC_BLK;
+        float *y = (float *)job->Y->data + block * NCHWC_BLK * pl->P + oy * OW;
+#ifdef POOL_X86
+        if (ak__cpu_active_avx2() && !ak__nchwc_force_scalar) {
+            nchwc_maxpool_row_avx2(pl, xb, (int64_t)oy, 0, (int64_t)OW, y);
+            continue;
+        }
+#endif
+        for (uint64_t ox0 = 0; ox0 < OW; ox0 += 64) { /* the row in pieces of 64 outputs */
+            uint64_t n = OW - ox0 < 64 ? OW - ox0 : 64;
+            nchwc_maxpool_row(pl, xb, (int64_t)oy, (int64_t)ox0, (int64_t)n, row);
+            for (int l = 0; l < NCHWC_BLK; l++)
+                for (uint64_t ox = 0; ox < n; ox++) y[l * pl->P + ox0 + ox] = row[ox * NCHWC_BLK + l];
+        }
+    }
+}
+
+static ak_status nchwc_maxpool_plan(ak__op_ctx *ctx, pool_plan *pl) {
+    AK_CHECK(pool_plan_make(ctx, POOL_MAX, 0, pl));
+    const ak__tensor *X = ctx->inputs[0];
+    if (X->type != AK_ELEM_F32 || X->rank != 4 || X->dims[1] % NCHWC_BLK)
+        return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED,
+                          "a blocked X is float32 (N, C, H, W) with C a multiple of 8");
+    return AK_OK;
+}
+
+static ak_status nchwc_maxpool_reshape(ak__op_ctx *ctx) {
+    pool_plan pl;
+    AK_CHECK(nchwc_maxpool_plan(ctx, &pl));
+    int64_t dims[4] = {ctx->inputs[0]->dims[0], ctx->inputs[0]->dims[1], pl.g.out[0], pl.g.out[1]};
+    return ak__op_set_output(ctx, 0, AK_ELEM_F32, 4, dims);
+}
+
+static ak_status nchwc_maxpool_run(ak__op_ctx *ctx) {
+    pool_plan pl;
+    AK_CHECK(nchwc_maxpool_plan(ctx, &pl));
+    pool_job job = {&pl, ctx->inputs[0], ak__op_out(ctx, 0), NULL};
+    if (!job.Y || job.Y->count == 0) return AK_OK;
+    size_t tasks = (size_t)(pl.planes / NCHWC_BLK * (uint64_t)pl.g.out[0]);
+    return ak_threadpool_parallel_for(ctx->pool, tasks, 1, nchwc_maxpool_task, &job);
+}
+
 /* ---- operators --------------------------------------------------------------------- */
 
 static ak_status pool_reshape_common(ak__op_ctx *ctx, int kind, int global) {
@@ -341,5 +467,8 @@ const ak__op_def ak__nn_global_maxpool = {"", "GlobalMaxPool", 1, 0, NULL, NULL,
                                           gmaxpool_reshape, gmaxpool_run};
 const ak__op_def ak__nn_global_averagepool = {"", "GlobalAveragePool", 1, 0, NULL, NULL,
                                               gavgpool_reshape, gavgpool_run};
+/* com.accelkit NchwcMaxPool: MaxPool's attributes, X blocked (see above), Y plain. */
+const ak__op_def ak__nn_nchwc_maxpool = {"com.accelkit", "NchwcMaxPool", 1, 0, NULL, NULL,
+                                         nchwc_maxpool_reshape, nchwc_maxpool_run};
 const ak__op_def ak__nn_global_lppool = {"", "GlobalLpPool", 1, 0, NULL, NULL,
                                          glppool_reshape, glppool_run};
