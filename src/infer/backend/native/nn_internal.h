@@ -139,6 +139,8 @@ void ak__nn_parallel(ak_threadpool *pool, size_t n, size_t grain, ak_parallel_fn
 /* Op definitions (one file each group). */
 extern const ak__op_def ak__nn_conv, ak__nn_conv_transpose, ak__nn_conv_integer,
     ak__nn_fused_conv, ak__nn_nchwc_conv;
+/* Channels per block of the NCHWc layout (NchwcConv, NchwcMaxPool): one AVX2 vector. */
+#define AK_NN_NCHWC_BLOCK 8
 /* For tests (nn_nchwc.c): 1 runs NchwcConv's scalar loops even where AVX2 is active. */
 extern int ak__nchwc_force_scalar;
 extern const ak__op_def ak__nn_maxpool, ak__nn_averagepool, ak__nn_lppool, ak__nn_nchwc_maxpool;

@@ -31,7 +31,7 @@
 #define NCHWC_X86 1
 #endif
 
-#define BLK 8
+#define BLK AK_NN_NCHWC_BLOCK
 #define PW_ROWS 6 /* positions per pointwise tile */
 #define PW_CHUNK 96 /* positions per pointwise task (16 tiles) */
 
@@ -189,11 +189,24 @@ __attribute__((target("avx2,fma"))) static inline __m256 pw_bias(const pw_tile *
 
 /* One row of a two-block tile: input value c of position r against both weight vectors.
  * Named accumulators (no arrays) keep all twelve in registers. */
-#define PW_ROW2(r, acc0, acc1)                                   \
+/* One step of a 6 × 16 tile: the input values xp[0], xp[step], …, xp[5·step] (one per
+ * position) against the weight vectors w0 and w1, into the accumulators c00 … c51. */
+#define TILE_ROW2(x_, r, acc0, acc1)                             \
     do {                                                         \
-        __m256 a_ = _mm256_broadcast_ss(x + (r) * BLK + c);      \
+        __m256 a_ = _mm256_broadcast_ss(x_ + (r) * step_);       \
         acc0 = _mm256_fmadd_ps(a_, w0, acc0);                    \
         acc1 = _mm256_fmadd_ps(a_, w1, acc1);                    \
+    } while (0)
+#define TILE_6X16_FMA(xp, step)                                  \
+    do {                                                         \
+        const float *x6_ = (xp);                                 \
+        int64_t step_ = (step);                                  \
+        TILE_ROW2(x6_, 0, c00, c01);                             \
+        TILE_ROW2(x6_, 1, c10, c11);                             \
+        TILE_ROW2(x6_, 2, c20, c21);                             \
+        TILE_ROW2(x6_, 3, c30, c31);                             \
+        TILE_ROW2(x6_, 4, c40, c41);                             \
+        TILE_ROW2(x6_, 5, c50, c51);                             \
     } while (0)
 
 /* 6 positions × 16 output channels. */
@@ -205,12 +218,7 @@ __attribute__((target("avx2,fma"))) static void pw_tile_6x16_avx2(const pw_tile 
     for (size_t cb = 0; cb < t->kb; cb++, x += t->plane)
         for (int c = 0; c < BLK; c++, w += 2 * BLK) {
             __m256 w0 = _mm256_loadu_ps(w), w1 = _mm256_loadu_ps(w + BLK);
-            PW_ROW2(0, c00, c01);
-            PW_ROW2(1, c10, c11);
-            PW_ROW2(2, c20, c21);
-            PW_ROW2(3, c30, c31);
-            PW_ROW2(4, c40, c41);
-            PW_ROW2(5, c50, c51);
+            TILE_6X16_FMA(x + c, BLK);
         }
     __m256 out[PW_ROWS][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
     store_tile_6x16(t->y, t->z, t->plane, 0, f, out, PW_ROWS);
@@ -487,13 +495,6 @@ __attribute__((target("avx2,fma"))) static void direct_output_avx2(const direct_
     if (a->nb == 2) store_finished(a->y, a->z, a->plane + pos, f, c1);
 }
 
-#define DIRECT_ROW2(r, acc0, acc1)                               \
-    do {                                                         \
-        __m256 a_ = _mm256_broadcast_ss(xr + (r) * sx);          \
-        acc0 = _mm256_fmadd_ps(a_, w0, acc0);                    \
-        acc1 = _mm256_fmadd_ps(a_, w1, acc1);                    \
-    } while (0)
-
 /* Outputs ox0..ox0+5 of a two-block panel from the padded rows of rowbuf (see
  * direct_fill_rows); the first n of them are stored. */
 __attribute__((target("avx2,fma"))) static void direct_tile_6x16_avx2(const direct_args *a, int64_t oy,
@@ -509,14 +510,8 @@ __attribute__((target("avx2,fma"))) static void direct_tile_6x16_avx2(const dire
     for (int64_t k = 0; k < rows; k++) { /* (c, ky) */
         const float *row = a->rowbuf + k * a->rowbuf_width + ox0 * sx;
         for (int64_t kx = 0; kx < kw; kx++, wk += 2 * BLK) {
-            const float *xr = row + kx * dx;
             __m256 w0 = _mm256_loadu_ps(wk), w1 = _mm256_loadu_ps(wk + BLK);
-            DIRECT_ROW2(0, c00, c01);
-            DIRECT_ROW2(1, c10, c11);
-            DIRECT_ROW2(2, c20, c21);
-            DIRECT_ROW2(3, c30, c31);
-            DIRECT_ROW2(4, c40, c41);
-            DIRECT_ROW2(5, c50, c51);
+            TILE_6X16_FMA(row + kx * dx, sx);
         }
     }
     __m256 out[PW_ROWS][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};

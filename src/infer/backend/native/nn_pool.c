@@ -291,10 +291,11 @@ static void global_f32_task(void *vj, size_t begin, size_t end, int tid) {
 /* ---- blocked input (com.accelkit NchwcMaxPool) -------------------------------------- */
 
 /* MaxPool over a blocked X (N, C/8, H, W, 8), what the layout pass makes of a MaxPool that
- * reads a blocked stem (ResNet's): the 8 channels of a position are maxed together (8
- * lanes the compiler vectorizes), one output row of a block at a time, and the row is
- * written out plain, so no reorder of the (4× larger) input is needed. */
-#define NCHWC_BLK 8
+ * reads a blocked stem (ResNet's): the 8 channels of a position are maxed together (one
+ * vector with AVX2; the portable loop below is the reference the tests hold it to), one
+ * output row of a block at a time, and the row is written out plain, so no reorder of the
+ * (4× larger) input is needed. */
+#define NCHWC_BLK AK_NN_NCHWC_BLOCK
 
 /* yb[0..n) = outputs (oy, ox0..ox0+n) of one block, 8 channels each. */
 static void nchwc_maxpool_row(const pool_plan *pl, const float *xb, int64_t oy, int64_t ox0,
@@ -321,18 +322,18 @@ static void nchwc_maxpool_row(const pool_plan *pl, const float *xb, int64_t oy, 
 }
 
 #ifdef POOL_X86
-/* The same with the 8 lanes in one vector; then row[0..n) is transposed into the 8 planes
+/* Output row oy of one block with the 8 lanes in one vector, transposed into the 8 planes
  * of y (plane stride P) 8 outputs at a time. */
 __attribute__((target("avx2,fma"))) static void nchwc_maxpool_row_avx2(const pool_plan *pl,
                                                                   const float *xb, int64_t oy,
-                                                                  int64_t ox0, int64_t n, float *y) {
+                                                                  float *y) {
     const ak__nn_geom *g = &pl->g;
-    int64_t H = g->in[0], W = g->in[1], y0 = oy * g->s[0] - g->pb[0];
+    int64_t H = g->in[0], W = g->in[1], n = g->out[1], y0 = oy * g->s[0] - g->pb[0];
     __m256 row[8];
     for (int64_t ox = 0; ox < n; ox += 8) {
         int m = n - ox < 8 ? (int)(n - ox) : 8;
         for (int j = 0; j < m; j++) {
-            int64_t x0 = (ox0 + ox + j) * g->s[1] - g->pb[1];
+            int64_t x0 = (ox + j) * g->s[1] - g->pb[1];
             __m256 acc = _mm256_set1_ps(-FLT_MAX);
             for (int64_t ky = 0; ky < g->k[0]; ky++) {
                 int64_t iy = y0 + ky * g->d[0];
@@ -371,7 +372,7 @@ static void nchwc_maxpool_task(void *vj, size_t begin, size_t end, int tid) {
         float *y = (float *)job->Y->data + block * NCHWC_BLK * pl->P + oy * OW;
 #ifdef POOL_X86
         if (ak__cpu_active_avx2() && !ak__nchwc_force_scalar) {
-            nchwc_maxpool_row_avx2(pl, xb, (int64_t)oy, 0, (int64_t)OW, y);
+            nchwc_maxpool_row_avx2(pl, xb, (int64_t)oy, y);
             continue;
         }
 #endif
