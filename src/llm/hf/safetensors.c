@@ -99,7 +99,10 @@ static ak_status parse_offsets(const parse_ctx *c, const char *name, const cJSON
                        "the end of the data (%llu bytes)", c->what, name,
                        (unsigned long long)begin, (unsigned long long)end,
                        (unsigned long long)c->data_size);
-    if (!shape_bytes(t, &need) || need != end - begin)
+    if (!shape_bytes(t, &need))
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s: tensor '%s': the byte size of its %s shape "
+                       "overflows 64 bits", c->what, name, ak__st_dtype_name(t->dtype));
+    if (need != end - begin)
         return AK_FAIL(AK_ERR_INVALID_MODEL, "%s: tensor '%s': %s shape needs %llu bytes but "
                        "data_offsets span %llu", c->what, name, ak__st_dtype_name(t->dtype),
                        (unsigned long long)need, (unsigned long long)(end - begin));
