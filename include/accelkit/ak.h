@@ -126,8 +126,9 @@ typedef void (*ak_parallel_fn)(void *ctx, size_t begin, size_t end, int thread_i
 AK_API ak_status ak_threadpool_create(int nthreads, ak_threadpool **out);
 AK_API void ak_threadpool_free(ak_threadpool *pool);
 AK_API ak_status ak_threadpool_size(const ak_threadpool *pool, int *out);
-/* Splits [0, n) into chunks of at least `grain` items (0 = automatic) handed out
- * dynamically. Returns when all chunks are done. Not reentrant on the same pool: a
+/* Splits [0, n) into chunks of at least `grain` items (0 = automatic); thread t starts on
+ * the t-th contiguous share of them and takes over what is left of the others' when done.
+ * Returns when all chunks are done. Not reentrant on the same pool: a
  * nested call from inside fn runs serially on the calling thread. */
 AK_API ak_status ak_threadpool_parallel_for(ak_threadpool *pool, size_t n, size_t grain,
                                             ak_parallel_fn fn, void *ctx);

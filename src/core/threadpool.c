@@ -1,11 +1,20 @@
 /* Persistent thread pool with a low-latency parallel-for.
  *
  * Dispatch: the caller publishes a job and bumps `generation`; workers that are spinning
- * see it within ~100 ns, sleeping ones are woken with one futex call. Chunks of the index
- * space are claimed with an atomic counter, so uneven chunks balance themselves. After a
- * job, workers spin for AK_POOL_SPIN_US (so back-to-back calls stay fast) and then sleep
- * on the futex: an idle pool uses no CPU. The caller is thread 0 and works too. */
+ * see it within ~100 ns, sleeping ones are woken with one futex call. After a job,
+ * workers spin for AK_POOL_SPIN_US (so back-to-back calls stay fast) and then sleep on
+ * the futex: an idle pool uses no CPU. The caller is thread 0 and works too.
+ *
+ * Chunks: thread t owns the t-th contiguous share of the chunks and claims them front to
+ * back from its own cache line; a thread done with its share steals from the back of the
+ * others', so uneven chunks and a slow core still balance. Owning a fixed share keeps a
+ * thread on the same part of the data from one call to the next (a layer's output rows
+ * are mostly read by the thread that wrote them), which matters when the cores do not
+ * share a cache: on the 2-vCPU VM, phases where the vCPUs sat on different CCDs (350 ns
+ * instead of 70 ns cache-line round trip) made ResNet-50 ~45 % slower with one shared
+ * chunk counter, whose every claim also bounced a line between them. */
 #include <limits.h>
+#include <stdint.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,6 +31,13 @@ typedef struct pool_job {
     size_t n, grain, nchunks;
 } pool_job;
 
+/* One thread's share of the chunks, [front, back) packed as front << 32 | back, alone on
+ * its cache line: the owner takes the front, thieves the back. */
+typedef struct chunk_share {
+    _Atomic uint64_t range;
+    char pad[64 - sizeof(uint64_t)];
+} chunk_share;
+
 struct ak_threadpool {
     int nthreads; /* including the caller */
     pthread_t *threads;
@@ -32,7 +48,7 @@ struct ak_threadpool {
     _Atomic uint32_t sleepers;   /* workers in (or about to enter) futex_wait */
     _Atomic uint32_t active;     /* futex word: workers still inside the current job */
     _Atomic uint32_t caller_sleeping;
-    _Atomic size_t next_chunk;
+    chunk_share *shares; /* one per thread */
     _Atomic int stop;
 };
 
@@ -69,15 +85,49 @@ static uint32_t spin_while_equal(_Atomic uint32_t *word, uint32_t seen, uint64_t
     }
 }
 
+#define SHARE_FRONT(r) ((uint32_t)((r) >> 32))
+#define SHARE_BACK(r) ((uint32_t)(r))
+#define SHARE_RANGE(front, back) ((uint64_t)(front) << 32 | (uint64_t)(back))
+
+/* Claims one chunk of `share`: its front (own) or its back (stolen). 0 when empty. */
+static int claim_chunk(chunk_share *share, int from_back, uint32_t *chunk) {
+    uint64_t r = atomic_load_explicit(&share->range, memory_order_relaxed);
+    for (;;) {
+        uint32_t front = SHARE_FRONT(r), back = SHARE_BACK(r);
+        if (front >= back) return 0;
+        uint64_t next = from_back ? SHARE_RANGE(front, back - 1) : SHARE_RANGE(front + 1, back);
+        if (atomic_compare_exchange_weak_explicit(&share->range, &r, next, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            *chunk = from_back ? back - 1 : front;
+            return 1;
+        }
+    }
+}
+
+static void run_chunk(const pool_job *job, uint32_t c, int thread_index) {
+    size_t begin = (size_t)c * job->grain;
+    size_t end = begin + job->grain < job->n ? begin + job->grain : job->n;
+    job->fn(job->ctx, begin, end, thread_index);
+}
+
+/* This thread's share, then what is left of the others'. */
 static void run_chunks(ak_threadpool *pool, int thread_index) {
     const pool_job *job = &pool->job;
-    for (;;) {
-        size_t c = atomic_fetch_add_explicit(&pool->next_chunk, 1, memory_order_relaxed);
-        if (c >= job->nchunks) return;
-        size_t begin = c * job->grain;
-        size_t end = begin + job->grain < job->n ? begin + job->grain : job->n;
-        job->fn(job->ctx, begin, end, thread_index);
+    uint32_t c;
+    while (claim_chunk(&pool->shares[thread_index], 0, &c)) run_chunk(job, c, thread_index);
+    for (int i = 1; i < pool->nthreads; i++) {
+        chunk_share *victim = &pool->shares[(thread_index + i) % pool->nthreads];
+        while (claim_chunk(victim, 1, &c)) run_chunk(job, c, thread_index);
     }
+}
+
+/* Thread t's share: the t-th of nthreads contiguous, near-equal parts of the chunks. */
+static void deal_chunks(ak_threadpool *pool, size_t nchunks) {
+    size_t t = (size_t)pool->nthreads;
+    for (size_t i = 0; i < t; i++)
+        atomic_store_explicit(&pool->shares[i].range,
+                              SHARE_RANGE(nchunks * i / t, nchunks * (i + 1) / t),
+                              memory_order_relaxed);
 }
 
 static uint32_t wait_for_new_generation(ak_threadpool *pool, uint32_t seen) {
@@ -156,12 +206,15 @@ ak_status ak_threadpool_create(int nthreads, ak_threadpool **out) {
     pool->nthreads = nthreads ? nthreads : default_threads();
     pool->spin_ns = (uint64_t)ak__param_int(AK_PARAM_POOL_SPIN_US) * 1000u;
     pool->threads = calloc((size_t)pool->nthreads, sizeof *pool->threads);
+    pool->shares = aligned_alloc(64, (size_t)pool->nthreads * sizeof *pool->shares);
     pthread_mutex_init(&pool->submit_lock, NULL);
-    ak_status st = pool->threads ? start_workers(pool)
-                                 : AK_FAIL(AK_ERR_NO_MEMORY, "thread pool: out of memory");
+    ak_status st = pool->threads && pool->shares
+                       ? start_workers(pool)
+                       : AK_FAIL(AK_ERR_NO_MEMORY, "thread pool: out of memory");
     if (st != AK_OK) {
         pthread_mutex_destroy(&pool->submit_lock);
         free(pool->threads);
+        free(pool->shares);
         free(pool);
         return st;
     }
@@ -174,6 +227,7 @@ void ak_threadpool_free(ak_threadpool *pool) {
     stop_workers(pool, pool->nthreads - 1);
     pthread_mutex_destroy(&pool->submit_lock);
     free(pool->threads);
+    free(pool->shares);
     free(pool);
 }
 
@@ -201,8 +255,9 @@ ak_status ak_threadpool_parallel_for(ak_threadpool *pool, size_t n, size_t grain
         fn(ctx, 0, n, 0);
         return AK_OK;
     }
+    if ((n + grain - 1) / grain > UINT32_MAX) grain = n / UINT32_MAX + 1; /* shares count in 32 bits */
     pool->job = (pool_job){fn, ctx, n, grain, (n + grain - 1) / grain};
-    atomic_store_explicit(&pool->next_chunk, 0, memory_order_relaxed);
+    deal_chunks(pool, pool->job.nchunks);
     atomic_store(&pool->active, (uint32_t)(pool->nthreads - 1));
     atomic_fetch_add(&pool->generation, 1); /* publishes job (seq_cst) */
     if (atomic_load(&pool->sleepers)) futex_wake(&pool->generation, INT_MAX);

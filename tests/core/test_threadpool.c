@@ -1,5 +1,6 @@
-/* Tests of the thread pool: every index exactly once, nesting, concurrent callers, and
- * that an idle pool sleeps instead of spinning. */
+/* Tests of the thread pool: every index exactly once, a slow thread's share taken over by
+ * the others, nesting, concurrent callers, and that an idle pool sleeps instead of
+ * spinning. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -48,6 +49,37 @@ static void test_every_index_once(void **state) {
             for (size_t g = 0; g < sizeof grains / sizeof *grains; g++)
                 check_coverage(pool, sizes[s], grains[g]);
         for (int rep = 0; rep < 2000; rep++) check_coverage(pool, 4, 1); /* back to back */
+        ak_threadpool_free(pool);
+    }
+}
+
+/* Records who ran each index; the workers (thread_index > 0) are slow. */
+static void slow_workers(void *ctx, size_t begin, size_t end, int thread_index) {
+    _Atomic int *ran_by = ctx;
+    for (size_t i = begin; i < end; i++) {
+        atomic_store(&ran_by[i], thread_index + 1);
+        if (thread_index > 0) nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    }
+}
+
+/* Each thread owns a contiguous share of the chunks; the caller, done with its own, must
+ * take over the slow workers' shares instead of waiting ~20 ms per chunk for them. */
+static void test_slow_threads_shares_are_taken_over(void **state) {
+    (void)state;
+    enum { N = 24 };
+    for (int threads = 2; threads <= 3; threads++) {
+        ak_threadpool *pool;
+        assert_int_equal(ak_threadpool_create(threads, &pool), AK_OK);
+        _Atomic int ran_by[N] = {0};
+        assert_int_equal(ak_threadpool_parallel_for(pool, N, 1, slow_workers, ran_by), AK_OK);
+        int by_caller = 0;
+        for (int i = 0; i < N; i++) {
+            assert_true(ran_by[i] >= 1 && ran_by[i] <= threads);
+            by_caller += ran_by[i] == 1;
+        }
+        if (by_caller < N / 2 + 2)
+            fail_msg("%d threads: the caller ran %d of %d chunks, the slow workers the rest",
+                     threads, by_caller, N);
         ak_threadpool_free(pool);
     }
 }
@@ -118,6 +150,7 @@ static void test_bad_arguments(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_index_once),
+        cmocka_unit_test(test_slow_threads_shares_are_taken_over),
         cmocka_unit_test(test_nested_call_runs_serially),
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_idle_pool_sleeps),
