@@ -182,11 +182,12 @@ static ak_status run_algo(ak_comm *c, ak_comm_algo a, float *buf, size_t count) 
     ak__group g = {c->all_ranks, c->size, c->rank};
     uint64_t tag = ak__comm_next_tag(c, 0x7a, count, AK_DTYPE_F32, AK_REDUCE_SUM, (int)a);
     switch (a) {
-    case AK_COMM_ALGO_RING: return ak__allreduce_ring(c, &g, buf, count, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
+    case AK_COMM_ALGO_RING:
+        return ak__allreduce_ring(c, &g, buf, buf, count, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
     case AK_COMM_ALGO_RECURSIVE_DOUBLING:
         return ak__allreduce_recursive_doubling(c, &g, buf, count, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
     case AK_COMM_ALGO_TREE: return ak__allreduce_tree(c, &g, buf, count, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
-    default: return ak__allreduce_hierarchical(c, buf, count, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
+    default: return ak__allreduce_hierarchical(c, buf, buf, count, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
     }
 }
 

@@ -32,18 +32,21 @@ static ak_status coll_dispatch(ak_comm *c, const ak__coll *k);
 
 /* ---- runners ------------------------------------------------------------------------ */
 
-/* The message-passing allreduce algorithms, in place on recvbuf. */
+/* The message-passing allreduce algorithms into recvbuf from src (recvbuf when in place).
+ * The ring and hierarchical ones read src as they go; the others start from a copy. */
 static ak_status run_flat_or_hierarchical(ak_comm *c, ak_comm_algo algo, const ak__coll *k,
-                                          ak_reduce_op op, uint64_t tag) {
+                                          const void *src, ak_reduce_op op, uint64_t tag) {
     ak__group g = world_group(c);
+    void *buf = k->recvbuf;
     switch (algo) {
-    case AK_COMM_ALGO_RECURSIVE_DOUBLING:
-        return ak__allreduce_recursive_doubling(c, &g, k->recvbuf, k->count, k->dtype, op, tag);
-    case AK_COMM_ALGO_TREE: return ak__allreduce_tree(c, &g, k->recvbuf, k->count, k->dtype, op, tag);
     case AK_COMM_ALGO_HIERARCHICAL:
-        return ak__allreduce_hierarchical(c, k->recvbuf, k->count, k->dtype, op, tag);
-    default: return ak__allreduce_ring(c, &g, k->recvbuf, k->count, k->dtype, op, tag);
+        return ak__allreduce_hierarchical(c, src, buf, k->count, k->dtype, op, tag);
+    case AK_COMM_ALGO_RING: return ak__allreduce_ring(c, &g, src, buf, k->count, k->dtype, op, tag);
+    default: break;
     }
+    if (src != buf) memcpy(buf, src, k->count * esize(k->dtype));
+    if (algo == AK_COMM_ALGO_TREE) return ak__allreduce_tree(c, &g, buf, k->count, k->dtype, op, tag);
+    return ak__allreduce_recursive_doubling(c, &g, buf, k->count, k->dtype, op, tag);
 }
 
 static ak_status run_allreduce(ak_comm *c, const ak__coll *k, uint64_t tag) {
@@ -51,14 +54,11 @@ static ak_status run_allreduce(ak_comm *c, const ak__coll *k, uint64_t tag) {
     ak_reduce_op op = k->op == AK_REDUCE_AVG ? AK_REDUCE_SUM : k->op;
     ak_status st;
     ak_comm_algo algo = ak__comm_pick_allreduce(c, bytes);
-    if (algo == AK_COMM_ALGO_SHM_DIRECT) {
-        /* ranks read each other's data straight from sendbuf: no copy to recvbuf first */
-        const void *src = in_place(k->sendbuf, k->recvbuf) ? k->recvbuf : k->sendbuf;
+    const void *src = in_place(k->sendbuf, k->recvbuf) ? k->recvbuf : k->sendbuf;
+    if (algo == AK_COMM_ALGO_SHM_DIRECT) /* ranks read each other's data straight from src */
         st = ak__allreduce_shm_direct(c, src, k->recvbuf, k->count, k->dtype, op, tag);
-    } else {
-        if (!in_place(k->sendbuf, k->recvbuf)) memcpy(k->recvbuf, k->sendbuf, bytes);
-        st = run_flat_or_hierarchical(c, algo, k, op, tag);
-    }
+    else
+        st = run_flat_or_hierarchical(c, algo, k, src, op, tag);
     if (st == AK_OK && k->op == AK_REDUCE_AVG)
         st = ak_reduce_avg_finish(k->dtype, k->recvbuf, k->count, c->size);
     return st;
@@ -96,10 +96,10 @@ static ak_status run_reduce_scatter(ak_comm *c, const ak__coll *k, uint64_t tag)
     size_t es = esize(k->dtype), total = k->count * (size_t)c->size;
     void *work;
     AK_CHECK(ak__comm_work(c, total * es, &work));
-    memcpy(work, k->sendbuf == AK_IN_PLACE ? k->recvbuf : k->sendbuf, total * es);
+    const void *src = k->sendbuf == AK_IN_PLACE ? k->recvbuf : k->sendbuf;
     ak__group g = world_group(c);
     ak_reduce_op op = k->op == AK_REDUCE_AVG ? AK_REDUCE_SUM : k->op;
-    AK_CHECK(ak__reduce_scatter_ring(c, &g, work, total, k->dtype, op, tag));
+    AK_CHECK(ak__reduce_scatter_ring(c, &g, src, work, total, k->dtype, op, tag));
     memcpy(k->recvbuf, (unsigned char *)work + (size_t)c->rank * k->count * es, k->count * es);
     if (k->op == AK_REDUCE_AVG) return ak_reduce_avg_finish(k->dtype, k->recvbuf, k->count, c->size);
     return AK_OK;

@@ -212,27 +212,40 @@ static int check_reduced(const rank_ctx *x, const reduce_case *k, const int *ran
 typedef enum alg { ALG_RING, ALG_RD, ALG_TREE, ALG_HIER, ALG_COUNT } alg;
 static const char *const alg_names[] = {"ring", "recursive doubling", "tree", "hierarchical"};
 
-static ak_status run_allreduce(alg a, ak_comm *c, const ak__group *g, void *buf,
+/* src == buf runs in place; the ring and hierarchical ones also take a separate src. */
+static ak_status run_allreduce(alg a, ak_comm *c, const ak__group *g, const void *src, void *buf,
                                const reduce_case *k, uint64_t tag) {
     switch (a) {
-    case ALG_RING: return ak__allreduce_ring(c, g, buf, k->count, k->dt, k->op, tag);
+    case ALG_RING: return ak__allreduce_ring(c, g, src, buf, k->count, k->dt, k->op, tag);
     case ALG_RD: return ak__allreduce_recursive_doubling(c, g, buf, k->count, k->dt, k->op, tag);
     case ALG_TREE: return ak__allreduce_tree(c, g, buf, k->count, k->dt, k->op, tag);
-    default: return ak__allreduce_hierarchical(c, buf, k->count, k->dt, k->op, tag);
+    default: return ak__allreduce_hierarchical(c, src, buf, k->count, k->dt, k->op, tag);
     }
 }
 
-/* One allreduce on group g: fill, run, check every element and the guard bytes. */
+/* One allreduce on group g: fill, run, check every element and the guard bytes. Odd
+ * seeds run the ring and hierarchical algorithms out of place, from a separate input
+ * that must come back untouched. */
 static int allreduce_once(rank_ctx *x, alg a, const ak__group *g, const reduce_case *k) {
     size_t bytes = k->count * dtype_size(k->dt);
-    guarded_buf b = guarded_alloc(bytes, 0);
-    fill_input(k, g->ranks[g->me], b.data);
+    int separate = (a == ALG_RING || a == ALG_HIER) && k->seed % 2;
+    guarded_buf b = guarded_alloc(bytes, 0), in = guarded_alloc(separate ? bytes : 0, 0);
+    fill_input(k, g->ranks[g->me], separate ? in.data : b.data);
     uint64_t tag = ak__comm_next_tag(x->comm, 1, k->count, (int)k->dt, (int)k->op, 0);
     char what[64];
-    snprintf(what, sizeof what, "allreduce %s", alg_names[a]);
-    int rc = check_st(x, run_allreduce(a, x->comm, g, b.data, k, tag), what);
+    snprintf(what, sizeof what, "allreduce %s%s", alg_names[a], separate ? " out of place" : "");
+    int rc = check_st(x, run_allreduce(a, x->comm, g, separate ? in.data : b.data, b.data, k, tag),
+                      what);
     if (!rc) rc = check_reduced(x, k, g->ranks, g->n, b.data, 0, k->count, what);
     if (!rc && !guarded_intact(&b)) rc = rank_fail(x, "%s wrote outside the buffer", what);
+    if (!rc && separate) {
+        guarded_buf want = guarded_alloc(bytes, 0);
+        fill_input(k, g->ranks[g->me], want.data);
+        if (memcmp(want.data, in.data, bytes) || !guarded_intact(&in))
+            rc = rank_fail(x, "%s changed its input", what);
+        guarded_free(&want);
+    }
+    guarded_free(&in);
     guarded_free(&b);
     return rc;
 }
@@ -291,7 +304,7 @@ static int signed_zero_rank(rank_ctx *x) {
             for (int i = 0; i < ZEROS; i++) buf[i] = ((x->rank + i) % 3) ? 0.0f : -0.0f;
             reduce_case k = {0, ZEROS, AK_DTYPE_F32, o ? AK_REDUCE_MAX : AK_REDUCE_MIN};
             uint64_t tag = ak__comm_next_tag(x->comm, 1, ZEROS, 0, (int)k.op, 0);
-            if (check_st(x, run_allreduce((alg)a, x->comm, &x->world, buf, &k, tag), "zeros"))
+            if (check_st(x, run_allreduce((alg)a, x->comm, &x->world, buf, buf, &k, tag), "zeros"))
                 return -1;
             memcpy(out->bits[a][o][x->rank], buf, sizeof buf);
         }
@@ -426,8 +439,8 @@ static int reduce_scatter_rank(rank_ctx *x) {
             uint64_t tag = ak__comm_next_tag(x->comm, 2, k.count, (int)k.dt, (int)k.op, 0);
             size_t off, len;
             ak__block_range(k.count, x->n, x->rank, &off, &len);
-            int rc = check_st(x, ak__reduce_scatter_ring(x->comm, &x->world, b.data, k.count, k.dt,
-                                                         k.op, tag), "reduce_scatter");
+            int rc = check_st(x, ak__reduce_scatter_ring(x->comm, &x->world, b.data, b.data, k.count,
+                                                         k.dt, k.op, tag), "reduce_scatter");
             if (!rc) rc = check_reduced(x, &k, x->ranks, x->n, b.data, off, off + len, "rs");
             if (!rc && !guarded_intact(&b)) rc = rank_fail(x, "reduce_scatter wrote outside");
             guarded_free(&b);

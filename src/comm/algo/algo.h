@@ -42,9 +42,10 @@ ak_status ak__p2p_sendrecv(ak_comm *comm, int to, const void *sbuf, size_t sbyte
 /* Block b of a count split into n near-equal blocks: [offset, offset + len). */
 void ak__block_range(size_t count, int n, int b, size_t *offset, size_t *len);
 
-/* Allreduce in place (op SUM/PROD/MIN/MAX; AVG is finished by the caller). */
-ak_status ak__allreduce_ring(ak_comm *c, const ak__group *g, void *buf, size_t count,
-                             ak_dtype dt, ak_reduce_op op, uint64_t tag);
+/* Allreduce of src into buf (op SUM/PROD/MIN/MAX; AVG is finished by the caller); the
+ * ring and hierarchical ones take src == buf for in place, the others work in place. */
+ak_status ak__allreduce_ring(ak_comm *c, const ak__group *g, const void *src, void *buf,
+                             size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag);
 ak_status ak__allreduce_recursive_doubling(ak_comm *c, const ak__group *g, void *buf,
                                            size_t count, ak_dtype dt, ak_reduce_op op,
                                            uint64_t tag);
@@ -54,12 +55,13 @@ ak_status ak__allreduce_tree(ak_comm *c, const ak__group *g, void *buf, size_t c
 /* intra-host reduce-scatter → inter-host allreduce of every local shard in parallel →
  * intra-host allgather; needs the same number of ranks on every host (else falls back
  * to the ring and says so at debug level) */
-ak_status ak__allreduce_hierarchical(ak_comm *c, void *buf, size_t count, ak_dtype dt,
-                                     ak_reduce_op op, uint64_t tag);
+ak_status ak__allreduce_hierarchical(ak_comm *c, const void *src, void *buf, size_t count,
+                                     ak_dtype dt, ak_reduce_op op, uint64_t tag);
 
-/* Reduce-scatter in place: block b (ak__block_range over g->n) ends reduced on index b. */
-ak_status ak__reduce_scatter_ring(ak_comm *c, const ak__group *g, void *buf, size_t count,
-                                  ak_dtype dt, ak_reduce_op op, uint64_t tag);
+/* Reduce-scatter of src into buf (src == buf: in place): block b (ak__block_range over
+ * g->n) ends reduced in buf on index b; src is only read. */
+ak_status ak__reduce_scatter_ring(ak_comm *c, const ak__group *g, const void *src, void *buf,
+                                  size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag);
 /* Allgather in place: block b (counts[b] elements at displs[b]) comes from index b. */
 ak_status ak__allgatherv_ring(ak_comm *c, const ak__group *g, void *buf, const size_t *counts,
                               const size_t *displs, size_t elem_size, uint64_t tag);

@@ -64,19 +64,19 @@ static ak_status hier_plan_init(hier_plan *p, const ak_comm *c, size_t count) {
     return AK_OK;
 }
 
-static ak_status hier_run(ak_comm *c, hier_plan *p, char *buf, size_t count, ak_dtype dt,
-                          ak_reduce_op op, uint64_t tag) {
+static ak_status hier_run(ak_comm *c, hier_plan *p, const void *src, char *buf, size_t count,
+                          ak_dtype dt, ak_reduce_op op, uint64_t tag) {
     size_t esize;
     AK_CHECK(ak_dtype_size(dt, &esize));
     int li = p->intra.me;
-    AK_CHECK(ak__reduce_scatter_ring(c, &p->intra, buf, count, dt, op, tag));
-    AK_CHECK(ak__allreduce_ring(c, &p->inter, buf + p->displs[li] * esize, p->counts[li], dt, op,
-                                tag));
+    AK_CHECK(ak__reduce_scatter_ring(c, &p->intra, src, buf, count, dt, op, tag));
+    char *shard = buf + p->displs[li] * esize;
+    AK_CHECK(ak__allreduce_ring(c, &p->inter, shard, shard, p->counts[li], dt, op, tag));
     return ak__allgatherv_ring(c, &p->intra, buf, p->counts, p->displs, esize, tag);
 }
 
-static ak_status hier_flat(ak_comm *c, void *buf, size_t count, ak_dtype dt, ak_reduce_op op,
-                           uint64_t tag) {
+static ak_status hier_flat(ak_comm *c, const void *src, void *buf, size_t count, ak_dtype dt,
+                           ak_reduce_op op, uint64_t tag) {
     AK_LOG_DEBUG(AK_SUBSYS_COMM,
                  "comm: hierarchical allreduce needs the same ranks on every host "
                  "(%d ranks on %d hosts, %d here): using the flat ring",
@@ -89,18 +89,18 @@ static ak_status hier_flat(ak_comm *c, void *buf, size_t count, ak_dtype dt, ak_
     }
     for (int r = 0; r < c->size; r++) ranks[r] = r;
     ak__group g = {ranks, c->size, c->rank};
-    ak_status st = ak__allreduce_ring(c, &g, buf, count, dt, op, tag);
+    ak_status st = ak__allreduce_ring(c, &g, src, buf, count, dt, op, tag);
     ak_free(heap);
     return st;
 }
 
-ak_status ak__allreduce_hierarchical(ak_comm *c, void *buf, size_t count, ak_dtype dt,
-                                     ak_reduce_op op, uint64_t tag) {
-    if (c->size == 1 || count == 0) return AK_OK;
-    if (!hier_balanced(c)) return hier_flat(c, buf, count, dt, op, tag);
+ak_status ak__allreduce_hierarchical(ak_comm *c, const void *src, void *buf, size_t count,
+                                     ak_dtype dt, ak_reduce_op op, uint64_t tag) {
+    if (count == 0) return AK_OK;
+    if (!hier_balanced(c)) return hier_flat(c, src, buf, count, dt, op, tag);
     hier_plan p;
     AK_CHECK(hier_plan_init(&p, c, count));
-    ak_status st = hier_run(c, &p, buf, count, dt, op, tag);
+    ak_status st = hier_run(c, &p, src, buf, count, dt, op, tag);
     ak_free(p.heap);
     return st;
 }
