@@ -22,6 +22,9 @@ typedef struct ak__link_model {
     double us[AK_LINK_POINTS];    /* one-way time of a message of bytes[i] */
 } ak__link_model;
 
+/* Sizes at which the cost model times every allreduce algorithm (comm_model.c). */
+#define AK_COMM_MEASURED_SIZES 4
+
 typedef struct ak__async ak__async; /* progress thread and its queue (comm_async.c) */
 
 struct ak_comm {
@@ -43,7 +46,7 @@ struct ak_comm {
     ak_comm_config config;          /* resolved: no "unset" fields left */
     ak__link_model links[AK_COMM_TP_COUNT];
     /* measured allreduce time per algorithm at comm_model.c's measured sizes; 0 = none */
-    double algo_measured_us[AK_COMM_ALGO_COUNT_][3];
+    double algo_measured_us[AK_COMM_ALGO_COUNT_][AK_COMM_MEASURED_SIZES];
     uint64_t seq;                   /* collectives issued: part of every tag */
     ak_status failed;               /* first failure; the communicator is unusable after */
 

@@ -163,10 +163,13 @@ static ak_status calibrate(ak_comm *c) {
 
 static double model_us(const ak_comm *c, ak_comm_algo algo, size_t bytes);
 
-/* the measured points: latency-bound, where bandwidth starts to matter, bandwidth-bound */
-#define MEASURED 3
-static const size_t measured_bytes[MEASURED] = {8, 32768, 262144};
-static const int measured_reps[MEASURED] = {7, 7, 5};
+/* the measured points: latency-bound, the end of the flat latency range, where bandwidth
+ * starts to matter, bandwidth-bound (between 8 B and 32 KiB alone, the line through them
+ * put a 4 KiB allreduce 2× off on emulated hosts and picked hierarchical over recursive
+ * doubling there) */
+#define MEASURED AK_COMM_MEASURED_SIZES
+static const size_t measured_bytes[MEASURED] = {8, 4096, 32768, 262144};
+static const int measured_reps[MEASURED] = {7, 7, 7, 7};
 
 static int cmp_double(const void *x, const void *y) {
     double a = *(const double *)x, b = *(const double *)y;
@@ -191,34 +194,44 @@ static ak_status run_algo(ak_comm *c, ak_comm_algo a, float *buf, size_t count) 
     }
 }
 
-/* Times allreduces of 8 B, 32 KiB and 256 KiB with every algorithm that can run here: their real
+/* Times allreduces of 8 B, 4, 32 and 256 KiB with every algorithm that can run here: their real
  * cost in the latency-bound range (steps, phases, polling two transports, a shaper's
- * burst), which a per-link model misjudges. The slowest rank's figures count, agreed
- * through a max-allreduce, so every rank ends with the same table and the same choice. */
+ * burst), which a per-link model misjudges. At each size the algorithms take turns, one
+ * run each per round, so they meet the same link state: one after another, the first
+ * ran on a shaper's full token bucket and the next ones on what the earlier 256 KiB runs
+ * left of it (on 1 Gbit/s tbf links the tree measured 272 µs at 32 KiB that way, against
+ * 72 µs in a sweep, and lost to the ring, which measured 231 µs there). The slowest
+ * rank's figures count, agreed through a max-allreduce, so every rank ends with the
+ * same table and the same choice. */
 static ak_status measure_algorithms(ak_comm *c) {
     double t[AK_COMM_ALGO_COUNT_][MEASURED] = {{0}};
     float *buf;
     AK_CHECK(ak__comm_work(c, measured_bytes[MEASURED - 1], (void **)&buf));
     memset(buf, 0, measured_bytes[MEASURED - 1]);
-    for (int a = AK_COMM_ALGO_RING; a < AK_COMM_ALGO_COUNT_; a++) {
-        if (!isfinite(model_us(c, (ak_comm_algo)a, 8))) continue;
-        for (int k = 0; k < MEASURED; k++) {
-            size_t count = measured_bytes[k] / sizeof(float);
-            AK_CHECK(run_algo(c, (ak_comm_algo)a, buf, count)); /* warm-up */
-            double reps[8];
-            for (int r = 0; r < measured_reps[k]; r++) {
+    for (int k = 0; k < MEASURED; k++) {
+        size_t count = measured_bytes[k] / sizeof(float);
+        double reps[AK_COMM_ALGO_COUNT_][8];
+        for (int r = -1; r < measured_reps[k]; r++) /* round -1: warm-up */
+            for (int a = AK_COMM_ALGO_RING; a < AK_COMM_ALGO_COUNT_; a++) {
+                if (!isfinite(model_us(c, (ak_comm_algo)a, 8))) continue;
                 uint64_t t0 = ak_now_ns();
                 AK_CHECK(run_algo(c, (ak_comm_algo)a, buf, count));
-                reps[r] = (double)(ak_now_ns() - t0) / 1e3;
+                if (r >= 0) reps[a][r] = (double)(ak_now_ns() - t0) / 1e3;
             }
-            t[a][k] = median(reps, measured_reps[k]); /* one descheduled run must not decide */
-        }
+        for (int a = AK_COMM_ALGO_RING; a < AK_COMM_ALGO_COUNT_; a++)
+            if (isfinite(model_us(c, (ak_comm_algo)a, 8)))
+                t[a][k] = median(reps[a], measured_reps[k]); /* one descheduled run must not decide */
     }
     ak__group g = {c->all_ranks, c->size, c->rank};
     size_t n = sizeof t / sizeof(double);
     uint64_t tag = ak__comm_next_tag(c, 0x7b, n, AK_DTYPE_F64, AK_REDUCE_MAX, -1);
     AK_CHECK(ak__allreduce_recursive_doubling(c, &g, t, n, AK_DTYPE_F64, AK_REDUCE_MAX, tag));
     memcpy(c->algo_measured_us, t, sizeof t);
+    for (int a = AK_COMM_ALGO_RING; a < AK_COMM_ALGO_COUNT_; a++)
+        if (t[a][0] > 0)
+            AK_LOG_INFO(AK_SUBSYS_COMM, "cost model: %s allreduce measured %.1f / %.1f / %.1f / "
+                        "%.1f µs at 8 B / 4 / 32 / 256 KiB", algo_long_names[a], t[a][0], t[a][1],
+                        t[a][2], t[a][3]);
     return AK_OK;
 }
 
