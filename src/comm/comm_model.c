@@ -190,7 +190,8 @@ static ak_status run_algo(ak_comm *c, ak_comm_algo a, float *buf, size_t count) 
     case AK_COMM_ALGO_RECURSIVE_DOUBLING:
         return ak__allreduce_recursive_doubling(c, &g, buf, count, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
     case AK_COMM_ALGO_TREE: return ak__allreduce_tree(c, &g, buf, count, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
-    default: return ak__allreduce_hierarchical(c, buf, buf, count, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
+    default:
+        return ak__allreduce_hierarchical(c, buf, buf, count, AK_DTYPE_F32, AK_REDUCE_SUM, tag);
     }
 }
 
@@ -203,6 +204,11 @@ static ak_status run_algo(ak_comm *c, ak_comm_algo a, float *buf, size_t count) 
  * 72 µs in a sweep, and lost to the ring, which measured 231 µs there). The slowest
  * rank's figures count, agreed through a max-allreduce, so every rank ends with the
  * same table and the same choice. */
+/* The model has a formula for it here (hierarchical needs hosts with ≥ 2 ranks each). */
+static int algo_runs_here(const ak_comm *c, int a) {
+    return isfinite(model_us(c, (ak_comm_algo)a, 8));
+}
+
 static ak_status measure_algorithms(ak_comm *c) {
     double t[AK_COMM_ALGO_COUNT_][MEASURED] = {{0}};
     float *buf;
@@ -213,14 +219,14 @@ static ak_status measure_algorithms(ak_comm *c) {
         double reps[AK_COMM_ALGO_COUNT_][8];
         for (int r = -1; r < measured_reps[k]; r++) /* round -1: warm-up */
             for (int a = AK_COMM_ALGO_RING; a < AK_COMM_ALGO_COUNT_; a++) {
-                if (!isfinite(model_us(c, (ak_comm_algo)a, 8))) continue;
+                if (!algo_runs_here(c, a)) continue;
                 uint64_t t0 = ak_now_ns();
                 AK_CHECK(run_algo(c, (ak_comm_algo)a, buf, count));
                 if (r >= 0) reps[a][r] = (double)(ak_now_ns() - t0) / 1e3;
             }
+        /* medians: one descheduled run must not decide */
         for (int a = AK_COMM_ALGO_RING; a < AK_COMM_ALGO_COUNT_; a++)
-            if (isfinite(model_us(c, (ak_comm_algo)a, 8)))
-                t[a][k] = median(reps[a], measured_reps[k]); /* one descheduled run must not decide */
+            if (algo_runs_here(c, a)) t[a][k] = median(reps[a], measured_reps[k]);
     }
     ak__group g = {c->all_ranks, c->size, c->rank};
     size_t n = sizeof t / sizeof(double);

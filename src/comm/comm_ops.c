@@ -45,7 +45,8 @@ static ak_status run_flat_or_hierarchical(ak_comm *c, ak_comm_algo algo, const a
     default: break;
     }
     if (src != buf) memcpy(buf, src, k->count * esize(k->dtype));
-    if (algo == AK_COMM_ALGO_TREE) return ak__allreduce_tree(c, &g, buf, k->count, k->dtype, op, tag);
+    if (algo == AK_COMM_ALGO_TREE)
+        return ak__allreduce_tree(c, &g, buf, k->count, k->dtype, op, tag);
     return ak__allreduce_recursive_doubling(c, &g, buf, k->count, k->dtype, op, tag);
 }
 

@@ -439,8 +439,9 @@ static int reduce_scatter_rank(rank_ctx *x) {
             uint64_t tag = ak__comm_next_tag(x->comm, 2, k.count, (int)k.dt, (int)k.op, 0);
             size_t off, len;
             ak__block_range(k.count, x->n, x->rank, &off, &len);
-            int rc = check_st(x, ak__reduce_scatter_ring(x->comm, &x->world, b.data, b.data, k.count,
-                                                         k.dt, k.op, tag), "reduce_scatter");
+            int rc = check_st(x, ak__reduce_scatter_ring(x->comm, &x->world, b.data, b.data,
+                                                         k.count, k.dt, k.op, tag),
+                              "reduce_scatter");
             if (!rc) rc = check_reduced(x, &k, x->ranks, x->n, b.data, off, off + len, "rs");
             if (!rc && !guarded_intact(&b)) rc = rank_fail(x, "reduce_scatter wrote outside");
             guarded_free(&b);
