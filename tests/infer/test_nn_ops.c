@@ -375,6 +375,17 @@ static const conv_case nchwc_cases[] = {
     {2, 2, 3, 16, 1, {30, 29}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
     {2, 1, 3, 24, 1, {20, 41}, {7, 7}, {2, 2}, {1, 1}, {3, 3, 3, 3}, 0, NULL},
     {2, 1, 1, 8, 1, {9, 16}, {3, 3}, {1, 1}, {2, 2}, {2, 0, 1, 3}, 1, NULL},
+    /* one group over a blocked X: ResNet's stride-2 3×3 (rows of 3 tiles) and its 3×3 on
+     * 7×7 planes (tiles of 3 + 4), a strided 1×1 read in place, a dilated window with
+     * asymmetric pads and a single last block, a padded 1×1 */
+    {2, 2, 16, 32, 1, {15, 28}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    {2, 1, 32, 16, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 0, NULL},
+    {2, 1, 24, 32, 1, {14, 13}, {1, 1}, {2, 2}, {1, 1}, {0}, 1, NULL},
+    {2, 1, 8, 24, 1, {11, 12}, {3, 2}, {1, 2}, {2, 1}, {2, 0, 1, 3}, 1, NULL},
+    {2, 1, 16, 8, 1, {5, 6}, {1, 1}, {1, 1}, {1, 1}, {1, 0, 0, 1}, 1, NULL},
+    /* 3×3 stride 1 on planes of 16 tiles and more: Winograd between blocked sides (a
+     * 19-wide row: 8-position transposes and a tail) */
+    {2, 2, 16, 24, 1, {17, 19}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
 };
 
 /* NchwcConv against the float64 Conv: every mix of plain and blocked sides, plain and
@@ -411,22 +422,28 @@ static void test_conv_transpose_paths(void **s) {
 
 /* ---- pools: the float32 2-D loop against the generic walk on float64 ------------------ */
 
-/* NchwcMaxPool on the blocked copy of x, its AVX2 and scalar loops, against MaxPool's y
- * (exact: a max rounds nothing). */
+/* NchwcMaxPool on the blocked copy of x, its AVX2 and scalar loops, writing Y plain and
+ * blocked, against MaxPool's y (exact: a max rounds nothing). */
 static void check_nchwc_maxpool(const op_call *plain, const float *x, const int64_t *xd) {
     uint64_t P = (uint64_t)(xd[2] * xd[3]);
     float *xb = nchwc_reorder(x, xd[0], xd[1], P, 1);
-    for (int scalar = 0; scalar < 2; scalar++) {
+    for (int variant = 0; variant < 4; variant++) {
+        int scalar = variant & 1, y_blocked = variant >> 1;
         ak__nchwc_force_scalar = scalar;
         op_call b;
         memset(&b, 0, sizeof b);
         add_in(&b, AK_ELEM_F32, 4, xd, xb);
         memcpy(b.attrs, plain->attrs, sizeof b.attrs);
         b.nattr = plain->nattr;
+        attr_int(&b, "y_blocked", y_blocked);
         assert_int_equal(call_op(&b, "NchwcMaxPool", 1, pools[scalar]), AK_OK);
         assert_int_equal(b.out[0].count, plain->out[0].count);
-        if (memcmp(b.out[0].data, plain->out[0].data, b.out[0].count * sizeof(float)) != 0)
-            fail_msg("NchwcMaxPool (scalar %d) differs from MaxPool", scalar);
+        float *y = b.out[0].data, *yp = NULL;
+        if (y_blocked)
+            y = yp = nchwc_reorder(y, xd[0], xd[1], b.out[0].count / (uint64_t)(xd[0] * xd[1]), 0);
+        if (memcmp(y, plain->out[0].data, b.out[0].count * sizeof(float)) != 0)
+            fail_msg("NchwcMaxPool (scalar %d, y_blocked %d) differs from MaxPool", scalar, y_blocked);
+        free(yp);
         call_free(&b);
     }
     ak__nchwc_force_scalar = 0;

@@ -391,10 +391,11 @@ static int attr_all(const ak__ir_node *n, const char *name, int64_t want) {
 
 /* What the blocked layout can run (a Conv/FusedConv with a constant float32 W and output
  * channels in multiples of 8): NCHWC_POINTWISE for 1×1 with stride 1, no pads and input
- * channels multiples of 8, NCHWC_DEPTHWISE, NCHWC_STEM (fewer than 8 input channels,
- * read plain); NCHWC_MAXPOOL for a 2-D MaxPool without Indices (reads blocked, writes
- * plain). */
-enum { NCHWC_NONE, NCHWC_POINTWISE, NCHWC_DEPTHWISE, NCHWC_STEM, NCHWC_MAXPOOL };
+ * channels multiples of 8, NCHWC_DENSE for any other window of one group over input
+ * channels in multiples of 8 (3×3 with or without strides, strided 1×1), NCHWC_DEPTHWISE,
+ * NCHWC_STEM (fewer than 8 input channels, read plain); NCHWC_MAXPOOL for a 2-D MaxPool
+ * without Indices (reads blocked). */
+enum { NCHWC_NONE, NCHWC_POINTWISE, NCHWC_DEPTHWISE, NCHWC_STEM, NCHWC_MAXPOOL, NCHWC_DENSE };
 static int nchwc_kind(const optimizer *o, const ak__exec_node *e) {
     const ak__ir_node *n = e->node;
     if (!live(e)) return NCHWC_NONE;
@@ -409,11 +410,12 @@ static int nchwc_kind(const optimizer *o, const ak__exec_node *e) {
     int64_t group = ak__attr_int(n, "group", 1), taps = w->dims[2] * w->dims[3];
     if (group == w->dims[0] && w->dims[1] == 1) return taps <= 49 ? NCHWC_DEPTHWISE : NCHWC_NONE;
     if (group == 1 && w->dims[1] < 8) return taps <= 49 ? NCHWC_STEM : NCHWC_NONE;
+    if (group != 1 || w->dims[1] % 8 != 0 || taps > 49) return NCHWC_NONE;
     const char *pad = ak__attr_string(n, "auto_pad", "NOTSET");
-    return group == 1 && w->dims[1] % 8 == 0 && taps == 1 && attr_all(n, "strides", 1) &&
-                   attr_all(n, "pads", 0) && (strcmp(pad, "NOTSET") == 0 || strcmp(pad, "VALID") == 0)
-               ? NCHWC_POINTWISE
-               : NCHWC_NONE;
+    if (taps == 1 && attr_all(n, "strides", 1) && attr_all(n, "pads", 0) &&
+        (strcmp(pad, "NOTSET") == 0 || strcmp(pad, "VALID") == 0))
+        return NCHWC_POINTWISE;
+    return NCHWC_DENSE;
 }
 
 /* A candidate runs blocked when its X or Y is blocked, and X when it is 1×1 or a pool
@@ -429,7 +431,7 @@ static int nchwc_pays(const ak__ir_node *n, const uint8_t *blocked, int kind) {
 static void nchwc_choose(optimizer *o, uint8_t *kind, uint8_t *blocked) {
     ak_session *s = o->s;
     for (size_t k = 0; k < s->num_nodes; k++)
-        if ((kind[k] = (uint8_t)nchwc_kind(o, &s->nodes[k])) && kind[k] != NCHWC_MAXPOOL)
+        if ((kind[k] = (uint8_t)nchwc_kind(o, &s->nodes[k])))
             blocked[s->nodes[k].node->outputs[0]] = o->uses[s->nodes[k].node->outputs[0]] < (1 << 20);
     for (size_t k = 0; k < s->num_nodes; k++) {
         const ak__ir_node *n = s->nodes[k].node;
@@ -451,8 +453,8 @@ static void nchwc_choose(optimizer *o, uint8_t *kind, uint8_t *blocked) {
     }
 }
 
-/* Conv/FusedConv chains of 1×1 and depthwise layers (and a stem with the MaxPool after it)
- * => NchwcConv (NchwcMaxPool) on blocked values. */
+/* Conv/FusedConv chains (MobileNet's 1×1 and depthwise layers, ResNet's whole trunk from
+ * the stem and its MaxPool on) => NchwcConv (NchwcMaxPool) on blocked values. */
 static ak_status layout_nchwc(optimizer *o) {
     ak_session *s = o->s;
     if (!ak__param_int(AK_PARAM_CONV_NCHWC)) return AK_OK;
@@ -467,9 +469,9 @@ static ak_status layout_nchwc(optimizer *o) {
         fused_spec f = {"com.accelkit", pool ? "NchwcMaxPool" : "NchwcConv", 1,
                         {in(n, 0), in(n, 1), in(n, 2), in(n, 3)}, pool ? 1 : n->num_inputs,
                         n->outputs[0], n, {{0}}, 0, {0}};
+        add_int_attr(&f, "y_blocked", blocked[n->outputs[0]]);
         if (!pool) {
             add_int_attr(&f, "x_blocked", blocked[n->inputs[0]]);
-            add_int_attr(&f, "y_blocked", blocked[n->outputs[0]]);
             add_int_attr(&f, "z_blocked", in(n, 3) != AK_IR_NONE && blocked[in(n, 3)]);
         }
         int32_t chain[1] = {(int32_t)k};

@@ -161,14 +161,6 @@ typedef struct conv_state {
     ak__conv_wino *wino;
 } conv_state;
 
-/* Where Winograd beats the implicit GEMM: WINO_MIN_TILES 4×4 output tiles (ResNet-50's
- * 3×3 layers on 14×14 planes and larger). */
-#define WINO_MIN_TILES 16
-static int conv_wino_pays(const conv_plan *pl) {
-    uint64_t tiles = (uint64_t)((pl->g.out[0] + 3) / 4) * (uint64_t)((pl->g.out[1] + 3) / 4);
-    return tiles >= WINO_MIN_TILES;
-}
-
 /* Picks the path and sizes its scratch for `threads` workers. st: the weights packed at
  * creation, or NULL. */
 static void conv_plan_path(conv_plan *pl, int threads, const conv_state *st) {
@@ -182,9 +174,9 @@ static void conv_plan_path(conv_plan *pl, int threads, const conv_state *st) {
     const ak__conv_igemm *ig = st ? st->ig : NULL;
     const ak__conv_wino *wino = st ? st->wino : NULL;
     if (ak__conv_wino_usable(wino, &pl->g, pl->M, pl->C, pl->group) &&
-        (force == 4 || (force == 0 && ak__param_int(AK_PARAM_CONV_WINOGRAD) && conv_wino_pays(pl)))) {
+        (force == 4 || (force == 0 && ak__param_int(AK_PARAM_CONV_WINOGRAD) && ak__conv_wino_pays(&pl->g)))) {
         pl->kind = CONV_WINOGRAD;
-        pl->slot_floats = ak__conv_wino_workspace_floats(wino, &pl->g);
+        pl->slot_floats = ak__conv_wino_workspace_floats(wino, &pl->g, 0, threads);
         pl->slots = 1;
         return;
     }
@@ -795,7 +787,7 @@ static ak_status conv_run_common(ak__op_ctx *ctx, int op) {
     r.pool = ctx->pool;
     const conv_state *st = ctx->state;
     ak__conv_igemm_args a = {&pl.g, pl.N, pl.C, r.x, r.b, r.z, r.y, pl.act, ctx->pool,
-                             ctx->workspace, ctx->workspace_bytes};
+                             ctx->workspace, ctx->workspace_bytes, 0, 0};
     switch (pl.kind) {
     case CONV_WINOGRAD:
         return ak__conv_wino_run(st->wino, &a);

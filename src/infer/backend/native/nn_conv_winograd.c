@@ -161,9 +161,21 @@ static size_t v_floats(const ak__conv_wino *p, const wino_geom *v) {
     return WINO_XI * v->S * (size_t)p->C * p->nr;
 }
 
-size_t ak__conv_wino_workspace_floats(const ak__conv_wino *p, const ak__nn_geom *g) {
+/* The plain block of 8 output planes a thread finishes into a blocked Y. */
+static size_t block_floats(const wino_geom *v) {
+    return (size_t)WINO_LANES * (size_t)(v->OH * v->OW);
+}
+
+size_t ak__conv_wino_workspace_floats(const ak__conv_wino *p, const ak__nn_geom *g, int y_blocked,
+                                      int threads) {
     wino_geom v = wino_geometry(p, g);
-    return pad_floats(p, &v) + v_floats(p, &v) + WINO_XI * p->Mp * v.Tp;
+    return pad_floats(p, &v) + v_floats(p, &v) + WINO_XI * p->Mp * v.Tp +
+           (y_blocked ? (size_t)threads * block_floats(&v) : 0);
+}
+
+int ak__conv_wino_pays(const ak__nn_geom *g) {
+    uint64_t tiles = (uint64_t)((g->out[0] + 3) / 4) * (uint64_t)((g->out[1] + 3) / 4);
+    return tiles >= 16;
 }
 
 #ifdef WINO_X86
@@ -176,6 +188,7 @@ typedef struct wino_job {
     float *y;
     ak__nn_act act;
     float *pad, *V, *Mo; /* workspace: padded image, V_ξ, M_ξ */
+    float *blocks;       /* blocked Y: each thread's plain block of 8 planes, or NULL */
 } wino_job;
 
 /* Channels [begin, end) into the padded copy, zeros around the image. */
@@ -186,6 +199,41 @@ static void wino_pad_task(void *vj, size_t begin, size_t end, int tid) {
     for (size_t c = begin; c < end; c++)
         ak__nn_pad_plane(jb->x + c * (size_t)(v->H * v->W), v->H, v->W, v->ph, v->pw,
                          jb->pad + c * v->Hp * v->Wp, (int64_t)v->Hp, (int64_t)v->Wp);
+}
+
+/* Blocked X: blocks [begin, end) of 8 channels into their padded planes, 8 positions of
+ * a row at a time through an 8×8 transpose; only the border of a plane is zeroed. */
+__attribute__((target("avx2,fma"))) static void wino_pad_blocked_task(void *vj, size_t begin,
+                                                                     size_t end, int tid) {
+    (void)tid;
+    const wino_job *jb = vj;
+    const wino_geom *v = &jb->v;
+    size_t H = (size_t)v->H, W = (size_t)v->W, ph = (size_t)v->ph, pw = (size_t)v->pw;
+    size_t plane = v->Hp * v->Wp, right = v->Wp - pw - W;
+    for (size_t b = begin; b < end; b++) {
+        const float *src = jb->x + b * H * W * WINO_LANES;
+        float *dst = jb->pad + b * WINO_LANES * plane;
+        for (size_t l = 0; l < WINO_LANES; l++) {
+            float *d = dst + l * plane;
+            memset(d, 0, (ph * v->Wp + pw) * sizeof *d);
+            for (size_t y = 0; y + 1 < H; y++)
+                memset(d + (ph + y) * v->Wp + pw + W, 0, (right + pw) * sizeof *d);
+            memset(d + (ph + H - 1) * v->Wp + pw + W, 0, (plane - (ph + H - 1) * v->Wp - pw - W) * sizeof *d);
+        }
+        for (size_t y = 0; y < H; y++) {
+            const float *row = src + y * W * WINO_LANES;
+            float *d = dst + (ph + y) * v->Wp + pw;
+            size_t x = 0;
+            for (; x + WINO_LANES <= W; x += WINO_LANES) {
+                __m256 r[8];
+                for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(row + (x + (size_t)j) * WINO_LANES);
+                ak__nn_transpose8x8(r);
+                for (size_t l = 0; l < WINO_LANES; l++) _mm256_storeu_ps(d + l * plane + x, r[l]);
+            }
+            for (; x < W; x++)
+                for (size_t l = 0; l < WINO_LANES; l++) d[l * plane + x] = row[x * WINO_LANES + l];
+        }
+    }
 }
 
 /* 4×4 transposes within each 128-bit half: r[i][j] → r[j][i]. */
@@ -342,11 +390,10 @@ __attribute__((target("avx2,fma"))) static void store_group(const wino_geom *v, 
     }
 }
 
-/* Output channel m: Aᵀ m A for 8 tiles at a time, then bias/Z/activation over its plane. */
-__attribute__((target("avx2,fma"))) static void output_channel(const wino_job *jb, size_t m) {
+/* Output channel m into the plane y: Aᵀ m A for 8 tiles at a time. */
+__attribute__((target("avx2,fma"))) static void output_plane(const wino_job *jb, size_t m, float *y) {
     const wino_geom *v = &jb->v;
-    size_t Mp = jb->p->Mp, P = (size_t)(v->OH * v->OW);
-    float *y = jb->y + m * P;
+    size_t Mp = jb->p->Mp;
     for (size_t t0 = 0; t0 < v->T; t0 += WINO_LANES) {
         const float *src = jb->Mo + m * v->Tp + t0;
         __m256 mv[WINO_XI], s[6][4], o[4][4], out[4][4];
@@ -356,14 +403,59 @@ __attribute__((target("avx2,fma"))) static void output_channel(const wino_job *j
         for (int i = 0; i < 4; i++) interleave4(o[i], out[i]);
         store_group(v, y, t0, out);
     }
-    ak__nn_tile_epilogue(y, jb->z ? jb->z + m * P : NULL, jb->bias ? jb->bias + m : NULL, P, 1,
-                         P, &jb->act);
 }
 
 static void wino_output_task(void *vj, size_t begin, size_t end, int tid) {
     (void)tid;
     const wino_job *jb = vj;
-    for (size_t m = begin; m < end; m++) output_channel(jb, m);
+    size_t P = (size_t)(jb->v.OH * jb->v.OW);
+    for (size_t m = begin; m < end; m++) {
+        output_plane(jb, m, jb->y + m * P);
+        ak__nn_tile_epilogue(jb->y + m * P, jb->z ? jb->z + m * P : NULL, jb->bias ? jb->bias + m : NULL,
+                             P, 1, P, &jb->act);
+    }
+}
+
+/* Blocked Y: block b's 8 plain planes (P apart) into y and its bias, Z and activation, 8
+ * positions at a time through an 8×8 transpose. */
+__attribute__((target("avx2,fma"))) static void finish_block(const wino_job *jb, size_t b,
+                                                            const float *planes) {
+    size_t P = (size_t)(jb->v.OH * jb->v.OW);
+    float *y = jb->y + b * P * WINO_LANES;
+    const float *z = jb->z ? jb->z + b * P * WINO_LANES : NULL;
+    int act = jb->act.kind == AK_NN_ACT_RELU || jb->act.kind == AK_NN_ACT_CLIP ? jb->act.kind
+                                                                               : AK_NN_ACT_NONE;
+    __m256 lo = _mm256_set1_ps(act == AK_NN_ACT_CLIP ? jb->act.a : 0.0f), hi = _mm256_set1_ps(jb->act.b);
+    __m256 bias = jb->bias ? _mm256_loadu_ps(jb->bias + b * WINO_LANES) : _mm256_setzero_ps();
+    __m256i all = ak__nn_first_lanes(WINO_LANES);
+    __m256 r[8];
+    for (size_t p = 0; p < P; p += WINO_LANES) {
+        size_t n = min_sz(WINO_LANES, P - p);
+        if (n == WINO_LANES) {
+            for (int l = 0; l < 8; l++) r[l] = _mm256_loadu_ps(planes + (size_t)l * P + p);
+            ak__nn_transpose8x8(r);
+        } else {
+            float t[WINO_LANES][WINO_LANES];
+            for (size_t j = 0; j < n; j++)
+                for (size_t l = 0; l < WINO_LANES; l++) t[j][l] = planes[l * P + p + j];
+            for (size_t j = 0; j < n; j++) r[j] = _mm256_loadu_ps(t[j]);
+        }
+        for (size_t j = 0; j < n; j++)
+            _mm256_storeu_ps(y + (p + j) * WINO_LANES,
+                             ak__nn_finish8(_mm256_add_ps(r[j], bias), z ? z + (p + j) * WINO_LANES : NULL,
+                                            all, 1, act, lo, hi));
+    }
+    if (act != jb->act.kind) ak__nn_act_rows(&jb->act, y, 1, P * WINO_LANES, P * WINO_LANES);
+}
+
+static void wino_output_blocked_task(void *vj, size_t begin, size_t end, int tid) {
+    const wino_job *jb = vj;
+    size_t P = (size_t)(jb->v.OH * jb->v.OW);
+    float *planes = jb->blocks + (size_t)tid * block_floats(&jb->v);
+    for (size_t b = begin; b < end; b++) {
+        for (size_t l = 0; l < WINO_LANES; l++) output_plane(jb, b * WINO_LANES + l, planes + l * P);
+        finish_block(jb, b, planes);
+    }
 }
 
 /* Units per claim: about 8 claims per thread, so that claiming costs little against the
@@ -376,14 +468,18 @@ static size_t grain_for(size_t units, int threads) {
 ak_status ak__conv_wino_run(const ak__conv_wino *p, const ak__conv_igemm_args *args) {
     wino_job jb = {.p = p, .v = wino_geometry(p, args->geom), .act = args->act};
     if (!p->u) return AK_FAIL(AK_ERR_INTERNAL, "Conv: Winograd weights not prepared");
-    if (ak__conv_wino_workspace_floats(p, args->geom) * sizeof(float) > args->workspace_bytes)
-        return AK_FAIL(AK_ERR_INTERNAL, "Conv: workspace of %zu bytes is too small",
-                       args->workspace_bytes);
     int threads = 1;
     if (ak_threadpool_size(args->pool, &threads) != AK_OK || threads < 1) threads = 1;
+    if (ak__conv_wino_workspace_floats(p, args->geom, args->y_blocked, threads) * sizeof(float) >
+        args->workspace_bytes)
+        return AK_FAIL(AK_ERR_INTERNAL, "Conv: workspace of %zu bytes is too small",
+                       args->workspace_bytes);
+    if ((args->x_blocked && p->C % WINO_LANES) || (args->y_blocked && p->M % WINO_LANES))
+        return AK_FAIL(AK_ERR_INTERNAL, "Conv: blocked sides need channels in multiples of 8");
     jb.pad = args->workspace;
     jb.V = jb.pad + pad_floats(p, &jb.v);
     jb.Mo = jb.V + v_floats(p, &jb.v);
+    jb.blocks = args->y_blocked ? jb.Mo + WINO_XI * p->Mp * jb.v.Tp : NULL;
     size_t C = (size_t)p->C, M = (size_t)p->M, P = (size_t)(jb.v.OH * jb.v.OW);
     size_t Pin = (size_t)(jb.v.H * jb.v.W);
     jb.bias = args->bias;
@@ -391,10 +487,16 @@ ak_status ak__conv_wino_run(const ak__conv_wino *p, const ak__conv_igemm_args *a
         jb.x = args->x + (size_t)n * C * Pin;
         jb.y = args->y + (size_t)n * M * P;
         jb.z = args->z ? args->z + (size_t)n * M * P : NULL;
-        ak__nn_parallel(args->pool, C, grain_for(C, threads), wino_pad_task, &jb);
+        if (args->x_blocked)
+            ak__nn_parallel(args->pool, C / WINO_LANES, 1, wino_pad_blocked_task, &jb);
+        else
+            ak__nn_parallel(args->pool, C, grain_for(C, threads), wino_pad_task, &jb);
         ak__nn_parallel(args->pool, C, grain_for(C, threads), wino_input_task, &jb);
         ak__nn_parallel(args->pool, WINO_XI, 1, wino_gemm_task, &jb);
-        ak__nn_parallel(args->pool, M, grain_for(M, threads), wino_output_task, &jb);
+        if (args->y_blocked)
+            ak__nn_parallel(args->pool, M / WINO_LANES, 1, wino_output_blocked_task, &jb);
+        else
+            ak__nn_parallel(args->pool, M, grain_for(M, threads), wino_output_task, &jb);
     }
     return AK_OK;
 }

@@ -101,6 +101,7 @@ typedef struct ak__conv_igemm_args {
     ak_threadpool *pool;
     void *workspace;
     size_t workspace_bytes;
+    int x_blocked, y_blocked; /* Winograd: X, and Y and Z, stored NCHW8c (C, M multiples of 8) */
 } ak__conv_igemm_args;
 ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args *args);
 
@@ -118,7 +119,12 @@ void ak__conv_wino_free(ak__conv_wino *p);
 /* 1 when p packed these weights and g is a geometry it computes. */
 int ak__conv_wino_usable(const ak__conv_wino *p, const ak__nn_geom *g, int64_t M, int64_t C,
                          int64_t group);
-size_t ak__conv_wino_workspace_floats(const ak__conv_wino *p, const ak__nn_geom *g);
+/* Winograd takes a plane from this many 4×4 output tiles on (ResNet-50's 3×3 layers on
+ * 14×14 planes and larger): below, the implicit GEMM or the direct blocked kernel win. */
+int ak__conv_wino_pays(const ak__nn_geom *g);
+/* Scratch floats of a run; a blocked Y needs a plain block of 8 planes per thread. */
+size_t ak__conv_wino_workspace_floats(const ak__conv_wino *p, const ak__nn_geom *g, int y_blocked,
+                                      int threads);
 ak_status ak__conv_wino_run(const ak__conv_wino *p, const ak__conv_igemm_args *args);
 
 /* One H×W plane into an Hp×Wp one with `ph` zero rows above and `pw` zero columns to its

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "core/init.h"
+#include "core/params.h"
 #include "infer/backend/native/nn_internal.h"
 #include "infer/backend/native/tensor_common.h"
 #if defined(__x86_64__) || defined(__i386__)
@@ -35,7 +36,9 @@
 #define PW_ROWS 6 /* positions per pointwise tile */
 #define PW_CHUNK 96 /* positions per pointwise task (16 tiles) */
 
-enum { NCHWC_POINTWISE, NCHWC_DEPTHWISE, NCHWC_DIRECT };
+/* depthwise; direct: a stem (plain X, C < 8); conv: any window of one group over a
+ * blocked X (run as the pointwise tiles when 1×1 with stride 1 and no pads). */
+enum { NCHWC_DEPTHWISE, NCHWC_DIRECT, NCHWC_CONV };
 
 /* For tests: 1 runs the scalar loops even where AVX2 is active. */
 int ak__nchwc_force_scalar = 0;
@@ -43,23 +46,28 @@ int ak__nchwc_force_scalar = 0;
 typedef struct nchwc_state {
     int kind;
     int64_t M, C, taps; /* output and input channels, window taps */
-    int64_t K;          /* pointwise and direct: depth of a weight panel (C·taps) */
-    float *w;           /* packed weights */
+    int64_t K;          /* direct, conv: depth of a weight panel (C·taps) */
+    float *w;           /* packed weights (conv: on the first reshape that runs them) */
+    ak__conv_wino *wino; /* conv, 3×3: the Winograd path, or NULL */
 } nchwc_state;
 
 /* ---- weights ------------------------------------------------------------------------ */
 
-/* Pointwise: W (M, C) into panels of two output blocks, [M/16][C][16], then one of a
- * single block, [C][8], when M/8 is odd. */
-static void pack_pointwise(const float *w, int64_t M, int64_t C, float *out) {
-    int64_t pairs = M / 16;
-    for (int64_t j = 0; j < pairs; j++)
-        for (int64_t k = 0; k < C; k++)
-            for (int l = 0; l < 16; l++) out[(j * C + k) * 16 + l] = w[(j * 16 + l) * C + k];
-    if (M % 16)
-        for (int64_t k = 0; k < C; k++)
-            for (int l = 0; l < BLK; l++)
-                out[pairs * C * 16 + k * BLK + l] = w[(pairs * 16 + l) * C + k];
+/* W (M, C, taps) into panels of two output blocks, [M/16][K][16], then one of a single
+ * block, [K][8], when M/8 is odd; a panel's rows k in the tiles' order (input block,
+ * tap, lane): k = ((c / lanes)·taps + tap)·lanes + c % lanes. */
+static void pack_panels(const float *w, int64_t M, int64_t C, int64_t taps, int lanes,
+                        float *out) {
+    int64_t K = C * taps;
+    for (int64_t m = 0; m < M; m++) {
+        int64_t j = m / 16, width = M - j * 16 >= 16 ? 16 : BLK;
+        float *panel = out + j * K * 16;
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t t = 0; t < taps; t++) {
+                int64_t k = ((c / lanes) * taps + t) * lanes + c % lanes;
+                panel[k * width + m % 16] = w[(m * C + c) * taps + t];
+            }
+    }
 }
 
 /* Depthwise: W (M, 1, taps) into [M/8][taps][8]. */
@@ -123,32 +131,42 @@ static float finish_scalar(const finish *f, float v, const float *z) {
     return v;
 }
 
-/* ---- pointwise ------------------------------------------------------------------------- */
+/* ---- tiles: the pointwise, stem and blocked kernels ------------------------------------ */
 
-typedef struct pw_tile {
-    const float *x; /* input at the tile's first position, block 0 */
-    const float *w; /* the panel: [C][8·nb] */
-    const float *bias; /* the panel's 8·nb biases, or NULL */
-    const float *z; /* Z like y, or NULL */
-    float *y;       /* output at the tile's first position, the panel's first block */
-    uint64_t plane; /* floats between blocks: P·8 */
-    size_t kb;      /* input blocks */
-} pw_tile;
+/* A tile is n (at most 6) outputs along an output row (a 1×1 layer's plane is one row) ×
+ * the 8·nb (nb = 1, 2) output channels of a weight panel. It sums over the panel's
+ * K = C·kh·kw rows in the order (input block, ky, kx, lane), the input value of output r
+ * read at
+ *     x + block·cb_stride + ky·ky_stride + kx·dx + r·sx + lane
+ * where a blocked X has 8 lanes (a block's channels side by side) and the plain rows of a
+ * stem one (a "block" is then a channel). Nothing is packed: a blocked X is read in place
+ * (or from its zero-padded copy), each value broadcast against the panel's weights. */
+typedef struct tile_args {
+    const float *x;    /* the first output's window, block 0, tap (0, 0) */
+    const float *w;    /* the panel: [K][8·nb] */
+    const float *bias; /* the panel's 8·nb, or NULL */
+    const float *z;    /* like y, or NULL */
+    float *y;          /* the first output, the panel's first block */
+    uint64_t plane;    /* output floats between blocks */
+    int64_t blocks, cb_stride, kh, ky_stride, kw, dx, sx;
+    int lanes;
+} tile_args;
 
-static void pw_tile_scalar(const pw_tile *t, int nb, int rows, const finish *f) {
+static void tile_scalar(const tile_args *t, int n, int nb, const finish *f) {
     float acc[PW_ROWS][16];
     int width = nb * BLK;
-    for (int r = 0; r < rows; r++)
+    for (int r = 0; r < n; r++)
         for (int l = 0; l < width; l++) acc[r][l] = t->bias ? t->bias[l] : 0.0f;
-    for (size_t cb = 0; cb < t->kb; cb++)
-        for (int c = 0; c < BLK; c++) {
-            const float *wk = t->w + (cb * BLK + (size_t)c) * (size_t)width;
-            for (int r = 0; r < rows; r++) {
-                float a = t->x[cb * t->plane + (size_t)r * BLK + (size_t)c];
-                for (int l = 0; l < width; l++) acc[r][l] += a * wk[l];
-            }
-        }
-    for (int r = 0; r < rows; r++)
+    const float *w = t->w;
+    for (int64_t cb = 0; cb < t->blocks; cb++)
+        for (int64_t ky = 0; ky < t->kh; ky++)
+            for (int64_t kx = 0; kx < t->kw; kx++)
+                for (int c = 0; c < t->lanes; c++, w += width) {
+                    const float *p = t->x + cb * t->cb_stride + ky * t->ky_stride + kx * t->dx + c;
+                    for (int r = 0; r < n; r++)
+                        for (int l = 0; l < width; l++) acc[r][l] += p[r * t->sx] * w[l];
+                }
+    for (int r = 0; r < n; r++)
         for (int l = 0; l < width; l++) {
             size_t at = (size_t)(l / BLK) * t->plane + (size_t)r * BLK + (size_t)(l % BLK);
             t->y[at] = finish_scalar(f, acc[r][l], t->z ? t->z + at : NULL);
@@ -165,133 +183,98 @@ __attribute__((target("avx2,fma"))) static inline void store_finished(float *y, 
                                             f->act, lo, hi));
 }
 
-/* The first n rows of the finished 6 × 16 tile out (rows = positions from pos, two blocks
- * plane apart). */
-__attribute__((target("avx2,fma"))) static void store_tile_6x16(float *y, const float *z,
-                                                               uint64_t plane, size_t pos,
-                                                               const finish *f,
-                                                               __m256 out[PW_ROWS][2], int n) {
-    for (int r = 0; r < n; r++) {
-        store_finished(y, z, pos + (size_t)r * BLK, f, out[r][0]);
-        store_finished(y, z, plane + pos + (size_t)r * BLK, f, out[r][1]);
+/* Output r of the tile against the weight vectors w0 (and w1), into c<r>0 (c<r>1). */
+#define TILE_FMA(r)                                                                         \
+    if (N > r) {                                                                            \
+        __m256 a_ = _mm256_broadcast_ss(p + r * sx);                                        \
+        c##r##0 = _mm256_fmadd_ps(a_, w0, c##r##0);                                         \
+        if (NB == 2) c##r##1 = _mm256_fmadd_ps(a_, w1, c##r##1);                            \
     }
-}
+#define TILE_STORE(r)                                                                       \
+    if (N > r) {                                                                            \
+        store_finished(t->y, t->z, (size_t)(r) * BLK, f, c##r##0);                          \
+        if (NB == 2) store_finished(t->y, t->z, t->plane + (size_t)(r) * BLK, f, c##r##1);   \
+    }
 
-/* The finished vector of block b, row r of the tile, stored. */
-__attribute__((target("avx2,fma"))) static inline void pw_store(const pw_tile *t, const finish *f,
-                                                                int b, int r, __m256 v) {
-    store_finished(t->y, t->z, (size_t)b * t->plane + (size_t)r * BLK, f, v);
-}
-
-__attribute__((target("avx2,fma"))) static inline __m256 pw_bias(const pw_tile *t, int b) {
-    return t->bias ? _mm256_loadu_ps(t->bias + b * BLK) : _mm256_setzero_ps();
-}
-
-/* One row of a two-block tile: input value c of position r against both weight vectors.
- * Named accumulators (no arrays) keep all twelve in registers. */
-/* One step of a 6 × 16 tile: the input values xp[0], xp[step], …, xp[5·step] (one per
- * position) against the weight vectors w0 and w1, into the accumulators c00 … c51. */
-#define TILE_ROW2(x_, r, acc0, acc1)                             \
-    do {                                                         \
-        __m256 a_ = _mm256_broadcast_ss(x_ + (r) * step_);       \
-        acc0 = _mm256_fmadd_ps(a_, w0, acc0);                    \
-        acc1 = _mm256_fmadd_ps(a_, w1, acc1);                    \
-    } while (0)
-#define TILE_6X16_FMA(xp, step)                                  \
-    do {                                                         \
-        const float *x6_ = (xp);                                 \
-        int64_t step_ = (step);                                  \
-        TILE_ROW2(x6_, 0, c00, c01);                             \
-        TILE_ROW2(x6_, 1, c10, c11);                             \
-        TILE_ROW2(x6_, 2, c20, c21);                             \
-        TILE_ROW2(x6_, 3, c30, c31);                             \
-        TILE_ROW2(x6_, 4, c40, c41);                             \
-        TILE_ROW2(x6_, 5, c50, c51);                             \
-    } while (0)
-
-/* 6 positions × 16 output channels. */
-__attribute__((target("avx2,fma"))) static void pw_tile_6x16_avx2(const pw_tile *t, const finish *f) {
-    __m256 b0 = pw_bias(t, 0), b1 = pw_bias(t, 1);
+/* The tile with N, NB and LANES constant where it is inlined (tile_fns below): the
+ * accumulators are named variables, not an array (an array stays on the stack, a store
+ * per FMA), and the unused ones fold away. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+tile_avx2(const tile_args *t, const finish *f, const int N, const int NB, const int LANES) {
+    __m256 b0 = t->bias ? _mm256_loadu_ps(t->bias) : _mm256_setzero_ps();
+    __m256 b1 = NB == 2 && t->bias ? _mm256_loadu_ps(t->bias + BLK) : _mm256_setzero_ps();
     __m256 c00 = b0, c01 = b1, c10 = b0, c11 = b1, c20 = b0, c21 = b1;
     __m256 c30 = b0, c31 = b1, c40 = b0, c41 = b1, c50 = b0, c51 = b1;
-    const float *x = t->x, *w = t->w;
-    for (size_t cb = 0; cb < t->kb; cb++, x += t->plane)
-        for (int c = 0; c < BLK; c++, w += 2 * BLK) {
-            __m256 w0 = _mm256_loadu_ps(w), w1 = _mm256_loadu_ps(w + BLK);
-            TILE_6X16_FMA(x + c, BLK);
+    const float *w = t->w;
+    const int64_t sx = t->sx;
+    for (int64_t cb = 0; cb < t->blocks; cb++)
+        for (int64_t ky = 0; ky < t->kh; ky++) {
+            const float *row = t->x + cb * t->cb_stride + ky * t->ky_stride;
+            for (int64_t kx = 0; kx < t->kw; kx++, row += t->dx)
+#pragma GCC unroll 8
+                for (int c = 0; c < LANES; c++, w += NB * BLK) {
+                    const float *p = row + c;
+                    __m256 w0 = _mm256_loadu_ps(w), w1 = NB == 2 ? _mm256_loadu_ps(w + BLK) : w0;
+                    TILE_FMA(0)
+                    TILE_FMA(1)
+                    TILE_FMA(2)
+                    TILE_FMA(3)
+                    TILE_FMA(4)
+                    TILE_FMA(5)
+                }
         }
-    __m256 out[PW_ROWS][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    store_tile_6x16(t->y, t->z, t->plane, 0, f, out, PW_ROWS);
+    TILE_STORE(0)
+    TILE_STORE(1)
+    TILE_STORE(2)
+    TILE_STORE(3)
+    TILE_STORE(4)
+    TILE_STORE(5)
 }
+#undef TILE_FMA
+#undef TILE_STORE
 
-#define PW_ROW1(r, acc) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(x + (r) * BLK + c), w0, acc)
-
-/* 6 positions × 8 output channels (the last block of an odd count). */
-__attribute__((target("avx2,fma"))) static void pw_tile_6x8_avx2(const pw_tile *t, const finish *f) {
-    __m256 b0 = pw_bias(t, 0);
-    __m256 c0 = b0, c1 = b0, c2 = b0, c3 = b0, c4 = b0, c5 = b0;
-    const float *x = t->x, *w = t->w;
-    for (size_t cb = 0; cb < t->kb; cb++, x += t->plane)
-        for (int c = 0; c < BLK; c++, w += BLK) {
-            __m256 w0 = _mm256_loadu_ps(w);
-            PW_ROW1(0, c0);
-            PW_ROW1(1, c1);
-            PW_ROW1(2, c2);
-            PW_ROW1(3, c3);
-            PW_ROW1(4, c4);
-            PW_ROW1(5, c5);
-        }
-    __m256 out[PW_ROWS] = {c0, c1, c2, c3, c4, c5};
-    for (int r = 0; r < PW_ROWS; r++) pw_store(t, f, 0, r, out[r]);
-}
-
-/* One position × nb (1 or 2) blocks: the tiles' tail. */
-__attribute__((target("avx2,fma"))) static void pw_tile_1_avx2(const pw_tile *t, int nb,
-                                                              const finish *f) {
-    __m256 c0 = pw_bias(t, 0), c1 = nb == 2 ? pw_bias(t, 1) : c0;
-    const float *x = t->x, *w = t->w;
-    size_t width = (size_t)nb * BLK;
-    for (size_t cb = 0; cb < t->kb; cb++, x += t->plane)
-        for (int c = 0; c < BLK; c++, w += width) {
-            __m256 a = _mm256_broadcast_ss(x + c);
-            c0 = _mm256_fmadd_ps(a, _mm256_loadu_ps(w), c0);
-            if (nb == 2) c1 = _mm256_fmadd_ps(a, _mm256_loadu_ps(w + BLK), c1);
-        }
-    pw_store(t, f, 0, 0, c0);
-    if (nb == 2) pw_store(t, f, 1, 0, c1);
-}
-
-__attribute__((target("avx2,fma"))) static void pw_tiles_avx2(pw_tile t, int nb, size_t n,
-                                                              const finish *f) {
-    size_t p = 0;
-    for (; p + PW_ROWS <= n; p += PW_ROWS) {
-        if (nb == 2) pw_tile_6x16_avx2(&t, f);
-        else pw_tile_6x8_avx2(&t, f);
-        t.x += PW_ROWS * BLK, t.y += PW_ROWS * BLK;
-        if (t.z) t.z += PW_ROWS * BLK;
+typedef void (*tile_fn)(const tile_args *, const finish *);
+#define TILE_FN(n, nb, l)                                                                   \
+    __attribute__((target("avx2,fma"))) static void tile_##n##_##nb##_##l(const tile_args *t, \
+                                                                       const finish *f) {  \
+        tile_avx2(t, f, n, nb, l);                                                          \
     }
-    for (; p < n; p++) {
-        pw_tile_1_avx2(&t, nb, f);
-        t.x += BLK, t.y += BLK;
-        if (t.z) t.z += BLK;
-    }
-}
+#define TILE_FNS(nb, l)                                                                     \
+    TILE_FN(1, nb, l) TILE_FN(2, nb, l) TILE_FN(3, nb, l) TILE_FN(4, nb, l) TILE_FN(5, nb, l) \
+    TILE_FN(6, nb, l)
+TILE_FNS(1, 1)
+TILE_FNS(2, 1)
+TILE_FNS(1, 8)
+TILE_FNS(2, 8)
+#define TILE_ROW(nb, l)                                                                     \
+    {tile_1_##nb##_##l, tile_2_##nb##_##l, tile_3_##nb##_##l, tile_4_##nb##_##l,            \
+     tile_5_##nb##_##l, tile_6_##nb##_##l}
+/* [blocked X][nb − 1][n − 1] */
+static const tile_fn tile_fns[2][2][PW_ROWS] = {{TILE_ROW(1, 1), TILE_ROW(2, 1)},
+                                                {TILE_ROW(1, 8), TILE_ROW(2, 8)}};
+#undef TILE_FN
+#undef TILE_FNS
+#undef TILE_ROW
 #endif
 
-/* n positions from the tile's start, in tiles of PW_ROWS. */
-static void pw_tiles(pw_tile t, int nb, size_t n, const finish *f, int avx2) {
+/* Outputs [0, n) of a row from t (at output 0) in tiles of at most 6 with sizes evened
+ * out (7 = 3 + 4: a lone 1-output tile would run its two FMA chains at a quarter of the
+ * rate, waiting on their latency). */
+static void tile_row(tile_args t, int nb, int64_t n, const finish *f, int avx2) {
+    int64_t tiles = (n + PW_ROWS - 1) / PW_ROWS;
+    for (int64_t i = 0, done = 0; i < tiles; i++) {
+        int size = (int)((n - done) / (tiles - i));
 #ifdef NCHWC_X86
-    if (avx2) {
-        pw_tiles_avx2(t, nb, n, f);
-        return;
-    }
+        if (avx2) tile_fns[t.lanes == BLK][nb - 1][size - 1](&t, f);
+        else tile_scalar(&t, size, nb, f);
+#else
+        (void)avx2;
+        tile_scalar(&t, size, nb, f);
 #endif
-    (void)avx2;
-    for (size_t p = 0; p < n; p += PW_ROWS) {
-        int rows = n - p < PW_ROWS ? (int)(n - p) : PW_ROWS;
-        pw_tile_scalar(&t, nb, rows, f);
-        t.x += PW_ROWS * BLK, t.y += PW_ROWS * BLK;
-        if (t.z) t.z += PW_ROWS * BLK;
+        t.x += size * t.sx;
+        t.y += size * BLK;
+        if (t.z) t.z += size * BLK;
+        done += size;
     }
 }
 
@@ -425,105 +408,24 @@ static void dw_rows(const ak__nn_geom *g, const dw_plane *d, int64_t oy0, int64_
     }
 }
 
-/* ---- direct (stems) --------------------------------------------------------------------- */
+/* ---- stems and blocked convolutions --------------------------------------------------- */
 
-/* Few input channels (a plain X, C < 8) and any window in one group, a stem: output
- * (oy, ox) of a panel (nb blocks) sums every tap (c, ky, kx) of the image against the
- * panel's 8·nb weights of that tap, packed like pointwise panels of depth C·kh·kw. */
+/* A stem (a plain X with fewer than 8 input channels, any window, one group) reads the
+ * input rows (c, ky) under an output row from a per-thread copy padded with zeros
+ * (direct_fill_rows), each channel a "block" of one lane. Every other window (3×3 with
+ * strides, 1×1 with strides, dilations) over a blocked X reads a zero-padded blocked copy
+ * of the image (conv_pad_task; X itself when no pad is needed), 8 lanes a block. */
 typedef struct direct_args {
     const ak__nn_geom *g;
     const float *x; /* the image, plain (C, H, W) */
     int64_t C;
-    const float *w; /* the panel: [C·kh·kw][8·nb] */
-    int nb;
-    const float *bias, *z; /* the panel's (z blocked, at its first block), or NULL */
-    float *y;              /* blocked, at the panel's first block */
-    uint64_t plane;        /* floats between blocks: P·8 */
-    float *rowbuf;         /* this thread's padded rows: C·kh rows of rowbuf_width */
+    float *rowbuf; /* this thread's padded rows: C·kh rows of rowbuf_width */
     int64_t rowbuf_width;
 } direct_args;
 
-static void direct_output_scalar(const direct_args *a, int64_t oy, int64_t ox, const finish *f) {
-    const ak__nn_geom *g = a->g;
-    int64_t ky0, ky1, kx0, kx1;
-    dw_axis_range(g, 0, oy, &ky0, &ky1);
-    dw_axis_range(g, 1, ox, &kx0, &kx1);
-    int width = a->nb * BLK;
-    float acc[16];
-    for (int l = 0; l < width; l++) acc[l] = a->bias ? a->bias[l] : 0.0f;
-    for (int64_t c = 0; c < a->C; c++)
-        for (int64_t ky = ky0; ky < ky1; ky++) {
-            int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
-            for (int64_t kx = kx0; kx < kx1; kx++) {
-                int64_t ix = ox * g->s[1] - g->pb[1] + kx * g->d[1];
-                float v = a->x[(c * g->in[0] + iy) * g->in[1] + ix];
-                const float *wk = a->w + ((c * g->k[0] + ky) * g->k[1] + kx) * width;
-                for (int l = 0; l < width; l++) acc[l] += v * wk[l];
-            }
-        }
-    size_t pos = (size_t)(oy * g->out[1] + ox) * BLK;
-    for (int l = 0; l < width; l++) {
-        size_t at = (size_t)(l / BLK) * a->plane + pos + (size_t)(l % BLK);
-        a->y[at] = finish_scalar(f, acc[l], a->z ? a->z + at : NULL);
-    }
-}
-
-#ifdef NCHWC_X86
-/* One output, its window clipped to the image. */
-__attribute__((target("avx2,fma"))) static void direct_output_avx2(const direct_args *a, int64_t oy,
-                                                                   int64_t ox, const finish *f) {
-    const ak__nn_geom *g = a->g;
-    int64_t ky0, ky1, kx0, kx1;
-    dw_axis_range(g, 0, oy, &ky0, &ky1);
-    dw_axis_range(g, 1, ox, &kx0, &kx1);
-    size_t width = (size_t)a->nb * BLK;
-    __m256 c0 = a->bias ? _mm256_loadu_ps(a->bias) : _mm256_setzero_ps();
-    __m256 c1 = a->bias && a->nb == 2 ? _mm256_loadu_ps(a->bias + BLK) : _mm256_setzero_ps();
-    for (int64_t c = 0; c < a->C; c++)
-        for (int64_t ky = ky0; ky < ky1; ky++) {
-            int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
-            for (int64_t kx = kx0; kx < kx1; kx++) {
-                int64_t ix = ox * g->s[1] - g->pb[1] + kx * g->d[1];
-                __m256 v = _mm256_broadcast_ss(a->x + (c * g->in[0] + iy) * g->in[1] + ix);
-                const float *wk = a->w + (size_t)((c * g->k[0] + ky) * g->k[1] + kx) * width;
-                c0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(wk), c0);
-                if (a->nb == 2) c1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(wk + BLK), c1);
-            }
-        }
-    size_t pos = (size_t)(oy * g->out[1] + ox) * BLK;
-    store_finished(a->y, a->z, pos, f, c0);
-    if (a->nb == 2) store_finished(a->y, a->z, a->plane + pos, f, c1);
-}
-
-/* Outputs ox0..ox0+5 of a two-block panel from the padded rows of rowbuf (see
- * direct_fill_rows); the first n of them are stored. */
-__attribute__((target("avx2,fma"))) static void direct_tile_6x16_avx2(const direct_args *a, int64_t oy,
-                                                                      int64_t ox0, int n,
-                                                                      const finish *f) {
-    const ak__nn_geom *g = a->g;
-    int64_t sx = g->s[1], dx = g->d[1], kw = g->k[1], rows = a->C * g->k[0];
-    __m256 b0 = a->bias ? _mm256_loadu_ps(a->bias) : _mm256_setzero_ps();
-    __m256 b1 = a->bias ? _mm256_loadu_ps(a->bias + BLK) : _mm256_setzero_ps();
-    __m256 c00 = b0, c01 = b1, c10 = b0, c11 = b1, c20 = b0, c21 = b1;
-    __m256 c30 = b0, c31 = b1, c40 = b0, c41 = b1, c50 = b0, c51 = b1;
-    const float *wk = a->w;
-    for (int64_t k = 0; k < rows; k++) { /* (c, ky) */
-        const float *row = a->rowbuf + k * a->rowbuf_width + ox0 * sx;
-        for (int64_t kx = 0; kx < kw; kx++, wk += 2 * BLK) {
-            __m256 w0 = _mm256_loadu_ps(wk), w1 = _mm256_loadu_ps(wk + BLK);
-            TILE_6X16_FMA(row + kx * dx, sx);
-        }
-    }
-    __m256 out[PW_ROWS][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    store_tile_6x16(a->y, a->z, a->plane, (size_t)(oy * g->out[1] + ox0) * BLK, f, out, n);
-}
-#endif
-
-/* Floats per (c, ky) row of a direct layer's padded row buffer: every column that whole
- * 6-output tiles over an output row read. */
+/* Floats per (c, ky) row of a stem's padded row buffer: the columns an output row reads. */
 static int64_t direct_rowbuf_width(const ak__nn_geom *g) {
-    int64_t tiles = (g->out[1] + PW_ROWS - 1) / PW_ROWS;
-    return (tiles * PW_ROWS - 1) * g->s[1] + (g->k[1] - 1) * g->d[1] + 1;
+    return (g->out[1] - 1) * g->s[1] + (g->k[1] - 1) * g->d[1] + 1;
 }
 
 /* rowbuf = the input rows (c, ky) under output row oy, column j holding x[.., j − pad],
@@ -547,28 +449,6 @@ static void direct_fill_rows(const direct_args *a, int64_t oy) {
         }
 }
 
-/* Output rows [oy0, oy1): AVX2 runs two-block panels 6 outputs at a time over padded rows,
- * a single block one output at a time with its window clipped; the scalar loops too. */
-static void direct_rows(const direct_args *a, int64_t oy0, int64_t oy1, const finish *f, int avx2) {
-    int64_t OW = a->g->out[1];
-    for (int64_t oy = oy0; oy < oy1; oy++) {
-#ifdef NCHWC_X86
-        if (avx2 && a->nb == 2) {
-            direct_fill_rows(a, oy);
-            for (int64_t ox = 0; ox < OW; ox += PW_ROWS)
-                direct_tile_6x16_avx2(a, oy, ox, OW - ox < PW_ROWS ? (int)(OW - ox) : PW_ROWS, f);
-            continue;
-        }
-        if (avx2) {
-            for (int64_t ox = 0; ox < OW; ox++) direct_output_avx2(a, oy, ox, f);
-            continue;
-        }
-#endif
-        (void)avx2;
-        for (int64_t ox = 0; ox < OW; ox++) direct_output_scalar(a, oy, ox, f);
-    }
-}
-
 /* ---- the operator ------------------------------------------------------------------------ */
 
 typedef struct nchwc_run {
@@ -582,11 +462,18 @@ typedef struct nchwc_run {
     ak__nn_act act; /* applied after the kernel when the finish cannot (Sigmoid...) */
     int avx2;
     size_t chunks, panels; /* pointwise: position chunks; weight panels per image */
-    int64_t rows_per_task; /* depthwise and direct: output rows per task */
+    int64_t rows_per_task; /* depthwise, direct, conv: output rows per task */
     int reorder_x, reorder_z, reorder_y; /* plain sides that go through the workspace */
     size_t row_tasks;
+    size_t group_panels, groups; /* direct, conv: panels per task, groups of them */
+    size_t tasks;                /* depthwise, direct, conv */
     float *rowbufs;       /* direct: one padded row buffer per thread, from the workspace */
     size_t rowbuf_floats; /* direct: floats of one */
+    int pointwise;        /* conv: 1×1, stride 1, no pads */
+    int64_t Hp, Wp;       /* conv: the padded image read (X itself when Hp·Wp == Pin) */
+    int winograd;         /* conv: 3×3 planes Winograd F(4×4, 3×3) takes */
+    int pad_copy;         /* conv: whether the windows read a padded copy */
+    float *padded;        /* conv: the copy in the workspace, or NULL */
 } nchwc_run;
 
 /* A pass of an activation the finish cannot apply, over n floats at y. */
@@ -594,22 +481,42 @@ static void late_activation(const nchwc_run *r, float *y, size_t n) {
     if (r->act.kind != r->fin.act) ak__nn_act_rows(&r->act, y, 1, n, n);
 }
 
+/* Output blocks of panel j: 2, or 1 for the last of an odd count. */
+static int panel_blocks(const nchwc_run *r, size_t j) {
+    return 2 * j + 2 <= (size_t)r->st->M / BLK ? 2 : 1;
+}
+
+/* The tile arguments of panel j of image n, its y and z at the panel's first output. */
+static tile_args panel_tile(const nchwc_run *r, size_t n, size_t j) {
+    const nchwc_state *st = r->st;
+    uint64_t ybase = (n * (uint64_t)(st->M / BLK) + 2 * j) * r->P * BLK;
+    return (tile_args){.w = st->w + j * (size_t)st->K * 16, .bias = r->bias ? r->bias + 2 * j * BLK : NULL,
+                       .z = r->z ? r->z + ybase : NULL, .y = r->y + ybase, .plane = r->P * BLK,
+                       .kh = 1, .kw = 1, .lanes = BLK};
+}
+
+/* After a band of output rows [oy0, oy1) of panel j: the activations the finish left. */
+static void panel_rows_done(const nchwc_run *r, const tile_args *t, int64_t oy0, int64_t oy1, int nb) {
+    size_t first = (size_t)(oy0 * r->g.out[1]) * BLK, n_out = (size_t)((oy1 - oy0) * r->g.out[1]) * BLK;
+    for (int b = 0; b < nb; b++) late_activation(r, t->y + b * t->plane + first, n_out);
+}
+
 /* Task i = (image, chunk of positions, panel): consecutive tasks share an input chunk. */
 static void pw_task(void *vr, size_t begin, size_t end, int tid) {
     (void)tid;
     const nchwc_run *r = vr;
-    const nchwc_state *st = r->st;
-    size_t kb = (size_t)st->C / BLK, mb = (size_t)st->M / BLK;
+    size_t kb = (size_t)r->st->C / BLK;
     for (size_t i = begin; i < end; i++) {
         size_t j = i % r->panels, c = i / r->panels % r->chunks, n = i / r->panels / r->chunks;
         size_t p0 = c * PW_CHUNK, np = r->P - p0 < PW_CHUNK ? r->P - p0 : PW_CHUNK;
-        int nb = 2 * j + 2 <= mb ? 2 : 1;
-        uint64_t ybase = (n * mb + 2 * j) * r->P * BLK + p0 * BLK;
-        pw_tile t = {r->x + n * kb * r->Pin * BLK + p0 * BLK, st->w + j * (size_t)st->K * 16,
-                     r->bias ? r->bias + 2 * j * BLK : NULL, r->z ? r->z + ybase : NULL,
-                     r->y + ybase, r->P * BLK, kb};
-        pw_tiles(t, nb, np, &r->fin, r->avx2);
-        for (int b = 0; b < nb; b++) late_activation(r, r->y + ybase + b * r->P * BLK, np * BLK);
+        int nb = panel_blocks(r, j);
+        tile_args t = panel_tile(r, n, j);
+        t.x = r->x + (n * kb * r->Pin + p0) * BLK;
+        t.blocks = (int64_t)kb, t.cb_stride = (int64_t)r->Pin * BLK, t.sx = BLK;
+        t.y += p0 * BLK;
+        if (t.z) t.z += p0 * BLK;
+        tile_row(t, nb, (int64_t)np, &r->fin, r->avx2);
+        for (int b = 0; b < nb; b++) late_activation(r, t.y + b * t.plane, np * BLK);
     }
 }
 
@@ -631,36 +538,124 @@ static void dw_task(void *vr, size_t begin, size_t end, int tid) {
     }
 }
 
-/* Task i = (image, panel, band of rows_per_task output rows). */
+/* Task i = (image, band of rows_per_task output rows, group of group_panels panels), the
+ * group varying fastest: consecutive tasks (one thread's share) read the same input rows.
+ * Sets the band's rows [*oy0, *oy1) and the group's panels [*j0, *j1). */
+static size_t task_of(const nchwc_run *r, size_t i, int64_t *oy0, int64_t *oy1, size_t *j0,
+                      size_t *j1) {
+    size_t group = i % r->groups, band = i / r->groups % r->row_tasks;
+    *oy0 = (int64_t)band * r->rows_per_task;
+    *oy1 = *oy0 + r->rows_per_task < r->g.out[0] ? *oy0 + r->rows_per_task : r->g.out[0];
+    *j0 = group * r->group_panels;
+    *j1 = *j0 + r->group_panels < r->panels ? *j0 + r->group_panels : r->panels;
+    return i / r->groups / r->row_tasks;
+}
+
+/* y (and z) of tile arguments t moved to output row oy. */
+static tile_args at_row(const nchwc_run *r, tile_args t, int64_t oy) {
+    t.y += (size_t)(oy * r->g.out[1]) * BLK;
+    if (t.z) t.z += (size_t)(oy * r->g.out[1]) * BLK;
+    return t;
+}
+
+/* Task i of a stem: each output row's input rows padded once, then every panel of the
+ * group over them. */
 static void direct_task(void *vr, size_t begin, size_t end, int tid) {
     const nchwc_run *r = vr;
-    const nchwc_state *st = r->st;
-    size_t mb = (size_t)st->M / BLK;
+    const ak__nn_geom *g = &r->g;
     for (size_t i = begin; i < end; i++) {
-        size_t band = i % r->row_tasks, j = i / r->row_tasks % r->panels;
-        size_t n = i / r->row_tasks / r->panels;
-        int64_t oy0 = (int64_t)band * r->rows_per_task, oy1 = oy0 + r->rows_per_task;
-        if (oy1 > r->g.out[0]) oy1 = r->g.out[0];
-        int nb = 2 * j + 2 <= mb ? 2 : 1;
-        uint64_t ybase = (n * mb + 2 * j) * r->P * BLK, plane = r->P * BLK;
-        direct_args a = {&r->g, r->x + n * (size_t)st->C * r->Pin, st->C, st->w + j * (size_t)st->K * 16,
-                         nb, r->bias ? r->bias + 2 * j * BLK : NULL, r->z ? r->z + ybase : NULL,
-                         r->y + ybase, plane, r->rowbufs + (size_t)tid * r->rowbuf_floats,
-                         direct_rowbuf_width(&r->g)};
-        direct_rows(&a, oy0, oy1, &r->fin, r->avx2);
-        size_t first = (size_t)(oy0 * r->g.out[1]) * BLK, n_out = (size_t)((oy1 - oy0) * r->g.out[1]) * BLK;
-        for (int b = 0; b < nb; b++) late_activation(r, r->y + ybase + b * plane + first, n_out);
+        int64_t oy0, oy1;
+        size_t j0, j1, n = task_of(r, i, &oy0, &oy1, &j0, &j1);
+        direct_args a = {g, r->x + n * (size_t)r->st->C * r->Pin, r->st->C,
+                         r->rowbufs + (size_t)tid * r->rowbuf_floats, direct_rowbuf_width(g)};
+        for (int64_t oy = oy0; oy < oy1; oy++) {
+            direct_fill_rows(&a, oy);
+            for (size_t j = j0; j < j1; j++) {
+                tile_args t = panel_tile(r, n, j);
+                t.x = a.rowbuf, t.blocks = a.C, t.cb_stride = g->k[0] * a.rowbuf_width;
+                t.kh = g->k[0], t.ky_stride = a.rowbuf_width, t.kw = g->k[1], t.dx = g->d[1];
+                t.sx = g->s[1], t.lanes = 1;
+                tile_row(at_row(r, t, oy), panel_blocks(r, j), g->out[1], &r->fin, r->avx2);
+            }
+        }
+        for (size_t j = j0; j < j1; j++) {
+            tile_args t = panel_tile(r, n, j);
+            panel_rows_done(r, &t, oy0, oy1, panel_blocks(r, j));
+        }
+    }
+}
+
+/* Blocks [begin, end) (over all images) of a conv layer's X into its zero-padded copy. */
+static void conv_pad_task(void *vr, size_t begin, size_t end, int tid) {
+    (void)tid;
+    const nchwc_run *r = vr;
+    int64_t H = r->g.in[0], W = r->g.in[1], Wp = r->Wp, top = r->g.pb[0], left = r->g.pb[1];
+    size_t row = (size_t)Wp * BLK;
+    for (size_t b = begin; b < end; b++) {
+        const float *src = r->x + b * r->Pin * BLK;
+        float *dst = r->padded + b * (size_t)(r->Hp * Wp) * BLK;
+        for (int64_t y = 0; y < r->Hp; y++, dst += row) {
+            int64_t iy = y - top;
+            if (iy < 0 || iy >= H) {
+                memset(dst, 0, row * sizeof *dst);
+                continue;
+            }
+            int64_t right = Wp - left - W;
+            memset(dst, 0, (size_t)left * BLK * sizeof *dst);
+            memcpy(dst + left * BLK, src + iy * W * BLK, (size_t)W * BLK * sizeof *dst);
+            memset(dst + (left + W) * BLK, 0, (size_t)right * BLK * sizeof *dst);
+        }
+    }
+}
+
+/* Task i of a conv layer: each panel of the group over the band's rows (its weights and
+ * the band's input rows sized to stay in cache together, see plan_bands). */
+static void conv_task(void *vr, size_t begin, size_t end, int tid) {
+    (void)tid;
+    const nchwc_run *r = vr;
+    const ak__nn_geom *g = &r->g;
+    const float *xp = r->padded ? r->padded : r->x;
+    int64_t rowf = r->Wp * BLK, planef = r->Hp * rowf, kb = r->st->C / BLK;
+    for (size_t i = begin; i < end; i++) {
+        int64_t oy0, oy1;
+        size_t j0, j1, n = task_of(r, i, &oy0, &oy1, &j0, &j1);
+        for (size_t j = j0; j < j1; j++) {
+            int nb = panel_blocks(r, j);
+            tile_args t = panel_tile(r, n, j);
+            t.blocks = kb, t.cb_stride = planef, t.kh = g->k[0], t.ky_stride = g->d[0] * rowf;
+            t.kw = g->k[1], t.dx = g->d[1] * BLK, t.sx = g->s[1] * BLK;
+            for (int64_t oy = oy0; oy < oy1; oy++) {
+                tile_args row = at_row(r, t, oy);
+                row.x = xp + (size_t)n * (size_t)(kb * planef) + (size_t)(oy * g->s[0] * rowf);
+                tile_row(row, nb, g->out[1], &r->fin, r->avx2);
+            }
+            panel_rows_done(r, &t, oy0, oy1, nb);
+        }
     }
 }
 
 static void nchwc_destroy(void *state) {
     nchwc_state *st = state;
-    if (st) free(st->w);
+    if (st) {
+        free(st->w);
+        ak__conv_wino_free(st->wino);
+    }
     free(st);
 }
 
-/* Packs the constant W of a pointwise, depthwise or direct (stem) layer; anything else is
- * refused (the layout pass only makes NchwcConv nodes out of those). */
+/* The tiles' (or depthwise) weights of st from W's data w, once. */
+static ak_status nchwc_pack(nchwc_state *st, const float *w) {
+    if (st->w) return AK_OK;
+    size_t floats = (size_t)(st->M * (st->kind == NCHWC_DEPTHWISE ? st->taps : st->K));
+    st->w = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+    if (!st->w) return AK_FAIL(AK_ERR_NO_MEMORY, "NchwcConv: out of memory packing %zu weights", floats);
+    if (st->kind == NCHWC_DEPTHWISE) pack_depthwise(w, st->M, st->taps, st->w);
+    else pack_panels(w, st->M, st->C, st->taps, st->kind == NCHWC_CONV ? BLK : 1, st->w);
+    return AK_OK;
+}
+
+/* Packs the constant W of a depthwise, stem or one-group layer; anything else is refused
+ * (the layout pass only makes NchwcConv nodes out of those). */
 static ak_status nchwc_create(const ak__ir_node *node, const ak__tensor *const *consts,
                               void **state) {
     const ak__tensor *W = node->num_inputs >= 2 ? consts[1] : NULL;
@@ -669,10 +664,10 @@ static ak_status nchwc_create(const ak__ir_node *node, const ak__tensor *const *
     int64_t M = W->dims[0], group = ak__attr_int(node, "group", 1);
     int64_t taps = W->dims[2] * W->dims[3];
     int kind;
-    if (group == 1 && taps == 1 && W->dims[1] % BLK == 0) kind = NCHWC_POINTWISE;
-    else if (group == M && W->dims[1] == 1) kind = NCHWC_DEPTHWISE;
+    if (group == M && W->dims[1] == 1) kind = NCHWC_DEPTHWISE;
     else if (group == 1 && W->dims[1] < BLK) kind = NCHWC_DIRECT;
-    else return AK_OP_FAIL(node, AK_ERR_UNSUPPORTED, "only 1×1, depthwise and stem layers are blocked");
+    else if (group == 1) kind = NCHWC_CONV;
+    else return AK_OP_FAIL(node, AK_ERR_UNSUPPORTED, "grouped layers other than depthwise are not blocked");
     int64_t C = kind == NCHWC_DEPTHWISE ? M : W->dims[1];
     if (M <= 0 || M % BLK || (kind != NCHWC_DIRECT && C % BLK) || taps <= 0)
         return AK_OP_FAIL(node, AK_ERR_UNSUPPORTED, "channels %lld -> %lld are not multiples of 8",
@@ -680,21 +675,38 @@ static ak_status nchwc_create(const ak__ir_node *node, const ak__tensor *const *
     if (kind == NCHWC_DIRECT && ak__attr_int(node, "x_blocked", 0))
         return AK_OP_FAIL(node, AK_ERR_UNSUPPORTED, "a stem reads a plain X");
     nchwc_state *st = calloc(1, sizeof *st);
-    float *w = aligned_alloc(64, ((size_t)W->count * sizeof(float) + 63) / 64 * 64);
-    if (!st || !w) {
-        free(st);
-        free(w);
-        return AK_FAIL(AK_ERR_NO_MEMORY, "NchwcConv: out of memory");
+    if (!st) return AK_FAIL(AK_ERR_NO_MEMORY, "NchwcConv: out of memory");
+    *st = (nchwc_state){kind, M, C, taps, C * taps, NULL, NULL};
+    ak_status s = AK_OK;
+    if (kind == NCHWC_CONV && W->dims[2] == 3 && W->dims[3] == 3) s = ak__conv_wino_create(M, C, &st->wino);
+    if (s == AK_OK && kind != NCHWC_CONV) s = nchwc_pack(st, W->data);
+    if (s != AK_OK) {
+        nchwc_destroy(st);
+        return s;
     }
-    *st = (nchwc_state){kind, M, C, taps, C * taps, w};
-    if (kind == NCHWC_DEPTHWISE) pack_depthwise(W->data, M, taps, st->w);
-    else pack_pointwise(W->data, M, st->K, st->w); /* W as (M, C·taps) */
     *state = st;
     return AK_OK;
 }
 
 static int blocked(const ak__op_ctx *ctx, const char *side) {
     return ak__attr_int(ctx->node, side, 0) != 0;
+}
+
+/* A conv layer's geometry: pointwise (1×1, stride 1, no pads: the plane is one row of
+ * tiles) or the padded image its windows read, Hp × Wp; returns the floats of the padded
+ * copy, 0 when the windows stay inside X (no pads) and X is read in place. */
+static uint64_t conv_padding(nchwc_run *r) {
+    const ak__nn_geom *g = &r->g;
+    r->pointwise = g->k[0] == 1 && g->k[1] == 1 && g->s[0] == 1 && g->s[1] == 1 && !g->pb[0] &&
+                   !g->pb[1] && !g->pe[0] && !g->pe[1];
+    int64_t reach[2];
+    for (int a = 0; a < 2; a++) {
+        reach[a] = (g->out[a] - 1) * g->s[a] + (g->k[a] - 1) * g->d[a] + 1;
+        if (reach[a] < g->pb[a] + g->in[a]) reach[a] = g->pb[a] + g->in[a];
+    }
+    r->Hp = reach[0], r->Wp = reach[1];
+    if (r->pointwise || (!g->pb[0] && !g->pb[1] && r->Hp == g->in[0] && r->Wp == g->in[1])) return 0;
+    return (uint64_t)r->N * (uint64_t)r->st->C * (uint64_t)(r->Hp * r->Wp);
 }
 
 /* Geometry and checks shared by reshape and run; *ws_floats: the reorder scratch and the
@@ -714,9 +726,6 @@ static ak_status nchwc_plan(ak__op_ctx *ctx, nchwc_run *r, size_t *ws_floats) {
     memset(r, 0, sizeof *r);
     r->st = st;
     AK_CHECK(ak__nn_geom_init(ctx, 2, X->dims + 2, W->dims + 2, 0, &r->g));
-    if (st->kind == NCHWC_POINTWISE &&
-        (r->g.s[0] != 1 || r->g.s[1] != 1 || r->g.pb[0] || r->g.pb[1] || r->g.pe[0] || r->g.pe[1]))
-        return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "a blocked 1×1 layer has stride 1, no pads");
     AK_CHECK(ak__nn_parse_activation(ctx, &r->act));
     r->N = X->dims[0];
     r->P = (uint64_t)(r->g.out[0] * r->g.out[1]);
@@ -727,8 +736,13 @@ static ak_status nchwc_plan(ak__op_ctx *ctx, nchwc_run *r, size_t *ws_floats) {
     r->reorder_y = !blocked(ctx, "y_blocked");
     if (st->kind == NCHWC_DIRECT)
         r->rowbuf_floats = (size_t)(st->C * r->g.k[0] * direct_rowbuf_width(&r->g));
+    uint64_t padf = st->kind == NCHWC_CONV ? conv_padding(r) : 0;
+    r->winograd = st->kind == NCHWC_CONV && ak__conv_wino_usable(st->wino, &r->g, st->M, st->C, 1) &&
+                  ak__param_int(AK_PARAM_CONV_WINOGRAD) && ak__conv_wino_pays(&r->g);
+    if (r->winograd) padf = ak__conv_wino_workspace_floats(st->wino, &r->g, 1, ak__nn_pool_threads(ctx));
+    r->pad_copy = !r->winograd && padf != 0;
     *ws_floats = (r->reorder_x ? xf : 0) + (r->reorder_z ? yf : 0) + (r->reorder_y ? yf : 0) +
-                 r->rowbuf_floats * (size_t)ak__nn_pool_threads(ctx);
+                 r->rowbuf_floats * (size_t)ak__nn_pool_threads(ctx) + padf;
     return AK_OK;
 }
 
@@ -742,7 +756,44 @@ static ak_status nchwc_reshape(ak__op_ctx *ctx) {
     if (Z && (Z->type != AK_ELEM_F32 || Z->rank != 4 || memcmp(Z->dims, dims, sizeof dims) != 0))
         return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "Z must be float32 shaped like Y");
     ctx->workspace_bytes = ws * sizeof(float);
-    return AK_OK;
+    nchwc_state *st = ctx->state; /* the weights of the path taken, packed once */
+    return r.winograd ? ak__conv_wino_prepare(st->wino, ctx->inputs[1]->data)
+                      : nchwc_pack(st, ctx->inputs[1]->data);
+}
+
+/* Bytes a conv task's weights (per panel) and input rows (per output row) may each hold:
+ * half of a 1 MiB L2 (a quarter measured slower on ResNet-50's layer4). */
+#define TASK_CACHE_BYTES ((size_t)512 << 10)
+
+/* Tasks of the row kinds: depthwise, one block by bands of rows; stems, every panel over
+ * bands; conv, groups of panels × bands of rows sized to TASK_CACHE_BYTES (a downsampling
+ * 1×1 whose input is large and weights small runs all its panels over each band; a 3×3
+ * with 9 MB of weights keeps one panel over the whole plane). Bands then split until every
+ * thread has 4 tasks. */
+static void plan_bands(nchwc_run *r, int threads) {
+    const nchwc_state *st = r->st;
+    int64_t OH = r->g.out[0];
+    r->group_panels = st->kind == NCHWC_DEPTHWISE ? 1 : r->panels;
+    r->rows_per_task = OH;
+    if (st->kind == NCHWC_CONV) {
+        size_t panel_bytes = (size_t)st->K * 16 * sizeof(float);
+        int64_t window = (r->g.k[0] - 1) * r->g.d[0] + 1; /* rows an output row reads */
+        int64_t fresh = r->g.s[0] < window ? r->g.s[0] : window; /* of them not read before */
+        size_t row_bytes = (size_t)(st->C * fresh * r->Wp) * sizeof(float);
+        size_t gp = TASK_CACHE_BYTES / panel_bytes, rows = TASK_CACHE_BYTES / row_bytes;
+        r->group_panels = gp < 1 ? 1 : gp < r->panels ? gp : r->panels;
+        r->rows_per_task = rows < 1 ? 1 : rows < (size_t)OH ? (int64_t)rows : OH;
+    }
+    size_t planes = (size_t)r->N * (st->kind == NCHWC_DEPTHWISE ? (size_t)(st->M / BLK) : 1);
+    r->groups = (r->panels + r->group_panels - 1) / r->group_panels;
+    if (st->kind == NCHWC_DEPTHWISE) r->groups = 1;
+    size_t want = 4 * (size_t)threads, have = planes * r->groups;
+    int64_t bands = (OH + r->rows_per_task - 1) / r->rows_per_task;
+    if (have * (size_t)bands < want) bands = (int64_t)((want + have - 1) / have);
+    if (bands > OH) bands = OH;
+    r->rows_per_task = (OH + bands - 1) / bands;
+    r->row_tasks = (size_t)((OH + r->rows_per_task - 1) / r->rows_per_task);
+    r->tasks = have * r->row_tasks;
 }
 
 static ak_status nchwc_run_op(ak__op_ctx *ctx) {
@@ -777,21 +828,23 @@ static ak_status nchwc_run_op(ak__op_ctx *ctx) {
                   r.act.kind == AK_NN_ACT_CLIP;
     r.fin = (finish){r.bias, r.z, fusable ? r.act.kind : AK_NN_ACT_NONE, r.act.a, r.act.b};
     r.avx2 = ak__cpu_active_avx2() && !ak__nchwc_force_scalar;
-    int threads = ak__nn_pool_threads(ctx);
     r.panels = (size_t)(st->M / 16 + st->M % 16 / BLK);
-    if (st->kind == NCHWC_POINTWISE) {
+    if (r.pad_copy) {
+        r.padded = scratch + r.rowbuf_floats * (size_t)ak__nn_pool_threads(ctx);
+        ak__nn_parallel(ctx->pool, (size_t)r.N * (size_t)(st->C / BLK), 1, conv_pad_task, &r);
+    }
+    if (r.winograd) {
+        size_t used = (size_t)(scratch - (float *)ctx->workspace) * sizeof(float);
+        ak__conv_igemm_args a = {&r.g, r.N, st->C, r.x, r.bias, r.z, r.y, r.act, ctx->pool,
+                                 scratch, ctx->workspace_bytes - used, 1, 1};
+        AK_CHECK(ak__conv_wino_run(st->wino, &a));
+    } else if (st->kind == NCHWC_CONV && r.pointwise) {
         r.chunks = (r.P + PW_CHUNK - 1) / PW_CHUNK;
         ak__nn_parallel(ctx->pool, (size_t)r.N * r.chunks * r.panels, 1, pw_task, &r);
     } else {
-        /* bands of rows: at least 4 tasks per thread over all blocks (depthwise) or panels */
-        int direct = st->kind == NCHWC_DIRECT;
-        size_t planes = (size_t)r.N * (direct ? r.panels : (size_t)(st->M / BLK));
-        size_t want = 4 * (size_t)threads;
-        size_t bands = planes >= want ? 1 : (want + planes - 1) / planes;
-        if (bands > (size_t)r.g.out[0]) bands = (size_t)r.g.out[0];
-        r.rows_per_task = (r.g.out[0] + (int64_t)bands - 1) / (int64_t)bands;
-        r.row_tasks = (size_t)((r.g.out[0] + r.rows_per_task - 1) / r.rows_per_task);
-        ak__nn_parallel(ctx->pool, planes * r.row_tasks, 1, direct ? direct_task : dw_task, &r);
+        plan_bands(&r, ak__nn_pool_threads(ctx));
+        ak_parallel_fn fn = st->kind == NCHWC_DEPTHWISE ? dw_task : st->kind == NCHWC_DIRECT ? direct_task : conv_task;
+        ak__nn_parallel(ctx->pool, r.tasks, 1, fn, &r);
     }
     if (r.reorder_y) reorder(ctx->pool, r.y, Y->data, r.N, st->M, r.P, 0);
     return AK_OK;

@@ -30,6 +30,7 @@ typedef struct pool_job {
     const pool_plan *pl;
     const ak__tensor *X;
     ak__tensor *Y, *I;
+    int y_blocked; /* NchwcMaxPool: Y stored blocked like X */
 } pool_job;
 
 static ak_status pool_check_type(ak__op_ctx *ctx, const ak__tensor *X, int kind) {
@@ -293,8 +294,8 @@ static void global_f32_task(void *vj, size_t begin, size_t end, int tid) {
 /* MaxPool over a blocked X (N, C/8, H, W, 8), what the layout pass makes of a MaxPool that
  * reads a blocked stem (ResNet's): the 8 channels of a position are maxed together (one
  * vector with AVX2; the portable loop below is the reference the tests hold it to), one
- * output row of a block at a time, and the row is written out plain, so no reorder of the
- * (4× larger) input is needed. */
+ * output row of a block at a time, written blocked (attribute y_blocked = 1) or plain, so
+ * no reorder of the (4× larger) input is needed. */
 #define NCHWC_BLK AK_NN_NCHWC_BLOCK
 
 /* yb[0..n) = outputs (oy, ox0..ox0+n) of one block, 8 channels each. */
@@ -326,7 +327,7 @@ static void nchwc_maxpool_row(const pool_plan *pl, const float *xb, int64_t oy, 
  * of y (plane stride P) 8 outputs at a time. */
 __attribute__((target("avx2,fma"))) static void nchwc_maxpool_row_avx2(const pool_plan *pl,
                                                                   const float *xb, int64_t oy,
-                                                                  float *y) {
+                                                                  float *y, int y_blocked) {
     const ak__nn_geom *g = &pl->g;
     int64_t H = g->in[0], W = g->in[1], n = g->out[1], y0 = oy * g->s[0] - g->pb[0];
     __m256 row[8];
@@ -346,7 +347,9 @@ __attribute__((target("avx2,fma"))) static void nchwc_maxpool_row_avx2(const poo
             }
             row[j] = acc;
         }
-        if (m == 8) {
+        if (y_blocked) {
+            for (int j = 0; j < m; j++) _mm256_storeu_ps(y + (ox + j) * NCHWC_BLK, row[j]);
+        } else if (m == 8) {
             ak__nn_transpose8x8(row);
             for (int l = 0; l < NCHWC_BLK; l++) _mm256_storeu_ps(y + l * pl->P + ox, row[l]);
         } else {
@@ -369,13 +372,17 @@ static void nchwc_maxpool_task(void *vj, size_t begin, size_t end, int tid) {
     for (size_t i = begin; i < end; i++) {
         uint64_t block = i / OH, oy = i % OH;
         const float *xb = (const float *)job->X->data + block * pl->Pin * NCHWC_BLK;
-        float *y = (float *)job->Y->data + block * NCHWC_BLK * pl->P + oy * OW;
+        float *y = (float *)job->Y->data + block * NCHWC_BLK * pl->P + oy * OW * (job->y_blocked ? NCHWC_BLK : 1);
 #ifdef POOL_X86
         if (ak__cpu_active_avx2() && !ak__nchwc_force_scalar) {
-            nchwc_maxpool_row_avx2(pl, xb, (int64_t)oy, y);
+            nchwc_maxpool_row_avx2(pl, xb, (int64_t)oy, y, job->y_blocked);
             continue;
         }
 #endif
+        if (job->y_blocked) {
+            nchwc_maxpool_row(pl, xb, (int64_t)oy, 0, (int64_t)OW, y);
+            continue;
+        }
         for (uint64_t ox0 = 0; ox0 < OW; ox0 += 64) { /* the row in pieces of 64 outputs */
             uint64_t n = OW - ox0 < 64 ? OW - ox0 : 64;
             nchwc_maxpool_row(pl, xb, (int64_t)oy, (int64_t)ox0, (int64_t)n, row);
@@ -404,7 +411,8 @@ static ak_status nchwc_maxpool_reshape(ak__op_ctx *ctx) {
 static ak_status nchwc_maxpool_run(ak__op_ctx *ctx) {
     pool_plan pl;
     AK_CHECK(nchwc_maxpool_plan(ctx, &pl));
-    pool_job job = {&pl, ctx->inputs[0], ak__op_out(ctx, 0), NULL};
+    pool_job job = {&pl, ctx->inputs[0], ak__op_out(ctx, 0), NULL,
+                    ak__attr_int(ctx->node, "y_blocked", 0) != 0};
     if (!job.Y || job.Y->count == 0) return AK_OK;
     size_t tasks = (size_t)(pl.planes / NCHWC_BLK * (uint64_t)pl.g.out[0]);
     return ak_threadpool_parallel_for(ctx->pool, tasks, 1, nchwc_maxpool_task, &job);
@@ -437,7 +445,7 @@ static ak_status pool_run_common(ak__op_ctx *ctx, int kind, int global) {
     pool_plan pl;
     AK_CHECK(pool_plan_make(ctx, kind, global, &pl));
     pool_job job = {&pl, ctx->inputs[0], ak__op_out(ctx, 0),
-                    kind == POOL_MAX && !global ? ak__op_out(ctx, 1) : NULL};
+                    kind == POOL_MAX && !global ? ak__op_out(ctx, 1) : NULL, 0};
     if (!job.Y) return AK_OK;
     if (global && job.X->type == AK_ELEM_F32 && kind != POOL_LP)
         return ak_threadpool_parallel_for(ctx->pool, (size_t)pl.planes, pool_grain(&pl),
