@@ -23,6 +23,10 @@
  *   GEMM      tasks of ξ (the 36 independent products keep both cores busy on any plane).
  *   output    Aᵀ m A for the same groups, interleaved back into rows of 4 floats per
  *             tile; bias, Z and the activation over each output channel's plane.
+ *   blocked   NchwcConv's X and Y (NCHW8c, nn_nchwc.c): the pad step transposes 8
+ *             positions × 8 channels at a time into the padded planes, and each block of
+ *             8 output channels is computed into a per-thread plain buffer and transposed
+ *             into Y with bias, Z and the activation.
  *
  * AVX2 only: without it (or without the microkernel) pack leaves no state and Conv takes
  * its other paths, which are also the reference the tests check this one against. */

@@ -1,17 +1,21 @@
 /* NCHWc ("blocked") float32 convolutions: com.accelkit NchwcConv, what the graph
- * optimizer's layout pass (runtime/optimize.c) makes of 1×1 and depthwise Conv/FusedConv
- * nodes that follow each other (MobileNet's inverted residuals).
+ * optimizer's layout pass (runtime/optimize.c) makes of chains of Conv/FusedConv nodes
+ * (MobileNet's inverted residuals, ResNet's whole trunk).
  *
  * Layout: a tensor (N, C, H, W) with C a multiple of 8 is stored as (N, C/8, H, W, 8):
  * element (n, c, p) at ((n·C/8 + c/8)·H·W + p)·8 + c%8. The 8 channels of a position are
  * one AVX2 vector, so
- *   pointwise  (1×1, stride 1, no pads, one group): a tile of 6 positions × 16 output
- *              channels broadcasts each input value of its 6 positions (one 192-byte run
- *              per block of 8 input channels, read in place: no column packing) against
- *              two vectors of weights packed at create, [pair of blocks][C][16];
+ *   conv       (one group, input channels in multiples of 8, any window): tiles of up to
+ *              6 outputs of a row × 16 output channels broadcast each input value (read
+ *              in place, or from a zero-padded copy when the window has pads) against
+ *              two vectors of weights packed as [pair of blocks][C·kh·kw][16]; a 1×1
+ *              stride-1 layer's plane is one row; 3×3 stride-1 planes of 16+ tiles go
+ *              through Winograd (nn_conv_winograd.c) with blocked X and Y;
  *   depthwise  (group == C == M, any window, strides, pads, dilations): an output
  *              position is a sum over its window, one vector load and one FMA per tap
  *              against the tap's 8 weights (no transposes, no padded copy);
+ *   direct     (stems: a plain X with fewer than 8 channels): the conv tiles over padded
+ *              copies of the input rows, one lane per channel;
  * and bias, Z and a ReLU/Clip finish in registers before the store (other activations in
  * a pass over the tile just written).
  * Attributes: Conv's (and FusedConv's activation), plus x_blocked, y_blocked and z_blocked
@@ -33,7 +37,7 @@
 #endif
 
 #define BLK AK_NN_NCHWC_BLOCK
-#define PW_ROWS 6 /* positions per pointwise tile */
+#define PW_ROWS 6 /* outputs per tile at most */
 #define PW_CHUNK 96 /* positions per pointwise task (16 tiles) */
 
 /* depthwise; direct: a stem (plain X, C < 8); conv: any window of one group over a
@@ -766,7 +770,7 @@ static ak_status nchwc_reshape(ak__op_ctx *ctx) {
 #define TASK_CACHE_BYTES ((size_t)512 << 10)
 
 /* Tasks of the row kinds: depthwise, one block by bands of rows; stems, every panel over
- * bands; conv, groups of panels × bands of rows sized to TASK_CACHE_BYTES (a downsampling
+ * one output row (fine tasks even out what the two vCPUs get done); conv, groups of panels × bands of rows sized to TASK_CACHE_BYTES (a downsampling
  * 1×1 whose input is large and weights small runs all its panels over each band; a 3×3
  * with 9 MB of weights keeps one panel over the whole plane). Bands then split until every
  * thread has 4 tasks. */
@@ -774,7 +778,7 @@ static void plan_bands(nchwc_run *r, int threads) {
     const nchwc_state *st = r->st;
     int64_t OH = r->g.out[0];
     r->group_panels = st->kind == NCHWC_DEPTHWISE ? 1 : r->panels;
-    r->rows_per_task = OH;
+    r->rows_per_task = st->kind == NCHWC_DIRECT ? 1 : OH; /* a stem refills its rows per row anyway */
     if (st->kind == NCHWC_CONV) {
         size_t panel_bytes = (size_t)st->K * 16 * sizeof(float);
         int64_t window = (r->g.k[0] - 1) * r->g.d[0] + 1; /* rows an output row reads */

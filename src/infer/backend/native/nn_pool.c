@@ -330,12 +330,23 @@ __attribute__((target("avx2,fma"))) static void nchwc_maxpool_row_avx2(const poo
                                                                   float *y, int y_blocked) {
     const ak__nn_geom *g = &pl->g;
     int64_t H = g->in[0], W = g->in[1], n = g->out[1], y0 = oy * g->s[0] - g->pb[0];
+    int64_t reach_y = (g->k[0] - 1) * g->d[0], reach_x = (g->k[1] - 1) * g->d[1];
+    int rows_inside = y0 >= 0 && y0 + reach_y < H;
     __m256 row[8];
     for (int64_t ox = 0; ox < n; ox += 8) {
         int m = n - ox < 8 ? (int)(n - ox) : 8;
         for (int j = 0; j < m; j++) {
             int64_t x0 = (ox + j) * g->s[1] - g->pb[1];
             __m256 acc = _mm256_set1_ps(-FLT_MAX);
+            if (rows_inside && x0 >= 0 && x0 + reach_x < W) { /* the window inside: no tests */
+                for (int64_t ky = 0; ky < g->k[0]; ky++) {
+                    const float *p = xb + ((y0 + ky * g->d[0]) * W + x0) * NCHWC_BLK;
+                    for (int64_t kx = 0; kx < g->k[1]; kx++)
+                        acc = _mm256_max_ps(_mm256_loadu_ps(p + kx * g->d[1] * NCHWC_BLK), acc);
+                }
+                row[j] = acc;
+                continue;
+            }
             for (int64_t ky = 0; ky < g->k[0]; ky++) {
                 int64_t iy = y0 + ky * g->d[0];
                 if (iy < 0 || iy >= H) continue;
