@@ -192,6 +192,55 @@ class TestBlockedLayout(unittest.TestCase):
             # all 11 convolutions run blocked (the stem reads x plain, the head writes plain)
             self.assertRegex(out, r"NchwcConv\s+11\s")
 
+    @staticmethod
+    def resnet_net():
+        """ResNet bottlenecks: a 7x7 stem with its MaxPool, 3x3 layers with and without
+        stride 2, strided 1x1 downsamples, residual adds, 24-64 channels."""
+        import torch
+        from torch import nn
+
+        class Bottleneck(nn.Module):
+            def __init__(self, cin, mid, cout, stride):
+                super().__init__()
+                self.body = nn.Sequential(nn.Conv2d(cin, mid, 1), nn.ReLU(),
+                                          nn.Conv2d(mid, mid, 3, stride, 1), nn.ReLU(),
+                                          nn.Conv2d(mid, cout, 1))
+                self.down = nn.Conv2d(cin, cout, 1, stride) if stride != 1 or cin != cout else nn.Identity()
+
+            def forward(self, x):
+                return torch.relu(self.body(x) + self.down(x))
+
+        torch.manual_seed(5)
+        return nn.Sequential(nn.Conv2d(3, 16, 7, 2, 3), nn.ReLU(), nn.MaxPool2d(3, 2, 1),
+                             Bottleneck(16, 16, 32, 1), Bottleneck(32, 24, 64, 2),
+                             Bottleneck(64, 24, 64, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten()).eval()
+
+    def test_blocked_resnet_any_plane(self):
+        """Every convolution and the MaxPool run blocked; with dynamic planes one session
+        takes Winograd for the 3x3 layers on large planes and the direct tiles on small
+        ones, and back, each time matching PyTorch."""
+        import tempfile
+        import numpy as np
+        import torch
+        net = self.resnet_net()
+        with tempfile.TemporaryDirectory() as d:
+            path = f"{d}/resnet_blocks.onnx"
+            torch.onnx.export(net, torch.randn(1, 3, 64, 64), path, input_names=["x"], output_names=["y"],
+                              opset_version=13, dynamic_axes={"x": {0: "n", 2: "h", 3: "w"}})
+            s = accelkit.InferenceSession(path, threads=2)
+            for shape in [(1, 3, 128, 128), (2, 3, 40, 36), (1, 3, 97, 61), (1, 3, 128, 128)]:
+                x = torch.randn(*shape)
+                with torch.no_grad():
+                    want = net(x).numpy()
+                [y] = s.run(None, {"x": x.numpy()})
+                np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5, err_msg=str(shape))
+            ak = os.path.join(os.path.dirname(os.environ["AK_LIBRARY"]), "ak")
+            out = subprocess.run([ak, "bench", path, "-n", "2", "-w", "0", "--dim", "h=128", "--dim", "w=128",
+                                  "--dim", "n=1"], capture_output=True, text=True,
+                                 env=dict(os.environ, AK_PROFILE="1"), check=True).stdout
+            self.assertRegex(out, r"NchwcConv\s+12\s")  # all 12 convolutions
+            self.assertRegex(out, r"NchwcMaxPool\s+1\s")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -810,6 +810,8 @@ static ak_status nchwc_run_op(ak__op_ctx *ctx) {
         return AK_OP_FAIL(ctx->node, AK_ERR_INTERNAL, "workspace of %zu bytes, %zu needed",
                           ctx->workspace_bytes, ws * sizeof(float));
     const nchwc_state *st = r.st;
+    if (!r.winograd && !st->w) /* reshape packs them for the path it plans */
+        return AK_OP_FAIL(ctx->node, AK_ERR_INTERNAL, "weights not packed before the run");
     const ak__tensor *B = ak__op_in(ctx, 2), *Z = ak__op_in(ctx, 3);
     float *scratch = ctx->workspace;
     r.x = ctx->inputs[0]->data;
