@@ -222,7 +222,8 @@ __attribute__((target("avx2,fma"))) static void wino_pad_blocked_task(void *vj, 
             memset(d, 0, (ph * v->Wp + pw) * sizeof *d);
             for (size_t y = 0; y + 1 < H; y++)
                 memset(d + (ph + y) * v->Wp + pw + W, 0, (right + pw) * sizeof *d);
-            memset(d + (ph + H - 1) * v->Wp + pw + W, 0, (plane - (ph + H - 1) * v->Wp - pw - W) * sizeof *d);
+            size_t tail = (ph + H - 1) * v->Wp + pw + W; /* past the last row: to the end */
+            memset(d + tail, 0, (plane - tail) * sizeof *d);
         }
         for (size_t y = 0; y < H; y++) {
             const float *row = src + y * W * WINO_LANES;
@@ -395,7 +396,8 @@ __attribute__((target("avx2,fma"))) static void store_group(const wino_geom *v, 
 }
 
 /* Output channel m into the plane y: Aᵀ m A for 8 tiles at a time. */
-__attribute__((target("avx2,fma"))) static void output_plane(const wino_job *jb, size_t m, float *y) {
+__attribute__((target("avx2,fma"))) static void output_plane(const wino_job *jb, size_t m,
+                                                            float *y) {
     const wino_geom *v = &jb->v;
     size_t Mp = jb->p->Mp;
     for (size_t t0 = 0; t0 < v->T; t0 += WINO_LANES) {
@@ -429,7 +431,8 @@ __attribute__((target("avx2,fma"))) static void finish_block(const wino_job *jb,
     const float *z = jb->z ? jb->z + b * P * WINO_LANES : NULL;
     int act = jb->act.kind == AK_NN_ACT_RELU || jb->act.kind == AK_NN_ACT_CLIP ? jb->act.kind
                                                                                : AK_NN_ACT_NONE;
-    __m256 lo = _mm256_set1_ps(act == AK_NN_ACT_CLIP ? jb->act.a : 0.0f), hi = _mm256_set1_ps(jb->act.b);
+    __m256 lo = _mm256_set1_ps(act == AK_NN_ACT_CLIP ? jb->act.a : 0.0f);
+    __m256 hi = _mm256_set1_ps(jb->act.b);
     __m256 bias = jb->bias ? _mm256_loadu_ps(jb->bias + b * WINO_LANES) : _mm256_setzero_ps();
     __m256i all = ak__nn_first_lanes(WINO_LANES);
     __m256 r[8];

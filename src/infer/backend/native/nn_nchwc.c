@@ -494,14 +494,17 @@ static int panel_blocks(const nchwc_run *r, size_t j) {
 static tile_args panel_tile(const nchwc_run *r, size_t n, size_t j) {
     const nchwc_state *st = r->st;
     uint64_t ybase = (n * (uint64_t)(st->M / BLK) + 2 * j) * r->P * BLK;
-    return (tile_args){.w = st->w + j * (size_t)st->K * 16, .bias = r->bias ? r->bias + 2 * j * BLK : NULL,
+    return (tile_args){.w = st->w + j * (size_t)st->K * 16,
+                       .bias = r->bias ? r->bias + 2 * j * BLK : NULL,
                        .z = r->z ? r->z + ybase : NULL, .y = r->y + ybase, .plane = r->P * BLK,
                        .kh = 1, .kw = 1, .lanes = BLK};
 }
 
 /* After a band of output rows [oy0, oy1) of panel j: the activations the finish left. */
-static void panel_rows_done(const nchwc_run *r, const tile_args *t, int64_t oy0, int64_t oy1, int nb) {
-    size_t first = (size_t)(oy0 * r->g.out[1]) * BLK, n_out = (size_t)((oy1 - oy0) * r->g.out[1]) * BLK;
+static void panel_rows_done(const nchwc_run *r, const tile_args *t, int64_t oy0, int64_t oy1,
+                            int nb) {
+    size_t first = (size_t)(oy0 * r->g.out[1]) * BLK;
+    size_t n_out = (size_t)((oy1 - oy0) * r->g.out[1]) * BLK;
     for (int b = 0; b < nb; b++) late_activation(r, t->y + b * t->plane + first, n_out);
 }
 
@@ -652,7 +655,8 @@ static ak_status nchwc_pack(nchwc_state *st, const float *w) {
     if (st->w) return AK_OK;
     size_t floats = (size_t)(st->M * (st->kind == NCHWC_DEPTHWISE ? st->taps : st->K));
     st->w = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
-    if (!st->w) return AK_FAIL(AK_ERR_NO_MEMORY, "NchwcConv: out of memory packing %zu weights", floats);
+    if (!st->w)
+        return AK_FAIL(AK_ERR_NO_MEMORY, "NchwcConv: out of memory packing %zu weights", floats);
     if (st->kind == NCHWC_DEPTHWISE) pack_depthwise(w, st->M, st->taps, st->w);
     else pack_panels(w, st->M, st->C, st->taps, st->kind == NCHWC_CONV ? BLK : 1, st->w);
     return AK_OK;
@@ -671,7 +675,9 @@ static ak_status nchwc_create(const ak__ir_node *node, const ak__tensor *const *
     if (group == M && W->dims[1] == 1) kind = NCHWC_DEPTHWISE;
     else if (group == 1 && W->dims[1] < BLK) kind = NCHWC_DIRECT;
     else if (group == 1) kind = NCHWC_CONV;
-    else return AK_OP_FAIL(node, AK_ERR_UNSUPPORTED, "grouped layers other than depthwise are not blocked");
+    else
+        return AK_OP_FAIL(node, AK_ERR_UNSUPPORTED,
+                          "grouped layers other than depthwise are not blocked");
     int64_t C = kind == NCHWC_DEPTHWISE ? M : W->dims[1];
     if (M <= 0 || M % BLK || (kind != NCHWC_DIRECT && C % BLK) || taps <= 0)
         return AK_OP_FAIL(node, AK_ERR_UNSUPPORTED, "channels %lld -> %lld are not multiples of 8",
@@ -682,7 +688,8 @@ static ak_status nchwc_create(const ak__ir_node *node, const ak__tensor *const *
     if (!st) return AK_FAIL(AK_ERR_NO_MEMORY, "NchwcConv: out of memory");
     *st = (nchwc_state){kind, M, C, taps, C * taps, NULL, NULL};
     ak_status s = AK_OK;
-    if (kind == NCHWC_CONV && W->dims[2] == 3 && W->dims[3] == 3) s = ak__conv_wino_create(M, C, &st->wino);
+    if (kind == NCHWC_CONV && W->dims[2] == 3 && W->dims[3] == 3)
+        s = ak__conv_wino_create(M, C, &st->wino);
     if (s == AK_OK && kind != NCHWC_CONV) s = nchwc_pack(st, W->data);
     if (s != AK_OK) {
         nchwc_destroy(st);
@@ -800,6 +807,35 @@ static void plan_bands(nchwc_run *r, int threads) {
     r->tasks = have * r->row_tasks;
 }
 
+/* r's inputs and output, the plain sides reordered into the workspace; returns the
+ * workspace past them (the row buffers, the padded copy or Winograd's scratch). */
+static float *nchwc_bind(ak__op_ctx *ctx, nchwc_run *r, ak__tensor *Y) {
+    const nchwc_state *st = r->st;
+    const ak__tensor *B = ak__op_in(ctx, 2), *Z = ak__op_in(ctx, 3);
+    float *scratch = ctx->workspace;
+    r->x = ctx->inputs[0]->data;
+    if (r->reorder_x) {
+        reorder(ctx->pool, r->x, scratch, r->N, st->C, r->Pin, 1);
+        r->x = scratch;
+        scratch += (uint64_t)r->N * (uint64_t)st->C * r->Pin;
+    }
+    r->z = Z ? Z->data : NULL;
+    if (r->reorder_z) {
+        reorder(ctx->pool, Z->data, scratch, r->N, st->M, r->P, 1);
+        r->z = scratch;
+        scratch += Y->count;
+    }
+    r->y = r->reorder_y ? scratch : Y->data;
+    if (r->reorder_y) scratch += Y->count;
+    r->bias = B ? B->data : NULL;
+    int fusable = r->act.kind == AK_NN_ACT_NONE || r->act.kind == AK_NN_ACT_RELU ||
+                  r->act.kind == AK_NN_ACT_CLIP;
+    r->fin = (finish){r->bias, r->z, fusable ? r->act.kind : AK_NN_ACT_NONE, r->act.a, r->act.b};
+    r->avx2 = ak__cpu_active_avx2() && !ak__nchwc_force_scalar;
+    r->panels = (size_t)(st->M / 16 + st->M % 16 / BLK);
+    return scratch;
+}
+
 static ak_status nchwc_run_op(ak__op_ctx *ctx) {
     nchwc_run r;
     size_t ws;
@@ -812,31 +848,11 @@ static ak_status nchwc_run_op(ak__op_ctx *ctx) {
     const nchwc_state *st = r.st;
     if (!r.winograd && !st->w) /* reshape packs them for the path it plans */
         return AK_OP_FAIL(ctx->node, AK_ERR_INTERNAL, "weights not packed before the run");
-    const ak__tensor *B = ak__op_in(ctx, 2), *Z = ak__op_in(ctx, 3);
-    float *scratch = ctx->workspace;
-    r.x = ctx->inputs[0]->data;
-    if (r.reorder_x) {
-        reorder(ctx->pool, r.x, scratch, r.N, st->C, r.Pin, 1);
-        r.x = scratch;
-        scratch += (uint64_t)r.N * (uint64_t)st->C * r.Pin;
-    }
-    r.z = Z ? Z->data : NULL;
-    if (r.reorder_z) {
-        reorder(ctx->pool, Z->data, scratch, r.N, st->M, r.P, 1);
-        r.z = scratch;
-        scratch += Y->count;
-    }
-    r.y = r.reorder_y ? scratch : Y->data;
-    if (r.reorder_y) scratch += Y->count;
+    float *scratch = nchwc_bind(ctx, &r, Y);
+    int threads = ak__nn_pool_threads(ctx);
     r.rowbufs = scratch;
-    r.bias = B ? B->data : NULL;
-    int fusable = r.act.kind == AK_NN_ACT_NONE || r.act.kind == AK_NN_ACT_RELU ||
-                  r.act.kind == AK_NN_ACT_CLIP;
-    r.fin = (finish){r.bias, r.z, fusable ? r.act.kind : AK_NN_ACT_NONE, r.act.a, r.act.b};
-    r.avx2 = ak__cpu_active_avx2() && !ak__nchwc_force_scalar;
-    r.panels = (size_t)(st->M / 16 + st->M % 16 / BLK);
     if (r.pad_copy) {
-        r.padded = scratch + r.rowbuf_floats * (size_t)ak__nn_pool_threads(ctx);
+        r.padded = scratch + r.rowbuf_floats * (size_t)threads;
         ak__nn_parallel(ctx->pool, (size_t)r.N * (size_t)(st->C / BLK), 1, conv_pad_task, &r);
     }
     if (r.winograd) {
@@ -848,8 +864,10 @@ static ak_status nchwc_run_op(ak__op_ctx *ctx) {
         r.chunks = (r.P + PW_CHUNK - 1) / PW_CHUNK;
         ak__nn_parallel(ctx->pool, (size_t)r.N * r.chunks * r.panels, 1, pw_task, &r);
     } else {
-        plan_bands(&r, ak__nn_pool_threads(ctx));
-        ak_parallel_fn fn = st->kind == NCHWC_DEPTHWISE ? dw_task : st->kind == NCHWC_DIRECT ? direct_task : conv_task;
+        plan_bands(&r, threads);
+        ak_parallel_fn fn = st->kind == NCHWC_DEPTHWISE ? dw_task
+                            : st->kind == NCHWC_DIRECT  ? direct_task
+                                                        : conv_task;
         ak__nn_parallel(ctx->pool, r.tasks, 1, fn, &r);
     }
     if (r.reorder_y) reorder(ctx->pool, r.y, Y->data, r.N, st->M, r.P, 0);
