@@ -375,9 +375,12 @@ static const conv_case nchwc_cases[] = {
     {2, 2, 3, 16, 1, {30, 29}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
     {2, 1, 3, 24, 1, {20, 41}, {7, 7}, {2, 2}, {1, 1}, {3, 3, 3, 3}, 0, NULL},
     {2, 1, 1, 8, 1, {9, 16}, {3, 3}, {1, 1}, {2, 2}, {2, 0, 1, 3}, 1, NULL},
-    /* one group over a blocked X: ResNet's stride-2 3×3 (rows of 3 tiles) and its 3×3 on
-     * 7×7 planes (tiles of 3 + 4), a strided 1×1 read in place, a dilated window with
-     * asymmetric pads and a single last block, a padded 1×1 */
+    /* one group over a blocked X: rows of more than 14 outputs over a padded copy (a
+     * stride-2 3×3, a dilated 3×3), and gathered into a 1×1 over C·taps channels: ResNet's
+     * stride-2 3×3 with 14-wide rows and its 3×3 on 7×7 planes, a strided 1×1, a dilated
+     * window with asymmetric pads and a single last block, a padded 1×1 */
+    {2, 1, 16, 24, 1, {9, 40}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
+    {2, 2, 8, 16, 1, {6, 33}, {3, 3}, {1, 1}, {2, 2}, {2, 2, 2, 2}, 0, NULL},
     {2, 2, 16, 32, 1, {15, 28}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
     {2, 1, 32, 16, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 0, NULL},
     {2, 1, 24, 32, 1, {14, 13}, {1, 1}, {2, 2}, {1, 1}, {0}, 1, NULL},

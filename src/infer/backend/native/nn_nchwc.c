@@ -6,11 +6,12 @@
  * element (n, c, p) at ((n·C/8 + c/8)·H·W + p)·8 + c%8. The 8 channels of a position are
  * one AVX2 vector, so
  *   conv       (one group, input channels in multiples of 8, any window): tiles of up to
- *              6 outputs of a row × 16 output channels broadcast each input value (read
- *              in place, or from a zero-padded copy when the window has pads) against
+ *              6 outputs of a row × 16 output channels broadcast each input value against
  *              two vectors of weights packed as [pair of blocks][C·kh·kw][16]; a 1×1
- *              stride-1 layer's plane is one row; 3×3 stride-1 planes of 16+ tiles go
- *              through Winograd (nn_conv_winograd.c) with blocked X and Y;
+ *              stride-1 layer's plane is one row read in place, short rows and strided
+ *              1×1s run as a 1×1 over a gathered copy of what each tap reads (see
+ *              conv_inputs), other windows read a zero-padded copy; 3×3 stride-1 planes
+ *              of 16+ tiles go through Winograd (nn_conv_winograd.c) with blocked X and Y;
  *   depthwise  (group == C == M, any window, strides, pads, dilations): an output
  *              position is a sum over its window, one vector load and one FMA per tap
  *              against the tap's 8 weights (no transposes, no padded copy);
@@ -476,7 +477,8 @@ typedef struct nchwc_run {
     int pointwise;        /* conv: 1×1, stride 1, no pads */
     int64_t Hp, Wp;       /* conv: the padded image read (X itself when Hp·Wp == Pin) */
     int winograd;         /* conv: 3×3 planes Winograd F(4×4, 3×3) takes */
-    int pad_copy;         /* conv: whether the windows read a padded copy */
+    int pad_copy;         /* conv: whether the tiles read a copy (padded or gathered) */
+    int gathered;         /* conv: runs as a 1×1 over the inputs each tap reads, gathered */
     float *padded;        /* conv: the copy in the workspace, or NULL */
 } nchwc_run;
 
@@ -512,7 +514,7 @@ static void panel_rows_done(const nchwc_run *r, const tile_args *t, int64_t oy0,
 static void pw_task(void *vr, size_t begin, size_t end, int tid) {
     (void)tid;
     const nchwc_run *r = vr;
-    size_t kb = (size_t)r->st->C / BLK;
+    size_t kb = (size_t)r->st->K / BLK; /* C/8, or C/8 · taps over gathered inputs */
     for (size_t i = begin; i < end; i++) {
         size_t j = i % r->panels, c = i / r->panels % r->chunks, n = i / r->panels / r->chunks;
         size_t p0 = c * PW_CHUNK, np = r->P - p0 < PW_CHUNK ? r->P - p0 : PW_CHUNK;
@@ -615,6 +617,32 @@ static void conv_pad_task(void *vr, size_t begin, size_t end, int tid) {
     }
 }
 
+/* Blocks [begin, end) of X (over all images) gathered for a layer run as a 1×1 over
+ * C·taps channels: block (cb, tap) holds, for every output, the input its tap reads
+ * (zero in the padding), compact. */
+static void conv_gather_task(void *vr, size_t begin, size_t end, int tid) {
+    (void)tid;
+    const nchwc_run *r = vr;
+    const ak__nn_geom *g = &r->g;
+    int64_t H = g->in[0], W = g->in[1], taps = r->st->taps;
+    for (size_t b = begin; b < end; b++) {
+        const float *src = r->x + b * r->Pin * BLK;
+        float *dst = r->padded + b * (size_t)taps * r->P * BLK;
+        for (int64_t ky = 0; ky < g->k[0]; ky++)
+            for (int64_t kx = 0; kx < g->k[1]; kx++)
+                for (int64_t oy = 0; oy < g->out[0]; oy++) {
+                    int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
+                    for (int64_t ox = 0; ox < g->out[1]; ox++, dst += BLK) {
+                        int64_t ix = ox * g->s[1] - g->pb[1] + kx * g->d[1];
+                        if (iy < 0 || iy >= H || ix < 0 || ix >= W)
+                            memset(dst, 0, BLK * sizeof *dst);
+                        else
+                            memcpy(dst, src + (iy * W + ix) * BLK, BLK * sizeof *dst);
+                    }
+                }
+    }
+}
+
 /* Task i of a conv layer: each panel of the group over the band's rows (its weights and
  * the band's input rows sized to stay in cache together, see plan_bands). */
 static void conv_task(void *vr, size_t begin, size_t end, int tid) {
@@ -703,20 +731,36 @@ static int blocked(const ak__op_ctx *ctx, const char *side) {
     return ak__attr_int(ctx->node, side, 0) != 0;
 }
 
-/* A conv layer's geometry: pointwise (1×1, stride 1, no pads: the plane is one row of
- * tiles) or the padded image its windows read, Hp × Wp; returns the floats of the padded
- * copy, 0 when the windows stay inside X (no pads) and X is read in place. */
-static uint64_t conv_padding(nchwc_run *r) {
+/* Output rows this short or shorter are gathered (below): their tiles are narrow (7 = 3 +
+ * 4, 14 = 5 + 5 + 4) and each re-reads a panel's weights; on ResNet-50 (one thread) the
+ * 3×3 layers on 7×7 planes went 2.7–3.1 → 2.3–2.6 ms and the stride-2 one on 28×28
+ * 2.4–2.7 → 2.2–2.5 ms, while the one on 56×56 (28-wide rows) did not gain. */
+#define GATHER_MAX_WIDTH 14
+
+/* A conv layer's inputs, one of
+ *   pointwise  (1×1, stride 1, no pads) X in place, its plane one row of tiles;
+ *   gathered   (a strided 1×1, rows of at most GATHER_MAX_WIDTH outputs) a copy of
+ *              what each tap reads for each output, compact: block (cb, tap) a plane of
+ *              P positions, so that the layer runs as a 1×1 over C·taps channels (the
+ *              strided 1×1 had read one position in two of each row: 2.16 → 1.97 ms,
+ *              2.50 → 2.06 ms on ResNet-50's downsamples);
+ *   padded     the image zero-padded to Hp × Wp, or X in place when no window leaves it;
+ * returns the floats of the copy (0: X in place). */
+static uint64_t conv_inputs(nchwc_run *r) {
     const ak__nn_geom *g = &r->g;
-    r->pointwise = g->k[0] == 1 && g->k[1] == 1 && g->s[0] == 1 && g->s[1] == 1 && !g->pb[0] &&
-                   !g->pb[1] && !g->pe[0] && !g->pe[1];
+    int one = g->k[0] == 1 && g->k[1] == 1;
+    int no_pads = !g->pb[0] && !g->pb[1] && !g->pe[0] && !g->pe[1];
+    r->pointwise = one && g->s[0] == 1 && g->s[1] == 1 && no_pads;
+    r->gathered = !r->pointwise && ((one && no_pads) || g->out[1] <= GATHER_MAX_WIDTH);
+    if (r->pointwise) return 0;
+    if (r->gathered) return (uint64_t)r->N * (uint64_t)r->st->C * (uint64_t)r->st->taps * r->P;
     int64_t reach[2];
     for (int a = 0; a < 2; a++) {
         reach[a] = (g->out[a] - 1) * g->s[a] + (g->k[a] - 1) * g->d[a] + 1;
         if (reach[a] < g->pb[a] + g->in[a]) reach[a] = g->pb[a] + g->in[a];
     }
     r->Hp = reach[0], r->Wp = reach[1];
-    if (r->pointwise || (!g->pb[0] && !g->pb[1] && r->Hp == g->in[0] && r->Wp == g->in[1])) return 0;
+    if (!g->pb[0] && !g->pb[1] && r->Hp == g->in[0] && r->Wp == g->in[1]) return 0;
     return (uint64_t)r->N * (uint64_t)r->st->C * (uint64_t)(r->Hp * r->Wp);
 }
 
@@ -747,13 +791,16 @@ static ak_status nchwc_plan(ak__op_ctx *ctx, nchwc_run *r, size_t *ws_floats) {
     r->reorder_y = !blocked(ctx, "y_blocked");
     if (st->kind == NCHWC_DIRECT)
         r->rowbuf_floats = (size_t)(st->C * r->g.k[0] * direct_rowbuf_width(&r->g));
-    uint64_t padf = st->kind == NCHWC_CONV ? conv_padding(r) : 0;
-    r->winograd = st->kind == NCHWC_CONV && ak__conv_wino_usable(st->wino, &r->g, st->M, st->C, 1) &&
+    int threads = ak__nn_pool_threads(ctx);
+    r->winograd = st->kind == NCHWC_CONV &&
+                  ak__conv_wino_usable(st->wino, &r->g, st->M, st->C, 1) &&
                   ak__param_int(AK_PARAM_CONV_WINOGRAD) && ak__conv_wino_pays(&r->g);
-    if (r->winograd) padf = ak__conv_wino_workspace_floats(st->wino, &r->g, 1, ak__nn_pool_threads(ctx));
+    uint64_t padf = st->kind != NCHWC_CONV ? 0
+                    : r->winograd          ? ak__conv_wino_workspace_floats(st->wino, &r->g, 1, threads)
+                                           : conv_inputs(r);
     r->pad_copy = !r->winograd && padf != 0;
     *ws_floats = (r->reorder_x ? xf : 0) + (r->reorder_z ? yf : 0) + (r->reorder_y ? yf : 0) +
-                 r->rowbuf_floats * (size_t)ak__nn_pool_threads(ctx) + padf;
+                 r->rowbuf_floats * (size_t)threads + padf;
     return AK_OK;
 }
 
@@ -853,14 +900,16 @@ static ak_status nchwc_run_op(ak__op_ctx *ctx) {
     r.rowbufs = scratch;
     if (r.pad_copy) {
         r.padded = scratch + r.rowbuf_floats * (size_t)threads;
-        ak__nn_parallel(ctx->pool, (size_t)r.N * (size_t)(st->C / BLK), 1, conv_pad_task, &r);
+        ak__nn_parallel(ctx->pool, (size_t)r.N * (size_t)(st->C / BLK), 1,
+                        r.gathered ? conv_gather_task : conv_pad_task, &r);
+        if (r.gathered) r.x = r.padded, r.Pin = r.P;
     }
     if (r.winograd) {
         size_t used = (size_t)(scratch - (float *)ctx->workspace) * sizeof(float);
         ak__conv_igemm_args a = {&r.g, r.N, st->C, r.x, r.bias, r.z, r.y, r.act, ctx->pool,
                                  scratch, ctx->workspace_bytes - used, 1, 1};
         AK_CHECK(ak__conv_wino_run(st->wino, &a));
-    } else if (st->kind == NCHWC_CONV && r.pointwise) {
+    } else if (st->kind == NCHWC_CONV && (r.pointwise || r.gathered)) {
         r.chunks = (r.P + PW_CHUNK - 1) / PW_CHUNK;
         ak__nn_parallel(ctx->pool, (size_t)r.N * r.chunks * r.panels, 1, pw_task, &r);
     } else {
