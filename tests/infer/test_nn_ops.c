@@ -392,12 +392,16 @@ static const conv_case nchwc_cases[] = {
 };
 
 /* NchwcConv against the float64 Conv: every mix of plain and blocked sides, plain and
- * fused (Z + Relu, Clip, Sigmoid), the AVX2 and the scalar loops, 1 and 2 threads. */
+ * fused (Z + Relu, Clip, Sigmoid), the AVX2 and the scalar loops, short rows gathered or
+ * over the padded copy, 1 and 2 threads. */
 static void test_nchwc_conv(void **s) {
     (void)s;
     SKIP_IN_BENCH();
-    for (int scalar = 0; scalar < 2; scalar++) {
+    uint64_t gather_max = ak__nchwc_gather_max_bytes;
+    for (int mode = 0; mode < 3; mode++) { /* AVX2, scalar, AVX2 never gathering */
+        int scalar = mode == 1;
         ak__nchwc_force_scalar = scalar;
+        ak__nchwc_gather_max_bytes = mode == 2 ? 0 : gather_max;
         for (nchwc_layout = 0; nchwc_layout < 4; nchwc_layout++)
             for (int fused = 0; fused <= 3; fused++)
                 for (size_t i = 0; i < sizeof nchwc_cases / sizeof *nchwc_cases; i++)
@@ -406,6 +410,7 @@ static void test_nchwc_conv(void **s) {
                                          pools[(i + (size_t)fused) % 2], fused);
     }
     ak__nchwc_force_scalar = 0;
+    ak__nchwc_gather_max_bytes = gather_max;
     nchwc_layout = -1;
 }
 

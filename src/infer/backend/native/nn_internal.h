@@ -149,6 +149,8 @@ extern const ak__op_def ak__nn_conv, ak__nn_conv_transpose, ak__nn_conv_integer,
 #define AK_NN_NCHWC_BLOCK 8
 /* For tests (nn_nchwc.c): 1 runs NchwcConv's scalar loops even where AVX2 is active. */
 extern int ak__nchwc_force_scalar;
+/* For tests (nn_nchwc.c): the largest gathered copy of an image a blocked layer makes. */
+extern uint64_t ak__nchwc_gather_max_bytes;
 extern const ak__op_def ak__nn_maxpool, ak__nn_averagepool, ak__nn_lppool, ak__nn_nchwc_maxpool;
 extern const ak__op_def ak__nn_global_averagepool, ak__nn_global_maxpool,
     ak__nn_global_lppool;

@@ -736,6 +736,10 @@ static int blocked(const ak__op_ctx *ctx, const char *side) {
  * 3×3 layers on 7×7 planes went 2.7–3.1 → 2.3–2.6 ms and the stride-2 one on 28×28
  * 2.4–2.7 → 2.2–2.5 ms, while the one on 56×56 (28-wide rows) did not gain. */
 #define GATHER_MAX_WIDTH 14
+/* ... unless the copy of one image would pass this (a 7×7 window over 2048 channels on a
+ * 14×14 plane would gather 78 MB): the padded copy then, about taps times smaller. A
+ * variable for the tests (0: never gather). */
+uint64_t ak__nchwc_gather_max_bytes = (uint64_t)8 << 20;
 
 /* A conv layer's inputs, one of
  *   pointwise  (1×1, stride 1, no pads) X in place, its plane one row of tiles;
@@ -751,9 +755,11 @@ static uint64_t conv_inputs(nchwc_run *r) {
     int one = g->k[0] == 1 && g->k[1] == 1;
     int no_pads = !g->pb[0] && !g->pb[1] && !g->pe[0] && !g->pe[1];
     r->pointwise = one && g->s[0] == 1 && g->s[1] == 1 && no_pads;
-    r->gathered = !r->pointwise && ((one && no_pads) || g->out[1] <= GATHER_MAX_WIDTH);
+    uint64_t gather_floats = (uint64_t)r->st->C * (uint64_t)r->st->taps * r->P;
+    r->gathered = !r->pointwise && ((one && no_pads) || g->out[1] <= GATHER_MAX_WIDTH) &&
+                  gather_floats * sizeof(float) <= ak__nchwc_gather_max_bytes;
     if (r->pointwise) return 0;
-    if (r->gathered) return (uint64_t)r->N * (uint64_t)r->st->C * (uint64_t)r->st->taps * r->P;
+    if (r->gathered) return (uint64_t)r->N * gather_floats;
     int64_t reach[2];
     for (int a = 0; a < 2; a++) {
         reach[a] = (g->out[a] - 1) * g->s[a] + (g->k[a] - 1) * g->d[a] + 1;
