@@ -174,7 +174,8 @@ static void conv_plan_path(conv_plan *pl, int threads, const conv_state *st) {
     const ak__conv_igemm *ig = st ? st->ig : NULL;
     const ak__conv_wino *wino = st ? st->wino : NULL;
     if (ak__conv_wino_usable(wino, &pl->g, pl->M, pl->C, pl->group) &&
-        (force == 4 || (force == 0 && ak__param_int(AK_PARAM_CONV_WINOGRAD) && ak__conv_wino_pays(&pl->g)))) {
+        (force == 4 ||
+         (force == 0 && ak__param_int(AK_PARAM_CONV_WINOGRAD) && ak__conv_wino_pays(&pl->g)))) {
         pl->kind = CONV_WINOGRAD;
         pl->slot_floats = ak__conv_wino_workspace_floats(wino, &pl->g, 0, threads);
         pl->slots = 1;

@@ -417,9 +417,8 @@ static void dw_rows(const ak__nn_geom *g, const dw_plane *d, int64_t oy0, int64_
 
 /* A stem (a plain X with fewer than 8 input channels, any window, one group) reads the
  * input rows (c, ky) under an output row from a per-thread copy padded with zeros
- * (direct_fill_rows), each channel a "block" of one lane. Every other window (3×3 with
- * strides, 1×1 with strides, dilations) over a blocked X reads a zero-padded blocked copy
- * of the image (conv_pad_task; X itself when no pad is needed), 8 lanes a block. */
+ * (direct_fill_rows), each channel a "block" of one lane. The conv kind over a blocked X
+ * (8 lanes a block) reads X in place, a gathered copy or a zero-padded one (conv_inputs). */
 typedef struct direct_args {
     const ak__nn_geom *g;
     const float *x; /* the image, plain (C, H, W) */
@@ -529,27 +528,10 @@ static void pw_task(void *vr, size_t begin, size_t end, int tid) {
     }
 }
 
-/* Task i = (image and block, band of rows_per_task output rows). */
-static void dw_task(void *vr, size_t begin, size_t end, int tid) {
-    (void)tid;
-    const nchwc_run *r = vr;
-    const nchwc_state *st = r->st;
-    size_t mb = (size_t)st->M / BLK;
-    for (size_t i = begin; i < end; i++) {
-        size_t plane = i / r->row_tasks, band = i % r->row_tasks, cb = plane % mb;
-        int64_t oy0 = (int64_t)band * r->rows_per_task, oy1 = oy0 + r->rows_per_task;
-        if (oy1 > r->g.out[0]) oy1 = r->g.out[0];
-        uint64_t yoff = plane * r->P * BLK;
-        dw_plane d = {r->x + plane * r->Pin * BLK, st->w + cb * (size_t)st->taps * BLK,
-                      r->bias ? r->bias + cb * BLK : NULL, r->z ? r->z + yoff : NULL, r->y + yoff};
-        dw_rows(&r->g, &d, oy0, oy1, &r->fin, r->avx2);
-        late_activation(r, d.y + oy0 * r->g.out[1] * BLK, (size_t)((oy1 - oy0) * r->g.out[1]) * BLK);
-    }
-}
-
-/* Task i = (image, band of rows_per_task output rows, group of group_panels panels), the
- * group varying fastest: consecutive tasks (one thread's share) read the same input rows.
- * Sets the band's rows [*oy0, *oy1) and the group's panels [*j0, *j1). */
+/* Task i = (plane, band of rows_per_task output rows, group of group_panels panels), the
+ * group varying fastest: consecutive tasks (one thread's share) read the same input rows;
+ * a plane is an image (a depthwise layer's: an image's block, one group). Sets the band's
+ * rows [*oy0, *oy1) and the group's panels [*j0, *j1); returns the plane. */
 static size_t task_of(const nchwc_run *r, size_t i, int64_t *oy0, int64_t *oy1, size_t *j0,
                       size_t *j1) {
     size_t group = i % r->groups, band = i / r->groups % r->row_tasks;
@@ -558,6 +540,23 @@ static size_t task_of(const nchwc_run *r, size_t i, int64_t *oy0, int64_t *oy1, 
     *j0 = group * r->group_panels;
     *j1 = *j0 + r->group_panels < r->panels ? *j0 + r->group_panels : r->panels;
     return i / r->groups / r->row_tasks;
+}
+
+/* Task i of a depthwise layer: (image and block, band of output rows), see task_of. */
+static void dw_task(void *vr, size_t begin, size_t end, int tid) {
+    (void)tid;
+    const nchwc_run *r = vr;
+    const nchwc_state *st = r->st;
+    size_t mb = (size_t)st->M / BLK;
+    for (size_t i = begin; i < end; i++) {
+        int64_t oy0, oy1;
+        size_t j0, j1, plane = task_of(r, i, &oy0, &oy1, &j0, &j1), cb = plane % mb;
+        uint64_t yoff = plane * r->P * BLK;
+        dw_plane d = {r->x + plane * r->Pin * BLK, st->w + cb * (size_t)st->taps * BLK,
+                      r->bias ? r->bias + cb * BLK : NULL, r->z ? r->z + yoff : NULL, r->y + yoff};
+        dw_rows(&r->g, &d, oy0, oy1, &r->fin, r->avx2);
+        late_activation(r, d.y + oy0 * r->g.out[1] * BLK, (size_t)((oy1 - oy0) * r->g.out[1]) * BLK);
+    }
 }
 
 /* y (and z) of tile arguments t moved to output row oy. */
@@ -598,23 +597,10 @@ static void direct_task(void *vr, size_t begin, size_t end, int tid) {
 static void conv_pad_task(void *vr, size_t begin, size_t end, int tid) {
     (void)tid;
     const nchwc_run *r = vr;
-    int64_t H = r->g.in[0], W = r->g.in[1], Wp = r->Wp, top = r->g.pb[0], left = r->g.pb[1];
-    size_t row = (size_t)Wp * BLK;
-    for (size_t b = begin; b < end; b++) {
-        const float *src = r->x + b * r->Pin * BLK;
-        float *dst = r->padded + b * (size_t)(r->Hp * Wp) * BLK;
-        for (int64_t y = 0; y < r->Hp; y++, dst += row) {
-            int64_t iy = y - top;
-            if (iy < 0 || iy >= H) {
-                memset(dst, 0, row * sizeof *dst);
-                continue;
-            }
-            int64_t right = Wp - left - W;
-            memset(dst, 0, (size_t)left * BLK * sizeof *dst);
-            memcpy(dst + left * BLK, src + iy * W * BLK, (size_t)W * BLK * sizeof *dst);
-            memset(dst + (left + W) * BLK, 0, (size_t)right * BLK * sizeof *dst);
-        }
-    }
+    for (size_t b = begin; b < end; b++) /* a block's plane: rows of W·8 floats */
+        ak__nn_pad_plane(r->x + b * r->Pin * BLK, r->g.in[0], r->g.in[1] * BLK, r->g.pb[0],
+                         r->g.pb[1] * BLK, r->padded + b * (size_t)(r->Hp * r->Wp) * BLK, r->Hp,
+                         r->Wp * BLK);
 }
 
 /* Blocks [begin, end) of X (over all images) gathered for a layer run as a 1×1 over
@@ -830,15 +816,15 @@ static ak_status nchwc_reshape(ak__op_ctx *ctx) {
 #define TASK_CACHE_BYTES ((size_t)512 << 10)
 
 /* Tasks of the row kinds: depthwise, one block by bands of rows; stems, every panel over
- * one output row (fine tasks even out what the two vCPUs get done); conv, groups of panels × bands of rows sized to TASK_CACHE_BYTES (a downsampling
- * 1×1 whose input is large and weights small runs all its panels over each band; a 3×3
- * with 9 MB of weights keeps one panel over the whole plane). Bands then split until every
- * thread has 4 tasks. */
+ * one output row (fine tasks even out what the two vCPUs get done); conv, groups of
+ * panels × bands of rows sized to TASK_CACHE_BYTES (a downsampling 1×1 whose input is
+ * large and weights small runs all its panels over each band; a 3×3 with 9 MB of weights
+ * keeps one panel over the whole plane). Bands then split until every thread has 4 tasks. */
 static void plan_bands(nchwc_run *r, int threads) {
     const nchwc_state *st = r->st;
     int64_t OH = r->g.out[0];
-    r->group_panels = st->kind == NCHWC_DEPTHWISE ? 1 : r->panels;
-    r->rows_per_task = st->kind == NCHWC_DIRECT ? 1 : OH; /* a stem refills its rows per row anyway */
+    r->group_panels = r->panels; /* depthwise: a task's plane is one block, a single group */
+    r->rows_per_task = st->kind == NCHWC_DIRECT ? 1 : OH; /* a stem refills its rows per row */
     if (st->kind == NCHWC_CONV) {
         size_t panel_bytes = (size_t)st->K * 16 * sizeof(float);
         int64_t window = (r->g.k[0] - 1) * r->g.d[0] + 1; /* rows an output row reads */
@@ -850,7 +836,6 @@ static void plan_bands(nchwc_run *r, int threads) {
     }
     size_t planes = (size_t)r->N * (st->kind == NCHWC_DEPTHWISE ? (size_t)(st->M / BLK) : 1);
     r->groups = (r->panels + r->group_panels - 1) / r->group_panels;
-    if (st->kind == NCHWC_DEPTHWISE) r->groups = 1;
     size_t want = 4 * (size_t)threads, have = planes * r->groups;
     int64_t bands = (OH + r->rows_per_task - 1) / r->rows_per_task;
     if (have * (size_t)bands < want) bands = (int64_t)((want + have - 1) / have);
