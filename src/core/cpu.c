@@ -190,6 +190,11 @@ int ak__cpu_active_avx2(void) {
     return v;
 }
 
+ak_isa ak__cpu_active_isa(void) {
+    ak_cpu_info info;
+    return ak_cpu_get_info(&info) == AK_OK ? info.active_isa : AK_ISA_GENERIC;
+}
+
 int ak__cpu_supports(ak_isa isa) {
     ak__cpu_detect();
     return isa_supported(isa);

@@ -15,6 +15,7 @@ int ak__cpu_supports(ak_isa isa);
 /* 1 when the active ISA (after AK_ISA) includes AVX2, for code that picks its AVX2 copy
  * per call; decided on the first call, after ak_init has set the ISA. */
 int ak__cpu_active_avx2(void);
+ak_isa ak__cpu_active_isa(void);
 /* Size in bytes of the level-1 data, level-2 or level-3 cache; 0 when unknown. Never
  * fails (kernels call it without touching ak_last_error). */
 size_t ak__cpu_cache_bytes(int level);

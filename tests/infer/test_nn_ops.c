@@ -392,15 +392,14 @@ static const conv_case nchwc_cases[] = {
 };
 
 /* NchwcConv against the float64 Conv: every mix of plain and blocked sides, plain and
- * fused (Z + Relu, Clip, Sigmoid), the AVX2 and the scalar loops, short rows gathered or
- * over the padded copy, 1 and 2 threads. */
+ * fused (Z + Relu, Clip, Sigmoid), the best tiles (AVX-512 where the CPU has it), the AVX2
+ * and the scalar loops, short rows gathered or over the padded copy, 1 and 2 threads. */
 static void test_nchwc_conv(void **s) {
     (void)s;
     SKIP_IN_BENCH();
     uint64_t gather_max = ak__nchwc_gather_max_bytes;
-    for (int mode = 0; mode < 3; mode++) { /* AVX2, scalar, AVX2 never gathering */
-        int scalar = mode == 1;
-        ak__nchwc_force_scalar = scalar;
+    for (int mode = 0; mode < 4; mode++) { /* best, scalar, best never gathering, AVX2 */
+        ak__nchwc_force_scalar = mode == 1 ? 1 : mode == 3 ? 2 : 0;
         ak__nchwc_gather_max_bytes = mode == 2 ? 0 : gather_max;
         for (nchwc_layout = 0; nchwc_layout < 4; nchwc_layout++)
             for (int fused = 0; fused <= 3; fused++)

@@ -147,7 +147,8 @@ extern const ak__op_def ak__nn_conv, ak__nn_conv_transpose, ak__nn_conv_integer,
     ak__nn_fused_conv, ak__nn_nchwc_conv;
 /* Channels per block of the NCHWc layout (NchwcConv, NchwcMaxPool): one AVX2 vector. */
 #define AK_NN_NCHWC_BLOCK 8
-/* For tests (nn_nchwc.c): 1 runs NchwcConv's scalar loops even where AVX2 is active. */
+/* For tests (nn_nchwc.c): 1 runs NchwcConv's scalar loops even where AVX2 is active, 2
+ * its AVX2 tiles where AVX-512 is. */
 extern int ak__nchwc_force_scalar;
 /* For tests (nn_nchwc.c): the largest gathered copy of an image a blocked layer makes. */
 extern uint64_t ak__nchwc_gather_max_bytes;

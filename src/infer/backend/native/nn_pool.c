@@ -386,7 +386,7 @@ static void nchwc_maxpool_task(void *vj, size_t begin, size_t end, int tid) {
         uint64_t at = oy * OW * (job->y_blocked ? NCHWC_BLK : 1); /* blocked: 8 floats an output */
         float *y = (float *)job->Y->data + block * NCHWC_BLK * pl->P + at;
 #ifdef POOL_X86
-        if (ak__cpu_active_avx2() && !ak__nchwc_force_scalar) {
+        if (ak__cpu_active_avx2() && ak__nchwc_force_scalar != 1) {
             nchwc_maxpool_row_avx2(pl, xb, (int64_t)oy, y, job->y_blocked);
             continue;
         }
