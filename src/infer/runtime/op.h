@@ -44,6 +44,10 @@ enum {
     AK_OP_ALIAS_INPUT0 = 1u << 0,
     /* results differ between runs (RandomNormal, Bernoulli...): never constant-folded */
     AK_OP_NONDETERMINISTIC = 1u << 1,
+    /* output 0 may be written over input 3 (a residual Z that dies at this node, with
+     * Y's size): run reads each element of Z before writing the same element of Y, and
+     * reads no other element of Z after that (runtime/memplan.c decides) */
+    AK_OP_Y_OVER_Z = 1u << 2,
 };
 
 typedef struct ak__op_def {

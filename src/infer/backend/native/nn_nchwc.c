@@ -991,5 +991,5 @@ static ak_status nchwc_run_op(ak__op_ctx *ctx) {
 }
 
 /* com.accelkit NchwcConv: Conv/FusedConv on blocked tensors (see the top of this file). */
-const ak__op_def ak__nn_nchwc_conv = {"com.accelkit", "NchwcConv", 1, 0, nchwc_create,
+const ak__op_def ak__nn_nchwc_conv = {"com.accelkit", "NchwcConv", 1, AK_OP_Y_OVER_Z, nchwc_create,
                                       nchwc_destroy, nchwc_reshape, nchwc_run_op};
