@@ -1,8 +1,17 @@
-/* 64-byte aligned allocation and a bump arena over aligned blocks. */
+/* 64-byte aligned allocation and a bump arena over aligned blocks.
+ *
+ * Buffers of 2 MiB and more start on a 2 MiB boundary and ask for transparent huge pages
+ * (THP in its default "madvise" mode gives none otherwise): packed weights, Winograd
+ * transforms and activation arenas are streamed once per inference, and with 4 KiB pages
+ * every 4 KiB of them costs a TLB miss, a two-dimensional page walk inside a VM. ResNet-50
+ * on 2 threads measured ~5 % faster (median of 6 alternating runs, 40.4 against 42.4 ms). */
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "core/check.h"
+
+#define HUGE_PAGE ((size_t)2 << 20)
 
 ak_status ak_alloc(size_t size, void **out) {
     AK_ARG_CHECK(out, "ak_alloc: NULL output pointer");
@@ -13,8 +22,14 @@ ak_status ak_alloc(size_t size, void **out) {
     size_t rounded = (size + AK_ALIGNMENT - 1) / AK_ALIGNMENT * AK_ALIGNMENT;
     if (rounded == 0) rounded = AK_ALIGNMENT;
     void *p = NULL;
-    if (posix_memalign(&p, AK_ALIGNMENT, rounded) != 0)
+    int big = rounded >= HUGE_PAGE;
+    if (posix_memalign(&p, big ? HUGE_PAGE : AK_ALIGNMENT, rounded) != 0)
         return AK_FAIL(AK_ERR_NO_MEMORY, "ak_alloc: cannot allocate %zu bytes", size);
+#ifdef MADV_HUGEPAGE
+    /* Best effort (THP may be off): the whole huge pages inside the buffer, before the
+     * first touch faults them in. */
+    if (big) (void)madvise(p, rounded / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE);
+#endif
     *out = p;
     return AK_OK;
 }

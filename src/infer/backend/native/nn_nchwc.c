@@ -731,7 +731,7 @@ static void conv_task(void *vr, size_t begin, size_t end, int tid) {
 static void nchwc_destroy(void *state) {
     nchwc_state *st = state;
     if (st) {
-        free(st->w);
+        ak_free(st->w);
         ak__conv_wino_free(st->wino);
     }
     free(st);
@@ -741,9 +741,10 @@ static void nchwc_destroy(void *state) {
 static ak_status nchwc_pack(nchwc_state *st, const float *w) {
     if (st->w) return AK_OK;
     size_t floats = (size_t)(st->M * (st->kind == NCHWC_DEPTHWISE ? st->taps : st->K));
-    st->w = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
-    if (!st->w)
+    void *mem;
+    if (ak_alloc(floats * sizeof(float), &mem) != AK_OK)
         return AK_FAIL(AK_ERR_NO_MEMORY, "NchwcConv: out of memory packing %zu weights", floats);
+    st->w = mem;
     if (st->kind == NCHWC_DEPTHWISE) pack_depthwise(w, st->M, st->taps, st->w);
     else pack_panels(w, st->M, st->C, st->taps, st->kind == NCHWC_CONV ? BLK : 1, st->w);
     return AK_OK;
