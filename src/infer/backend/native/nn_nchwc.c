@@ -287,7 +287,7 @@ __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void
 tile_avx512(const tile_args *t, const finish *f, const int N, const int LANES) {
     __m512 b = t->bias ? _mm512_loadu_ps(t->bias) : _mm512_setzero_ps();
     __m512 c0 = b, c1 = b, c2 = b, c3 = b, c4 = b, c5 = b, c6 = b, c7 = b, c8 = b, c9 = b,
-           c10 = b, c11 = b, c12 = b, c13 = b;
+           c10 = b, c11 = b;
     const float *w = t->w;
     const int64_t sx = t->sx;
     for (int64_t cb = 0; cb < t->blocks; cb++)
@@ -301,13 +301,11 @@ tile_avx512(const tile_args *t, const finish *f, const int N, const int LANES) {
                     TILE512_FMA(0) TILE512_FMA(1) TILE512_FMA(2) TILE512_FMA(3)
                     TILE512_FMA(4) TILE512_FMA(5) TILE512_FMA(6) TILE512_FMA(7)
                     TILE512_FMA(8) TILE512_FMA(9) TILE512_FMA(10) TILE512_FMA(11)
-                    TILE512_FMA(12) TILE512_FMA(13)
                 }
         }
     TILE512_STORE(0) TILE512_STORE(1) TILE512_STORE(2) TILE512_STORE(3)
     TILE512_STORE(4) TILE512_STORE(5) TILE512_STORE(6) TILE512_STORE(7)
     TILE512_STORE(8) TILE512_STORE(9) TILE512_STORE(10) TILE512_STORE(11)
-    TILE512_STORE(12) TILE512_STORE(13)
 }
 #undef TILE512_FMA
 #undef TILE512_STORE
