@@ -7,6 +7,7 @@
 #include "cli/launch.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -82,10 +83,11 @@ static int is_local_host(const char *name) {
            strcmp(name, self) == 0;
 }
 
-/* A TCP port that is free right now (bound to 0, read back, released). */
+/* A TCP port that is free here right now (bound to 0 on every address, read back,
+ * released); when rank 0 runs on another host the port is only likely to be free there. */
 static int free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0), port = 29500;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
     socklen_t len = sizeof a;
     if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
         getsockname(fd, (struct sockaddr *)&a, &len) == 0)
@@ -94,25 +96,67 @@ static int free_port(void) {
     return port;
 }
 
-/* Host of each rank: fill hosts' slots in order, wrapping if np exceeds them. */
+/* The launcher's address as seen from `peer`: the source address the kernel would route
+ * from (a UDP connect sends nothing). AK_COMM_BIND_ADDR wins; the host name is the last
+ * resort. 0 on success. */
+static int address_toward(const char *peer, char *out, size_t cap) {
+    const char *bind = getenv("AK_COMM_BIND_ADDR");
+    if (bind && bind[0]) return snprintf(out, cap, "%s", bind) >= (int)cap;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM}, *res = NULL;
+    int ok = 0;
+    if (getaddrinfo(peer, "9", &hints, &res) == 0) {
+        int fd = socket(res->ai_family, SOCK_DGRAM, 0);
+        struct sockaddr_storage self;
+        socklen_t len = sizeof self;
+        ok = fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+             getsockname(fd, (struct sockaddr *)&self, &len) == 0 &&
+             getnameinfo((struct sockaddr *)&self, len, out, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) == 0;
+        if (fd >= 0) close(fd);
+        freeaddrinfo(res);
+    }
+    if (ok) return 0;
+    return gethostname(out, cap) != 0;
+}
+
+static int total_slots(const ak_launch_plan *p) {
+    int total = 0;
+    for (int h = 0; h < p->nhosts; h++) total += p->hosts[h].slots;
+    return total;
+}
+
+/* Host of each rank: fill hosts' slots in order (np never exceeds them: checked first). */
 static const char *host_of_rank(const ak_launch_plan *p, int rank, int *local_rank, int *local_size) {
     if (p->nhosts == 0) {
         *local_rank = rank;
         *local_size = p->np;
         return "localhost";
     }
-    int total = 0;
-    for (int h = 0; h < p->nhosts; h++) total += p->hosts[h].slots;
-    int r = rank % total, base = 0;
+    int base = 0;
+    *local_rank = 0, *local_size = 1;
     for (int h = 0; h < p->nhosts; h++) {
-        if (r < base + p->hosts[h].slots) {
-            *local_rank = r - base;
-            *local_size = p->hosts[h].slots < p->np ? p->hosts[h].slots : p->np;
+        if (rank < base + p->hosts[h].slots) {
+            int left = p->np - base; /* ranks placed from this host on */
+            *local_rank = rank - base;
+            *local_size = p->hosts[h].slots < left ? p->hosts[h].slots : left;
             return p->hosts[h].name;
         }
         base += p->hosts[h].slots;
     }
     return "localhost";
+}
+
+/* Where the ranks find rank 0's store: loopback when every rank is local, else an
+ * address the remote ranks can reach. 0 on success. */
+static int master_address(const ak_launch_plan *p, char *out, size_t cap) {
+    int lr, ls;
+    const char *h0 = host_of_rank(p, 0, &lr, &ls), *remote = NULL;
+    if (!is_local_host(h0)) return snprintf(out, cap, "%s", h0) >= (int)cap;
+    for (int r = 1; r < p->np && !remote; r++) {
+        const char *h = host_of_rank(p, r, &lr, &ls);
+        if (!is_local_host(h)) remote = h;
+    }
+    if (!remote) return snprintf(out, cap, "127.0.0.1") >= (int)cap;
+    return address_toward(remote, out, cap);
 }
 
 static void set_rank_env(const ak_launch_plan *p, int rank, int local_rank, int local_size,
@@ -126,22 +170,29 @@ static void set_rank_env(const ak_launch_plan *p, int rank, int local_rank, int 
     snprintf(v, sizeof v, "%d", port), setenv("AK_MASTER_PORT", v, 1);
 }
 
-/* The ssh command line that runs argv on host with the AK_* variables exported. */
-/* Remote ranks get the launcher's accelkit, Horovod, OpenMP and Python settings (and every
- * -x NAME): ssh runs a shell command line, so each value and argument is single-quoted. */
+/* Remote ranks get the launcher's environment, as horovodrun gives them, less what
+ * describes the launcher's own login session or shell; ssh runs a shell command line, so
+ * each value and argument is single-quoted. */
 static int forwarded(const ak_launch_plan *p, const char *kv) {
-    static const char *const prefixes[] = {"AK_", "HOROVOD_", "OMP_", "PYTHONPATH=",
-                                           "LD_LIBRARY_PATH=", "OPENBLAS_", "BLIS_"};
-    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
-        if (!strncmp(kv, prefixes[i], strlen(prefixes[i]))) return 1;
-    for (int i = 0; i < p->nexport; i++) {
-        size_t n = strlen(p->export_vars[i]);
-        if (!strncmp(kv, p->export_vars[i], n) && kv[n] == '=') return 1;
-    }
-    return 0;
+    static const char *const session[] = {"HOSTNAME=", "HOME=", "PWD=", "OLDPWD=", "SHLVL=", "_=",
+                                          "USER=", "LOGNAME=", "SHELL=", "MAIL=", "TERM=",
+                                          "TERMCAP=", "DISPLAY=", "XAUTHORITY=", "LS_COLORS=",
+                                          "SSH_", "XDG_", "BASH_FUNC_", "DBUS_"};
+    size_t name_len = strcspn(kv, "=");
+    if (kv[name_len] != '=' || name_len == 0 || (kv[0] >= '0' && kv[0] <= '9')) return 0;
+    for (size_t i = 0; i < name_len; i++) /* a name the remote shell cannot take is skipped */
+        if (!(kv[i] == '_' || (kv[i] >= 'A' && kv[i] <= 'Z') || (kv[i] >= 'a' && kv[i] <= 'z') ||
+              (kv[i] >= '0' && kv[i] <= '9')))
+            return 0;
+    for (int i = 0; i < p->nexport; i++) /* -x NAME forwards even a session variable */
+        if (strlen(p->export_vars[i]) == name_len && !strncmp(kv, p->export_vars[i], name_len)) return 1;
+    for (size_t i = 0; i < sizeof session / sizeof *session; i++)
+        if (!strncmp(kv, session[i], strlen(session[i]))) return 0;
+    return 1;
 }
 
-/* kv "NAME=value" -> NAME='value'; keep_name 0: the whole word quoted. */
+/* word as one single-quoted shell word; with keep_name, the NAME= of NAME=VALUE stays bare
+ * so that env(1) still sees an assignment. */
 static char *shell_quoted(const char *word, int keep_name) {
     const char *eq = keep_name ? strchr(word, '=') : NULL;
     size_t n = strlen(word), extra = 0, head = eq ? (size_t)(eq - word) + 1 : 0;
@@ -159,12 +210,16 @@ static char *shell_quoted(const char *word, int keep_name) {
     return out;
 }
 
+/* ssh [-p PORT] -o BatchMode=yes HOST cd 'CWD' >/dev/null 2>&1; env VARS... ARGV...:
+ * BatchMode makes a host that would ask for a password fail at once instead of hanging
+ * the launch, and the rank starts in the launcher's directory as horovodrun's do. */
 static char **ssh_argv(const ak_launch_plan *p, const char *host) {
     extern char **environ;
     int n = 0, nenv = 0;
     while (p->argv[n]) n++;
     while (environ[nenv]) nenv++;
-    char **out = calloc((size_t)(n + nenv) + 16, sizeof *out);
+    char **out = calloc((size_t)(n + nenv) + 24, sizeof *out);
+    if (!out) return NULL;
     int i = 0;
     out[i++] = "ssh";
     if (p->ssh_port) {
@@ -172,11 +227,17 @@ static char **ssh_argv(const ak_launch_plan *p, const char *host) {
         snprintf(port, sizeof port, "%d", p->ssh_port);
         out[i++] = "-p", out[i++] = port;
     }
+    out[i++] = "-o", out[i++] = "BatchMode=yes";
     out[i++] = (char *)host;
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd)) {
+        out[i++] = "cd";
+        out[i++] = shell_quoted(cwd, 0);
+        out[i++] = ">/dev/null 2>&1;";
+    }
     out[i++] = "env";
     for (int e = 0; e < nenv; e++) /* includes the rank variables set just before */
-        if (strchr(environ[e], '=') && forwarded(p, environ[e]))
-            out[i++] = shell_quoted(environ[e], 1);
+        if (forwarded(p, environ[e])) out[i++] = shell_quoted(environ[e], 1);
     for (int a = 0; a < n; a++) out[i++] = shell_quoted(p->argv[a], 0);
     return out;
 }
@@ -195,8 +256,9 @@ static int spawn_rank(const ak_launch_plan *p, int rank, const char *master, int
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() == 1) _exit(128 + SIGKILL); /* the launcher died before prctl */
         set_rank_env(p, rank, lr, ls, master, port);
+        char **ssh = is_local_host(host) ? NULL : ssh_argv(p, host);
         if (is_local_host(host)) execvp(p->argv[0], p->argv);
-        else execvp("ssh", ssh_argv(p, host));
+        else if (ssh) execvp("ssh", ssh);
         fprintf(stderr, "ak launch: cannot run '%s': %s\n", p->argv[0], strerror(errno));
         _exit(127);
     }
@@ -301,10 +363,21 @@ int ak_launch_run(const ak_launch_plan *p) {
     if (p->np < 1 || p->np > 512 || !p->argv || !p->argv[0]) return 2;
     rank_proc *procs = calloc((size_t)p->np, sizeof *procs);
     if (!procs) return 2;
+    if (p->nhosts > 0 && p->np > total_slots(p)) {
+        fprintf(stderr, "ak launch: -np %d is more than the %d slots of the hosts given\n", p->np,
+                total_slots(p));
+        free(procs);
+        return 2;
+    }
+    char master[256];
+    if (master_address(p, master, sizeof master)) {
+        fprintf(stderr, "ak launch: cannot find an address of this host that the other hosts can "
+                        "reach; set AK_COMM_BIND_ADDR\n");
+        free(procs);
+        return 2;
+    }
     catch_launcher_signals();
-    int lr, ls, port = free_port();
-    const char *h0 = host_of_rank(p, 0, &lr, &ls);
-    const char *master = is_local_host(h0) ? "127.0.0.1" : h0;
+    int port = free_port();
     int first_failure = -1, started = 0;
     for (; started < p->np; started++)
         if (spawn_rank(p, started, master, port, &procs[started]) != 0) break;

@@ -19,7 +19,7 @@ typedef struct ak_launch_plan {
     int nhosts;       /* 0 = all ranks local */
     int ssh_port;     /* 0 = ssh's default */
     int prefix_output; /* "[rank] " before each line */
-    const char *export_vars[AK_LAUNCH_MAX_EXPORTS]; /* -x NAME: also forwarded over ssh */
+    const char *export_vars[AK_LAUNCH_MAX_EXPORTS]; /* -x NAME: forwarded over ssh even if it describes the session */
     int nexport;
     char *const *argv; /* the command, NULL-terminated */
 } ak_launch_plan;

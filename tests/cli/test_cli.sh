@@ -50,11 +50,13 @@ check launch-notfound 127 "$AK" launch -np 1 -- /nonexistent/program
 # remote ranks go through ssh: a stand-in ssh that runs the command line here through a
 # shell, as sshd does
 fake=$(mktemp -d)
-printf '#!/bin/sh\nshift\nexec sh -c "$*"\n' > "$fake/ssh"; chmod +x "$fake/ssh"
-check launch-ssh 0 env PATH="$fake:$PATH" "$AK" launch -np 2 -H localhost:1,nodeB:1 -- sh -c 'echo "r=$AK_RANK on $(hostname) master=$AK_MASTER_ADDR"'
-contains launch-ssh "\[1\] r=1"; contains launch-ssh "master=127.0.0.1"
-check launch-ssh-env 0 env PATH="$fake:$PATH" HOROVOD_CYCLE_TIME=2 MY_VAR="it's x" "$AK" launch -np 2 -H localhost:1,nodeB:1 -x MY_VAR -- sh -c 'echo "r=$AK_RANK c=$HOROVOD_CYCLE_TIME v=$MY_VAR"'
-contains launch-ssh-env "\[1\] r=1 c=2 v=it's x"
+printf '#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift 2; done  # -p PORT, -o OPTION\nshift\ncd /\nexec sh -c "$*"\n' > "$fake/ssh"; chmod +x "$fake/ssh"
+# nodeB does not resolve: the ranks are told the launcher's host name, not loopback
+check launch-ssh 0 env PATH="$fake:$PATH" "$AK" launch -np 2 -H localhost:1,nodeB:1 -- sh -c 'echo "r=$AK_RANK master=$AK_MASTER_ADDR pwd=$(pwd)"'
+contains launch-ssh "\[1\] r=1 master=$(hostname) pwd=$(pwd)"
+check launch-ssh-env 0 env PATH="$fake:$PATH" HOROVOD_CYCLE_TIME=2 MY_VAR="it's x" "$AK" launch --num-proc=2 --hosts=localhost:1,nodeB:1 -x SET_HERE=5 -- sh -c 'echo "r=$AK_RANK c=$HOROVOD_CYCLE_TIME v=$MY_VAR s=$SET_HERE"'
+contains launch-ssh-env "\[1\] r=1 c=2 v=it's x s=5"
+check launch-slots 2 "$AK" launch -np 3 -H localhost:2 -- true; contains launch-slots "more than the 2 slots"
 printf 'localhost slots=2\n# comment\nnodeB slots=1\n' > "$fake/hosts"
 check launch-hostfile 0 env PATH="$fake:$PATH" "$AK" launch -np 3 --hostfile "$fake/hosts" -- sh -c 'echo "r=$AK_RANK l=$AK_LOCAL_RANK/$AK_LOCAL_SIZE"'
 contains launch-hostfile "\[2\] r=2 l=0/1"; contains launch-hostfile "\[1\] r=1 l=1/2"
