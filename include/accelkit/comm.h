@@ -78,13 +78,21 @@ AK_API ak_status ak_comm_hosts(const ak_comm *comm, int *host_index, int *host_c
  * color < 0: this rank joins none (*out = NULL). */
 AK_API ak_status ak_comm_split(ak_comm *comm, int color, int key, ak_comm **out);
 
-/* ---- collectives (blocking). sendbuf == recvbuf (or AK_IN_PLACE) is in place. --------- */
+/* ---- collectives (blocking). sendbuf == recvbuf (or AK_IN_PLACE) is in place. ---------
+ * AK_IN_PLACE follows MPI: passed as sendbuf, the input is read from recvbuf (allreduce,
+ * reduce_scatter: all of it; allgather(v): this rank's block at its place; alltoall(v):
+ * the blocks to send, by the receive layout). Rooted calls are in place at the root only:
+ * reduce and gather with sendbuf = AK_IN_PLACE there (the root's input, or its block at
+ * root × count, already in recvbuf); scatter with recvbuf = AK_IN_PLACE there (the root's
+ * block stays in sendbuf). Buffers a rank does not use are ignored (reduce and gather:
+ * recvbuf off the root; scatter: sendbuf off the root) and may be NULL. AK_IN_PLACE
+ * anywhere else fails with AK_ERR_INVALID_ARG naming the argument. */
 
 #define AK_IN_PLACE ((const void *)1)
 
 AK_API ak_status ak_comm_allreduce(ak_comm *comm, const void *sendbuf, void *recvbuf,
                                    size_t count, ak_dtype dtype, ak_reduce_op op);
-/* recvbuf is only written (and only needed) on root */
+/* recvbuf is only written (and only needed) on root; sendbuf AK_IN_PLACE only at root */
 AK_API ak_status ak_comm_reduce(ak_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                                 ak_dtype dtype, ak_reduce_op op, int root);
 AK_API ak_status ak_comm_broadcast(ak_comm *comm, void *buf, size_t count, ak_dtype dtype,

@@ -65,11 +65,14 @@ static ak_status run_allreduce(ak_comm *c, const ak__coll *k, uint64_t tag) {
     return st;
 }
 
+/* The root reduces into recvbuf (holding its input when in place); the others into a
+ * work copy of sendbuf, which the tree clobbers (their recvbuf is ignored, maybe NULL). */
 static ak_status run_reduce(ak_comm *c, const ak__coll *k, uint64_t tag) {
     size_t bytes = k->count * esize(k->dtype);
     void *buf = k->recvbuf;
-    if (c->rank != k->root) AK_CHECK(ak__comm_work(c, bytes, &buf)); /* clobbered */
-    if (c->rank != k->root || !in_place(k->sendbuf, k->recvbuf)) memcpy(buf, k->sendbuf, bytes);
+    if (c->rank != k->root) AK_CHECK(ak__comm_work(c, bytes, &buf));
+    if (bytes && (c->rank != k->root || !in_place(k->sendbuf, k->recvbuf)))
+        memcpy(buf, k->sendbuf, bytes);
     ak__group g = world_group(c);
     ak_reduce_op op = k->op == AK_REDUCE_AVG ? AK_REDUCE_SUM : k->op;
     AK_CHECK(ak__reduce_tree(c, &g, buf, k->count, k->dtype, op, k->root, tag));
@@ -106,8 +109,12 @@ static ak_status run_reduce_scatter(ak_comm *c, const ak__coll *k, uint64_t tag)
     return AK_OK;
 }
 
+/* In place (comm_api.c made the send layout the receive one), the blocks go out from a
+ * copy of recvbuf: the pairwise exchange receives block j while block j+s may still be
+ * unsent, and both live in recvbuf. */
 static ak_status run_alltoall(ak_comm *c, const ak__coll *k, uint64_t tag) {
     const size_t *sc = k->counts, *sd = k->displs, *rc = k->rcounts, *rd = k->rdispls;
+    size_t es = esize(k->dtype);
     if (k->kind == AK_COLL_ALLTOALL) {
         for (int r = 0; r < c->size; r++) {
             c->counts[0][r] = c->counts[2][r] = k->count;
@@ -115,8 +122,20 @@ static ak_status run_alltoall(ak_comm *c, const ak__coll *k, uint64_t tag) {
         }
         sc = c->counts[0], sd = c->counts[1], rc = c->counts[2], rd = c->counts[3];
     }
+    const void *src = k->sendbuf;
+    if (in_place(k->sendbuf, k->recvbuf)) {
+        size_t span = 0;
+        for (int r = 0; r < c->size; r++)
+            if (rc[r] && rd[r] + rc[r] > span) span = rd[r] + rc[r];
+        void *copy = NULL;
+        if (span) {
+            AK_CHECK(ak__comm_work(c, span * es, &copy));
+            memcpy(copy, k->recvbuf, span * es);
+        }
+        src = copy;
+    }
     ak__group g = world_group(c);
-    return ak__alltoallv_pairwise(c, &g, k->sendbuf, sc, sd, k->recvbuf, rc, rd, esize(k->dtype), tag);
+    return ak__alltoallv_pairwise(c, &g, src, sc, sd, k->recvbuf, rc, rd, es, tag);
 }
 
 static ak_status run_point_to_point(ak_comm *c, const ak__coll *k) {
@@ -136,8 +155,19 @@ static ak_status run_rooted(ak_comm *c, const ak__coll *k, uint64_t tag) {
     size_t bytes = k->count * esize(k->dtype);
     switch (k->kind) {
     case AK_COLL_BROADCAST: return ak__broadcast_tree(c, &g, k->recvbuf, bytes, k->root, tag);
-    case AK_COLL_GATHER: return ak__gather_linear(c, &g, k->sendbuf, k->recvbuf, bytes, k->root, tag);
-    case AK_COLL_SCATTER: return ak__scatter_linear(c, &g, k->sendbuf, k->recvbuf, bytes, k->root, tag);
+    case AK_COLL_GATHER: {
+        /* the root's block already in place: "copy" it onto itself, i.e. not at all */
+        const void *send = k->sendbuf;
+        if (c->rank == k->root && send == AK_IN_PLACE)
+            send = (const char *)k->recvbuf + (size_t)k->root * bytes;
+        return ak__gather_linear(c, &g, send, k->recvbuf, bytes, k->root, tag);
+    }
+    case AK_COLL_SCATTER: {
+        void *recv = k->recvbuf; /* the root's block stays in sendbuf when in place */
+        if (c->rank == k->root && recv == AK_IN_PLACE)
+            recv = (char *)(uintptr_t)k->sendbuf + (size_t)k->root * bytes;
+        return ak__scatter_linear(c, &g, k->sendbuf, recv, bytes, k->root, tag);
+    }
     default: return AK_FAIL(AK_ERR_INTERNAL, "run_rooted: kind %d", (int)k->kind);
     }
 }

@@ -186,10 +186,148 @@ static void body_split_async(rank_ctx *r) {
     }
 }
 
+/* AK_IN_PLACE with MPI's meaning for every collective that has one: each result checked
+ * against the out-of-place one's expectation, the ignored buffers passed as NULL. */
+static void body_in_place(rank_ctx *r) {
+    enum { N = 29 };
+    int32_t all[N * MAX_WORLD], mine[N];
+    const int n = r->size, me = r->rank;
+    for (int root = 0; root < n; root++) {
+        /* reduce: the root's input already in recvbuf; recvbuf NULL elsewhere */
+        for (size_t i = 0; i < N; i++) mine[i] = me + (int32_t)i;
+        if (me == root)
+            CHECK(ak_comm_reduce(r->comm, AK_IN_PLACE, mine, N, AK_DTYPE_I32, AK_REDUCE_SUM,
+                                 root) == AK_OK, "reduce in place: %s", ak_last_error());
+        else
+            CHECK(ak_comm_reduce(r->comm, mine, NULL, N, AK_DTYPE_I32, AK_REDUCE_SUM, root) == AK_OK,
+                  "reduce, NULL recvbuf off the root: %s", ak_last_error());
+        for (size_t i = 0; i < N; i++) {
+            int32_t want = me == root ? n * (int32_t)i + n * (n - 1) / 2 : me + (int32_t)i;
+            CHECK(mine[i] == want, "reduce root %d [%zu] = %d, want %d", root, i, mine[i], want);
+        }
+        /* gather: the root's block already at root × N */
+        for (size_t i = 0; i < N * MAX_WORLD; i++) all[i] = -1;
+        for (size_t i = 0; i < N; i++) mine[i] = me * 100 + (int32_t)i;
+        if (me == root) {
+            memcpy(all + (size_t)root * N, mine, sizeof mine);
+            CHECK(ak_comm_gather(r->comm, AK_IN_PLACE, all, N, AK_DTYPE_I32, root) == AK_OK,
+                  "gather in place: %s", ak_last_error());
+            for (int s = 0; s < n; s++)
+                for (size_t i = 0; i < N; i++)
+                    CHECK(all[s * N + i] == s * 100 + (int32_t)i, "gather in place root %d: "
+                          "block %d [%zu] = %d", root, s, i, all[s * N + i]);
+        } else {
+            CHECK(ak_comm_gather(r->comm, mine, NULL, N, AK_DTYPE_I32, root) == AK_OK,
+                  "gather, NULL recvbuf off the root: %s", ak_last_error());
+        }
+        /* scatter: the root keeps its block in sendbuf (recvbuf AK_IN_PLACE) */
+        for (size_t i = 0; i < N; i++) mine[i] = -1;
+        for (int s = 0; s < n; s++)
+            for (size_t i = 0; i < N; i++) all[s * N + i] = s * 1000 + (int32_t)i;
+        if (me == root) {
+            CHECK(ak_comm_scatter(r->comm, all, (void *)AK_IN_PLACE, N, AK_DTYPE_I32, root) == AK_OK,
+                  "scatter in place: %s", ak_last_error());
+            for (int s = 0; s < n; s++)
+                for (size_t i = 0; i < N; i++)
+                    CHECK(all[s * N + i] == s * 1000 + (int32_t)i, "scatter in place changed "
+                          "the root's sendbuf");
+        } else {
+            CHECK(ak_comm_scatter(r->comm, NULL, mine, N, AK_DTYPE_I32, root) == AK_OK,
+                  "scatter, NULL sendbuf off the root: %s", ak_last_error());
+            for (size_t i = 0; i < N; i++)
+                CHECK(mine[i] == me * 1000 + (int32_t)i, "scatter root %d [%zu] = %d", root, i,
+                      mine[i]);
+        }
+    }
+    /* alltoall in place, both spellings: block d of rank s carries s * 1000 + d */
+    for (int spelling = 0; spelling < 2; spelling++) {
+        for (int d = 0; d < n; d++)
+            for (size_t i = 0; i < N; i++) all[d * N + i] = me * 1000 + d * 10 + (int32_t)(i % 7);
+        CHECK(ak_comm_alltoall(r->comm, spelling ? (const void *)all : AK_IN_PLACE, all, N,
+                               AK_DTYPE_I32) == AK_OK, "alltoall in place: %s", ak_last_error());
+        for (int s = 0; s < n; s++)
+            for (size_t i = 0; i < N; i++)
+                CHECK(all[s * N + i] == s * 1000 + me * 10 + (int32_t)(i % 7),
+                      "alltoall in place (%s): block %d [%zu] = %d",
+                      spelling ? "sendbuf == recvbuf" : "AK_IN_PLACE", s, i, all[s * N + i]);
+    }
+    /* alltoallv in place: rank s sends (s + d) % 3 + 1 elements to rank d, so the receive
+     * layout (what the data is read by) is uneven and, with gaps, not the uniform one */
+    size_t rc[MAX_WORLD], rd[MAX_WORLD], off = 0;
+    for (int s = 0; s < n; s++) {
+        rc[s] = (size_t)((s + me) % 3 + 1);
+        rd[s] = off + 1; /* one element of gap before each block */
+        off = rd[s] + rc[s];
+    }
+    for (size_t i = 0; i < off; i++) all[i] = -5;
+    for (int d = 0; d < n; d++)
+        for (size_t i = 0; i < rc[d]; i++) all[rd[d] + i] = me * 1000 + d * 10 + (int32_t)i;
+    CHECK(ak_comm_alltoallv(r->comm, AK_IN_PLACE, NULL, NULL, all, rc, rd, AK_DTYPE_I32) == AK_OK,
+          "alltoallv in place: %s", ak_last_error());
+    for (int s = 0; s < n; s++) {
+        CHECK(all[rd[s] - 1] == -5, "alltoallv in place wrote the gap before block %d", s);
+        for (size_t i = 0; i < rc[s]; i++)
+            CHECK(all[rd[s] + i] == s * 1000 + me * 10 + (int32_t)i,
+                  "alltoallv in place: block %d [%zu] = %d", s, i, all[rd[s] + i]);
+    }
+    /* reduce_scatter in place: the n × N input in recvbuf, block me of the sum at its start */
+    for (int b = 0; b < n; b++)
+        for (size_t i = 0; i < N; i++) all[b * N + i] = b + (int32_t)i + me;
+    CHECK(ak_comm_reduce_scatter(r->comm, AK_IN_PLACE, all, N, AK_DTYPE_I32, AK_REDUCE_SUM) == AK_OK,
+          "reduce_scatter in place: %s", ak_last_error());
+    for (size_t i = 0; i < N; i++)
+        CHECK(all[i] == n * (me + (int32_t)i) + n * (n - 1) / 2, "reduce_scatter in place [%zu]", i);
+    /* allgather in place: own block already at me × N */
+    for (size_t i = 0; i < N * MAX_WORLD; i++) all[i] = -1;
+    for (size_t i = 0; i < N; i++) all[me * N + i] = me * 7 + (int32_t)i;
+    CHECK(ak_comm_allgather(r->comm, AK_IN_PLACE, all, N, AK_DTYPE_I32) == AK_OK,
+          "allgather in place: %s", ak_last_error());
+    for (int s = 0; s < n; s++)
+        for (size_t i = 0; i < N; i++)
+            CHECK(all[s * N + i] == s * 7 + (int32_t)i, "allgather in place block %d", s);
+}
+
+/* AK_IN_PLACE where it means nothing fails with AK_ERR_INVALID_ARG naming the argument,
+ * on every rank before anything is sent (so the world stays usable). */
+static void body_in_place_rejected(rank_ctx *r) {
+    int32_t buf[8 * MAX_WORLD] = {0};
+    void *ip = (void *)AK_IN_PLACE;
+    const int root = 0, me = r->rank;
+#define REJECTED(call, needle)                                                                 do {                                                                                           ak_status st_ = (call);                                                                    CHECK(st_ == AK_ERR_INVALID_ARG, "%s: got %s", #call, ak_status_str(st_));                 CHECK(strstr(ak_last_error(), needle), "%s: error '%s' does not name %s", #call,                 ak_last_error(), needle);                                                        } while (0)
+    REJECTED(ak_comm_allreduce(r->comm, buf, ip, 8, AK_DTYPE_I32, AK_REDUCE_SUM), "recvbuf");
+    REJECTED(ak_comm_broadcast(r->comm, ip, 8, AK_DTYPE_I32, root), "buf");
+    REJECTED(ak_comm_allgather(r->comm, buf, ip, 8, AK_DTYPE_I32), "recvbuf");
+    REJECTED(ak_comm_alltoall(r->comm, buf, ip, 8, AK_DTYPE_I32), "recvbuf");
+    REJECTED(ak_comm_reduce_scatter(r->comm, buf, ip, 8, AK_DTYPE_I32, AK_REDUCE_SUM), "recvbuf");
+    if (r->size > 1) {
+        REJECTED(ak_comm_send(r->comm, ip, 1, AK_DTYPE_I32, !me), "buf");
+        REJECTED(ak_comm_recv(r->comm, ip, 1, AK_DTYPE_I32, !me), "buf");
+    }
+    if (me == root) {
+        REJECTED(ak_comm_scatter(r->comm, AK_IN_PLACE, buf, 8, AK_DTYPE_I32, root), "sendbuf");
+        REJECTED(ak_comm_reduce(r->comm, AK_IN_PLACE, NULL, 8, AK_DTYPE_I32, AK_REDUCE_SUM, root),
+                 "recvbuf");
+    } else {
+        REJECTED(ak_comm_reduce(r->comm, AK_IN_PLACE, buf, 8, AK_DTYPE_I32, AK_REDUCE_SUM, root),
+                 "sendbuf");
+        REJECTED(ak_comm_gather(r->comm, AK_IN_PLACE, buf, 8, AK_DTYPE_I32, root), "sendbuf");
+        REJECTED(ak_comm_scatter(r->comm, buf, ip, 8, AK_DTYPE_I32, root), "recvbuf");
+    }
+    /* sendbuf == recvbuf with different layouts: blocks would overwrite unsent ones */
+    size_t sc[MAX_WORLD], sd[MAX_WORLD], rc[MAX_WORLD], rd[MAX_WORLD];
+    for (int s = 0; s < r->size; s++) sc[s] = rc[s] = 1, sd[s] = (size_t)s, rd[s] = (size_t)s + 1;
+    REJECTED(ak_comm_alltoallv(r->comm, buf, sc, sd, buf, rc, rd, AK_DTYPE_I32), "layouts differ");
+#undef REJECTED
+    /* nothing was sent: the world still works */
+    CHECK(ak_comm_allreduce(r->comm, AK_IN_PLACE, buf, 8, AK_DTYPE_I32, AK_REDUCE_SUM) == AK_OK,
+          "%s", ak_last_error());
+}
+
 static void test_worlds(void **state) {
     static const int sizes[] = {1, 2, 3, 4, 5, 8};
     void (*bodies[])(rank_ctx *) = {body_allreduce, body_rooted, body_gather_family,
-                                    body_p2p_barrier, body_split_async};
+                                    body_p2p_barrier, body_split_async, body_in_place,
+                                    body_in_place_rejected};
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
         for (size_t b = 0; b < sizeof bodies / sizeof *bodies; b++) run_world(sizes[s], bodies[b]);
 }
