@@ -134,6 +134,15 @@ AK_API ak_status ak_comm_ibroadcast(ak_comm *comm, void *buf, size_t count, ak_d
                                     int root, ak_comm_request **req);
 AK_API ak_status ak_comm_iallgather(ak_comm *comm, const void *sendbuf, void *recvbuf,
                                     size_t count, ak_dtype dtype, ak_comm_request **req);
+/* counts and displs are read when the operation runs: keep them valid until it completes */
+AK_API ak_status ak_comm_iallgatherv(ak_comm *comm, const void *sendbuf, size_t sendcount,
+                                     void *recvbuf, const size_t *counts, const size_t *displs,
+                                     ak_dtype dtype, ak_comm_request **req);
+AK_API ak_status ak_comm_ireduce_scatter(ak_comm *comm, const void *sendbuf, void *recvbuf,
+                                         size_t recvcount, ak_dtype dtype, ak_reduce_op op,
+                                         ak_comm_request **req);
+AK_API ak_status ak_comm_ialltoall(ak_comm *comm, const void *sendbuf, void *recvbuf,
+                                   size_t count, ak_dtype dtype, ak_comm_request **req);
 /* *done = 1 once complete; then the request still needs ak_comm_wait to be released. */
 AK_API ak_status ak_comm_test(ak_comm_request *req, int *done);
 /* Waits, returns the operation's status and frees the request. */

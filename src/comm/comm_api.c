@@ -247,6 +247,16 @@ ak_status ak_comm_allgatherv(ak_comm *c, const void *sendbuf, size_t sendcount, 
     return run_now(c, &k);
 }
 
+ak_status ak_comm_iallgatherv(ak_comm *c, const void *sendbuf, size_t sendcount, void *recvbuf,
+                              const size_t *counts, const size_t *displs, ak_dtype dt,
+                              ak_comm_request **req) {
+    static const char fn[] = "ak_comm_iallgatherv";
+    AK_ARG_CHECK(req, "%s: NULL request pointer", fn);
+    ak__coll k;
+    AK_CHECK(prep_allgatherv(c, fn, sendbuf, sendcount, recvbuf, counts, displs, dt, &k));
+    return ak__comm_async_submit(c, &k, req);
+}
+
 ak_status ak_comm_reduce_scatter(ak_comm *c, const void *sendbuf, void *recvbuf,
                                  size_t recvcount, ak_dtype dt, ak_reduce_op op) {
     ak__coll k;
@@ -255,11 +265,30 @@ ak_status ak_comm_reduce_scatter(ak_comm *c, const void *sendbuf, void *recvbuf,
     return run_now(c, &k);
 }
 
+ak_status ak_comm_ireduce_scatter(ak_comm *c, const void *sendbuf, void *recvbuf,
+                                  size_t recvcount, ak_dtype dt, ak_reduce_op op,
+                                  ak_comm_request **req) {
+    static const char fn[] = "ak_comm_ireduce_scatter";
+    AK_ARG_CHECK(req, "%s: NULL request pointer", fn);
+    ak__coll k;
+    AK_CHECK(prep_reduce_scatter(c, fn, sendbuf, recvbuf, recvcount, dt, op, &k));
+    return ak__comm_async_submit(c, &k, req);
+}
+
 ak_status ak_comm_alltoall(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
                            ak_dtype dt) {
     ak__coll k;
     AK_CHECK(prep_alltoall(c, "ak_comm_alltoall", sendbuf, recvbuf, count, dt, &k));
     return run_now(c, &k);
+}
+
+ak_status ak_comm_ialltoall(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                            ak_dtype dt, ak_comm_request **req) {
+    static const char fn[] = "ak_comm_ialltoall";
+    AK_ARG_CHECK(req, "%s: NULL request pointer", fn);
+    ak__coll k;
+    AK_CHECK(prep_alltoall(c, fn, sendbuf, recvbuf, count, dt, &k));
+    return ak__comm_async_submit(c, &k, req);
 }
 
 ak_status ak_comm_alltoallv(ak_comm *c, const void *sendbuf, const size_t *sendcounts,

@@ -186,6 +186,60 @@ static void body_split_async(rank_ctx *r) {
     }
 }
 
+/* Every async operation, several in flight at once (completion in submission order on
+ * the progress thread), one of them in place, each result checked after its wait. */
+static void body_async_ops(rank_ctx *r) {
+    enum { N = 37 };
+    const int n = r->size, me = r->rank, root = n - 1;
+    static _Thread_local int32_t bc[N], ag_in[N], ag[N * MAX_WORLD], agv_in[MAX_WORLD],
+        agv[MAX_WORLD * MAX_WORLD], rs_in[N * MAX_WORLD], rs[N], a2a_in[N * MAX_WORLD],
+        a2a[N * MAX_WORLD], a2a_ip[N * MAX_WORLD];
+    size_t counts[MAX_WORLD], displs[MAX_WORLD], off = 0;
+    for (int s = 0; s < n; s++) counts[s] = (size_t)s + 1, displs[s] = off, off += counts[s];
+    for (size_t i = 0; i < N; i++) {
+        bc[i] = me == root ? 5 * (int32_t)i : -1;
+        ag_in[i] = me * 100 + (int32_t)i;
+    }
+    for (size_t i = 0; i < counts[me]; i++) agv_in[i] = me * 10 + (int32_t)i;
+    for (int b = 0; b < n; b++)
+        for (size_t i = 0; i < N; i++) {
+            rs_in[b * N + i] = b + (int32_t)i + me;
+            a2a_in[b * N + i] = a2a_ip[b * N + i] = me * 1000 + b;
+        }
+    ak_comm_request *req[6];
+    CHECK(ak_comm_ibroadcast(r->comm, bc, N, AK_DTYPE_I32, root, &req[0]) == AK_OK, "%s",
+          ak_last_error());
+    CHECK(ak_comm_iallgather(r->comm, ag_in, ag, N, AK_DTYPE_I32, &req[1]) == AK_OK, "%s",
+          ak_last_error());
+    CHECK(ak_comm_iallgatherv(r->comm, agv_in, counts[me], agv, counts, displs, AK_DTYPE_I32,
+                              &req[2]) == AK_OK, "%s", ak_last_error());
+    CHECK(ak_comm_ireduce_scatter(r->comm, rs_in, rs, N, AK_DTYPE_I32, AK_REDUCE_SUM, &req[3]) == AK_OK,
+          "%s", ak_last_error());
+    CHECK(ak_comm_ialltoall(r->comm, a2a_in, a2a, N, AK_DTYPE_I32, &req[4]) == AK_OK, "%s",
+          ak_last_error());
+    CHECK(ak_comm_ialltoall(r->comm, AK_IN_PLACE, a2a_ip, N, AK_DTYPE_I32, &req[5]) == AK_OK,
+          "%s", ak_last_error());
+    for (int k = 0; k < 6; k++)
+        CHECK(ak_comm_wait(req[k]) == AK_OK, "async op %d: %s", k, ak_last_error());
+    for (size_t i = 0; i < N; i++) CHECK(bc[i] == 5 * (int32_t)i, "ibroadcast [%zu] = %d", i, bc[i]);
+    for (int s = 0; s < n; s++)
+        for (size_t i = 0; i < N; i++) {
+            CHECK(ag[s * N + i] == s * 100 + (int32_t)i, "iallgather block %d [%zu]", s, i);
+            CHECK(a2a[s * N + i] == s * 1000 + me, "ialltoall block %d [%zu]", s, i);
+            CHECK(a2a_ip[s * N + i] == s * 1000 + me, "ialltoall in place block %d [%zu]", s, i);
+        }
+    for (int s = 0; s < n; s++)
+        for (size_t i = 0; i < counts[s]; i++)
+            CHECK(agv[displs[s] + i] == s * 10 + (int32_t)i, "iallgatherv block %d [%zu]", s, i);
+    for (size_t i = 0; i < N; i++)
+        CHECK(rs[i] == n * (me + (int32_t)i) + n * (n - 1) / 2, "ireduce_scatter [%zu] = %d", i, rs[i]);
+    ak_comm_request *none = (ak_comm_request *)1;
+    CHECK(ak_comm_ialltoall(r->comm, ag_in, (void *)AK_IN_PLACE, 1, AK_DTYPE_I32, &none) ==
+              AK_ERR_INVALID_ARG, "ialltoall into AK_IN_PLACE accepted");
+    CHECK(ak_comm_ireduce_scatter(r->comm, rs_in, rs, 1, AK_DTYPE_I32, AK_REDUCE_SUM, NULL) ==
+              AK_ERR_INVALID_ARG, "ireduce_scatter without a request pointer accepted");
+}
+
 /* AK_IN_PLACE with MPI's meaning for every collective that has one: each result checked
  * against the out-of-place one's expectation, the ignored buffers passed as NULL. */
 static void body_in_place(rank_ctx *r) {
@@ -327,7 +381,7 @@ static void test_worlds(void **state) {
     static const int sizes[] = {1, 2, 3, 4, 5, 8};
     void (*bodies[])(rank_ctx *) = {body_allreduce, body_rooted, body_gather_family,
                                     body_p2p_barrier, body_split_async, body_in_place,
-                                    body_in_place_rejected};
+                                    body_in_place_rejected, body_async_ops};
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
         for (size_t b = 0; b < sizeof bodies / sizeof *bodies; b++) run_world(sizes[s], bodies[b]);
 }
