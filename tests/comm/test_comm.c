@@ -395,7 +395,21 @@ static void body_mismatch(rank_ctx *r) {
     CHECK(ak_comm_barrier(r->comm) != AK_OK, "a failed communicator must stay failed");
 }
 
-static void test_mismatch(void **state) { run_world(2, body_mismatch); }
+/* Same count and bytes per element, different dtypes (f32 against i32): the bytes would
+ * line up, so only the tag's dtype digest can tell; the sum would be garbage otherwise. */
+static void body_dtype_mismatch(rank_ctx *r) {
+    uint32_t buf[64] = {0};
+    ak_dtype dt = r->rank == 0 ? AK_DTYPE_F32 : AK_DTYPE_I32;
+    ak_status st = ak_comm_allreduce(r->comm, AK_IN_PLACE, buf, 64, dt, AK_REDUCE_SUM);
+    CHECK(st == AK_ERR_MISMATCH || st == AK_ERR_REMOTE, "got %s", ak_status_str(st));
+    CHECK(ak_comm_barrier(r->comm) != AK_OK, "a failed communicator must stay failed");
+}
+
+static void test_mismatch(void **state) {
+    run_world(2, body_mismatch);
+    run_world(2, body_dtype_mismatch);
+    run_world(3, body_dtype_mismatch);
+}
 
 static void test_bad_arguments(void **state) {
     ak_comm *c[1];
