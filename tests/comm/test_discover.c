@@ -1,6 +1,7 @@
-/* Tests of rank discovery: each source (config, ak launch, torchrun, Open MPI, Slurm, none),
- * their precedence, the store address and port, bad values named in the error, Slurm node
- * lists, and the host id (which must change inside another network namespace). */
+/* Tests of rank discovery: each source (config, ak launch, horovodrun, torchrun, Open MPI,
+ * Slurm, none), their precedence, the store address and port, bad values named in the
+ * error, Slurm node lists, and the host id (which must change inside another network
+ * namespace). */
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,7 +18,8 @@
 #include "comm/bootstrap/discover.h"
 
 static const char *all_vars[] = {
-    "AK_RANK", "AK_WORLD_SIZE", "AK_LOCAL_RANK", "AK_LOCAL_SIZE", "RANK", "WORLD_SIZE",
+    "AK_RANK", "AK_WORLD_SIZE", "AK_LOCAL_RANK", "AK_LOCAL_SIZE", "HOROVOD_RANK",
+    "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE", "RANK", "WORLD_SIZE",
     "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
     "SLURM_LOCALID", "SLURM_STEP_NODELIST", "SLURM_NODELIST", "SLURM_JOB_NODELIST",
@@ -112,6 +114,41 @@ static void test_ak_launch(void **state) {
     set("AK_MASTER_PORT", "0"); /* 0 = unset, as the parameter's default says */
     w = discover_ok(NULL);
     assert_int_equal(w.store_port, 8000);
+}
+
+/* horovodrun's variables: after ak launch's, before torchrun's */
+static void test_horovod(void **state) {
+    set("HOROVOD_RANK", "3");
+    set("HOROVOD_SIZE", "4");
+    set("HOROVOD_LOCAL_RANK", "1");
+    set("HOROVOD_LOCAL_SIZE", "2");
+    set("RANK", "0"); /* lower precedence */
+    set("WORLD_SIZE", "8");
+    set("LOCAL_RANK", "0");
+    set("MASTER_ADDR", "10.3.3.3");
+    ak__world_info w = discover_ok(NULL);
+    expect_world(&w, "horovod", 3, 4, 1, 2);
+    assert_string_equal(w.store_addr, "10.3.3.3");
+    unsetenv("HOROVOD_LOCAL_RANK"); /* optional: unknown locals stay -1 */
+    unsetenv("HOROVOD_LOCAL_SIZE");
+    w = discover_ok(NULL);
+    expect_world(&w, "horovod", 3, 4, -1, -1);
+    set("AK_RANK", "1"); /* ak launch wins */
+    set("AK_WORLD_SIZE", "2");
+    w = discover_ok(NULL);
+    expect_world(&w, "ak launch", 1, 2, -1, -1);
+    unsetenv("AK_RANK");
+    unsetenv("AK_WORLD_SIZE");
+    set("HOROVOD_RANK", "4"); /* checked and named like the others */
+    expect_invalid(NULL, "HOROVOD_RANK=4");
+    set("HOROVOD_RANK", "x");
+    expect_invalid(NULL, "HOROVOD_RANK");
+    set("HOROVOD_RANK", "0");
+    set("HOROVOD_LOCAL_SIZE", "9");
+    expect_invalid(NULL, "HOROVOD_LOCAL_SIZE=9");
+    unsetenv("HOROVOD_LOCAL_SIZE");
+    unsetenv("HOROVOD_SIZE"); /* one without the other: a mistake, not somebody else's */
+    expect_invalid(NULL, "HOROVOD_SIZE");
 }
 
 static void test_torchrun(void **state) {
@@ -298,6 +335,7 @@ int main(void) {
         cmocka_unit_test_setup(test_single, clean_env),
         cmocka_unit_test_setup(test_config, clean_env),
         cmocka_unit_test_setup(test_ak_launch, clean_env),
+        cmocka_unit_test_setup(test_horovod, clean_env),
         cmocka_unit_test_setup(test_torchrun, clean_env),
         cmocka_unit_test_setup(test_openmpi, clean_env),
         cmocka_unit_test_setup(test_slurm, clean_env),

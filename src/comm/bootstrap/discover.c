@@ -28,6 +28,9 @@ typedef struct launcher {
 
 static const launcher launchers[] = {
     {"ak launch", "AK_RANK", "AK_WORLD_SIZE", "AK_LOCAL_RANK", "AK_LOCAL_SIZE", 1},
+    /* horovodrun's own variables (its Gloo launcher sets them, torchrun's are unset then);
+     * the HOROVOD_ prefix is nobody else's, so a half-set pair is a mistake */
+    {"horovod", "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE", 1},
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", 0},
     {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
      "OMPI_COMM_WORLD_LOCAL_SIZE", 0},

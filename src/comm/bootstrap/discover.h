@@ -1,7 +1,8 @@
 /* Rank discovery: who am I, how many are we, where is the store, which host am I on.
  *
  * Sources, first match wins: the config's explicit fields; `ak launch` (AK_RANK,
- * AK_WORLD_SIZE, AK_LOCAL_RANK, AK_LOCAL_SIZE); torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
+ * AK_WORLD_SIZE, AK_LOCAL_RANK, AK_LOCAL_SIZE); horovodrun (HOROVOD_RANK, HOROVOD_SIZE,
+ * HOROVOD_LOCAL_RANK, HOROVOD_LOCAL_SIZE); torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
  * LOCAL_WORLD_SIZE); Open MPI (OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK/_LOCAL_SIZE); Slurm
  * (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_STEP_NODELIST/SLURM_NODELIST); else
  * a world of one. The store address comes from the config, AK_MASTER_ADDR/AK_MASTER_PORT,
@@ -17,7 +18,8 @@ typedef struct ak__world_info {
     int local_rank, local_size; /* -1 when the source does not say (derived from hosts) */
     char store_addr[256];
     int store_port;
-    char source[16]; /* "config", "ak launch", "torchrun", "openmpi", "slurm", "single" */
+    char source[16]; /* "config", "ak launch", "horovod", "torchrun", "openmpi", "slurm",
+                      * "single" */
 } ak__world_info;
 
 /* Fails with AK_ERR_INVALID_ARG naming the variable when a source is inconsistent
