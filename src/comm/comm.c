@@ -87,6 +87,9 @@ static ak_status build_topology(ak_comm *c, char (*ids)[HOST_ID_MAX]) {
     return AK_OK;
 }
 
+/* A host id starting with this is a rank's refusal to join (check_world_size). */
+#define WORLD_SIZE_REFUSAL '!'
+
 /* Publishes this rank's host id and reads everyone's. */
 static ak_status exchange_host_ids(ak_comm *c, const char *my_id) {
     char key[AK_STORE_MAX_KEY + 1];
@@ -100,6 +103,10 @@ static ak_status exchange_host_ids(ak_comm *c, const char *my_id) {
         snprintf(key, sizeof key, "%s/host/%d", c->prefix, r);
         AK_CHECK_GOTO(st, ak__store_get(c->store, key, ids[r], HOST_ID_MAX - 1, &len,
                                         c->config.timeout_ms));
+        if (ids[r][0] == WORLD_SIZE_REFUSAL) { /* see check_world_size */
+            st = AK_FAIL(AK_ERR_MISMATCH, "%s", ids[r] + 1);
+            goto fail;
+        }
     }
     st = build_topology(c, ids);
 fail:
@@ -204,6 +211,30 @@ void ak_comm_free(ak_comm *c) {
     free(c);
 }
 
+/* Ranks launched with different world sizes would wait for ranks that never come (or
+ * never wait for some): rank 0 publishes its size, every other rank compares it with its
+ * own first. One that disagrees publishes the reason in place of its host id, which rank
+ * 0 waits for next, so both fail at once instead of at the timeout. */
+static ak_status check_world_size(ak__store *store, int rank, int size, int timeout_ms) {
+    char text[32];
+    if (rank == 0) {
+        int n = snprintf(text, sizeof text, "%d", size);
+        return ak__store_set(store, "w/world_size", text, (size_t)n + 1);
+    }
+    size_t len;
+    AK_CHECK(ak__store_get(store, "w/world_size", text, sizeof text - 1, &len, timeout_ms));
+    text[len < sizeof text ? len : sizeof text - 1] = '\0';
+    int theirs = atoi(text);
+    if (theirs == size) return AK_OK;
+    char key[AK_STORE_MAX_KEY + 1], refusal[HOST_ID_MAX];
+    snprintf(key, sizeof key, "w/host/%d", rank);
+    int n = snprintf(refusal, sizeof refusal, "%crank %d has world size %d, rank 0 (here) %d",
+                     WORLD_SIZE_REFUSAL, rank, size, theirs);
+    (void)ak__store_set(store, key, refusal, (size_t)n + 1); /* best effort: we fail anyway */
+    return AK_FAIL(AK_ERR_MISMATCH, "rank %d: world size %d here but %d at rank 0 (do the "
+                   "launchers or AK_WORLD_SIZE disagree?)", rank, size, theirs);
+}
+
 ak_status ak_comm_init(const ak_comm_config *cfg, ak_comm **out) {
     AK_ARG_CHECK(out, "ak_comm_init: NULL output");
     *out = NULL;
@@ -220,9 +251,10 @@ ak_status ak_comm_init(const ak_comm_config *cfg, ak_comm **out) {
     ak_status st;
     if (w.rank == 0 && w.world_size > 1)
         AK_CHECK_GOTO(st, ak__store_serve(w.store_addr, w.store_port, NULL, &server));
-    if (w.world_size > 1)
+    if (w.world_size > 1) {
         AK_CHECK_GOTO(st, ak__store_connect(w.store_addr, w.store_port, resolved.timeout_ms, &store));
-    else
+        AK_CHECK_GOTO(st, check_world_size(store, w.rank, w.world_size, resolved.timeout_ms));
+    } else
         AK_CHECK_GOTO(st, ak__store_create_memory(&store));
     comm_spec spec = {w.rank, w.world_size, store, "w", &resolved, host_id, 0};
     AK_CHECK_GOTO(st, comm_create(&spec, out));

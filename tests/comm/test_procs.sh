@@ -101,15 +101,20 @@ out=$(AK_RANK=0 AK_WORLD_SIZE=2 AK_MASTER_ADDR=127.0.0.1 AK_MASTER_PORT=$busy AK
 kill $holder 2>/dev/null; wait $holder 2>/dev/null
 [ $rc -eq 14 ] && grep -q "$busy" <<<"$out" && ok || { bad "store port in use: exit $rc"; echo "$out"; }
 
-# ranks that disagree on the world size: a clear error within the timeout
+# ranks that disagree on the world size: both fail at once (not at the 20 s timeout) with
+# AK_ERR_MISMATCH (exit 17), saying which sizes met where
 port=$(pick_port)
+start=$(date +%s%N)
 for r in 0 1; do
-  AK_RANK=$r AK_WORLD_SIZE=$((2 + r)) AK_MASTER_ADDR=127.0.0.1 AK_MASTER_PORT=$port AK_COMM_TIMEOUT=2000 \
+  AK_RANK=$r AK_WORLD_SIZE=$((2 + r)) AK_MASTER_ADDR=127.0.0.1 AK_MASTER_PORT=$port AK_COMM_TIMEOUT=20000 \
     timeout 30 "$FAULT" count 2>"/tmp/ak_ws_$$_$r.log" & pids[$r]=$!
 done
 { wait ${pids[0]}; } 2>/dev/null; r0=$?; { wait ${pids[1]}; } 2>/dev/null; r1=$?
-[ $r0 -ge 10 ] && [ $r1 -ge 10 ] && [ $r0 -ne 124 ] && [ $r1 -ne 124 ] && ok ||
-  { bad "world size mismatch: exits $r0 $r1"; cat /tmp/ak_ws_$$_*.log; }
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+if [ $r0 -eq 17 ] && [ $r1 -eq 17 ] && [ $ms -lt 10000 ] &&
+   grep -q "world size 3 here but 2 at rank 0" /tmp/ak_ws_$$_1.log &&
+   grep -q "rank 1 has world size 3, rank 0 (here) 2" /tmp/ak_ws_$$_0.log; then ok
+else bad "world size mismatch: exits $r0 $r1 after $ms ms"; cat /tmp/ak_ws_$$_*.log; fi
 rm -f /tmp/ak_ws_$$_*.log
 
 echo "$pass passed, $fail failed"
