@@ -375,6 +375,37 @@ ak_status ak_train_enqueue(ak_train *t, const ak_train_op *op, ak_train_handle *
     return submit(t, e, out);
 }
 
+/* splitmix64's finalizer: spreads every input bit over the whole word. */
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t name_hash(const char *s) { /* FNV-1a */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* A group's id follows from what it holds, not from when it was submitted: every rank
+ * derives the same id from the same member names, count and process set, whatever groups
+ * it submitted before (on other process sets too) and in whichever order its threads
+ * submit groups. A per-rank counter did not: ranks that had run a group on a process set
+ * they alone belong to disagreed on every later id. The members' hashes are summed, so
+ * the order of the names inside the group does not matter either. Names are unique among
+ * a set's pending ops, so two pending groups share an id only if they hold the same names
+ * (or on a 64-bit collision); groups that truly differ across ranks get different ids and
+ * fail as a group mismatch. Never 0 (0 = not grouped). */
+static int64_t group_id(ak__entry *const *es, int n, int pset) {
+    uint64_t sum = 0;
+    for (int i = 0; i < n; i++) sum += mix64(name_hash(es[i]->name));
+    uint64_t h = mix64(sum ^ mix64(((uint64_t)(uint32_t)n << 32) | (uint32_t)pset)) >> 1;
+    return h ? (int64_t)h : 1;
+}
+
 ak_status ak_train_enqueue_group(ak_train *t, const ak_train_op *ops, int n,
                                  ak_train_handle *out) {
     AK_ARG_CHECK(t && ops && out && n > 0, "ak_train_enqueue_group: NULL argument or n <= 0");
@@ -389,9 +420,7 @@ ak_status ak_train_enqueue_group(ak_train *t, const ak_train_op *ops, int n,
             st = AK_FAIL(AK_ERR_INVALID_ARG, "'%s': a group must use one process set", ops[i].name);
     }
     if (st == AK_OK) {
-        pthread_mutex_lock(&t->lock);
-        int64_t group = ++t->next_group;
-        pthread_mutex_unlock(&t->lock);
+        int64_t group = group_id(es, n, ops[0].process_set);
         for (int i = 0; i < n; i++) es[i]->sig.group = group, es[i]->sig.group_size = n;
     }
     for (int i = 0; i < n; i++) {

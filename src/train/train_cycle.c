@@ -454,6 +454,25 @@ static void shape_text(const ak__signature *s, char *buf, size_t n) {
     if (used < n) snprintf(buf + used, n - used, "]");
 }
 
+static void group_text(const ak__signature *s, char *buf, size_t n) {
+    if (s->group) snprintf(buf, n, "in a group of %d", s->group_size);
+    else snprintf(buf, n, "alone");
+}
+
+/* Group ids hash the members' names: different ids mean the ranks grouped the tensor
+ * with different tensors (or one did not group it). */
+static void group_mismatch(const ak__signature *x, int a, const ak__signature *y, int b,
+                           char *msg, size_t n) {
+    char gx[48], gy[48];
+    group_text(x, gx, sizeof gx);
+    group_text(y, gy, sizeof gy);
+    if (x->group && y->group)
+        snprintf(msg, n, "group mismatch: ranks %d and %d group it with different tensors "
+                 "(rank %d %s, rank %d %s)", a, b, a, gx, b, gy);
+    else
+        snprintf(msg, n, "group mismatch: rank %d submits it %s, rank %d %s", a, gx, b, gy);
+}
+
 /* Empty string when every rank's request agrees with rank `a`'s; otherwise what differs. */
 static void compare_requests(const ak__signature *x, int a, const ak__signature *y, int b,
                              char *msg, size_t n) {
@@ -485,8 +504,7 @@ static void compare_requests(const ak__signature *x, int a, const ak__signature 
         snprintf(msg, n, "compression mismatch: rank %d %d, rank %d %d", a, x->compression, b,
                  y->compression);
     else if (x->group != y->group || x->group_size != y->group_size)
-        snprintf(msg, n, "group mismatch: rank %d group of %d, rank %d group of %d", a,
-                 x->group_size, b, y->group_size);
+        group_mismatch(x, a, y, b, msg, n);
     else if (x->kind == AK__KIND_PSET_ADD &&
              (x->nsplits != y->nsplits ||
               memcmp(x->splits, y->splits, sizeof(int64_t) * (size_t)x->nsplits) != 0))

@@ -41,7 +41,7 @@ typedef struct ak__signature {
     int64_t shape[AK_TRAIN_MAX_DIMS];
     double prescale, postscale;
     int root;
-    int64_t group; /* 0: not grouped */
+    int64_t group; /* 0: not grouped; else a hash of the members' names (train_api.c) */
     int group_size;
     int nsplits;
     int64_t *splits; /* owned copy (alltoall splits, process-set ranks) */
@@ -146,7 +146,6 @@ struct ak_train {
     int npsets;
     ak__entry *all; /* live entries */
     ak_train_handle next_handle;
-    int64_t next_group;
     long internal_seq[AK__MAX_PSETS];
     int shutdown_requested;
     ak_status failed; /* AK_OK until a fatal error */

@@ -273,6 +273,71 @@ static void test_grouped_allreduce(void **state) {
     run_world(3, scenario_group, NULL, NULL);
 }
 
+/* Enqueues the group {prefix.a (3 floats), prefix.b (2 floats)} of this rank's inputs
+ * (rank + 1) on process set ps. */
+static ak_status group_of_two(rank_ctx *c, const char *prefix, int ps, float *in, float *out,
+                              ak_train_handle h[2]) {
+    char na[32], nb[32];
+    snprintf(na, sizeof na, "%s.a", prefix);
+    snprintf(nb, sizeof nb, "%s.b", prefix);
+    for (int i = 0; i < 5; i++) in[i] = (float)(c->rank + 1);
+    ak_train_op ops[2] = {f32_allreduce(na, in, out, 3), f32_allreduce(nb, in + 3, out + 3, 2)};
+    ops[0].op = ops[1].op = AK_REDUCE_SUM;
+    ops[0].process_set = ops[1].process_set = ps;
+    return ak_train_enqueue_group(c->train, ops, 2, h);
+}
+
+/* Group identity is per process set and independent of submission order: ranks 0 and 1
+ * run groups on the set {0, 1} that rank 2 is not in, then everyone runs global groups,
+ * two of them submitted in opposite orders on odd and even ranks. A tensor grouped on one
+ * rank and not on the others still fails as a group mismatch. */
+static void scenario_group_sets(rank_ctx *c) {
+    int pair[2] = {0, 1}, id = -1;
+    CHECK(ak_train_add_process_set(c->train, pair, 2, &id) == AK_OK);
+    float in[4][5], out[4][5];
+    ak_train_handle h[4][2];
+    if (c->rank < 2)
+        for (int iter = 0; iter < 2; iter++) {
+            CHECK(group_of_two(c, "pair", id, in[0], out[0], h[0]) == AK_OK);
+            for (int i = 0; i < 2; i++) CHECK(ak_train_wait(c->train, h[0][i]) == AK_OK);
+            for (int i = 0; i < 2; i++) ak_train_release(c->train, h[0][i]);
+            CHECK(out[0][0] == 3.0f && out[0][4] == 3.0f);
+        }
+    const char *names[3] = {"glob", "first", "second"};
+    int order[3] = {0, c->rank % 2 ? 2 : 1, c->rank % 2 ? 1 : 2};
+    for (int k = 0; k < 3; k++)
+        CHECK(group_of_two(c, names[order[k]], 0, in[order[k]], out[order[k]], h[order[k]]) == AK_OK);
+    float total = (float)(c->size * (c->size + 1) / 2);
+    for (int g = 0; g < 3; g++) {
+        for (int i = 0; i < 2; i++) CHECK(ak_train_wait(c->train, h[g][i]) == AK_OK);
+        for (int i = 0; i < 2; i++) ak_train_release(c->train, h[g][i]);
+        for (int i = 0; i < 5; i++) CHECK(out[g][i] == total);
+    }
+    /* rank 0 groups "odd.a" and "odd.b", the others submit them alone */
+    if (c->rank == 0) {
+        CHECK(group_of_two(c, "odd", 0, in[3], out[3], h[3]) == AK_OK);
+    } else {
+        ak_train_op a = f32_allreduce("odd.a", in[3], out[3], 3);
+        ak_train_op b = f32_allreduce("odd.b", in[3] + 3, out[3] + 3, 2);
+        a.op = b.op = AK_REDUCE_SUM;
+        CHECK(ak_train_enqueue(c->train, &a, &h[3][0]) == AK_OK);
+        CHECK(ak_train_enqueue(c->train, &b, &h[3][1]) == AK_OK);
+    }
+    for (int i = 0; i < 2; i++) {
+        CHECK(ak_train_wait(c->train, h[3][i]) == AK_ERR_MISMATCH);
+        const char *msg = ak_last_error();
+        CHECK(strstr(msg, "group mismatch") && strstr(msg, i ? "odd.b" : "odd.a") &&
+              strstr(msg, "in a group of 2") && strstr(msg, "alone"));
+        ak_train_release(c->train, h[3][i]);
+    }
+    CHECK(ak_train_remove_process_set(c->train, id) == AK_OK);
+}
+
+static void test_group_identity(void **state) {
+    (void)state;
+    run_world(3, scenario_group_sets, NULL, NULL);
+}
+
 /* ---- the other ops ------------------------------------------------------------------------ */
 
 typedef struct op_result {
@@ -695,6 +760,7 @@ int main(void) {
         cmocka_unit_test(test_fusion_bit_identical),
         cmocka_unit_test(test_zero_block_elision),
         cmocka_unit_test(test_grouped_allreduce),
+        cmocka_unit_test(test_group_identity),
         cmocka_unit_test(test_other_ops),
         cmocka_unit_test(test_compression),
         cmocka_unit_test(test_dgc),
