@@ -236,6 +236,8 @@ static void trace_negotiation(const ak__entry *e) {
         ak_trace_complete("negotiate", e->name, e->enqueue_ns, ak_now_ns() - e->enqueue_ns);
 }
 
+static ak_status refuse_if_joined(const ak__pset *p, ak__response *r);
+
 static ak_status cached_responses(ak_train *t, ak__pset *p, const unsigned char *hit,
                                   int nslots, response_list *out) {
     for (int s = 0; s < nslots; s++) {
@@ -243,6 +245,8 @@ static ak_status cached_responses(ak_train *t, ak__pset *p, const unsigned char 
         ak__response *r = response_add(out, p->cache[s].name);
         if (!r) return AK_FAIL(AK_ERR_NO_MEMORY, "train: out of memory");
         AK_CHECK(ak__sig_copy(&r->sig, &p->cache[s].sig));
+        /* a joined rank marks every slot ready: the same refusals as negotiated ops */
+        AK_CHECK(refuse_if_joined(p, r));
         r->entry = take_pending(p, p->cache[s].name);
         trace_negotiation(r->entry);
         t->st_cache_hits++;
@@ -511,6 +515,39 @@ static void compare_requests(const ak__signature *x, int a, const ak__signature 
         snprintf(msg, n, "ranks mismatch between rank %d and rank %d", a, b);
 }
 
+/* While ranks of the set have joined they take part in the others' ops with zeros: right
+ * for a sum or an average and for an allgather (no rows), wrong for the rest. A Min, Max
+ * or Product allreduce would come out as zeros (or the minimum with 0), a joined root has
+ * nothing to broadcast, and alltoall / reducescatter need every rank's data. Horovod
+ * refuses these too; r becomes an error response (every rank decides the same from the
+ * replicated joined marks, so every rank that submitted the op gets the error). */
+static ak_status refuse_if_joined(const ak__pset *p, ak__response *r) {
+    const ak__signature *x = &r->sig;
+    char ranks[256] = "", why[160] = "";
+    size_t used = 0;
+    for (int k = 0; k < p->size; k++)
+        if (p->joined[k] && used < sizeof ranks - 12)
+            used += (size_t)snprintf(ranks + used, sizeof ranks - used, "%s%d", used ? "," : "", k);
+    if (!used) return AK_OK;
+    if (x->kind == AK_TRAIN_ALLREDUCE &&
+        (x->op == AK_REDUCE_MIN || x->op == AK_REDUCE_MAX || x->op == AK_REDUCE_PROD))
+        snprintf(why, sizeof why, "reduce op %s is not supported while ranks [%s] have joined "
+                 "(joined ranks contribute zeros)", ak_reduce_op_name(x->op), ranks);
+    else if (x->kind == AK_TRAIN_BROADCAST && p->joined[x->root])
+        snprintf(why, sizeof why, "root rank %d has joined (ranks [%s] have joined): nothing "
+                 "to broadcast", x->root, ranks);
+    else if (x->kind != AK_TRAIN_ALLREDUCE && x->kind != AK_TRAIN_BROADCAST &&
+             x->kind != AK_TRAIN_ALLGATHER && x->kind != AK_TRAIN_BARRIER)
+        snprintf(why, sizeof why, "not supported while ranks [%s] have joined", ranks);
+    if (!why[0]) return AK_OK;
+    char full[AK__NAME_MAX + 256];
+    snprintf(full, sizeof full, "%s '%s': %s", kind_name(x->kind), r->name, why);
+    free(r->error);
+    if (!(r->error = strdup(full))) return AK_FAIL(AK_ERR_NO_MEMORY, "train: out of memory");
+    r->error_status = AK_ERR_UNSUPPORTED;
+    return AK_OK;
+}
+
 /* Turns a ready table row into a response (or an error response naming the ranks). */
 static ak_status row_response(ak__pset *p, ak__table_row *row, response_list *out) {
     int a = -1;
@@ -532,18 +569,7 @@ static ak_status row_response(ak__pset *p, ak__table_row *row, response_list *ou
         for (int k = 0; k < p->size; k++)
             r->dim0[k] = row->req[k].kind >= 0 ? row->req[k].shape[0] : 0;
     }
-    if (!msg[0] && p->size > 1) {
-        int joined = 0;
-        for (int k = 0; k < p->size; k++) joined += p->joined[k];
-        if (joined && x->kind != AK_TRAIN_ALLREDUCE && x->kind != AK_TRAIN_BROADCAST &&
-            x->kind != AK_TRAIN_ALLGATHER && x->kind != AK_TRAIN_BARRIER) {
-            char full[AK__NAME_MAX + 100];
-            snprintf(full, sizeof full, "%s '%s': not supported while ranks have joined",
-                     kind_name(x->kind), row->name);
-            r->error = strdup(full);
-            r->error_status = AK_ERR_UNSUPPORTED;
-        }
-    }
+    if (!msg[0]) AK_CHECK(refuse_if_joined(p, r));
     r->entry = take_pending(p, row->name);
     trace_negotiation(r->entry);
     return AK_OK;

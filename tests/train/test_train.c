@@ -44,6 +44,17 @@ struct rank_ctx {
         }                                                                                \
     } while (0)
 
+/* Like CHECK but goes on: for scenarios whose later collectives (a join) the other ranks
+ * wait for, so that a failed check does not leave them waiting forever. */
+#define EXPECT(cond)                                                                     \
+    do {                                                                                 \
+        if (!(cond) && !c->failed_line) {                                                \
+            c->failed_line = __LINE__;                                                   \
+            snprintf(c->failed_what, sizeof c->failed_what, "%s (last error: %s)", #cond, \
+                     ak_last_error());                                                   \
+        }                                                                                \
+    } while (0)
+
 static void *rank_main(void *arg) {
     rank_ctx *c = arg;
     c->cfg.comm = NULL;
@@ -578,6 +589,55 @@ static void test_join_uneven(void **state) {
     run_world(3, scenario_join, NULL, NULL);
 }
 
+/* One f32 op of 2 elements (this rank's value in both), waited for; returns its status
+ * and leaves the result in out. */
+static ak_status run_op2(rank_ctx *c, ak_train_op_kind kind, const char *name, ak_reduce_op op,
+                         int root, float *out) {
+    float in[2] = {(float)(c->rank + 1), (float)(c->rank + 1)};
+    ak_train_op o = f32_allreduce(name, in, out, 2);
+    o.kind = kind;
+    o.op = op;
+    o.root = root;
+    ak_train_handle h;
+    ak_status st = ak_train_enqueue(c->train, &o, &h);
+    if (st != AK_OK) return st;
+    st = ak_train_wait(c->train, h);
+    ak_train_release(c->train, h);
+    return st;
+}
+
+/* While rank 2 has joined, ranks 0 and 1 get an error instead of a wrong result for a
+ * Min/Max/Product allreduce (negotiated, and cached before the join) and for a broadcast
+ * from the joined rank; sums and broadcasts from a present rank still work. */
+static void scenario_join_refusals(rank_ctx *c) {
+    float out[2];
+    EXPECT(run_op2(c, AK_TRAIN_ALLREDUCE, "j.max", AK_REDUCE_MAX, 0, out) == AK_OK);
+    EXPECT(out[0] == 3.0f);
+    if (c->rank < 2) {
+        EXPECT(run_op2(c, AK_TRAIN_ALLREDUCE, "j.min", AK_REDUCE_MIN, 0, out) == AK_ERR_UNSUPPORTED);
+        EXPECT(strstr(ak_last_error(), "'j.min'") && strstr(ak_last_error(), "joined") &&
+               strstr(ak_last_error(), "[2]"));
+        EXPECT(run_op2(c, AK_TRAIN_ALLREDUCE, "j.max", AK_REDUCE_MAX, 0, out) == AK_ERR_UNSUPPORTED);
+        EXPECT(strstr(ak_last_error(), "'j.max'"));
+        EXPECT(run_op2(c, AK_TRAIN_ALLREDUCE, "j.prod", AK_REDUCE_PROD, 0, out) == AK_ERR_UNSUPPORTED);
+        EXPECT(run_op2(c, AK_TRAIN_BROADCAST, "j.bc2", AK_REDUCE_SUM, 2, out) == AK_ERR_UNSUPPORTED);
+        EXPECT(strstr(ak_last_error(), "'j.bc2'") && strstr(ak_last_error(), "root rank 2"));
+        EXPECT(run_op2(c, AK_TRAIN_ALLREDUCE, "j.sum", AK_REDUCE_SUM, 0, out) == AK_OK);
+        EXPECT(out[0] == 3.0f); /* 1 + 2 + the joined rank's zero */
+        EXPECT(run_op2(c, AK_TRAIN_BROADCAST, "j.bc1", AK_REDUCE_SUM, 1, out) == AK_OK);
+        EXPECT(out[1] == 2.0f);
+    }
+    EXPECT(ak_train_join(c->train, 0, NULL) == AK_OK);
+    /* everyone is back: the cached Max runs again */
+    EXPECT(run_op2(c, AK_TRAIN_ALLREDUCE, "j.max", AK_REDUCE_MAX, 0, out) == AK_OK);
+    EXPECT(out[0] == 3.0f);
+}
+
+static void test_join_refusals(void **state) {
+    (void)state;
+    run_world(3, scenario_join_refusals, NULL, NULL);
+}
+
 static void scenario_process_sets(rank_ctx *c) {
     int ranks[2] = {0, 2}, id = -1;
     CHECK(ak_train_add_process_set(c->train, ranks, 2, &id) == AK_OK);
@@ -766,6 +826,7 @@ int main(void) {
         cmocka_unit_test(test_dgc),
         cmocka_unit_test(test_update_handoff),
         cmocka_unit_test(test_join_uneven),
+        cmocka_unit_test(test_join_refusals),
         cmocka_unit_test(test_process_sets),
         cmocka_unit_test(test_mismatch),
         cmocka_unit_test(test_stall_inspector),
