@@ -105,7 +105,10 @@ static int64_t tensor_len(int i) { return 1 + i * 97 % 1000; }
 static void scenario_allreduce_orders(rank_ctx *c) {
     float *in[NT], *out[NT];
     char names[NT][32];
+    ak_train_stats steady;
     for (int iter = 0; iter < 4; iter++) {
+        /* from the second iteration on every name is cached on every rank */
+        if (iter == 1) CHECK(ak_train_get_stats(c->train, &steady) == AK_OK);
         ak_train_handle h[NT];
         for (int k = 0; k < NT; k++) {
             int i = c->rank % 2 ? NT - 1 - k : k; /* odd ranks submit in reverse */
@@ -134,6 +137,11 @@ static void scenario_allreduce_orders(rank_ctx *c) {
     CHECK(ak_train_get_stats(c->train, &st) == AK_OK);
     CHECK(st.cache_hits >= NT); /* later iterations went through the cache */
     CHECK(st.fused_buffers >= 1);
+    /* steady state: only the bit-vector exchange, no full negotiation cycle, and every op
+     * of iterations 1..3 completed as a cache hit */
+    CHECK(st.negotiations == steady.negotiations);
+    CHECK(st.cache_hits - steady.cache_hits == 3 * NT);
+    CHECK(st.cycles > steady.cycles);
 }
 
 static void test_allreduce_any_order(void **state) {
