@@ -5,7 +5,8 @@
  * busbw = algbw × the collective's factor (allreduce 2(n−1)/n; reduce_scatter, allgather,
  * alltoall (n−1)/n; broadcast 1). As in nccl-tests, the size of allgather, reduce_scatter
  * and alltoall is the whole buffer (all ranks' blocks). With --check every element is
- * verified at each size. */
+ * verified at each size. `--calibrate FILE` only writes the cost model the communicator
+ * measured when it was created, as an AK_COMM_TUNING file. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "accelkit/comm.h"
 #include "cli/cli.h"
 #include "cli/launch.h"
+#include "comm/comm_model.h"
 
 typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_BROADCAST, COLL_REDUCE_SCATTER, COLL_ALLTOALL } coll;
 static const char *const coll_names[] = {"allreduce", "allgather", "broadcast", "reduce_scatter",
@@ -25,6 +27,8 @@ static const char *const dtype_names[] = {"f32", "f16", "bf16", "f64", "i8", "u8
 typedef struct comm_bench_opts {
     size_t min_bytes, max_bytes, factor;
     int iters, warmup, np, check, json;
+    int iters_given;         /* -n given: run exactly that many at every size */
+    const char *calibrate;   /* --calibrate FILE: rank 0 writes the cost model there */
     coll what;
     ak_reduce_op op;
     ak_dtype dtype;
@@ -49,8 +53,8 @@ static int parse_bytes(const char *text, size_t *out) {
 }
 
 static int parse_comm_opts(int argc, char **argv, comm_bench_opts *o) {
-    *o = (comm_bench_opts){8, 64u << 20, 2, 20, 5, 2, 0, 0, COLL_ALLREDUCE, AK_REDUCE_SUM,
-                           AK_DTYPE_F32, NULL};
+    *o = (comm_bench_opts){8, 64u << 20, 2, 20, 5, 2, 0, 0, 0, NULL, COLL_ALLREDUCE,
+                           AK_REDUCE_SUM, AK_DTYPE_F32, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         size_t n;
@@ -61,13 +65,14 @@ static int parse_comm_opts(int argc, char **argv, comm_bench_opts *o) {
         if (!strcmp(a, "-b")) ok = ok && !parse_bytes(v, &o->min_bytes);
         else if (!strcmp(a, "-e")) ok = ok && !parse_bytes(v, &o->max_bytes);
         else if (!strcmp(a, "-f")) ok = ok && !ak_cli_parse_size(v, &o->factor) && o->factor >= 2;
-        else if (!strcmp(a, "-n")) ok = ok && !ak_cli_parse_size(v, &n) && n >= 1 && (o->iters = (int)n);
+        else if (!strcmp(a, "-n")) ok = ok && !ak_cli_parse_size(v, &n) && n >= 1 && (o->iters = (int)n) && (o->iters_given = 1);
         else if (!strcmp(a, "-w")) ok = ok && !ak_cli_parse_size(v, &n) && ((o->warmup = (int)n), 1);
         else if (!strcmp(a, "-np")) ok = ok && !ak_cli_parse_size(v, &n) && n >= 1 && n <= 512 && (o->np = (int)n);
         else if (!strcmp(a, "--coll")) ok = ok && (idx = lookup(v, coll_names, 5)) >= 0 && ((o->what = (coll)idx), 1);
         else if (!strcmp(a, "--op")) ok = ok && (idx = lookup(v, op_names, 5)) >= 0 && ((o->op = (ak_reduce_op)idx), 1);
         else if (!strcmp(a, "--dtype")) ok = ok && (idx = lookup(v, dtype_names, 8)) >= 0 && ((o->dtype = (ak_dtype)idx), 1);
         else if (!strcmp(a, "--algo")) o->algo = v;
+        else if (!strcmp(a, "--calibrate")) o->calibrate = v;
         else ok = 0;
         if (!ok) {
             fprintf(stderr, "ak bench comm: bad option '%s'%s%s\n", a, v ? " " : "", v ? v : "");
@@ -185,13 +190,14 @@ typedef struct size_result {
 static ak_status measure_size(ak_comm *c, const comm_bench_opts *o, bench_bufs *b, int rank,
                               int n, size_result *out) {
     fill_inputs(o, b, rank, n);
-    ak_status st = run_coll(c, o, b); /* the checked run, also the first warm-up */
-    double errors = st == AK_OK && o->check ? (double)count_errors(o, b, rank, n) : 0;
-    for (int w = 1; st == AK_OK && w < o->warmup; w++) st = run_coll(c, o, b);
+    ak_status st = AK_OK;
+    for (int w = 0; st == AK_OK && w < o->warmup; w++) st = run_coll(c, o, b);
     if (st == AK_OK) st = ak_comm_barrier(c);
     uint64_t t0 = ak_now_ns();
     for (int i = 0; st == AK_OK && i < o->iters; i++) st = run_coll(c, o, b);
     double mean_us = (double)(ak_now_ns() - t0) / 1e3 / o->iters;
+    /* the inputs are never overwritten (out of place): the last result is checkable */
+    double errors = st == AK_OK && o->check ? (double)count_errors(o, b, rank, n) : 0;
     if (st == AK_OK) st = ak_comm_allreduce(c, AK_IN_PLACE, &mean_us, 1, AK_DTYPE_F64, AK_REDUCE_MAX);
     if (st == AK_OK) st = ak_comm_allreduce(c, AK_IN_PLACE, &errors, 1, AK_DTYPE_F64, AK_REDUCE_SUM);
     out->time_us = mean_us;
@@ -216,8 +222,9 @@ static void print_row(const comm_bench_opts *o, ak_comm *c, size_t bytes, size_t
     fflush(stdout);
 }
 
-/* Iterations shrink for large sizes so a sweep stays in seconds (nccl-tests style). */
+/* Without -n, iterations shrink for large sizes so a sweep stays in seconds. */
 static int iters_for(const comm_bench_opts *o, size_t bytes) {
+    if (o->iters_given) return o->iters;
     if (bytes >= (16u << 20)) return o->iters < 5 ? o->iters : 5;
     if (bytes >= (1u << 20)) return o->iters < 20 ? o->iters : 20;
     return o->iters;
@@ -294,7 +301,15 @@ int ak_bench_comm(int argc, char **argv) {
     ak_comm *c;
     ak_status st = ak_comm_init(NULL, &c);
     if (st != AK_OK) return ak_cli_report("ak_comm_init", st);
-    int rc = bench_rank(c, &o);
+    int rc, rank;
+    ak_comm_rank(c, &rank);
+    if (o.calibrate) { /* the communicator calibrated itself when created: keep the result */
+        st = rank == 0 ? ak__comm_model_save(c, o.calibrate) : AK_OK;
+        rc = st == AK_OK ? AK_EXIT_OK : ak_cli_report("--calibrate", st);
+        if (rank == 0 && st == AK_OK) printf("wrote the cost model to %s (use AK_COMM_TUNING=%s)\n", o.calibrate, o.calibrate);
+    } else {
+        rc = bench_rank(c, &o);
+    }
     ak_comm_free(c);
     return rc;
 }

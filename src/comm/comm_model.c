@@ -63,35 +63,67 @@ static double link_beta_gbps(const ak__link_model *l) {
     return dt > 0 ? (l->bytes[AK_LINK_POINTS - 1] - l->bytes[0]) / (dt * 1e3) : INFINITY;
 }
 
-/* Tuning file: lines "intra_alpha_us V", "intra_beta_gbps V", "inter_alpha_us V",
- * "inter_beta_gbps V"; '#' starts a comment. */
+/* Tuning file (`ak bench comm --calibrate FILE` writes one): lines "intra_alpha_us V",
+ * "intra_beta_gbps V", "inter_alpha_us V", "inter_beta_gbps V"; optionally
+ * "topology RANKS HOSTS" followed by "allreduce_us ALGO T8 T4K T32K T256K" lines, the
+ * measured allreduce times, used only by a communicator of that topology (elsewhere the
+ * formulas alone decide). '#' starts a comment. */
+static const char *const tuning_names[4] = {"intra_alpha_us", "intra_beta_gbps", "inter_alpha_us",
+                                            "inter_beta_gbps"};
+
+/* One "allreduce_us ALGO t..." line into measured[algo]; 0 on success. */
+static int parse_measured_line(const char *rest, double measured[][AK_COMM_MEASURED_SIZES]) {
+    char algo_name[32];
+    double v[4];
+    ak_comm_algo a;
+    if (sscanf(rest, "%31s %lf %lf %lf %lf", algo_name, &v[0], &v[1], &v[2], &v[3]) != 5 ||
+        ak__comm_algo_parse(algo_name, &a) != AK_OK || a == AK_COMM_ALGO_AUTO)
+        return -1;
+    for (int k = 0; k < 4; k++) {
+        if (!(v[k] > 0)) return -1;
+        measured[a][k] = v[k];
+    }
+    return 0;
+}
+
+/* One line of a tuning file; 0 when understood. */
+static int parse_tuning_line(const char *line, double ab[4], int topology[2],
+                             double measured[][AK_COMM_MEASURED_SIZES]) {
+    char name[64];
+    int used = 0;
+    if (sscanf(line, "%63s %n", name, &used) != 1) return -1;
+    const char *rest = line + used;
+    if (!strcmp(name, "topology")) return sscanf(rest, "%d %d", &topology[0], &topology[1]) == 2 ? 0 : -1;
+    if (!strcmp(name, "allreduce_us")) return parse_measured_line(rest, measured);
+    for (int k = 0; k < 4; k++)
+        if (!strcmp(name, tuning_names[k])) return sscanf(rest, "%lf", &ab[k]) == 1 && ab[k] > 0 ? 0 : -1;
+    return -1;
+}
+
 static ak_status read_tuning(ak_comm *c, const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return AK_FAIL(AK_ERR_IO, "AK_COMM_TUNING: cannot open '%s'", path);
     double ab[4] = {link_alpha(&c->links[0]), link_beta_gbps(&c->links[0]),
                     link_alpha(&c->links[1]), link_beta_gbps(&c->links[1])};
-    static const char *const names[4] = {"intra_alpha_us", "intra_beta_gbps", "inter_alpha_us",
-                                         "inter_beta_gbps"};
-    char line[256], name[64];
-    double v;
+    double measured[AK_COMM_ALGO_COUNT_][AK_COMM_MEASURED_SIZES] = {{0}};
+    int topology[2] = {0, 0};
+    char line[256];
     int lineno = 0;
     ak_status st = AK_OK;
     while (st == AK_OK && fgets(line, sizeof line, f)) {
         lineno++;
         if (line[strspn(line, " \t")] == '#' || line[strspn(line, " \t\r\n")] == '\0') continue;
-        int k = 0;
-        if (sscanf(line, "%63s %lf", name, &v) != 2 || !(v > 0)) k = -1;
-        while (k >= 0 && k < 4 && strcmp(name, names[k]) != 0) k++;
-        if (k < 0 || k == 4)
+        if (parse_tuning_line(line, ab, topology, measured))
             st = AK_FAIL(AK_ERR_INVALID_ARG, "%s:%d: expected 'NAME positive-number' with NAME one "
-                         "of intra_alpha_us, intra_beta_gbps, inter_alpha_us, inter_beta_gbps",
+                         "of intra_alpha_us, intra_beta_gbps, inter_alpha_us, inter_beta_gbps, "
+                         "or 'topology RANKS HOSTS', or 'allreduce_us ALGO' and 4 positive times",
                          path, lineno);
-        else
-            ab[k] = v;
     }
     fclose(f);
     c->links[AK_COMM_TP_INTRA] = alpha_beta(ab[0], ab[1]);
     c->links[AK_COMM_TP_INTER] = alpha_beta(ab[2], ab[3]);
+    if (topology[0] == c->size && topology[1] == c->host_count)
+        memcpy(c->algo_measured_us, measured, sizeof measured);
     return st;
 }
 
@@ -256,8 +288,6 @@ ak_status ak__comm_model_init(ak_comm *c, int threads_of_one_process) {
     return AK_OK;
 }
 
-/* Time of `steps` messages of `bytes` each over link l, in µs. */
-
 /* Ranks per host when every host has the same number (layout host by host), else 0. */
 static int uniform_local(const ak_comm *c) {
     int l = c->local_size;
@@ -359,4 +389,21 @@ ak_status ak_comm_choose_algo(const ak_comm *c, size_t bytes, ak_comm_algo *out)
     AK_ARG_CHECK(c && out, "ak_comm_choose_algo: NULL argument");
     *out = ak__comm_pick_allreduce(c, bytes);
     return AK_OK;
+}
+
+ak_status ak__comm_model_save(const ak_comm *c, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) return AK_FAIL(AK_ERR_IO, "cannot write the tuning file '%s'", path);
+    fprintf(f, "# accelkit collective cost model (AK_COMM_TUNING): %d ranks on %d hosts\n",
+            c->size, c->host_count);
+    const ak__link_model *in = &c->links[AK_COMM_TP_INTRA], *out = &c->links[AK_COMM_TP_INTER];
+    double ab[4] = {link_alpha(in), link_beta_gbps(in), link_alpha(out), link_beta_gbps(out)};
+    for (int k = 0; k < 4; k++) fprintf(f, "%s %.6g\n", tuning_names[k], isfinite(ab[k]) ? ab[k] : 1e6);
+    fprintf(f, "topology %d %d\n", c->size, c->host_count);
+    for (int a = AK_COMM_ALGO_RING; a < AK_COMM_ALGO_COUNT_; a++) {
+        const double *m = c->algo_measured_us[a];
+        if (m[0] > 0)
+            fprintf(f, "allreduce_us %s %.6g %.6g %.6g %.6g\n", algo_names[a], m[0], m[1], m[2], m[3]);
+    }
+    return fclose(f) == 0 ? AK_OK : AK_FAIL(AK_ERR_IO, "cannot write the tuning file '%s'", path);
 }

@@ -17,6 +17,8 @@ ak_status ak__comm_model_init(ak_comm *comm, int threads_of_one_process);
 /* Predicted allreduce time in µs of `algo` for `bytes` on this communicator
  * (INFINITY when the algorithm cannot run here, e.g. hierarchical on one host). */
 double ak__comm_model_allreduce_us(const ak_comm *comm, ak_comm_algo algo, size_t bytes);
+/* Writes the model (link parameters and measured allreduce times) as a tuning file. */
+ak_status ak__comm_model_save(const ak_comm *comm, const char *path);
 /* The algorithm to run: the forced one, else the cheapest predicted. */
 ak_comm_algo ak__comm_pick_allreduce(const ak_comm *comm, size_t bytes);
 

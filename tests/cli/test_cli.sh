@@ -62,4 +62,15 @@ check launch-hostfile 0 env PATH="$fake:$PATH" "$AK" launch -np 3 --hostfile "$f
 contains launch-hostfile "\[2\] r=2 l=0/1"; contains launch-hostfile "\[1\] r=1 l=1/2"
 rm -rf "$fake"
 
+# the cost model a communicator measures, kept as a tuning file and used instead of measuring
+tune=$(mktemp)
+check calibrate 0 env AK_COMM_TRANSPORT=tcp "$AK" bench comm -np 2 --calibrate "$tune"
+grep -q "^allreduce_us ring " "$tune" && grep -q "^topology 2 1$" "$tune" && pass=$((pass + 1)) ||
+  { fail=$((fail + 1)); echo "FAIL calibrate: no measured times in the tuning file"; cat "$tune"; }
+check tuned 0 env AK_COMM_TRANSPORT=tcp AK_COMM_TUNING="$tune" "$AK" bench comm -np 2 -b 8 -e 32K -f 8 -n 2 -w 0 --check --json
+contains tuned '"bytes":32768,"count":8192,"time_us":[0-9.]*,"algbw":[0-9.]*,"busbw":[0-9.]*,"errors":0'
+echo "inter_beta_gbps -3" > "$tune"
+check tuning-bad 2 env AK_COMM_TUNING="$tune" "$AK" bench comm -np 2 -b 8 -e 8; contains tuning-bad "$tune:1: expected"
+rm -f "$tune"
+
 check_summary
