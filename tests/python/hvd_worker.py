@@ -2,6 +2,7 @@
 `ak launch -np 2`). Usage: hvd_worker.py MODE OUTDIR
 
     ops     every case below, in order; writes OUTDIR/ops.<rank>.json {case: "ok" | error}
+            (HVD_SKIP=a,b skips cases; HVD_ONLY=a,b runs only those)
     fusion  20 training steps of a many-tensor model; writes the parameters to
             OUTDIR/fusion.<HOROVOD_FUSION_THRESHOLD>.<rank>.pt and the runtime's stats
     kill    rank 1 dies (SIGKILL) after a few allreduces; rank 0 must get an error
@@ -795,6 +796,20 @@ def mismatched_shape_raises_everywhere():
 
 
 @case
+def is_homogeneous_on_one_rank():
+    # a local query decided in init(): rank 0 alone may ask, the others go on
+    import threading
+    answer = []
+    if hvd.rank() == 0:
+        t = threading.Thread(target=lambda: answer.append(hvd.is_homogeneous()), daemon=True)
+        t.start()
+        t.join(10)
+        assert answer == [True], "is_homogeneous() on rank 0 alone did not return (collective?)"
+    close(hvd.allreduce(torch.ones(1), op=hvd.Sum, name="after_is_homogeneous"),
+          torch.full((1,), float(hvd.size())), 0, "allreduce after is_homogeneous")
+
+
+@case
 def queries():
     n = hvd.size()
     assert hvd.is_initialized()
@@ -832,6 +847,9 @@ def run_ops(outdir):
     rank = hvd.rank()
     results = {}
     skip = set(filter(None, os.environ.get("HVD_SKIP", "").split(",")))
+    only = set(filter(None, os.environ.get("HVD_ONLY", "").split(",")))  # for debugging
+    if only:
+        skip |= {fn.__name__ for fn in CASES if fn.__name__ not in only}
     if os.environ.get("HVD_TEST_REINIT") != "1":
         # ak_comm_init right after a shutdown races with the peers' old store and shared
         # memory (see test_horovod.py); run it with HVD_TEST_REINIT=1

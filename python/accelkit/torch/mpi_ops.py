@@ -290,6 +290,12 @@ def init(comm=None, process_sets=None):
             raise
         _rt = rt
         global_process_set.ranks = list(range(rt.size))
+        try:
+            rt.homogeneous = _homogeneous(rt)
+        except BaseException:
+            _rt = None
+            C.ak_train_shutdown(train)
+            raise
         if not _atexit_registered:
             atexit.register(shutdown)
             _atexit_registered = True
@@ -355,15 +361,21 @@ def cross_rank():
     return _runtime().cross_rank
 
 
+def _homogeneous(rt):
+    """Whether every host runs the same number of ranks: one allgather of the local sizes,
+    run by init() where every rank takes part anyway (as Horovod decides it at init), so
+    that is_homogeneous() is a local query any rank may make alone."""
+    if rt.size == 1:
+        return True
+    sizes = synchronize(_allgather_async(torch.tensor([rt.local_size], dtype=torch.int64),
+                                         "allgather.accelkit.init.local_sizes", 0))
+    return bool((sizes == sizes[0]).all())
+
+
 def is_homogeneous():
-    """True when every host runs the same number of ranks (decided once, collectively, on
-    the first call: every rank must call it)."""
-    rt = _runtime()
-    if rt.homogeneous is None:
-        sizes = allgather(torch.tensor([rt.local_size], dtype=torch.int64),
-                          name="accelkit.is_homogeneous")
-        rt.homogeneous = bool((sizes == sizes[0]).all())
-    return rt.homogeneous
+    """True when every host runs the same number of ranks (decided in init(); a local
+    query)."""
+    return _runtime().homogeneous
 
 
 # What this build is made of, answered truthfully: accelkit has its own TCP and shared
