@@ -477,6 +477,84 @@ def train_groups_and_predivide():
     assert err2 <= 1e-5, f"fused with groups=2: max relative error {err2:.3g}"
 
 
+def train_local(make_opt, steps, per_step=None):
+    """Mlp trained on this rank's share of each step's batch with make_opt(model);
+    per_step(step, model, opt) runs after each step."""
+    n, r = hvd.size(), hvd.rank()
+    per = 16 // n
+    torch.manual_seed(11)
+    model = Mlp()
+    opt = make_opt(model)
+    for step in range(1, steps + 1):
+        x, y = batch(step)
+        opt.zero_grad()
+        F.cross_entropy(model(x[r * per:(r + 1) * per]), y[r * per:(r + 1) * per]).backward()
+        opt.step()
+        if per_step:
+            per_step(step, model, opt)
+    return model
+
+
+@case
+def local_sgd_period_one_matches_sync():
+    # averaging the parameters after every step is averaging the gradients, for SGD (and
+    # for SGD with momentum when the momentum buffers are averaged too)
+    from accelkit.torch import LocalSGD
+    named = lambda m, tag: [(f"{tag}.{k}", p) for k, p in m.named_parameters()]
+    failures = []
+    for momentum, state in ((0.0, False), (0.9, True)):
+        sgd = lambda m: torch.optim.SGD(m.parameters(), lr=0.1, momentum=momentum)
+        local = train_local(lambda m: LocalSGD(sgd(m), named_parameters=named(m, "l1"), period=1,
+                                               average_optimizer_state=state), 10)
+        sync = train_local(lambda m: hvd.DistributedOptimizer(sgd(m), named_parameters=named(m, "s1")),
+                           10)
+        check_same_on_ranks(local, "LocalSGD period 1")
+        err = max_rel(local, sync)
+        if not err <= 1e-5:
+            failures.append(f"momentum {momentum}: LocalSGD(period=1) vs DistributedOptimizer: "
+                            f"max relative error {err:.3g}")
+    assert not failures, "; ".join(failures)
+
+
+@case
+def local_sgd_period_k():
+    from accelkit.torch import LocalSGD
+    n = hvd.size()
+    agree = {}
+
+    def flat(model):
+        return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    def record(step, model, opt):
+        all_flat = hvd.allgather(flat(model).unsqueeze(0), name=f"lsgd.k.{step}")
+        agree[step] = all(torch.equal(all_flat[k], all_flat[0]) for k in range(n))
+
+    make = lambda m: LocalSGD(torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9),
+                              named_parameters=m.named_parameters(), period=3)
+    model = train_local(make, 8, record)
+    # steps 7 and 8 left the ranks apart: an explicit average is the mean of the ranks'
+    all_flat = hvd.allgather(flat(model).unsqueeze(0), name="lsgd.k.before")
+    opt = make(model)
+    opt.average_parameters()
+    after = hvd.allgather(flat(model).unsqueeze(0), name="lsgd.k.after")
+    assert opt.period == 3 and isinstance(opt, torch.optim.SGD)
+    expect = {s: s % 3 == 0 for s in range(1, 9)}
+    assert agree == expect, f"parameters agree after steps {agree}, expected {expect}"
+    close(after[0], all_flat.double().mean(0).float(), 1e-6, "average_parameters()")
+    for k in range(n):
+        close(after[k], after[0], 0, f"rank {k} after average_parameters()")
+    try:
+        LocalSGD(hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1)))
+        raise AssertionError("LocalSGD(DistributedOptimizer) did not raise")
+    except ValueError as e:
+        assert "DistributedOptimizer" in str(e)
+    try:
+        LocalSGD(torch.optim.SGD(model.parameters(), lr=0.1), period=0)
+        raise AssertionError("period=0 did not raise")
+    except ValueError as e:
+        assert "period" in str(e)
+
+
 @case
 def train_compression_close_to_dense():
     sgd = lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)

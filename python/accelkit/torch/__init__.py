@@ -25,6 +25,7 @@ from .functions import (  # noqa: F401
     allgather_object, broadcast_object, broadcast_optimizer_state, broadcast_parameters)
 from .optim import FusedAdam, FusedAdamW, FusedLAMB, FusedSGD  # noqa: F401
 from .optimizer import DistributedOptimizer  # noqa: F401
+from .local_sgd import LocalSGD  # noqa: F401  (accelkit extension, not in horovod.torch)
 from .sync_batch_norm import SyncBatchNorm  # noqa: F401
 from . import elastic  # noqa: F401
 

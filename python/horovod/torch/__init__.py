@@ -15,3 +15,6 @@ from accelkit.torch import (  # noqa: F401  (names a star import skips or script
     remove_process_set, rocm_built, shutdown, size, sparse_allreduce_async, start_timeline,
     stop_timeline, synchronize)
 from . import elastic  # noqa: F401
+
+# accelkit extensions stay out of Horovod's namespace (the star import brings them)
+del LocalSGD, local_sgd  # noqa: F821

@@ -1,0 +1,144 @@
+"""accelkit.torch.LocalSGD: local SGD, i.e. periodic model averaging (an accelkit
+extension; Horovod has no equivalent, so it is not exported by horovod.torch).
+
+Every rank steps its own optimizer on its own gradients with no communication at all, and
+after every `period`-th step the parameters are averaged over the ranks of the process set
+by one grouped allreduce (the runtime negotiates the group at once and fuses it into one
+buffer). Communication falls by a factor of `period` against DistributedOptimizer; the
+price is that ranks drift apart between averagings (Lin et al. 2020, "Don't use large
+mini-batches, use local SGD"; Stich 2019).
+
+Optimizer state (momentum buffers, Adam's moments) stays local by default, as in the
+local-SGD papers and PyTorch's PostLocalSGDOptimizer: it is a per-rank running average of
+that rank's own gradients and needs no agreement for the parameters to agree after
+averaging. average_optimizer_state=True averages every floating-point per-parameter state
+tensor of the parameter's shape too (momentum_buffer, exp_avg, exp_avg_sq) in the same
+group; with period=1 and SGD with momentum this makes LocalSGD compute exactly what
+synchronous gradient averaging computes (momentum is linear in the gradient).
+
+Model buffers (BatchNorm running statistics) are not parameters and are not averaged.
+"""
+import weakref
+
+import torch
+
+from . import mpi_ops as _ops
+from .mpi_ops import global_process_set
+
+
+class _LocalSGDMixin:
+    """Placed before the wrapped optimizer's class in a class made per wrap, so that
+    isinstance(opt, type(original)) holds and super() reaches the original methods."""
+
+    def _local_sgd_setup(self, named_parameters, period, process_set,
+                         average_optimizer_state):
+        period = int(period)
+        if period < 1:
+            raise ValueError(f"LocalSGD: period must be >= 1, not {period}")
+        all_params = [p for g in self.param_groups for p in g["params"]]
+        if named_parameters is None:
+            named = [(f"noname.{i}.{j}", p) for i, g in enumerate(self.param_groups)
+                     for j, p in enumerate(g["params"])]
+        else:
+            named = [x for x in named_parameters]
+            if any(not isinstance(x, tuple) or len(x) != 2 for x in named):
+                raise ValueError("named_parameters should be a sequence of tuples (name, "
+                                 "parameter), usually produced by model.named_parameters().")
+            names = [n for n, _ in named]
+            dups = sorted({n for n in names if names.count(n) > 1})
+            if dups:
+                raise ValueError("LocalSGD: parameter names must be unique; duplicates: "
+                                 + ", ".join(dups))
+            ids = {id(p) for _, p in named}
+            if any(id(p) not in ids for p in all_params):
+                raise ValueError("LocalSGD: named_parameters was given but does not name "
+                                 "every parameter of the optimizer")
+            in_opt = {id(p) for p in all_params}
+            named = [(n, p) for n, p in named if id(p) in in_opt]
+        ps_id = _ops._ps_id(process_set)
+        _ops._check_included(ps_id)
+        self._lsgd_named = named
+        self._lsgd_set = process_set
+        self._lsgd_set_size = _ops._set_size(ps_id)
+        self.period = period
+        self.average_optimizer_state = bool(average_optimizer_state)
+        self.local_steps = 0  # steps since construction; averaging after each period-th
+
+    def _local_sgd_tensors(self):
+        """(tensor, runtime name) pairs averaged together, in the same order on every rank:
+        the parameters in the optimizer's order, each followed by its state tensors."""
+        out = []
+        for name, p in self._lsgd_named:
+            out.append((p.data, f"allreduce.localsgd.{name}"))
+            if not self.average_optimizer_state:
+                continue
+            state = self.state.get(p, {})
+            for key in sorted(k for k in state if isinstance(k, str)):
+                v = state[key]
+                if (key != "step" and torch.is_tensor(v) and v.is_floating_point()
+                        and v.shape == p.shape):
+                    out.append((v, f"allreduce.localsgd.{name}.{key}"))
+        return out
+
+    def average_parameters(self):
+        """Averages the parameters (and the optimizer state, when asked) over the process
+        set now, in place. Collective: every rank of the set calls it at the same point.
+        step() calls it after every period-th step; call it yourself at the end of
+        training to finish on one model."""
+        if self._lsgd_set_size <= 1:
+            return
+        pairs = self._local_sgd_tensors()
+        if not pairs:
+            return
+        with torch.no_grad():
+            h = _ops._grouped_allreduce_async([t for t, _ in pairs], True, None, _ops.Average,
+                                              1.0, 1.0, self._lsgd_set,
+                                              names=[n for _, n in pairs])
+            _ops.synchronize(h)
+
+    def step(self, closure=None):
+        original = self._lsgd_original()
+        if original is not None and "step" in original.__dict__ and "_step_count" in original.__dict__:
+            # an LR scheduler made before the wrap counts the original's steps
+            original._step_count += 1
+        loss = super().step(closure)
+        self.local_steps += 1
+        if self.local_steps % self.period == 0:
+            self.average_parameters()
+        return loss
+
+
+def LocalSGD(optimizer, named_parameters=None, period=1, process_set=global_process_set,
+             average_optimizer_state=False):
+    """Wraps a torch optimizer for local SGD: step() updates this rank's parameters from
+    its own gradients, and after every `period`-th step averages the parameters over the
+    ranks of `process_set` with one grouped, fused allreduce.
+
+    named_parameters: model.named_parameters() (names the allreduces; the same on every
+        rank). Without it the parameters are named by their position in the optimizer.
+    period: local steps between averagings (1: average after every step).
+    average_optimizer_state: also average the optimizer's per-parameter float state
+        (momentum, Adam's moments); off by default (see the module's notes).
+
+    Start every rank from the same parameters (hvd.broadcast_parameters). Do not combine
+    with DistributedOptimizer (that averages the gradients of every step already); for
+    gradient accumulation call backward() several times before step(). The object is an
+    instance of the wrapped optimizer's class; LR schedulers work as with
+    DistributedOptimizer. accelkit extension: not part of horovod.torch.
+    """
+    from .optimizer import _DistributedMixin
+    if isinstance(optimizer, (_DistributedMixin, _LocalSGDMixin)):
+        raise ValueError("LocalSGD wraps a plain torch optimizer, not a DistributedOptimizer "
+                         "or another LocalSGD")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"LocalSGD wraps a torch.optim.Optimizer, not {type(optimizer).__name__}")
+    cls = type(optimizer.__class__.__name__, (_LocalSGDMixin, optimizer.__class__),
+               {"__module__": optimizer.__class__.__module__})
+    obj = cls.__new__(cls)
+    # shares the original's param_groups, state and defaults; not methods patched onto the
+    # instance (an LR scheduler wraps optimizer.step), which would bypass the averaging
+    obj.__dict__.update({k: v for k, v in optimizer.__dict__.items()
+                         if k not in ("step", "zero_grad")})
+    obj._lsgd_original = weakref.ref(optimizer)
+    obj._local_sgd_setup(named_parameters, period, process_set, average_optimizer_state)
+    return obj
