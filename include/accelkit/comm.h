@@ -5,9 +5,11 @@
  * Semantics follow MPI/NCCL: every rank of a communicator calls the same collectives in
  * the same order with matching counts, dtypes, ops and roots. A mismatch detected on the
  * wire fails with AK_ERR_MISMATCH; a lost peer fails with AK_ERR_REMOTE or AK_ERR_TIMEOUT
- * (AK_COMM_TIMEOUT) on every surviving rank, never a hang. A communicator that failed
- * stays failed: free it. One communicator must not be used by two threads at once
- * (use ak_comm_split for concurrent groups); async calls may have many ops in flight. */
+ * (AK_COMM_TIMEOUT) on every surviving rank, never a hang, and the error names the rank
+ * lost ("rank 2 was lost"), also on ranks that only saw a neighbour give up. A
+ * communicator that failed stays failed: free it. One communicator must not be used by
+ * two threads at once (use ak_comm_split for concurrent groups); async calls may have
+ * many ops in flight. */
 #ifndef ACCELKIT_COMM_H
 #define ACCELKIT_COMM_H
 

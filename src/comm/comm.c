@@ -6,10 +6,12 @@
  * and one for the other hosts (tcp), and finish with a store barrier so nobody returns
  * before every rank can be reached. */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm/algo/algo.h"
 #include "comm/bootstrap/discover.h"
@@ -128,7 +130,8 @@ static ak_status create_transport(ak_comm *c, int which, transport_create_fn cre
     char prefix[sizeof c->prefix + 8];
     snprintf(prefix, sizeof prefix, "%s/tp%d", c->prefix, which);
     ak__transport_setup s = {c->store, prefix, c->rank, c->size, peers, n,
-                             c->config.nstreams, c->config.timeout_ms, bind_addr};
+                             c->config.nstreams, c->config.timeout_ms, bind_addr,
+                             &c->lost};
     ak_status st = n > 0 ? create(&s, &c->transports[which]) : AK_OK;
     free(peers);
     return st;
@@ -179,6 +182,7 @@ static ak_status comm_create(const comm_spec *spec, ak_comm **out) {
     c->size = spec->size;
     c->config = *spec->cfg;
     c->threads_local = spec->threads_of_one_process;
+    c->lost.peer = -1;
     c->store = ak__store_retain(spec->store);
     snprintf(c->prefix, sizeof c->prefix, "%s", spec->prefix);
     ak_status st;
@@ -193,12 +197,23 @@ fail:
     return st;
 }
 
+/* After a failure rank 0 keeps serving the store until the other ranks have left it (at
+ * most the timeout, 10 s at most): survivors trace the lost rank through the store (see
+ * ak__comm_fail), and one that found it gone would blame rank 0 instead. */
+static void linger_for_peers(const ak_comm *c) {
+    int limit_ms = c->config.timeout_ms < 10000 ? c->config.timeout_ms : 10000;
+    uint64_t deadline = ak_now_ns() + (uint64_t)limit_ms * 1000000u;
+    while (ak__store_server_clients(c->store_server) > 0 && ak_now_ns() < deadline)
+        nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
+}
+
 void ak_comm_free(ak_comm *c) {
     if (!c) return;
     ak__comm_async_stop(c);
     ak__shm_direct_free(c);
     for (int t = 0; t < AK_COMM_TP_COUNT; t++) ak__transport_destroy(&c->transports[t]);
     ak__store_free(c->store);
+    if (c->store_server && c->failed != AK_OK) linger_for_peers(c);
     ak__store_server_stop(c->store_server);
     free(c->host_of);
     free(c->local_index_of);
@@ -429,13 +444,111 @@ ak_status ak__comm_work(ak_comm *c, size_t bytes, void **out) {
     return grow_buffer(&c->work, &c->work_bytes, bytes, out);
 }
 
+/* ---- failures --------------------------------------------------------------------------
+ *
+ * With more than two ranks a loss reaches most ranks second hand: the ranks next to a dead
+ * one fail and close their transports, so ranks further away see *them* close. To name the
+ * rank actually lost, every failing rank records "<prefix>/fail/<rank>" = "<lost> <origin>
+ * <status>" in the store before it closes anything. A rank that sees peer s close (or
+ * time out) reads s's record: the rank s lost, if it names one; else s failed by itself
+ * (a mismatch, ...: its origin). No record within CLOSED_WAIT_MS means s went without a
+ * word (killed, crashed, hung); an unreachable store means rank 0 is gone, as it serves
+ * the store (ak_comm_free keeps it serving after a failure until the others left).
+ * Shared memory tells more: a peer whose pid is gone is the rank lost (no look-up), and
+ * one that announced its failure in a shared word is alive and records its reason next,
+ * possibly after tracing its own loss, so it gets FAILED_WAIT_MS. */
+
+#define CLOSED_WAIT_MS 300  /* closed ends recorded first: this is only slack */
+#define FAILED_WAIT_MS 2000 /* > CLOSED_WAIT_MS: the announcer may be tracing a closed end */
+
+typedef struct fail_record {
+    int lost;         /* the rank lost, or -1 */
+    int origin;       /* when lost < 0: the rank whose own failure this is */
+    ak_status status; /* the failure seen by the rank that detected it first */
+} fail_record;
+
+/* snprintf where a long message may be cut short (the peer's view comes last) */
+static void say(char *msg, size_t cap, const char *fmt, ...) AK_PRINTF(3, 4);
+static void say(char *msg, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, cap, fmt, ap);
+    va_end(ap);
+}
+
+/* The error text of this rank's failure, naming the rank lost where there is one; fills
+ * what this rank records for its peers. `seen` is this rank's own view of the failure. */
+static void trace_failure(ak_comm *c, ak_status st, const char *seen, char *msg, size_t cap,
+                          fail_record *rec) {
+    int s = c->lost.peer, me = c->rank;
+    *rec = (fail_record){-1, me, st};
+    say(msg, cap, "%s", seen);
+    if ((st != AK_ERR_REMOTE && st != AK_ERR_TIMEOUT) || s < 0 || s >= c->size || s == me)
+        return; /* this rank's own failure */
+    if (c->lost.how == AK_LOST_GONE) {
+        *rec = (fail_record){s, -1, st};
+        say(msg, cap, "comm: rank %d was lost (its process is gone); rank %d saw: %s", s, me,
+            seen);
+        return;
+    }
+    char key[AK_STORE_MAX_KEY + 1], val[64];
+    size_t len;
+    snprintf(key, sizeof key, "%s/fail/%d", c->prefix, s);
+    int wait_ms = c->lost.how == AK_LOST_FAILED ? FAILED_WAIT_MS : CLOSED_WAIT_MS;
+    if (wait_ms > c->config.timeout_ms) wait_ms = c->config.timeout_ms;
+    ak_status got = ak__store_get(c->store, key, val, sizeof val - 1, &len, wait_ms);
+    fail_record theirs;
+    int their_st;
+    if (got == AK_OK) {
+        val[len < sizeof val ? len : sizeof val - 1] = '\0';
+        if (sscanf(val, "%d %d %d", &theirs.lost, &theirs.origin, &their_st) != 3 ||
+            theirs.lost >= c->size || theirs.origin >= c->size)
+            return; /* not ours to interpret: keep this rank's view */
+        theirs.status = (ak_status)their_st;
+        if (theirs.lost >= 0 && theirs.lost != me) {
+            *rec = (fail_record){theirs.lost, -1, theirs.status};
+            say(msg, cap, "comm: rank %d %s (reported by rank %d); rank %d saw: %s",
+                     theirs.lost, theirs.status == AK_ERR_TIMEOUT ? "stopped responding"
+                                                                 : "was lost", s, me, seen);
+        } else if (theirs.lost == me) { /* s gave up waiting for this rank */
+            *rec = (fail_record){-1, s, theirs.status};
+            say(msg, cap, "comm: rank %d failed first (%s waiting for rank %d); rank %d "
+                     "saw: %s", s, ak_status_str(theirs.status), me, me, seen);
+        } else if (theirs.origin >= 0) {
+            *rec = (fail_record){-1, theirs.origin, theirs.status};
+            say(msg, cap, "comm: rank %d failed first (%s); rank %d saw: %s", theirs.origin,
+                     ak_status_str(theirs.status), me, seen);
+        }
+    } else if (got == AK_ERR_TIMEOUT) { /* s left no record: it is the one lost */
+        *rec = (fail_record){s, -1, st};
+        say(msg, cap, "comm: rank %d %s (no failure recorded by it: killed, crashed or "
+                 "hung); rank %d saw: %s", s, st == AK_ERR_TIMEOUT ? "stopped responding"
+                                                                   : "was lost", me, seen);
+    } else if (!c->threads_local && !strchr(c->prefix, '/')) {
+        /* a world communicator whose store (served by its rank 0) is gone */
+        *rec = (fail_record){0, -1, st};
+        say(msg, cap, "comm: rank 0 was lost (the store it serves is unreachable); rank "
+                 "%d saw: %s", me, seen);
+    }
+}
+
 /* A failure closes this rank's transports at once, while the failing operation's frame
  * is still alive: no transport keeps pointers to its posted ops, and peers blocked on
  * this rank see the connection drop (AK_ERR_REMOTE) instead of waiting for the timeout,
- * so one rank's mismatch or loss becomes an error on every rank quickly. */
+ * so one rank's mismatch or loss becomes an error on every rank quickly. The failure is
+ * recorded in the store first, so that those peers can tell what happened. */
 ak_status ak__comm_fail(ak_comm *c, ak_status st) {
     if (st == AK_OK || c->failed != AK_OK) return st;
     c->failed = st;
+    char seen[512], msg[512], key[AK_STORE_MAX_KEY + 1], val[64];
+    snprintf(seen, sizeof seen, "%s", ak_last_error()); /* store calls overwrite it */
+    fail_record rec;
+    trace_failure(c, st, seen, msg, sizeof msg, &rec);
+    snprintf(key, sizeof key, "%s/fail/%d", c->prefix, c->rank);
+    int n = snprintf(val, sizeof val, "%d %d %d", rec.lost, rec.origin, (int)rec.status);
+    if (ak__store_set(c->store, key, val, (size_t)n + 1) != AK_OK)
+        AK_LOG_DEBUG(AK_SUBSYS_COMM, "rank %d: cannot record its failure: %s", c->rank,
+                     ak_last_error());
     for (int t = 0; t < AK_COMM_TP_COUNT; t++) ak__transport_destroy(&c->transports[t]);
-    return st;
+    return AK_FAIL(st, "%s", msg);
 }

@@ -49,6 +49,8 @@ struct ak_comm {
     double algo_measured_us[AK_COMM_ALGO_COUNT_][AK_COMM_MEASURED_SIZES];
     uint64_t seq;                   /* collectives issued: part of every tag */
     ak_status failed;               /* first failure; the communicator is unusable after */
+    ak__lost lost;                  /* the peer a failure was first seen on (peer -1 =
+                                     * none), as transports and algorithms report it */
 
     void *scratch;                  /* algorithm scratch, grown on demand, never shrunk */
     size_t scratch_bytes;
@@ -66,7 +68,9 @@ struct ak_comm {
  * algorithms own `scratch`; the operations layer (comm_ops.c) owns `work`. */
 ak_status ak__comm_scratch(ak_comm *comm, size_t bytes, void **out);
 ak_status ak__comm_work(ak_comm *comm, size_t bytes, void **out);
-/* Marks the communicator failed (first status wins) and returns st. */
+/* Marks the communicator failed (first status wins) and returns st. A loss (AK_ERR_REMOTE
+ * or AK_ERR_TIMEOUT seen on comm->lost.peer) is traced to the rank actually lost and the
+ * error names it (see comm.c); every failure is recorded in the store for the peers. */
 ak_status ak__comm_fail(ak_comm *comm, ak_status st);
 /* Stops the progress thread after its queued ops ran (comm_async.c); no-op without one. */
 void ak__comm_async_stop(ak_comm *comm);

@@ -67,6 +67,7 @@ ak_status ak__p2p_post(ak_comm *comm, ak__p2p *op) {
         return ak__comm_fail(comm, AK_FAIL(AK_ERR_INTERNAL, "comm: no transport routes rank %d",
                                            op->peer));
     ak_status st = tp->vt->post(tp->ctx, op);
+    if (st == AK_ERR_REMOTE) ak__transport_lost(&comm->lost, op->peer, AK_LOST_CLOSED);
     return st == AK_OK ? AK_OK : ak__comm_fail(comm, st);
 }
 
@@ -75,18 +76,19 @@ ak_status ak__p2p_post(ak_comm *comm, ak__p2p *op) {
 typedef struct p2p_scan {
     unsigned pending;
     ak_status failed;
+    int failed_peer; /* the peer of the first failed op */
     size_t mark;
 } p2p_scan;
 
 static p2p_scan p2p_scan_ops(const ak_comm *comm, ak__p2p *const *ops, int n) {
-    p2p_scan s = {0, AK_OK, 0};
+    p2p_scan s = {0, AK_OK, -1, 0};
     for (int i = 0; i < n; i++) {
         const ak__p2p *op = ops[i];
         s.mark += op->done_bytes + (op->complete ? 1 : 0);
         if (!op->complete)
             s.pending |= 1u << comm->route[op->peer];
         else if (op->status != AK_OK && s.failed == AK_OK)
-            s.failed = op->status;
+            s.failed = op->status, s.failed_peer = op->peer;
     }
     return s;
 }
@@ -117,6 +119,7 @@ static ak_status p2p_timeout(ak_comm *comm, ak__p2p *const *ops, int n, int time
             op = ops[i];
             break;
         }
+    ak__transport_lost(&comm->lost, op->peer, AK_LOST_CLOSED); /* it let us wait */
     return ak__comm_fail(comm, AK_FAIL(AK_ERR_TIMEOUT,
                                        "comm: rank %d: no progress for %d ms on a %zu-byte %s "
                                        "rank %d (tag %016llx); peer lost or calls out of step?",
@@ -132,7 +135,12 @@ ak_status ak__p2p_wait(ak_comm *comm, ak__p2p *const *ops, int n) {
     size_t last_mark = (size_t)-1;
     for (;;) {
         p2p_scan s = p2p_scan_ops(comm, ops, n);
-        if (s.failed != AK_OK) return ak__comm_fail(comm, s.failed);
+        if (s.failed != AK_OK) {
+            /* the transport's report wins: shm fails every op when one peer is lost */
+            if (s.failed == AK_ERR_REMOTE)
+                ak__transport_lost(&comm->lost, s.failed_peer, AK_LOST_CLOSED);
+            return ak__comm_fail(comm, s.failed);
+        }
         if (!s.pending) return AK_OK;
         uint64_t now = ak_now_ns();
         if (s.mark != last_mark) {

@@ -176,6 +176,8 @@ static ak_status sd_fail(ak_comm *c, sd_header *h, ak_status st, const char *fmt
 static ak_status sd_peer_failed(ak_comm *c, sd_header *h, uint32_t word) {
     int who = c->same_host_ranks[(int)(word & 0xffffu) - 1];
     ak_status st = (ak_status)(word >> 16);
+    /* the communicator reads who's record to name the rank actually lost (comm.c) */
+    ak__transport_lost(&c->lost, who, st == AK_OK ? AK_LOST_CLOSED : AK_LOST_FAILED);
     if (st == AK_OK)
         return AK_FAIL(AK_ERR_REMOTE, "shm direct: rank %d: rank %d freed its communicator",
                        c->rank, who);
@@ -197,9 +199,11 @@ static ak_status sd_check_peers(ak_comm *c, sd_header *h, uint64_t target) {
     for (uint32_t r = 0; r < h->nranks; r++) {
         if (atomic_load_explicit(&h->ranks[r].seq, memory_order_acquire) >= target) continue;
         pid_t pid = (pid_t)h->ranks[r].pid;
-        if (ak__pid_gone(pid))
+        if (ak__pid_gone(pid)) {
+            ak__transport_lost(&c->lost, c->same_host_ranks[r], AK_LOST_GONE);
             return sd_fail(c, h, AK_ERR_REMOTE, "rank %d (pid %d) is gone",
                            c->same_host_ranks[r], (int)pid);
+        }
     }
     return AK_OK;
 }
@@ -226,6 +230,7 @@ static ak_status sd_wait_slow(ak_comm *c, sd_header *h, uint64_t target) {
         if (c->config.timeout_ms > 0 && now - start > limit) {
             int late = sd_first_late(h, target);
             if (late < 0) break;
+            ak__transport_lost(&c->lost, c->same_host_ranks[late], AK_LOST_CLOSED);
             return sd_fail(c, h, AK_ERR_TIMEOUT, "rank %d did not arrive within %d ms",
                            c->same_host_ranks[late], c->config.timeout_ms);
         }

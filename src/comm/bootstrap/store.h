@@ -24,6 +24,8 @@ ak_status ak__store_serve(const char *bind_addr, int port, int *bound_port,
                           ak__store_server **out);
 /* Stops the server thread and closes its clients. NULL is a no-op. */
 void ak__store_server_stop(ak__store_server *server);
+/* Clients connected now, as the server thread last counted them (0 for NULL). */
+size_t ak__store_server_clients(ak__store_server *server);
 
 /* Connects to a server, retrying until timeout_ms (the server may start later). */
 ak_status ak__store_connect(const char *addr, int port, int timeout_ms, ak__store **out);

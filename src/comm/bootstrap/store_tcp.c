@@ -23,6 +23,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,7 @@ struct ak__store_server {
     srv_entry *table[SRV_BUCKETS];
     srv_client **clients;
     size_t nclients, cap_clients;
+    _Atomic size_t live_clients; /* nclients, for other threads (ak__store_server_clients) */
     struct pollfd *pfds;
     size_t cap_pfds;
 };
@@ -453,6 +455,7 @@ static void *server_main(void *arg) {
             if (s->pfds[i].revents) server_client_event(s, s->clients[i - 2], s->pfds[i].revents);
         if (s->pfds[1].revents) server_accept(s);
         server_expire_and_reap(s);
+        atomic_store(&s->live_clients, s->nclients);
     }
     /* closing every client makes its waiting calls fail with AK_ERR_REMOTE, not hang */
     for (size_t i = 0; i < s->nclients; i++) client_close(s->clients[i]);
@@ -548,6 +551,10 @@ ak_status ak__store_serve(const char *bind_addr, int port, int *bound_port,
     if (bound_port) *bound_port = s->port;
     *out = s;
     return AK_OK;
+}
+
+size_t ak__store_server_clients(ak__store_server *s) {
+    return s ? atomic_load(&s->live_clients) : 0;
 }
 
 void ak__store_server_stop(ak__store_server *s) {

@@ -109,6 +109,7 @@ typedef struct shm_ctx {
     uint64_t last_move_ns, last_live_ns;
     ak_status failed;
     char failed_msg[256];
+    ak__lost *lost; /* setup->lost */
 } shm_ctx;
 
 /* ---- segment geometry ------------------------------------------------------------------ */
@@ -199,6 +200,7 @@ static ak_status fail_transport(shm_ctx *c, ak_status st, const char *fmt, ...) 
 
 /* The peer said it left (destroyed its transport) or failed. */
 static ak_status peer_left(shm_ctx *c, shm_peer *p, uint32_t state) {
+    ak__transport_lost(c->lost, p->rank, state == SEG_CLOSED ? AK_LOST_CLOSED : AK_LOST_FAILED);
     if (state == SEG_CLOSED)
         return fail_transport(c, AK_ERR_REMOTE, "shm: rank %d (pid %d) closed its transport",
                               p->rank, (int)p->pid);
@@ -229,9 +231,11 @@ static ak_status check_liveness(shm_ctx *c) {
     for (int i = 0; i < c->npeers; i++) {
         shm_peer *p = &c->peers[i];
         if (!p->send_head && !p->recv_head) continue;
-        if (ak__pid_gone(p->pid))
+        if (ak__pid_gone(p->pid)) {
+            ak__transport_lost(c->lost, p->rank, AK_LOST_GONE);
             return fail_transport(c, AK_ERR_REMOTE, "shm: rank %d (pid %d) is gone", p->rank,
                                   (int)p->pid);
+        }
     }
     return AK_OK;
 }
@@ -570,6 +574,7 @@ static ak_status init_ctx(shm_ctx *c, const ak__transport_setup *s) {
     c->world_size = s->world_size;
     c->npeers = s->npeers;
     c->timeout_ms = s->timeout_ms > 0 ? s->timeout_ms : 30000;
+    c->lost = s->lost;
     c->nslots = AK_SHM_SLOTS;
     c->slot_bytes = AK_SHM_SLOT_BYTES;
     c->peer_index = malloc((size_t)s->world_size * sizeof *c->peer_index);

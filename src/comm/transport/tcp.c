@@ -74,6 +74,7 @@ typedef struct tcp_ctx {
     int pending;         /* ops queued and not complete */
     unsigned long moves; /* syscalls that moved bytes: stall detection */
     uint64_t stall_ns;   /* progress(< 0) gives up after this long without movement */
+    ak__lost *lost;      /* setup->lost */
 } tcp_ctx;
 
 /* ---- small helpers ----------------------------------------------------------------- */
@@ -204,6 +205,7 @@ static ak_status lost_peer(tcp_ctx *t, tcp_peer *p, int err) {
                      strerror(err));
     AK_LOG_DEBUG(AK_SUBSYS_COMM, "tcp rank %d: lost rank %d (%s)", t->rank, p->rank,
                  err ? strerror(err) : "EOF");
+    ak__transport_lost(t->lost, p->rank, AK_LOST_CLOSED);
     fail_peer(t, p, st);
     return st;
 }
@@ -798,6 +800,7 @@ static ak_status ctx_new(const ak__transport_setup *su, tcp_ctx **out) {
     t->nstreams = su->nstreams;
     t->npeers = su->npeers;
     t->stall_ns = (uint64_t)su->timeout_ms * 1000000u;
+    t->lost = su->lost;
     t->peers = calloc((size_t)su->npeers + 1, sizeof *t->peers);
     t->peer_index = malloc((size_t)su->world_size * sizeof *t->peer_index);
     t->pfds = calloc((size_t)su->npeers * (size_t)su->nstreams + 1, sizeof *t->pfds);

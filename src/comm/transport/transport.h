@@ -15,7 +15,11 @@
  *   differs from the matching send completes with AK_ERR_MISMATCH (message naming the
  *   peer and both values), and the transport is then failed.
  * - A lost peer (EOF, reset, dead process) completes every pending and future operation
- *   with AK_ERR_REMOTE naming the peer rank; progress() returns that status too.
+ *   with AK_ERR_REMOTE naming the peer rank; progress() returns that status too. The
+ *   first peer lost, and how, is also written to *setup->lost (when not NULL): a
+ *   transport may fail ops of other peers with it (shm fails them all), so the ops'
+ *   peers cannot tell the communicator which rank to trace (comm.c names the rank
+ *   actually lost).
  * - No allocation per message on the fast path. */
 #ifndef AK_COMM_TRANSPORT_H
 #define AK_COMM_TRANSPORT_H
@@ -69,7 +73,27 @@ typedef struct ak__transport_setup {
     int nstreams;          /* tcp: connections per peer, 1..AK_COMM_MAX_STREAMS */
     int timeout_ms;        /* connect and I/O stall limit */
     const char *bind_addr; /* tcp: listen address (NULL = all interfaces) */
+    struct ak__lost *lost; /* where to report the first peer lost; NULL = not wanted */
 } ak__transport_setup;
+
+/* How a peer was lost, as far as a transport can tell. */
+typedef enum ak__lost_how {
+    AK_LOST_CLOSED = 1, /* it closed its end, or stopped answering: it may have failed first
+                         * (then it recorded why before closing) or died */
+    AK_LOST_FAILED = 2, /* it announced its own failure (a shared state word) and lives: it
+                         * records why right after */
+    AK_LOST_GONE = 3,   /* its process is gone: it is the rank lost */
+} ak__lost_how;
+
+typedef struct ak__lost {
+    int peer; /* -1 = none yet */
+    ak__lost_how how;
+} ak__lost;
+
+/* Reports rank as the lost peer unless one was reported before. */
+static inline void ak__transport_lost(ak__lost *lost, int rank, ak__lost_how how) {
+    if (lost && lost->peer < 0) lost->peer = rank, lost->how = how;
+}
 
 ak_status ak__tcp_transport_create(const ak__transport_setup *setup, ak__transport *out);
 ak_status ak__shm_transport_create(const ak__transport_setup *setup, ak__transport *out);
