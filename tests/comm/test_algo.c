@@ -1,7 +1,8 @@
 /* Tests of the collective algorithms (src/comm/algo), called directly on groups: worlds of
  * threads (ak_comm_init_local, mem transport), one thread per rank, inputs whose exact
  * result follows from (seed, rank, index) and every output element checked. Covers the
- * allreduce algorithms over world sizes {1,2,3,4,5,8} × counts × dtypes × ops, the
+ * allreduce algorithms over world sizes {1,2,3,4,5,8} × counts (up to an odd ~1M) ×
+ * dtypes × ops (AVG through the operation layer with the algorithm forced), the
  * hierarchical one on faked host topologies (balanced, interleaved, unbalanced), groups
  * that are not the identity, reduce-scatter, allgatherv, broadcast / reduce from every
  * root, gather / scatter, alltoallv, barrier ordering, and the p2p layer's tags and
@@ -25,10 +26,13 @@
 
 #define MAX_W 8
 #define BIG_COUNT ((size_t)262147) /* odd, > 1 MB of f32: several ring segments per block */
+#define HUGE_COUNT ((size_t)1048577) /* odd, ~1M: what a gradient bucket holds */
 #define PERIOD 1021 /* inputs repeat with this prime period, so expectations are cheap */
 
 static const int world_sizes[] = {1, 2, 3, 4, 5, 8};
 static const size_t counts[] = {0, 1, 7, 64, 1000, BIG_COUNT};
+/* the allreduce sweep's: one odd ~1M count more */
+static const size_t allreduce_counts[] = {0, 1, 7, 64, 1000, BIG_COUNT, HUGE_COUNT};
 #define NELEM(a) (sizeof(a) / sizeof *(a))
 
 /* ---- running a world of rank threads ------------------------------------------------ */
@@ -129,6 +133,7 @@ static int64_t input_value(uint64_t seed, int rank, size_t i, ak_reduce_op op, a
     uint64_t h = mix(seed ^ mix(((uint64_t)rank << 32) | (i % PERIOD)));
     int sgn = dtype_signed(dt);
     switch (op) {
+    case AK_REDUCE_AVG: /* a sum, then divided */
     case AK_REDUCE_SUM: return sgn ? (int64_t)(h % 5) - 2 : (int64_t)(h % 5);
     case AK_REDUCE_PROD: {
         int64_t mag = h % 4 == 0 ? 2 : 1;
@@ -179,16 +184,21 @@ static void fill_input(const reduce_case *k, int rank, void *buf) {
         encode(k->dt, buf, i, input_value(k->seed, rank, i, k->op, k->dt));
 }
 
-/* The encoded expected result over group members ranks[0..n) for i in [0, PERIOD). */
+/* The encoded expected result over group members ranks[0..n) for i in [0, PERIOD). AVG
+ * is the exact sum (small integers) finished by the kernel every rank runs once on its
+ * result, ak_reduce_avg_finish: the test checks that the collective sums right and
+ * finishes exactly once, not the division's rounding (tests/kernels check that). */
 static void *expected_table(const reduce_case *k, const int *ranks, int n) {
     size_t period = k->count < PERIOD ? k->count : PERIOD;
     char *t = malloc(period * dtype_size(k->dt) + 1);
+    ak_reduce_op op = k->op == AK_REDUCE_AVG ? AK_REDUCE_SUM : k->op;
     for (size_t i = 0; i < period; i++) {
         int64_t acc = input_value(k->seed, ranks[0], i, k->op, k->dt);
         for (int r = 1; r < n; r++)
-            acc = combine(k->op, acc, input_value(k->seed, ranks[r], i, k->op, k->dt));
+            acc = combine(op, acc, input_value(k->seed, ranks[r], i, k->op, k->dt));
         encode(k->dt, t, i, acc);
     }
+    if (k->op == AK_REDUCE_AVG) ak_reduce_avg_finish(k->dt, t, period, n);
     return t;
 }
 
@@ -212,9 +222,23 @@ static int check_reduced(const rank_ctx *x, const reduce_case *k, const int *ran
 typedef enum alg { ALG_RING, ALG_RD, ALG_TREE, ALG_HIER, ALG_COUNT } alg;
 static const char *const alg_names[] = {"ring", "recursive doubling", "tree", "hierarchical"};
 
-/* src == buf runs in place; the ring and hierarchical ones also take a separate src. */
+static const ak_comm_algo alg_forced[] = {AK_COMM_ALGO_RING, AK_COMM_ALGO_RECURSIVE_DOUBLING,
+                                          AK_COMM_ALGO_TREE, AK_COMM_ALGO_HIERARCHICAL};
+
+/* src == buf runs in place; the ring and hierarchical ones also take a separate src. AVG
+ * is not an algorithm's op (the operation layer sums, then divides): it runs through
+ * ak_comm_allreduce with the algorithm forced, on the whole communicator. */
 static ak_status run_allreduce(alg a, ak_comm *c, const ak__group *g, const void *src, void *buf,
                                const reduce_case *k, uint64_t tag) {
+    if (k->op == AK_REDUCE_AVG) {
+        if (g->n != c->size) return AK_ERR_INTERNAL; /* a test bug: AVG on a subgroup */
+        ak_comm_algo saved = c->config.algo;
+        c->config.algo = alg_forced[a];
+        ak_status st = ak_comm_allreduce(c, src == buf ? AK_IN_PLACE : src, buf, k->count,
+                                         k->dt, AK_REDUCE_AVG);
+        c->config.algo = saved;
+        return st;
+    }
     switch (a) {
     case ALG_RING: return ak__allreduce_ring(c, g, src, buf, k->count, k->dt, k->op, tag);
     case ALG_RD: return ak__allreduce_recursive_doubling(c, g, buf, k->count, k->dt, k->op, tag);
@@ -250,12 +274,15 @@ static int allreduce_once(rank_ctx *x, alg a, const ak__group *g, const reduce_c
     return rc;
 }
 
-/* Every dtype and op for small counts; a few representative ones for the large count. */
+/* Every dtype and op for small counts; a few representative ones for the large counts. */
 static int case_selected(size_t count, ak_dtype dt, ak_reduce_op op) {
+    if (count == HUGE_COUNT)
+        return (dt == AK_DTYPE_F32 && op == AK_REDUCE_AVG) ||
+               (dt == AK_DTYPE_BF16 && op == AK_REDUCE_SUM);
     if (count != BIG_COUNT) return 1;
     return (dt == AK_DTYPE_F32 && (op == AK_REDUCE_SUM || op == AK_REDUCE_MAX)) ||
            (dt == AK_DTYPE_BF16 && op == AK_REDUCE_SUM) ||
-           (dt == AK_DTYPE_I32 && op == AK_REDUCE_PROD);
+           (dt == AK_DTYPE_I32 && (op == AK_REDUCE_PROD || op == AK_REDUCE_AVG));
 }
 
 typedef struct sweep {
@@ -268,12 +295,13 @@ typedef struct sweep {
 static int sweep_rank(rank_ctx *x) {
     const sweep *s = x->arg;
     int ndt = s->dtypes ? s->ndtypes : AK_DTYPE_COUNT_;
-    for (size_t ci = 0; ci < NELEM(counts); ci++)
+    for (size_t ci = 0; ci < NELEM(allreduce_counts); ci++)
         for (int d = 0; d < ndt; d++)
-            for (int op = 0; op < AK_REDUCE_AVG; op++) {
+            for (int op = 0; op < AK_REDUCE_COUNT_; op++) {
                 ak_dtype dt = s->dtypes ? s->dtypes[d] : (ak_dtype)d;
-                if (!case_selected(counts[ci], dt, (ak_reduce_op)op)) continue;
-                reduce_case k = {ci * 131 + (size_t)d * 7 + (size_t)op, counts[ci], dt,
+                size_t count = allreduce_counts[ci];
+                if (!case_selected(count, dt, (ak_reduce_op)op)) continue;
+                reduce_case k = {ci * 131 + (size_t)d * 7 + (size_t)op, count, dt,
                                  (ak_reduce_op)op};
                 for (int a = 0; a < s->nalgs; a++)
                     if (allreduce_once(x, s->algs[a], &x->world, &k)) return -1;
