@@ -142,8 +142,10 @@ AK_API uint64_t ak_now_ns(void);
 
 /* One Chrome-trace (Perfetto JSON) writer per process, shared by every subsystem.
  * Started by AK_TRACE=file or ak_trace_start ("%p" in the path becomes the process id);
- * thread-safe; events are buffered and written on ak_trace_stop (also at exit). Event
- * names/categories are copied. Collectives record one event per call. */
+ * thread-safe; events are buffered and streamed to the file at least once a second while
+ * events arrive (a killed process keeps them; its file lacks only the closing "\n]}\n"),
+ * and the document is closed by ak_trace_stop (also at exit). Event names/categories are
+ * copied. Collectives record one event per call. */
 AK_API ak_status ak_trace_start(const char *path);
 AK_API ak_status ak_trace_stop(void);
 AK_API int ak_trace_enabled(void);

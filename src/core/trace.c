@@ -1,9 +1,13 @@
 /* The process-wide Chrome-trace (Perfetto JSON) writer.
  *
  * Events are appended to an in-memory list under a mutex (cheap next to what is being
- * traced: collectives, operators, steps) and written as one JSON document on stop, so
- * a crash-free run always leaves a well-formed file. Open with chrome://tracing or
- * ui.perfetto.dev. */
+ * traced: collectives, operators, steps) and streamed to the file, which stays open from
+ * start to stop: the thread that adds an event writes the list out once it holds
+ * TRACE_FLUSH_EVENTS events or TRACE_FLUSH_NS has passed since the last write. So a job
+ * that is killed keeps every event up to about a second before its end; its file lacks
+ * only the closing "\n]}\n" (each event is written with the separator before it, so
+ * appending that makes it valid JSON). A stopped trace is a complete JSON document. Open
+ * with chrome://tracing or ui.perfetto.dev. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -23,9 +27,17 @@ typedef struct trace_event {
     long tid;
 } trace_event;
 
+/* Buffered events are written out at this many, or this long after the last write. */
+#define TRACE_FLUSH_EVENTS 4096
+#define TRACE_FLUSH_NS 1000000000ull
+
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int trace_on;
 static char *trace_path;
+static FILE *trace_file;      /* open while the trace runs */
+static size_t trace_written;  /* events already in the file */
+static int trace_write_error; /* a write failed: reported by ak_trace_stop */
+static uint64_t trace_flushed_ns;
 static trace_event *events;
 static size_t nevents, cap_events;
 static uint64_t trace_origin_ns;
@@ -64,22 +76,49 @@ ak_status ak_trace_start(const char *path_template) {
     AK_ARG_CHECK(path_template && path_template[0], "ak_trace_start: empty path");
     char path[4096];
     AK_CHECK(expand_path(path_template, path, sizeof path));
-    FILE *probe = fopen(path, "w"); /* fail now, not at the end of a long run */
-    if (!probe) return AK_FAIL(AK_ERR_IO, "ak_trace_start: cannot open '%s' for writing", path);
-    fclose(probe);
     pthread_mutex_lock(&trace_lock);
     ak_status st = AK_OK;
+    FILE *f = NULL;
+    char *copy = NULL;
     if (atomic_load(&trace_on)) {
+        /* checked before opening: "w" would truncate the running trace's file */
         st = AK_FAIL(AK_ERR_INVALID_ARG, "ak_trace_start: a trace to '%s' is already running",
                      trace_path);
+    } else if (!(f = fopen(path, "w"))) { /* fail now, not at the end of a long run */
+        st = AK_FAIL(AK_ERR_IO, "ak_trace_start: cannot open '%s' for writing", path);
+    } else if (!(copy = strdup(path))) {
+        fclose(f);
+        st = AK_FAIL(AK_ERR_NO_MEMORY, "ak_trace_start: out of memory");
     } else {
         free(trace_path);
-        trace_path = strdup(path);
-        trace_origin_ns = ak_now_ns();
+        trace_path = copy;
+        trace_file = f;
+        trace_written = 0;
+        trace_write_error = fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", f) < 0 ||
+                            fflush(f) != 0;
+        trace_origin_ns = trace_flushed_ns = ak_now_ns();
         atomic_store(&trace_on, 1);
     }
     pthread_mutex_unlock(&trace_lock);
     return st;
+}
+
+static void write_event(FILE *f, const trace_event *e, int pid);
+
+/* Writes the buffered events to the file and frees them; the caller holds trace_lock. */
+static void flush_locked(void) {
+    int pid = (int)getpid();
+    for (size_t i = 0; i < nevents; i++) {
+        if (trace_file) {
+            fputs(trace_written++ ? ",\n" : "\n", trace_file);
+            write_event(trace_file, &events[i], pid);
+        }
+        free(events[i].category);
+        free(events[i].name);
+    }
+    nevents = 0;
+    if (trace_file && (ferror(trace_file) || fflush(trace_file) != 0)) trace_write_error = 1;
+    trace_flushed_ns = ak_now_ns();
 }
 
 static ak_status push_event(char phase, const char *category, const char *name, uint64_t ts,
@@ -89,6 +128,12 @@ static ak_status push_event(char phase, const char *category, const char *name, 
     trace_event e = {phase, strdup(category), strdup(name), ts, dur, value, current_tid()};
     if (!e.category || !e.name) goto oom;
     pthread_mutex_lock(&trace_lock);
+    if (!atomic_load(&trace_on)) { /* stopped since the check above: the file is closed */
+        pthread_mutex_unlock(&trace_lock);
+        free(e.category);
+        free(e.name);
+        return AK_OK;
+    }
     if (nevents == cap_events) {
         size_t cap = cap_events ? cap_events * 2 : 1024;
         trace_event *grown = realloc(events, cap * sizeof *grown);
@@ -100,6 +145,8 @@ static ak_status push_event(char phase, const char *category, const char *name, 
         cap_events = cap;
     }
     events[nevents++] = e;
+    if (nevents >= TRACE_FLUSH_EVENTS || ak_now_ns() - trace_flushed_ns >= TRACE_FLUSH_NS)
+        flush_locked();
     pthread_mutex_unlock(&trace_lock);
     return AK_OK;
 oom:
@@ -159,24 +206,12 @@ ak_status ak_trace_stop(void) {
         return AK_OK;
     }
     atomic_store(&trace_on, 0);
+    flush_locked();
+    if (fputs("\n]}\n", trace_file) < 0) trace_write_error = 1;
+    if (fclose(trace_file) != 0) trace_write_error = 1;
+    trace_file = NULL;
     ak_status st = AK_OK;
-    FILE *f = fopen(trace_path, "w");
-    if (!f) {
-        st = AK_FAIL(AK_ERR_IO, "ak_trace_stop: cannot write '%s'", trace_path);
-    } else {
-        int pid = (int)getpid();
-        fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
-        for (size_t i = 0; i < nevents; i++) {
-            write_event(f, &events[i], pid);
-            fputs(i + 1 < nevents ? ",\n" : "\n", f);
-        }
-        fputs("]}\n", f);
-        if (fclose(f) != 0) st = AK_FAIL(AK_ERR_IO, "ak_trace_stop: error writing '%s'", trace_path);
-    }
-    for (size_t i = 0; i < nevents; i++) {
-        free(events[i].category);
-        free(events[i].name);
-    }
+    if (trace_write_error) st = AK_FAIL(AK_ERR_IO, "ak_trace_stop: error writing '%s'", trace_path);
     free(events);
     events = NULL;
     nevents = cap_events = 0;
