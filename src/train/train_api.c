@@ -78,7 +78,8 @@ static void read_config(ak_train *t, const ak_train_config *cfg) {
 
 static ak_status start_timeline(ak_train *t, const ak_train_config *cfg) {
     const char *path = cfg->timeline ? cfg->timeline : ak__param_str(AK_PARAM_HVD_TIMELINE);
-    if (!path[0] || t->rank != 0) return AK_OK;
+    /* Horovod's HOROVOD_TIMELINE=DYNAMIC: no timeline until start_timeline() is called */
+    if (!path[0] || strcmp(path, "DYNAMIC") == 0 || t->rank != 0) return AK_OK;
     if (!ak_trace_enabled()) AK_CHECK(ak_trace_start(path));
     t->timeline = 1;
     return AK_OK;

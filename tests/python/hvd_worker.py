@@ -6,6 +6,7 @@
     fusion  20 training steps of a many-tensor model; writes the parameters to
             OUTDIR/fusion.<HOROVOD_FUSION_THRESHOLD>.<rank>.pt and the runtime's stats
     kill    rank 1 dies (SIGKILL) after a few allreduces; rank 0 must get an error
+    timeline  stop/start_timeline with HOROVOD_TIMELINE set (see run_timeline)
 
 Every case issues the same collectives on every rank in the same order and checks its
 results only after the collectives, so that one failing check does not desynchronize the
@@ -1036,6 +1037,44 @@ def run_fusion(outdir):
     hvd.shutdown()
 
 
+# ---- timeline started by HOROVOD_TIMELINE ---------------------------------------------------
+
+def run_timeline(outdir):
+    """HOROVOD_TIMELINE=OUTDIR/env.json. HVD_TIMELINE_CASE=stop: stop_timeline() ends the
+    variable's timeline; =switch: start_timeline() while it runs switches files, then rank
+    0 is killed without stopping the new timeline (its events must be in the file).
+    Writes OUTDIR/timeline.<rank>.json: what each rank saw."""
+    hvd.init()
+    r = hvd.rank()
+    what = os.environ["HVD_TIMELINE_CASE"]
+    seen = {}
+    hvd.allreduce(torch.ones(4), name="env_op")
+    try:
+        if what == "stop":
+            hvd.stop_timeline()
+            hvd.allreduce(torch.ones(4), name="untraced_op")
+        else:
+            hvd.start_timeline(os.path.join(outdir, "api.json"))
+            hvd.allreduce(torch.ones(4), name="api_op")
+            # the writer streams at least once a second while events arrive (the runtime's
+            # cycles trace their small collectives): then rank 0 is killed below
+            time.sleep(1.3)
+        seen["calls"] = "ok"
+    except Exception as e:
+        seen["calls"] = f"{type(e).__name__}: {e}"
+    if r == 0:  # the variable's timeline is complete now, before shutdown
+        with open(os.path.join(outdir, "env.json")) as f:
+            seen["env.json"] = f.read()
+    with open(os.path.join(outdir, f"timeline.{r}.json"), "w") as f:
+        json.dump(seen, f)
+    hvd.barrier()
+    if what == "switch":
+        if r == 0:
+            os.kill(os.getpid(), signal.SIGKILL)
+        os._exit(0)
+    hvd.shutdown()
+
+
 # ---- a rank dies ------------------------------------------------------------------------
 
 def run_kill(outdir):
@@ -1070,4 +1109,5 @@ def run_kill(outdir):
 
 if __name__ == "__main__":
     mode, outdir = sys.argv[1], sys.argv[2]
-    {"ops": run_ops, "fusion": run_fusion, "kill": run_kill}[mode](outdir)
+    {"ops": run_ops, "fusion": run_fusion, "kill": run_kill,
+     "timeline": run_timeline}[mode](outdir)

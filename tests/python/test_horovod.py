@@ -282,6 +282,47 @@ class TestFusion(unittest.TestCase):
         self.assertLess(fused[0]["stats"]["collectives"], unfused[0]["stats"]["collectives"])
 
 
+class TestTimeline(unittest.TestCase):
+    """A timeline started by HOROVOD_TIMELINE: stop_timeline() ends it, start_timeline()
+    switches files instead of raising, and a killed rank 0 leaves its events on disk."""
+
+    def run_case(self, what, tmp):
+        rc, out = launch([sys.executable, WORKER, "timeline", tmp], timeout=120,
+                         env={"HOROVOD_TIMELINE": str(Path(tmp) / "env.json"),
+                              "HVD_TIMELINE_CASE": what})
+        seen = []
+        for r in range(2):
+            path = Path(tmp) / f"timeline.{r}.json"
+            self.assertTrue(path.exists(), f"rank {r} wrote nothing (exit {rc}):\n{out[-4000:]}")
+            seen.append(json.loads(path.read_text()))
+            self.assertEqual(seen[r]["calls"], "ok", f"rank {r}")
+        return rc, out, seen[0]
+
+    def test_stop_ends_the_variables_timeline(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            rc, out, seen = self.run_case("stop", tmp)
+            self.assertEqual(rc, 0, out[-4000:])
+            text = seen["env.json"]
+            events = json.loads(text)["traceEvents"]  # complete before shutdown
+            names = {e["name"] for e in events}
+            self.assertIn("allreduce.env_op", names)
+            after = (Path(tmp) / "env.json").read_text()
+            self.assertNotIn("untraced_op", after)
+
+    def test_start_switches_and_a_killed_rank_keeps_its_events(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            rc, out, seen = self.run_case("switch", tmp)
+            self.assertNotEqual(rc, 0, "rank 0 was killed: ak launch should say so")
+            names = {e["name"] for e in json.loads(seen["env.json"])["traceEvents"]}
+            self.assertIn("allreduce.env_op", names)
+            self.assertNotIn("allreduce.api_op", names)
+            text = (Path(tmp) / "api.json").read_text()
+            # killed: the events are there, only the closing brackets are missing
+            self.assertFalse(text.rstrip().endswith("]}"), text[-200:])
+            names = {e["name"] for e in json.loads(text + "\n]}\n")["traceEvents"]}
+            self.assertIn("allreduce.api_op", names)
+
+
 class TestRankFailure(unittest.TestCase):
     def test_killed_rank_gives_an_error_not_a_hang(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -195,6 +195,7 @@ _SIGNATURES = {
     "ak_comm_hosts": ([_vp, _ip, _ip], ctypes.c_int),
     "ak_trace_start": ([ctypes.c_char_p], ctypes.c_int),
     "ak_trace_stop": ([], ctypes.c_int),
+    "ak_trace_enabled": ([], ctypes.c_int),
     "ak_log_set_level": ([ctypes.c_int], ctypes.c_int),
 }
 

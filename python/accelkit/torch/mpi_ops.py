@@ -232,7 +232,11 @@ class _Runtime:
         _check(C.ak_comm_hosts(comm, ctypes.byref(a), ctypes.byref(b)))
         self.cross_rank, self.cross_size = a.value, b.value
         self.homogeneous = None
-        self.timeline = None
+        # the timeline HOROVOD_TIMELINE started in ak_train_init (rank 0), so that
+        # stop_timeline() and start_timeline() know of it
+        env = os.environ.get("HOROVOD_TIMELINE", "")
+        self.timeline = (env if self.rank == 0 and env and env != "DYNAMIC"
+                         and C.ak_trace_enabled() else None)
 
 
 _rt = None
@@ -423,15 +427,21 @@ def rocm_built():
 
 
 def start_timeline(file_path, mark_cycles=False):
-    """Starts writing a Chrome-trace timeline (rank 0 writes; the file is complete after
-    stop_timeline or shutdown)."""
+    """Starts writing a Chrome-trace timeline to file_path (rank 0 writes; events reach the
+    file at least once a second, and it is a complete JSON document after stop_timeline or
+    shutdown). A timeline already running (HOROVOD_TIMELINE, an earlier call, or AK_TRACE:
+    the process has one trace writer) is stopped first, which completes its file."""
     rt = _runtime()
     if rt.rank == 0:
+        if C.ak_trace_enabled():
+            rt.timeline = None
+            _check(C.ak_trace_stop(), "start_timeline: stopping the running timeline: ")
         _check(C.ak_trace_start(os.fsencode(file_path)), "start_timeline: ")
         rt.timeline = file_path
 
 
 def stop_timeline():
+    """Stops the timeline (also one HOROVOD_TIMELINE started) and completes its file."""
     rt = _runtime()
     if rt.timeline is not None:
         rt.timeline = None
