@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Two emulated hosts × two ranks (network namespaces, scripts/netns-cluster): every
 # collective and every allreduce algorithm with --check, so ranks talk over shared
-# memory inside a host and TCP across, at the same time. Needs root and iproute2;
-# exits 77 (skipped) without them.
+# memory inside a host and TCP across, at the same time; then comm_rank (the program of
+# test_procs.sh) checks every operation exactly, in and out of place, and the allreduce
+# sweep of every dtype × op × count. Needs root and iproute2; exits 77 (skipped) without
+# them.
 set -u
-AK=${1:?usage: test_netns.sh path/to/ak}
+AK=${1:?usage: test_netns.sh path/to/ak path/to/comm_rank}
+RANK_BIN=${2:?usage: test_netns.sh path/to/ak path/to/comm_rank}
 here=$(cd "$(dirname "$0")/../.." && pwd)
 if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1; then
   echo "skipped: needs root and ip netns"; exit 77
@@ -30,6 +33,19 @@ for coll in allgather broadcast reduce_scatter alltoall; do
   check "$coll" none -b 8 -e 512K -f 16 --coll "$coll" --dtype f32
 done
 check "allreduce over 1 Gbit links" 1gbit -b 1M -e 4M -f 4 -n 3 -w 1
+
+exact() { # name env... -- comm_rank args...: every rank must exit 0
+  local name=$1; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+  out=$(env "${envs[@]}" AK_COMM_TIMEOUT=20000 timeout 300 "$here/scripts/netns-cluster" -H 2 -G 2 \
+        --rate none -- "$RANK_BIN" "$@" 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then pass=$((pass + 1))
+  else fail=$((fail + 1)); echo "FAIL $name (exit $rc)"; echo "$out" | tail -6; fi
+}
+exact "every operation" -- ops
+exact "allreduce sweep (auto)" -- sweep
+exact "allreduce sweep (hierarchical)" AK_COMM_ALGO=hier -- sweep small
 leftover=$(ip netns list | grep -c '^akc') || true
 [ "$leftover" -eq 0 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL namespaces left behind"; }
 echo "$pass passed, $fail failed"
