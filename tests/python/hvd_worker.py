@@ -476,6 +476,16 @@ def train_groups_and_predivide():
     model, ref, _ = train_pair(fused, sgd, steps=5, groups=groups)
     err2 = max_rel(model, ref)
     assert err2 <= 1e-5, f"fused with groups=2: max relative error {err2:.3g}"
+    # groups=<int>: exactly that many groups, sizes differing by at most one (Horovod's
+    # split_list), in the optimizer's parameter order; never more groups than parameters
+    m = Mlp()  # 6 parameters
+    sizes = {}
+    for k in (4, 5, 8):
+        o = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                     named_parameters=m.named_parameters(), groups=k)
+        sizes[k] = [len(g) for g in o._group_ready]
+        assert [p for g in o._group_ready for p in g] == list(m.parameters()), k
+    assert sizes == {4: [2, 2, 1, 1], 5: [2, 1, 1, 1, 1], 8: [1] * 6}, sizes
 
 
 def train_local(make_opt, steps, per_step=None):

@@ -160,6 +160,10 @@ class TestApiSurface(unittest.TestCase):
         model = torch.nn.Linear(2, 2)
         with self.assertRaisesRegex(NotImplementedError, "Adasum"):
             hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), op=hvd.Adasum)
+        # accelkit extensions stay out of Horovod's namespace
+        import accelkit.torch
+        self.assertTrue(hasattr(accelkit.torch, "LocalSGD"))
+        self.assertFalse(hasattr(hvd, "LocalSGD"))
 
     def test_fused_optimizer_arguments(self):
         import horovod.torch as hvd
@@ -321,6 +325,19 @@ class TestTimeline(unittest.TestCase):
             self.assertFalse(text.rstrip().endswith("]}"), text[-200:])
             names = {e["name"] for e in json.loads(text + "\n]}\n")["traceEvents"]}
             self.assertIn("allreduce.api_op", names)
+
+
+class TestOneRank(unittest.TestCase):
+    def test_adasum_on_one_rank_is_plain_averaging(self):
+        # as in Horovod: with one rank DistributedOptimizer(op=Adasum) is the plain one
+        script = ("import torch, horovod.torch as hvd; hvd.init(); m = torch.nn.Linear(3, 1); "
+                  "opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.5), "
+                  "named_parameters=m.named_parameters(), op=hvd.Adasum); "
+                  "w = m.weight.detach().clone(); m(torch.ones(2, 3)).sum().backward(); "
+                  "opt.step(); print('delta', (w - m.weight).sum().item())")
+        rc, out = launch([sys.executable, "-c", script], np=1, timeout=60)
+        self.assertEqual(rc, 0, out[-4000:])
+        self.assertIn("delta 3.0", out)  # 3 weights, gradient 2 each, lr 0.5
 
 
 class TestRankFailure(unittest.TestCase):

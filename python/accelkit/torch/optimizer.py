@@ -77,11 +77,13 @@ class _DistributedMixin:
                 if groups < 0:
                     raise ValueError("groups must be >= 0")
                 plist = [p for p in all_params if p.requires_grad]
-                if groups > 0:
-                    k = -(-len(plist) // groups)
-                    groups = [plist[i:i + k] for i in range(0, len(plist), k)]
-                else:
-                    groups = []
+                # exactly `groups` groups of sizes differing by at most one, as Horovod's
+                # split_list (ceil-sized chunks gave fewer: 5 parameters in 4 groups made 3);
+                # empty ones (more groups than parameters) are dropped
+                d, rem = divmod(len(plist), groups) if groups else (0, 0)
+                groups = [plist[i * d + min(i, rem):(i + 1) * d + min(i + 1, rem)]
+                          for i in range(groups)]
+                groups = [g for g in groups if g]
             else:
                 groups = [list(g) for g in groups]
                 ids = [id(p) for g in groups for p in g]
@@ -348,7 +350,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     named_parameters: model.named_parameters() (names the allreduces; recommended).
     compression: Compression.none / .fp16, accelkit's .bf16 / .dgc(...), or a Compressor.
     backward_passes_per_step: backward() calls accumulated locally before each allreduce.
-    op: Average (default) or Sum; Adasum is not implemented.
+    op: Average (default) or Sum; Adasum is not implemented (accepted with one rank,
+        where it means plain averaging, as in Horovod).
     gradient_predivide_factor: with Average, divide by this before the sum and by
         size/factor after it.
     groups: an int (that many groups) or a list of lists of parameters whose gradients are
@@ -357,8 +360,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         thread as soon as its gradient is reduced (default True for fused optimizers).
     """
     if op == Adasum:
-        raise NotImplementedError("accelkit does not implement Adasum; use op=hvd.Average "
-                                  "(the default) or hvd.Sum")
+        if not (_ops.is_initialized() and _ops.size() == 1):
+            raise NotImplementedError("accelkit does not implement Adasum; use op=hvd.Average "
+                                      "(the default) or hvd.Sum")
+        # one rank: nothing is reduced, and Horovod then builds the plain averaging
+        # optimizer too (scripts that pick Adasum still run single-process)
+        op = Average
     if op not in (Average, _ops.Sum):
         raise ValueError("DistributedOptimizer supports op=Average or op=Sum")
     if gradient_predivide_factor != 1.0 and op != Average:
