@@ -157,6 +157,27 @@ def grouped_allreduce():
 
 
 @case
+def grouped_any_order_and_process_sets():
+    # group identity does not depend on what a rank grouped before (here: a different
+    # number of groups on each rank's own single-rank set) nor on submission order
+    n, r = hvd.size(), hvd.rank()
+    singles = [hvd.add_process_set([k]) for k in range(n)]
+    for i in range(r + 1):
+        alone = hvd.grouped_allreduce([torch.ones(2), torch.ones(3)], op=hvd.Sum,
+                                      process_set=singles[r], name=f"alone.{i}")
+    order = ["ga", "gb"] if r % 2 == 0 else ["gb", "ga"]
+    handles = {nm: hvd.grouped_allreduce_async([torch.full((2,), float(r)), torch.ones(3)],
+                                               op=hvd.Sum, name=nm) for nm in order}
+    outs = {nm: hvd.synchronize(h) for nm, h in handles.items()}
+    for ps in singles:
+        hvd.remove_process_set(ps)
+    close(alone[1], torch.ones(3), 0, "group on a single-rank set")
+    for nm in ("ga", "gb"):
+        close(outs[nm][0], torch.full((2,), float(sum(range(n)))), 0, f"group {nm}")
+        close(outs[nm][1], torch.full((3,), float(n)), 0, f"group {nm}")
+
+
+@case
 def allreduce_autograd():
     r = hvd.rank()
     t = torch.ones(3, requires_grad=True)
@@ -929,6 +950,35 @@ def join_uneven_batches():
     assert last == n - 1, f"last joined rank {last}"
     close(after, torch.full((1,), float(n)), 0, "allreduce after join")
     check_same_on_ranks(model, "join")
+
+
+@case
+def join_refuses_what_zeros_would_falsify():
+    # rank 1.. join at once; rank 0's Min/Max/Product allreduces and its broadcast from a
+    # joined root raise instead of returning zeros or stale data; a sum still works
+    n, r = hvd.size(), hvd.rank()
+    errors, total = {}, None
+    if r == 0:
+        attempts = [(op_name, lambda op=op, nm=op_name: hvd.allreduce(torch.ones(2), op=op,
+                                                                      name=f"jr.{nm}"))
+                    for op_name, op in (("min", hvd.Min), ("max", hvd.Max),
+                                        ("product", hvd.Product))]
+        if n > 1:
+            attempts.append(("broadcast", lambda: hvd.broadcast(torch.ones(2), 1, name="jr.bc")))
+        for what, fn in attempts:
+            try:
+                fn()
+                errors[what] = "no error"
+            except HorovodInternalError as e:
+                errors[what] = str(e)
+        total = hvd.allreduce(torch.ones(2), op=hvd.Sum, name="jr.sum")
+    last = hvd.join()
+    if r == 0 and n > 1:
+        for what, msg in errors.items():
+            assert "joined" in msg and (f"jr.{what}" in msg or what == "broadcast"), (what, msg)
+        assert "jr.bc" in errors["broadcast"] and "root rank 1" in errors["broadcast"], errors
+        close(total, torch.ones(2), 0, "sum while the others have joined")
+    assert last == 0 or n == 1, f"last joined rank {last}"
 
 
 @case
