@@ -197,11 +197,14 @@ fail:
     return st;
 }
 
-/* After a failure rank 0 keeps serving the store until the other ranks have left it (at
- * most the timeout, 10 s at most): survivors trace the lost rank through the store (see
- * ak__comm_fail), and one that found it gone would blame rank 0 instead. */
+/* Rank 0 keeps serving the store until the other ranks have left it. After a failure
+ * (at most the timeout, 10 s at most): survivors trace the lost rank through the store
+ * (see ak__comm_fail), and one that found it gone would blame rank 0 instead. Healthy
+ * (2 s at most): a peer may still wait for the answer to its last request, e.g. the
+ * barrier that ends ak_comm_init when rank 0 frees the communicator right away. */
 static void linger_for_peers(const ak_comm *c) {
-    int limit_ms = c->config.timeout_ms < 10000 ? c->config.timeout_ms : 10000;
+    int cap_ms = c->failed != AK_OK ? 10000 : 2000;
+    int limit_ms = c->config.timeout_ms < cap_ms ? c->config.timeout_ms : cap_ms;
     uint64_t deadline = ak_now_ns() + (uint64_t)limit_ms * 1000000u;
     while (ak__store_server_clients(c->store_server) > 0 && ak_now_ns() < deadline)
         nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
@@ -213,7 +216,7 @@ void ak_comm_free(ak_comm *c) {
     ak__shm_direct_free(c);
     for (int t = 0; t < AK_COMM_TP_COUNT; t++) ak__transport_destroy(&c->transports[t]);
     ak__store_free(c->store);
-    if (c->store_server && c->failed != AK_OK) linger_for_peers(c);
+    if (c->store_server) linger_for_peers(c);
     ak__store_server_stop(c->store_server);
     free(c->host_of);
     free(c->local_index_of);
