@@ -104,7 +104,8 @@ static ak_status run_reduce_scatter(ak_comm *c, const ak__coll *k, uint64_t tag)
     ak__group g = world_group(c);
     ak_reduce_op op = k->op == AK_REDUCE_AVG ? AK_REDUCE_SUM : k->op;
     AK_CHECK(ak__reduce_scatter_ring(c, &g, src, work, total, k->dtype, op, tag));
-    memcpy(k->recvbuf, (unsigned char *)work + (size_t)c->rank * k->count * es, k->count * es);
+    if (k->count) /* an empty call has no work buffer to copy from */
+        memcpy(k->recvbuf, (unsigned char *)work + (size_t)c->rank * k->count * es, k->count * es);
     if (k->op == AK_REDUCE_AVG) return ak_reduce_avg_finish(k->dtype, k->recvbuf, k->count, c->size);
     return AK_OK;
 }

@@ -523,7 +523,7 @@ static void compare_requests(const ak__signature *x, int a, const ak__signature 
  * replicated joined marks, so every rank that submitted the op gets the error). */
 static ak_status refuse_if_joined(const ak__pset *p, ak__response *r) {
     const ak__signature *x = &r->sig;
-    char ranks[256] = "", why[160] = "";
+    char ranks[256] = "", why[sizeof ranks + 160] = "";
     size_t used = 0;
     for (int k = 0; k < p->size; k++)
         if (p->joined[k] && used < sizeof ranks - 12)
@@ -540,7 +540,7 @@ static ak_status refuse_if_joined(const ak__pset *p, ak__response *r) {
              x->kind != AK_TRAIN_ALLGATHER && x->kind != AK_TRAIN_BARRIER)
         snprintf(why, sizeof why, "not supported while ranks [%s] have joined", ranks);
     if (!why[0]) return AK_OK;
-    char full[AK__NAME_MAX + 256];
+    char full[AK__NAME_MAX + sizeof why + 32];
     snprintf(full, sizeof full, "%s '%s': %s", kind_name(x->kind), r->name, why);
     free(r->error);
     if (!(r->error = strdup(full))) return AK_FAIL(AK_ERR_NO_MEMORY, "train: out of memory");
