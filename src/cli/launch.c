@@ -249,6 +249,8 @@ static int spawn_rank(const ak_launch_plan *p, int rank, const char *master, int
     rp->pid = fork();
     if (rp->pid < 0) return -1;
     if (rp->pid == 0) {
+        /* the launcher's handlers would keep a rank that is slow to exec alive on SIGTERM */
+        signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL), signal(SIGHUP, SIG_DFL);
         dup2(out[1], STDOUT_FILENO);
         dup2(err[1], STDERR_FILENO);
         close(out[0]), close(out[1]), close(err[0]), close(err[1]);
@@ -262,6 +264,7 @@ static int spawn_rank(const ak_launch_plan *p, int rank, const char *master, int
         fprintf(stderr, "ak launch: cannot run '%s': %s\n", p->argv[0], strerror(errno));
         _exit(127);
     }
+    setpgid(rp->pid, rp->pid); /* also here: a kill right after fork must reach the group */
     close(out[1]), close(err[1]);
     rp->out_fd = out[0];
     rp->err_fd = err[0];
@@ -303,7 +306,8 @@ static void drain(int *fd, char *buf, size_t *len, FILE *to, int rank, int prefi
 
 static void kill_all(rank_proc *procs, int np, int sig) {
     for (int r = 0; r < np; r++)
-        if (procs[r].pid > 0 && !procs[r].exited) kill(-procs[r].pid, sig);
+        if (procs[r].pid > 0 && !procs[r].exited && kill(-procs[r].pid, sig) != 0)
+            kill(procs[r].pid, sig); /* no group (yet): the rank itself */
 }
 
 static int reap(rank_proc *procs, int np, int *first_failure) {
@@ -329,7 +333,8 @@ static void pump_output(const ak_launch_plan *p, rank_proc *procs, int timeout_m
         if (procs[r].out_fd >= 0) owner[n] = r, fds[n++] = (struct pollfd){procs[r].out_fd, POLLIN, 0};
         if (procs[r].err_fd >= 0) owner[n] = -r - 1, fds[n++] = (struct pollfd){procs[r].err_fd, POLLIN, 0};
     }
-    if (n == 0 || poll(fds, (nfds_t)n, timeout_ms) <= 0) return;
+    /* with every pipe closed, still wait: the caller loops until the ranks are reaped */
+    if (poll(n ? fds : NULL, (nfds_t)n, timeout_ms) <= 0) return;
     for (int i = 0; i < n; i++) {
         if (!fds[i].revents) continue;
         rank_proc *rp = &procs[owner[i] >= 0 ? owner[i] : -owner[i] - 1];
