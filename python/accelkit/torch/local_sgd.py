@@ -24,6 +24,7 @@ import torch
 
 from . import mpi_ops as _ops
 from .mpi_ops import global_process_set
+from .optimizer import named_optimizer_parameters
 
 
 class _LocalSGDMixin:
@@ -35,26 +36,7 @@ class _LocalSGDMixin:
         period = int(period)
         if period < 1:
             raise ValueError(f"LocalSGD: period must be >= 1, not {period}")
-        all_params = [p for g in self.param_groups for p in g["params"]]
-        if named_parameters is None:
-            named = [(f"noname.{i}.{j}", p) for i, g in enumerate(self.param_groups)
-                     for j, p in enumerate(g["params"])]
-        else:
-            named = [x for x in named_parameters]
-            if any(not isinstance(x, tuple) or len(x) != 2 for x in named):
-                raise ValueError("named_parameters should be a sequence of tuples (name, "
-                                 "parameter), usually produced by model.named_parameters().")
-            names = [n for n, _ in named]
-            dups = sorted({n for n in names if names.count(n) > 1})
-            if dups:
-                raise ValueError("LocalSGD: parameter names must be unique; duplicates: "
-                                 + ", ".join(dups))
-            ids = {id(p) for _, p in named}
-            if any(id(p) not in ids for p in all_params):
-                raise ValueError("LocalSGD: named_parameters was given but does not name "
-                                 "every parameter of the optimizer")
-            in_opt = {id(p) for p in all_params}
-            named = [(n, p) for n, p in named if id(p) in in_opt]
+        named = named_optimizer_parameters(self, named_parameters)
         ps_id = _ops._ps_id(process_set)
         _ops._check_included(ps_id)
         self._lsgd_named = named

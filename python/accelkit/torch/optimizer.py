@@ -20,6 +20,34 @@ from .mpi_ops import Adasum, Average, global_process_set
 from .optim import _FusedOptimizer
 
 
+def named_optimizer_parameters(optimizer, named_parameters):
+    """(name, parameter) for every parameter of the optimizer: named_parameters (usually
+    model.named_parameters()) restricted to the optimizer's parameters, or
+    "noname.<group>.<index>" names when None. Names must be unique and every parameter of
+    the optimizer named, as Horovod requires."""
+    all_params = [p for g in optimizer.param_groups for p in g["params"]]
+    if named_parameters is None:
+        return [(f"noname.{i}.{j}", p) for i, g in enumerate(optimizer.param_groups)
+                for j, p in enumerate(g["params"])]
+    named = list(named_parameters)
+    if any(not isinstance(x, tuple) or len(x) != 2 for x in named):
+        raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
+                         "usually produced by model.named_parameters().")
+    names = [n for n, _ in named]
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        raise ValueError("Parameter names in named_parameters must be unique. "
+                         "Found duplicates: " + ", ".join(dups))
+    named_ids = {id(p) for _, p in named}
+    unnamed = [p for p in all_params if id(p) not in named_ids]
+    if unnamed:
+        raise ValueError("named_parameters was specified, but one or more model parameters "
+                         "were not named. Python object ids: "
+                         + ", ".join(str(id(p)) for p in unnamed))
+    param_ids = {id(p) for p in all_params}
+    return [(n, p) for n, p in named if id(p) in param_ids]
+
+
 class _DistributedMixin:
     """Placed before the wrapped optimizer's class in a class made per wrap, so that
     isinstance(opt, type(original)) holds and super() reaches the original methods."""
@@ -34,28 +62,7 @@ class _DistributedMixin:
         self._wire, _ = _ops._wire_compression(compression)
 
         all_params = [p for g in self.param_groups for p in g["params"]]
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-        else:
-            named_parameters = [(f"noname.{i}.{j}", p)
-                                for i, g in enumerate(self.param_groups)
-                                for j, p in enumerate(g["params"])]
-        if any(not isinstance(x, tuple) or len(x) != 2 for x in named_parameters):
-            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
-                             "usually produced by model.named_parameters().")
-        names = [n for n, _ in named_parameters]
-        dups = sorted({n for n in names if names.count(n) > 1})
-        if dups:
-            raise ValueError("Parameter names in named_parameters must be unique. "
-                             "Found duplicates: " + ", ".join(dups))
-        named_ids = {id(p) for _, p in named_parameters}
-        unnamed = [p for p in all_params if id(p) not in named_ids]
-        if unnamed:
-            raise ValueError("named_parameters was specified, but one or more model parameters "
-                             "were not named. Python object ids: "
-                             + ", ".join(str(id(p)) for p in unnamed))
-        param_ids = {id(p) for p in all_params}
-        self._parameter_names = {p: n for n, p in named_parameters if id(p) in param_ids}
+        self._parameter_names = {p: n for n, p in named_optimizer_parameters(self, named_parameters)}
         self._groups_key = None  # param -> its param group, rebuilt when the list changes
 
         self.backward_passes_per_step = int(backward_passes_per_step)
@@ -89,6 +96,7 @@ class _DistributedMixin:
                 ids = [id(p) for g in groups for p in g]
                 if len(ids) != len(set(ids)):
                     raise ValueError("a parameter appears in more than one group")
+                param_ids = {id(p) for p in all_params}
                 if any(id(p) not in param_ids for g in groups for p in g):
                     raise ValueError("groups hold a tensor that is not a parameter of the optimizer")
             for g in groups:
