@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -28,6 +29,7 @@
 typedef struct rank_proc {
     pid_t pid;
     int out_fd, err_fd; /* -1 once closed */
+    int stdin_fd;       /* a remote rank's ssh stdin, held open while it may run; else -1 */
     char out_line[4096], err_line[4096];
     size_t out_len, err_len;
     int exited, code;
@@ -210,9 +212,21 @@ static char *shell_quoted(const char *word, int keep_name) {
     return out;
 }
 
-/* ssh [-p PORT] -o BatchMode=yes HOST cd 'CWD' >/dev/null 2>&1; env VARS... ARGV...:
- * BatchMode makes a host that would ask for a password fail at once instead of hanging
- * the launch, and the rank starts in the launcher's directory as horovodrun's do. */
+/* What runs a remote rank: the command in its own session, and a watcher that stops that
+ * session when ssh's stdin ends. Without a terminal sshd sends the rank no SIGHUP, so when
+ * the launcher (or its ssh client) dies or stops the job, a rank busy computing would run
+ * on until its next write or collective failed; the launcher holds each ssh's stdin open
+ * and closes it when it stops the ranks. `setsid -w` keeps the rank's exit status; fd 3
+ * carries stdin to the watcher because a background list's own stdin is /dev/null. */
+static const char remote_guard[] =
+    "exec 3<&0; setsid -w \"$@\" </dev/null 3<&- & c=$!; "
+    "{ cat <&3; kill -TERM -$c || kill -TERM $c; sleep 3; kill -KILL -$c; } >/dev/null 2>&1 & w=$!; "
+    "wait $c; s=$?; kill $w; exit $s";
+
+/* ssh [-p PORT] -o BatchMode=yes HOST cd 'CWD' >/dev/null 2>&1; env VARS... sh -c GUARD
+ * ak-rank ARGV...: BatchMode makes a host that would ask for a password fail at once
+ * instead of hanging the launch, and the rank starts in the launcher's directory as
+ * horovodrun's do. */
 static char **ssh_argv(const ak_launch_plan *p, const char *host) {
     extern char **environ;
     int n = 0, nenv = 0;
@@ -238,17 +252,21 @@ static char **ssh_argv(const ak_launch_plan *p, const char *host) {
     out[i++] = "env";
     for (int e = 0; e < nenv; e++) /* includes the rank variables set just before */
         if (forwarded(p, environ[e])) out[i++] = shell_quoted(environ[e], 1);
+    out[i++] = "sh", out[i++] = "-c", out[i++] = shell_quoted(remote_guard, 0), out[i++] = "ak-rank";
     for (int a = 0; a < n; a++) out[i++] = shell_quoted(p->argv[a], 0);
     return out;
 }
 
 static int spawn_rank(const ak_launch_plan *p, int rank, const char *master, int port, rank_proc *rp) {
-    int lr, ls, out[2], err[2];
+    int lr, ls, out[2], err[2], in[2] = {-1, -1};
     const char *host = host_of_rank(p, rank, &lr, &ls);
-    if (pipe(out) || pipe(err)) return -1;
+    int remote = !is_local_host(host);
+    rp->stdin_fd = -1;
+    if (pipe(out) || pipe(err) || (remote && pipe2(in, O_CLOEXEC))) return -1;
     rp->pid = fork();
     if (rp->pid < 0) return -1;
     if (rp->pid == 0) {
+        if (remote) dup2(in[0], STDIN_FILENO); /* the copy on 0 stays open across exec */
         /* the launcher's handlers would keep a rank that is slow to exec alive on SIGTERM */
         signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL), signal(SIGHUP, SIG_DFL);
         dup2(out[1], STDOUT_FILENO);
@@ -258,14 +276,15 @@ static int spawn_rank(const ak_launch_plan *p, int rank, const char *master, int
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() == 1) _exit(128 + SIGKILL); /* the launcher died before prctl */
         set_rank_env(p, rank, lr, ls, master, port);
-        char **ssh = is_local_host(host) ? NULL : ssh_argv(p, host);
-        if (is_local_host(host)) execvp(p->argv[0], p->argv);
+        char **ssh = remote ? ssh_argv(p, host) : NULL;
+        if (!remote) execvp(p->argv[0], p->argv);
         else if (ssh) execvp("ssh", ssh);
         fprintf(stderr, "ak launch: cannot run '%s': %s\n", p->argv[0], strerror(errno));
         _exit(127);
     }
     setpgid(rp->pid, rp->pid); /* also here: a kill right after fork must reach the group */
     close(out[1]), close(err[1]);
+    if (remote) close(in[0]), rp->stdin_fd = in[1];
     rp->out_fd = out[0];
     rp->err_fd = err[0];
     return 0;
@@ -304,10 +323,18 @@ static void drain(int *fd, char *buf, size_t *len, FILE *to, int rank, int prefi
     }
 }
 
+static void close_stdin(rank_proc *rp) {
+    if (rp->stdin_fd >= 0) close(rp->stdin_fd);
+    rp->stdin_fd = -1;
+}
+
+/* A remote rank also loses its ssh stdin, which stops it even if its ssh client lingers. */
 static void kill_all(rank_proc *procs, int np, int sig) {
-    for (int r = 0; r < np; r++)
+    for (int r = 0; r < np; r++) {
+        close_stdin(&procs[r]);
         if (procs[r].pid > 0 && !procs[r].exited && kill(-procs[r].pid, sig) != 0)
             kill(procs[r].pid, sig); /* no group (yet): the rank itself */
+    }
 }
 
 static int reap(rank_proc *procs, int np, int *first_failure) {
@@ -320,6 +347,7 @@ static int reap(rank_proc *procs, int np, int *first_failure) {
             continue;
         }
         procs[r].exited = 1;
+        close_stdin(&procs[r]);
         procs[r].code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         if (procs[r].code != 0 && *first_failure < 0) *first_failure = r;
     }
@@ -368,6 +396,7 @@ int ak_launch_run(const ak_launch_plan *p) {
     if (p->np < 1 || p->np > 512 || !p->argv || !p->argv[0]) return 2;
     rank_proc *procs = calloc((size_t)p->np, sizeof *procs);
     if (!procs) return 2;
+    for (int r = 0; r < p->np; r++) procs[r].stdin_fd = -1;
     if (p->nhosts > 0 && p->np > total_slots(p)) {
         fprintf(stderr, "ak launch: -np %d is more than the %d slots of the hosts given\n", p->np,
                 total_slots(p));

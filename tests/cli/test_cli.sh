@@ -48,9 +48,13 @@ sleep 0.5
 if pgrep -f "$tag" >/dev/null; then echo "FAIL launch-orphans: ranks outlived the launcher"; pkill -f "$tag"; fail=$((fail + 1)); fi
 check launch-notfound 127 "$AK" launch -np 1 -- /nonexistent/program
 # remote ranks go through ssh: a stand-in ssh that runs the command line here through a
-# shell, as sshd does
+# shell in a session of its own, as sshd does, passing its stdin through
 fake=$(mktemp -d)
-printf '#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift 2; done  # -p PORT, -o OPTION\nshift\ncd /\nexec sh -c "$*"\n' > "$fake/ssh"; chmod +x "$fake/ssh"
+printf '#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift 2; done  # -p PORT, -o OPTION\nshift\ncd /\nexec setsid -w sh -c "$*"\n' > "$fake/ssh"; chmod +x "$fake/ssh"
+# a remote rank busy computing when another fails is stopped too, though no signal reaches it
+check launch-ssh-stop 3 env PATH="$fake:$PATH" "$AK" launch -np 2 -H localhost:1,nodeB:1 -- sh -c "if [ \$AK_RANK = 1 ]; then echo \$\$ > $fake/pid; exec sleep 60; fi; sleep 1; exit 3"
+sleep 0.5
+if kill -0 "$(cat "$fake/pid")" 2>/dev/null; then echo "FAIL launch-ssh-stop: the remote rank outlived the job"; kill "$(cat "$fake/pid")"; fail=$((fail + 1)); else pass=$((pass + 1)); fi
 # nodeB does not resolve: the ranks are told the launcher's host name, not loopback
 check launch-ssh 0 env PATH="$fake:$PATH" "$AK" launch -np 2 -H localhost:1,nodeB:1 -- sh -c 'echo "r=$AK_RANK master=$AK_MASTER_ADDR pwd=$(pwd)"'
 contains launch-ssh "\[1\] r=1 master=$(hostname) pwd=$(pwd)"
