@@ -549,6 +549,39 @@ def local_sgd_period_one_matches_sync():
 
 
 @case
+def local_sgd_buffers():
+    # BatchNorm running statistics follow each rank's own data; named_buffers averages the
+    # float ones with the parameters and leaves num_batches_tracked alone
+    from accelkit.torch import LocalSGD
+    n, r = hvd.size(), hvd.rank()
+    seen = {}
+    for average in (False, True):
+        torch.manual_seed(5)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.BatchNorm1d(6))
+        opt = LocalSGD(torch.optim.SGD(model.parameters(), lr=0.1),
+                       named_parameters=model.named_parameters(), period=2,
+                       named_buffers=model.named_buffers() if average else None)
+        for step in range(2):
+            torch.manual_seed(100 + 10 * r + step)
+            opt.zero_grad()
+            model(torch.randn(8, 4) * (r + 1)).pow(2).mean().backward()
+            opt.step()
+        bn = model[1]
+        stats = torch.cat([bn.running_mean, bn.running_var]).unsqueeze(0)
+        seen[average] = hvd.allgather(stats, name=f"lsgd.buffers.{average}")
+        assert int(bn.num_batches_tracked) == 2, "num_batches_tracked changed"
+    if n > 1:
+        assert not torch.equal(seen[False][1], seen[False][0]), "buffers agree without averaging"
+    for k in range(n):
+        close(seen[True][k], seen[True][0], 0, f"rank {k} BatchNorm statistics")
+    try:
+        LocalSGD(torch.optim.SGD(model.parameters(), lr=0.1), named_buffers=[torch.zeros(1)])
+        raise AssertionError("named_buffers of bare tensors did not raise")
+    except ValueError as e:
+        assert "named_buffers" in str(e)
+
+
+@case
 def local_sgd_period_k():
     from accelkit.torch import LocalSGD
     n = hvd.size()

@@ -16,7 +16,9 @@ tensor of the parameter's shape too (momentum_buffer, exp_avg, exp_avg_sq) in th
 group; with period=1 and SGD with momentum this makes LocalSGD compute exactly what
 synchronous gradient averaging computes (momentum is linear in the gradient).
 
-Model buffers (BatchNorm running statistics) are not parameters and are not averaged.
+Model buffers (BatchNorm running statistics) are not parameters; pass
+named_buffers=model.named_buffers() to average their floating-point ones with the
+parameters (integer ones, such as num_batches_tracked, stay local).
 """
 import weakref
 
@@ -32,7 +34,7 @@ class _LocalSGDMixin:
     isinstance(opt, type(original)) holds and super() reaches the original methods."""
 
     def _local_sgd_setup(self, named_parameters, period, process_set,
-                         average_optimizer_state):
+                         average_optimizer_state, named_buffers):
         period = int(period)
         if period < 1:
             raise ValueError(f"LocalSGD: period must be >= 1, not {period}")
@@ -40,6 +42,7 @@ class _LocalSGDMixin:
         ps_id = _ops._ps_id(process_set)
         _ops._check_included(ps_id)
         self._lsgd_named = named
+        self._lsgd_buffers = _float_buffers(named_buffers)
         self._lsgd_set = process_set
         self._lsgd_set_size = _ops._set_size(ps_id)
         self.period = period
@@ -60,6 +63,7 @@ class _LocalSGDMixin:
                 if (key != "step" and torch.is_tensor(v) and v.is_floating_point()
                         and v.shape == p.shape):
                     out.append((v, f"allreduce.localsgd.{name}.{key}"))
+        out.extend((b, f"allreduce.localsgd.buffer.{name}") for name, b in self._lsgd_buffers)
         return out
 
     def average_parameters(self):
@@ -90,8 +94,26 @@ class _LocalSGDMixin:
         return loss
 
 
+def _float_buffers(named_buffers):
+    """The floating-point (name, tensor) pairs of named_buffers, checked."""
+    if named_buffers is None:
+        return []
+    out = []
+    for item in named_buffers:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+                and torch.is_tensor(item[1])):
+            raise ValueError("LocalSGD: named_buffers must yield (name, tensor) pairs, as "
+                             "model.named_buffers() does")
+        if item[1].is_floating_point():
+            out.append(item)
+    names = [n for n, _ in out]
+    if len(set(names)) != len(names):
+        raise ValueError("LocalSGD: named_buffers has duplicate names")
+    return out
+
+
 def LocalSGD(optimizer, named_parameters=None, period=1, process_set=global_process_set,
-             average_optimizer_state=False):
+             average_optimizer_state=False, named_buffers=None):
     """Wraps a torch optimizer for local SGD: step() updates this rank's parameters from
     its own gradients, and after every `period`-th step averages the parameters over the
     ranks of `process_set` with one grouped, fused allreduce.
@@ -101,6 +123,8 @@ def LocalSGD(optimizer, named_parameters=None, period=1, process_set=global_proc
     period: local steps between averagings (1: average after every step).
     average_optimizer_state: also average the optimizer's per-parameter float state
         (momentum, Adam's moments); off by default (see the module's notes).
+    named_buffers: model.named_buffers(), to average the floating-point buffers (BatchNorm
+        running mean and variance) with the parameters; None leaves them local.
 
     Start every rank from the same parameters (hvd.broadcast_parameters). Do not combine
     with DistributedOptimizer (that averages the gradients of every step already); for
@@ -122,5 +146,6 @@ def LocalSGD(optimizer, named_parameters=None, period=1, process_set=global_proc
     obj.__dict__.update({k: v for k, v in optimizer.__dict__.items()
                          if k not in ("step", "zero_grad")})
     obj._lsgd_original = weakref.ref(optimizer)
-    obj._local_sgd_setup(named_parameters, period, process_set, average_optimizer_state)
+    obj._local_sgd_setup(named_parameters, period, process_set, average_optimizer_state,
+                         named_buffers)
     return obj
