@@ -1,6 +1,6 @@
 /* accelkit collectives: communicators over TCP (between hosts) and shared memory (inside
- * a host), with ring, recursive-doubling, tree and two-level hierarchical algorithms
- * chosen per call by an α–β cost model.
+ * a host), with ring, recursive-doubling, Bruck, recursive-halving, tree and two-level
+ * hierarchical algorithms chosen per (collective, size, topology) by an α–β cost model.
  *
  * Semantics follow MPI/NCCL: every rank of a communicator calls the same collectives in
  * the same order with matching counts, dtypes, ops and roots. A mismatch detected on the
@@ -29,6 +29,16 @@ typedef enum ak_comm_transport {
     AK_COMM_TRANSPORT_SHM = 2, /* only valid when all ranks share one host */
 } ak_comm_transport;
 
+/* Algorithms. Forcing one (config.algo, AK_COMM_ALGO) applies to every collective the
+ * cost model chooses for, mapped to that collective's algorithm of the same kind:
+ *   RING: the bandwidth-optimal one: ring allreduce / allgather / reduce-scatter,
+ *         scatter + ring allgather broadcast, ring reduce-scatter + gather reduce;
+ *   RECURSIVE_DOUBLING, TREE: the log-step one: recursive-doubling (RD) or binomial-tree
+ *         (TREE) allreduce, binomial broadcast and reduce, recursive-doubling allgather
+ *         (Bruck when the group is not a power of two), recursive-halving reduce-scatter
+ *         (the ring when the group is not a power of two);
+ *   HIERARCHICAL, SHM_DIRECT: allreduce only; other collectives use the cost model.
+ * docs/collectives.md gives every algorithm's steps and bytes. */
 typedef enum ak_comm_algo {
     AK_COMM_ALGO_AUTO = 0, /* cost model */
     AK_COMM_ALGO_RING = 1,
@@ -38,6 +48,16 @@ typedef enum ak_comm_algo {
     AK_COMM_ALGO_SHM_DIRECT = 5, /* processes of one host: reduce from each other's memory */
     AK_COMM_ALGO_COUNT_
 } ak_comm_algo;
+
+/* The collectives whose algorithm the cost model chooses per call. */
+typedef enum ak_comm_coll {
+    AK_COMM_COLL_ALLREDUCE = 0,
+    AK_COMM_COLL_BROADCAST = 1,
+    AK_COMM_COLL_REDUCE = 2,
+    AK_COMM_COLL_ALLGATHER = 3, /* and allgatherv */
+    AK_COMM_COLL_REDUCE_SCATTER = 4,
+    AK_COMM_COLL_COUNT_
+} ak_comm_coll;
 
 /* Versioned options: initialize with AK_COMM_CONFIG_INIT, then set what you need. Fields
  * left at their "unset" value come from the environment (docs/configuration.md), then
@@ -155,6 +175,12 @@ AK_API ak_status ak_comm_wait(ak_comm_request *req);
 AK_API const char *ak_comm_algo_name(ak_comm_algo algo);
 /* The algorithm the cost model (or AK_COMM_ALGO) picks for an allreduce of `bytes`. */
 AK_API ak_status ak_comm_choose_algo(const ak_comm *comm, size_t bytes, ak_comm_algo *out);
+/* The algorithm a call of `coll` moving `bytes` runs: the forced one mapped to coll (see
+ * ak_comm_algo), or the cost model's choice. bytes is the message for allreduce,
+ * broadcast and reduce, all ranks' blocks together for allgather(v), the whole input
+ * for reduce_scatter. *out is never AUTO. */
+AK_API ak_status ak_comm_choose_coll_algo(const ak_comm *comm, ak_comm_coll coll, size_t bytes,
+                                          ak_comm_algo *out);
 
 #ifdef __cplusplus
 }

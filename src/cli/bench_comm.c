@@ -3,10 +3,12 @@
  * prints one row per size: bytes, count, time_us, algbw, busbw, errors, where time is the
  * max over ranks of the mean over iterations after warm-up, algbw = bytes / time and
  * busbw = algbw × the collective's factor (allreduce 2(n−1)/n; reduce_scatter, allgather,
- * alltoall (n−1)/n; broadcast 1). As in nccl-tests, the size of allgather, reduce_scatter
- * and alltoall is the whole buffer (all ranks' blocks). With --check every element is
- * verified at each size. `--calibrate FILE` only writes the cost model the communicator
- * measured when it was created, as an AK_COMM_TUNING file. */
+ * alltoall (n−1)/n; broadcast, reduce 1), then the algorithm the cost model (or --algo,
+ * which sets AK_COMM_ALGO) runs at that size. As in nccl-tests, the size of allgather,
+ * reduce_scatter and alltoall is the whole buffer (all ranks' blocks). With --check every
+ * element is verified at each size (reduce: at its root, rank 0). `--calibrate FILE`
+ * only writes the cost model the communicator measured when it was created, as an
+ * AK_COMM_TUNING file. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +20,14 @@
 #include "cli/launch.h"
 #include "comm/comm_model.h"
 
-typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_BROADCAST, COLL_REDUCE_SCATTER, COLL_ALLTOALL } coll;
-static const char *const coll_names[] = {"allreduce", "allgather", "broadcast", "reduce_scatter",
-                                         "alltoall"};
+typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_BROADCAST, COLL_REDUCE_SCATTER, COLL_ALLTOALL,
+               COLL_REDUCE, COLL_COUNT } coll;
+static const char *const coll_names[COLL_COUNT] = {"allreduce", "allgather", "broadcast",
+                                                   "reduce_scatter", "alltoall", "reduce"};
+/* the cost model's name of each (alltoall has one algorithm: -1) */
+static const int model_colls[COLL_COUNT] = {AK_COMM_COLL_ALLREDUCE, AK_COMM_COLL_ALLGATHER,
+                                            AK_COMM_COLL_BROADCAST, AK_COMM_COLL_REDUCE_SCATTER,
+                                            -1, AK_COMM_COLL_REDUCE};
 static const char *const op_names[] = {"sum", "prod", "min", "max", "avg"};
 static const char *const dtype_names[] = {"f32", "f16", "bf16", "f64", "i8", "u8", "i32", "i64"};
 
@@ -68,7 +75,7 @@ static int parse_comm_opts(int argc, char **argv, comm_bench_opts *o) {
         else if (!strcmp(a, "-n")) ok = ok && !ak_cli_parse_size(v, &n) && n >= 1 && (o->iters = (int)n) && (o->iters_given = 1);
         else if (!strcmp(a, "-w")) ok = ok && !ak_cli_parse_size(v, &n) && ((o->warmup = (int)n), 1);
         else if (!strcmp(a, "-np")) ok = ok && !ak_cli_parse_size(v, &n) && n >= 1 && n <= 512 && (o->np = (int)n);
-        else if (!strcmp(a, "--coll")) ok = ok && (idx = lookup(v, coll_names, 5)) >= 0 && ((o->what = (coll)idx), 1);
+        else if (!strcmp(a, "--coll")) ok = ok && (idx = lookup(v, coll_names, COLL_COUNT)) >= 0 && ((o->what = (coll)idx), 1);
         else if (!strcmp(a, "--op")) ok = ok && (idx = lookup(v, op_names, 5)) >= 0 && ((o->op = (ak_reduce_op)idx), 1);
         else if (!strcmp(a, "--dtype")) ok = ok && (idx = lookup(v, dtype_names, 8)) >= 0 && ((o->dtype = (ak_dtype)idx), 1);
         else if (!strcmp(a, "--algo")) o->algo = v;
@@ -140,13 +147,15 @@ static ak_status run_coll(ak_comm *c, const comm_bench_opts *o, bench_bufs *b) {
     case COLL_BROADCAST: return ak_comm_broadcast(c, b->recv, b->count, o->dtype, 0);
     case COLL_REDUCE_SCATTER:
         return ak_comm_reduce_scatter(c, b->send, b->recv, b->count, o->dtype, o->op);
+    case COLL_REDUCE: return ak_comm_reduce(c, b->send, b->recv, b->count, o->dtype, o->op, 0);
     default: return ak_comm_alltoall(c, b->send, b->recv, b->count, o->dtype);
     }
 }
 
 /* Elements each rank sends: allgather/alltoall/reduce_scatter have size blocks. */
 static size_t send_elems(const comm_bench_opts *o, size_t count, int n) {
-    return o->what == COLL_ALLREDUCE || o->what == COLL_BROADCAST ? count : count * (size_t)n;
+    int one_block = o->what == COLL_ALLREDUCE || o->what == COLL_BROADCAST || o->what == COLL_REDUCE;
+    return one_block ? count : count * (size_t)n;
 }
 
 static void fill_inputs(const comm_bench_opts *o, bench_bufs *b, int rank, int n) {
@@ -157,12 +166,14 @@ static void fill_inputs(const comm_bench_opts *o, bench_bufs *b, int rank, int n
             store_value(o->dtype, b->recv, i, rank == 0 ? input_value(0, i, o->op) : -1);
 }
 
-/* Wrong elements in this rank's result. */
+/* Wrong elements in this rank's result (reduce: the root's only). */
 static size_t count_errors(const comm_bench_opts *o, const bench_bufs *b, int rank, int n) {
     size_t errors = 0, cnt = b->count;
+    if (o->what == COLL_REDUCE && rank != 0) return 0;
     for (size_t i = 0; i < send_elems(o, cnt, n) && o->what != COLL_REDUCE_SCATTER; i++) {
         double want;
         switch (o->what) {
+        case COLL_REDUCE:
         case COLL_ALLREDUCE: want = expected_reduction(n, i, o->op); break;
         case COLL_BROADCAST: want = input_value(0, i, o->op); break;
         case COLL_ALLGATHER: want = input_value((int)(i / cnt), i % cnt, o->op); break;
@@ -179,7 +190,7 @@ static size_t count_errors(const comm_bench_opts *o, const bench_bufs *b, int ra
 
 static double busbw_factor(coll what, int n) {
     if (what == COLL_ALLREDUCE) return 2.0 * (n - 1) / n;
-    return what == COLL_BROADCAST ? 1.0 : (double)(n - 1) / n;
+    return what == COLL_BROADCAST || what == COLL_REDUCE ? 1.0 : (double)(n - 1) / n;
 }
 
 typedef struct size_result {
@@ -205,13 +216,16 @@ static ak_status measure_size(ak_comm *c, const comm_bench_opts *o, bench_bufs *
     return st;
 }
 
-/* The six nccl-tests columns, then (allreduce) the algorithm the communicator ran. */
+/* The six nccl-tests columns, then the algorithm the communicator ran (bytes counts as
+ * the model does: all blocks for allgather and reduce_scatter). */
 static void print_row(const comm_bench_opts *o, ak_comm *c, size_t bytes, size_t count, int n,
                       const size_result *r) {
     double algbw = (double)bytes / (r->time_us * 1e3), busbw = algbw * busbw_factor(o->what, n);
     ak_comm_algo algo = AK_COMM_ALGO_AUTO;
-    if (o->what == COLL_ALLREDUCE) ak_comm_choose_algo(c, bytes, &algo);
-    const char *name = o->what == COLL_ALLREDUCE ? ak_comm_algo_name(algo) : "-";
+    int mc = model_colls[o->what];
+    const char *name = "-";
+    if (mc >= 0 && ak_comm_choose_coll_algo(c, (ak_comm_coll)mc, bytes, &algo) == AK_OK)
+        name = ak_comm_algo_name(algo);
     if (o->json)
         printf("{\"bytes\":%zu,\"count\":%zu,\"time_us\":%.2f,\"algbw\":%.4f,\"busbw\":%.4f,"
                "\"errors\":%lld,\"algo\":\"%s\"}\n", bytes, count, r->time_us, algbw, busbw,

@@ -22,7 +22,8 @@ typedef struct ak__link_model {
     double us[AK_LINK_POINTS];    /* one-way time of a message of bytes[i] */
 } ak__link_model;
 
-/* Sizes at which the cost model times every allreduce algorithm (comm_model.c). */
+/* Sizes at which the cost model times every algorithm of every collective it chooses
+ * for (comm_calibrate.c). */
 #define AK_COMM_MEASURED_SIZES 4
 
 typedef struct ak__async ak__async; /* progress thread and its queue (comm_async.c) */
@@ -45,8 +46,8 @@ struct ak_comm {
 
     ak_comm_config config;          /* resolved: no "unset" fields left */
     ak__link_model links[AK_COMM_TP_COUNT];
-    /* measured allreduce time per algorithm at comm_model.c's measured sizes; 0 = none */
-    double algo_measured_us[AK_COMM_ALGO_COUNT_][AK_COMM_MEASURED_SIZES];
+    /* measured time per collective and algorithm at comm_calibrate.c's sizes; 0 = none */
+    double algo_measured_us[AK_COMM_COLL_COUNT_][AK_COMM_ALGO_COUNT_][AK_COMM_MEASURED_SIZES];
     uint64_t seq;                   /* collectives issued: part of every tag */
     ak_status failed;               /* first failure; the communicator is unusable after */
     ak__lost lost;                  /* the peer a failure was first seen on (peer -1 =

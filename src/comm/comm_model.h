@@ -1,25 +1,45 @@
-/* The α–β cost model that picks a collective algorithm per (operation, size, topology).
+/* The α–β cost model that picks a collective algorithm per (collective, size, topology).
  *
- * Each link class (same host, across hosts) has a latency α and a bandwidth β; every
- * algorithm's time is its number of steps × α plus the bytes it puts on the slowest link
- * it uses / β (docs/collectives.md gives the formulas). Parameters come from a tuning
- * file (AK_COMM_TUNING) or from defaults per transport kind measured on this project's
- * machines; AK_COMM_ALGO forces a choice. */
+ * Each link class (same host, across hosts) is a one-way message time measured at a few
+ * sizes; every algorithm's time is the sum over its steps of the time of that step's
+ * message on the slowest link it uses (docs/collectives.md gives the formulas). Where
+ * the algorithms themselves were timed at small sizes (calibration at creation, or the
+ * tuning file's measured lines for this topology) those times win. comm_model.c holds
+ * the formulas and the choice, comm_calibrate.c the measurements and the tuning file;
+ * AK_COMM_ALGO forces a choice. */
 #ifndef AK_COMM_COMM_MODEL_H
 #define AK_COMM_COMM_MODEL_H
 
 #include "comm/comm_internal.h"
 
-/* "auto", "ring", "rd", "tree", "hier" (also the long names). */
+/* "auto", "ring", "rd", "tree", "hier", "direct" (also the long names). */
 ak_status ak__comm_algo_parse(const char *text, ak_comm_algo *out);
-/* Fills comm->links from the tuning file or the defaults. */
+/* Short name (the tuning file's and AK_COMM_ALGO's spelling) and collective names. */
+const char *ak__comm_algo_short_name(ak_comm_algo algo);
+const char *ak__comm_coll_name(ak_comm_coll coll);
+/* Fills comm->links and the measured times from the tuning file, or by calibration. */
 ak_status ak__comm_model_init(ak_comm *comm, int threads_of_one_process);
-/* Predicted allreduce time in µs of `algo` for `bytes` on this communicator
- * (INFINITY when the algorithm cannot run here, e.g. hierarchical on one host). */
-double ak__comm_model_allreduce_us(const ak_comm *comm, ak_comm_algo algo, size_t bytes);
-/* Writes the model (link parameters and measured allreduce times) as a tuning file. */
+/* Predicted time in µs of `coll` run with `algo` on `bytes` (ak_comm_choose_coll_algo
+ * says what bytes means per collective): the measured times where there are some, else
+ * the formula; INFINITY when the algorithm does not run here (hierarchical on one host,
+ * recursive halving on a group that is not a power of two, an algorithm coll lacks). */
+double ak__comm_model_us(const ak_comm *comm, ak_comm_coll coll, ak_comm_algo algo, size_t bytes);
+/* The formula alone. */
+double ak__comm_formula_us(const ak_comm *comm, ak_comm_coll coll, ak_comm_algo algo,
+                           size_t bytes);
+/* Writes the model (link parameters and measured times) as a tuning file. */
 ak_status ak__comm_model_save(const ak_comm *comm, const char *path);
-/* The algorithm to run: the forced one, else the cheapest predicted. */
-ak_comm_algo ak__comm_pick_allreduce(const ak_comm *comm, size_t bytes);
+/* The algorithm to run for `coll`: `want` if not AUTO (calibration, tests), else the
+ * forced one (config.algo), mapped to coll's algorithm of the same kind, else the
+ * cheapest predicted. Never AUTO; always one that runs here. */
+ak_comm_algo ak__comm_pick(const ak_comm *comm, ak_comm_coll coll, size_t bytes, ak_comm_algo want);
+
+/* The sizes (bytes) the algorithms are timed at, ascending (comm_calibrate.c). */
+extern const size_t ak__comm_measured_bytes[AK_COMM_MEASURED_SIZES];
+
+/* Link helpers shared by the two files. */
+ak__link_model ak__link_alpha_beta(double alpha_us, double beta_gbps);
+double ak__link_alpha(const ak__link_model *l);
+double ak__link_beta_gbps(const ak__link_model *l);
 
 #endif /* AK_COMM_COMM_MODEL_H */

@@ -28,7 +28,7 @@ static int in_place(const void *sendbuf, const void *recvbuf) {
     return sendbuf == AK_IN_PLACE || sendbuf == recvbuf;
 }
 
-static ak_status coll_dispatch(ak_comm *c, const ak__coll *k);
+static ak_status coll_dispatch(ak_comm *c, const ak__coll *k, ak_comm_algo want);
 
 /* ---- runners ------------------------------------------------------------------------ */
 
@@ -50,11 +50,11 @@ static ak_status run_flat_or_hierarchical(ak_comm *c, ak_comm_algo algo, const a
     return ak__allreduce_recursive_doubling(c, &g, buf, k->count, k->dtype, op, tag);
 }
 
-static ak_status run_allreduce(ak_comm *c, const ak__coll *k, uint64_t tag) {
+static ak_status run_allreduce(ak_comm *c, const ak__coll *k, ak_comm_algo want, uint64_t tag) {
     size_t bytes = k->count * esize(k->dtype);
     ak_reduce_op op = k->op == AK_REDUCE_AVG ? AK_REDUCE_SUM : k->op;
     ak_status st;
-    ak_comm_algo algo = ak__comm_pick_allreduce(c, bytes);
+    ak_comm_algo algo = ak__comm_pick(c, AK_COMM_COLL_ALLREDUCE, bytes, want);
     const void *src = in_place(k->sendbuf, k->recvbuf) ? k->recvbuf : k->sendbuf;
     if (algo == AK_COMM_ALGO_SHM_DIRECT) /* ranks read each other's data straight from src */
         st = ak__allreduce_shm_direct(c, src, k->recvbuf, k->count, k->dtype, op, tag);
@@ -66,44 +66,58 @@ static ak_status run_allreduce(ak_comm *c, const ak__coll *k, uint64_t tag) {
 }
 
 /* The root reduces into recvbuf (holding its input when in place); the others into a
- * work copy of sendbuf, which the tree clobbers (their recvbuf is ignored, maybe NULL). */
-static ak_status run_reduce(ak_comm *c, const ak__coll *k, uint64_t tag) {
+ * work buffer (their recvbuf is ignored, maybe NULL). The binomial tree works in place
+ * on a copy of the input; reduce-scatter + gather reads the input where it lies. */
+static ak_status run_reduce(ak_comm *c, const ak__coll *k, ak_comm_algo want, uint64_t tag) {
     size_t bytes = k->count * esize(k->dtype);
+    int root = c->rank == k->root;
     void *buf = k->recvbuf;
-    if (c->rank != k->root) AK_CHECK(ak__comm_work(c, bytes, &buf));
-    if (bytes && (c->rank != k->root || !in_place(k->sendbuf, k->recvbuf)))
-        memcpy(buf, k->sendbuf, bytes);
+    if (!root) AK_CHECK(ak__comm_work(c, bytes, &buf));
+    const void *src = root && in_place(k->sendbuf, k->recvbuf) ? k->recvbuf : k->sendbuf;
     ak__group g = world_group(c);
     ak_reduce_op op = k->op == AK_REDUCE_AVG ? AK_REDUCE_SUM : k->op;
-    AK_CHECK(ak__reduce_tree(c, &g, buf, k->count, k->dtype, op, k->root, tag));
-    if (c->rank == k->root && k->op == AK_REDUCE_AVG)
-        return ak_reduce_avg_finish(k->dtype, buf, k->count, c->size);
+    if (ak__comm_pick(c, AK_COMM_COLL_REDUCE, bytes, want) == AK_COMM_ALGO_RING) {
+        AK_CHECK(ak__reduce_scatter_gather(c, &g, src, buf, k->count, k->dtype, op, k->root, tag));
+    } else {
+        if (bytes && src != buf) memcpy(buf, src, bytes);
+        AK_CHECK(ak__reduce_tree(c, &g, buf, k->count, k->dtype, op, k->root, tag));
+    }
+    if (root && k->op == AK_REDUCE_AVG) return ak_reduce_avg_finish(k->dtype, buf, k->count, c->size);
     return AK_OK;
 }
 
-/* allgather and allgatherv: place this rank's block, then the ring fills the rest */
-static ak_status run_allgather(ak_comm *c, const ak__coll *k, uint64_t tag) {
-    size_t es = esize(k->dtype);
+/* allgather and allgatherv: place this rank's block, then the chosen algorithm fills
+ * the rest (the model counts all blocks together) */
+static ak_status run_allgather(ak_comm *c, const ak__coll *k, ak_comm_algo want, uint64_t tag) {
+    size_t es = esize(k->dtype), total = 0;
     const size_t *counts = k->counts, *displs = k->displs;
     if (k->kind == AK_COLL_ALLGATHER) {
         for (int r = 0; r < c->size; r++) c->counts[0][r] = k->count, c->counts[1][r] = r * k->count;
         counts = c->counts[0];
         displs = c->counts[1];
     }
+    for (int r = 0; r < c->size; r++) total += counts[r];
     unsigned char *mine = (unsigned char *)k->recvbuf + displs[c->rank] * es;
     if (k->sendbuf != AK_IN_PLACE && k->sendbuf != mine) memcpy(mine, k->sendbuf, counts[c->rank] * es);
     ak__group g = world_group(c);
+    if (ak__comm_pick(c, AK_COMM_COLL_ALLGATHER, total * es, want) == AK_COMM_ALGO_RECURSIVE_DOUBLING)
+        return ak__allgatherv_recursive_doubling(c, &g, k->recvbuf, counts, displs, es, tag);
     return ak__allgatherv_ring(c, &g, k->recvbuf, counts, displs, es, tag);
 }
 
-static ak_status run_reduce_scatter(ak_comm *c, const ak__coll *k, uint64_t tag) {
+/* Into a work buffer (the algorithms leave partial sums in the other blocks), then this
+ * rank's block out to recvbuf. */
+static ak_status run_reduce_scatter(ak_comm *c, const ak__coll *k, ak_comm_algo want, uint64_t tag) {
     size_t es = esize(k->dtype), total = k->count * (size_t)c->size;
     void *work;
     AK_CHECK(ak__comm_work(c, total * es, &work));
     const void *src = k->sendbuf == AK_IN_PLACE ? k->recvbuf : k->sendbuf;
     ak__group g = world_group(c);
     ak_reduce_op op = k->op == AK_REDUCE_AVG ? AK_REDUCE_SUM : k->op;
-    AK_CHECK(ak__reduce_scatter_ring(c, &g, src, work, total, k->dtype, op, tag));
+    if (ak__comm_pick(c, AK_COMM_COLL_REDUCE_SCATTER, total * es, want) == AK_COMM_ALGO_RECURSIVE_DOUBLING)
+        AK_CHECK(ak__reduce_scatter_halving(c, &g, src, work, total, k->dtype, op, tag));
+    else
+        AK_CHECK(ak__reduce_scatter_ring(c, &g, src, work, total, k->dtype, op, tag));
     if (k->count) /* an empty call has no work buffer to copy from */
         memcpy(k->recvbuf, (unsigned char *)work + (size_t)c->rank * k->count * es, k->count * es);
     if (k->op == AK_REDUCE_AVG) return ak_reduce_avg_finish(k->dtype, k->recvbuf, k->count, c->size);
@@ -151,11 +165,14 @@ static ak_status run_point_to_point(ak_comm *c, const ak__coll *k) {
     return ak__p2p_wait(c, ops, 1);
 }
 
-static ak_status run_rooted(ak_comm *c, const ak__coll *k, uint64_t tag) {
+static ak_status run_rooted(ak_comm *c, const ak__coll *k, ak_comm_algo want, uint64_t tag) {
     ak__group g = world_group(c);
     size_t bytes = k->count * esize(k->dtype);
     switch (k->kind) {
-    case AK_COLL_BROADCAST: return ak__broadcast_tree(c, &g, k->recvbuf, bytes, k->root, tag);
+    case AK_COLL_BROADCAST:
+        if (ak__comm_pick(c, AK_COMM_COLL_BROADCAST, bytes, want) == AK_COMM_ALGO_RING)
+            return ak__broadcast_scatter_allgather(c, &g, k->recvbuf, bytes, k->root, tag);
+        return ak__broadcast_tree(c, &g, k->recvbuf, bytes, k->root, tag);
     case AK_COLL_GATHER: {
         /* the root's block already in place: "copy" it onto itself, i.e. not at all */
         const void *send = k->sendbuf;
@@ -181,14 +198,18 @@ static void trace_call(const ak_comm *c, const ak__coll *k, uint64_t t0) {
     ak_trace_complete("comm", name, t0, ak_now_ns() - t0);
 }
 
-ak_status ak__coll_run(ak_comm *c, const ak__coll *k) {
+ak_status ak__coll_run_algo(ak_comm *c, const ak__coll *k, ak_comm_algo algo) {
     uint64_t t0 = ak_trace_enabled() ? ak_now_ns() : 0;
-    ak_status st = coll_dispatch(c, k);
+    ak_status st = coll_dispatch(c, k, algo);
     if (t0) trace_call(c, k, t0);
     return st;
 }
 
-static ak_status coll_dispatch(ak_comm *c, const ak__coll *k) {
+ak_status ak__coll_run(ak_comm *c, const ak__coll *k) {
+    return ak__coll_run_algo(c, k, AK_COMM_ALGO_AUTO);
+}
+
+static ak_status coll_dispatch(ak_comm *c, const ak__coll *k, ak_comm_algo want) {
     AK_CHECK(c->failed);
     if (k->kind == AK_COLL_SEND || k->kind == AK_COLL_RECV)
         return ak__comm_fail(c, run_point_to_point(c, k));
@@ -199,11 +220,11 @@ static ak_status coll_dispatch(ak_comm *c, const ak__coll *k) {
                                      (int)k->op, k->root);
     ak_status st;
     switch (k->kind) {
-    case AK_COLL_ALLREDUCE: st = run_allreduce(c, k, tag); break;
-    case AK_COLL_REDUCE: st = run_reduce(c, k, tag); break;
+    case AK_COLL_ALLREDUCE: st = run_allreduce(c, k, want, tag); break;
+    case AK_COLL_REDUCE: st = run_reduce(c, k, want, tag); break;
     case AK_COLL_ALLGATHER:
-    case AK_COLL_ALLGATHERV: st = run_allgather(c, k, tag); break;
-    case AK_COLL_REDUCE_SCATTER: st = run_reduce_scatter(c, k, tag); break;
+    case AK_COLL_ALLGATHERV: st = run_allgather(c, k, want, tag); break;
+    case AK_COLL_REDUCE_SCATTER: st = run_reduce_scatter(c, k, want, tag); break;
     case AK_COLL_ALLTOALL:
     case AK_COLL_ALLTOALLV: st = run_alltoall(c, k, tag); break;
     case AK_COLL_BARRIER: {
@@ -211,7 +232,7 @@ static ak_status coll_dispatch(ak_comm *c, const ak__coll *k) {
         st = ak__barrier_dissemination(c, &g, tag);
         break;
     }
-    default: st = run_rooted(c, k, tag); break;
+    default: st = run_rooted(c, k, want, tag); break;
     }
     if (st != AK_OK) AK_LOG_DEBUG(AK_SUBSYS_COMM, "rank %d: %s failed: %s", c->rank,
                                   coll_names[k->kind], ak_last_error());

@@ -35,6 +35,9 @@ typedef struct ak__coll {
 
 /* Runs the call on the calling thread (arguments already validated). */
 ak_status ak__coll_run(ak_comm *comm, const ak__coll *call);
+/* The same with the algorithm given instead of chosen (calibration, tests): mapped to the
+ * call's collective as a forced one is (ak__comm_pick); AUTO chooses as usual. */
+ak_status ak__coll_run_algo(ak_comm *comm, const ak__coll *call, ak_comm_algo algo);
 /* Queues the call on the progress thread (started on first use). */
 ak_status ak__comm_async_submit(ak_comm *comm, const ak__coll *call, ak_comm_request **req);
 

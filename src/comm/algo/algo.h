@@ -5,9 +5,10 @@
  * Algorithms run on a group: an ordered list of communicator ranks that take part, with
  * this rank's index in it. Flat collectives use the identity group; the hierarchical
  * allreduce runs the flat ones on a host's ranks and on the same-local-index ranks of
- * every host, without building sub-communicators. All buffers are in place (the caller
- * copies sendbuf to recvbuf first). `tag` identifies the collective call: the same on
- * every rank, different per call (see ak__comm_next_tag). */
+ * every host, without building sub-communicators. Buffers are in place (the caller copies
+ * sendbuf to recvbuf first) unless a function also takes a separate `src`, which it only
+ * reads. `tag` identifies the collective call: the same on every rank, different per call
+ * (see ak__comm_next_tag). */
 #ifndef AK_COMM_ALGO_H
 #define AK_COMM_ALGO_H
 
@@ -41,6 +42,33 @@ ak_status ak__p2p_sendrecv(ak_comm *comm, int to, const void *sbuf, size_t sbyte
 
 /* Block b of a count split into n near-equal blocks: [offset, offset + len). */
 void ak__block_range(size_t count, int n, int b, size_t *offset, size_t *len);
+/* Blocks [first, min(last, n)) of that split as one range (first < n, first < last). */
+void ak__block_span(size_t count, int n, int first, int last, size_t *offset, size_t *len);
+/* A group of one: src copied to buf unless they are the same buffer. */
+ak_status ak__copy_alone(const void *src, void *buf, size_t count, ak_dtype dt);
+
+/* One pipelined exchange-and-reduce step (algo/ring.c): elements [soff, soff + slen) of
+ * `send` go to rank `to` while [roff, roff + rlen) arrive from rank `from`, each segment
+ * reduced on arrival as buf = operand op received; ranges in elements, ranks are
+ * communicator ranks (to may equal from). The ring reduce-scatter runs one per step,
+ * recursive halving one per round. */
+typedef struct ak__reduce_step {
+    int to, from;
+    const void *send;
+    size_t soff, slen;
+    const void *operand;
+    void *buf;
+    size_t roff, rlen;
+} ak__reduce_step;
+ak_status ak__reduce_step_run(ak_comm *c, const ak__reduce_step *s, ak_dtype dt,
+                              ak_reduce_op op, uint64_t tag);
+
+/* Where index i's block lies (bytes) in a rooted operation's buffer. */
+typedef void (*ak__block_fn)(const void *ctx, int i, size_t *off, size_t *len);
+/* The root's side of a gather (is_send 0) or scatter (1): one message per other index
+ * with a non-empty block, batched (algo/tree.c). */
+ak_status ak__fan(ak_comm *c, const ak__group *g, char *base, ak__block_fn block, const void *ctx,
+                  int is_send, uint64_t tag);
 
 /* Allreduce of src into buf (op SUM/PROD/MIN/MAX; AVG is finished by the caller); the
  * ring and hierarchical ones take src == buf for in place, the others work in place. */
@@ -62,14 +90,41 @@ ak_status ak__allreduce_hierarchical(ak_comm *c, const void *src, void *buf, siz
  * g->n) ends reduced in buf on index b; src is only read. */
 ak_status ak__reduce_scatter_ring(ak_comm *c, const ak__group *g, const void *src, void *buf,
                                   size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag);
+/* Recursive halving (power-of-two n; other sizes run the ring): same contract. */
+ak_status ak__reduce_scatter_halving(ak_comm *c, const ak__group *g, const void *src, void *buf,
+                                     size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag);
 /* Allgather in place: block b (counts[b] elements at displs[b]) comes from index b. */
 ak_status ak__allgatherv_ring(ak_comm *c, const ak__group *g, void *buf, const size_t *counts,
                               const size_t *displs, size_t elem_size, uint64_t tag);
+/* Ring allgather of the blocks of ak__block_range(count, n, ·) where index i holds block
+ * (i − rot) mod n (rot 0: the allreduce's layout; rot = root: the broadcast's). */
+ak_status ak__allgather_blocks_ring(ak_comm *c, const ak__group *g, void *buf, size_t count,
+                                    size_t elem_size, int rot, uint64_t tag);
+/* Same contract as the ring, in ceil(log2 n) steps: recursive doubling when n is a power
+ * of two and the blocks lie back to back in group order, else Bruck (algo/bruck.c). */
+ak_status ak__allgatherv_recursive_doubling(ak_comm *c, const ak__group *g, void *buf,
+                                            const size_t *counts, const size_t *displs,
+                                            size_t elem_size, uint64_t tag);
+ak_status ak__allgatherv_bruck(ak_comm *c, const ak__group *g, void *buf, const size_t *counts,
+                               const size_t *displs, size_t elem_size, uint64_t tag);
 ak_status ak__broadcast_tree(ak_comm *c, const ak__group *g, void *buf, size_t bytes, int root,
                              uint64_t tag);
+/* Binomial scatter from root: index i ends with block (i − root) mod n of
+ * ak__block_range(bytes, n, ·) (and the blocks of its subtree) in place in buf. */
+ak_status ak__scatter_binomial(ak_comm *c, const ak__group *g, void *buf, size_t bytes, int root,
+                               uint64_t tag);
+/* Scatter + ring allgather (van de Geijn): the broadcast for large messages. */
+ak_status ak__broadcast_scatter_allgather(ak_comm *c, const ak__group *g, void *buf,
+                                          size_t bytes, int root, uint64_t tag);
 /* Reduce to group index root; buf on non-roots is clobbered (used as scratch). */
 ak_status ak__reduce_tree(ak_comm *c, const ak__group *g, void *buf, size_t count, ak_dtype dt,
                           ak_reduce_op op, int root, uint64_t tag);
+/* Ring reduce-scatter of src into buf (src == buf: in place), then every index sends its
+ * reduced block to root: the reduce for large messages. buf is the result at the root,
+ * scratch (count elements) elsewhere; src is only read. */
+ak_status ak__reduce_scatter_gather(ak_comm *c, const ak__group *g, const void *src, void *buf,
+                                    size_t count, ak_dtype dt, ak_reduce_op op, int root,
+                                    uint64_t tag);
 /* Pairwise exchange (step s: send to me+s, receive from me-s). */
 ak_status ak__alltoallv_pairwise(ak_comm *c, const ak__group *g, const void *sendbuf,
                                  const size_t *scounts, const size_t *sdispls, void *recvbuf,

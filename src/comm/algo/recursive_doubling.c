@@ -1,6 +1,7 @@
-/* Recursive-doubling allreduce: the latency-optimal choice for small messages.
+/* Recursive doubling: the latency-optimal allreduce and allgather for small messages
+ * (the allgather is described at its function below).
  *
- * With p the largest power of two ≤ n and r = n - p, the first 2r group indices pair up
+ * Allreduce: with p the largest power of two ≤ n and r = n - p, the first 2r group indices pair up
  * (2j, 2j+1): 2j sends its whole buffer to 2j+1 and sits out (fold). The p remaining
  * ranks (2j+1 for j < r, then r..n-1 shifted down by r) run log2(p) rounds, exchanging
  * the whole buffer with the partner whose virtual index differs in bit k and reducing.
@@ -60,5 +61,39 @@ ak_status ak__allreduce_recursive_doubling(ak_comm *c, const ak__group *g, void 
     int v = me < 2 * r ? me / 2 : me - r;
     for (int mask = 1; mask < p; mask <<= 1) AK_CHECK(rd_combine(&x, rd_real(v ^ mask, r), 1));
     if (me < 2 * r) return ak__p2p_sendrecv(c, g->ranks[me - 1], buf, x.bytes, 0, NULL, 0, tag);
+    return AK_OK;
+}
+
+/* ---- allgather ------------------------------------------------------------------------ */
+
+/* Blocks back to back in group order: every aligned run of them is one contiguous span. */
+static int blocks_contiguous(const size_t *counts, const size_t *displs, int n) {
+    for (int b = 1; b < n; b++)
+        if (displs[b] != displs[b - 1] + counts[b - 1]) return 0;
+    return 1;
+}
+
+/* Recursive-doubling allgather (n a power of two): in the round at distance m = 1, 2, 4, …
+ * index i holds the m blocks of its aligned run [i & ~(m−1), +m) and swaps them with
+ * partner i XOR m, whose run is the neighbouring one; after log2 n rounds every rank
+ * holds all n. Bytes each rank sends: S/n + 2S/n + … = (n − 1)/n · S, in log2 n steps
+ * instead of the ring's n − 1, straight between the places in buf (no copy). Each run
+ * is one message, so the blocks must lie back to back in group order; other layouts and
+ * other group sizes take the Bruck allgather (same steps, one local copy more). */
+ak_status ak__allgatherv_recursive_doubling(ak_comm *c, const ak__group *g, void *buf,
+                                            const size_t *counts, const size_t *displs,
+                                            size_t elem_size, uint64_t tag) {
+    int n = g->n, me = g->me;
+    if ((n & (n - 1)) || !blocks_contiguous(counts, displs, n))
+        return ak__allgatherv_bruck(c, g, buf, counts, displs, elem_size, tag);
+    char *p = buf;
+    for (int m = 1; m < n; m <<= 1) {
+        int mine = me & ~(m - 1), theirs = (me ^ m) & ~(m - 1), peer = g->ranks[me ^ m];
+        size_t so = displs[mine], ro = displs[theirs];
+        size_t sl = displs[mine + m - 1] + counts[mine + m - 1] - so;
+        size_t rl = displs[theirs + m - 1] + counts[theirs + m - 1] - ro;
+        AK_CHECK(ak__p2p_sendrecv(c, peer, p + so * elem_size, sl * elem_size, peer,
+                                  p + ro * elem_size, rl * elem_size, tag));
+    }
     return AK_OK;
 }

@@ -28,72 +28,93 @@ void ak__block_range(size_t count, int n, int b, size_t *offset, size_t *len) {
     *len = base + (ub < extra ? 1 : 0);
 }
 
+void ak__block_span(size_t count, int n, int first, int last, size_t *offset, size_t *len) {
+    if (last > n) last = n;
+    size_t end, end_len;
+    ak__block_range(count, n, first, offset, len);
+    ak__block_range(count, n, last - 1, &end, &end_len);
+    *len = end + end_len - *offset;
+}
+
 /* group index me+delta, wrapped */
 static int ring_index(const ak__group *g, int delta) {
     return ((g->me + delta) % g->n + g->n) % g->n;
 }
 
-/* ---- pipelined reduce-scatter ------------------------------------------------------- */
+/* ---- pipelined exchange-and-reduce step ----------------------------------------------- */
 
-typedef struct rs_ring {
+/* One step's state: segments of the outgoing range go to `to`, segments of the incoming
+ * range arrive from `from` into RING_WINDOW scratch slots and are reduced into buf. Each
+ * direction's segment size follows from its message's length alone, so sender and
+ * receiver of a message cut it the same way whatever else their steps carry. */
+typedef struct rs_pipe {
     ak_comm *c;
-    int right, left; /* communicator ranks */
+    int to, from;        /* communicator ranks */
     uint64_t tag;
-    const char *src; /* the input: buf (in place) or the caller's separate send buffer */
+    const char *operand; /* the other operand of every reduction (input or buf) */
     char *buf;
-    char *scratch;   /* RING_WINDOW slots of seg elements */
-    size_t count, esize, seg;
-    int n;
+    char *scratch;       /* RING_WINDOW slots of rseg elements */
+    size_t esize, sseg, rseg;
     ak_dtype dt;
     ak_reduce_op op;
-} rs_ring;
+} rs_pipe;
 
-/* Segment k of the block starting at element `off` of length `len`. */
-static void rs_segment(const rs_ring *r, size_t off, size_t len, size_t k, size_t *soff,
-                       size_t *slen) {
-    size_t start = k * r->seg;
+/* Segment size for a message of `len` elements: big messages get bigger segments (a
+ * quarter, up to RING_SEG_MAX_BYTES): every segment costs a message's fixed overhead, and
+ * 4 per message still overlap the wire with the reduction; the cap keeps the window of
+ * received segments in cache for the reduction that reads them (on loopback TCP 8 MiB
+ * segments measured 5-10 % slower). Never more than the message, so small calls need
+ * little scratch; at least 1 (an empty message posts nothing). */
+static size_t rs_seg(size_t len, size_t esize) {
+    size_t seg = RING_SEG_BYTES / esize, quarter = len / 4, cap = RING_SEG_MAX_BYTES / esize;
+    if (quarter > seg) seg = quarter < cap ? quarter : cap;
+    seg = seg < len ? seg : len;
+    return seg ? seg : 1;
+}
+
+/* Segment k (of size seg) of the range starting at element `off` of length `len`. */
+static void rs_segment(size_t seg, size_t off, size_t len, size_t k, size_t *soff, size_t *slen) {
+    size_t start = k * seg;
     *soff = off + start;
-    *slen = len - start < r->seg ? len - start : r->seg;
+    *slen = len - start < seg ? len - start : seg;
 }
 
-static size_t rs_segments(const rs_ring *r, size_t len) { return (len + r->seg - 1) / r->seg; }
+static size_t rs_segments(size_t seg, size_t len) { return (len + seg - 1) / seg; }
 
-static char *rs_slot(const rs_ring *r, size_t k) {
-    return r->scratch + (k % RING_WINDOW) * r->seg * r->esize;
+static char *rs_slot(const rs_pipe *r, size_t k) {
+    return r->scratch + (k % RING_WINDOW) * r->rseg * r->esize;
 }
 
-static ak_status rs_post_send(rs_ring *r, ak__p2p *op, const char *from, size_t off, size_t len,
+static ak_status rs_post_send(rs_pipe *r, ak__p2p *op, const char *from, size_t off, size_t len,
                               size_t k) {
     size_t soff, slen;
-    rs_segment(r, off, len, k, &soff, &slen);
-    ak__p2p_init_send(op, r->right, from + soff * r->esize, slen * r->esize, r->tag);
+    rs_segment(r->sseg, off, len, k, &soff, &slen);
+    ak__p2p_init_send(op, r->to, from + soff * r->esize, slen * r->esize, r->tag);
     return ak__p2p_post(r->c, op);
 }
 
-static ak_status rs_post_recv(rs_ring *r, ak__p2p *op, size_t off, size_t len, size_t k) {
+static ak_status rs_post_recv(rs_pipe *r, ak__p2p *op, size_t off, size_t len, size_t k) {
     size_t soff, slen;
-    rs_segment(r, off, len, k, &soff, &slen);
-    ak__p2p_init_recv(op, r->left, rs_slot(r, k), slen * r->esize, r->tag);
+    rs_segment(r->rseg, off, len, k, &soff, &slen);
+    ak__p2p_init_recv(op, r->from, rs_slot(r, k), slen * r->esize, r->tag);
     return ak__p2p_post(r->c, op);
 }
 
-/* Waits for segment k of the received block and folds it into buf. A rank receives each
- * block at most once during the reduce-scatter, so its own share still lies in src: an
- * out-of-place call needs no copy of the input into buf first. */
-static ak_status rs_reduce_segment(rs_ring *r, ak__p2p *op, size_t off, size_t len, size_t k) {
+/* Waits for segment k of the incoming range and folds it into buf (operand op received). */
+static ak_status rs_reduce_segment(rs_pipe *r, ak__p2p *op, size_t off, size_t len, size_t k) {
     AK_CHECK(ak__p2p_wait(r->c, &op, 1));
     size_t soff, slen;
-    rs_segment(r, off, len, k, &soff, &slen);
-    return ak_reduce(r->op, r->dt, r->buf + soff * r->esize, r->src + soff * r->esize,
+    rs_segment(r->rseg, off, len, k, &soff, &slen);
+    return ak_reduce(r->op, r->dt, r->buf + soff * r->esize, r->operand + soff * r->esize,
                      rs_slot(r, k), slen);
 }
 
-/* One ring step: send block [soff, soff+slen) of `from` right, receive block
- * [roff, roff+rlen) from the left and reduce it, both streamed in windows of segments. */
-static ak_status rs_step(rs_ring *r, const char *from, size_t soff, size_t slen, size_t roff,
+/* Sends [soff, soff+slen) of `from`, receives [roff, roff+rlen) and reduces it, both
+ * streamed in windows of segments. */
+static ak_status rs_step(rs_pipe *r, const char *from, size_t soff, size_t slen, size_t roff,
                          size_t rlen) {
     ak__p2p sends[RING_WINDOW], recvs[RING_WINDOW];
-    size_t ns = rs_segments(r, slen), nr = rs_segments(r, rlen);
+    size_t ns = rs_segments(r->sseg, slen), nr = rs_segments(r->rseg, rlen);
     for (size_t k = 0; k < RING_WINDOW; k++) {
         if (k < nr) AK_CHECK(rs_post_recv(r, &recvs[k], roff, rlen, k));
         if (k < ns) AK_CHECK(rs_post_send(r, &sends[k], from, soff, slen, k));
@@ -114,37 +135,20 @@ static ak_status rs_step(rs_ring *r, const char *from, size_t soff, size_t slen,
     return AK_OK;
 }
 
-static ak_status rs_setup(rs_ring *r, ak_comm *c, const ak__group *g, const void *src, void *buf,
-                          size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag) {
-    memset(r, 0, sizeof *r);
-    AK_CHECK(ak_dtype_size(dt, &r->esize));
-    r->c = c;
-    r->n = g->n;
-    r->right = g->ranks[ring_index(g, 1)];
-    r->left = g->ranks[ring_index(g, -1)];
-    r->tag = tag;
-    r->src = src;
-    r->buf = buf;
-    r->count = count;
-    r->dt = dt;
-    r->op = op;
-    /* segments never exceed the largest block, so small calls need little scratch */
-    size_t largest = (count + (size_t)g->n - 1) / (size_t)g->n;
-    /* big blocks get bigger segments (a quarter block, up to RING_SEG_MAX_BYTES): every
-     * segment costs a message's fixed overhead, and 4 per block still overlap the wire
-     * with the reduction; the cap keeps the window of received segments in cache for the
-     * reduction that reads them (on loopback TCP 8 MiB segments measured 5-10 % slower) */
-    size_t seg = RING_SEG_BYTES / r->esize, quarter = largest / 4, cap = RING_SEG_MAX_BYTES / r->esize;
-    if (quarter > seg) seg = quarter < cap ? quarter : cap;
-    r->seg = seg < largest ? seg : largest;
+ak_status ak__reduce_step_run(ak_comm *c, const ak__reduce_step *s, ak_dtype dt,
+                              ak_reduce_op op, uint64_t tag) {
+    size_t esize;
+    AK_CHECK(ak_dtype_size(dt, &esize));
+    rs_pipe r = {c, s->to, s->from, tag, s->operand, s->buf, NULL, esize,
+                 rs_seg(s->slen, esize), rs_seg(s->rlen, esize), dt, op};
     void *scratch;
-    AK_CHECK(ak__comm_scratch(c, RING_WINDOW * r->seg * r->esize, &scratch));
-    r->scratch = scratch;
-    return AK_OK;
+    AK_CHECK(ak__comm_scratch(c, RING_WINDOW * r.rseg * esize, &scratch));
+    r.scratch = scratch;
+    return rs_step(&r, s->send, s->soff, s->slen, s->roff, s->rlen);
 }
 
 /* A group of one has nothing to exchange: its result is its input. */
-static ak_status copy_alone(const void *src, void *buf, size_t count, ak_dtype dt) {
+ak_status ak__copy_alone(const void *src, void *buf, size_t count, ak_dtype dt) {
     size_t esize;
     AK_CHECK(ak_dtype_size(dt, &esize));
     if (src != buf && count) memcpy(buf, src, count * esize);
@@ -153,28 +157,31 @@ static ak_status copy_alone(const void *src, void *buf, size_t count, ak_dtype d
 
 ak_status ak__reduce_scatter_ring(ak_comm *c, const ak__group *g, const void *src, void *buf,
                                   size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag) {
-    if (g->n == 1 || count == 0) return copy_alone(src, buf, count, dt);
-    rs_ring r;
-    AK_CHECK(rs_setup(&r, c, g, src, buf, count, dt, op, tag));
-    for (int s = 0; s < g->n - 1; s++) {
-        size_t soff, slen, roff, rlen;
-        ak__block_range(count, g->n, ring_index(g, -s - 1), &soff, &slen);
-        ak__block_range(count, g->n, ring_index(g, -s - 2), &roff, &rlen);
+    if (g->n == 1 || count == 0) return ak__copy_alone(src, buf, count, dt);
+    /* the reductions always read the input as their operand: a rank receives each block
+     * at most once, so its own share still lies in src (out of place needs no copy) */
+    ak__reduce_step s = {g->ranks[ring_index(g, 1)], g->ranks[ring_index(g, -1)], src, 0, 0,
+                         src, buf, 0, 0};
+    for (int k = 0; k < g->n - 1; k++) {
+        ak__block_range(count, g->n, ring_index(g, -k - 1), &s.soff, &s.slen);
+        ak__block_range(count, g->n, ring_index(g, -k - 2), &s.roff, &s.rlen);
         /* the first block sent is still the input; every later one was reduced into buf
          * on the step before */
-        AK_CHECK(rs_step(&r, s == 0 ? r.src : r.buf, soff, slen, roff, rlen));
+        s.send = k == 0 ? src : buf;
+        AK_CHECK(ak__reduce_step_run(c, &s, dt, op, tag));
     }
     return AK_OK;
 }
 
 /* ---- allgather ---------------------------------------------------------------------- */
 
-/* Where block b lies: explicit counts/displs (allgatherv), or ak__block_range of count
- * (the second half of an allreduce) when counts is NULL. */
+/* Where the block of group index b lies: explicit counts/displs (allgatherv), or when
+ * counts is NULL ak__block_range(count, n, b - rot): block b of an allreduce (rot 0), or
+ * of a broadcast whose blocks are numbered from its root (rot = root). */
 typedef struct ag_layout {
     const size_t *counts, *displs;
     size_t count, esize;
-    int n;
+    int n, rot;
 } ag_layout;
 
 static void ag_block(const ag_layout *l, int b, size_t *off_bytes, size_t *len_bytes) {
@@ -183,7 +190,7 @@ static void ag_block(const ag_layout *l, int b, size_t *off_bytes, size_t *len_b
         off = l->displs[b];
         len = l->counts[b];
     } else {
-        ak__block_range(l->count, l->n, b, &off, &len);
+        ak__block_range(l->count, l->n, (b - l->rot + l->n) % l->n, &off, &len);
     }
     *off_bytes = off * l->esize;
     *len_bytes = len * l->esize;
@@ -203,15 +210,21 @@ static ak_status ring_allgather(ak_comm *c, const ak__group *g, char *buf, const
 
 ak_status ak__allgatherv_ring(ak_comm *c, const ak__group *g, void *buf, const size_t *counts,
                               const size_t *displs, size_t elem_size, uint64_t tag) {
-    ag_layout l = {counts, displs, 0, elem_size, g->n};
+    ag_layout l = {counts, displs, 0, elem_size, g->n, 0};
+    return ring_allgather(c, g, buf, &l, tag);
+}
+
+ak_status ak__allgather_blocks_ring(ak_comm *c, const ak__group *g, void *buf, size_t count,
+                                    size_t elem_size, int rot, uint64_t tag) {
+    ag_layout l = {NULL, NULL, count, elem_size, g->n, rot};
     return ring_allgather(c, g, buf, &l, tag);
 }
 
 ak_status ak__allreduce_ring(ak_comm *c, const ak__group *g, const void *src, void *buf,
                              size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag) {
-    if (g->n == 1 || count == 0) return copy_alone(src, buf, count, dt);
+    if (g->n == 1 || count == 0) return ak__copy_alone(src, buf, count, dt);
     AK_CHECK(ak__reduce_scatter_ring(c, g, src, buf, count, dt, op, tag));
-    ag_layout l = {NULL, NULL, count, 0, g->n};
-    AK_CHECK(ak_dtype_size(dt, &l.esize));
-    return ring_allgather(c, g, buf, &l, tag);
+    size_t esize;
+    AK_CHECK(ak_dtype_size(dt, &esize));
+    return ak__allgather_blocks_ring(c, g, buf, count, esize, 0, tag);
 }

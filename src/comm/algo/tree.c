@@ -4,6 +4,9 @@
  * - broadcast (binomial): v receives from v - 2^k (k = lowest set bit of v) and sends to
  *   v + 2^j for every j < k with v + 2^j < n. ceil(log2 n) rounds; the root sends
  *   S · ceil(log2 n), every other rank receives S once.
+ * - scatter (binomial, blocks numbered from the root): the same tree, but each child gets
+ *   only its subtree's blocks; the root sends (n-1)/n · S in ceil(log2 n) rounds. It is
+ *   the first half of the scatter-allgather broadcast.
  * - reduce (binomial, the mirror image): in round k, v with bit k set sends its partial
  *   result to v - 2^k and stops; the others receive from v + 2^k (if it exists) and
  *   reduce. ceil(log2 n) rounds, every non-root rank sends S once.
@@ -40,25 +43,46 @@ static int tree_parent_mask(int v, int n) {
     return mask;
 }
 
-ak_status ak__broadcast_tree(ak_comm *c, const ak__group *g, void *buf, size_t bytes, int root,
-                             uint64_t tag) {
-    if (g->n == 1 || bytes == 0) return AK_OK;
-    int v = tree_rel(g, root);
-    int mask = tree_parent_mask(v, g->n);
-    if (v != 0)
-        AK_CHECK(ak__p2p_sendrecv(c, 0, NULL, 0, tree_rank(g, root, v - mask), buf, bytes, tag));
-    /* children get the data in the order of their subtree size, largest first */
+/* v receives its share from its parent v - 2^k (k = lowest set bit of v), then hands
+ * each child v + m its share, largest subtree first: the whole buffer (broadcast), or
+ * only the blocks of the child's subtree [v + m, v + 2m) (scatter; relative index v owns
+ * block v of ak__block_range(bytes, n, v)). Empty shares are skipped on both sides. */
+static ak_status binomial_down(ak_comm *c, const ak__group *g, char *buf, size_t bytes, int root,
+                               int scatter, uint64_t tag) {
+    int n = g->n, v = tree_rel(g, root);
+    int mask = tree_parent_mask(v, n);
+    size_t off = 0, len = bytes;
+    if (v != 0) {
+        if (scatter) ak__block_span(bytes, n, v, v + mask, &off, &len);
+        if (len)
+            AK_CHECK(ak__p2p_sendrecv(c, 0, NULL, 0, tree_rank(g, root, v - mask), buf + off,
+                                      len, tag));
+    }
     ak__p2p ops[TREE_MAX_CHILDREN];
     ak__p2p *ptrs[TREE_MAX_CHILDREN];
     int k = 0;
     for (int m = mask >> 1; m > 0; m >>= 1) {
-        if (v + m >= g->n) continue;
-        ak__p2p_init_send(&ops[k], tree_rank(g, root, v + m), buf, bytes, tag);
+        if (v + m >= n) continue;
+        if (scatter) ak__block_span(bytes, n, v + m, v + 2 * m, &off, &len);
+        if (len == 0) continue;
+        ak__p2p_init_send(&ops[k], tree_rank(g, root, v + m), buf + off, len, tag);
         AK_CHECK(ak__p2p_post(c, &ops[k]));
         ptrs[k] = &ops[k];
         k++;
     }
     return k ? ak__p2p_wait(c, ptrs, k) : AK_OK;
+}
+
+ak_status ak__broadcast_tree(ak_comm *c, const ak__group *g, void *buf, size_t bytes, int root,
+                             uint64_t tag) {
+    if (g->n == 1 || bytes == 0) return AK_OK;
+    return binomial_down(c, g, buf, bytes, root, 0, tag);
+}
+
+ak_status ak__scatter_binomial(ak_comm *c, const ak__group *g, void *buf, size_t bytes, int root,
+                               uint64_t tag) {
+    if (g->n == 1 || bytes == 0) return AK_OK;
+    return binomial_down(c, g, buf, bytes, root, 1, tag);
 }
 
 ak_status ak__reduce_tree(ak_comm *c, const ak__group *g, void *buf, size_t count, ak_dtype dt,
@@ -90,19 +114,20 @@ ak_status ak__allreduce_tree(ak_comm *c, const ak__group *g, void *buf, size_t c
 
 /* ---- linear -------------------------------------------------------------------------- */
 
-/* The root's side of gather (recv) / scatter (send): block i of base with every other
- * index, at most FAN_BATCH messages in flight. */
-static ak_status fan(ak_comm *c, const ak__group *g, char *base, size_t bytes, int is_send,
-                     uint64_t tag) {
+/* The root's side of a gather (recv) / scatter (send): block i of base (where `block`
+ * says) with every other index, at most FAN_BATCH messages in flight; empty blocks are
+ * skipped (their owners skip them too). */
+ak_status ak__fan(ak_comm *c, const ak__group *g, char *base, ak__block_fn block, const void *ctx,
+                  int is_send, uint64_t tag) {
     ak__p2p ops[FAN_BATCH];
     ak__p2p *ptrs[FAN_BATCH];
     int k = 0;
     for (int i = 0; i < g->n; i++) {
-        if (i == g->me) continue;
-        if (is_send)
-            ak__p2p_init_send(&ops[k], g->ranks[i], base + (size_t)i * bytes, bytes, tag);
-        else
-            ak__p2p_init_recv(&ops[k], g->ranks[i], base + (size_t)i * bytes, bytes, tag);
+        size_t off, len;
+        block(ctx, i, &off, &len);
+        if (i == g->me || len == 0) continue;
+        if (is_send) ak__p2p_init_send(&ops[k], g->ranks[i], base + off, len, tag);
+        else ak__p2p_init_recv(&ops[k], g->ranks[i], base + off, len, tag);
         AK_CHECK(ak__p2p_post(c, &ops[k]));
         ptrs[k] = &ops[k];
         if (++k == FAN_BATCH) {
@@ -111,6 +136,17 @@ static ak_status fan(ak_comm *c, const ak__group *g, char *base, size_t bytes, i
         }
     }
     return k ? ak__p2p_wait(c, ptrs, k) : AK_OK;
+}
+
+/* gather / scatter blocks: `bytes` each, index i's at i × bytes */
+static void uniform_block(const void *ctx, int i, size_t *off, size_t *len) {
+    *len = *(const size_t *)ctx;
+    *off = (size_t)i * *len;
+}
+
+static ak_status fan(ak_comm *c, const ak__group *g, char *base, size_t bytes, int is_send,
+                     uint64_t tag) {
+    return ak__fan(c, g, base, uniform_block, &bytes, is_send, tag);
 }
 
 /* memmove: the caller may pass its own block of the big buffer as the small one */
