@@ -114,6 +114,16 @@ AK_API ak_status ak_comm_split(ak_comm *comm, int color, int key, ak_comm **out)
 
 AK_API ak_status ak_comm_allreduce(ak_comm *comm, const void *sendbuf, void *recvbuf,
                                    size_t count, ak_dtype dtype, ak_reduce_op op);
+/* Adasum (Maleki et al. 2020): the pairwise rule adasum(a, b) = (1 − a·b/(2‖a‖²))·a +
+ * (1 − a·b/(2‖b‖²))·b applied over a fixed binary tree of the ranks (docs/training.md,
+ * "Adasum"), dot products and norms per tensor, in f64. The buffer is count elements of
+ * f32 or f64 (other dtypes: AK_ERR_UNSUPPORTED) made of nsegments tensors of
+ * segment_counts[i] elements, back to back, summing to count; nsegments 0 (segment_counts
+ * may be NULL): one tensor. Every rank gets the same bits. segment_counts is read during
+ * the call only. */
+AK_API ak_status ak_comm_allreduce_adasum(ak_comm *comm, const void *sendbuf, void *recvbuf,
+                                          size_t count, ak_dtype dtype,
+                                          const size_t *segment_counts, size_t nsegments);
 /* recvbuf is only written (and only needed) on root; sendbuf AK_IN_PLACE only at root */
 AK_API ak_status ak_comm_reduce(ak_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                                 ak_dtype dtype, ak_reduce_op op, int root);

@@ -1,5 +1,6 @@
 /* Public collective entry points: validate the arguments (naming what is wrong), then run
  * the call now or, while the communicator has a progress thread, through its queue. */
+#include <limits.h>
 #include <stdint.h>
 
 #include "comm/comm_ops.h"
@@ -58,6 +59,32 @@ static ak_status prep_allreduce(ak_comm *c, const char *fn, const void *sendbuf,
     AK_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
     AK_CHECK(check_real(fn, "recvbuf", recvbuf, count));
     *k = (ak__coll){AK_COLL_ALLREDUCE, sendbuf, recvbuf, count, dt, op, -1, 0, 0, 0, 0};
+    return AK_OK;
+}
+
+/* Adasum: f32/f64 only (the rule needs floating point); the tensors must tile count.
+ * k->root carries the tensor count (it also enters the wire tag). */
+static ak_status prep_adasum(ak_comm *c, const char *fn, const void *sendbuf, void *recvbuf,
+                             size_t count, ak_dtype dt, const size_t *segs, size_t nseg,
+                             ak__coll *k) {
+    AK_CHECK(check_common(c, fn, count, dt));
+    if (dt != AK_DTYPE_F32 && dt != AK_DTYPE_F64)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: Adasum needs f32 or f64 data, not %s", fn,
+                       ak_dtype_name(dt));
+    AK_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+    AK_CHECK(check_real(fn, "recvbuf", recvbuf, count));
+    AK_ARG_CHECK(segs || nseg == 0, "%s: segment_counts is NULL with nsegments %zu", fn, nseg);
+    AK_ARG_CHECK(nseg <= INT_MAX / 8, "%s: nsegments %zu too large", fn, nseg);
+    size_t sum = 0;
+    for (size_t i = 0; i < nseg; i++) {
+        AK_ARG_CHECK(segs[i] <= count - sum, "%s: segment_counts[0..%zu] sum past count %zu",
+                     fn, i, count);
+        sum += segs[i];
+    }
+    AK_ARG_CHECK(nseg == 0 || sum == count, "%s: segment_counts sum to %zu, not count %zu", fn,
+                 sum, count);
+    *k = (ak__coll){AK_COLL_ADASUM, sendbuf, recvbuf, count, dt, AK_REDUCE_SUM, (int)nseg,
+                    nseg ? segs : NULL, 0, 0, 0};
     return AK_OK;
 }
 
@@ -189,6 +216,14 @@ ak_status ak_comm_allreduce(ak_comm *c, const void *sendbuf, void *recvbuf, size
                             ak_dtype dt, ak_reduce_op op) {
     ak__coll k;
     AK_CHECK(prep_allreduce(c, "ak_comm_allreduce", sendbuf, recvbuf, count, dt, op, &k));
+    return run_now(c, &k);
+}
+
+ak_status ak_comm_allreduce_adasum(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                                   ak_dtype dt, const size_t *segment_counts, size_t nsegments) {
+    ak__coll k;
+    AK_CHECK(prep_adasum(c, "ak_comm_allreduce_adasum", sendbuf, recvbuf, count, dt,
+                         segment_counts, nsegments, &k));
     return run_now(c, &k);
 }
 

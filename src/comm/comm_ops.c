@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "comm/algo/adasum.h"
 #include "comm/algo/algo.h"
 #include "comm/comm_model.h"
 #include "comm/comm_ops.h"
@@ -12,7 +13,7 @@
 
 static const char *const coll_names[] = {
     "", "allreduce", "reduce", "broadcast", "allgather", "allgatherv", "reduce_scatter",
-    "alltoall", "alltoallv", "gather", "scatter", "barrier", "send", "recv"};
+    "alltoall", "alltoallv", "gather", "scatter", "barrier", "send", "recv", "adasum"};
 
 static ak__group world_group(ak_comm *c) {
     return (ak__group){c->all_ranks, c->size, c->rank};
@@ -84,6 +85,15 @@ static ak_status run_reduce(ak_comm *c, const ak__coll *k, ak_comm_algo want, ui
     }
     if (root && k->op == AK_REDUCE_AVG) return ak_reduce_avg_finish(k->dtype, buf, k->count, c->size);
     return AK_OK;
+}
+
+/* Adasum works in place in recvbuf; k->root holds the number of tensors. */
+static ak_status run_adasum(ak_comm *c, const ak__coll *k, uint64_t tag) {
+    if (!in_place(k->sendbuf, k->recvbuf) && k->count)
+        memcpy(k->recvbuf, k->sendbuf, k->count * esize(k->dtype));
+    ak__group g = world_group(c);
+    return ak__allreduce_adasum(c, &g, k->recvbuf, k->count, k->dtype, k->counts,
+                                (size_t)k->root, tag);
 }
 
 /* allgather and allgatherv: place this rank's block, then the chosen algorithm fills
@@ -222,6 +232,7 @@ static ak_status coll_dispatch(ak_comm *c, const ak__coll *k, ak_comm_algo want)
     switch (k->kind) {
     case AK_COLL_ALLREDUCE: st = run_allreduce(c, k, want, tag); break;
     case AK_COLL_REDUCE: st = run_reduce(c, k, want, tag); break;
+    case AK_COLL_ADASUM: st = run_adasum(c, k, tag); break;
     case AK_COLL_ALLGATHER:
     case AK_COLL_ALLGATHERV: st = run_allgather(c, k, want, tag); break;
     case AK_COLL_REDUCE_SCATTER: st = run_reduce_scatter(c, k, want, tag); break;

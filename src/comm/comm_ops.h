@@ -19,6 +19,7 @@ typedef enum ak__coll_kind {
     AK_COLL_BARRIER,
     AK_COLL_SEND,
     AK_COLL_RECV,
+    AK_COLL_ADASUM, /* allreduce with the Adasum rule (algo/adasum.c) */
 } ak__coll_kind;
 
 typedef struct ak__coll {
@@ -28,8 +29,9 @@ typedef struct ak__coll {
     size_t count;   /* per-rank count (allgather/alltoall/gather/scatter: per block) */
     ak_dtype dtype;
     ak_reduce_op op;
-    int root;       /* root, or the peer of send/recv */
-    const size_t *counts, *displs;   /* allgatherv; alltoallv: send side */
+    int root;       /* root, or the peer of send/recv; adasum: tensors in counts */
+    const size_t *counts, *displs;   /* allgatherv; alltoallv: send side; adasum: the
+                                        tensors' element counts (NULL: one tensor) */
     const size_t *rcounts, *rdispls; /* alltoallv: receive side */
 } ak__coll;
 
