@@ -95,6 +95,12 @@ typedef enum ak_train_op_kind {
 
 #define AK_TRAIN_MAX_DIMS 8
 
+/* ak_train_op.op of an allreduce: Adasum (ak_comm_allreduce_adasum) instead of an
+ * element-wise reduction. f32 or f64, no compression; fused only with Adasum tensors of
+ * the same dtype, each keeping its own dot products; refused while ranks have joined
+ * (their zeros would count as inputs). prescale/postscale apply as for other ops. */
+#define AK_TRAIN_REDUCE_ADASUM ((ak_reduce_op)64)
+
 /* One operation. Pointers must stay valid until the handle completes. */
 typedef struct ak_train_op {
     uint32_t struct_size; /* sizeof(ak_train_op) */

@@ -209,8 +209,13 @@ static ak_status check_kind_rules(const ak_train_op *op, const char *name, size_
     AK_ARG_CHECK(count == 0 || op->input, "'%s': input is NULL", name);
     if (k == AK_TRAIN_ALLREDUCE || k == AK_TRAIN_BROADCAST)
         AK_ARG_CHECK(count == 0 || op->output, "'%s': output is NULL", name);
-    if (k == AK_TRAIN_ALLREDUCE || k == AK_TRAIN_REDUCESCATTER)
+    if (k == AK_TRAIN_ALLREDUCE && op->op == AK_TRAIN_REDUCE_ADASUM) {
+        if (op->dtype != AK_DTYPE_F32 && op->dtype != AK_DTYPE_F64)
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "'%s': Adasum needs float32 or float64, not %s",
+                           name, ak_dtype_name(op->dtype));
+    } else if (k == AK_TRAIN_ALLREDUCE || k == AK_TRAIN_REDUCESCATTER) {
         AK_ARG_CHECK((unsigned)op->op < AK_REDUCE_COUNT_, "'%s': unknown reduce op %d", name, op->op);
+    }
     AK_ARG_CHECK(isfinite(op->prescale) && isfinite(op->postscale),
                  "'%s': prescale/postscale must be finite", name);
     AK_ARG_CHECK(ak__is_float(op->dtype) || (op->prescale == 1.0 && op->postscale == 1.0),

@@ -497,8 +497,8 @@ static void compare_requests(const ak__signature *x, int a, const ak__signature 
              (!rows_may_differ && x->ndim > 0 && x->shape[0] != y->shape[0]))
         snprintf(msg, n, "shape mismatch: rank %d %s, rank %d %s", a, sx, b, sy);
     else if (x->op != y->op)
-        snprintf(msg, n, "reduce op mismatch: rank %d %s, rank %d %s", a, ak_reduce_op_name(x->op),
-                 b, ak_reduce_op_name(y->op));
+        snprintf(msg, n, "reduce op mismatch: rank %d %s, rank %d %s", a, ak__op_name(x->op),
+                 b, ak__op_name(y->op));
     else if (x->root != y->root)
         snprintf(msg, n, "root mismatch: rank %d root %d, rank %d root %d", a, x->root, b, y->root);
     else if (x->prescale != y->prescale || x->postscale != y->postscale)
@@ -517,7 +517,8 @@ static void compare_requests(const ak__signature *x, int a, const ak__signature 
 
 /* While ranks of the set have joined they take part in the others' ops with zeros: right
  * for a sum or an average and for an allgather (no rows), wrong for the rest. A Min, Max
- * or Product allreduce would come out as zeros (or the minimum with 0), a joined root has
+ * or Product allreduce would come out as zeros (or the minimum with 0), an Adasum one would
+ * count the zeros as inputs (adasum(0, b) = b, so a 3-rank tree would weigh b twice), a joined root has
  * nothing to broadcast, and alltoall / reducescatter need every rank's data. Horovod
  * refuses these too; r becomes an error response (every rank decides the same from the
  * replicated joined marks, so every rank that submitted the op gets the error). */
@@ -530,9 +531,10 @@ static ak_status refuse_if_joined(const ak__pset *p, ak__response *r) {
             used += (size_t)snprintf(ranks + used, sizeof ranks - used, "%s%d", used ? "," : "", k);
     if (!used) return AK_OK;
     if (x->kind == AK_TRAIN_ALLREDUCE &&
-        (x->op == AK_REDUCE_MIN || x->op == AK_REDUCE_MAX || x->op == AK_REDUCE_PROD))
+        (x->op == AK_REDUCE_MIN || x->op == AK_REDUCE_MAX || x->op == AK_REDUCE_PROD ||
+         x->op == AK_TRAIN_REDUCE_ADASUM))
         snprintf(why, sizeof why, "reduce op %s is not supported while ranks [%s] have joined "
-                 "(joined ranks contribute zeros)", ak_reduce_op_name(x->op), ranks);
+                 "(joined ranks contribute zeros)", ak__op_name(x->op), ranks);
     else if (x->kind == AK_TRAIN_BROADCAST && p->joined[x->root])
         snprintf(why, sizeof why, "root rank %d has joined (ranks [%s] have joined): nothing "
                  "to broadcast", x->root, ranks);

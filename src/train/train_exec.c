@@ -35,8 +35,9 @@ void ak__exec_free_scratch(ak_train *t) {
     ak_free(t->fusion);
     ak_free(t->wire);
     ak_free(t->zmask);
-    t->fusion = t->wire = t->zmask = NULL;
-    t->fusion_cap = t->wire_cap = t->zmask_cap = 0;
+    ak_free(t->segs);
+    t->fusion = t->wire = t->zmask = t->segs = NULL;
+    t->fusion_cap = t->wire_cap = t->zmask_cap = t->segs_cap = 0;
 }
 
 /* x[i] *= s for floating-point buffers (no-op when s == 1). */
@@ -215,9 +216,12 @@ static ak_status allreduce_nonzero_blocks(ak_train *t, ak__pset *p, float *x, si
 }
 
 /* The wire allreduce of an uncompressed buffer of n elements for signature s: zero
- * blocks elided where they may be, else every byte. */
+ * blocks elided where they may be, else every byte. Adasum gets the tensors' sizes
+ * (segs[0..nseg), nseg 0: one tensor) to keep their dot products apart. */
 static ak_status allreduce_buffer(ak_train *t, ak__pset *p, const ak__signature *s, void *buf,
-                                  size_t n) {
+                                  size_t n, const size_t *segs, size_t nseg) {
+    if (s->op == AK_TRAIN_REDUCE_ADASUM)
+        return ak_comm_allreduce_adasum(p->comm, AK_IN_PLACE, buf, n, s->dtype, segs, nseg);
     ak_reduce_op op = wire_op(s->op);
     if (t->zero_blocks && s->dtype == AK_DTYPE_F32 && op == AK_REDUCE_SUM &&
         n >= ZERO_BLOCK_MIN_FLOATS) {
@@ -363,11 +367,14 @@ static ak_status allreduce_fused(ak_train *t, ak__pset *p, ak__response *r, int 
         return st;
     }
     AK_CHECK(ensure(&t->fusion, &t->fusion_cap, total * es));
+    AK_CHECK(ensure(&t->segs, &t->segs_cap, (size_t)m * sizeof(size_t)));
+    size_t *segs = t->segs;
+    for (int i = 0; i < m; i++) segs[i] = ak__sig_elements(&r[i].sig);
     fusion_copy_in(t, r, m, es);
     uint64_t t1 = ak_now_ns();
     t->st_fusion_ns += t1 - t0;
     trace_span("fusion_copy_in", r, m, t0);
-    AK_CHECK(allreduce_buffer(t, p, s, t->fusion, total));
+    AK_CHECK(allreduce_buffer(t, p, s, t->fusion, total, segs, (size_t)m));
     uint64_t t2 = ak_now_ns();
     t->st_comm_ns += t2 - t1;
     trace_span("communicate", r, m, t1);
@@ -386,7 +393,7 @@ static ak_status allreduce_single(ak_train *t, ak__pset *p, ak__response *r) {
     if (r->entry->op.input != buf) memcpy(buf, r->entry->op.input, n * es);
     scale_buf(s->dtype, buf, n, s->prescale);
     uint64_t t0 = ak_now_ns();
-    AK_CHECK(allreduce_buffer(t, p, s, buf, n));
+    AK_CHECK(allreduce_buffer(t, p, s, buf, n, NULL, 0));
     t->st_comm_ns += ak_now_ns() - t0;
     trace_span("communicate", r, 1, t0);
     finish_reduction(s, buf, n, p->size);

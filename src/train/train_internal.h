@@ -22,6 +22,11 @@ static inline int ak__is_float(ak_dtype d) {
     return d == AK_DTYPE_F32 || d == AK_DTYPE_F64 || d == AK_DTYPE_F16 || d == AK_DTYPE_BF16;
 }
 
+/* A reduce op's name in messages, Adasum included. */
+static inline const char *ak__op_name(ak_reduce_op op) {
+    return op == AK_TRAIN_REDUCE_ADASUM ? "adasum" : ak_reduce_op_name(op);
+}
+
 /* Internal op kinds, negotiated like user ops on the global set. */
 enum {
     AK__KIND_PSET_ADD = AK_TRAIN_OP_COUNT_, /* splits = member ranks */
@@ -164,6 +169,8 @@ struct ak_train {
     void *wire;
     size_t wire_cap;
     void *zmask; /* a byte per block: non-zero on this rank, then on any */
+    void *segs; /* Adasum: the fused tensors' element counts (size_t each) */
+    size_t segs_cap; /* bytes */
     size_t zmask_cap;
 
     _Atomic uint64_t st_cycles, st_negotiations, st_cache_hits, st_fused, st_collectives,

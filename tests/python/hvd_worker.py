@@ -135,11 +135,91 @@ def allreduce_variants():
     close(a_out, total, 1e-6, "two outstanding (a)")
     close(b_out, total * 2, 1e-6, "two outstanding (b)")
     close(deprecated, total, 1e-6, "average=False")
+
+
+def _adasum_pair(a, b):
+    """Adasum of two tensors by the paper's formula, in float64."""
+    a, b = a.double(), b.double()
+    dot = float((a * b).sum())
+    ca = 1 - dot / (2 * float((a * a).sum())) if float((a * a).sum()) else 1.0
+    cb = 1 - dot / (2 * float((b * b).sum())) if float((b * b).sum()) else 1.0
+    return ca * a + cb * b
+
+
+@case
+def adasum_allreduce():
+    n, r = hvd.size(), hvd.rank()
+    assert n == 2
+    mine = [inputs(40 + i, r, s, torch.float32) for i, s in enumerate([(7,), (3, 4)])]
+    theirs = [inputs(40 + i, 1 - r, s, torch.float32) for i, s in enumerate([(7,), (3, 4)])]
+    for dt in (torch.float32, torch.float64):
+        x = mine[1].to(dt)
+        want = _adasum_pair(x, theirs[1].to(dt))
+        close(hvd.allreduce(x, op=hvd.Adasum).double(), want, 1e-5, f"allreduce {dt}")
+        y = x.clone()
+        hvd.synchronize(hvd.allreduce_async_(y, op=hvd.Adasum, name="ada.inplace"))
+        close(y.double(), want, 1e-5, "allreduce_async_")
+    # grouped: fused, but dot products stay per tensor
+    outs = hvd.grouped_allreduce([m.clone() for m in mine], op=hvd.Adasum)
+    for o, a, b in zip(outs, mine, theirs):
+        close(o.double(), _adasum_pair(a, b), 1e-5, "grouped per tensor")
+    # the defining property: orthogonal vectors add, identical ones average
+    e = torch.zeros(4, dtype=torch.float64)
+    e[r] = r + 1.0
+    close(hvd.allreduce(e, op=hvd.Adasum), torch.tensor([1.0, 2.0, 0, 0], dtype=torch.float64),
+          1e-12, "orthogonal add")
+    same = torch.tensor([0.5, -2.0, 3.0], dtype=torch.float64)
+    close(hvd.allreduce(same, op=hvd.Adasum), same, 1e-12, "identical average")
+    for bad, err in ((lambda: hvd.allreduce(torch.ones(3, dtype=torch.int32), op=hvd.Adasum), "float"),
+                     (lambda: hvd.allreduce(torch.ones(3), op=hvd.Adasum,
+                                            compression=hvd.Compression.fp16), "Compression.none"),
+                     (lambda: hvd.reducescatter(torch.ones(4), op=hvd.Adasum), "Adasum")):
+        try:
+            bad()
+            raise AssertionError("Adasum misuse did not raise")
+        except (ValueError, RuntimeError) as ex:
+            assert err in str(ex), str(ex)
+
+
+@case
+def adasum_optimizer():
+    n, r = hvd.size(), hvd.rank()
+    torch.manual_seed(7)
+    model = torch.nn.Linear(4, 1)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05),
+                                   named_parameters=model.named_parameters(), op=hvd.Adasum)
+    assert isinstance(opt, torch.optim.SGD)
+    g = torch.Generator().manual_seed(100 + r)  # each rank its own data
+    w_true = torch.tensor([[1.0, -2.0, 0.5, 3.0]])
+    losses = []
+    for _ in range(30):
+        xb = torch.randn(16, 4, generator=g)
+        loss = ((model(xb) - xb @ w_true.t()) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    assert losses[-1] < 0.2 * losses[0], losses
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    close(hvd.allgather(flat.unsqueeze(0))[1 - r], flat, 0, "ranks identical")
+    # one step, by hand: the update is Adasum of the two ranks' SGD deltas
+    model2 = torch.nn.Linear(3, 1, bias=False)
+    with torch.no_grad():
+        model2.weight.copy_(torch.tensor([[0.1, 0.2, 0.3]]))
+    opt2 = hvd.DistributedOptimizer(torch.optim.SGD(model2.parameters(), lr=1.0), op=hvd.Adasum,
+                                    named_parameters=model2.named_parameters())
+    grads = [torch.tensor([[1.0, 0.0, 0.0]]), torch.tensor([[0.0, 2.0, 0.0]])]
+    model2.weight.grad = grads[r].clone()
+    opt2.step()
+    want = torch.tensor([[0.1, 0.2, 0.3]]) - (grads[0] + grads[1])  # orthogonal: summed
+    close(model2.weight.detach(), want, 1e-6, "orthogonal deltas add")
     try:
-        hvd.allreduce(x, op=hvd.Adasum)
-        raise AssertionError("Adasum did not raise")
-    except NotImplementedError as e:
-        assert "Adasum" in str(e)
+        hvd.DistributedOptimizer(torch.optim.SGD(model2.parameters(), lr=1.0), op=hvd.Adasum,
+                                 compression=hvd.Compression.fp16)
+        raise AssertionError("Adasum with fp16 compression did not raise")
+    except ValueError as ex:
+        assert "Compression.none" in str(ex)
 
 
 def grouped_allreduce():
@@ -995,7 +1075,7 @@ def join_refuses_what_zeros_would_falsify():
         attempts = [(op_name, lambda op=op, nm=op_name: hvd.allreduce(torch.ones(2), op=op,
                                                                       name=f"jr.{nm}"))
                     for op_name, op in (("min", hvd.Min), ("max", hvd.Max),
-                                        ("product", hvd.Product))]
+                                        ("product", hvd.Product), ("adasum", hvd.Adasum))]
         if n > 1:
             attempts.append(("broadcast", lambda: hvd.broadcast(torch.ones(2), 1, name="jr.bc")))
         for what, fn in attempts:

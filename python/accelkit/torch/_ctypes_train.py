@@ -17,6 +17,7 @@ AK_DTYPE_I8, AK_DTYPE_U8, AK_DTYPE_I32, AK_DTYPE_I64 = 4, 5, 6, 7
 
 # ak_reduce_op
 AK_REDUCE_SUM, AK_REDUCE_PROD, AK_REDUCE_MIN, AK_REDUCE_MAX, AK_REDUCE_AVG = 0, 1, 2, 3, 4
+AK_TRAIN_REDUCE_ADASUM = 64  # include/accelkit/train.h
 
 # ak_status (include/accelkit/ak.h)
 AK_OK = 0

@@ -36,7 +36,8 @@ Product = 5
 _OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max",
              Product: "Product"}
 _AK_REDUCE = {Average: _ct.AK_REDUCE_AVG, Sum: _ct.AK_REDUCE_SUM, Min: _ct.AK_REDUCE_MIN,
-              Max: _ct.AK_REDUCE_MAX, Product: _ct.AK_REDUCE_PROD}
+              Max: _ct.AK_REDUCE_MAX, Product: _ct.AK_REDUCE_PROD,
+              Adasum: _ct.AK_TRAIN_REDUCE_ADASUM}
 
 _DTYPES = {
     torch.float32: _ct.AK_DTYPE_F32,
@@ -478,9 +479,6 @@ def _reduce_op(op, average=None, default=Average):
         op = Average if average else Sum
     if op is None:
         op = default
-    if op == Adasum:
-        raise NotImplementedError(
-            "accelkit does not implement Adasum (hvd.Adasum); use hvd.Average or hvd.Sum")
     if op not in _AK_REDUCE:
         raise ValueError(f"unknown reduction op {op!r}")
     return op
@@ -734,6 +732,9 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None,
     from .compression import Compression
     op = _reduce_op(op, average)
     compression = Compression.none if compression is None else compression
+    if op == Adasum and compression is not Compression.none:
+        raise ValueError("accelkit's Adasum reduces float32/float64 uncompressed; use "
+                         "compression=hvd.Compression.none")
     wire, _ = _wire_compression(compression)
     if wire is None or (wire and tensor.dtype != torch.float32):
         t, ctx = compression.compress(tensor)
@@ -1080,6 +1081,8 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 # ---- reducescatter ----------------------------------------------------------------------
 
 def _reducescatter_async(tensor, full_name, op, ps_id, prescale, postscale):
+    if op == Adasum:
+        raise ValueError("reducescatter supports Sum and Average, not Adasum")
     src, _ = _staged(tensor)
     if src.dim() == 0:
         raise ValueError("reducescatter needs a tensor with at least one dimension")

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import torch
 
 from . import mpi_ops as _ops
+from .adasum import _DistributedAdasumMixin, make_adasum_optimizer
 from .compression import Compression
 from .mpi_ops import Adasum, Average, global_process_set
 from .optim import _FusedOptimizer
@@ -358,8 +359,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     named_parameters: model.named_parameters() (names the allreduces; recommended).
     compression: Compression.none / .fp16, accelkit's .bf16 / .dgc(...), or a Compressor.
     backward_passes_per_step: backward() calls accumulated locally before each allreduce.
-    op: Average (default) or Sum; Adasum is not implemented (accepted with one rank,
-        where it means plain averaging, as in Horovod).
+    op: Average (default), Sum, or Adasum: each rank steps the optimizer locally and the
+        parameter deltas are Adasum-reduced (adasum.py; with one rank the plain optimizer,
+        as in Horovod).
     gradient_predivide_factor: with Average, divide by this before the sum and by
         size/factor after it.
     groups: an int (that many groups) or a list of lists of parameters whose gradients are
@@ -369,8 +371,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     """
     if op == Adasum:
         if not (_ops.is_initialized() and _ops.size() == 1):
-            raise NotImplementedError("accelkit does not implement Adasum; use op=hvd.Average "
-                                      "(the default) or hvd.Sum")
+            if isinstance(optimizer, (_DistributedMixin, _DistributedAdasumMixin)):
+                raise ValueError("optimizer is already a DistributedOptimizer")
+            names = {p: n for n, p in named_optimizer_parameters(optimizer, named_parameters)}
+            return make_adasum_optimizer(optimizer, names, compression,
+                                         backward_passes_per_step, gradient_predivide_factor,
+                                         process_set)
         # one rank: nothing is reduced, and Horovod then builds the plain averaging
         # optimizer too (scripts that pick Adasum still run single-process)
         op = Average
