@@ -46,6 +46,11 @@ struct ak_comm {
 
     ak_comm_config config;          /* resolved: no "unset" fields left */
     ak__link_model links[AK_COMM_TP_COUNT];
+    /* bytes per second all ranks of a host send at once (each to a neighbour on the same
+     * host), GB/s; INFINITY when not measured (one rank per host, threads, old tuning
+     * files): a host whose ranks share cores moves less than a link alone does times the
+     * links in use (comm_model.c) */
+    double host_gbps;
     /* measured time per collective and algorithm at comm_calibrate.c's sizes; 0 = none */
     double algo_measured_us[AK_COMM_COLL_COUNT_][AK_COMM_ALGO_COUNT_][AK_COMM_MEASURED_SIZES];
     uint64_t seq;                   /* collectives issued: part of every tag */

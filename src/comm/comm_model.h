@@ -37,6 +37,9 @@ ak_comm_algo ak__comm_pick(const ak_comm *comm, ak_comm_coll coll, size_t bytes,
 /* The sizes (bytes) the algorithms are timed at, ascending (comm_calibrate.c). */
 extern const size_t ak__comm_measured_bytes[AK_COMM_MEASURED_SIZES];
 
+/* Logs (info) the model's choice per collective at a few sizes, whatever is forced. */
+void ak__comm_model_log(const ak_comm *comm);
+
 /* Link helpers shared by the two files. */
 ak__link_model ak__link_alpha_beta(double alpha_us, double beta_gbps);
 double ak__link_alpha(const ak__link_model *l);
