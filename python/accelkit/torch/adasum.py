@@ -14,6 +14,7 @@ from contextlib import contextmanager
 import torch
 
 from . import mpi_ops as _ops
+from .wrapping import count_original_step, wrap_optimizer
 
 
 class _DistributedAdasumMixin:
@@ -42,6 +43,7 @@ class _DistributedAdasumMixin:
         return [p for g in self.param_groups for p in g["params"] if p.requires_grad]
 
     def step(self, closure=None):
+        count_original_step(self)
         params = self._adasum_params()
         start = [p.detach().clone() for p in params]
         loss = super().step(closure)
@@ -64,10 +66,6 @@ def make_adasum_optimizer(optimizer, names, compression, backward_passes_per_ste
                          "deltas uncompressed; use compression=hvd.Compression.none")
     if gradient_predivide_factor != 1.0:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
-    cls = type(optimizer.__class__.__name__, (_DistributedAdasumMixin, optimizer.__class__),
-               {"__module__": optimizer.__class__.__module__})
-    obj = cls.__new__(cls)
-    obj.__dict__.update({k: v for k, v in optimizer.__dict__.items()
-                         if k not in ("step", "zero_grad", "synchronize")})
+    obj = wrap_optimizer(optimizer, _DistributedAdasumMixin)
     obj._hvd_adasum_setup(names, backward_passes_per_step, process_set)
     return obj

@@ -20,13 +20,12 @@ Model buffers (BatchNorm running statistics) are not parameters; pass
 named_buffers=model.named_buffers() to average their floating-point ones with the
 parameters (integer ones, such as num_batches_tracked, stay local).
 """
-import weakref
-
 import torch
 
 from . import mpi_ops as _ops
 from .mpi_ops import global_process_set
 from .optimizer import named_optimizer_parameters
+from .wrapping import count_original_step, wrap_optimizer
 
 
 class _LocalSGDMixin:
@@ -83,10 +82,7 @@ class _LocalSGDMixin:
             _ops.synchronize(h)
 
     def step(self, closure=None):
-        original = self._lsgd_original()
-        if original is not None and "step" in original.__dict__ and "_step_count" in original.__dict__:
-            # an LR scheduler made before the wrap counts the original's steps
-            original._step_count += 1
+        count_original_step(self)
         loss = super().step(closure)
         self.local_steps += 1
         if self.local_steps % self.period == 0:
@@ -138,14 +134,7 @@ def LocalSGD(optimizer, named_parameters=None, period=1, process_set=global_proc
                          "or another LocalSGD")
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"LocalSGD wraps a torch.optim.Optimizer, not {type(optimizer).__name__}")
-    cls = type(optimizer.__class__.__name__, (_LocalSGDMixin, optimizer.__class__),
-               {"__module__": optimizer.__class__.__module__})
-    obj = cls.__new__(cls)
-    # shares the original's param_groups, state and defaults; not methods patched onto the
-    # instance (an LR scheduler wraps optimizer.step), which would bypass the averaging
-    obj.__dict__.update({k: v for k, v in optimizer.__dict__.items()
-                         if k not in ("step", "zero_grad")})
-    obj._lsgd_original = weakref.ref(optimizer)
+    obj = wrap_optimizer(optimizer, _LocalSGDMixin)
     obj._local_sgd_setup(named_parameters, period, process_set, average_optimizer_state,
                          named_buffers)
     return obj

@@ -9,7 +9,6 @@ update, which the runtime's update thread applies as soon as the reduced gradien
 step() then only waits.
 """
 import warnings
-import weakref
 from contextlib import contextmanager
 
 import torch
@@ -19,6 +18,7 @@ from .adasum import _DistributedAdasumMixin, make_adasum_optimizer
 from .compression import Compression
 from .mpi_ops import Adasum, Average, global_process_set
 from .optim import _FusedOptimizer
+from .wrapping import count_original_step, wrap_optimizer
 
 
 def named_optimizer_parameters(optimizer, named_parameters):
@@ -311,10 +311,7 @@ class _DistributedMixin:
             self._should_synchronize = True
 
     def step(self, closure=None):
-        original = self._hvd_original()
-        if original is not None and "step" in original.__dict__ and "_step_count" in original.__dict__:
-            # an LR scheduler made before the wrap counts the original's steps
-            original._step_count += 1
+        count_original_step(self)
         if self._should_synchronize:
             if self._synchronized:
                 warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
@@ -393,16 +390,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         raise ValueError("optimizer is already a DistributedOptimizer")
     if compression is None:
         compression = Compression.none
-    cls = type(optimizer.__class__.__name__, (_DistributedMixin, optimizer.__class__),
-               {"__module__": optimizer.__class__.__module__})
-    # the new object shares the original's param_groups (so LR schedulers attached to
-    # either keep working), state and defaults
-    obj = cls.__new__(cls)
-    # not methods patched onto the instance (an LR scheduler wraps optimizer.step): those
-    # are bound to the original object and would bypass the allreduce
-    obj.__dict__.update({k: v for k, v in optimizer.__dict__.items()
-                         if k not in ("step", "zero_grad", "synchronize")})
-    obj._hvd_original = weakref.ref(optimizer)
+    obj = wrap_optimizer(optimizer, _DistributedMixin)
     obj._hvd_setup(named_parameters, compression, backward_passes_per_step, op,
                    gradient_predivide_factor, groups, sparse_as_dense, process_set, overlap)
     return obj
