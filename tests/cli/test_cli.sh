@@ -69,7 +69,8 @@ rm -rf "$fake"
 # the cost model a communicator measures, kept as a tuning file and used instead of measuring
 tune=$(mktemp)
 check calibrate 0 env AK_COMM_TRANSPORT=tcp "$AK" bench comm -np 2 --calibrate "$tune"
-grep -q "^allreduce_us ring " "$tune" && grep -q "^topology 2 1$" "$tune" && pass=$((pass + 1)) ||
+grep -q "^allreduce_us ring " "$tune" && grep -q "^topology 2 1$" "$tune" && grep -q "^host_gbps " "$tune" &&
+  grep -q "^broadcast_us tree " "$tune" && grep -q "^reduce_scatter_us rd " "$tune" && pass=$((pass + 1)) ||
   { fail=$((fail + 1)); echo "FAIL calibrate: no measured times in the tuning file"; cat "$tune"; }
 check tuned 0 env AK_COMM_TRANSPORT=tcp AK_COMM_TUNING="$tune" "$AK" bench comm -np 2 -b 8 -e 32K -f 8 -n 2 -w 0 --check --json
 contains tuned '"bytes":32768,"count":8192,"time_us":[0-9.]*,"algbw":[0-9.]*,"busbw":[0-9.]*,"errors":0'

@@ -3,6 +3,12 @@
  *   comm_rank sweep [small]         allreduce over counts {0,1,7,64,1000,1048577} × every
  *                                   dtype × sum/prod/min/max/avg, each in place and out of
  *                                   place, every element checked ("small": without 1048577)
+ *   comm_rank colls [small]         reduce (root varying), broadcast, allgather, allgatherv
+ *                                   (uneven, gaps), reduce_scatter over counts
+ *                                   {0,1,7,64,1000,1048577} × every dtype × op where
+ *                                   there is one, in and out of place, exact checks: with
+ *                                   AK_COMM_ALGO=ring/rd, every algorithm the model picks
+ *                                   among ("small": without 1048577)
  *   comm_rank ops                   every other operation, each in place and out of place
  *                                   where it has both, from every root, exact checks:
  *                                   reduce, broadcast, allgather(v), reduce_scatter,
@@ -134,6 +140,114 @@ static int sweep(ak_comm *c, int rank, int n, int small) {
                     rc = sweep_one(c, rank, n, counts[k], (ak_dtype)dt, (ak_reduce_op)op, ip,
                                    in, out, want);
     free(in), free(out), free(want);
+    ak_comm_free(c);
+    return rc;
+}
+
+/* ---- colls: the collectives the cost model picks algorithms for -------------------- */
+
+typedef struct colls_ctx {
+    ak_comm *c;
+    int rank, n;
+    unsigned char *a, *b, *want; /* COLLS_CAP bytes each */
+} colls_ctx;
+
+#define COLLS_CAP ((size_t)1048577 * 8 * 2)
+
+/* values a call's rank `owner` contributes: the sweep's inputs (small integers) */
+static void owned(ak_dtype dt, ak_reduce_op op, int owner, unsigned char *buf, size_t count) {
+    size_t es;
+    ak_dtype_size(dt, &es);
+    unsigned char period[PERIOD * 8];
+    for (size_t i = 0; i < PERIOD; i++) put(dt, period, i, input(owner, i, op));
+    fill(buf, count, es, period);
+}
+
+static int colls_fail(const colls_ctx *x, const char *what, ak_dtype dt, ak_reduce_op op,
+                      size_t count, ak_status st) {
+    fprintf(stderr, "rank %d: %s %s %s count %zu: %s\n", x->rank, what, ak_dtype_name(dt),
+            ak_reduce_op_name(op), count, st != AK_OK ? ak_last_error() : "wrong result");
+    return st != AK_OK ? 10 + (int)st : 3;
+}
+
+/* reduce to root, in place at the root or not: the sweep's expected values there */
+static int colls_reduce(colls_ctx *x, size_t count, ak_dtype dt, ak_reduce_op op, int root, int ip) {
+    size_t es;
+    ak_dtype_size(dt, &es);
+    int me_root = x->rank == root;
+    unsigned char *in = ip && me_root ? x->b : x->a, pwant[PERIOD * 8];
+    owned(dt, op, x->rank, in, count);
+    ak_status st = ak_comm_reduce(x->c, ip && me_root ? AK_IN_PLACE : x->a, me_root ? x->b : NULL,
+                                  count, dt, op, root);
+    if (st != AK_OK) return colls_fail(x, "reduce", dt, op, count, st);
+    if (!me_root) return 0;
+    for (size_t i = 0; i < PERIOD; i++) put(dt, pwant, i, expected(x->n, i, op, dt));
+    fill(x->want, count, es, pwant);
+    return memcmp(x->b, x->want, count * es) ? colls_fail(x, ip ? "reduce in place" : "reduce", dt, op, count, AK_OK) : 0;
+}
+
+/* rank r ends with elements [r × count, (r + 1) × count) of the reduction */
+static int colls_reduce_scatter(colls_ctx *x, size_t count, ak_dtype dt, ak_reduce_op op, int ip) {
+    size_t es, total = count * (size_t)x->n;
+    ak_dtype_size(dt, &es);
+    unsigned char pwant[PERIOD * 8];
+    owned(dt, op, x->rank, ip ? x->b : x->a, total);
+    ak_status st = ak_comm_reduce_scatter(x->c, ip ? AK_IN_PLACE : x->a, x->b, count, dt, op);
+    if (st != AK_OK) return colls_fail(x, "reduce_scatter", dt, op, count, st);
+    for (size_t i = 0; i < PERIOD; i++) put(dt, pwant, i, expected(x->n, i, op, dt));
+    fill(x->want, total, es, pwant);
+    if (memcmp(x->b, x->want + (size_t)x->rank * count * es, count * es))
+        return colls_fail(x, ip ? "reduce_scatter in place" : "reduce_scatter", dt, op, count, AK_OK);
+    return 0;
+}
+
+/* broadcast of the root's values; allgather(v) of every rank's (v: rank r contributes
+ * (r + v) % 3 × count elements, one element apart, gaps untouched) */
+static int colls_gathers(colls_ctx *x, size_t count, ak_dtype dt, int root, int ip, int v) {
+    size_t es, counts[64], displs[64], off = 0;
+    ak_dtype_size(dt, &es);
+    owned(dt, AK_REDUCE_SUM, root, x->want, count);
+    owned(dt, AK_REDUCE_SUM, x->rank, x->b, count); /* non-roots start from their own values */
+    if (x->rank == root || !count) memcpy(x->b, x->want, count * es);
+    ak_status st = ak_comm_broadcast(x->c, x->b, count, dt, root);
+    if (st != AK_OK || memcmp(x->b, x->want, count * es))
+        return colls_fail(x, "broadcast", dt, AK_REDUCE_SUM, count, st);
+    for (int r = 0; r < x->n; r++) {
+        counts[r] = v ? (size_t)((r + v) % 3) * count : count;
+        displs[r] = off + (v ? 1 : 0);
+        off = displs[r] + counts[r];
+    }
+    memset(x->want, 0x7E, off * es);
+    memset(x->b, 0x7E, off * es);
+    for (int r = 0; r < x->n; r++) owned(dt, AK_REDUCE_SUM, r, x->want + displs[r] * es, counts[r]);
+    unsigned char *mine = ip ? x->b + displs[x->rank] * es : x->a;
+    owned(dt, AK_REDUCE_SUM, x->rank, mine, counts[x->rank]);
+    const void *send = ip ? AK_IN_PLACE : x->a;
+    st = v ? ak_comm_allgatherv(x->c, send, counts[x->rank], x->b, counts, displs, dt)
+           : ak_comm_allgather(x->c, send, x->b, count, dt);
+    if (st != AK_OK || memcmp(x->b, x->want, off * es))
+        return colls_fail(x, v ? "allgatherv" : "allgather", dt, AK_REDUCE_SUM, count, st);
+    return 0;
+}
+
+/* Every (count, dtype, op) in and out of place; allgather and reduce_scatter get about
+ * as many elements in all as the others per rank (count / n, odd). */
+static int colls(ak_comm *c, int rank, int n, int small) {
+    static const size_t counts[] = {0, 1, 7, 64, 1000, 1048577};
+    colls_ctx x = {c, rank, n, malloc(COLLS_CAP), malloc(COLLS_CAP), malloc(COLLS_CAP)};
+    int rc = x.a && x.b && x.want && n <= 64 ? 0 : 2, seq = 0;
+    for (size_t k = 0; k < (small ? 5u : 6u) && !rc; k++)
+        for (int dt = 0; dt < AK_DTYPE_COUNT_ && !rc; dt++)
+            for (int ip = 0; ip < 2 && !rc; ip++) {
+                size_t per_rank = counts[k] > 1000 ? (counts[k] / (size_t)n) | 1 : counts[k];
+                for (int op = 0; op < AK_REDUCE_COUNT_ && !rc; op++, seq++) {
+                    rc = colls_reduce(&x, counts[k], (ak_dtype)dt, (ak_reduce_op)op, seq % n, ip);
+                    if (!rc) rc = colls_reduce_scatter(&x, per_rank, (ak_dtype)dt, (ak_reduce_op)op, ip);
+                }
+                if (!rc) rc = colls_gathers(&x, per_rank, (ak_dtype)dt, seq % n, ip, 0);
+                if (!rc) rc = colls_gathers(&x, per_rank, (ak_dtype)dt, seq % n, ip, 1 + dt % 2);
+            }
+    free(x.a), free(x.b), free(x.want);
     ak_comm_free(c);
     return rc;
 }
@@ -462,6 +576,10 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "sweep")) {
         free(buf);
         return sweep(c, rank, size, argc > 2 && !strcmp(argv[2], "small"));
+    }
+    if (!strcmp(argv[1], "colls")) {
+        free(buf);
+        return colls(c, rank, size, argc > 2 && !strcmp(argv[2], "small"));
     }
     if (!strcmp(argv[1], "ops")) {
         free(buf);

@@ -2,9 +2,10 @@
 # Two emulated hosts × two ranks (network namespaces, scripts/netns-cluster): every
 # collective and every allreduce algorithm with --check, so ranks talk over shared
 # memory inside a host and TCP across, at the same time; then comm_rank (the program of
-# test_procs.sh) checks every operation exactly, in and out of place, and the allreduce
-# sweep of every dtype × op × count. Needs root and iproute2; exits 77 (skipped) without
-# them.
+# test_procs.sh) checks every operation exactly, in and out of place, the allreduce
+# sweep of every dtype × op × count, and the same for reduce, broadcast, allgather(v)
+# and reduce_scatter with each algorithm forced and with the model's choice. Needs root
+# and iproute2; exits 77 (skipped) without them.
 set -u
 AK=${1:?usage: test_netns.sh path/to/ak path/to/comm_rank}
 RANK_BIN=${2:?usage: test_netns.sh path/to/ak path/to/comm_rank}
@@ -29,7 +30,7 @@ for algo in ring rd tree hier; do
   check "allreduce $algo" none -b 4 -e 2M -f 32 --algo "$algo" --dtype bf16
 done
 check "allreduce auto i64 max" none -b 8 -e 1M -f 16 --dtype i64 --op max
-for coll in allgather broadcast reduce_scatter alltoall; do
+for coll in allgather broadcast reduce reduce_scatter alltoall; do
   check "$coll" none -b 8 -e 512K -f 16 --coll "$coll" --dtype f32
 done
 check "allreduce over 1 Gbit links" 1gbit -b 1M -e 4M -f 4 -n 3 -w 1
@@ -46,6 +47,9 @@ exact() { # name env... -- comm_rank args...: every rank must exit 0
 exact "every operation" -- ops
 exact "allreduce sweep (auto)" -- sweep
 exact "allreduce sweep (hierarchical)" AK_COMM_ALGO=hier -- sweep small
+for algo in ring rd auto; do
+  exact "reduce, broadcast, allgather(v), reduce_scatter ($algo)" AK_COMM_ALGO=$algo -- colls small
+done
 leftover=$(ip netns list | grep -c '^akc') || true
 [ "$leftover" -eq 0 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL namespaces left behind"; }
 echo "$pass passed, $fail failed"

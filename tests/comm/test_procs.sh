@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Collectives between processes over real sockets and shared memory: `ak bench comm
 # --check` sweeps (every element verified) for several world sizes, dtypes, operations,
-# transports and algorithms; then faults: a rank killed mid-allreduce (2 and 4 ranks, rank
+# transports and algorithms; comm_rank's exact sweeps of every operation, of allreduce
+# and of the collectives the cost model picks algorithms for, each algorithm forced; then faults: a rank killed mid-allreduce (2 and 4 ranks, rank
 # 0 too) must give every surviving rank an error within AK_COMM_TIMEOUT that names the
 # killed rank; ranks that disagree on the count, dtype or world size must all fail
 # quickly, never hang.
@@ -40,13 +41,27 @@ for t in tcp shm; do
   for algo in ring rd tree; do
     sweep "$t $algo" AK_COMM_TRANSPORT=$t -- -np 3 -b 4 -e 300K -f 9 --algo $algo --dtype bf16
   done
-  for coll in allgather broadcast reduce_scatter alltoall; do
+  for coll in allgather broadcast reduce reduce_scatter alltoall; do
     sweep "$t $coll" AK_COMM_TRANSPORT=$t -- -np 3 -b 8 -e 1M -f 16 --coll $coll --dtype i32
   done
   sweep "$t i8 max" AK_COMM_TRANSPORT=$t -- -np 2 -b 1 -e 64K -f 16 --dtype i8 --op max
   sweep "$t f64 prod" AK_COMM_TRANSPORT=$t -- -np 4 -b 8 -e 64K -f 16 --dtype f64 --op prod
   sweep "$t f16 avg" AK_COMM_TRANSPORT=$t -- -np 2 -b 2 -e 64K -f 32 --dtype f16 --op avg
 done
+
+# every collective the cost model picks among, each algorithm forced through --algo: the
+# rows must be right and name the algorithm that ran (ring; rd: binomial tree for the
+# rooted ones, recursive doubling / halving for the others)
+forced_bench() { # coll algo expected-name
+  out=$(AK_COMM_TRANSPORT=tcp timeout 120 "$AK" bench comm --check --json -np 4 -b 8 -e 1M -f 32 \
+        --coll "$1" --algo "$2" --dtype f32 --op sum 2>&1); rc=$?
+  if [ $rc -ne 0 ] || grep -q '"errors":[1-9]' <<<"$out" || ! grep -q '"errors":0' <<<"$out" ||
+     grep -v "\"algo\":\"$3\"" <<<"$out" | grep -q '"bytes"'; then
+    bad "bench $1 --algo $2 (exit $rc)"; echo "$out" | tail -5
+  else ok; fi
+}
+for coll in broadcast reduce; do forced_bench $coll ring ring; forced_bench $coll rd tree; done
+for coll in allgather reduce_scatter; do forced_bench $coll ring ring; forced_bench $coll rd recursive_doubling; done
 
 launched() { # name env... -- comm_rank args...: one world under ak launch, must exit 0
   local name=$1; shift
@@ -72,6 +87,22 @@ for t in tcp shm; do
   for algo in ring rd tree; do
     launched "$t $algo sweep np=5" AK_COMM_TRANSPORT=$t AK_COMM_ALGO=$algo -- sweep small
   done
+done
+
+# reduce, broadcast, allgather(v), reduce_scatter (comm_rank colls): every dtype × op ×
+# count {0,1,7,64,1000}, in and out of place, roots varying, with the ring-based and the
+# log-step algorithms forced, on every world size over both transports; the odd 1048577
+# count over tcp on 2, 5 and 8 ranks (~15 s of the ~30 s here); the model's own choice
+# on 4 ranks
+for t in tcp shm; do
+  for np in 1 2 3 4 5 8; do
+    case "$t $np" in "tcp 2" | "tcp 5" | "tcp 8") size=all ;; *) size=small ;; esac
+    for algo in ring rd; do
+      launched "$t $algo colls np=$np" AK_COMM_TRANSPORT=$t AK_COMM_ALGO=$algo -- colls $size
+    done
+  done
+  np=4
+  launched "$t auto colls np=4" AK_COMM_TRANSPORT=$t -- colls small
 done
 
 # faults: NP ranks started by hand on a fresh store port (AK_COMM_TIMEOUT=5000, extra
