@@ -214,6 +214,23 @@ def adasum_optimizer():
     opt2.step()
     want = torch.tensor([[0.1, 0.2, 0.3]]) - (grads[0] + grads[1])  # orthogonal: summed
     close(model2.weight.detach(), want, 1e-6, "orthogonal deltas add")
+    # overlap: backward() itself starts each delta's allreduce once the parameter's last
+    # gradient of the step is in; with two passes per step, after the second one
+    model3 = torch.nn.Linear(3, 2)
+    opt3 = hvd.DistributedOptimizer(torch.optim.Adam(model3.parameters(), lr=0.01), op=hvd.Adasum,
+                                    named_parameters=model3.named_parameters(),
+                                    backward_passes_per_step=2)
+    started = []
+    for _ in range(2):
+        model3(torch.ones(4, 3) * (r + 1)).sum().backward()
+        started.append(len(opt3._adasum_handles))
+    before = [p.detach().clone() for p in model3.parameters()]
+    opt3.step()
+    assert started == [0, 2], f"delta allreduces started after each pass: {started}"
+    after = torch.cat([p.detach().flatten() for p in model3.parameters()])
+    assert not torch.equal(after, torch.cat([b.flatten() for b in before])), "no update"
+    close(hvd.allgather(after.unsqueeze(0), name="adasum.overlap")[1 - r], after, 0,
+          "ranks identical after an overlapped step")
     try:
         hvd.DistributedOptimizer(torch.optim.SGD(model2.parameters(), lr=1.0), op=hvd.Adasum,
                                  compression=hvd.Compression.fp16)
