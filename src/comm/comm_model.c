@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "comm/algo/algo.h"
 #include "core/check.h"
 
 static const char *const algo_names[AK_COMM_ALGO_COUNT_] = {"auto", "ring", "rd", "tree", "hier",
@@ -117,11 +118,27 @@ static double rd_allreduce_us(const ak_comm *c, double s) {
     return t;
 }
 
-/* One binomial tree (broadcast or reduce): a step of S per distance 1, 2, 4, … < n. */
+/* Binomial reduce: a step of S per distance 1, 2, 4, … < n, each after the one before. */
 static double binomial_us(const ak_comm *c, double s) {
     double t = 0;
     for (int d = 1; d < c->size; d *= 2) t += link_us(step_link(c, d), 1, s);
     return t;
+}
+
+/* Binomial broadcast, pipelined in segments: the chain root → … → leaf streams, so the
+ * slowest hop carries S and every other hop adds one segment; but the root's children
+ * across hosts share its host link (one rank per host: ⌈log2 n⌉ · S through it). */
+static double binomial_bcast_us(const ak_comm *c, double s) {
+    double seg = s < (double)AK_BCAST_SEG_BYTES ? s : (double)AK_BCAST_SEG_BYTES;
+    double hops = 0, worst = 0, root_out = 0;
+    for (int d = 1; d < c->size; d *= 2) {
+        const ak__link_model *link = step_link(c, d);
+        double full = link_us(link, 1, s), part = link_us(link, 1, seg);
+        hops += part;
+        if (full - part > worst) worst = full - part;
+        if (link == &c->links[AK_COMM_TP_INTER]) root_out += full;
+    }
+    return hops + worst > root_out ? hops + worst : root_out;
 }
 
 /* Recursive doubling allgather / recursive halving reduce-scatter (n a power of two):
@@ -175,7 +192,7 @@ static double allreduce_us(const ak_comm *c, ak_comm_algo algo, double s) {
     switch (algo) {
     case AK_COMM_ALGO_RING: return 2 * ring_pass_us(c, s);
     case AK_COMM_ALGO_RECURSIVE_DOUBLING: return rd_allreduce_us(c, s);
-    case AK_COMM_ALGO_TREE: return 2 * binomial_us(c, s); /* reduce, then broadcast */
+    case AK_COMM_ALGO_TREE: return binomial_us(c, s) + binomial_bcast_us(c, s); /* reduce, broadcast */
     case AK_COMM_ALGO_HIERARCHICAL: return hierarchical_us(c, s);
     default: return INFINITY;
     }
@@ -190,7 +207,7 @@ static double other_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo algo, d
     switch (coll) {
     case AK_COMM_COLL_BROADCAST:
         if (ring) return scatter_us(c, s) + ring_pass_us(c, s);
-        return algo == AK_COMM_ALGO_TREE ? binomial_us(c, s) : INFINITY;
+        return algo == AK_COMM_ALGO_TREE ? binomial_bcast_us(c, s) : INFINITY;
     case AK_COMM_COLL_REDUCE: /* the gather: n − 1 blocks into the root over its link */
         if (ring) return ring_pass_us(c, s) + link_us(slowest_link(c), 1, s * (c->size - 1) / c->size);
         return algo == AK_COMM_ALGO_TREE ? binomial_us(c, s) : INFINITY;

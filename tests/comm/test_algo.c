@@ -326,10 +326,13 @@ static unsigned char byte_value(int root, size_t i) { return (unsigned char)(mix
 
 static const size_t root_bytes[] = {0, 1, 7, 1000, BIG_COUNT};
 
+/* the last one: several segments of the pipelined binomial broadcast, the last partial */
+static const size_t bcast_bytes[] = {0, 1, 7, 1000, BIG_COUNT, 3 * AK_BCAST_SEG_BYTES + 5};
+
 static int broadcast_rank(rank_ctx *x) {
-    for (size_t bi = 0; bi < NELEM(root_bytes); bi++)
+    for (size_t bi = 0; bi < NELEM(bcast_bytes); bi++)
         for (int root = 0; root < x->n; root++) {
-            size_t bytes = root_bytes[bi];
+            size_t bytes = bcast_bytes[bi];
             guarded_buf b = guarded_alloc(bytes, 0);
             unsigned char *p = b.data;
             for (size_t i = 0; i < bytes; i++) p[i] = x->rank == root ? byte_value(root, i) : 0;

@@ -79,8 +79,8 @@ static void test_large_one_host(void **state) {
     for (size_t i = 0; i < 2; i++) {
         fake(&c, ns[i], 1, 0);
         expect_pick(&c, AR, LARGE, RING);
-        expect_pick(&c, BC, LARGE, RING); /* scatter + allgather: 2(n-1)/n S on a link, tree 2-3 S */
-        expect_pick(&c, RE, LARGE, RING); /* reduce-scatter + gather */
+        expect_pick(&c, BC, LARGE, TREE); /* pipelined: S streams once down the chain */
+        expect_pick(&c, RE, LARGE, RING); /* reduce-scatter + gather: 2(n-1)/n S, tree 2-3 S */
         expect_pick(&c, AG, LARGE, RD);   /* same bytes as the ring in log2 n steps */
         expect_pick(&c, RS, LARGE, RD);
     }
@@ -125,6 +125,13 @@ static void test_large_two_hosts(void **state) {
     }
     fake(&c, 2, 2, 0); /* one rank per host: nothing to do hierarchically */
     assert_int_not_equal(ak__comm_pick(&c, AK_COMM_COLL_ALLREDUCE, LARGE, AK_COMM_ALGO_AUTO), HIER);
+    /* 8 hosts of one rank: the binomial root sends S to 3 children through its one host
+     * link, scatter + allgather about 2 S; the binomial reduce's 3 rounds of S against the
+     * reduce-scatter's 7/8 S and the gather's 7/8 S */
+    fake(&c, 8, 8, 0);
+    expect_pick(&c, BC, LARGE, RING);
+    expect_pick(&c, RE, LARGE, RING);
+    expect_pick(&c, BC, SMALL, TREE);
 }
 
 /* AK_COMM_ALGO (config.algo): ring → each collective's ring-based algorithm; rd and tree →
@@ -145,8 +152,8 @@ static void test_forced(void **state) {
     }
     c.config.algo = AK_COMM_ALGO_HIERARCHICAL; /* allreduce runs it (one host: its flat ring) */
     expect_pick(&c, AR, LARGE, HIER);
-    expect_pick(&c, BC, LARGE, RING); /* what auto picks: test_large_one_host */
-    expect_pick(&c, BC, SMALL, TREE);
+    expect_pick(&c, RE, LARGE, RING); /* what auto picks: test_large_one_host */
+    expect_pick(&c, RE, SMALL, TREE);
     c.config.algo = AK_COMM_ALGO_SHM_DIRECT; /* impossible over TCP: the ring */
     expect_pick(&c, AR, SMALL, RING);
     expect_pick(&c, AG, SMALL, RD);

@@ -107,6 +107,8 @@ ak_status ak__allgatherv_recursive_doubling(ak_comm *c, const ak__group *g, void
                                             size_t elem_size, uint64_t tag);
 ak_status ak__allgatherv_bruck(ak_comm *c, const ak__group *g, void *buf, const size_t *counts,
                                const size_t *displs, size_t elem_size, uint64_t tag);
+/* Binomial broadcast, forwarded in segments of AK_BCAST_SEG_BYTES (pipelined). */
+#define AK_BCAST_SEG_BYTES ((size_t)512 << 10)
 ak_status ak__broadcast_tree(ak_comm *c, const ak__group *g, void *buf, size_t bytes, int root,
                              uint64_t tag);
 /* Binomial scatter from root: index i ends with block (i − root) mod n of

@@ -3,7 +3,8 @@
  *
  * - broadcast (binomial): v receives from v - 2^k (k = lowest set bit of v) and sends to
  *   v + 2^j for every j < k with v + 2^j < n. ceil(log2 n) rounds; the root sends
- *   S · ceil(log2 n), every other rank receives S once.
+ *   S · ceil(log2 n), every other rank receives S once. Messages above one segment
+ *   (AK_BCAST_SEG_BYTES) are forwarded segment by segment (pipelined).
  * - scatter (binomial, blocks numbered from the root): the same tree, but each child gets
  *   only its subtree's blocks; the root sends (n-1)/n · S in ceil(log2 n) rounds. It is
  *   the first half of the scatter-allgather broadcast.
@@ -43,17 +44,80 @@ static int tree_parent_mask(int v, int n) {
     return mask;
 }
 
-/* v receives its share from its parent v - 2^k (k = lowest set bit of v), then hands
- * each child v + m its share, largest subtree first: the whole buffer (broadcast), or
- * only the blocks of the child's subtree [v + m, v + 2m) (scatter; relative index v owns
- * block v of ak__block_range(bytes, n, v)). Empty shares are skipped on both sides. */
-static ak_status binomial_down(ak_comm *c, const ak__group *g, char *buf, size_t bytes, int root,
-                               int scatter, uint64_t tag) {
-    int n = g->n, v = tree_rel(g, root);
-    int mask = tree_parent_mask(v, n);
-    size_t off = 0, len = bytes;
+/* The children of relative index v as distances m (child v + m), largest subtree first;
+ * its parent's distance is returned in *mask. */
+static int tree_children(const ak__group *g, int v, int *mask, int *dist) {
+    int k = 0;
+    *mask = tree_parent_mask(v, g->n);
+    for (int m = *mask >> 1; m > 0; m >>= 1)
+        if (v + m < g->n) dist[k++] = m;
+    return k;
+}
+
+/* Segment k of a pipelined broadcast of `bytes`. */
+static size_t bcast_segment(size_t bytes, size_t k, size_t *len) {
+    size_t start = k * AK_BCAST_SEG_BYTES;
+    *len = bytes - start < AK_BCAST_SEG_BYTES ? bytes - start : AK_BCAST_SEG_BYTES;
+    return start;
+}
+
+/* Posts the receive of segment k from the parent into its slot. */
+static ak_status bcast_recv(ak_comm *c, ak__p2p *op, int parent, char *buf, size_t bytes,
+                            size_t k, uint64_t tag) {
+    size_t len, off = bcast_segment(bytes, k, &len);
+    ak__p2p_init_recv(op, parent, buf + off, len, tag);
+    return ak__p2p_post(c, op);
+}
+
+/* Binomial broadcast, pipelined: v keeps receives for BCAST_WINDOW segments of
+ * AK_BCAST_SEG_BYTES posted to its parent and sends each segment on to its children as
+ * it lands, so a chain root → … → leaf streams instead of every hop waiting for the
+ * whole message (16 MiB on 4 ranks over loopback TCP: the second hop no longer adds a
+ * full t(S)). Up to one segment it is the plain binomial tree. Both ends cut the
+ * segments from `bytes` alone. */
+#define BCAST_WINDOW 4
+static ak_status binomial_broadcast(ak_comm *c, const ak__group *g, char *buf, size_t bytes,
+                                    int root, uint64_t tag) {
+    int v = tree_rel(g, root), mask, dist[TREE_MAX_CHILDREN];
+    int nc = tree_children(g, v, &mask, dist);
+    int parent = v ? tree_rank(g, root, v - mask) : -1;
+    size_t nseg = (bytes + AK_BCAST_SEG_BYTES - 1) / AK_BCAST_SEG_BYTES;
+    ak__p2p recvs[BCAST_WINDOW], sends[BCAST_WINDOW][TREE_MAX_CHILDREN];
+    ak__p2p *ptrs[TREE_MAX_CHILDREN], *rop;
+    for (size_t k = 0; k < nseg && k < BCAST_WINDOW && parent >= 0; k++)
+        AK_CHECK(bcast_recv(c, &recvs[k], parent, buf, bytes, k, tag));
+    for (size_t k = 0; k < nseg + BCAST_WINDOW; k++) {
+        size_t slot = k % BCAST_WINDOW, len, off;
+        /* the sends that last used this slot (segment k - BCAST_WINDOW) are done first */
+        for (int j = 0; j < nc; j++) ptrs[j] = &sends[slot][j];
+        if (k >= BCAST_WINDOW && nc) AK_CHECK(ak__p2p_wait(c, ptrs, nc));
+        if (k >= nseg) continue;
+        if (parent >= 0) {
+            rop = &recvs[slot];
+            AK_CHECK(ak__p2p_wait(c, &rop, 1));
+            if (k + BCAST_WINDOW < nseg)
+                AK_CHECK(bcast_recv(c, rop, parent, buf, bytes, k + BCAST_WINDOW, tag));
+        }
+        off = bcast_segment(bytes, k, &len);
+        for (int j = 0; j < nc; j++) {
+            ak__p2p_init_send(&sends[slot][j], tree_rank(g, root, v + dist[j]), buf + off, len, tag);
+            AK_CHECK(ak__p2p_post(c, &sends[slot][j]));
+        }
+    }
+    return AK_OK;
+}
+
+/* Binomial scatter: v receives its subtree's blocks [v, v + 2^k) from its parent (k =
+ * lowest set bit of v; relative index v owns block v of ak__block_range(bytes, n, v)),
+ * then hands each child v + m the blocks of its subtree [v + m, v + 2m), largest first.
+ * Empty shares are skipped on both sides. */
+static ak_status binomial_scatter(ak_comm *c, const ak__group *g, char *buf, size_t bytes,
+                                  int root, uint64_t tag) {
+    int n = g->n, v = tree_rel(g, root), mask, dist[TREE_MAX_CHILDREN];
+    int nc = tree_children(g, v, &mask, dist);
+    size_t off, len;
     if (v != 0) {
-        if (scatter) ak__block_span(bytes, n, v, v + mask, &off, &len);
+        ak__block_span(bytes, n, v, v + mask, &off, &len);
         if (len)
             AK_CHECK(ak__p2p_sendrecv(c, 0, NULL, 0, tree_rank(g, root, v - mask), buf + off,
                                       len, tag));
@@ -61,11 +125,10 @@ static ak_status binomial_down(ak_comm *c, const ak__group *g, char *buf, size_t
     ak__p2p ops[TREE_MAX_CHILDREN];
     ak__p2p *ptrs[TREE_MAX_CHILDREN];
     int k = 0;
-    for (int m = mask >> 1; m > 0; m >>= 1) {
-        if (v + m >= n) continue;
-        if (scatter) ak__block_span(bytes, n, v + m, v + 2 * m, &off, &len);
+    for (int j = 0; j < nc; j++) {
+        ak__block_span(bytes, n, v + dist[j], v + 2 * dist[j], &off, &len);
         if (len == 0) continue;
-        ak__p2p_init_send(&ops[k], tree_rank(g, root, v + m), buf + off, len, tag);
+        ak__p2p_init_send(&ops[k], tree_rank(g, root, v + dist[j]), buf + off, len, tag);
         AK_CHECK(ak__p2p_post(c, &ops[k]));
         ptrs[k] = &ops[k];
         k++;
@@ -76,13 +139,13 @@ static ak_status binomial_down(ak_comm *c, const ak__group *g, char *buf, size_t
 ak_status ak__broadcast_tree(ak_comm *c, const ak__group *g, void *buf, size_t bytes, int root,
                              uint64_t tag) {
     if (g->n == 1 || bytes == 0) return AK_OK;
-    return binomial_down(c, g, buf, bytes, root, 0, tag);
+    return binomial_broadcast(c, g, buf, bytes, root, tag);
 }
 
 ak_status ak__scatter_binomial(ak_comm *c, const ak__group *g, void *buf, size_t bytes, int root,
                                uint64_t tag) {
     if (g->n == 1 || bytes == 0) return AK_OK;
-    return binomial_down(c, g, buf, bytes, root, 1, tag);
+    return binomial_scatter(c, g, buf, bytes, root, tag);
 }
 
 ak_status ak__reduce_tree(ak_comm *c, const ak__group *g, void *buf, size_t count, ak_dtype dt,
