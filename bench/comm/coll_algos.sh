@@ -17,7 +17,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 algos() { # the forced algorithms of a collective (AK_COMM_ALGO names)
   case $1 in allreduce) echo ring rd tree ;; broadcast | reduce) echo ring tree ;; *) echo ring rd ;; esac
 }
-iters() { if [ "$1" -ge 16777216 ]; then echo 5; elif [ "$1" -ge 1048576 ]; then echo 20; else echo 200; fi; }
+iters() { if [ "$1" -ge 16777216 ]; then echo 5; elif [ "$1" -ge 1048576 ]; then echo 20; else echo 500; fi; }
 
 for ((r = 0; r < rounds; r++)); do
   for coll in $colls; do

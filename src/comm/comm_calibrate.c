@@ -303,6 +303,7 @@ static void log_measured(const ak_comm *c) {
  * 272 µs at 32 KiB that way, against 72 µs in a sweep, and lost to the ring). The
  * slowest rank's medians count, agreed through a max-allreduce, so every rank ends with
  * the same table and the same choices. */
+#define ALGOS (AK_COMM_ALGO_COUNT_ - AK_COMM_ALGO_RING)
 static ak_status measure_algorithms(ak_comm *c) {
     double reps[AK_COMM_COLL_COUNT_][AK_COMM_ALGO_COUNT_][MEASURED_REPS];
     void *x = NULL, *y = NULL;
@@ -313,7 +314,10 @@ static ak_status measure_algorithms(ak_comm *c) {
     for (int s = 0; s < MEASURED && st == AK_OK; s++) {
         for (int r = -1; r < MEASURED_REPS && st == AK_OK; r++) /* round -1: warm-up */
             for (int k = 0; k < AK_COMM_COLL_COUNT_ && st == AK_OK; k++)
-                for (int a = AK_COMM_ALGO_RING; a < AK_COMM_ALGO_COUNT_ && st == AK_OK; a++) {
+                for (int i = 0; i < ALGOS && st == AK_OK; i++) {
+                    /* each round starts at another algorithm: none always meets the link
+                     * state the previous collective left */
+                    int a = AK_COMM_ALGO_RING + (i + r + 1) % ALGOS;
                     if (!algo_runs_here(c, k, a)) continue;
                     uint64_t t0 = ak_now_ns();
                     st = run_measured(c, k, (ak_comm_algo)a, ak__comm_measured_bytes[s], x, y);
