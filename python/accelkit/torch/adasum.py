@@ -22,7 +22,8 @@ from contextlib import contextmanager
 import torch
 
 from . import mpi_ops as _ops
-from .wrapping import count_original_step, wrap_optimizer
+from .wrapping import (count_backward_pass, count_original_step, hook_gradient_accumulators,
+                       wrap_optimizer)
 
 
 class _DistributedAdasumMixin:
@@ -41,21 +42,11 @@ class _DistributedAdasumMixin:
         self._adasum_delay = {p: self.backward_passes_per_step for p in self._adasum_params}
         self._adasum_start = {}    # param -> its value before this step's local update
         self._adasum_handles = {}  # param -> handle of its delta's allreduce
-        self._adasum_accs = []     # the gradient accumulators the hooks hang on
-        for p in self._adasum_params:
-            acc = p.expand_as(p).grad_fn.next_functions[0][0]
-            acc.register_hook(self._adasum_hook(p))
-            self._adasum_accs.append(acc)
+        self._adasum_accs = hook_gradient_accumulators(self._adasum_params, self._adasum_hook)
 
     def _adasum_hook(self, p):
         def hook(*_):
-            if self._adasum_delay[p] <= 0:
-                raise AssertionError(
-                    "Gradients were computed more than backward_passes_per_step times "
-                    "before call to step(). Increase backward_passes_per_step to "
-                    "accumulate gradients locally.")
-            self._adasum_delay[p] -= 1
-            if self._adasum_delay[p] == 0:
+            if count_backward_pass(self._adasum_delay, p):
                 self._adasum_launch(p)
         return hook
 

@@ -18,7 +18,8 @@ from .adasum import _DistributedAdasumMixin, make_adasum_optimizer
 from .compression import Compression
 from .mpi_ops import Adasum, Average, global_process_set
 from .optim import _FusedOptimizer
-from .wrapping import count_original_step, wrap_optimizer
+from .wrapping import (count_backward_pass, count_original_step, hook_gradient_accumulators,
+                       wrap_optimizer)
 
 
 def named_optimizer_parameters(optimizer, named_parameters):
@@ -122,24 +123,15 @@ class _DistributedMixin:
     # -- hooks ----------------------------------------------------------------------------
 
     def _register_hooks(self):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.requires_grad:
-                    self._requires_update.add(p)
-                    acc = p.expand_as(p).grad_fn.next_functions[0][0]
-                    acc.register_hook(self._make_hook(p))
-                    self._grad_accs.append(acc)
+        params = [p for group in self.param_groups for p in group["params"]]
+        self._requires_update.update(p for p in params if p.requires_grad)
+        self._grad_accs = hook_gradient_accumulators(params, self._make_hook)
 
     def _make_hook(self, p):
         def hook(*_):
-            if self._allreduce_delay[p] <= 0:
-                raise AssertionError(
-                    "Gradients were computed more than backward_passes_per_step times "
-                    "before call to step(). Increase backward_passes_per_step to "
-                    "accumulate gradients locally.")
+            last = count_backward_pass(self._allreduce_delay, p)
             assert not p.grad.requires_grad
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] > 0:
+            if not last:
                 self._handles[p] = (None, None)
                 return
             key = self._p_to_group.get(p)
