@@ -231,6 +231,7 @@ def adasum_optimizer():
     assert not torch.equal(after, torch.cat([b.flatten() for b in before])), "no update"
     close(hvd.allgather(after.unsqueeze(0), name="adasum.overlap")[1 - r], after, 0,
           "ranks identical after an overlapped step")
+    too_many_backward_passes(opt3, lambda: model3(torch.ones(4, 3)).sum().backward(), 2)
     try:
         hvd.DistributedOptimizer(torch.optim.SGD(model2.parameters(), lr=1.0), op=hvd.Adasum,
                                  compression=hvd.Compression.fp16)
@@ -580,6 +581,23 @@ def train_backward_passes_per_step():
     model, ref, _ = train_pair(sgd, sgd, steps=10, passes=2)
     err = max_rel(model, ref)
     assert err <= 1e-5, f"backward_passes_per_step=2: max relative error {err:.3g}"
+    m = Mlp()
+    opt = hvd.DistributedOptimizer(sgd(m.parameters()), named_parameters=m.named_parameters())
+    x, _ = batch(1)
+    too_many_backward_passes(opt, lambda: m(x).sum().backward(), 1)
+
+
+def too_many_backward_passes(opt, backward, passes):
+    """One backward pass more than opt's backward_passes_per_step raises Horovod's error;
+    step() then completes the reductions the earlier passes started."""
+    for _ in range(passes):
+        backward()
+    try:
+        backward()
+        raise AssertionError("a backward pass too many did not raise")
+    except AssertionError as e:
+        assert "backward_passes_per_step" in str(e), str(e)
+    opt.step()
 
 
 def train_groups_and_predivide():
