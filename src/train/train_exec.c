@@ -355,6 +355,15 @@ static ak_status allreduce_cast(ak_train *t, ak__pset *p, ak__response *r, int m
     return decompress_out(t, r, m, scale, p->size, mark);
 }
 
+/* The element counts of the m fused tensors, in t->segs. */
+static ak_status tensor_sizes(ak_train *t, const ak__response *r, int m, size_t **out) {
+    AK_CHECK(ensure(&t->segs, &t->segs_cap, (size_t)m * sizeof(size_t)));
+    size_t *segs = t->segs;
+    for (int i = 0; i < m; i++) segs[i] = ak__sig_elements(&r[i].sig);
+    *out = segs;
+    return AK_OK;
+}
+
 static ak_status allreduce_fused(ak_train *t, ak__pset *p, ak__response *r, int m) {
     const ak__signature *s = &r[0].sig;
     size_t es = esize_of(s->dtype), total = 0;
@@ -367,14 +376,13 @@ static ak_status allreduce_fused(ak_train *t, ak__pset *p, ak__response *r, int 
         return st;
     }
     AK_CHECK(ensure(&t->fusion, &t->fusion_cap, total * es));
-    AK_CHECK(ensure(&t->segs, &t->segs_cap, (size_t)m * sizeof(size_t)));
-    size_t *segs = t->segs;
-    for (int i = 0; i < m; i++) segs[i] = ak__sig_elements(&r[i].sig);
+    size_t *segs = NULL; /* only Adasum keeps the fused tensors apart */
+    if (s->op == AK_TRAIN_REDUCE_ADASUM) AK_CHECK(tensor_sizes(t, r, m, &segs));
     fusion_copy_in(t, r, m, es);
     uint64_t t1 = ak_now_ns();
     t->st_fusion_ns += t1 - t0;
     trace_span("fusion_copy_in", r, m, t0);
-    AK_CHECK(allreduce_buffer(t, p, s, t->fusion, total, segs, (size_t)m));
+    AK_CHECK(allreduce_buffer(t, p, s, t->fusion, total, segs, segs ? (size_t)m : 0));
     uint64_t t2 = ak_now_ns();
     t->st_comm_ns += t2 - t1;
     trace_span("communicate", r, m, t1);

@@ -169,9 +169,9 @@ struct ak_train {
     void *wire;
     size_t wire_cap;
     void *zmask; /* a byte per block: non-zero on this rank, then on any */
+    size_t zmask_cap;
     void *segs; /* Adasum: the fused tensors' element counts (size_t each) */
     size_t segs_cap; /* bytes */
-    size_t zmask_cap;
 
     _Atomic uint64_t st_cycles, st_negotiations, st_cache_hits, st_fused, st_collectives,
         st_negotiate_ns, st_fusion_ns, st_comm_ns, st_update_ns, st_negotiate_cpu_ns,
