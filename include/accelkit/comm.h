@@ -192,6 +192,23 @@ AK_API ak_status ak_comm_choose_algo(const ak_comm *comm, size_t bytes, ak_comm_
 AK_API ak_status ak_comm_choose_coll_algo(const ak_comm *comm, ak_comm_coll coll, size_t bytes,
                                           ak_comm_algo *out);
 
+/* ---- elastic jobs ---------------------------------------------------------------------
+ * Under `ak launch --min-np/--max-np/--host-discovery-script` (see docs/elastic.md) the
+ * launcher serves the rendezvous (AK_ELASTIC_ADDR, AK_ELASTIC_PORT, AK_ELASTIC_ID): each
+ * ak_comm_init joins the next round it forms and takes its rank and world size from it,
+ * so a job survives lost workers and grows or shrinks with its hosts between rounds. */
+
+/* *enabled: 1 in an elastic job. *round: the rendezvous round this process last joined
+ * (-1 before its first). *removed: 1 when the launcher took this worker out of the job at
+ * its last ak_comm_init (its host left or the job is at --max-np); that call failed with
+ * AK_ERR_REMOTE and the worker should exit with status 0. Any pointer may be NULL. */
+AK_API ak_status ak_elastic_status(int *enabled, int *round, int *removed);
+/* Asks the launcher whether its host set changed since this process joined its round:
+ * *changed = 1 if so; *removed_only = 1 when hosts only left (the ranks that stay hold
+ * the training state already, so a reset may skip syncing it). Outside an elastic job
+ * both are 0. Fails with AK_ERR_REMOTE when the launcher cannot be reached. */
+AK_API ak_status ak_elastic_hosts_changed(int *changed, int *removed_only);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,6 +16,7 @@
 #include "comm/algo/algo.h"
 #include "comm/bootstrap/discover.h"
 #include "comm/comm_internal.h"
+#include "comm/bootstrap/elastic.h"
 #include "comm/comm_model.h"
 #include "core/check.h"
 #include "core/params.h"
@@ -253,17 +254,35 @@ static ak_status check_world_size(ak__store *store, int rank, int size, int time
                    "launchers or AK_WORLD_SIZE disagree?)", rank, size, theirs);
 }
 
+/* A worker of an elastic launcher: its rank and world size are its place in the round
+ * the launcher forms, whose store the launcher serves (no rank serves one). */
+static ak_status comm_init_elastic(const ak_comm_config *resolved, const char *host_id,
+                                   ak_comm **out) {
+    ak__elastic_place place;
+    ak__store *store;
+    AK_CHECK(ak__elastic_join(resolved->timeout_ms, &place, &store));
+    comm_spec spec = {place.rank, place.size, store, place.prefix, resolved, host_id, 0};
+    ak_status st = comm_create(&spec, out);
+    ak__store_free(store);
+    AK_CHECK(st);
+    AK_LOG_INFO(AK_SUBSYS_COMM, "rank %d/%d (elastic round %d): %d host(s), %d local rank(s)",
+                place.rank, place.size, place.round, (*out)->host_count, (*out)->local_size);
+    return AK_OK;
+}
+
 ak_status ak_comm_init(const ak_comm_config *cfg, ak_comm **out) {
     AK_ARG_CHECK(out, "ak_comm_init: NULL output");
     *out = NULL;
     AK_ENSURE_INIT();
     ak_comm_config resolved;
     AK_CHECK(resolve_config(cfg, &resolved));
-    ak__world_info w;
-    AK_CHECK(ak__discover(&resolved, &w));
     char host_id[HOST_ID_MAX];
     if (resolved.host_id) snprintf(host_id, sizeof host_id, "%s", resolved.host_id);
     else AK_CHECK(ak__host_id(host_id, sizeof host_id));
+    /* an explicit rank in the config wins over the launcher, as in ak__discover */
+    if (ak__elastic_enabled() && resolved.rank < 0) return comm_init_elastic(&resolved, host_id, out);
+    ak__world_info w;
+    AK_CHECK(ak__discover(&resolved, &w));
     ak__store_server *server = NULL;
     ak__store *store = NULL;
     ak_status st;
