@@ -1,6 +1,8 @@
 /* `ak launch -np N [-H h1:s1,h2:s2 | --hostfile F] [-p SSH_PORT] [--no-prefix] [--] cmd ...`
- * (horovodrun's spellings accepted: -np, -H/--hosts, --hostfile, -p/--ssh-port, and the
- * long ones as --name=value too). */
+ * and, elastic, [--min-np N] [--max-np N] [--host-discovery-script S] [--slots-per-host N]
+ * [--elastic-timeout S] [--reset-limit N] [--blacklist-cooldown-range MIN MAX]
+ * (horovodrun's spellings accepted: -np, -H/--hosts, --hostfile, -p/--ssh-port, the
+ * elastic ones, and the long ones as --name=value too). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,9 @@
 static int usage(const char *why) {
     fprintf(stderr, "ak launch: %s\nusage: ak launch -np N [-H host1:slots,host2:slots | "
                     "--hostfile FILE] [-p SSH_PORT] [-x VAR]... [--no-prefix] [--] command [args...]\n"
+                    "  elastic: [--min-np N] [--max-np N] [--host-discovery-script SCRIPT]\n"
+                    "    [--slots-per-host N] [--elastic-timeout S] [--reset-limit N]\n"
+                    "    [--blacklist-cooldown-range MIN MAX] (see docs/elastic.md)\n"
                     "  remote ranks get the environment (less the login session's own variables) in this\n"
                     "  directory; -x VAR forwards a session variable too, -x VAR=VALUE sets one\n", why);
     return AK_EXIT_ERROR;
@@ -59,6 +64,29 @@ int ak_cli_launch(int argc, char **argv) {
             char *name = VALUE(), *value = strchr(name, '=');
             if (value) *value++ = '\0', setenv(name, value, 1);
             plan.export_vars[plan.nexport++] = name;
+        } else if ((!strcmp(a, "--min-np") || !strcmp(a, "--min-num-proc")) && has_value) {
+            if (ak_cli_parse_size(VALUE(), &v) || v < 1 || v > 512) return usage("--min-np wants 1..512");
+            plan.elastic.min_np = (int)v, plan.elastic.enabled = 1;
+        } else if ((!strcmp(a, "--max-np") || !strcmp(a, "--max-num-proc")) && has_value) {
+            if (ak_cli_parse_size(VALUE(), &v) || v < 1 || v > 512) return usage("--max-np wants 1..512");
+            plan.elastic.max_np = (int)v, plan.elastic.enabled = 1;
+        } else if (!strcmp(a, "--host-discovery-script") && has_value) {
+            plan.elastic.discovery = VALUE(), plan.elastic.enabled = 1;
+        } else if (!strcmp(a, "--slots-per-host") && has_value) {
+            if (ak_cli_parse_size(VALUE(), &v) || v < 1 || v > 512) return usage("--slots-per-host wants 1..512");
+            plan.elastic.slots_per_host = (int)v;
+        } else if (!strcmp(a, "--elastic-timeout") && has_value) {
+            if (ak_cli_parse_size(VALUE(), &v) || v < 1 || v > 86400) return usage("--elastic-timeout wants 1..86400 s");
+            plan.elastic.timeout_s = (int)v;
+        } else if (!strcmp(a, "--reset-limit") && has_value) {
+            if (ak_cli_parse_size(VALUE(), &v) || v > 1000000) return usage("bad --reset-limit");
+            plan.elastic.reset_limit = (int)v;
+        } else if (!strcmp(a, "--blacklist-cooldown-range") && i + 2 < argc) {
+            size_t lo, hi;
+            if (ak_cli_parse_size(argv[i + 1], &lo) || ak_cli_parse_size(argv[i + 2], &hi) || lo > hi ||
+                hi > 86400)
+                return usage("--blacklist-cooldown-range wants MIN MAX seconds, MIN <= MAX");
+            plan.elastic.cooldown_min_s = (int)lo, plan.elastic.cooldown_max_s = (int)hi, i += 2;
         } else if (!strcmp(a, "--no-prefix")) {
             plan.prefix_output = 0;
         } else {
@@ -67,8 +95,13 @@ int ak_cli_launch(int argc, char **argv) {
             return usage(why);
         }
     }
+    if (plan.np == 0 && plan.elastic.discovery) plan.np = plan.elastic.min_np ? plan.elastic.min_np : 1;
     if (plan.np == 0) return usage("-np is required");
     if (i >= argc) return usage("no command to run");
     plan.argv = argv + i;
-    return ak_launch_run(&plan);
+    if (!plan.elastic.enabled) return ak_launch_run(&plan);
+    const char *t = getenv("HOROVOD_ELASTIC_TIMEOUT");
+    if (!plan.elastic.timeout_s && t && ak_cli_parse_size(t, &v) == 0 && v >= 1 && v <= 86400)
+        plan.elastic.timeout_s = (int)v;
+    return ak_launch_run_elastic(&plan);
 }

@@ -26,14 +26,6 @@
 
 #define GRACE_MS 3000
 
-typedef struct rank_proc {
-    pid_t pid;
-    int out_fd, err_fd; /* -1 once closed */
-    int stdin_fd;       /* a remote rank's ssh stdin, held open while it may run; else -1 */
-    char out_line[4096], err_line[4096];
-    size_t out_len, err_len;
-    int exited, code;
-} rank_proc;
 
 int ak_launch_parse_hosts(const char *text, ak_launch_plan *plan) {
     char buf[4096];
@@ -78,7 +70,7 @@ int ak_launch_read_hostfile(const char *path, ak_launch_plan *plan) {
     return spec[0] ? ak_launch_parse_hosts(spec, plan) : -1;
 }
 
-static int is_local_host(const char *name) {
+int ak_launch_is_local_host(const char *name) {
     char self[256] = "";
     gethostname(self, sizeof self - 1);
     return strcmp(name, "localhost") == 0 || strcmp(name, "127.0.0.1") == 0 ||
@@ -87,7 +79,7 @@ static int is_local_host(const char *name) {
 
 /* A TCP port that is free here right now (bound to 0 on every address, read back,
  * released); when rank 0 runs on another host the port is only likely to be free there. */
-static int free_port(void) {
+int ak_launch_free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0), port = 29500;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
     socklen_t len = sizeof a;
@@ -101,7 +93,7 @@ static int free_port(void) {
 /* The launcher's address as seen from `peer`: the source address the kernel would route
  * from (a UDP connect sends nothing). AK_COMM_BIND_ADDR wins; the host name is the last
  * resort. 0 on success. */
-static int address_toward(const char *peer, char *out, size_t cap) {
+int ak_launch_address_toward(const char *peer, char *out, size_t cap) {
     const char *bind = getenv("AK_COMM_BIND_ADDR");
     if (bind && bind[0]) return snprintf(out, cap, "%s", bind) >= (int)cap;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM}, *res = NULL;
@@ -152,24 +144,37 @@ static const char *host_of_rank(const ak_launch_plan *p, int rank, int *local_ra
 static int master_address(const ak_launch_plan *p, char *out, size_t cap) {
     int lr, ls;
     const char *h0 = host_of_rank(p, 0, &lr, &ls), *remote = NULL;
-    if (!is_local_host(h0)) return snprintf(out, cap, "%s", h0) >= (int)cap;
+    if (!ak_launch_is_local_host(h0)) return snprintf(out, cap, "%s", h0) >= (int)cap;
     for (int r = 1; r < p->np && !remote; r++) {
         const char *h = host_of_rank(p, r, &lr, &ls);
-        if (!is_local_host(h)) remote = h;
+        if (!ak_launch_is_local_host(h)) remote = h;
     }
     if (!remote) return snprintf(out, cap, "127.0.0.1") >= (int)cap;
-    return address_toward(remote, out, cap);
+    return ak_launch_address_toward(remote, out, cap);
 }
 
-static void set_rank_env(const ak_launch_plan *p, int rank, int local_rank, int local_size,
-                         const char *master, int port) {
-    char v[32];
-    snprintf(v, sizeof v, "%d", rank), setenv("AK_RANK", v, 1);
-    snprintf(v, sizeof v, "%d", p->np), setenv("AK_WORLD_SIZE", v, 1);
-    snprintf(v, sizeof v, "%d", local_rank), setenv("AK_LOCAL_RANK", v, 1);
-    snprintf(v, sizeof v, "%d", local_size), setenv("AK_LOCAL_SIZE", v, 1);
-    setenv("AK_MASTER_ADDR", master, 1);
-    snprintf(v, sizeof v, "%d", port), setenv("AK_MASTER_PORT", v, 1);
+/* The variables rank discovery reads ("NAME=VALUE" in env, NULL-terminated). */
+static void rank_env(const ak_launch_plan *p, int rank, int local_rank, int local_size,
+                     const char *master, int port, char text[6][300], const char *env[7]) {
+    snprintf(text[0], 300, "AK_RANK=%d", rank);
+    snprintf(text[1], 300, "AK_WORLD_SIZE=%d", p->np);
+    snprintf(text[2], 300, "AK_LOCAL_RANK=%d", local_rank);
+    snprintf(text[3], 300, "AK_LOCAL_SIZE=%d", local_size);
+    snprintf(text[4], 300, "AK_MASTER_ADDR=%s", master);
+    snprintf(text[5], 300, "AK_MASTER_PORT=%d", port);
+    for (int i = 0; i < 6; i++) env[i] = text[i];
+    env[6] = NULL;
+}
+
+/* Sets each "NAME=VALUE" of env in this (child) process. */
+static void set_env_list(const char *const *env) {
+    for (; env && *env; env++) {
+        char name[64];
+        size_t n = strcspn(*env, "=");
+        if (n >= sizeof name || !(*env)[n]) continue;
+        memcpy(name, *env, n), name[n] = '\0';
+        setenv(name, *env + n + 1, 1);
+    }
 }
 
 /* Remote ranks get the launcher's environment, as horovodrun gives them, less what
@@ -257,10 +262,10 @@ static char **ssh_argv(const ak_launch_plan *p, const char *host) {
     return out;
 }
 
-static int spawn_rank(const ak_launch_plan *p, int rank, const char *master, int port, rank_proc *rp) {
-    int lr, ls, out[2], err[2], in[2] = {-1, -1};
-    const char *host = host_of_rank(p, rank, &lr, &ls);
-    int remote = !is_local_host(host);
+int ak_launch_spawn(const ak_launch_plan *p, const char *host, const char *const *env,
+                    ak_launch_proc *rp) {
+    int out[2], err[2], in[2] = {-1, -1};
+    int remote = !ak_launch_is_local_host(host);
     rp->stdin_fd = -1;
     if (pipe(out) || pipe(err) || (remote && pipe2(in, O_CLOEXEC))) return -1;
     rp->pid = fork();
@@ -275,7 +280,7 @@ static int spawn_rank(const ak_launch_plan *p, int rank, const char *master, int
         setpgid(0, 0); /* the launcher can signal the rank and its children */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() == 1) _exit(128 + SIGKILL); /* the launcher died before prctl */
-        set_rank_env(p, rank, lr, ls, master, port);
+        set_env_list(env);
         char **ssh = remote ? ssh_argv(p, host) : NULL;
         if (!remote) execvp(p->argv[0], p->argv);
         else if (ssh) execvp("ssh", ssh);
@@ -288,6 +293,15 @@ static int spawn_rank(const ak_launch_plan *p, int rank, const char *master, int
     rp->out_fd = out[0];
     rp->err_fd = err[0];
     return 0;
+}
+
+static int spawn_rank(const ak_launch_plan *p, int rank, const char *master, int port,
+                      ak_launch_proc *rp) {
+    int lr, ls;
+    const char *host = host_of_rank(p, rank, &lr, &ls), *env[7];
+    char text[6][300];
+    rank_env(p, rank, lr, ls, master, port, text, env);
+    return ak_launch_spawn(p, host, env, rp);
 }
 
 /* Writes complete lines from buf with the rank prefix; keeps a partial last line. */
@@ -323,21 +337,21 @@ static void drain(int *fd, char *buf, size_t *len, FILE *to, int rank, int prefi
     }
 }
 
-static void close_stdin(rank_proc *rp) {
+void ak_launch_close_stdin(ak_launch_proc *rp) {
     if (rp->stdin_fd >= 0) close(rp->stdin_fd);
     rp->stdin_fd = -1;
 }
 
 /* A remote rank also loses its ssh stdin, which stops it even if its ssh client lingers. */
-static void kill_all(rank_proc *procs, int np, int sig) {
+void ak_launch_kill_all(ak_launch_proc *procs, int np, int sig) {
     for (int r = 0; r < np; r++) {
-        close_stdin(&procs[r]);
+        ak_launch_close_stdin(&procs[r]);
         if (procs[r].pid > 0 && !procs[r].exited && kill(-procs[r].pid, sig) != 0)
             kill(procs[r].pid, sig); /* no group (yet): the rank itself */
     }
 }
 
-static int reap(rank_proc *procs, int np, int *first_failure) {
+static int reap(ak_launch_proc *procs, int np, int *first_failure) {
     int status, running = 0;
     for (int r = 0; r < np; r++) {
         if (procs[r].exited) continue;
@@ -347,17 +361,17 @@ static int reap(rank_proc *procs, int np, int *first_failure) {
             continue;
         }
         procs[r].exited = 1;
-        close_stdin(&procs[r]);
+        ak_launch_close_stdin(&procs[r]);
         procs[r].code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         if (procs[r].code != 0 && *first_failure < 0) *first_failure = r;
     }
     return running;
 }
 
-static void pump_output(const ak_launch_plan *p, rank_proc *procs, int timeout_ms) {
+void ak_launch_pump_output(const ak_launch_plan *p, ak_launch_proc *procs, int nprocs, int timeout_ms) {
     struct pollfd fds[2 * 512];
     int n = 0, owner[2 * 512];
-    for (int r = 0; r < p->np && n + 2 <= 2 * 512; r++) {
+    for (int r = 0; r < nprocs && n + 2 <= 2 * 512; r++) {
         if (procs[r].out_fd >= 0) owner[n] = r, fds[n++] = (struct pollfd){procs[r].out_fd, POLLIN, 0};
         if (procs[r].err_fd >= 0) owner[n] = -r - 1, fds[n++] = (struct pollfd){procs[r].err_fd, POLLIN, 0};
     }
@@ -365,25 +379,25 @@ static void pump_output(const ak_launch_plan *p, rank_proc *procs, int timeout_m
     if (poll(n ? fds : NULL, (nfds_t)n, timeout_ms) <= 0) return;
     for (int i = 0; i < n; i++) {
         if (!fds[i].revents) continue;
-        rank_proc *rp = &procs[owner[i] >= 0 ? owner[i] : -owner[i] - 1];
+        ak_launch_proc *rp = &procs[owner[i] >= 0 ? owner[i] : -owner[i] - 1];
         int rank = (int)(rp - procs);
         if (owner[i] >= 0) drain(&rp->out_fd, rp->out_line, &rp->out_len, stdout, rank, p->prefix_output);
         else drain(&rp->err_fd, rp->err_line, &rp->err_len, stderr, rank, p->prefix_output);
     }
 }
 
-static int procs_have_output(const rank_proc *procs, int np) {
+int ak_launch_have_output(const ak_launch_proc *procs, int np) {
     for (int r = 0; r < np; r++)
         if (procs[r].out_fd >= 0 || procs[r].err_fd >= 0) return 1;
     return 0;
 }
 
-static volatile sig_atomic_t launcher_signal;
+volatile sig_atomic_t ak_launch_signal;
 
-static void on_launcher_signal(int sig) { launcher_signal = sig; }
+static void on_launcher_signal(int sig) { ak_launch_signal = sig; }
 
 /* SIGINT/SIGTERM/SIGHUP to the launcher stop the ranks instead of orphaning them. */
-static void catch_launcher_signals(void) {
+void ak_launch_catch_signals(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_launcher_signal;
@@ -394,7 +408,7 @@ static void catch_launcher_signals(void) {
 
 int ak_launch_run(const ak_launch_plan *p) {
     if (p->np < 1 || p->np > 512 || !p->argv || !p->argv[0]) return 2;
-    rank_proc *procs = calloc((size_t)p->np, sizeof *procs);
+    ak_launch_proc *procs = calloc((size_t)p->np, sizeof *procs);
     if (!procs) return 2;
     for (int r = 0; r < p->np; r++) procs[r].stdin_fd = -1;
     if (p->nhosts > 0 && p->np > total_slots(p)) {
@@ -410,14 +424,14 @@ int ak_launch_run(const ak_launch_plan *p) {
         free(procs);
         return 2;
     }
-    catch_launcher_signals();
-    int port = free_port();
+    ak_launch_catch_signals();
+    int port = ak_launch_free_port();
     int first_failure = -1, started = 0;
     for (; started < p->np; started++)
         if (spawn_rank(p, started, master, port, &procs[started]) != 0) break;
     if (started < p->np) {
         fprintf(stderr, "ak launch: could not start rank %d: %s\n", started, strerror(errno));
-        kill_all(procs, started, SIGKILL);
+        ak_launch_kill_all(procs, started, SIGKILL);
     }
     uint64_t kill_deadline = 0, drain_deadline = 0;
     int nprocs = started;
@@ -425,18 +439,18 @@ int ak_launch_run(const ak_launch_plan *p) {
         int running = reap(procs, nprocs, &first_failure);
         /* after the last exit, give the pipes a second: a leftover grandchild may hold one */
         if (!running && !drain_deadline) drain_deadline = ak_now_ns() + 1000000000ull;
-        if (!running && (!procs_have_output(procs, nprocs) || ak_now_ns() > drain_deadline)) break;
-        pump_output(p, procs, 50);
-        if ((first_failure >= 0 || started < p->np || launcher_signal) && !kill_deadline) {
-            kill_all(procs, nprocs, SIGTERM);
+        if (!running && (!ak_launch_have_output(procs, nprocs) || ak_now_ns() > drain_deadline)) break;
+        ak_launch_pump_output(p, procs, nprocs, 50);
+        if ((first_failure >= 0 || started < p->np || ak_launch_signal) && !kill_deadline) {
+            ak_launch_kill_all(procs, nprocs, SIGTERM);
             kill_deadline = ak_now_ns() + (uint64_t)GRACE_MS * 1000000u;
         }
-        if (kill_deadline && ak_now_ns() > kill_deadline) kill_all(procs, nprocs, SIGKILL);
+        if (kill_deadline && ak_now_ns() > kill_deadline) ak_launch_kill_all(procs, nprocs, SIGKILL);
     }
     int rc = started < p->np ? 2 : first_failure >= 0 ? procs[first_failure].code : 0;
-    if (launcher_signal && first_failure < 0) {
-        fprintf(stderr, "ak launch: stopped by signal %d; stopped the ranks\n", (int)launcher_signal);
-        rc = 128 + launcher_signal;
+    if (ak_launch_signal && first_failure < 0) {
+        fprintf(stderr, "ak launch: stopped by signal %d; stopped the ranks\n", (int)ak_launch_signal);
+        rc = 128 + ak_launch_signal;
     }
     if (first_failure >= 0)
         fprintf(stderr, "ak launch: rank %d exited with %d; stopped the others\n", first_failure, rc);

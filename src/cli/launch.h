@@ -4,7 +4,22 @@
 #ifndef AK_CLI_LAUNCH_H
 #define AK_CLI_LAUNCH_H
 
+#include <signal.h>
+#include <stddef.h>
+#include <sys/types.h>
+
 #define AK_LAUNCH_MAX_HOSTS 256
+
+/* ---- elastic jobs (launch_elastic.c) ---- */
+typedef struct ak_launch_elastic {
+    int enabled;             /* --min-np, --max-np or --host-discovery-script given */
+    int min_np, max_np;      /* 0: -np; max 0 = unbounded with a discovery script, else -np */
+    const char *discovery;   /* --host-discovery-script: prints "host[:slots]" lines */
+    int slots_per_host;      /* --slots-per-host, for discovered hosts without ":slots" */
+    int timeout_s;           /* --elastic-timeout (HOROVOD_ELASTIC_TIMEOUT), default 600 */
+    int reset_limit;         /* --reset-limit: rounds after the first; 0 = unlimited */
+    int cooldown_min_s, cooldown_max_s; /* --blacklist-cooldown-range; 0 0 = for good */
+} ak_launch_elastic;
 
 typedef struct ak_launch_host {
     char name[128];
@@ -22,6 +37,7 @@ typedef struct ak_launch_plan {
     const char *export_vars[AK_LAUNCH_MAX_EXPORTS]; /* -x NAME: forwarded over ssh even if it describes the session */
     int nexport;
     char *const *argv; /* the command, NULL-terminated */
+    ak_launch_elastic elastic;
 } ak_launch_plan;
 
 /* Parses "h1:2,h2:2" (slots default 1) into plan->hosts. 0 on success. */
@@ -31,5 +47,40 @@ int ak_launch_read_hostfile(const char *path, ak_launch_plan *plan);
 /* Runs the plan; returns the first failing rank's exit code (128+signal when killed),
  * or 0 when every rank succeeded; 2 when ranks could not be started. */
 int ak_launch_run(const ak_launch_plan *plan);
+
+/* Runs an elastic plan (see docs/elastic.md); same return values. */
+int ak_launch_run_elastic(const ak_launch_plan *plan);
+
+/* ---- the process layer both share (launch.c) ---- */
+
+typedef struct ak_launch_proc {
+    pid_t pid;
+    int out_fd, err_fd; /* -1 once closed */
+    int stdin_fd;       /* a remote rank's ssh stdin, held open while it may run; else -1 */
+    char out_line[4096], err_line[4096];
+    size_t out_len, err_len;
+    int exited, code;
+} ak_launch_proc;
+
+/* Starts plan->argv on host (locally or over ssh) with env's "NAME=VALUE" entries set;
+ * 0 on success. */
+int ak_launch_spawn(const ak_launch_plan *plan, const char *host, const char *const *env,
+                    ak_launch_proc *proc);
+/* Waits up to timeout_ms for output and writes the complete lines, each prefixed with
+ * "[i] " (i = the process's index in procs) when plan->prefix_output. */
+void ak_launch_pump_output(const ak_launch_plan *plan, ak_launch_proc *procs, int nprocs,
+                           int timeout_ms);
+int ak_launch_have_output(const ak_launch_proc *procs, int nprocs);
+/* Signals each running process's group; remote ones also lose their ssh stdin. */
+void ak_launch_kill_all(ak_launch_proc *procs, int nprocs, int sig);
+void ak_launch_close_stdin(ak_launch_proc *proc);
+int ak_launch_is_local_host(const char *name);
+/* A TCP port free here now (bound to 0, read back, released). */
+int ak_launch_free_port(void);
+/* This host's address as `peer` would reach it (AK_COMM_BIND_ADDR wins); 0 on success. */
+int ak_launch_address_toward(const char *peer, char *out, size_t cap);
+/* SIGINT/SIGTERM/SIGHUP set ak_launch_signal instead of killing the launcher. */
+void ak_launch_catch_signals(void);
+extern volatile sig_atomic_t ak_launch_signal;
 
 #endif /* AK_CLI_LAUNCH_H */
