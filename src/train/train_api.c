@@ -2,6 +2,7 @@
  * wait, output, release), join, barrier and process-set requests. The background thread
  * (train_cycle.c) does the negotiation and train_exec.c the work. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,7 +126,10 @@ ak_status ak_train_init(const ak_train_config *cfg, ak_train **out) {
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->changed, NULL);
     pthread_cond_init(&t->uq_changed, NULL);
-    t->next_handle = 1;
+    /* handles stay unique across runtimes of one process: after an elastic reset
+     * (shutdown, init) a stale handle is unknown, never another operation's */
+    static _Atomic int64_t runtimes;
+    t->next_handle = (ak_train_handle)(atomic_fetch_add(&runtimes, 1) << 32) + 1;
     ak_status st = train_setup(t, cfg);
     if (st != AK_OK) {
         char msg[512];

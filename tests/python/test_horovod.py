@@ -151,10 +151,6 @@ class TestApiSurface(unittest.TestCase):
     def test_unsupported_is_clear(self):
         import horovod
         import horovod.torch as hvd
-        with self.assertRaisesRegex(NotImplementedError, "elastic"):
-            hvd.elastic.run(lambda state: None)
-        with self.assertRaisesRegex(NotImplementedError, "elastic"):
-            hvd.elastic.TorchState(model=None)
         with self.assertRaisesRegex(NotImplementedError, "horovodrun"):
             horovod.run(lambda: None, np=2)
         # accelkit extensions stay out of Horovod's namespace

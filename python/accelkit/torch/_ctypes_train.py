@@ -198,6 +198,8 @@ _SIGNATURES = {
     "ak_trace_stop": ([], ctypes.c_int),
     "ak_trace_enabled": ([], ctypes.c_int),
     "ak_log_set_level": ([ctypes.c_int], ctypes.c_int),
+    "ak_elastic_status": ([_ip, _ip, _ip], ctypes.c_int),
+    "ak_elastic_hosts_changed": ([_ip, _ip], ctypes.c_int),
 }
 
 

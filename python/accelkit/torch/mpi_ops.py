@@ -15,6 +15,7 @@ import atexit
 import ctypes
 import math
 import os
+import sys
 import threading
 import warnings
 
@@ -66,8 +67,9 @@ class HorovodInternalError(_lib.AccelkitError):
 
 
 class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod elastic's host-change signal; accelkit has no elastic mode, so it is never
-    raised (defined so that scripts importing it keep working)."""
+    """Horovod elastic's host-change signal: raised on every rank by State.commit() /
+    check_host_updates() in an elastic job whose launcher's host set changed. skip_sync:
+    hosts only left, so the ranks that stay need not sync the state after the reset."""
 
     def __init__(self, skip_sync=False):
         super().__init__("hosts updated")
@@ -259,6 +261,21 @@ def _runtime():
     return rt
 
 
+def _leave_if_removed(status):
+    """An elastic launcher that no longer wants this worker (its host left the job, or the
+    job is at --max-np) answers its init with "leave": the worker ends with status 0, as
+    Horovod's driver stops such workers."""
+    removed = ctypes.c_int(0)
+    try:
+        asked = C.ak_elastic_status(None, None, ctypes.byref(removed))
+    except ImportError:  # a library from before elastic jobs: never elastic
+        return
+    if asked == 0 and removed.value:
+        sys.stderr.write(f"accelkit: {_ct.last_error()}; this worker exits\n")
+        sys.stderr.flush()
+        sys.exit(0)
+
+
 def init(comm=None, process_sets=None):
     """Starts the runtime: joins the world described by the launcher (ak launch /
     horovodrun, torchrun, Open MPI, Slurm variables) and starts the background thread.
@@ -287,6 +304,7 @@ def init(comm=None, process_sets=None):
         train = ctypes.c_void_p()
         status = C.ak_train_init(ctypes.byref(cfg), ctypes.byref(train))
         if status != 0:
+            _leave_if_removed(status)
             raise _error(status, "hvd.init: ")
         try:
             rt = _Runtime(train)

@@ -8,6 +8,7 @@ waits for all of them and then runs the wrapped optimizer. With an accelkit fuse
 update, which the runtime's update thread applies as soon as the reduced gradient lands;
 step() then only waits.
 """
+import os
 import warnings
 from contextlib import contextmanager
 
@@ -117,7 +118,10 @@ class _DistributedMixin:
         self._ak_skip = None
         self._warned_sync = False
 
-        if _ops.size() > 1:
+        self._handles_rt = _ops._rt  # the runtime the handles belong to (see _drop_stale)
+        # an elastic job (HOROVOD_ELASTIC=1, set by an elastic ak launch) may grow from one
+        # rank: its hooks must be there from the start, as in Horovod
+        if _ops.size() > 1 or os.environ.get("HOROVOD_ELASTIC") == "1":
             self._register_hooks()
 
     # -- hooks ----------------------------------------------------------------------------
@@ -127,8 +131,24 @@ class _DistributedMixin:
         self._requires_update.update(p for p in params if p.requires_grad)
         self._grad_accs = hook_gradient_accumulators(params, self._make_hook)
 
+    def _drop_stale(self):
+        """After an elastic reset (hvd.shutdown then hvd.init) the old runtime's handles
+        are gone, and a failed step may have left some behind: the step's bookkeeping
+        starts afresh with the new runtime."""
+        if self._handles_rt is _ops._rt:
+            return
+        self._handles_rt = _ops._rt
+        self._handles.clear()
+        for ready in self._group_ready.values():
+            ready.clear()
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        self._updated.clear()
+        self._synchronized = False
+
     def _make_hook(self, p):
         def hook(*_):
+            self._drop_stale()
             last = count_backward_pass(self._allreduce_delay, p)
             assert not p.grad.requires_grad
             if not last:
@@ -236,6 +256,7 @@ class _DistributedMixin:
     def synchronize(self):
         """Waits for every gradient's allreduce (submitting those not yet submitted, e.g.
         of parameters that got no gradient) and puts the averaged gradients in p.grad."""
+        self._drop_stale()
         if self.process_set is not global_process_set and not self.process_set.included():
             self._synchronized = True
             return
