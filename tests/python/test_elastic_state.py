@@ -14,18 +14,13 @@ import unittest
 import warnings
 from unittest import mock
 
-try:
-    import torch
-except ImportError:  # pragma: no cover - depends on the machine
-    torch = None
+import test_horovod
+
+torch = test_horovod.torch  # None without torch: setUpModule skips
 
 
 def setUpModule():
-    if torch is None:
-        raise unittest.SkipTest("torch is not installed (Debian: python3-torch)")
-    from accelkit.torch import _ctypes_train
-    if not _ctypes_train.available():
-        raise unittest.SkipTest("libaccelkit was built without the training runtime")
+    test_horovod.setUpModule()  # skips without torch or the training runtime
     global hvd, elastic, mpi_ops, functions, C
     import accelkit.torch as hvd
     from accelkit.torch import elastic, functions, mpi_ops
