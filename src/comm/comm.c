@@ -174,6 +174,8 @@ typedef struct comm_spec {
     const ak_comm_config *cfg; /* resolved */
     const char *host_id;
     int threads_of_one_process;
+    const ak_comm *parent; /* a split's: its cost model carries over (see comm_model.h) */
+    int parent_topology;
 } comm_spec;
 
 static ak_status comm_create(const comm_spec *spec, ak_comm **out) {
@@ -189,7 +191,8 @@ static ak_status comm_create(const comm_spec *spec, ak_comm **out) {
     ak_status st;
     AK_CHECK_GOTO(st, exchange_host_ids(c, spec->host_id));
     AK_CHECK_GOTO(st, connect_transports(c, spec->threads_of_one_process));
-    AK_CHECK_GOTO(st, ak__comm_model_init(c, spec->threads_of_one_process));
+    AK_CHECK_GOTO(st, ak__comm_model_init(c, spec->threads_of_one_process, spec->parent,
+                                          spec->parent_topology));
     AK_CHECK_GOTO(st, store_barrier(c, "ready"));
     *out = c;
     return AK_OK;
@@ -261,7 +264,7 @@ static ak_status comm_init_elastic(const ak_comm_config *resolved, const char *h
     ak__elastic_place place;
     ak__store *store;
     AK_CHECK(ak__elastic_join(resolved->timeout_ms, &place, &store));
-    comm_spec spec = {place.rank, place.size, store, place.prefix, resolved, host_id, 0};
+    comm_spec spec = {place.rank, place.size, store, place.prefix, resolved, host_id, 0, NULL, 0};
     ak_status st = comm_create(&spec, out);
     ak__store_free(store);
     AK_CHECK(st);
@@ -293,7 +296,7 @@ ak_status ak_comm_init(const ak_comm_config *cfg, ak_comm **out) {
         AK_CHECK_GOTO(st, check_world_size(store, w.rank, w.world_size, resolved.timeout_ms));
     } else
         AK_CHECK_GOTO(st, ak__store_create_memory(&store));
-    comm_spec spec = {w.rank, w.world_size, store, "w", &resolved, host_id, 0};
+    comm_spec spec = {w.rank, w.world_size, store, "w", &resolved, host_id, 0, NULL, 0};
     AK_CHECK_GOTO(st, comm_create(&spec, out));
     (*out)->store_server = server; /* freed with the world communicator */
     ak__store_free(store);
@@ -339,8 +342,8 @@ ak_status ak_comm_init_local(int world_size, const ak_comm_config *cfg, ak_comm 
     ak_status st = args && threads ? AK_OK : AK_FAIL(AK_ERR_NO_MEMORY, "out of memory");
     for (int r = 0; st == AK_OK && r < world_size; r++) {
         comms[r] = NULL;
-        args[r] = (local_arg){{r, world_size, store, prefix, &resolved, "local", 1}, &comms[r],
-                              AK_OK, ""};
+        args[r] = (local_arg){{r, world_size, store, prefix, &resolved, "local", 1, NULL, 0},
+                              &comms[r], AK_OK, ""};
         if (pthread_create(&threads[r], NULL, local_rank_main, &args[r]) != 0) {
             st = AK_FAIL(AK_ERR_NO_MEMORY, "ak_comm_init_local: cannot start thread %d", r);
             world_size = r; /* join only what started */
@@ -410,7 +413,9 @@ ak_status ak_comm_split(ak_comm *c, int color, int key, ak_comm **out) {
         goto fail;
     }
     snprintf(host, sizeof host, "h%d", c->host_index); /* hosts as the parent saw them */
-    comm_spec spec = {me, members, c->store, prefix, &c->config, host, c->threads_local};
+    int same = members == c->size;
+    for (int r = 0; r < members && same; r++) same = all[r].rank == r;
+    comm_spec spec = {me, members, c->store, prefix, &c->config, host, c->threads_local, c, same};
     st = comm_create(&spec, out);
 fail:
     free(all);

@@ -224,12 +224,13 @@ typedef struct model_params {
     double host_gbps;
 } model_params;
 
-/* Measures each link class in use (rank 0 with one peer of the class) and each host's
- * aggregate rate (every rank); rank 0 publishes its figures. */
-static ak_status calibrate_links(ak_comm *c) {
+/* Measures each link class in use (rank 0 with one peer of the class; a split keeps its
+ * parent's, the same links) and each host's aggregate rate (every rank: it depends on
+ * how many ranks share the host); rank 0 publishes its figures. */
+static ak_status calibrate_links(ak_comm *c, const ak_comm *parent) {
     model_params p;
-    memcpy(p.links, c->links, sizeof p.links);
-    for (int cls = 0; cls < AK_COMM_TP_COUNT; cls++) {
+    memcpy(p.links, parent ? parent->links : c->links, sizeof p.links);
+    for (int cls = 0; cls < AK_COMM_TP_COUNT && !parent; cls++) {
         int peer = -1;
         for (int r = 1; r < c->size && peer < 0; r++)
             if ((c->host_of[r] == c->host_of[0]) == (cls == AK_COMM_TP_INTRA)) peer = r;
@@ -341,7 +342,8 @@ static ak_status measure_algorithms(ak_comm *c) {
     return AK_OK;
 }
 
-ak_status ak__comm_model_init(ak_comm *c, int threads_of_one_process) {
+ak_status ak__comm_model_init(ak_comm *c, int threads_of_one_process, const ak_comm *parent,
+                              int parent_topology) {
     c->links[AK_COMM_TP_INTRA] = threads_of_one_process ? DEFAULT_MEM : DEFAULT_SHM;
     c->links[AK_COMM_TP_INTER] = DEFAULT_TCP;
     c->host_gbps = INFINITY;
@@ -350,7 +352,13 @@ ak_status ak__comm_model_init(ak_comm *c, int threads_of_one_process) {
     /* threads of one process keep the defaults: their world is one host of copies */
     if (threads_of_one_process || c->size == 1) return AK_OK;
     uint64_t t0 = ak_now_ns();
-    AK_CHECK(calibrate_links(c));
+    if (parent && parent_topology) { /* the parent's ranks in its order: its whole model */
+        memcpy(c->links, parent->links, sizeof c->links);
+        c->host_gbps = parent->host_gbps;
+        memcpy(c->algo_measured_us, parent->algo_measured_us, sizeof c->algo_measured_us);
+        return AK_OK;
+    }
+    AK_CHECK(calibrate_links(c, parent));
     uint64_t t1 = ak_now_ns();
     AK_CHECK(measure_algorithms(c));
     const ak__link_model *in = &c->links[AK_COMM_TP_INTRA], *out = &c->links[AK_COMM_TP_INTER];

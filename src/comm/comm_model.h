@@ -17,8 +17,12 @@ ak_status ak__comm_algo_parse(const char *text, ak_comm_algo *out);
 /* Short name (the tuning file's and AK_COMM_ALGO's spelling) and collective names. */
 const char *ak__comm_algo_short_name(ak_comm_algo algo);
 const char *ak__comm_coll_name(ak_comm_coll coll);
-/* Fills comm->links and the measured times from the tuning file, or by calibration. */
-ak_status ak__comm_model_init(ak_comm *comm, int threads_of_one_process);
+/* Fills comm->links and the measured times from the tuning file, or by calibration. A
+ * split (parent not NULL) keeps the parent's link model and measures only what its own
+ * topology changes; parent_topology (the parent's ranks in the parent's order) takes the
+ * parent's whole model. */
+ak_status ak__comm_model_init(ak_comm *comm, int threads_of_one_process, const ak_comm *parent,
+                              int parent_topology);
 /* Predicted time in µs of `coll` run with `algo` on `bytes` (ak_comm_choose_coll_algo
  * says what bytes means per collective): the measured times where there are some, else
  * the formula; INFINITY when the algorithm does not run here (hierarchical on one host,

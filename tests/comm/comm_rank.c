@@ -472,6 +472,18 @@ static int ops_misc(ops_ctx *x, int32_t *a, int32_t *b) {
     OPS_EXPECT(x, hs == want_size && v == sum, "size %d (want %d), sum %d (want %d)", hs,
                want_size, v, sum);
     OPS_EXPECT(x, hr == (hs - 1) - me / 2, "rank %d in the half, ordered by key -rank", hr);
+    /* everyone in the parent's order: the parent's whole cost model, so its choices */
+    ak_comm *dup = NULL;
+    OPS_CALL(x, ak_comm_split(x->c, 0, me, &dup));
+    for (int k = 0; k < AK_COMM_COLL_COUNT_; k++)
+        for (size_t bytes = 8; bytes <= ((size_t)64 << 20); bytes *= 32) {
+            ak_comm_algo pa = AK_COMM_ALGO_AUTO, da = AK_COMM_ALGO_AUTO;
+            ak_comm_choose_coll_algo(x->c, (ak_comm_coll)k, bytes, &pa);
+            ak_comm_choose_coll_algo(dup, (ak_comm_coll)k, bytes, &da);
+            OPS_EXPECT(x, pa == da, "collective %d at %zu B: split chose %s, parent %s", k, bytes,
+                       ak_comm_algo_name(da), ak_comm_algo_name(pa));
+        }
+    ak_comm_free(dup);
     ak_comm *none = (ak_comm *)1;
     OPS_CALL(x, ak_comm_split(x->c, me == 0 ? 0 : -1, 0, &none));
     OPS_EXPECT(x, (me == 0) == (none != NULL), "color -1 must give NULL");

@@ -217,7 +217,7 @@ static void write_file(const char *text) {
 static ak_status load(ak_comm *c, int n, int hosts) {
     fake(c, n, hosts, 0);
     c->config.tuning_file = tune_path;
-    return ak__comm_model_init(c, 0);
+    return ak__comm_model_init(c, 0, NULL, 0);
 }
 
 static void test_tuning_files(void **state) {
