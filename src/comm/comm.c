@@ -5,6 +5,10 @@
  * then create one transport for same-host peers (shm, or mem for threads of one process)
  * and one for the other hosts (tcp), and finish with a store barrier so nobody returns
  * before every rank can be reached. */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -15,8 +19,8 @@
 
 #include "comm/algo/algo.h"
 #include "comm/bootstrap/discover.h"
-#include "comm/comm_internal.h"
 #include "comm/bootstrap/elastic.h"
+#include "comm/comm_internal.h"
 #include "comm/comm_model.h"
 #include "core/check.h"
 #include "core/params.h"
@@ -123,7 +127,7 @@ typedef ak_status (*transport_create_fn)(const ak__transport_setup *, ak__transp
 
 /* Creates transport `which` over the ranks whose route is `which`. */
 static ak_status create_transport(ak_comm *c, int which, transport_create_fn create,
-                                  const char *bind_addr) {
+                                  const char *bind_addr, const char *advertise_addr) {
     int *peers = malloc((size_t)c->size * sizeof *peers), n = 0;
     if (!peers) return AK_FAIL(AK_ERR_NO_MEMORY, "communicator: out of memory");
     for (int r = 0; r < c->size; r++)
@@ -132,10 +136,40 @@ static ak_status create_transport(ak_comm *c, int which, transport_create_fn cre
     snprintf(prefix, sizeof prefix, "%s/tp%d", c->prefix, which);
     ak__transport_setup s = {c->store, prefix, c->rank, c->size, peers, n,
                              c->config.nstreams, c->config.timeout_ms, bind_addr,
-                             &c->lost};
+                             advertise_addr, &c->lost};
     ak_status st = n > 0 ? create(&s, &c->transports[which]) : AK_OK;
     free(peers);
     return st;
+}
+
+/* The first non-loopback IPv4 address of an interface that is up; 0 on success. */
+static int first_interface_address(char *buf, size_t cap) {
+    struct ifaddrs *all = NULL;
+    int found = -1;
+    if (getifaddrs(&all) != 0) return -1;
+    for (struct ifaddrs *i = all; i && found; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
+            (i->ifa_flags & IFF_LOOPBACK))
+            continue;
+        found = inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, buf,
+                          (socklen_t)cap) ? 0 : -1;
+    }
+    freeifaddrs(all);
+    return found;
+}
+
+/* Where peers on other hosts dial this rank's TCP listener (AK_COMM_BIND_ADDR unset):
+ * the address its store connection leaves from, the interface toward the store's host.
+ * The store's own host may reach it over loopback (MASTER_ADDR naming itself; Debian
+ * maps the host name to 127.0.1.1): with other hosts in the world, an interface's
+ * address then. Publishing 127.0.0.1 made every cross-host connection fail unless
+ * AK_COMM_BIND_ADDR was set. */
+static ak_status advertised_address(const ak_comm *c, char *buf, size_t cap) {
+    AK_CHECK(ak__store_local_address(c->store, buf, cap));
+    if (c->host_count > 1 && !strncmp(buf, "127.", 4) && first_interface_address(buf, cap) != 0)
+        return AK_FAIL(AK_ERR_IO, "comm: %d hosts but no network interface with an IPv4 "
+                       "address here; set AK_COMM_BIND_ADDR", c->host_count);
+    return AK_OK;
 }
 
 /* Routes same-host peers to the intra transport (shm; mem for threads) and the rest to
@@ -151,9 +185,11 @@ static ak_status connect_transports(ak_comm *c, int threads_of_one_process) {
     transport_create_fn intra = t == AK_COMM_TRANSPORT_SHM || !threads_of_one_process
                                     ? ak__shm_transport_create : ak__mem_transport_create;
     const char *bind = ak__param_str(AK_PARAM_COMM_BIND_ADDR);
-    AK_CHECK(create_transport(c, AK_COMM_TP_INTRA, intra, NULL));
+    char advertise[64];
+    AK_CHECK(advertised_address(c, advertise, sizeof advertise));
+    AK_CHECK(create_transport(c, AK_COMM_TP_INTRA, intra, NULL, NULL));
     return create_transport(c, AK_COMM_TP_INTER, ak__tcp_transport_create,
-                            bind[0] ? bind : NULL);
+                            bind[0] ? bind : NULL, advertise);
 }
 
 /* Every rank has finished setup: a store counter reaches size. */

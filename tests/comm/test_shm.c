@@ -403,7 +403,7 @@ static ak_status fs_wait_ge(ak__store *s, const char *k, int64_t v, int t) {
 }
 static void fs_destroy(ak__store *s) { munmap(s, sizeof(fork_store)); }
 
-static const ak__store_ops fork_store_ops = {fs_set, fs_get, fs_add, fs_wait_ge, fs_destroy};
+static const ak__store_ops fork_store_ops = {fs_set, fs_get, fs_add, fs_wait_ge, fs_destroy, NULL};
 
 static ak__store *fork_store_create(void) {
     fork_store *f = mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,

@@ -2,13 +2,14 @@
 elastic examples are: a TorchState with the model, the optimizer and the loop counters, a
 train function under hvd.elastic.run that commits every batch.
 
-    elastic_worker.py OUT_DIR SCENARIO [ARG]
+    elastic_worker.py OUT_DIR SCENARIO [ARG [HOST]]
 
 Every batch's data depend only on the batch number, split over the ranks of the world
 it runs in, so the final parameters are known whatever the world did in between: each
 world's allreduce averages the same global batch. Scenarios:
   kill ID       worker ID (AK_ELASTIC_ID) exits with status 7 at batch 5 (once)
-  grow FILE     rank 0 appends "nodeb:1" to the discovery file FILE at batch 4
+  grow FILE [HOST]   rank 0 appends HOST (default "nodeb:1") to the discovery file FILE
+                at batch 4
   shrink FILE   rank 0 rewrites FILE without "nodeb" at batch 4
   none          just trains
 Each worker that finishes writes OUT_DIR/worker.ID.json: its last rank and size, the
@@ -42,7 +43,7 @@ def local_part(b):
     return x[lo:lo + per], y[lo:lo + per]
 
 
-def scenario_hook(state, scenario, arg, out_dir):
+def scenario_hook(state, scenario, arg, out_dir, extra):
     wid = os.environ.get("AK_ELASTIC_ID", "?")
     if scenario == "kill" and wid == arg and state.batch == 5:
         os._exit(7)
@@ -52,7 +53,7 @@ def scenario_hook(state, scenario, arg, out_dir):
         open(once, "w").close()
         with open(arg) as f:
             lines = [ln for ln in f.read().split() if ln]
-        lines = lines + ["nodeb:1"] if scenario == "grow" else \
+        lines = lines + [extra or "nodeb:1"] if scenario == "grow" else \
             [ln for ln in lines if not ln.startswith("nodeb")]
         with open(arg, "w") as f:
             f.write("\n".join(lines) + "\n")
@@ -62,6 +63,7 @@ def scenario_hook(state, scenario, arg, out_dir):
 def main():
     out_dir, scenario = sys.argv[1], sys.argv[2]
     arg = sys.argv[3] if len(sys.argv) > 3 else ""
+    extra = sys.argv[4] if len(sys.argv) > 4 else ""
     hvd.init()
     torch.manual_seed(0)
     model = torch.nn.Linear(6, 1)
@@ -84,7 +86,7 @@ def main():
             opt.step()
             state.sizes.append(hvd.size())
             state.batch += 1
-            scenario_hook(state, scenario, arg, out_dir)
+            scenario_hook(state, scenario, arg, out_dir, extra)
             state.commit()
 
     train(state)

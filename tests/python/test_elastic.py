@@ -12,6 +12,7 @@ tests/cli/test_cli.sh does. Needs torch; skipped without it.
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -164,6 +165,94 @@ class TestElasticLaunch(unittest.TestCase):
         rc, out = launch(["--blacklist-cooldown-range", "9", "3", "true"], np=2, timeout=30)
         self.assertNotEqual(rc, 0)
         self.assertIn("--blacklist-cooldown-range wants MIN MAX", out)
+
+
+class TestElasticAcrossHosts(unittest.TestCase):
+    """Hosts as network namespaces on a bridge (as scripts/netns-cluster makes them): the
+    launcher runs in the first, a stand-in ssh runs a host's workers in its namespace, so
+    workers talk TCP across hosts and reach the launcher at its bridge address. Needs root
+    and iproute2; skipped otherwise."""
+
+    HOSTS = 3
+
+    def setUp(self):
+        if os.geteuid() != 0 or not shutil.which("ip"):
+            self.skipTest("needs root and ip(8) for network namespaces")
+        self.dir = tempfile.mkdtemp(prefix="ak-elastic-ns-")
+        self.tag = f"ake{os.getpid() % 100000}"
+        self.net = f"10.232.{os.getpid() % 250}"
+        self.addCleanup(self.teardown_net)
+        try:
+            self.setup_net()
+        except subprocess.CalledProcessError as e:
+            self.skipTest(f"cannot create network namespaces: {e}")
+        self.fake = os.path.join(self.dir, "bin")
+        os.mkdir(self.fake)
+        cases = "".join(f'  {self.addr(h)}) ns={self.tag}h{h} ;;\n' for h in range(self.HOSTS))
+        with open(os.path.join(self.fake, "ssh"), "w") as f:
+            f.write('#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift 2; done\n'
+                    f'case "$1" in\n{cases}  *) echo "no host $1" >&2; exit 255 ;;\nesac\n'
+                    'shift\ncd /\nexec ip netns exec "$ns" setsid -w sh -c "$*"\n')
+        os.chmod(os.path.join(self.fake, "ssh"), 0o755)
+
+    def addr(self, h):
+        return f"{self.net}.{h + 1}"
+
+    def ip(self, *args):
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+
+    def setup_net(self):
+        self.ip("link", "add", f"{self.tag}br", "type", "bridge")
+        self.ip("link", "set", f"{self.tag}br", "up")
+        for h in range(self.HOSTS):
+            ns, outer, inner = f"{self.tag}h{h}", f"{self.tag}v{h}", f"{self.tag}i{h}"
+            self.ip("netns", "add", ns)
+            self.ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+            self.ip("link", "set", inner, "netns", ns)
+            self.ip("link", "set", outer, "master", f"{self.tag}br", "up")
+            self.ip("-n", ns, "link", "set", "lo", "up")
+            self.ip("-n", ns, "addr", "add", f"{self.addr(h)}/24", "dev", inner)
+            self.ip("-n", ns, "link", "set", inner, "up")
+
+    def teardown_net(self):
+        for h in range(self.HOSTS):
+            subprocess.run(["ip", "netns", "del", f"{self.tag}h{h}"], capture_output=True)
+            subprocess.run(["ip", "link", "del", f"{self.tag}v{h}"], capture_output=True)
+        subprocess.run(["ip", "link", "del", f"{self.tag}br"], capture_output=True)
+
+    def test_plain_launch_across_namespaces(self):
+        """Not elastic: ranks on two hosts find each other without AK_COMM_BIND_ADDR (each
+        publishes the address its store connection leaves from, not 127.0.0.1)."""
+        env = {"PATH": self.fake + os.pathsep + os.environ["PATH"], "AK_COMM_BIND_ADDR": None}
+        code = ("import torch, horovod.torch as hvd; hvd.init(); "
+                "x = hvd.allreduce(torch.ones(3) * (hvd.rank() + 1), op=hvd.Sum); "
+                "print('sum', hvd.size(), hvd.cross_size(), x.tolist())")
+        cmd = ["ip", "netns", "exec", f"{self.tag}h0", test_horovod.ak_bin(), "launch", "-np", "2",
+               "-H", f"{self.addr(0)}:1,{self.addr(1)}:1", "--", sys.executable, "-c", code]
+        rc, out = launch(cmd, env=env, timeout=120, prefix=())
+        self.assertEqual(rc, 0, out[-4000:])
+        self.assertIn("[1] sum 2 2 [3.0, 3.0, 3.0]", out)
+
+    def test_a_host_joins_across_namespaces(self):
+        hosts = os.path.join(self.dir, "hosts")
+        with open(hosts, "w") as f:
+            f.write(f"{self.addr(0)}:1\n{self.addr(1)}:1\n")
+        env = {"PATH": self.fake + os.pathsep + os.environ["PATH"]}
+        cmd = ["ip", "netns", "exec", f"{self.tag}h0", test_horovod.ak_bin(), "launch",
+               "--host-discovery-script", f"cat {hosts}", "--min-np", "2", "--max-np", "3",
+               "--", sys.executable, str(WORKER), self.dir, "grow", hosts, f"{self.addr(2)}:1"]
+        rc, out = launch(cmd, env=env, timeout=180, prefix=())
+        self.assertEqual(rc, 0, out[-4000:])
+        self.assertIn("round 1: 3 worker(s)", out)
+        res = {}
+        for path in glob.glob(os.path.join(self.dir, "worker.*.json")):
+            with open(path) as f:
+                r = json.load(f)
+            res[r["id"]] = r
+        self.assertEqual(sorted(res), [0, 1, 2], out[-3000:])
+        for r in res.values():
+            self.assertEqual(set(r["sizes"][4:]), {3})
+        TestElasticLaunch.assert_trained_like_reference(self, res, out)
 
 
 def read_words(path):

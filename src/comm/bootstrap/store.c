@@ -39,6 +39,12 @@ ak_status ak__store_add(ak__store *s, const char *key, int64_t delta, int64_t *a
     return s->ops->add(s, key, delta, after);
 }
 
+ak_status ak__store_local_address(ak__store *s, char *buf, size_t cap) {
+    AK_ARG_CHECK(s && buf && cap >= 16, "store local address: bad argument");
+    if (!s->ops->local_address) return snprintf(buf, cap, "127.0.0.1"), AK_OK;
+    return s->ops->local_address(s, buf, cap);
+}
+
 ak_status ak__store_wait_ge(ak__store *s, const char *key, int64_t value, int timeout_ms) {
     AK_ARG_CHECK(s, "store wait: NULL store");
     AK_CHECK(check_key(key));
@@ -189,7 +195,7 @@ static void mem_destroy(ak__store *s) {
     free(m);
 }
 
-static const ak__store_ops mem_ops = {mem_set, mem_get, mem_add, mem_wait_ge, mem_destroy};
+static const ak__store_ops mem_ops = {mem_set, mem_get, mem_add, mem_wait_ge, mem_destroy, NULL};
 
 ak_status ak__store_create_memory(ak__store **out) {
     AK_ARG_CHECK(out, "ak__store_create_memory: NULL output");

@@ -39,6 +39,10 @@ ak_status ak__store_set(ak__store *store, const char *key, const void *value, si
 /* Waits until key exists, then copies up to cap bytes; *len = its full length. */
 ak_status ak__store_get(ak__store *store, const char *key, void *buf, size_t cap, size_t *len,
                         int timeout_ms);
+/* This process's IPv4 address as the store's server sees it (the interface toward the
+ * server: where peers on other hosts can reach it too); "127.0.0.1" for an in-process
+ * store. */
+ak_status ak__store_local_address(ak__store *store, char *buf, size_t cap);
 /* Atomically adds delta to the integer under key (absent = 0); *after = the new value. */
 ak_status ak__store_add(ak__store *store, const char *key, int64_t delta, int64_t *after);
 /* Waits until the integer under key is ≥ value. */

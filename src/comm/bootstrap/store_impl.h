@@ -14,6 +14,8 @@ typedef struct ak__store_ops {
     ak_status (*add)(ak__store *s, const char *key, int64_t delta, int64_t *after);
     ak_status (*wait_ge)(ak__store *s, const char *key, int64_t value, int timeout_ms);
     void (*destroy)(ak__store *s);
+    /* this end's IPv4 address toward the server; NULL: an in-process store */
+    ak_status (*local_address)(ak__store *s, char *buf, size_t cap);
 } ak__store_ops;
 
 /* Every store implementation starts with this header. */

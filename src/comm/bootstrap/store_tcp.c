@@ -754,7 +754,17 @@ static void tcp_destroy(ak__store *s) {
     free(t);
 }
 
-static const ak__store_ops tcp_ops = {tcp_set, tcp_get, tcp_add, tcp_wait_ge, tcp_destroy};
+static ak_status tcp_local_address(ak__store *s, char *buf, size_t cap) {
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    if (getsockname(((tcp_store *)s)->fd, (struct sockaddr *)&sa, &len) != 0 ||
+        sa.sin_family != AF_INET || !inet_ntop(AF_INET, &sa.sin_addr, buf, (socklen_t)cap))
+        return AK_FAIL(AK_ERR_IO, "store: no IPv4 address of this end: %s", strerror(errno));
+    return AK_OK;
+}
+
+static const ak__store_ops tcp_ops = {tcp_set, tcp_get, tcp_add, tcp_wait_ge, tcp_destroy,
+                                      tcp_local_address};
 
 /* A loopback connect to a closed port in the ephemeral range can connect to itself
  * (simultaneous open); such a socket must count as refused. */

@@ -592,7 +592,8 @@ static ak_status listen_socket(const ak__transport_setup *su, int *fd_out, int *
 
 static ak_status publish(const ak__transport_setup *su, int port) {
     const char *addr = su->bind_addr && strcmp(su->bind_addr, "0.0.0.0") != 0 ? su->bind_addr
-                                                                             : "127.0.0.1";
+                       : su->advertise_addr                                 ? su->advertise_addr
+                                                                            : "127.0.0.1";
     char key[AK_STORE_MAX_KEY + 1], val[TCP_ADDR_MAX];
     int kn = snprintf(key, sizeof key, "%s/tcp/%d", su->prefix, su->rank);
     AK_ARG_CHECK(kn > 0 && (size_t)kn < sizeof key, "tcp: store prefix too long");

@@ -73,6 +73,7 @@ typedef struct ak__transport_setup {
     int nstreams;          /* tcp: connections per peer, 1..AK_COMM_MAX_STREAMS */
     int timeout_ms;        /* connect and I/O stall limit */
     const char *bind_addr; /* tcp: listen address (NULL = all interfaces) */
+    const char *advertise_addr; /* tcp: the address peers dial when bind_addr is NULL */
     struct ak__lost *lost; /* where to report the first peer lost; NULL = not wanted */
 } ak__transport_setup;
 
