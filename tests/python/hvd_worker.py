@@ -723,6 +723,18 @@ def local_sgd_period_k():
     close(after[0], all_flat.double().mean(0).float(), 1e-6, "average_parameters()")
     for k in range(n):
         close(after[k], after[0], 0, f"rank {k} after average_parameters()")
+    # the step count travels with the state: a restored optimizer averages on schedule
+    saved = opt.state_dict()
+    assert saved["local_sgd_steps"] == 0, saved.get("local_sgd_steps")
+    opt.step(), opt.step()
+    saved = opt.state_dict()
+    fresh = make(model)
+    fresh.load_state_dict(saved)
+    assert fresh.local_steps == 2, fresh.local_steps
+    fresh.step()  # the third: averages
+    agreed = hvd.allgather(flat(model).unsqueeze(0), name="lsgd.k.restored")
+    for k in range(n):
+        close(agreed[k], agreed[0], 0, f"rank {k} after the restored optimizer's 3rd step")
     try:
         LocalSGD(hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1)))
         raise AssertionError("LocalSGD(DistributedOptimizer) did not raise")

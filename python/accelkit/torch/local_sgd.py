@@ -81,6 +81,19 @@ class _LocalSGDMixin:
                                               names=[n for _, n in pairs])
             _ops.synchronize(h)
 
+    def state_dict(self):
+        """The wrapped optimizer's state plus the step count, so that a checkpoint (or
+        hvd.elastic's TorchState) resumes the averaging period where it was."""
+        state = super().state_dict()
+        state["local_sgd_steps"] = self.local_steps
+        return state
+
+    def load_state_dict(self, state_dict):
+        steps = state_dict.get("local_sgd_steps")
+        super().load_state_dict(state_dict)
+        if steps is not None:
+            self.local_steps = int(steps)
+
     def step(self, closure=None):
         count_original_step(self)
         loss = super().step(closure)
