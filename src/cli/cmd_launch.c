@@ -73,10 +73,12 @@ int ak_cli_launch(int argc, char **argv) {
         } else if (!strcmp(a, "--host-discovery-script") && has_value) {
             plan.elastic.discovery = VALUE(), plan.elastic.enabled = 1;
         } else if (!strcmp(a, "--slots-per-host") && has_value) {
-            if (ak_cli_parse_size(VALUE(), &v) || v < 1 || v > 512) return usage("--slots-per-host wants 1..512");
+            if (ak_cli_parse_size(VALUE(), &v) || v < 1 || v > 512)
+                return usage("--slots-per-host wants 1..512");
             plan.elastic.slots_per_host = (int)v;
         } else if (!strcmp(a, "--elastic-timeout") && has_value) {
-            if (ak_cli_parse_size(VALUE(), &v) || v < 1 || v > 86400) return usage("--elastic-timeout wants 1..86400 s");
+            if (ak_cli_parse_size(VALUE(), &v) || v < 1 || v > 86400)
+                return usage("--elastic-timeout wants 1..86400 s");
             plan.elastic.timeout_s = (int)v;
         } else if (!strcmp(a, "--reset-limit") && has_value) {
             if (ak_cli_parse_size(VALUE(), &v) || v > 1000000) return usage("bad --reset-limit");

@@ -79,7 +79,7 @@ int ak_launch_is_local_host(const char *name) {
 
 /* A TCP port that is free here right now (bound to 0 on every address, read back,
  * released); when rank 0 runs on another host the port is only likely to be free there. */
-int ak_launch_free_port(void) {
+static int free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0), port = 29500;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
     socklen_t len = sizeof a;
@@ -425,7 +425,7 @@ int ak_launch_run(const ak_launch_plan *p) {
         return 2;
     }
     ak_launch_catch_signals();
-    int port = ak_launch_free_port();
+    int port = free_port();
     int first_failure = -1, started = 0;
     for (; started < p->np; started++)
         if (spawn_rank(p, started, master, port, &procs[started]) != 0) break;

@@ -75,8 +75,6 @@ int ak_launch_have_output(const ak_launch_proc *procs, int nprocs);
 void ak_launch_kill_all(ak_launch_proc *procs, int nprocs, int sig);
 void ak_launch_close_stdin(ak_launch_proc *proc);
 int ak_launch_is_local_host(const char *name);
-/* A TCP port free here now (bound to 0, read back, released). */
-int ak_launch_free_port(void);
 /* This host's address as `peer` would reach it (AK_COMM_BIND_ADDR wins); 0 on success. */
 int ak_launch_address_toward(const char *peer, char *out, size_t cap);
 /* SIGINT/SIGTERM/SIGHUP set ak_launch_signal instead of killing the launcher. */

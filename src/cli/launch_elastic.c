@@ -134,7 +134,8 @@ static int discover(el_job *j) {
         }
     } else {
         if (run_discovery(j->e->discovery, text, sizeof text)) return -1;
-        for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *save = NULL;
+        for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
             char name[128];
             int n = j->e->slots_per_host > 0 ? j->e->slots_per_host : 1;
             if (sscanf(line, " %127[^: \t\r]:%d", name, &n) < 1 || n < 1) continue;
@@ -226,9 +227,8 @@ static void on_exit_of(el_job *j, int i) {
     }
     j->failure = pr->code;
     uint64_t now = ak_now_ns(), span = (uint64_t)(j->e->cooldown_max_s - j->e->cooldown_min_s);
-    h->banned_until = j->e->cooldown_max_s <= 0
-                          ? UINT64_MAX
-                          : now + ((uint64_t)j->e->cooldown_min_s + (uint64_t)rand() % (span + 1)) * 1000000000ull;
+    uint64_t cooldown_s = (uint64_t)j->e->cooldown_min_s + (uint64_t)rand() % (span + 1);
+    h->banned_until = j->e->cooldown_max_s <= 0 ? UINT64_MAX : now + cooldown_s * 1000000000ull;
     if (h->banned_until == UINT64_MAX)
         say("worker %d exited with %d; no new workers on its host %s", i, pr->code, h->name);
     else
@@ -292,9 +292,11 @@ static int order_workers(const el_job *j, int *order) {
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < j->nworkers; i++) {
             const el_worker *w = &j->w[i];
-            if (!live(j, i) || w->leaving || w->asked <= w->answered || (w->last_rank >= 0) == pass) continue;
-            int k = n++;
-            for (; pass == 0 && k > 0 && j->w[order[k - 1]].last_rank > w->last_rank; k--) order[k] = order[k - 1];
+            int asking = live(j, i) && !w->leaving && w->asked > w->answered;
+            if (!asking || (w->last_rank >= 0) == pass) continue;
+            int k = n++; /* insertion by last rank (pass 0); start order (pass 1) */
+            for (; pass == 0 && k > 0 && j->w[order[k - 1]].last_rank > w->last_rank; k--)
+                order[k] = order[k - 1];
             order[k] = i;
         }
     return n;
