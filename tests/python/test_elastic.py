@@ -68,12 +68,7 @@ class TestElasticLaunch(unittest.TestCase):
                       np=flags_np(flags), env=env, timeout=timeout)
 
     def results(self):
-        out = {}
-        for path in glob.glob(os.path.join(self.dir, "worker.*.json")):
-            with open(path) as f:
-                r = json.load(f)
-            out[r["id"]] = r
-        return out
+        return read_results(self.dir)
 
     def assert_trained_like_reference(self, results, out):
         ref = reference_params()
@@ -244,15 +239,21 @@ class TestElasticAcrossHosts(unittest.TestCase):
         rc, out = launch(cmd, env=env, timeout=180, prefix=())
         self.assertEqual(rc, 0, out[-4000:])
         self.assertIn("round 1: 3 worker(s)", out)
-        res = {}
-        for path in glob.glob(os.path.join(self.dir, "worker.*.json")):
-            with open(path) as f:
-                r = json.load(f)
-            res[r["id"]] = r
+        res = read_results(self.dir)
         self.assertEqual(sorted(res), [0, 1, 2], out[-3000:])
         for r in res.values():
             self.assertEqual(set(r["sizes"][4:]), {3})
         TestElasticLaunch.assert_trained_like_reference(self, res, out)
+
+
+def read_results(folder):
+    """worker id -> what that worker wrote on finishing (elastic_worker.py)."""
+    out = {}
+    for path in glob.glob(os.path.join(folder, "worker.*.json")):
+        with open(path) as f:
+            r = json.load(f)
+        out[r["id"]] = r
+    return out
 
 
 def read_words(path):
