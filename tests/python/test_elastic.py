@@ -97,6 +97,16 @@ class TestElasticLaunch(unittest.TestCase):
             self.assertEqual(r["resets"], 1)
         self.assert_trained_like_reference(res, out)
 
+    def test_losing_rank_0_keeps_the_state(self):
+        """Rank 0 holds no rendezvous (the launcher does); worker 1 becomes rank 0 with the
+        committed state and syncs it to the others."""
+        rc, out = self.run_job(["--min-np", "2", "-H", "localhost:3", "-np", "3"], "kill", "0")
+        self.assertEqual(rc, 0, out[-4000:])
+        res = self.results()
+        self.assertEqual(sorted(res), [1, 2], out[-3000:])
+        self.assertEqual([res[1]["rank"], res[2]["rank"]], [0, 1])
+        self.assert_trained_like_reference(res, out)
+
     def test_a_discovered_host_joins(self):
         hosts = self.discovery(["localhost:2"])
         script = os.path.join(self.dir, "discover.sh")
