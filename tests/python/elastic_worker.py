@@ -12,7 +12,8 @@ world's allreduce averages the same global batch. Scenarios:
                 at batch 4
   shrink FILE   rank 0 rewrites FILE without "nodeb" at batch 4
   none          just trains
-Each worker that finishes writes OUT_DIR/worker.ID.json: its last rank and size, the
+ELASTIC_FUSED=1 trains with accelkit's FusedSGD (update overlapped with communication)
+instead of torch.optim.SGD. Each worker that finishes writes OUT_DIR/worker.ID.json: its last rank and size, the
 sizes of the worlds it trained in, its parameters and its reset count.
 """
 import json
@@ -67,7 +68,12 @@ def main():
     hvd.init()
     torch.manual_seed(0)
     model = torch.nn.Linear(6, 1)
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+    # ELASTIC_FUSED=1: accelkit's FusedSGD, its updates overlapped with communication
+    sgd = torch.optim.SGD
+    if os.environ.get("ELASTIC_FUSED") == "1":
+        import accelkit.torch
+        sgd = accelkit.torch.FusedSGD
+    opt = hvd.DistributedOptimizer(sgd(model.parameters(), lr=0.05, momentum=0.9),
                                    named_parameters=model.named_parameters())
     state = hvd.elastic.TorchState(model=model, optimizer=opt, batch=0, sizes=[])
     resets = [0]  # this process's resets (state attributes are synced from rank 0)

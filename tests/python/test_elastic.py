@@ -62,8 +62,8 @@ class TestElasticLaunch(unittest.TestCase):
                     'cd /\nexec setsid -w sh -c "$*"\n')
         os.chmod(os.path.join(self.fake, "ssh"), 0o755)
 
-    def run_job(self, flags, scenario, arg="", timeout=180):
-        env = {"PATH": self.fake + os.pathsep + os.environ["PATH"]}
+    def run_job(self, flags, scenario, arg="", timeout=180, env=None):
+        env = {"PATH": self.fake + os.pathsep + os.environ["PATH"], **(env or {})}
         return launch([*flags, "--", sys.executable, str(WORKER), self.dir, scenario, arg],
                       np=flags_np(flags), env=env, timeout=timeout)
 
@@ -95,6 +95,16 @@ class TestElasticLaunch(unittest.TestCase):
             self.assertEqual(r["sizes"][:5], [3] * 5)
             self.assertEqual(set(r["sizes"][5:]), {2})
             self.assertEqual(r["resets"], 1)
+        self.assert_trained_like_reference(res, out)
+
+    def test_a_lost_worker_with_the_fused_overlapped_optimizer(self):
+        """The runtime applies FusedSGD's updates as gradients arrive: a reset must drop
+        the old runtime's handles and half-applied step bookkeeping."""
+        rc, out = self.run_job(["--min-np", "2", "-H", "localhost:3", "-np", "3"], "kill", "1",
+                               env={"ELASTIC_FUSED": "1"})
+        self.assertEqual(rc, 0, out[-4000:])
+        res = self.results()
+        self.assertEqual(sorted(res), [0, 2], out[-3000:])
         self.assert_trained_like_reference(res, out)
 
     def test_losing_rank_0_keeps_the_state(self):

@@ -550,6 +550,38 @@ class TestRun(unittest.TestCase):
         self.assertEqual(len(resets), 2)  # the first sync, then the one after the removal
 
 
+class TestOptimizersAcrossAReset(unittest.TestCase):
+    """A reset (shutdown, init) between backward() and step(): the optimizers must drop
+    the old runtime's handles (now unknown) and reduce the gradients afresh."""
+
+    def backward_then_reset(self, make_optimizer):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 1)
+        with mock.patch.dict("os.environ", {"HOROVOD_ELASTIC": "1"}):  # hooks on one rank
+            opt = make_optimizer(model)
+        model(torch.ones(2, 4)).sum().backward()  # the hooks start allreduces
+        hvd.shutdown()
+        hvd.init()
+        before = [p.detach().clone() for p in model.parameters()]
+        opt.step()
+        return before, list(model.parameters())
+
+    def test_distributed_optimizer(self):
+        before, after = self.backward_then_reset(lambda m: hvd.DistributedOptimizer(
+            torch.optim.SGD(m.parameters(), lr=0.5), named_parameters=m.named_parameters()))
+        for b, p in zip(before, after):
+            self.assertTrue(torch.allclose(p.detach(), b - 0.5 * p.grad), "one SGD step")
+
+    def test_adasum_optimizer(self):
+        # built directly: DistributedOptimizer(op=Adasum) on one rank is plain averaging
+        from accelkit.torch.adasum import make_adasum_optimizer
+        before, after = self.backward_then_reset(lambda m: make_adasum_optimizer(
+            torch.optim.SGD(m.parameters(), lr=0.5), {p: n for n, p in m.named_parameters()},
+            hvd.Compression.none, 1, 1.0, hvd.global_process_set))
+        for b, p in zip(before, after):
+            self.assertTrue(torch.allclose(p.detach(), b - 0.5 * p.grad), "one SGD step")
+
+
 class TestNames(unittest.TestCase):
     def test_reachable_from_horovod(self):
         import horovod.torch as hvd_torch

@@ -42,10 +42,19 @@ class _DistributedAdasumMixin:
         self._adasum_delay = {p: self.backward_passes_per_step for p in self._adasum_params}
         self._adasum_start = {}    # param -> its value before this step's local update
         self._adasum_handles = {}  # param -> handle of its delta's allreduce
+        self._adasum_rt = _ops._rt  # the runtime those handles belong to
         self._adasum_accs = hook_gradient_accumulators(self._adasum_params, self._adasum_hook)
+
+    def _adasum_drop_stale(self):
+        """After an elastic reset (shutdown, init) the old runtime's handles are gone."""
+        if self._adasum_rt is not _ops._rt:
+            self._adasum_rt = _ops._rt
+            self._adasum_handles.clear()
+            self.set_backward_passes_per_step(self.backward_passes_per_step)
 
     def _adasum_hook(self, p):
         def hook(*_):
+            self._adasum_drop_stale()
             if count_backward_pass(self._adasum_delay, p):
                 self._adasum_launch(p)
         return hook
@@ -85,6 +94,7 @@ class _DistributedAdasumMixin:
     def step(self, closure=None):
         count_original_step(self)
         loss = closure() if closure is not None else None
+        self._adasum_drop_stale()
         for p in self._adasum_params:
             if p not in self._adasum_handles:
                 self._adasum_launch(p)
