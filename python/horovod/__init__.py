@@ -6,9 +6,4 @@ are not provided. See docs/horovod-compat.md.
 # the Horovod API level this package follows, with accelkit's version as local label
 __version__ = "0.28.1+accelkit"
 
-
-def run(*args, **kwargs):
-    """horovod.run (programmatic launcher) is not supported: use `ak launch` or the
-    horovodrun script that wraps it."""
-    raise NotImplementedError("horovod.run is not supported by accelkit: launch with "
-                              "`horovodrun -np N python3 script.py` (= `ak launch`)")
+from horovod.runner import run  # noqa: E402,F401  (horovod.run: processes via ak launch)

@@ -151,8 +151,6 @@ class TestApiSurface(unittest.TestCase):
     def test_unsupported_is_clear(self):
         import horovod
         import horovod.torch as hvd
-        with self.assertRaisesRegex(NotImplementedError, "horovodrun"):
-            horovod.run(lambda: None, np=2)
         # accelkit extensions stay out of Horovod's namespace
         import accelkit.torch
         self.assertTrue(hasattr(accelkit.torch, "LocalSGD"))
@@ -367,6 +365,16 @@ class TestExamples(unittest.TestCase):
                           "--fused", "--log-interval", "1"], timeout=180)
         self.assertEqual(rc, 0, out[-4000:])
         self.assertIn("samples/s", out)
+
+    def test_horovod_run(self):
+        """horovod.run from a script: functions of __main__ reach the workers, results come
+        back in rank order, a failing rank raises RuntimeError in the caller."""
+        rc, out = launch([sys.executable, str(HERE / "hvd_run_script.py")],
+                         env={"AK_BIN": ak_bin()}, timeout=120, prefix=())
+        self.assertEqual(rc, 0, out[-4000:])
+        self.assertIn("results [(0, 2, 30.0), (1, 2, 30.0)] distinct pids 3", out)
+        self.assertIn("error horovod.run: the job failed: `ak launch` exited with 1", out)
+        self.assertIn("rank 1 fails on purpose", out)
 
     def test_horovodrun_script(self):
         env = {"AK_BIN": ak_bin()}
