@@ -39,6 +39,7 @@ static char *split_option(char *arg, char *out, size_t cap) {
 int ak_cli_launch(int argc, char **argv) {
     static ak_launch_plan plan; /* large (host table): not on the stack */
     memset(&plan, 0, sizeof plan);
+    plan.elastic.reset_limit = -1; /* unlimited; 0 = no change of membership at all */
     plan.prefix_output = 1;
     size_t v;
     int i = 1;

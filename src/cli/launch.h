@@ -17,7 +17,7 @@ typedef struct ak_launch_elastic {
     const char *discovery;   /* --host-discovery-script: prints "host[:slots]" lines */
     int slots_per_host;      /* --slots-per-host, for discovered hosts without ":slots" */
     int timeout_s;           /* --elastic-timeout (HOROVOD_ELASTIC_TIMEOUT), default 600 */
-    int reset_limit;         /* --reset-limit: rounds after the first; 0 = unlimited */
+    int reset_limit;         /* --reset-limit: rounds after the first; -1 = unlimited */
     int cooldown_min_s, cooldown_max_s; /* --blacklist-cooldown-range; 0 0 = for good */
 } ak_launch_elastic;
 

@@ -338,7 +338,7 @@ static void form_round(el_job *j) {
         check_wait(j, "too few workers to form a round", n);
         return;
     }
-    if (j->e->reset_limit > 0 && j->round > 0 && j->resets >= j->e->reset_limit) {
+    if (j->e->reset_limit >= 0 && j->round > 0 && j->resets >= j->e->reset_limit) {
         say("the job re-formed %d times, its --reset-limit; stopping", j->resets);
         j->fatal = j->failure ? j->failure : 1;
         return;

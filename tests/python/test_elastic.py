@@ -148,6 +148,13 @@ class TestElasticLaunch(unittest.TestCase):
             self.assertEqual(set(r["sizes"][4:]), {2})
         self.assert_trained_like_reference(res, out)
 
+    def test_reset_limit_0_forbids_any_change(self):
+        rc, out = self.run_job(["--min-np", "2", "-np", "3", "--reset-limit", "0"], "kill", "2",
+                               timeout=60)
+        self.assertEqual(rc, 7, out[-4000:])
+        self.assertIn("the job re-formed 0 times, its --reset-limit; stopping", out)
+        self.assertEqual(self.results(), {})
+
     def test_below_min_np_the_job_stops_at_the_timeout(self):
         rc, out = self.run_job(["--min-np", "2", "-np", "2", "--elastic-timeout", "3"], "kill", "1",
                                timeout=60)
