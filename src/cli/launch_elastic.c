@@ -199,7 +199,7 @@ static int spawn_worker(el_job *j, int h) {
 
 /* New workers on the usable hosts' free slots, up to --max-np. */
 static void spawn_more(el_job *j) {
-    for (int h = 0; h < j->nhosts; h++) {
+    for (int h = 0; h < j->nhosts && !j->completed; h++) {
         if (!usable(j, h)) continue;
         for (int free = j->hosts[h].slots - workers_on(j, h); free > 0; free--) {
             if (staying(j) >= j->max_np || j->nworkers == MAX_WORKERS) return;
@@ -328,6 +328,12 @@ static void form_round(el_job *j) {
         return;
     }
     if (!j->waiting_since) j->waiting_since = ak_now_ns();
+    if (j->completed) { /* training is over: no new rounds; who still asks may go */
+        for (int i = 0; i < j->nworkers; i++)
+            if (live(j, i) && j->w[i].asked > j->w[i].answered)
+                j->w[i].leaving = 1, answer(j, i, "leave the job has finished");
+        return;
+    }
     if (npending < nlive) {
         check_wait(j, "workers still running never asked for a round", nlive);
         return;
@@ -351,10 +357,12 @@ static void form_round(el_job *j) {
 static void tick_discovery(el_job *j) {
     uint64_t now = ak_now_ns();
     int cooled = 0;
-    for (int h = 0; h < j->nhosts; h++) /* a host whose cooldown ended counts as come back */
-        if (j->hosts[h].banned_until && j->hosts[h].banned_until != UINT64_MAX &&
-            now >= j->hosts[h].banned_until)
-            j->hosts[h].banned_until = 0, cooled |= j->hosts[h].listed;
+    for (int h = 0; h < j->nhosts; h++) { /* a host whose cooldown ended counts as come back */
+        el_host *x = &j->hosts[h];
+        if (!x->banned_until || x->banned_until == UINT64_MAX || now < x->banned_until) continue;
+        x->banned_until = 0, cooled |= x->listed;
+        say("host %s's cooldown is over: it may get workers again", x->name);
+    }
     if (now < j->next_discovery && !cooled) return;
     j->next_discovery = now + DISCOVERY_PERIOD_NS;
     int change = j->e->discovery ? discover(j) : 0;

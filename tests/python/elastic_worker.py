@@ -12,6 +12,7 @@ world's allreduce averages the same global batch. Scenarios:
                 at batch 4
   shrink FILE   rank 0 rewrites FILE without "nodeb" at batch 4
   none          just trains
+ELASTIC_BATCH_SLEEP=S waits S seconds after each commit (time for a replacement to come).
 ELASTIC_FUSED=1 trains with accelkit's FusedSGD (update overlapped with communication)
 instead of torch.optim.SGD. Each worker that finishes writes OUT_DIR/worker.ID.json: its last rank and size, the
 sizes of the worlds it trained in, its parameters and its reset count.
@@ -94,6 +95,7 @@ def main():
             state.batch += 1
             scenario_hook(state, scenario, arg, out_dir, extra)
             state.commit()
+            time.sleep(float(os.environ.get("ELASTIC_BATCH_SLEEP", "0")))
 
     train(state)
     result = {"id": int(os.environ["AK_ELASTIC_ID"]), "rank": hvd.rank(), "size": hvd.size(),

@@ -107,6 +107,24 @@ class TestElasticLaunch(unittest.TestCase):
         self.assertEqual(sorted(res), [0, 2], out[-3000:])
         self.assert_trained_like_reference(res, out)
 
+    def test_a_failed_host_comes_back_after_its_cooldown(self):
+        """A worker on nodeb fails: nodeb gets no workers for 1 s, then a replacement; it
+        joins if training is still going, or is told to leave if it has ended. Either way
+        the job succeeds with the reference parameters."""
+        hosts = self.discovery(["localhost:2", "nodeb:1"])
+        rc, out = self.run_job(["--host-discovery-script", f"cat {hosts}", "--min-np", "2",
+                                "--blacklist-cooldown-range", "1", "1"], "kill", "2",
+                               env={"ELASTIC_BATCH_SLEEP": "0.4"})
+        self.assertEqual(rc, 0, out[-4000:])
+        self.assertIn("worker 2 exited with 7; no new workers on its host nodeb for 1 s", out)
+        self.assertIn("host nodeb's cooldown is over", out)
+        res = self.results()
+        self.assertIn(0, res, out[-3000:])
+        self.assertIn(1, res, out[-3000:])
+        if 3 in res:  # the replacement made it into a round: synced from rank 0
+            self.assertEqual(res[3]["size"], 3)
+        self.assert_trained_like_reference(res, out)
+
     def test_losing_rank_0_keeps_the_state(self):
         """Rank 0 holds no rendezvous (the launcher does); worker 1 becomes rank 0 with the
         committed state and syncs it to the others."""
