@@ -351,19 +351,21 @@ void ak_launch_kill_all(ak_launch_proc *procs, int np, int sig) {
     }
 }
 
+int ak_launch_reap(ak_launch_proc *rp) {
+    int status;
+    if (rp->exited || rp->pid <= 0 || waitpid(rp->pid, &status, WNOHANG) != rp->pid) return 0;
+    rp->exited = 1;
+    ak_launch_close_stdin(rp);
+    rp->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return 1;
+}
+
 static int reap(ak_launch_proc *procs, int np, int *first_failure) {
-    int status, running = 0;
+    int running = 0;
     for (int r = 0; r < np; r++) {
-        if (procs[r].exited) continue;
-        pid_t got = waitpid(procs[r].pid, &status, WNOHANG);
-        if (got != procs[r].pid) {
-            running++;
-            continue;
-        }
-        procs[r].exited = 1;
-        ak_launch_close_stdin(&procs[r]);
-        procs[r].code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (procs[r].code != 0 && *first_failure < 0) *first_failure = r;
+        if (ak_launch_reap(&procs[r]) && procs[r].code != 0 && *first_failure < 0)
+            *first_failure = r;
+        running += !procs[r].exited;
     }
     return running;
 }

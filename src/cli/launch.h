@@ -74,6 +74,9 @@ int ak_launch_have_output(const ak_launch_proc *procs, int nprocs);
 /* Signals each running process's group; remote ones also lose their ssh stdin. */
 void ak_launch_kill_all(ak_launch_proc *procs, int nprocs, int sig);
 void ak_launch_close_stdin(ak_launch_proc *proc);
+/* Collects proc's exit if it has ended (status in code: 128 + signal when killed) and
+ * closes its ssh stdin; 1 when it ended now, 0 when running or already collected. */
+int ak_launch_reap(ak_launch_proc *proc);
 int ak_launch_is_local_host(const char *name);
 /* This host's address as `peer` would reach it (AK_COMM_BIND_ADDR wins); 0 on success. */
 int ak_launch_address_toward(const char *peer, char *out, size_t cap);

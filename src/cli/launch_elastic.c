@@ -237,14 +237,8 @@ static void on_exit_of(el_job *j, int i) {
 }
 
 static void reap(el_job *j) {
-    for (int i = 0; i < j->nworkers; i++) {
-        int status;
-        if (!live(j, i) || waitpid(j->procs[i].pid, &status, WNOHANG) != j->procs[i].pid) continue;
-        j->procs[i].exited = 1;
-        ak_launch_close_stdin(&j->procs[i]);
-        j->procs[i].code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        on_exit_of(j, i);
-    }
+    for (int i = 0; i < j->nworkers; i++)
+        if (ak_launch_reap(&j->procs[i])) on_exit_of(j, i);
 }
 
 /* ---- rounds ------------------------------------------------------------------------- */

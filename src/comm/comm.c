@@ -185,11 +185,11 @@ static ak_status connect_transports(ak_comm *c, int threads_of_one_process) {
     transport_create_fn intra = t == AK_COMM_TRANSPORT_SHM || !threads_of_one_process
                                     ? ak__shm_transport_create : ak__mem_transport_create;
     const char *bind = ak__param_str(AK_PARAM_COMM_BIND_ADDR);
-    char advertise[64];
-    AK_CHECK(advertised_address(c, advertise, sizeof advertise));
+    char advertise[64] = "";
+    if (!bind[0]) AK_CHECK(advertised_address(c, advertise, sizeof advertise));
     AK_CHECK(create_transport(c, AK_COMM_TP_INTRA, intra, NULL, NULL));
     return create_transport(c, AK_COMM_TP_INTER, ak__tcp_transport_create,
-                            bind[0] ? bind : NULL, advertise);
+                            bind[0] ? bind : NULL, bind[0] ? NULL : advertise);
 }
 
 /* Every rank has finished setup: a store counter reaches size. */

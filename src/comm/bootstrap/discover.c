@@ -40,8 +40,7 @@ static const launcher launchers[] = {
 static const char *slurm_nodelist_vars[] = {"SLURM_STEP_NODELIST", "SLURM_NODELIST",
                                             "SLURM_JOB_NODELIST"};
 
-/* getenv, with "" counted as unset (launchers sometimes export empty variables). */
-static const char *env(const char *name) {
+const char *ak__env(const char *name) {
     const char *v = name ? getenv(name) : NULL;
     return v && v[0] ? v : NULL;
 }
@@ -61,13 +60,13 @@ static ak_status parse_int(const char *var, const char *text, int *out) {
 
 /* Reads an optional variable: *out stays as is when unset. */
 static ak_status env_int(const char *var, int *out) {
-    const char *text = env(var);
+    const char *text = ak__env(var);
     return text ? parse_int(var, text, out) : AK_OK;
 }
 
 /* Fills rank/world/local from launcher l if its variables are set; *found says so. */
 static ak_status from_launcher(const launcher *l, ak__world_info *w, int *found) {
-    const char *rank = env(l->rank), *size = env(l->size);
+    const char *rank = ak__env(l->rank), *size = ak__env(l->size);
     *found = 0;
     if (!rank && !size) return AK_OK;
     if (!rank || !size) {
@@ -129,10 +128,10 @@ static ak_status discover_addr(const ak_comm_config *cfg, int slurm, ak__world_i
         return set_addr(w, "ak_comm_config.store_addr", cfg->store_addr);
     static const char *vars[] = {"AK_MASTER_ADDR", "MASTER_ADDR"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
-        if (env(vars[i])) return set_addr(w, vars[i], env(vars[i]));
+        if (ak__env(vars[i])) return set_addr(w, vars[i], ak__env(vars[i]));
     for (size_t i = 0; slurm && i < sizeof slurm_nodelist_vars / sizeof *slurm_nodelist_vars;
          i++) {
-        const char *list = env(slurm_nodelist_vars[i]);
+        const char *list = ak__env(slurm_nodelist_vars[i]);
         if (!list) continue;
         ak_status st = ak__slurm_first_node(list, w->store_addr, sizeof w->store_addr);
         if (st != AK_OK) { /* copied: the new message is formatted over the old one */

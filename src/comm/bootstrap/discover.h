@@ -22,6 +22,10 @@ typedef struct ak__world_info {
                       * "single" */
 } ak__world_info;
 
+/* getenv, with "" counted as unset (launchers sometimes export empty variables); NULL
+ * name: NULL. */
+const char *ak__env(const char *name);
+
 /* Fails with AK_ERR_INVALID_ARG naming the variable when a source is inconsistent
  * (rank ≥ world size, a non-number, a Slurm node list it cannot parse, ...). */
 ak_status ak__discover(const ak_comm_config *cfg, ak__world_info *out);

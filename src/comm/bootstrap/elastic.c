@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "accelkit/comm.h"
+#include "comm/bootstrap/discover.h"
 #include "core/check.h"
 
 /* What this process knows of its place in the job; one per process, as the launcher
@@ -23,17 +24,12 @@ static struct {
     ak__store *query; /* a connection of its own for ak_elastic_hosts_changed */
 } self = {PTHREAD_MUTEX_INITIALIZER, 0, -1, 0, 0, NULL};
 
-static const char *env(const char *name) {
-    const char *v = getenv(name);
-    return v && v[0] ? v : NULL;
-}
-
-int ak__elastic_enabled(void) { return env("AK_ELASTIC_ADDR") != NULL; }
+int ak__elastic_enabled(void) { return ak__env("AK_ELASTIC_ADDR") != NULL; }
 
 /* The launcher's address, port and this worker's id from the environment. */
 static ak_status launcher_of(const char **addr, int *port, int *id) {
-    const char *p = env("AK_ELASTIC_PORT"), *i = env("AK_ELASTIC_ID");
-    *addr = env("AK_ELASTIC_ADDR");
+    const char *p = ak__env("AK_ELASTIC_PORT"), *i = ak__env("AK_ELASTIC_ID");
+    *addr = ak__env("AK_ELASTIC_ADDR");
     char *end = NULL;
     long pv = p ? strtol(p, &end, 10) : 0;
     AK_ARG_CHECK(p && *end == '\0' && pv > 0 && pv < 65536,
@@ -48,7 +44,7 @@ static ak_status launcher_of(const char **addr, int *port, int *id) {
 /* How long a worker waits for its round: the launcher's elastic timeout and a minute more
  * (the launcher fails the job at its own timeout; this one only guards a hung launcher). */
 static int round_wait_ms(void) {
-    const char *t = env("AK_ELASTIC_TIMEOUT");
+    const char *t = ak__env("AK_ELASTIC_TIMEOUT");
     long s = t ? strtol(t, NULL, 10) : 600;
     if (s < 1 || s > 86400) s = 600;
     return (int)(s + 60) * 1000;
