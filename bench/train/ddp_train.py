@@ -9,6 +9,7 @@ the compute-only baseline. Prints one JSON line from rank 0 (see models.summary)
   /usr/bin/python3 bench/train/ddp_train.py --model ctr --batch 64 --steps 10
 """
 import argparse
+import ctypes
 import datetime
 import os
 import socket
@@ -40,6 +41,18 @@ def torchrun_env_from_accelkit():
                 break
 
 
+def keep_heap():
+    """What accelkit's AK_TRAIN_KEEP_HEAP does, by hand: glibc's malloc serves large blocks
+    from the heap and keeps freed pages (the reference run that shows how much of
+    accelkit's lead is this setting rather than communication)."""
+    libc = ctypes.CDLL(None)
+    m_trim_threshold, m_top_pad, m_mmap_max = -1, -2, -4  # <malloc.h>
+    ok = (libc.mallopt(m_mmap_max, 0) and libc.mallopt(m_trim_threshold, 2**31 - 1)
+          and libc.mallopt(m_top_pad, 64 << 20))
+    if not ok:
+        sys.exit("ddp_train.py: mallopt refused --keep-heap's settings")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", choices=("ctr", "resnet18"), default="ctr")
@@ -51,10 +64,14 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (1)")
     ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb (25)")
     ap.add_argument("--local", action="store_true", help="no DDP: compute-only baseline")
+    ap.add_argument("--keep-heap", action="store_true",
+                    help="set glibc's malloc as accelkit's AK_TRAIN_KEEP_HEAP does")
     ap.add_argument("--tag", default="", help="copied into the JSON line")
     a = ap.parse_args()
     batch = a.batch or (64 if a.model == "ctr" else 32)
     torch.set_num_threads(a.threads)
+    if a.keep_heap:
+        keep_heap()
 
     torchrun_env_from_accelkit()
     rank = int(os.environ.get("RANK", "0"))

@@ -7,7 +7,9 @@
 #   resnet  ResNet-18 (batch 32 per rank, 224x224), 2 hosts x 1 rank: ddp | ak
 #   FUSED=1 adds the same with accelkit.torch.FusedSGD (update overlapped with communication):
 #   ak-fused, ak-fp16-fused, ak-dgc-fused (ctr), ak-fused (resnet). CTR_VARIANTS and
-#   RESNET_VARIANTS replace the lists (e.g. CTR_VARIANTS="ddp ak-dgc ak-dgc-fused").
+#   RESNET_VARIANTS replace the lists (e.g. CTR_VARIANTS="ddp ak-dgc ak-dgc-fused");
+#   ddp-keepheap is DDP with glibc's malloc set by hand as accelkit's AK_TRAIN_KEEP_HEAP
+#   sets it (a reference: how much of a lead is that setting).
 # Each case first times the compute alone (ddp_train.py --local: one process, then as many
 # concurrent processes as the case has ranks), then runs its variants in turn R times
 # (A B C D A B C D ...). Every run holds /tmp/ak.lock (no run overlaps a build). Prints
@@ -82,6 +84,7 @@ for c in $CASES; do
     for v in $VARIANTS; do
       case $v in
         ddp) args=(bench/train/ddp_train.py) ;;
+        ddp-keepheap) args=(bench/train/ddp_train.py --keep-heap) ;;
         ak) args=(bench/train/hvd_train.py --compression none) ;;
         ak-fp16) args=(bench/train/hvd_train.py --compression fp16) ;;
         ak-dgc) args=(bench/train/hvd_train.py --compression dgc --sparsity 0.999) ;;

@@ -106,6 +106,7 @@ static ak_status train_setup(ak_train *t, const ak_train_config *cfg) {
     AK_CHECK(ak_comm_rank(t->comm, &t->rank));
     AK_CHECK(ak_comm_size(t->comm, &t->size));
     read_config(t, cfg);
+    ak__train_keep_heap();
     AK_CHECK(start_timeline(t, cfg));
     AK_CHECK(ak__pset_create(t, 0, t->comm, &t->psets[0]));
     t->npsets = 1;

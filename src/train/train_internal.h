@@ -3,6 +3,7 @@
  *   train_cycle.c   the background thread: per-cycle state exchange, response cache,
  *                   replicated coordinator (negotiation), stall inspector
  *   train_exec.c    running responses: fusion, compression, collectives, update thread
+ *   train_heap.c    AK_TRAIN_KEEP_HEAP: glibc's malloc keeps the step's pages mapped
  *
  * Threads: user threads enqueue into a process set's `incoming` list under train->lock;
  * the background thread owns everything else in a process set; the update thread runs
@@ -203,5 +204,8 @@ ak_status ak__allgather_bytes(ak_comm *comm, int size, const void *mine, size_t 
 ak_status ak__exec_responses(ak_train *t, ak__pset *p, ak__response *r, int n);
 void *ak__train_update_main(void *arg);
 void ak__exec_free_scratch(ak_train *t);
+
+/* AK_TRAIN_KEEP_HEAP (train_heap.c): 1 when glibc's malloc was set to keep its heap. */
+int ak__train_keep_heap(void);
 
 #endif /* AK_TRAIN_INTERNAL_H */

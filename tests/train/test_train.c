@@ -16,6 +16,10 @@
 
 #include <cmocka.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "accelkit/train.h"
 
 typedef struct rank_ctx rank_ctx;
@@ -822,6 +826,38 @@ static void test_bad_arguments(void **state) {
     ak_comm_free(comm);
 }
 
+/* ---- AK_TRAIN_KEEP_HEAP ---------------------------------------------------------------------- */
+
+/* After ak_train_init a block far above glibc's mmap threshold comes from the heap, and
+ * freeing it keeps its pages: the next step's tensors reuse them without page faults. */
+static void test_heap_kept(void **state) {
+    (void)state;
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+    if (getenv("MALLOC_MMAP_MAX_") || getenv("GLIBC_TUNABLES")) skip(); /* the user's own */
+    ak_comm *comm;
+    ak_train *t;
+    assert_int_equal(ak_comm_init_local(1, NULL, &comm), AK_OK);
+    ak_train_config cfg = AK_TRAIN_CONFIG_INIT;
+    cfg.comm = comm;
+    assert_int_equal(ak_train_init(&cfg, &t), AK_OK);
+    struct mallinfo2 before = mallinfo2();
+    size_t big = (size_t)96 << 20;
+    char *p = malloc(big);
+    assert_non_null(p);
+    memset(p, 1, big);
+    struct mallinfo2 during = mallinfo2();
+    assert_int_equal(during.hblks, before.hblks); /* not a fresh mmap */
+    free(p);
+    struct mallinfo2 after = mallinfo2();
+    assert_true(after.arena >= during.arena); /* not trimmed back to the system */
+    assert_true(after.fordblks >= big);       /* free in the heap, ready for reuse */
+    ak_train_shutdown(t);
+    ak_comm_free(comm);
+#else
+    skip(); /* another C library or a sanitizer's allocator */
+#endif
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce_any_order),
@@ -840,6 +876,7 @@ int main(void) {
         cmocka_unit_test(test_stall_inspector),
         cmocka_unit_test(test_shutdown_propagates),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_heap_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
