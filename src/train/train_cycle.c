@@ -831,6 +831,7 @@ void *ak__train_bg_main(void *arg) {
                                       : "a rank shut the training runtime down");
             break;
         }
+        ak__train_heap_advise();
         sleep_until(t, start + cycle_ns);
     }
     pthread_mutex_lock(&t->lock);

@@ -205,7 +205,9 @@ ak_status ak__exec_responses(ak_train *t, ak__pset *p, ak__response *r, int n);
 void *ak__train_update_main(void *arg);
 void ak__exec_free_scratch(ak_train *t);
 
-/* AK_TRAIN_KEEP_HEAP (train_heap.c): 1 when glibc's malloc was set to keep its heap. */
+/* AK_TRAIN_KEEP_HEAP (train_heap.c): 1 when glibc's malloc was set to keep its heap;
+ * ak__train_heap_advise, called every cycle, advises huge pages over the heap's growth. */
 int ak__train_keep_heap(void);
+void ak__train_heap_advise(void);
 
 #endif /* AK_TRAIN_INTERNAL_H */

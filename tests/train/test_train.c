@@ -828,6 +828,33 @@ static void test_bad_arguments(void **state) {
 
 /* ---- AK_TRAIN_KEEP_HEAP ---------------------------------------------------------------------- */
 
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+static int huge_pages_on_advice(void) {
+    char mode[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return 0;
+    int ok = fgets(mode, sizeof mode, f) != NULL;
+    fclose(f);
+    return ok && strstr(mode, "[madvise]") != NULL;
+}
+
+/* 1 when some [heap] mapping of this process carries the huge-page advice (VmFlags hg). */
+static int heap_has_huge_page_advice(void) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return 0;
+    char line[512];
+    int in_heap = 0, advised = 0;
+    while (!advised && fgets(line, sizeof line, f)) {
+        if (strchr(line, '-') && strchr(line, ' ') && strchr(line, '-') < strchr(line, ' '))
+            in_heap = strstr(line, "[heap]") != NULL; /* a mapping's header line */
+        else if (in_heap && strncmp(line, "VmFlags:", 8) == 0)
+            advised = strstr(line, " hg") != NULL;
+    }
+    fclose(f);
+    return advised;
+}
+#endif
+
 /* After ak_train_init a block far above glibc's mmap threshold comes from the heap, and
  * freeing it keeps its pages: the next step's tensors reuse them without page faults. */
 static void test_heap_kept(void **state) {
@@ -851,6 +878,12 @@ static void test_heap_kept(void **state) {
     struct mallinfo2 after = mallinfo2();
     assert_true(after.arena >= during.arena); /* not trimmed back to the system */
     assert_true(after.fordblks >= big);       /* free in the heap, ready for reuse */
+    if (huge_pages_on_advice()) {              /* the background thread advised the growth */
+        int advised = 0;
+        for (int tries = 0; tries < 200 && !(advised = heap_has_huge_page_advice()); tries++)
+            usleep(5000);
+        assert_true(advised);
+    }
     ak_train_shutdown(t);
     ak_comm_free(comm);
 #else
