@@ -25,13 +25,16 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
 #include "core/check.h"
 #include "core/params.h"
 #include "train/train_internal.h"
+
+#if !defined(__GLIBC__) || defined(__SANITIZE_ADDRESS__)
+/* another C library, or a sanitizer's allocator: nothing to tune */
+int ak__train_keep_heap(void) { return 0; }
+void ak__train_heap_advise(void) {}
+#else
+#include <malloc.h>
 
 /* 1 when the environment already says how glibc's malloc should behave. */
 static int user_configured_malloc(void) {
@@ -67,7 +70,6 @@ void ak__train_heap_advise(void) {
 }
 
 int ak__train_keep_heap(void) {
-#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
     if (!ak__param_int(AK_PARAM_TRAIN_KEEP_HEAP)) return 0;
     if (user_configured_malloc()) {
         AK_LOG_INFO(AK_SUBSYS_TRAIN, "AK_TRAIN_KEEP_HEAP: malloc settings found in the "
@@ -84,7 +86,5 @@ int ak__train_keep_heap(void) {
                                  "free%s%s", ok ? "" : " (mallopt refused a setting)",
                 atomic_load(&heap_advised_end) ? ", huge pages advised as it grows" : "");
     return ok;
-#else
-    return 0; /* another C library, or a sanitizer's allocator: nothing to tune */
-#endif
 }
+#endif
