@@ -73,14 +73,21 @@ def main():
 
     batches = models.make_batches(a.model, batch, hvd.rank(), image_size=a.image_size)
     import accelkit.torch as akt
-    wall0 = time.perf_counter()
+    def runtime_cost():
+        """(wall clock, the runtime's own cost so far): CPU time of the background thread
+        in state exchange and negotiation, plus fusion copies"""
+        st = akt.stats()
+        return time.perf_counter(), (st["negotiate_cpu_ns"] + st["fusion_copy_ns"]) / 1e9
+
+    marks = [runtime_cost()]
     times, loss0, loss1, cpu = models.train_loop(model, optimizer, batches,
-                                            models.loss_fn(a.model), a.warmup, a.steps)
-    wall = time.perf_counter() - wall0
-    # the runtime's own cost over every step (first-step negotiation included): CPU time
-    # of the background thread in state exchange and negotiation, plus fusion copies
+                                            models.loss_fn(a.model), a.warmup, a.steps,
+                                            on_warm=lambda: marks.append(runtime_cost()))
+    marks.append(runtime_cost())
     st = akt.stats()
-    overhead = (st["negotiate_cpu_ns"] + st["fusion_copy_ns"]) / 1e9 / wall
+    wall = marks[-1][0] - marks[0][0]
+    overhead = (marks[-1][1] - marks[0][1]) / wall  # every step, first negotiations included
+    steady = (marks[-1][1] - marks[1][1]) / (marks[-1][0] - marks[1][0])  # after warm-up
     sums = hvd.allgather(torch.tensor([models.param_checksum(model)], dtype=torch.float64))
     in_sync = bool((sums == sums[0]).all())
     if hvd.rank() == 0:
@@ -90,7 +97,10 @@ def main():
             compression=a.compression, sparsity=a.sparsity if a.compression == "dgc" else None,
             fused=a.fused, momentum=momentum, loss_first=round(loss0, 5),
             loss_last=round(loss1, 5), params_in_sync=in_sync, tag=a.tag, **cpu,
-            runtime_overhead_pct=round(100 * overhead, 3), cycles=st["cycles"],
+            runtime_overhead_pct=round(100 * overhead, 3),
+            steady_overhead_pct=round(100 * steady, 3), wall_s=round(wall, 3),
+            negotiate_cpu_ms=round(st["negotiate_cpu_ns"] / 1e6, 1),
+            fusion_copy_ms=round(st["fusion_copy_ns"] / 1e6, 1), cycles=st["cycles"],
             cache_hits=st["cache_hits"], negotiations=st["negotiations"],
             local_size=hvd.local_size()))
     hvd.shutdown()

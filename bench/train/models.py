@@ -96,15 +96,18 @@ def make_optimizer(kind, params, lr=None, momentum=0.9):
     raise ValueError(f"unknown optimizer {kind!r}")
 
 
-def train_loop(model, optimizer, batches, criterion, warmup, steps):
+def train_loop(model, optimizer, batches, criterion, warmup, steps, on_warm=None):
     """zero_grad, forward, loss, backward, step; each step timed on its own (wall clock).
     Returns (step seconds after warm-up, first loss, last loss, cpu) where cpu gives this
-    process's CPU time per step after warm-up (all its threads: compute, communication)."""
+    process's CPU time per step after warm-up (all its threads: compute, communication).
+    on_warm(), when given, is called once as the first step after warm-up begins."""
     model.train()
     times, losses = [], []
     for i in range(warmup + steps):
         if i == warmup:
             ru0 = resource.getrusage(resource.RUSAGE_SELF)
+            if on_warm:
+                on_warm()
         inputs, target = batches[i % len(batches)]
         t0 = time.perf_counter()
         optimizer.zero_grad()
