@@ -29,6 +29,15 @@
 #include "core/params.h"
 #include "train/train_internal.h"
 
+int ak__train_huge_pages_on_advice(void) {
+    char mode[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return 0;
+    int ok = fgets(mode, sizeof mode, f) != NULL;
+    fclose(f);
+    return ok && strstr(mode, "[madvise]") != NULL;
+}
+
 #if !defined(__GLIBC__) || defined(__SANITIZE_ADDRESS__)
 /* another C library, or a sanitizer's allocator: nothing to tune */
 int ak__train_keep_heap(void) { return 0; }
@@ -51,16 +60,6 @@ static int user_configured_malloc(void) {
 /* The heap's end up to which huge pages were advised; 0 while not advising. */
 static _Atomic uintptr_t heap_advised_end;
 
-/* 1 when the kernel gives transparent huge pages only to advised memory. */
-static int huge_pages_on_advice(void) {
-    char mode[128] = "";
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    if (!f) return 0;
-    int ok = fgets(mode, sizeof mode, f) != NULL;
-    fclose(f);
-    return ok && strstr(mode, "[madvise]") != NULL;
-}
-
 void ak__train_heap_advise(void) {
     uintptr_t from = atomic_load(&heap_advised_end);
     if (!from) return;
@@ -80,7 +79,7 @@ int ak__train_keep_heap(void) {
      * mapped for the next step; a 64 MiB pad makes the heap grow in few steps */
     int ok = mallopt(M_MMAP_MAX, 0) && mallopt(M_TRIM_THRESHOLD, INT_MAX) &&
              mallopt(M_TOP_PAD, 64 << 20);
-    if (ok && huge_pages_on_advice() && !atomic_load(&heap_advised_end))
+    if (ok && ak__train_huge_pages_on_advice() && !atomic_load(&heap_advised_end))
         atomic_store(&heap_advised_end, ((uintptr_t)sbrk(0) + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
     AK_LOG_INFO(AK_SUBSYS_TRAIN, "AK_TRAIN_KEEP_HEAP: large blocks from the heap, kept after "
                                  "free%s%s", ok ? "" : " (mallopt refused a setting)",

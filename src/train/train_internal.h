@@ -209,5 +209,7 @@ void ak__exec_free_scratch(ak_train *t);
  * ak__train_heap_advise, called every cycle, advises huge pages over the heap's growth. */
 int ak__train_keep_heap(void);
 void ak__train_heap_advise(void);
+/* 1 when the kernel gives transparent huge pages only to advised memory (THP "madvise"). */
+int ak__train_huge_pages_on_advice(void);
 
 #endif /* AK_TRAIN_INTERNAL_H */

@@ -21,6 +21,7 @@
 #endif
 
 #include "accelkit/train.h"
+#include "train/train_internal.h"
 
 typedef struct rank_ctx rank_ctx;
 typedef void (*scenario_fn)(rank_ctx *c);
@@ -786,14 +787,20 @@ static void test_shutdown_propagates(void **state) {
 
 /* ---- argument checks ------------------------------------------------------------------------ */
 
+/* A runtime over a one-rank in-memory communicator (free both after use). */
+static ak_train *single_rank_runtime(ak_comm **comm) {
+    ak_train *t = NULL;
+    assert_int_equal(ak_comm_init_local(1, NULL, comm), AK_OK);
+    ak_train_config cfg = AK_TRAIN_CONFIG_INIT;
+    cfg.comm = *comm;
+    assert_int_equal(ak_train_init(&cfg, &t), AK_OK);
+    return t;
+}
+
 static void test_bad_arguments(void **state) {
     (void)state;
     ak_comm *comm;
-    ak_train *t;
-    assert_int_equal(ak_comm_init_local(1, NULL, &comm), AK_OK);
-    ak_train_config cfg = AK_TRAIN_CONFIG_INIT;
-    cfg.comm = comm;
-    assert_int_equal(ak_train_init(&cfg, &t), AK_OK);
+    ak_train *t = single_rank_runtime(&comm);
     float x[4] = {0}, y[4];
     ak_train_handle h;
     ak_train_op op = f32_allreduce(NULL, x, y, 4);
@@ -829,15 +836,6 @@ static void test_bad_arguments(void **state) {
 /* ---- AK_TRAIN_KEEP_HEAP ---------------------------------------------------------------------- */
 
 #if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
-static int huge_pages_on_advice(void) {
-    char mode[128] = "";
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    if (!f) return 0;
-    int ok = fgets(mode, sizeof mode, f) != NULL;
-    fclose(f);
-    return ok && strstr(mode, "[madvise]") != NULL;
-}
-
 /* 1 when some [heap] mapping of this process carries the huge-page advice (VmFlags hg). */
 static int heap_has_huge_page_advice(void) {
     FILE *f = fopen("/proc/self/smaps", "r");
@@ -862,11 +860,7 @@ static void test_heap_kept(void **state) {
 #if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
     if (getenv("MALLOC_MMAP_MAX_") || getenv("GLIBC_TUNABLES")) skip(); /* the user's own */
     ak_comm *comm;
-    ak_train *t;
-    assert_int_equal(ak_comm_init_local(1, NULL, &comm), AK_OK);
-    ak_train_config cfg = AK_TRAIN_CONFIG_INIT;
-    cfg.comm = comm;
-    assert_int_equal(ak_train_init(&cfg, &t), AK_OK);
+    ak_train *t = single_rank_runtime(&comm);
     struct mallinfo2 before = mallinfo2();
     size_t big = (size_t)96 << 20;
     char *p = malloc(big);
@@ -878,7 +872,7 @@ static void test_heap_kept(void **state) {
     struct mallinfo2 after = mallinfo2();
     assert_true(after.arena >= during.arena); /* not trimmed back to the system */
     assert_true(after.fordblks >= big);       /* free in the heap, ready for reuse */
-    if (huge_pages_on_advice()) {              /* the background thread advised the growth */
+    if (ak__train_huge_pages_on_advice()) {              /* the background thread advised the growth */
         int advised = 0;
         for (int tries = 0; tries < 200 && !(advised = heap_has_huge_page_advice()); tries++)
             usleep(5000);
