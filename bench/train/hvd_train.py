@@ -87,7 +87,8 @@ def main():
     st = akt.stats()
     wall = marks[-1][0] - marks[0][0]
     overhead = (marks[-1][1] - marks[0][1]) / wall  # every step, first negotiations included
-    steady = (marks[-1][1] - marks[1][1]) / (marks[-1][0] - marks[1][0])  # after warm-up
+    warm, end = marks[1], marks[-1]  # after warm-up (the end again when no step ran)
+    steady = (end[1] - warm[1]) / (end[0] - warm[0]) if end[0] > warm[0] else 0.0
     sums = hvd.allgather(torch.tensor([models.param_checksum(model)], dtype=torch.float64))
     in_sync = bool((sums == sums[0]).all())
     if hvd.rank() == 0:
