@@ -10,8 +10,9 @@
  *
  * Where transparent huge pages are given on advice (the "madvise" mode, Debian's default),
  * the background thread also advises each new stretch of the heap as it grows (2 MiB
- * pages: fewer TLB misses over the large tensors, 3-9 % shorter ResNet-18 steps), which
- * is what glibc's glibc.malloc.hugetlb=1 tunable does from process start.
+ * pages: fewer TLB misses over the large tensors), which is what glibc's
+ * glibc.malloc.hugetlb=1 tunable does from process start (that tunable made one-process
+ * ResNet-18 steps 3-9 % shorter; docs/training.md has the figures of the advice itself).
  *
  * The cost is that memory freed at the end of a step stays with the process: its resident
  * size stays at its peak (which each step reaches anyway). A user's own malloc settings
