@@ -11,7 +11,12 @@
  * Reduce-scatter steps are pipelined: a block is cut into segments of RING_SEG_BYTES,
  * up to RING_WINDOW receives land in comm scratch while earlier segments are reduced
  * into the buffer, and sends keep up to RING_WINDOW segments in flight, so the wire and
- * the reduction kernel overlap. Empty blocks (count < n) send nothing. */
+ * the reduction kernel overlap. Empty blocks (count < n) send nothing.
+ *
+ * In the allreduce the last reduce-scatter step also carries the first allgather step:
+ * each segment of the rank's own block goes on to the right as soon as it is reduced,
+ * while it is still in cache, instead of being read back from memory after the whole
+ * reduce-scatter (see rs_forward). */
 #include <string.h>
 
 #include "comm/algo/algo.h"
@@ -47,6 +52,18 @@ static int ring_index(const ak__group *g, int delta) {
  * range arrive from `from` into RING_WINDOW scratch slots and are reduced into buf. Each
  * direction's segment size follows from its message's length alone, so sender and
  * receiver of a message cut it the same way whatever else their steps carry. */
+/* The allgather's first step riding on the reduce-scatter's last: reduced segment k of
+ * the rank's own block is sent to `to` right after its reduction, and segment k of the
+ * block `from` reduced is received straight into buf. Both links keep the order the
+ * transports match messages in (FIFO per peer): in iteration k a rank posts reduce-
+ * scatter segment k+RING_WINDOW before forward segment k, on both the sending and the
+ * receiving side. */
+typedef struct rs_forward {
+    size_t roff, rlen;  /* elements of the block arriving already reduced */
+    size_t rseg;        /* its segment size, cut as its sender cuts its own block */
+    ak__p2p sends[RING_WINDOW], recvs[RING_WINDOW];
+} rs_forward;
+
 typedef struct rs_pipe {
     ak_comm *c;
     int to, from;        /* communicator ranks */
@@ -57,6 +74,7 @@ typedef struct rs_pipe {
     size_t esize, sseg, rseg;
     ak_dtype dt;
     ak_reduce_op op;
+    rs_forward *fwd;     /* NULL unless the step also carries the allgather's first */
 } rs_pipe;
 
 /* Segment size for a message of `len` elements: big messages get bigger segments (a
@@ -109,8 +127,47 @@ static ak_status rs_reduce_segment(rs_pipe *r, ak__p2p *op, size_t off, size_t l
                      rs_slot(r, k), slen);
 }
 
+/* Forward segment k of the window's ring of ops: waits for segment k-RING_WINDOW in the
+ * same slot, then posts segment k (an element range of buf, cut by `seg`) on `op`. */
+static ak_status fwd_post(rs_pipe *r, ak__p2p *op, int is_send, size_t seg, size_t off,
+                          size_t len, size_t k) {
+    if (k >= RING_WINDOW) AK_CHECK(ak__p2p_wait(r->c, &op, 1));
+    size_t soff, slen;
+    rs_segment(seg, off, len, k, &soff, &slen);
+    if (is_send)
+        ak__p2p_init_send(op, r->to, r->buf + soff * r->esize, slen * r->esize, r->tag);
+    else
+        ak__p2p_init_recv(op, r->from, r->buf + soff * r->esize, slen * r->esize, r->tag);
+    return ak__p2p_post(r->c, op);
+}
+
+/* Iteration k's forward work: segment k of the own block [roff, roff+rlen), reduced
+ * just now, goes out; segment k of the already reduced block comes in. */
+static ak_status fwd_step(rs_pipe *r, size_t roff, size_t rlen, size_t k) {
+    rs_forward *f = r->fwd;
+    size_t slot = k % RING_WINDOW;
+    if (k < rs_segments(r->rseg, rlen))
+        AK_CHECK(fwd_post(r, &f->sends[slot], 1, r->rseg, roff, rlen, k));
+    if (k < rs_segments(f->rseg, f->rlen))
+        AK_CHECK(fwd_post(r, &f->recvs[slot], 0, f->rseg, f->roff, f->rlen, k));
+    return AK_OK;
+}
+
+/* Waits for the forward ops still in flight after the last iteration. */
+static ak_status fwd_drain(rs_pipe *r, size_t rlen) {
+    rs_forward *f = r->fwd;
+    size_t counts[2] = {rs_segments(r->rseg, rlen), rs_segments(f->rseg, f->rlen)};
+    ak__p2p *rings[2] = {f->sends, f->recvs};
+    for (int d = 0; d < 2; d++)
+        for (size_t k = counts[d] > RING_WINDOW ? counts[d] - RING_WINDOW : 0; k < counts[d]; k++) {
+            ak__p2p *op = &rings[d][k % RING_WINDOW];
+            AK_CHECK(ak__p2p_wait(r->c, &op, 1));
+        }
+    return AK_OK;
+}
+
 /* Sends [soff, soff+slen) of `from`, receives [roff, roff+rlen) and reduces it, both
- * streamed in windows of segments. */
+ * streamed in windows of segments (plus the forward work when r->fwd is set). */
 static ak_status rs_step(rs_pipe *r, const char *from, size_t soff, size_t slen, size_t roff,
                          size_t rlen) {
     ak__p2p sends[RING_WINDOW], recvs[RING_WINDOW];
@@ -120,6 +177,10 @@ static ak_status rs_step(rs_pipe *r, const char *from, size_t soff, size_t slen,
         if (k < ns) AK_CHECK(rs_post_send(r, &sends[k], from, soff, slen, k));
     }
     size_t total = ns > nr ? ns : nr;
+    if (r->fwd) {
+        size_t nf = rs_segments(r->fwd->rseg, r->fwd->rlen);
+        total = total > nf ? total : nf;
+    }
     for (size_t k = 0; k < total; k++) {
         ak__p2p *rop = &recvs[k % RING_WINDOW], *sop = &sends[k % RING_WINDOW];
         if (k < nr) {
@@ -131,20 +192,28 @@ static ak_status rs_step(rs_pipe *r, const char *from, size_t soff, size_t slen,
             if (k + RING_WINDOW < ns)
                 AK_CHECK(rs_post_send(r, sop, from, soff, slen, k + RING_WINDOW));
         }
+        if (r->fwd) AK_CHECK(fwd_step(r, roff, rlen, k));
     }
-    return AK_OK;
+    return r->fwd ? fwd_drain(r, rlen) : AK_OK;
 }
 
-ak_status ak__reduce_step_run(ak_comm *c, const ak__reduce_step *s, ak_dtype dt,
-                              ak_reduce_op op, uint64_t tag) {
+/* One reduce-scatter step, carrying the allgather's first step when fwd is set. */
+static ak_status reduce_step_run(ak_comm *c, const ak__reduce_step *s, ak_dtype dt,
+                                 ak_reduce_op op, uint64_t tag, rs_forward *fwd) {
     size_t esize;
     AK_CHECK(ak_dtype_size(dt, &esize));
     rs_pipe r = {c, s->to, s->from, tag, s->operand, s->buf, NULL, esize,
-                 rs_seg(s->slen, esize), rs_seg(s->rlen, esize), dt, op};
+                 rs_seg(s->slen, esize), rs_seg(s->rlen, esize), dt, op, fwd};
+    if (fwd) fwd->rseg = rs_seg(fwd->rlen, esize);
     void *scratch;
     AK_CHECK(ak__comm_scratch(c, RING_WINDOW * r.rseg * esize, &scratch));
     r.scratch = scratch;
     return rs_step(&r, s->send, s->soff, s->slen, s->roff, s->rlen);
+}
+
+ak_status ak__reduce_step_run(ak_comm *c, const ak__reduce_step *s, ak_dtype dt,
+                              ak_reduce_op op, uint64_t tag) {
+    return reduce_step_run(c, s, dt, op, tag, NULL);
 }
 
 /* A group of one has nothing to exchange: its result is its input. */
@@ -155,9 +224,11 @@ ak_status ak__copy_alone(const void *src, void *buf, size_t count, ak_dtype dt) 
     return AK_OK;
 }
 
-ak_status ak__reduce_scatter_ring(ak_comm *c, const ak__group *g, const void *src, void *buf,
-                                  size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag) {
-    if (g->n == 1 || count == 0) return ak__copy_alone(src, buf, count, dt);
+/* The reduce-scatter ring; with fwd set its last step also carries the allgather's
+ * first (the allreduce), receiving block fwd->roff/rlen already reduced. */
+static ak_status reduce_scatter_ring(ak_comm *c, const ak__group *g, const void *src,
+                                     void *buf, size_t count, ak_dtype dt, ak_reduce_op op,
+                                     uint64_t tag, rs_forward *fwd) {
     /* the reductions always read the input as their operand: a rank receives each block
      * at most once, so its own share still lies in src (out of place needs no copy) */
     ak__reduce_step s = {g->ranks[ring_index(g, 1)], g->ranks[ring_index(g, -1)], src, 0, 0,
@@ -168,9 +239,15 @@ ak_status ak__reduce_scatter_ring(ak_comm *c, const ak__group *g, const void *sr
         /* the first block sent is still the input; every later one was reduced into buf
          * on the step before */
         s.send = k == 0 ? src : buf;
-        AK_CHECK(ak__reduce_step_run(c, &s, dt, op, tag));
+        AK_CHECK(reduce_step_run(c, &s, dt, op, tag, k == g->n - 2 ? fwd : NULL));
     }
     return AK_OK;
+}
+
+ak_status ak__reduce_scatter_ring(ak_comm *c, const ak__group *g, const void *src, void *buf,
+                                  size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag) {
+    if (g->n == 1 || count == 0) return ak__copy_alone(src, buf, count, dt);
+    return reduce_scatter_ring(c, g, src, buf, count, dt, op, tag, NULL);
 }
 
 /* ---- allgather ---------------------------------------------------------------------- */
@@ -196,10 +273,11 @@ static void ag_block(const ag_layout *l, int b, size_t *off_bytes, size_t *len_b
     *len_bytes = len * l->esize;
 }
 
+/* Allgather steps first..n-2 (the allreduce ran step 0 inside its reduce-scatter). */
 static ak_status ring_allgather(ak_comm *c, const ak__group *g, char *buf, const ag_layout *l,
-                                uint64_t tag) {
+                                int first, uint64_t tag) {
     int right = g->ranks[ring_index(g, 1)], left = g->ranks[ring_index(g, -1)];
-    for (int s = 0; s < g->n - 1; s++) {
+    for (int s = first; s < g->n - 1; s++) {
         size_t soff, slen, roff, rlen;
         ag_block(l, ring_index(g, -s), &soff, &slen);
         ag_block(l, ring_index(g, -s - 1), &roff, &rlen);
@@ -211,20 +289,24 @@ static ak_status ring_allgather(ak_comm *c, const ak__group *g, char *buf, const
 ak_status ak__allgatherv_ring(ak_comm *c, const ak__group *g, void *buf, const size_t *counts,
                               const size_t *displs, size_t elem_size, uint64_t tag) {
     ag_layout l = {counts, displs, 0, elem_size, g->n, 0};
-    return ring_allgather(c, g, buf, &l, tag);
+    return ring_allgather(c, g, buf, &l, 0, tag);
 }
 
 ak_status ak__allgather_blocks_ring(ak_comm *c, const ak__group *g, void *buf, size_t count,
                                     size_t elem_size, int rot, uint64_t tag) {
     ag_layout l = {NULL, NULL, count, elem_size, g->n, rot};
-    return ring_allgather(c, g, buf, &l, tag);
+    return ring_allgather(c, g, buf, &l, 0, tag);
 }
 
 ak_status ak__allreduce_ring(ak_comm *c, const ak__group *g, const void *src, void *buf,
                              size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag) {
     if (g->n == 1 || count == 0) return ak__copy_alone(src, buf, count, dt);
-    AK_CHECK(ak__reduce_scatter_ring(c, g, src, buf, count, dt, op, tag));
+    rs_forward fwd;
+    memset(&fwd, 0, sizeof fwd);
+    ak__block_range(count, g->n, ring_index(g, -1), &fwd.roff, &fwd.rlen);
+    AK_CHECK(reduce_scatter_ring(c, g, src, buf, count, dt, op, tag, &fwd));
     size_t esize;
     AK_CHECK(ak_dtype_size(dt, &esize));
-    return ak__allgather_blocks_ring(c, g, buf, count, esize, 0, tag);
+    ag_layout l = {NULL, NULL, count, esize, g->n, 0};
+    return ring_allgather(c, g, buf, &l, 1, tag);
 }
