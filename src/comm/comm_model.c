@@ -105,6 +105,25 @@ static double pair_step_us(const ak_comm *c, int d, double bytes) {
 /* A local copy (Bruck's reordering), at memory speed: 2 vCPU VMs copy ~15 GB/s. */
 #define LOCAL_COPY_GBPS 10.0
 
+/* Reductions of whole buffers that run after their exchange, not overlapped with the
+ * wire (the ring's and the hierarchical allreduce's are pipelined segment by segment and
+ * hide behind it): they decide between algorithms that move the same bytes. On 2 ranks
+ * recursive doubling and the ring both send S per rank, the formulas' growth from the
+ * largest measured size was the same, and noise at 256 KiB picked recursive doubling
+ * for 64 MiB at 1.4 GB/s busbw against the ring's 2.4 (TCP loopback). A reduction
+ * reads two buffers and writes one: ~14 GB/s of S on one core here, less with the other
+ * core busy moving bytes. */
+#define REDUCE_GBPS 8.0
+
+static double reductions_us(double count, double s) { return count * s / (REDUCE_GBPS * 1e3); }
+
+/* ⌈log2 n⌉: the binomial tree's levels, each a reduction of S at its parent. */
+static int ceil_log2(int n) {
+    int k = 0;
+    while ((1 << k) < n) k++;
+    return k;
+}
+
 /* ---- formulas (S = bytes as ak_comm_choose_coll_algo counts them, n ranks) ------------ */
 
 /* Recursive-doubling allreduce: log2 p exchanges of S, plus two when n ≠ p = 2^⌊log2 n⌋
@@ -113,16 +132,18 @@ static double rd_allreduce_us(const ak_comm *c, double s) {
     int p = 1;
     while (p * 2 <= c->size) p *= 2;
     double t = 0;
-    for (int d = 1; d < p; d *= 2) t += pair_step_us(c, d, s);
-    if (p != c->size) t += link_us(step_link(c, c->size), 2, s);
-    return t;
+    int rounds = 0;
+    for (int d = 1; d < p; d *= 2) t += pair_step_us(c, d, s), rounds++;
+    if (p != c->size) t += link_us(step_link(c, c->size), 2, s) + reductions_us(1, s);
+    return t + reductions_us(rounds, s);
 }
 
-/* Binomial reduce: a step of S per distance 1, 2, 4, … < n, each after the one before. */
+/* Binomial reduce: a step of S per distance 1, 2, 4, … < n, each after the one before
+ * and followed by the reduction of what it brought. */
 static double binomial_us(const ak_comm *c, double s) {
     double t = 0;
     for (int d = 1; d < c->size; d *= 2) t += link_us(step_link(c, d), 1, s);
-    return t;
+    return t + reductions_us(ceil_log2(c->size), s);
 }
 
 /* Binomial broadcast, pipelined in segments: the chain root → … → leaf streams, so the
