@@ -115,13 +115,28 @@ static double pair_step_us(const ak_comm *c, int d, double bytes) {
  * core busy moving bytes. */
 #define REDUCE_GBPS 8.0
 
-static double reductions_us(double count, double s) { return count * s / (REDUCE_GBPS * 1e3); }
-
 /* ⌈log2 n⌉: the binomial tree's levels, each a reduction of S at its parent. */
 static int ceil_log2(int n) {
     int k = 0;
     while ((1 << k) < n) k++;
     return k;
+}
+
+/* Whole-buffer reductions one after another on the critical path: recursive doubling's
+ * rounds (and the fold), the binomial reduce's levels. They come on top of the host
+ * bound too: with both algorithms held at the bytes the host's cores can move, the
+ * measured 256 KiB times alone decided, and recursive doubling won 16 and 64 MiB. */
+static double reductions_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo algo, double s) {
+    double count = 0;
+    if (coll == AK_COMM_COLL_ALLREDUCE && algo == AK_COMM_ALGO_RECURSIVE_DOUBLING) {
+        int p = 1;
+        while (p * 2 <= c->size) p *= 2, count++;
+        count += p != c->size;
+    } else if ((coll == AK_COMM_COLL_ALLREDUCE || coll == AK_COMM_COLL_REDUCE) &&
+               algo == AK_COMM_ALGO_TREE) {
+        count = ceil_log2(c->size);
+    }
+    return count * s / (REDUCE_GBPS * 1e3);
 }
 
 /* ---- formulas (S = bytes as ak_comm_choose_coll_algo counts them, n ranks) ------------ */
@@ -132,18 +147,17 @@ static double rd_allreduce_us(const ak_comm *c, double s) {
     int p = 1;
     while (p * 2 <= c->size) p *= 2;
     double t = 0;
-    int rounds = 0;
-    for (int d = 1; d < p; d *= 2) t += pair_step_us(c, d, s), rounds++;
-    if (p != c->size) t += link_us(step_link(c, c->size), 2, s) + reductions_us(1, s);
-    return t + reductions_us(rounds, s);
+    for (int d = 1; d < p; d *= 2) t += pair_step_us(c, d, s);
+    if (p != c->size) t += link_us(step_link(c, c->size), 2, s);
+    return t;
 }
 
 /* Binomial reduce: a step of S per distance 1, 2, 4, … < n, each after the one before
- * and followed by the reduction of what it brought. */
+ * (the reductions that follow each: reductions_us). */
 static double binomial_us(const ak_comm *c, double s) {
     double t = 0;
     for (int d = 1; d < c->size; d *= 2) t += link_us(step_link(c, d), 1, s);
-    return t + reductions_us(ceil_log2(c->size), s);
+    return t;
 }
 
 /* Binomial broadcast, pipelined in segments: the chain root → … → leaf streams, so the
@@ -289,7 +303,7 @@ double ak__comm_formula_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo alg
     if (!isfinite(t)) return t;
     if (c->size == 1) return 0; /* a group of one moves nothing */
     double host = host_bound_us(c, coll, algo, s);
-    return host > t ? host : t;
+    return (host > t ? host : t) + reductions_us(c, coll, algo, s);
 }
 
 /* Measured times where there are some: interpolated between the measured sizes, and

@@ -110,6 +110,10 @@ static void test_large_two_ranks(void **state) {
     expect_pick(&c, AR, SMALL, RD);
     expect_pick(&c, AR, (size_t)4 << 20, RING);
     expect_pick(&c, AR, LARGE, RING);
+    /* held at the host bound both send the same bytes: the reductions still count */
+    c.host_gbps = 1.0;
+    expect_pick(&c, AR, (size_t)16 << 20, RING);
+    expect_pick(&c, AR, LARGE, RING);
 }
 
 /* 64 MiB on one host whose ranks together move 2 GB/s (cores shared): the bytes sent in
