@@ -297,6 +297,50 @@ static double host_bound_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo al
     return s * sent_in_all(c, coll, algo) / c->host_count / (c->host_gbps * 1e3);
 }
 
+/* ---- what one host link can carry, sustained ------------------------------------------ */
+
+/* Bytes, in units of S, that the busiest host link carries in one direction during one
+ * call, for h hosts of l ranks laid out host by host (n = h · l); 0 where not worked out
+ * (a layout that is not uniform, log-step patterns when l is not a power of two: their
+ * partners then straddle hosts unevenly), which bounds nothing. In the log-step patterns
+ * the partner at distance d ≥ l is on another host and every rank of a host crosses at
+ * once; a binomial tree crosses once per level d ≥ l, into (reduce) or out of (broadcast)
+ * the root's host. Phases in one direction one after another add up. */
+static double busiest_link_share(const ak_comm *c, ak_comm_coll coll, ak_comm_algo algo) {
+    int h = c->host_count, l = uniform_local(c), n = c->size;
+    if (h < 2 || l == 0) return 0;
+    int ring = algo == AK_COMM_ALGO_RING, pow2 = power_of_two(n) && power_of_two(l);
+    double ring_pass = (double)(n - 1) / n, off_host = (double)(n - l) / n;
+    double levels = power_of_two(l) ? ceil_log2(h) : 0;
+    double doubling = pow2 ? (double)l * (n - l) / n : 0; /* Σ over m = l … n/2 of l · m/n */
+    switch (coll) {
+    case AK_COMM_COLL_ALLREDUCE:
+        if (ring) return 2 * ring_pass;
+        if (algo == AK_COMM_ALGO_HIERARCHICAL) return 2.0 * (h - 1) / h;
+        if (algo == AK_COMM_ALGO_TREE) return levels;
+        return pow2 ? (double)l * ceil_log2(h) : 0; /* recursive doubling: l · S per round */
+    case AK_COMM_COLL_BROADCAST: /* scatter out of the root's host, then the ring */
+        return ring ? off_host + ring_pass : levels;
+    case AK_COMM_COLL_REDUCE: /* the ring, then the gather into the root's host */
+        return ring ? ring_pass + off_host : levels;
+    default: /* allgather, reduce_scatter: Bruck's pattern is not worked out */
+        return ring ? ring_pass : doubling;
+    }
+}
+
+/* No call moves its bytes across a host link faster than the link's sustained rate. The
+ * measured times can: calibration times single calls, and a rate limiter's burst lets a
+ * few through at line speed (tbf's 256 KB on the emulated 1 Gbit/s links), so recursive
+ * doubling measured fastest at 4 KiB where back-to-back it is 1.2× the binomial tree, and
+ * the recursive-doubling allgather at 256 KiB where it is 1.46× the ring. */
+static double host_link_floor_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo algo,
+                                 double s) {
+    double share = busiest_link_share(c, coll, algo);
+    if (share <= 0) return 0;
+    double beta = ak__link_beta_gbps(&c->links[AK_COMM_TP_INTER]);
+    return isfinite(beta) && beta > 0 ? share * s / (beta * 1e3) : 0;
+}
+
 double ak__comm_formula_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo algo, size_t bytes) {
     double s = (double)bytes;
     double t = coll == AK_COMM_COLL_ALLREDUCE ? allreduce_us(c, algo, s) : other_us(c, coll, algo, s);
@@ -308,20 +352,26 @@ double ak__comm_formula_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo alg
 
 /* Measured times where there are some: interpolated between the measured sizes, and
  * beyond the largest one the formula's growth added to its measured time. */
-double ak__comm_model_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo algo, size_t bytes) {
-    double t = ak__comm_formula_us(c, coll, algo, bytes);
-    if (!isfinite(t)) return t;
+static double measured_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo algo, double b,
+                          double formula) {
     const double *m = c->algo_measured_us[coll][algo];
     const size_t *at = ak__comm_measured_bytes;
     enum { LAST = AK_COMM_MEASURED_SIZES - 1 };
-    if (m[0] <= 0) return t;
-    double b = (double)bytes;
+    if (m[0] <= 0) return formula;
     if (b <= (double)at[0]) return m[0];
     for (int k = 1; k <= LAST; k++) {
         double b0 = (double)at[k - 1], b1 = (double)at[k];
         if (b <= b1) return m[k - 1] + (b - b0) / (b1 - b0) * (m[k] - m[k - 1]);
     }
-    return m[LAST] + t - ak__comm_formula_us(c, coll, algo, at[LAST]);
+    return m[LAST] + formula - ak__comm_formula_us(c, coll, algo, at[LAST]);
+}
+
+/* The measured (or formula) time, never below what the host links can carry. */
+double ak__comm_model_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo algo, size_t bytes) {
+    double t = ak__comm_formula_us(c, coll, algo, bytes);
+    if (!isfinite(t)) return t;
+    double b = (double)bytes;
+    return fmax(measured_us(c, coll, algo, b, t), host_link_floor_us(c, coll, algo, b));
 }
 
 /* ---- the choice --------------------------------------------------------------------------- */

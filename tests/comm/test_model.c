@@ -159,6 +159,33 @@ static void test_large_two_hosts(void **state) {
     expect_pick(&c, BC, SMALL, TREE);
 }
 
+/* Measured times as calibration takes them on rate-limited links: single calls ride the
+ * limiter's burst, so recursive doubling looks fastest at 4 KiB and the recursive-doubling
+ * allgather at 256 KiB, though back to back they push 2 S and S through a host link
+ * (the tree 1 S, the ring allgather 0.75 S). The sustained link rate bounds them from
+ * below; on one host nothing does. */
+static void test_link_floor(void **state) {
+    (void)state;
+    static const double ar[][AK_COMM_MEASURED_SIZES] = {
+        [RING] = {90, 100, 400, 3000}, [RD] = {30, 35, 300, 2500},
+        [TREE] = {32, 40, 280, 2200}, [HIER] = {40, 45, 285, 2150}};
+    static const double ag[][AK_COMM_MEASURED_SIZES] = {[RING] = {60, 70, 150, 1600},
+                                                        [RD] = {30, 35, 110, 1400}};
+    ak_comm c;
+    for (int hosts = 2; hosts >= 1; hosts--) {
+        fake(&c, 4, hosts, 0);
+        c.links[AK_COMM_TP_INTER] = ak__link_alpha_beta(20.0, 0.125); /* 1 Gbit/s */
+        for (int a = RING; a <= HIER; a++)
+            for (int k = 0; k < AK_COMM_MEASURED_SIZES; k++) {
+                c.algo_measured_us[AR][a][k] = ar[a][k];
+                if (a <= RD) c.algo_measured_us[AG][a][k] = ag[a][k];
+            }
+        expect_pick(&c, AR, SMALL, RD); /* 8 B: latency, no floor to speak of */
+        expect_pick(&c, AR, 4096, hosts == 2 ? TREE : RD);
+        expect_pick(&c, AG, 262144, hosts == 2 ? RING : RD);
+    }
+}
+
 /* AK_COMM_ALGO (config.algo): ring → each collective's ring-based algorithm; rd and tree →
  * its log-step one; hier and direct are allreduce's, the others fall back to the model. */
 static void test_forced(void **state) {
@@ -290,6 +317,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_small_messages),   cmocka_unit_test(test_large_one_host),
         cmocka_unit_test(test_large_two_ranks),
+        cmocka_unit_test(test_link_floor),
         cmocka_unit_test(test_large_host_bound), cmocka_unit_test(test_large_two_hosts),
         cmocka_unit_test(test_forced),           cmocka_unit_test(test_measured),
         cmocka_unit_test(test_choose_api),       cmocka_unit_test(test_tuning_files),
