@@ -331,8 +331,8 @@ static double busiest_link_share(const ak_comm *c, ak_comm_coll coll, ak_comm_al
 /* No call moves its bytes across a host link faster than the link's sustained rate. The
  * measured times can: calibration times single calls, and a rate limiter's burst lets a
  * few through at line speed (tbf's 256 KB on the emulated 1 Gbit/s links), so recursive
- * doubling measured fastest at 4 KiB where back-to-back it is 1.2× the binomial tree, and
- * the recursive-doubling allgather at 256 KiB where it is 1.46× the ring. */
+ * doubling measured fastest at 4 KiB where back to back it pushes 2 S through a host
+ * link against the binomial tree's S (and takes 1.2× as long). */
 static double host_link_floor_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo algo,
                                  double s) {
     double share = busiest_link_share(c, coll, algo);

@@ -159,11 +159,11 @@ static void test_large_two_hosts(void **state) {
     expect_pick(&c, BC, SMALL, TREE);
 }
 
-/* Measured times as calibration takes them on rate-limited links: single calls ride the
- * limiter's burst, so recursive doubling looks fastest at 4 KiB and the recursive-doubling
- * allgather at 256 KiB, though back to back they push 2 S and S through a host link
- * (the tree 1 S, the ring allgather 0.75 S). The sustained link rate bounds them from
- * below; on one host nothing does. */
+/* Measured times as calibration may take them on rate-limited links: single calls ride
+ * the limiter's burst, so recursive doubling looks fastest at 4 KiB, though back to back
+ * it pushes 2 S through a host link against the tree's S; likewise an allgather where
+ * recursive doubling pushes S against the ring's 0.75 S. The sustained link rate bounds
+ * them from below; on one host nothing does. */
 static void test_link_floor(void **state) {
     (void)state;
     static const double ar[][AK_COMM_MEASURED_SIZES] = {
