@@ -122,6 +122,13 @@ static int ceil_log2(int n) {
     return k;
 }
 
+/* ⌊log2 n⌋: recursive doubling's rounds among p = 2^⌊log2 n⌋ ranks. */
+static int floor_log2(int n) {
+    int k = 0;
+    while ((2 << k) <= n) k++;
+    return k;
+}
+
 /* Whole-buffer reductions one after another on the critical path: recursive doubling's
  * rounds (and the fold), the binomial reduce's levels. They come on top of the host
  * bound too: with both algorithms held at the bytes the host's cores can move, the
@@ -129,9 +136,8 @@ static int ceil_log2(int n) {
 static double reductions_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo algo, double s) {
     double count = 0;
     if (coll == AK_COMM_COLL_ALLREDUCE && algo == AK_COMM_ALGO_RECURSIVE_DOUBLING) {
-        int p = 1;
-        while (p * 2 <= c->size) p *= 2, count++;
-        count += p != c->size;
+        int rounds = floor_log2(c->size);
+        count = rounds + ((1 << rounds) != c->size); /* the fold's reduction */
     } else if ((coll == AK_COMM_COLL_ALLREDUCE || coll == AK_COMM_COLL_REDUCE) &&
                algo == AK_COMM_ALGO_TREE) {
         count = ceil_log2(c->size);
@@ -272,8 +278,7 @@ static double scatter_blocks(int n) {
 
 /* Bytes all ranks send in one call, in units of S. */
 static double sent_in_all(const ak_comm *c, ak_comm_coll coll, ak_comm_algo algo) {
-    int n = c->size, p = 1, rounds = 0;
-    while (p * 2 <= n) p *= 2, rounds++;
+    int n = c->size, rounds = floor_log2(n), p = 1 << rounds;
     switch (coll) {
     case AK_COMM_COLL_ALLREDUCE: /* ring, tree and hierarchical: 2(n − 1) S */
         return algo == AK_COMM_ALGO_RECURSIVE_DOUBLING ? (double)p * rounds + 2.0 * (n - p)
@@ -318,7 +323,7 @@ static double busiest_link_share(const ak_comm *c, ak_comm_coll coll, ak_comm_al
         if (ring) return 2 * ring_pass;
         if (algo == AK_COMM_ALGO_HIERARCHICAL) return 2.0 * (h - 1) / h;
         if (algo == AK_COMM_ALGO_TREE) return levels;
-        return pow2 ? (double)l * ceil_log2(h) : 0; /* recursive doubling: l · S per round */
+        return pow2 ? l * levels : 0; /* recursive doubling: l · S per far round */
     case AK_COMM_COLL_BROADCAST: /* scatter out of the root's host, then the ring */
         return ring ? off_host + ring_pass : levels;
     case AK_COMM_COLL_REDUCE: /* the ring, then the gather into the root's host */
