@@ -150,8 +150,7 @@ static double reductions_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo al
 /* Recursive-doubling allreduce: log2 p exchanges of S, plus two when n ≠ p = 2^⌊log2 n⌋
  * (fold and unfold). */
 static double rd_allreduce_us(const ak_comm *c, double s) {
-    int p = 1;
-    while (p * 2 <= c->size) p *= 2;
+    int p = 1 << floor_log2(c->size);
     double t = 0;
     for (int d = 1; d < p; d *= 2) t += pair_step_us(c, d, s);
     if (p != c->size) t += link_us(step_link(c, c->size), 2, s);
