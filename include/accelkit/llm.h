@@ -1,6 +1,6 @@
 /* accelkit LLM: GGUF v3 model files and the tokenizers built from their vocabularies.
  *
- * This is the foundation of the LLM engine (issue 7): a validating, zero-copy GGUF reader
+ * This is the foundation of the LLM engine: a validating, zero-copy GGUF reader
  * and the tokenizers of llama.cpp's GGUF files (SentencePiece-style BPE `llama`,
  * byte-level BPE `gpt2`, WordPiece `bert`). Every call returns an ak_status; the reason of a failure is in
  * ak_last_error(). A malformed file gives AK_ERR_INVALID_MODEL, never a crash. */

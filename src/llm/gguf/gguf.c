@@ -1,6 +1,6 @@
 /* GGUF v3 reader: maps a file (or takes a buffer), validates everything, indexes it.
  *
- * Layout (little-endian; GGUF spec in the ggml repository, docs/gguf.md):
+ * Layout (little-endian; the GGUF spec is gguf.md in the ggml repository's docs):
  *   u32 magic "GGUF", u32 version, u64 tensor_count, u64 kv_count,
  *   kv_count × { string key, u32 type, value },
  *   tensor_count × { string name, u32 n_dims, u64 dims[n_dims], u32 type, u64 offset },
