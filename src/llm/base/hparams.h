@@ -1,7 +1,8 @@
 /* Hyper-parameters of a Llama-family decoder and a read-only view of one stored tensor:
- * what the GGUF and Hugging Face readers hand to the model builder (model/llama.c). */
-#ifndef AK_LLM_MODEL_HPARAMS_H
-#define AK_LLM_MODEL_HPARAMS_H
+ * what the GGUF and Hugging Face readers hand to the model builder (llm/model/). Kept in
+ * llm/base/, below the readers, the model and the engine, which all use them. */
+#ifndef AK_LLM_BASE_HPARAMS_H
+#define AK_LLM_BASE_HPARAMS_H
 
 #include <stdint.h>
 
@@ -38,4 +39,4 @@ typedef struct ak__tensor_view {
     uint64_t bytes;
 } ak__tensor_view;
 
-#endif /* AK_LLM_MODEL_HPARAMS_H */
+#endif /* AK_LLM_BASE_HPARAMS_H */

@@ -6,8 +6,8 @@
  *
  * Storage layout: [layer][block][kv_head][slot][head_dim] for K and for V, so attention
  * for one head reads block_size × head_dim contiguous values per block. */
-#ifndef AK_LLM_ENGINE_KV_CACHE_H
-#define AK_LLM_ENGINE_KV_CACHE_H
+#ifndef AK_LLM_BASE_KV_CACHE_H
+#define AK_LLM_BASE_KV_CACHE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -68,4 +68,4 @@ static inline size_t ak__kv_at(const ak__kv_cache *kv, int32_t layer, int32_t bl
            ((size_t)head * (size_t)kv->block_size + (size_t)slot) * (size_t)kv->head_dim;
 }
 
-#endif /* AK_LLM_ENGINE_KV_CACHE_H */
+#endif /* AK_LLM_BASE_KV_CACHE_H */

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/check.h"
-#include "llm/engine/kv_cache.h"
+#include "llm/base/kv_cache.h"
 
 size_t ak__kv_block_bytes(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
                           int32_t block_size, ak_dtype dtype) {
