@@ -33,7 +33,7 @@
 #define AD_MAX_LEVELS 32 /* p ≤ 2^31 */
 
 typedef struct ad_ctx {
-    ak_comm *c;
+    const ak__algo_ctx *c;
     const ak__group *g;
     char *buf;     /* the vector, reduced in place */
     char *tmp;     /* the partner's copy of the kept range */
@@ -169,7 +169,7 @@ static uint64_t ad_digest(const size_t *segs, size_t nseg) {
     return h & 0xffffffffu;
 }
 
-ak_status ak__allreduce_adasum(ak_comm *c, const ak__group *g, void *buf, size_t count,
+ak_status ak__allreduce_adasum(const ak__algo_ctx *c, const ak__group *g, void *buf, size_t count,
                                ak_dtype dt, const size_t *segs, size_t nsegs, uint64_t tag) {
     if (g->n == 1 || count == 0) return AK_OK;
     size_t one = count;
@@ -190,7 +190,7 @@ ak_status ak__allreduce_adasum(ak_comm *c, const ak__group *g, void *buf, size_t
     size_t tmp_bytes = (me < 2 * x.r ? count : (count + 1) / 2) * x.es;
     tmp_bytes = (tmp_bytes + 63) & ~(size_t)63;
     void *scratch;
-    AK_CHECK(ak__comm_scratch(c, tmp_bytes + 6 * x.nseg * sizeof(double), &scratch));
+    AK_CHECK(ak__algo_scratch(c, tmp_bytes + 6 * x.nseg * sizeof(double), &scratch));
     x.tmp = scratch;
     x.dots = (double *)(x.tmp + tmp_bytes);
     x.rdots = x.dots + 3 * x.nseg;
