@@ -29,6 +29,7 @@
 
 #include "comm/algo/adasum.h"
 #include "core/check.h"
+#include "core/hash.h"
 
 #define AD_MAX_LEVELS 32 /* p ≤ 2^31 */
 
@@ -161,20 +162,14 @@ static ak_status ad_halving_doubling(ad_ctx *x, int v, int p) {
     return AK_OK;
 }
 
-/* FNV-1a over the tensor sizes, folded into the tag: ranks that split the same count
- * into different tensors fail on the wire (AK_ERR_MISMATCH) instead of mixing them. */
-static uint64_t ad_digest(const size_t *segs, size_t nseg) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t s = 0; s < nseg; s++) h = (h ^ segs[s]) * 0x100000001b3ull;
-    return h & 0xffffffffu;
-}
-
 ak_status ak__allreduce_adasum(const ak__algo_ctx *c, const ak__group *g, void *buf, size_t count,
                                ak_dtype dt, const size_t *segs, size_t nsegs, uint64_t tag) {
     if (g->n == 1 || count == 0) return AK_OK;
     size_t one = count;
     if (!nsegs) segs = &one, nsegs = 1;
-    tag ^= ad_digest(segs, nsegs);
+    /* the tensor sizes folded into the tag: ranks that split the same count into different
+     * tensors fail on the wire (AK_ERR_MISMATCH) instead of mixing them */
+    tag ^= ak__fnv1a64(AK_FNV1A64_BASIS, segs, nsegs * sizeof *segs) & 0xffffffffu;
     ad_ctx x = {c, g, buf, NULL, NULL, NULL, count, 0, nsegs, segs, dt, 0, tag};
     AK_CHECK(ak_dtype_size(dt, &x.es));
     int p = 1;

@@ -57,6 +57,7 @@
 
 #include "comm/algo/algo.h"
 #include "core/check.h"
+#include "core/hash.h"
 #include "kernels/dispatch.h"
 
 /* Compile-time knobs (a tuning build may override them with -D). */
@@ -328,12 +329,6 @@ static ak_status sd_round(const ak__algo_ctx *c, sd_header *h, const unsigned ch
 
 /* ---- set-up ---------------------------------------------------------------------------- */
 
-static uint64_t fnv1a(const char *s) {
-    uint64_t x = 1469598103934665603ull;
-    for (; *s; s++) x = (x ^ (unsigned char)*s) * 1099511628211ull;
-    return x;
-}
-
 static uint64_t random_id(void) {
     uint64_t id;
     ssize_t n;
@@ -355,7 +350,7 @@ static ak_status sd_map(int fd, size_t bytes, const char *name, sd_header **out)
  * maps and fills the header; magic last, peers map only after the store key exists. */
 static ak_status sd_create(const ak__algo_ctx *c, char *name, size_t cap, sd_header **out) {
     snprintf(name, cap, "/accelkit-sd-%d-%016" PRIx64 "-%016" PRIx64, (int)getpid(),
-             fnv1a(c->prefix), random_id());
+             ak__fnv1a64_str(c->prefix), random_id());
     uint32_t chunk = sd_chunk_for(c->local_size);
     size_t bytes = sd_bytes((uint32_t)c->local_size, chunk);
     int fd, rc;

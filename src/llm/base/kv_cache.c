@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/hash.h"
 #include "llm/base/kv_cache.h"
 
 size_t ak__kv_block_bytes(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
@@ -116,14 +117,8 @@ static void unpublish(ak__kv_cache *kv, int32_t b) {
 }
 
 uint64_t ak__kv_chain_hash(uint64_t parent, const int32_t *tokens, int32_t n) {
-    uint64_t h = parent ^ 0x9e3779b97f4a7c15ull; /* FNV-1a over the ids, seeded by parent */
-    for (int32_t i = 0; i < n; ++i) {
-        uint32_t t = (uint32_t)tokens[i];
-        for (int j = 0; j < 4; ++j) {
-            h ^= (t >> (8 * j)) & 0xffu;
-            h *= 0x100000001b3ull;
-        }
-    }
+    /* FNV-1a over the ids' bytes, seeded by the parent block's hash */
+    uint64_t h = ak__fnv1a64(parent ^ 0x9e3779b97f4a7c15ull, tokens, (size_t)n * sizeof *tokens);
     return h ? h : 1; /* 0 means "not published" */
 }
 
