@@ -253,7 +253,7 @@ static void linger_for_peers(const ak_comm *c) {
 void ak_comm_free(ak_comm *c) {
     if (!c) return;
     ak__comm_async_stop(c);
-    ak__shm_direct_free(c);
+    ak__shm_direct_free(ak__comm_algo(c));
     for (int t = 0; t < AK_COMM_TP_COUNT; t++) ak__transport_destroy(&c->transports[t]);
     ak__store_free(c->store);
     if (c->store_server) linger_for_peers(c);
@@ -506,6 +506,49 @@ ak_status ak__comm_scratch(ak_comm *c, size_t bytes, void **out) {
 ak_status ak__comm_work(ak_comm *c, size_t bytes, void **out) {
     return grow_buffer(&c->work, &c->work_bytes, bytes, out);
 }
+
+/* ---- what the algorithms see -------------------------------------------------------- */
+
+static ak_status algo_scratch(void *owner, size_t bytes, void **out) {
+    return ak__comm_scratch(owner, bytes, out);
+}
+
+static ak_status algo_fail(void *owner, ak_status st) { return ak__comm_fail(owner, st); }
+
+/* Refilled on every call (a dozen stores): the communicator's fields stay the one truth,
+ * whatever changed them since (the tests' fake topologies, a changed timeout). */
+const ak__algo_ctx *ak__comm_algo(ak_comm *c) {
+    c->algo = (ak__algo_ctx){
+        .rank = c->rank, .size = c->size,
+        .local_rank = c->local_rank, .local_size = c->local_size, .host_count = c->host_count,
+        .host_of = c->host_of, .local_index_of = c->local_index_of,
+        .same_host_ranks = c->same_host_ranks, .threads_local = c->threads_local,
+        .transports = c->transports, .route = c->route, .timeout_ms = c->config.timeout_ms,
+        .failed = &c->failed, .lost = &c->lost, .on_failure = algo_fail, .get_scratch = algo_scratch,
+        .store = c->store, .prefix = c->prefix, .shm_direct = &c->shm_direct, .owner = c,
+    };
+    return &c->algo;
+}
+
+/* splitmix64 finalizer: a cheap, well-mixed digest of the call's arguments */
+static uint64_t tag_mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* The high 32 bits count collectives (two ranks out of step disagree there), the low 32
+ * are a digest of (kind, count, dtype, op, root) so mismatched calls differ on the wire
+ * even when issued in step. */
+uint64_t ak__comm_next_tag(ak_comm *comm, int kind, size_t count, int dtype, int op,
+                           int root) {
+    uint64_t h = tag_mix(((uint64_t)(uint32_t)kind << 32) ^ (uint64_t)(uint32_t)root);
+    h = tag_mix(h ^ ((uint64_t)(uint8_t)dtype << 8 | (uint8_t)op));
+    h = tag_mix(h ^ (uint64_t)count);
+    uint64_t seq = comm->seq++;
+    return (seq << 32) | (h & 0xffffffffu);
+}
+
 
 /* ---- failures --------------------------------------------------------------------------
  *

@@ -161,8 +161,8 @@ static ak_status pingpong(ak_comm *c, int peer, int initiator, void *buf, size_t
             if ((leg == 0) == initiator) ak__p2p_init_send(&op, peer, buf, bytes, CAL_TAG ^ bytes);
             else ak__p2p_init_recv(&op, peer, buf, bytes, CAL_TAG ^ bytes);
             ak__p2p *ops[1] = {&op};
-            AK_CHECK(ak__p2p_post(c, &op));
-            AK_CHECK(ak__p2p_wait(c, ops, 1));
+            AK_CHECK(ak__p2p_post(ak__comm_algo(c), &op));
+            AK_CHECK(ak__p2p_wait(ak__comm_algo(c), ops, 1));
         }
         double us = (double)(ak_now_ns() - t0) / 1e3;
         if (r >= 0 && us < best) best = us;
@@ -205,14 +205,14 @@ static ak_status measure_host(ak_comm *c, double *gbps) {
     AK_CHECK(ak_alloc(2 * bytes, (void **)&buf));
     memset(buf, 0, 2 * bytes);
     int right = c->same_host_ranks[(me + 1) % l], left = c->same_host_ranks[(me + l - 1) % l];
-    ak_status st = ak__barrier_dissemination(c, &host, CAL_TAG ^ 0x5);
+    ak_status st = ak__barrier_dissemination(ak__comm_algo(c), &host, CAL_TAG ^ 0x5);
     uint64_t t0 = ak_now_ns();
     for (int r = 0; r < HOST_ROUNDS && st == AK_OK; r++)
-        st = ak__p2p_sendrecv(c, right, buf, bytes, left, buf + bytes, bytes, CAL_TAG ^ 0x6);
+        st = ak__p2p_sendrecv(ak__comm_algo(c), right, buf, bytes, left, buf + bytes, bytes, CAL_TAG ^ 0x6);
     double us = (double)(ak_now_ns() - t0) / 1e3 / HOST_ROUNDS;
     ak_free(buf);
     AK_CHECK(st);
-    AK_CHECK(ak__allreduce_recursive_doubling(c, &host, &us, 1, AK_DTYPE_F64, AK_REDUCE_MAX,
+    AK_CHECK(ak__allreduce_recursive_doubling(ak__comm_algo(c), &host, &us, 1, AK_DTYPE_F64, AK_REDUCE_MAX,
                                               CAL_TAG ^ 0x7));
     *gbps = (double)l * (double)bytes / (us * 1e3);
     return AK_OK;
@@ -336,7 +336,7 @@ static ak_status measure_algorithms(ak_comm *c) {
     ak__group g = {c->all_ranks, c->size, c->rank};
     size_t n = sizeof c->algo_measured_us / sizeof(double);
     uint64_t tag = ak__comm_next_tag(c, 0x7b, n, AK_DTYPE_F64, AK_REDUCE_MAX, -1);
-    AK_CHECK(ak__allreduce_recursive_doubling(c, &g, c->algo_measured_us, n, AK_DTYPE_F64,
+    AK_CHECK(ak__allreduce_recursive_doubling(ak__comm_algo(c), &g, c->algo_measured_us, n, AK_DTYPE_F64,
                                               AK_REDUCE_MAX, tag));
     log_measured(c);
     return AK_OK;

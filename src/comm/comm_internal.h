@@ -1,5 +1,6 @@
 /* The communicator's internals, shared by comm.c (setup, routing, dispatch), the
- * algorithms in algo/ and the async engine. */
+ * operations layer, the cost model and the async engine. The algorithms in algo/ see
+ * only the ak__algo_ctx it hands them. */
 #ifndef AK_COMM_COMM_INTERNAL_H
 #define AK_COMM_COMM_INTERNAL_H
 
@@ -7,10 +8,9 @@
 #include <stdint.h>
 
 #include "accelkit/comm.h"
+#include "comm/algo/algo.h"
 #include "comm/bootstrap/store.h"
 #include "comm/transport/transport.h"
-
-enum { AK_COMM_TP_INTRA = 0, AK_COMM_TP_INTER = 1, AK_COMM_TP_COUNT = 2 };
 
 /* One link class (inside a host, across hosts): one-way message time measured at a few
  * sizes, interpolated linearly between them (α–β within each segment). Several points
@@ -68,7 +68,14 @@ struct ak_comm {
     int split_count;                /* ak_comm_split calls, for child prefixes */
     int threads_local;              /* ranks are threads of one process (mem transport) */
     void *shm_direct;               /* shm direct allreduce segment (algo/shm_direct.c) */
+    ak__algo_ctx algo;              /* what the algorithms see (ak__comm_algo) */
 };
+
+/* The algorithms' view of c, refreshed from c's fields; valid while c lives. */
+const ak__algo_ctx *ak__comm_algo(ak_comm *c);
+/* Tag of the next collective: the sequence number plus a digest of what the caller
+ * asked for (kind, count, dtype, op, root), so mismatched calls fail on the wire. */
+uint64_t ak__comm_next_tag(ak_comm *comm, int kind, size_t count, int dtype, int op, int root);
 
 /* Scratch of at least `bytes` (64-byte aligned), valid until the next call. The
  * algorithms own `scratch`; the operations layer (comm_ops.c) owns `work`. */

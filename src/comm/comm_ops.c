@@ -41,14 +41,14 @@ static ak_status run_flat_or_hierarchical(ak_comm *c, ak_comm_algo algo, const a
     void *buf = k->recvbuf;
     switch (algo) {
     case AK_COMM_ALGO_HIERARCHICAL:
-        return ak__allreduce_hierarchical(c, src, buf, k->count, k->dtype, op, tag);
-    case AK_COMM_ALGO_RING: return ak__allreduce_ring(c, &g, src, buf, k->count, k->dtype, op, tag);
+        return ak__allreduce_hierarchical(ak__comm_algo(c), src, buf, k->count, k->dtype, op, tag);
+    case AK_COMM_ALGO_RING: return ak__allreduce_ring(ak__comm_algo(c), &g, src, buf, k->count, k->dtype, op, tag);
     default: break;
     }
     if (src != buf) memcpy(buf, src, k->count * esize(k->dtype));
     if (algo == AK_COMM_ALGO_TREE)
-        return ak__allreduce_tree(c, &g, buf, k->count, k->dtype, op, tag);
-    return ak__allreduce_recursive_doubling(c, &g, buf, k->count, k->dtype, op, tag);
+        return ak__allreduce_tree(ak__comm_algo(c), &g, buf, k->count, k->dtype, op, tag);
+    return ak__allreduce_recursive_doubling(ak__comm_algo(c), &g, buf, k->count, k->dtype, op, tag);
 }
 
 static ak_status run_allreduce(ak_comm *c, const ak__coll *k, ak_comm_algo want, uint64_t tag) {
@@ -58,7 +58,7 @@ static ak_status run_allreduce(ak_comm *c, const ak__coll *k, ak_comm_algo want,
     ak_comm_algo algo = ak__comm_pick(c, AK_COMM_COLL_ALLREDUCE, bytes, want);
     const void *src = in_place(k->sendbuf, k->recvbuf) ? k->recvbuf : k->sendbuf;
     if (algo == AK_COMM_ALGO_SHM_DIRECT) /* ranks read each other's data straight from src */
-        st = ak__allreduce_shm_direct(c, src, k->recvbuf, k->count, k->dtype, op, tag);
+        st = ak__allreduce_shm_direct(ak__comm_algo(c), src, k->recvbuf, k->count, k->dtype, op, tag);
     else
         st = run_flat_or_hierarchical(c, algo, k, src, op, tag);
     if (st == AK_OK && k->op == AK_REDUCE_AVG)
@@ -78,10 +78,10 @@ static ak_status run_reduce(ak_comm *c, const ak__coll *k, ak_comm_algo want, ui
     ak__group g = world_group(c);
     ak_reduce_op op = k->op == AK_REDUCE_AVG ? AK_REDUCE_SUM : k->op;
     if (ak__comm_pick(c, AK_COMM_COLL_REDUCE, bytes, want) == AK_COMM_ALGO_RING) {
-        AK_CHECK(ak__reduce_scatter_gather(c, &g, src, buf, k->count, k->dtype, op, k->root, tag));
+        AK_CHECK(ak__reduce_scatter_gather(ak__comm_algo(c), &g, src, buf, k->count, k->dtype, op, k->root, tag));
     } else {
         if (bytes && src != buf) memcpy(buf, src, bytes);
-        AK_CHECK(ak__reduce_tree(c, &g, buf, k->count, k->dtype, op, k->root, tag));
+        AK_CHECK(ak__reduce_tree(ak__comm_algo(c), &g, buf, k->count, k->dtype, op, k->root, tag));
     }
     if (root && k->op == AK_REDUCE_AVG) return ak_reduce_avg_finish(k->dtype, buf, k->count, c->size);
     return AK_OK;
@@ -92,7 +92,7 @@ static ak_status run_adasum(ak_comm *c, const ak__coll *k, uint64_t tag) {
     if (!in_place(k->sendbuf, k->recvbuf) && k->count)
         memcpy(k->recvbuf, k->sendbuf, k->count * esize(k->dtype));
     ak__group g = world_group(c);
-    return ak__allreduce_adasum(c, &g, k->recvbuf, k->count, k->dtype, k->counts,
+    return ak__allreduce_adasum(ak__comm_algo(c), &g, k->recvbuf, k->count, k->dtype, k->counts,
                                 (size_t)k->root, tag);
 }
 
@@ -111,8 +111,8 @@ static ak_status run_allgather(ak_comm *c, const ak__coll *k, ak_comm_algo want,
     if (k->sendbuf != AK_IN_PLACE && k->sendbuf != mine) memcpy(mine, k->sendbuf, counts[c->rank] * es);
     ak__group g = world_group(c);
     if (ak__comm_pick(c, AK_COMM_COLL_ALLGATHER, total * es, want) == AK_COMM_ALGO_RECURSIVE_DOUBLING)
-        return ak__allgatherv_recursive_doubling(c, &g, k->recvbuf, counts, displs, es, tag);
-    return ak__allgatherv_ring(c, &g, k->recvbuf, counts, displs, es, tag);
+        return ak__allgatherv_recursive_doubling(ak__comm_algo(c), &g, k->recvbuf, counts, displs, es, tag);
+    return ak__allgatherv_ring(ak__comm_algo(c), &g, k->recvbuf, counts, displs, es, tag);
 }
 
 /* Into a work buffer (the algorithms leave partial sums in the other blocks), then this
@@ -125,9 +125,9 @@ static ak_status run_reduce_scatter(ak_comm *c, const ak__coll *k, ak_comm_algo 
     ak__group g = world_group(c);
     ak_reduce_op op = k->op == AK_REDUCE_AVG ? AK_REDUCE_SUM : k->op;
     if (ak__comm_pick(c, AK_COMM_COLL_REDUCE_SCATTER, total * es, want) == AK_COMM_ALGO_RECURSIVE_DOUBLING)
-        AK_CHECK(ak__reduce_scatter_halving(c, &g, src, work, total, k->dtype, op, tag));
+        AK_CHECK(ak__reduce_scatter_halving(ak__comm_algo(c), &g, src, work, total, k->dtype, op, tag));
     else
-        AK_CHECK(ak__reduce_scatter_ring(c, &g, src, work, total, k->dtype, op, tag));
+        AK_CHECK(ak__reduce_scatter_ring(ak__comm_algo(c), &g, src, work, total, k->dtype, op, tag));
     if (k->count) /* an empty call has no work buffer to copy from */
         memcpy(k->recvbuf, (unsigned char *)work + (size_t)c->rank * k->count * es, k->count * es);
     if (k->op == AK_REDUCE_AVG) return ak_reduce_avg_finish(k->dtype, k->recvbuf, k->count, c->size);
@@ -160,7 +160,7 @@ static ak_status run_alltoall(ak_comm *c, const ak__coll *k, uint64_t tag) {
         src = copy;
     }
     ak__group g = world_group(c);
-    return ak__alltoallv_pairwise(c, &g, src, sc, sd, k->recvbuf, rc, rd, es, tag);
+    return ak__alltoallv_pairwise(ak__comm_algo(c), &g, src, sc, sd, k->recvbuf, rc, rd, es, tag);
 }
 
 static ak_status run_point_to_point(ak_comm *c, const ak__coll *k) {
@@ -170,9 +170,9 @@ static ak_status run_point_to_point(ak_comm *c, const ak__coll *k) {
     uint64_t tag = 0x5000000000000000ull ^ ((uint64_t)k->count << 8) ^ (uint64_t)k->dtype;
     if (k->kind == AK_COLL_SEND) ak__p2p_init_send(&op, k->root, k->sendbuf, bytes, tag);
     else ak__p2p_init_recv(&op, k->root, k->recvbuf, bytes, tag);
-    AK_CHECK(ak__p2p_post(c, &op));
+    AK_CHECK(ak__p2p_post(ak__comm_algo(c), &op));
     ak__p2p *ops[1] = {&op};
-    return ak__p2p_wait(c, ops, 1);
+    return ak__p2p_wait(ak__comm_algo(c), ops, 1);
 }
 
 static ak_status run_rooted(ak_comm *c, const ak__coll *k, ak_comm_algo want, uint64_t tag) {
@@ -181,20 +181,20 @@ static ak_status run_rooted(ak_comm *c, const ak__coll *k, ak_comm_algo want, ui
     switch (k->kind) {
     case AK_COLL_BROADCAST:
         if (ak__comm_pick(c, AK_COMM_COLL_BROADCAST, bytes, want) == AK_COMM_ALGO_RING)
-            return ak__broadcast_scatter_allgather(c, &g, k->recvbuf, bytes, k->root, tag);
-        return ak__broadcast_tree(c, &g, k->recvbuf, bytes, k->root, tag);
+            return ak__broadcast_scatter_allgather(ak__comm_algo(c), &g, k->recvbuf, bytes, k->root, tag);
+        return ak__broadcast_tree(ak__comm_algo(c), &g, k->recvbuf, bytes, k->root, tag);
     case AK_COLL_GATHER: {
         /* the root's block already in place: "copy" it onto itself, i.e. not at all */
         const void *send = k->sendbuf;
         if (c->rank == k->root && send == AK_IN_PLACE)
             send = (const char *)k->recvbuf + (size_t)k->root * bytes;
-        return ak__gather_linear(c, &g, send, k->recvbuf, bytes, k->root, tag);
+        return ak__gather_linear(ak__comm_algo(c), &g, send, k->recvbuf, bytes, k->root, tag);
     }
     case AK_COLL_SCATTER: {
         void *recv = k->recvbuf; /* the root's block stays in sendbuf when in place */
         if (c->rank == k->root && recv == AK_IN_PLACE)
             recv = (char *)(uintptr_t)k->sendbuf + (size_t)k->root * bytes;
-        return ak__scatter_linear(c, &g, k->sendbuf, recv, bytes, k->root, tag);
+        return ak__scatter_linear(ak__comm_algo(c), &g, k->sendbuf, recv, bytes, k->root, tag);
     }
     default: return AK_FAIL(AK_ERR_INTERNAL, "run_rooted: kind %d", (int)k->kind);
     }
@@ -240,7 +240,7 @@ static ak_status coll_dispatch(ak_comm *c, const ak__coll *k, ak_comm_algo want)
     case AK_COLL_ALLTOALLV: st = run_alltoall(c, k, tag); break;
     case AK_COLL_BARRIER: {
         ak__group g = world_group(c);
-        st = ak__barrier_dissemination(c, &g, tag);
+        st = ak__barrier_dissemination(ak__comm_algo(c), &g, tag);
         break;
     }
     default: st = run_rooted(c, k, want, tag); break;

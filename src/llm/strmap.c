@@ -5,16 +5,7 @@
 #include <string.h>
 
 #include "core/check.h"
-
-/* FNV-1a: simple, and good enough for token texts and tensor names. */
-static uint64_t hash_bytes(const char *s, size_t len) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
+#include "core/hash.h"
 
 ak_status ak_strmap_init(ak_strmap *m, uint64_t max_keys) {
     memset(m, 0, sizeof *m);
@@ -40,7 +31,7 @@ void ak_strmap_free(ak_strmap *m) {
 }
 
 static ak_strmap_slot *find_slot(const ak_strmap *m, const char *key, size_t len) {
-    uint64_t i = hash_bytes(key, len) & m->mask;
+    uint64_t i = ak__fnv1a64(AK_FNV1A64_BASIS, key, len) & m->mask;
     for (;;) {
         ak_strmap_slot *s = &m->slots[i];
         if (s->value < 0 || (s->len == len && memcmp(s->key, key, len) == 0)) return s;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/hash.h"
 #include "core/params.h"
 #include "train/train_internal.h"
 
@@ -395,12 +396,6 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-static uint64_t name_hash(const char *s) { /* FNV-1a */
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
-
 /* A group's id follows from what it holds, not from when it was submitted: every rank
  * derives the same id from the same member names, count and process set, whatever groups
  * it submitted before (on other process sets too) and in whichever order its threads
@@ -412,7 +407,7 @@ static uint64_t name_hash(const char *s) { /* FNV-1a */
  * fail as a group mismatch. Never 0 (0 = not grouped). */
 static int64_t group_id(ak__entry *const *es, int n, int pset) {
     uint64_t sum = 0;
-    for (int i = 0; i < n; i++) sum += mix64(name_hash(es[i]->name));
+    for (int i = 0; i < n; i++) sum += mix64(ak__fnv1a64_str(es[i]->name));
     uint64_t h = mix64(sum ^ mix64(((uint64_t)(uint32_t)n << 32) | (uint32_t)pset)) >> 1;
     return h ? (int64_t)h : 1;
 }

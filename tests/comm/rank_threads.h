@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "accelkit/comm.h"
-#include "comm/algo/algo.h"
+#include "comm/comm_internal.h"
 #include "core/half.h"
 #include "guarded.h"
 

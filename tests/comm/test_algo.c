@@ -38,10 +38,10 @@ static ak_status run_allreduce(alg a, ak_comm *c, const ak__group *g, const void
         return st;
     }
     switch (a) {
-    case ALG_RING: return ak__allreduce_ring(c, g, src, buf, k->count, k->dt, k->op, tag);
-    case ALG_RD: return ak__allreduce_recursive_doubling(c, g, buf, k->count, k->dt, k->op, tag);
-    case ALG_TREE: return ak__allreduce_tree(c, g, buf, k->count, k->dt, k->op, tag);
-    default: return ak__allreduce_hierarchical(c, src, buf, k->count, k->dt, k->op, tag);
+    case ALG_RING: return ak__allreduce_ring(ak__comm_algo(c), g, src, buf, k->count, k->dt, k->op, tag);
+    case ALG_RD: return ak__allreduce_recursive_doubling(ak__comm_algo(c), g, buf, k->count, k->dt, k->op, tag);
+    case ALG_TREE: return ak__allreduce_tree(ak__comm_algo(c), g, buf, k->count, k->dt, k->op, tag);
+    default: return ak__allreduce_hierarchical(ak__comm_algo(c), src, buf, k->count, k->dt, k->op, tag);
     }
 }
 
@@ -265,7 +265,7 @@ static int reduce_scatter_rank(rank_ctx *x) {
             uint64_t tag = ak__comm_next_tag(x->comm, 2, k.count, (int)k.dt, (int)k.op, 0);
             size_t off, len;
             ak__block_range(k.count, x->n, x->rank, &off, &len);
-            int rc = check_st(x, ak__reduce_scatter_ring(x->comm, &x->world, b.data, b.data,
+            int rc = check_st(x, ak__reduce_scatter_ring(ak__comm_algo(x->comm), &x->world, b.data, b.data,
                                                          k.count, k.dt, k.op, tag),
                               "reduce_scatter");
             if (!rc) rc = check_reduced(x, &k, x->ranks, x->n, b.data, off, off + len, "rs");
@@ -298,7 +298,7 @@ static int allgatherv_case(rank_ctx *x, size_t scale) {
     for (size_t i = 0; i < total + GAP; i++) buf[i] = SENTINEL;
     for (size_t i = 0; i < cnt[x->rank]; i++) buf[displs[x->rank] + i] = block_value(x->rank, i);
     uint64_t tag = ak__comm_next_tag(x->comm, 3, total, 0, 0, 0);
-    int rc = check_st(x, ak__allgatherv_ring(x->comm, &x->world, buf, cnt, displs, 4, tag),
+    int rc = check_st(x, ak__allgatherv_ring(ak__comm_algo(x->comm), &x->world, buf, cnt, displs, 4, tag),
                       "allgatherv");
     size_t next = 0; /* every element: block data inside blocks, sentinel in the gaps */
     for (int b = 0; b < x->n && !rc; b++) {
@@ -337,7 +337,7 @@ static int broadcast_rank(rank_ctx *x) {
             unsigned char *p = b.data;
             for (size_t i = 0; i < bytes; i++) p[i] = x->rank == root ? byte_value(root, i) : 0;
             uint64_t tag = ak__comm_next_tag(x->comm, 4, bytes, 0, 0, root);
-            int rc = check_st(x, ak__broadcast_tree(x->comm, &x->world, p, bytes, root, tag),
+            int rc = check_st(x, ak__broadcast_tree(ak__comm_algo(x->comm), &x->world, p, bytes, root, tag),
                               "broadcast");
             for (size_t i = 0; i < bytes && !rc; i++)
                 if (p[i] != byte_value(root, i))
@@ -362,7 +362,7 @@ static int reduce_rank(rank_ctx *x) {
             guarded_buf b = guarded_alloc(k.count * dtype_size(k.dt), 0);
             fill_input(&k, x->rank, b.data);
             uint64_t tag = ak__comm_next_tag(x->comm, 5, k.count, (int)k.dt, (int)k.op, root);
-            int rc = check_st(x, ak__reduce_tree(x->comm, &x->world, b.data, k.count, k.dt, k.op,
+            int rc = check_st(x, ak__reduce_tree(ak__comm_algo(x->comm), &x->world, b.data, k.count, k.dt, k.op,
                                                  root, tag), "reduce");
             if (!rc && x->rank == root)
                 rc = check_reduced(x, &k, x->ranks, x->n, b.data, 0, k.count, "reduce");
@@ -389,7 +389,7 @@ static int gather_case(rank_ctx *x, size_t bytes, int root, int in_place) {
         send = all + (size_t)root * bytes;
     }
     uint64_t tag = ak__comm_next_tag(x->comm, 6, bytes, 0, 0, root);
-    int rc = check_st(x, ak__gather_linear(x->comm, &x->world, send, all, bytes, root, tag),
+    int rc = check_st(x, ak__gather_linear(ak__comm_algo(x->comm), &x->world, send, all, bytes, root, tag),
                       "gather");
     for (int r = 0; r < x->n && !rc && x->rank == root; r++)
         for (size_t i = 0; i < bytes && !rc; i++)
@@ -405,7 +405,7 @@ static int scatter_case(rank_ctx *x, size_t bytes, int root) {
     for (int r = 0; r < x->n && x->rank == root; r++)
         for (size_t i = 0; i < bytes; i++) all[(size_t)r * bytes + i] = byte_value(r + 50, i);
     uint64_t tag = ak__comm_next_tag(x->comm, 7, bytes, 0, 0, root);
-    int rc = check_st(x, ak__scatter_linear(x->comm, &x->world, all, mine, bytes, root, tag),
+    int rc = check_st(x, ak__scatter_linear(ak__comm_algo(x->comm), &x->world, all, mine, bytes, root, tag),
                       "scatter");
     for (size_t i = 0; i < bytes && !rc; i++)
         if (mine[i] != byte_value(x->rank + 50, i))
@@ -447,7 +447,7 @@ static int alltoallv_case(rank_ctx *x, size_t scale) {
     for (int j = 0; j < x->n; j++)
         for (size_t i = 0; i < sc[j]; i++) sbuf[sd[j] + i] = a2a_value(x->rank, j, i);
     uint64_t tag = ak__comm_next_tag(x->comm, 8, scale, 6, 0, 0);
-    int rc = check_st(x, ak__alltoallv_pairwise(x->comm, &x->world, sbuf, sc, sd, rbuf, rc_, rd,
+    int rc = check_st(x, ak__alltoallv_pairwise(ak__comm_algo(x->comm), &x->world, sbuf, sc, sd, rbuf, rc_, rd,
                                                 4, tag), "alltoallv");
     for (int j = 0; j < x->n && !rc; j++)
         for (size_t i = 0; i < rc_[j] && !rc; i++)
@@ -476,7 +476,7 @@ static int barrier_rank(rank_ctx *x) {
         if (round % x->n == x->rank) nanosleep(&(struct timespec){0, 2000000}, NULL);
         atomic_store(&arrived[x->rank], round);
         uint64_t tag = ak__comm_next_tag(x->comm, 9, 0, 0, 0, 0);
-        if (check_st(x, ak__barrier_dissemination(x->comm, &x->world, tag), "barrier")) return -1;
+        if (check_st(x, ak__barrier_dissemination(ak__comm_algo(x->comm), &x->world, tag), "barrier")) return -1;
         for (int r = 0; r < x->n; r++)
             if (atomic_load(&arrived[r]) < round)
                 return rank_fail(x, "round %d: left the barrier before rank %d arrived", round, r);
@@ -529,11 +529,11 @@ static void test_tags(void **state) {
 static int mismatch_rank(rank_ctx *x) {
     char buf[8] = {0};
     /* rank 0 sends 8 bytes, rank 1 expects 4: both must see the mismatch */
-    ak_status st = x->rank == 0 ? ak__p2p_sendrecv(x->comm, 1, buf, 8, 1, NULL, 0, 42)
-                                : ak__p2p_sendrecv(x->comm, 0, NULL, 0, 0, buf, 4, 42);
+    ak_status st = x->rank == 0 ? ak__p2p_sendrecv(ak__comm_algo(x->comm), 1, buf, 8, 1, NULL, 0, 42)
+                                : ak__p2p_sendrecv(ak__comm_algo(x->comm), 0, NULL, 0, 0, buf, 4, 42);
     if (st != AK_ERR_MISMATCH) return rank_fail(x, "expected a mismatch, got %s", ak_status_str(st));
     if (x->comm->failed != AK_ERR_MISMATCH) return rank_fail(x, "communicator not marked failed");
-    if (ak__p2p_sendrecv(x->comm, !x->rank, buf, 1, !x->rank, NULL, 0, 43) != AK_ERR_MISMATCH)
+    if (ak__p2p_sendrecv(ak__comm_algo(x->comm), !x->rank, buf, 1, !x->rank, NULL, 0, 43) != AK_ERR_MISMATCH)
         return rank_fail(x, "a failed communicator accepted another op");
     return 0;
 }
@@ -549,16 +549,16 @@ static void test_p2p_failures(void **state) {
     ak__p2p *ops[1] = {&op};
     char byte;
     ak__p2p_init_recv(&op, 1, &byte, 1, 7);
-    assert_int_equal(ak__p2p_post(comms[0], &op), AK_OK);
+    assert_int_equal(ak__p2p_post(ak__comm_algo(comms[0]), &op), AK_OK);
     uint64_t t0 = ak_now_ns();
-    assert_int_equal(ak__p2p_wait(comms[0], ops, 1), AK_ERR_TIMEOUT);
+    assert_int_equal(ak__p2p_wait(ak__comm_algo(comms[0]), ops, 1), AK_ERR_TIMEOUT);
     uint64_t ms = (ak_now_ns() - t0) / 1000000;
     assert_true(ms >= 190 && ms < 2000);
     assert_int_equal(comms[0]->failed, AK_ERR_TIMEOUT);
     /* sending to oneself is an algorithm bug */
     ak__p2p self;
     ak__p2p_init_send(&self, 1, &byte, 1, 7);
-    assert_int_equal(ak__p2p_post(comms[1], &self), AK_ERR_INTERNAL);
+    assert_int_equal(ak__p2p_post(ak__comm_algo(comms[1]), &self), AK_ERR_INTERNAL);
     world_close(comms, 2);
 
     run_world(2, mismatch_rank, NULL);

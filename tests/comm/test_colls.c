@@ -193,7 +193,7 @@ static ak__group parity_group(const rank_ctx *x, int *members) {
     return (ak__group){members, m, me};
 }
 
-typedef ak_status (*allgatherv_fn)(ak_comm *, const ak__group *, void *, const size_t *,
+typedef ak_status (*allgatherv_fn)(const ak__algo_ctx *, const ak__group *, void *, const size_t *,
                                    const size_t *, size_t, uint64_t);
 
 /* Group index b contributes (b * 5 + 2) % 4 × scale i32 elements (some none), `gap`
@@ -210,7 +210,7 @@ static int group_allgatherv(rank_ctx *x, const ak__group *g, allgatherv_fn fn, s
     for (size_t i = 0; i < total; i++) buf[i] = -7;
     for (size_t i = 0; i < cnt[g->me]; i++) buf[displs[g->me] + i] = g->ranks[g->me] * 1000003 + (int32_t)i;
     uint64_t tag = ak__comm_next_tag(x->comm, 20, total, 0, 0, g->ranks[0]);
-    int rc = check_st(x, fn(x->comm, g, buf, cnt, displs, sizeof *buf, tag), "group allgatherv");
+    int rc = check_st(x, fn(ak__comm_algo(x->comm), g, buf, cnt, displs, sizeof *buf, tag), "group allgatherv");
     for (int b = 0, next = 0; b < g->n && !rc; b++) {
         for (; (size_t)next < displs[b] && !rc; next++)
             if (buf[next] != -7) rc = rank_fail(x, "group allgatherv wrote gap element %d", next);
@@ -231,7 +231,7 @@ static int group_reduce_scatter(rank_ctx *x, const ak__group *g, const reduce_ca
     guarded_buf b = guarded_alloc(bytes, 0), in = guarded_alloc(separate ? bytes : 0, 0);
     fill_input(k, x->rank, separate ? in.data : b.data);
     uint64_t tag = ak__comm_next_tag(x->comm, 21, k->count, (int)k->dt, (int)k->op, g->ranks[0]);
-    int rc = check_st(x, ak__reduce_scatter_halving(x->comm, g, separate ? in.data : b.data, b.data,
+    int rc = check_st(x, ak__reduce_scatter_halving(ak__comm_algo(x->comm), g, separate ? in.data : b.data, b.data,
                                                     k->count, k->dt, k->op, tag), "halving");
     ak__block_range(k->count, g->n, g->me, &off, &len);
     if (!rc) rc = check_reduced(x, k, g->ranks, g->n, b.data, off, off + len, "halving");
@@ -250,7 +250,7 @@ static int group_broadcast(rank_ctx *x, const ak__group *g, size_t bytes, int ro
     unsigned char *p = b.data;
     for (size_t i = 0; i < bytes; i++) p[i] = g->me == root ? byte_at(g->ranks[root], i) : 0;
     uint64_t tag = ak__comm_next_tag(x->comm, 22, bytes, 0, 0, g->ranks[root]);
-    int rc = check_st(x, ak__broadcast_scatter_allgather(x->comm, g, p, bytes, root, tag),
+    int rc = check_st(x, ak__broadcast_scatter_allgather(ak__comm_algo(x->comm), g, p, bytes, root, tag),
                       "scatter-allgather broadcast");
     for (size_t i = 0; i < bytes && !rc; i++)
         if (p[i] != byte_at(g->ranks[root], i))
@@ -267,7 +267,7 @@ static int group_reduce(rank_ctx *x, const ak__group *g, const reduce_case *k, i
     guarded_buf b = guarded_alloc(bytes, 0), in = guarded_alloc(bytes, 0);
     fill_input(k, x->rank, in.data);
     uint64_t tag = ak__comm_next_tag(x->comm, 23, k->count, (int)k->dt, (int)k->op, g->ranks[root]);
-    int rc = check_st(x, ak__reduce_scatter_gather(x->comm, g, in.data, b.data, k->count, k->dt,
+    int rc = check_st(x, ak__reduce_scatter_gather(ak__comm_algo(x->comm), g, in.data, b.data, k->count, k->dt,
                                                    k->op, root, tag), "reduce-scatter + gather");
     if (!rc && g->me == root) rc = check_reduced(x, k, g->ranks, g->n, b.data, 0, k->count, "rs+gather");
     if (!rc) rc = intact(x, &b, "reduce-scatter + gather");

@@ -29,11 +29,12 @@
 
 #include "comm/algo/adasum.h"
 #include "core/check.h"
+#include "core/hash.h"
 
 #define AD_MAX_LEVELS 32 /* p ≤ 2^31 */
 
 typedef struct ad_ctx {
-    ak_comm *c;
+    const ak__algo_ctx *c;
     const ak__group *g;
     char *buf;     /* the vector, reduced in place */
     char *tmp;     /* the partner's copy of the kept range */
@@ -161,20 +162,14 @@ static ak_status ad_halving_doubling(ad_ctx *x, int v, int p) {
     return AK_OK;
 }
 
-/* FNV-1a over the tensor sizes, folded into the tag: ranks that split the same count
- * into different tensors fail on the wire (AK_ERR_MISMATCH) instead of mixing them. */
-static uint64_t ad_digest(const size_t *segs, size_t nseg) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t s = 0; s < nseg; s++) h = (h ^ segs[s]) * 0x100000001b3ull;
-    return h & 0xffffffffu;
-}
-
-ak_status ak__allreduce_adasum(ak_comm *c, const ak__group *g, void *buf, size_t count,
+ak_status ak__allreduce_adasum(const ak__algo_ctx *c, const ak__group *g, void *buf, size_t count,
                                ak_dtype dt, const size_t *segs, size_t nsegs, uint64_t tag) {
     if (g->n == 1 || count == 0) return AK_OK;
     size_t one = count;
     if (!nsegs) segs = &one, nsegs = 1;
-    tag ^= ad_digest(segs, nsegs);
+    /* the tensor sizes folded into the tag: ranks that split the same count into different
+     * tensors fail on the wire (AK_ERR_MISMATCH) instead of mixing them */
+    tag ^= ak__fnv1a64(AK_FNV1A64_BASIS, segs, nsegs * sizeof *segs) & 0xffffffffu;
     ad_ctx x = {c, g, buf, NULL, NULL, NULL, count, 0, nsegs, segs, dt, 0, tag};
     AK_CHECK(ak_dtype_size(dt, &x.es));
     int p = 1;
@@ -190,7 +185,7 @@ ak_status ak__allreduce_adasum(ak_comm *c, const ak__group *g, void *buf, size_t
     size_t tmp_bytes = (me < 2 * x.r ? count : (count + 1) / 2) * x.es;
     tmp_bytes = (tmp_bytes + 63) & ~(size_t)63;
     void *scratch;
-    AK_CHECK(ak__comm_scratch(c, tmp_bytes + 6 * x.nseg * sizeof(double), &scratch));
+    AK_CHECK(ak__algo_scratch(c, tmp_bytes + 6 * x.nseg * sizeof(double), &scratch));
     x.tmp = scratch;
     x.dots = (double *)(x.tmp + tmp_bytes);
     x.rdots = x.dots + 3 * x.nseg;

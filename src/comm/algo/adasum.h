@@ -10,7 +10,7 @@
 /* Adasum of every rank's buf (count elements of f32 or f64), in place, the same bits on
  * every rank. segs[0..nsegs) are the tensors' element counts (they sum to count); dot
  * products and norms are per tensor. nsegs == 0 (segs may be NULL): one tensor. */
-ak_status ak__allreduce_adasum(ak_comm *c, const ak__group *g, void *buf, size_t count,
+ak_status ak__allreduce_adasum(const ak__algo_ctx *c, const ak__group *g, void *buf, size_t count,
                                ak_dtype dt, const size_t *segs, size_t nsegs, uint64_t tag);
 
 #endif /* AK_COMM_ALGO_ADASUM_H */

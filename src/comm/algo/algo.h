@@ -8,11 +8,56 @@
  * every host, without building sub-communicators. Buffers are in place (the caller copies
  * sendbuf to recvbuf first) unless a function also takes a separate `src`, which it only
  * reads. `tag` identifies the collective call: the same on every rank, different per call
- * (see ak__comm_next_tag). */
+ * (see ak__comm_next_tag).
+ *
+ * Algorithms see their communicator only through an ak__algo_ctx: the ranks and their
+ * layout over hosts, the transports, the timeout, scratch, and how to report a failure.
+ * The communicator (comm.c) fills it (ak__comm_algo); nothing here includes its struct. */
 #ifndef AK_COMM_ALGO_H
 #define AK_COMM_ALGO_H
 
-#include "comm/comm_internal.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#include "accelkit/comm.h"
+#include "comm/bootstrap/store.h"
+#include "comm/transport/transport.h"
+
+/* What a collective algorithm may use of its communicator. */
+typedef struct ak__algo_ctx {
+    /* this rank and the communicator's ranks, laid out over hosts */
+    int rank, size;
+    int local_rank, local_size, host_count;
+    const int *host_of;         /* [size]: host index of each rank */
+    const int *local_index_of;  /* [size]: index of each rank among its host's ranks */
+    const int *same_host_ranks; /* ranks on this host, ascending (local_size entries) */
+    int threads_local;          /* ranks are threads of one process (mem transport) */
+    /* point to point: the transports and the one that reaches each rank */
+    const ak__transport *transports; /* [AK_COMM_TP_COUNT]; vt NULL when absent */
+    const uint8_t *route;            /* [size]: AK_COMM_TP_* */
+    int timeout_ms;                  /* no progress for this long fails; <= 0: default */
+    /* failure reporting: the first failure wins and leaves the communicator unusable */
+    const ak_status *failed; /* the communicator's first failure, AK_OK while healthy */
+    ak__lost *lost;          /* the peer a failure was first seen on */
+    ak_status (*on_failure)(void *owner, ak_status st); /* marks owner failed, returns st */
+    /* scratch of at least `bytes` (64-byte aligned), valid until the next call */
+    ak_status (*get_scratch)(void *owner, size_t bytes, void **out);
+    /* the shared-memory direct allreduce's segment: found through the store under
+     * `prefix`, kept in *shm_direct between calls */
+    ak__store *store;
+    const char *prefix;
+    void **shm_direct;
+    void *owner; /* the communicator, handed back to on_failure and get_scratch only */
+} ak__algo_ctx;
+
+/* Marks the communicator failed (see ak__comm_fail) and returns st. */
+static inline ak_status ak__algo_fail(const ak__algo_ctx *c, ak_status st) {
+    return c->on_failure(c->owner, st);
+}
+/* The algorithms' scratch (see ak__comm_scratch). */
+static inline ak_status ak__algo_scratch(const ak__algo_ctx *c, size_t bytes, void **out) {
+    return c->get_scratch(c->owner, bytes, out);
+}
 
 typedef struct ak__group {
     const int *ranks; /* [n] communicator ranks */
@@ -22,20 +67,16 @@ typedef struct ak__group {
 
 /* ---- point to point (algo/p2p.c) ---------------------------------------------------- */
 
-/* Tag of the next collective: the sequence number plus a digest of what the caller
- * asked for (kind, count, dtype, op, root), so mismatched calls fail on the wire. */
-uint64_t ak__comm_next_tag(ak_comm *comm, int kind, size_t count, int dtype, int op, int root);
-
 void ak__p2p_init_send(ak__p2p *op, int peer, const void *buf, size_t bytes, uint64_t tag);
 void ak__p2p_init_recv(ak__p2p *op, int peer, void *buf, size_t bytes, uint64_t tag);
 /* Posts to the peer's transport. */
-ak_status ak__p2p_post(ak_comm *comm, ak__p2p *op);
+ak_status ak__p2p_post(const ak__algo_ctx *comm, ak__p2p *op);
 /* Progresses until every op in ops[0..n) is complete; fails with the first failing op's
  * status, or AK_ERR_TIMEOUT after the communicator's timeout without progress. */
-ak_status ak__p2p_wait(ak_comm *comm, ak__p2p *const *ops, int n);
+ak_status ak__p2p_wait(const ak__algo_ctx *comm, ak__p2p *const *ops, int n);
 /* Send to `to` and receive from `from` at the same time (both may be this rank's peer
  * in a ring); sbytes or rbytes may be 0 to skip that side. */
-ak_status ak__p2p_sendrecv(ak_comm *comm, int to, const void *sbuf, size_t sbytes, int from,
+ak_status ak__p2p_sendrecv(const ak__algo_ctx *comm, int to, const void *sbuf, size_t sbytes, int from,
                            void *rbuf, size_t rbytes, uint64_t tag);
 
 /* ---- algorithms --------------------------------------------------------------------- */
@@ -60,85 +101,85 @@ typedef struct ak__reduce_step {
     void *buf;
     size_t roff, rlen;
 } ak__reduce_step;
-ak_status ak__reduce_step_run(ak_comm *c, const ak__reduce_step *s, ak_dtype dt,
+ak_status ak__reduce_step_run(const ak__algo_ctx *c, const ak__reduce_step *s, ak_dtype dt,
                               ak_reduce_op op, uint64_t tag);
 
 /* Where index i's block lies (bytes) in a rooted operation's buffer. */
 typedef void (*ak__block_fn)(const void *ctx, int i, size_t *off, size_t *len);
 /* The root's side of a gather (is_send 0) or scatter (1): one message per other index
  * with a non-empty block, batched (algo/tree.c). */
-ak_status ak__fan(ak_comm *c, const ak__group *g, char *base, ak__block_fn block, const void *ctx,
+ak_status ak__fan(const ak__algo_ctx *c, const ak__group *g, char *base, ak__block_fn block, const void *ctx,
                   int is_send, uint64_t tag);
 
 /* Allreduce of src into buf (op SUM/PROD/MIN/MAX; AVG is finished by the caller); the
  * ring and hierarchical ones take src == buf for in place, the others work in place. */
-ak_status ak__allreduce_ring(ak_comm *c, const ak__group *g, const void *src, void *buf,
+ak_status ak__allreduce_ring(const ak__algo_ctx *c, const ak__group *g, const void *src, void *buf,
                              size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag);
-ak_status ak__allreduce_recursive_doubling(ak_comm *c, const ak__group *g, void *buf,
+ak_status ak__allreduce_recursive_doubling(const ak__algo_ctx *c, const ak__group *g, void *buf,
                                            size_t count, ak_dtype dt, ak_reduce_op op,
                                            uint64_t tag);
 /* binomial-tree reduce to group index 0, then binomial broadcast */
-ak_status ak__allreduce_tree(ak_comm *c, const ak__group *g, void *buf, size_t count,
+ak_status ak__allreduce_tree(const ak__algo_ctx *c, const ak__group *g, void *buf, size_t count,
                              ak_dtype dt, ak_reduce_op op, uint64_t tag);
 /* intra-host reduce-scatter → inter-host allreduce of every local shard in parallel →
  * intra-host allgather; needs the same number of ranks on every host (else falls back
  * to the ring and says so at debug level) */
-ak_status ak__allreduce_hierarchical(ak_comm *c, const void *src, void *buf, size_t count,
+ak_status ak__allreduce_hierarchical(const ak__algo_ctx *c, const void *src, void *buf, size_t count,
                                      ak_dtype dt, ak_reduce_op op, uint64_t tag);
 
 /* Reduce-scatter of src into buf (src == buf: in place): block b (ak__block_range over
  * g->n) ends reduced in buf on index b; src is only read. */
-ak_status ak__reduce_scatter_ring(ak_comm *c, const ak__group *g, const void *src, void *buf,
+ak_status ak__reduce_scatter_ring(const ak__algo_ctx *c, const ak__group *g, const void *src, void *buf,
                                   size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag);
 /* Recursive halving (power-of-two n; other sizes run the ring): same contract. */
-ak_status ak__reduce_scatter_halving(ak_comm *c, const ak__group *g, const void *src, void *buf,
+ak_status ak__reduce_scatter_halving(const ak__algo_ctx *c, const ak__group *g, const void *src, void *buf,
                                      size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag);
 /* Allgather in place: block b (counts[b] elements at displs[b]) comes from index b. */
-ak_status ak__allgatherv_ring(ak_comm *c, const ak__group *g, void *buf, const size_t *counts,
+ak_status ak__allgatherv_ring(const ak__algo_ctx *c, const ak__group *g, void *buf, const size_t *counts,
                               const size_t *displs, size_t elem_size, uint64_t tag);
 /* Ring allgather of the blocks of ak__block_range(count, n, ·) where index i holds block
  * (i − rot) mod n (rot 0: the allreduce's layout; rot = root: the broadcast's). */
-ak_status ak__allgather_blocks_ring(ak_comm *c, const ak__group *g, void *buf, size_t count,
+ak_status ak__allgather_blocks_ring(const ak__algo_ctx *c, const ak__group *g, void *buf, size_t count,
                                     size_t elem_size, int rot, uint64_t tag);
 /* Same contract as the ring, in ceil(log2 n) steps: recursive doubling when n is a power
  * of two and the blocks lie back to back in group order, else Bruck (algo/bruck.c). */
-ak_status ak__allgatherv_recursive_doubling(ak_comm *c, const ak__group *g, void *buf,
+ak_status ak__allgatherv_recursive_doubling(const ak__algo_ctx *c, const ak__group *g, void *buf,
                                             const size_t *counts, const size_t *displs,
                                             size_t elem_size, uint64_t tag);
-ak_status ak__allgatherv_bruck(ak_comm *c, const ak__group *g, void *buf, const size_t *counts,
+ak_status ak__allgatherv_bruck(const ak__algo_ctx *c, const ak__group *g, void *buf, const size_t *counts,
                                const size_t *displs, size_t elem_size, uint64_t tag);
 /* Binomial broadcast, forwarded in segments of AK_BCAST_SEG_BYTES (pipelined). */
 #define AK_BCAST_SEG_BYTES ((size_t)512 << 10)
-ak_status ak__broadcast_tree(ak_comm *c, const ak__group *g, void *buf, size_t bytes, int root,
+ak_status ak__broadcast_tree(const ak__algo_ctx *c, const ak__group *g, void *buf, size_t bytes, int root,
                              uint64_t tag);
 /* Binomial scatter from root: index i ends with block (i − root) mod n of
  * ak__block_range(bytes, n, ·) (and the blocks of its subtree) in place in buf. */
-ak_status ak__scatter_binomial(ak_comm *c, const ak__group *g, void *buf, size_t bytes, int root,
+ak_status ak__scatter_binomial(const ak__algo_ctx *c, const ak__group *g, void *buf, size_t bytes, int root,
                                uint64_t tag);
 /* Scatter + ring allgather (van de Geijn): the broadcast for large messages. */
-ak_status ak__broadcast_scatter_allgather(ak_comm *c, const ak__group *g, void *buf,
+ak_status ak__broadcast_scatter_allgather(const ak__algo_ctx *c, const ak__group *g, void *buf,
                                           size_t bytes, int root, uint64_t tag);
 /* Reduce to group index root; buf on non-roots is clobbered (used as scratch). */
-ak_status ak__reduce_tree(ak_comm *c, const ak__group *g, void *buf, size_t count, ak_dtype dt,
+ak_status ak__reduce_tree(const ak__algo_ctx *c, const ak__group *g, void *buf, size_t count, ak_dtype dt,
                           ak_reduce_op op, int root, uint64_t tag);
 /* Ring reduce-scatter of src into buf (src == buf: in place), then every index sends its
  * reduced block to root: the reduce for large messages. buf is the result at the root,
  * scratch (count elements) elsewhere; src is only read. */
-ak_status ak__reduce_scatter_gather(ak_comm *c, const ak__group *g, const void *src, void *buf,
+ak_status ak__reduce_scatter_gather(const ak__algo_ctx *c, const ak__group *g, const void *src, void *buf,
                                     size_t count, ak_dtype dt, ak_reduce_op op, int root,
                                     uint64_t tag);
 /* Pairwise exchange (step s: send to me+s, receive from me-s). */
-ak_status ak__alltoallv_pairwise(ak_comm *c, const ak__group *g, const void *sendbuf,
+ak_status ak__alltoallv_pairwise(const ak__algo_ctx *c, const ak__group *g, const void *sendbuf,
                                  const size_t *scounts, const size_t *sdispls, void *recvbuf,
                                  const size_t *rcounts, const size_t *rdispls,
                                  size_t elem_size, uint64_t tag);
 /* Linear gather/scatter at group index root (rank r's block at r × bytes). */
-ak_status ak__gather_linear(ak_comm *c, const ak__group *g, const void *sendbuf, void *recvbuf,
+ak_status ak__gather_linear(const ak__algo_ctx *c, const ak__group *g, const void *sendbuf, void *recvbuf,
                             size_t bytes, int root, uint64_t tag);
-ak_status ak__scatter_linear(ak_comm *c, const ak__group *g, const void *sendbuf, void *recvbuf,
+ak_status ak__scatter_linear(const ak__algo_ctx *c, const ak__group *g, const void *sendbuf, void *recvbuf,
                              size_t bytes, int root, uint64_t tag);
 /* Dissemination barrier: ceil(log2 n) rounds of 1-byte messages. */
-ak_status ak__barrier_dissemination(ak_comm *c, const ak__group *g, uint64_t tag);
+ak_status ak__barrier_dissemination(const ak__algo_ctx *c, const ak__group *g, uint64_t tag);
 
 /* ---- shared-memory direct allreduce (algo/shm_direct.c) ------------------------------ */
 
@@ -146,10 +187,10 @@ ak_status ak__barrier_dissemination(ak_comm *c, const ak__group *g, uint64_t tag
  * rank stages its data in one shared segment and reduces its block by reading the peers'
  * copies directly. Unlike the algorithms above it takes both buffers (sendbuf may equal
  * recvbuf), so an out-of-place call costs no extra copy. The segment is created on the
- * first call (collective; the store under comm->prefix) and kept in comm->shm_direct. */
-ak_status ak__allreduce_shm_direct(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+ * first call (collective; the store under c->prefix) and kept in *c->shm_direct. */
+ak_status ak__allreduce_shm_direct(const ak__algo_ctx *c, const void *sendbuf, void *recvbuf, size_t count,
                                    ak_dtype dt, ak_reduce_op op, uint64_t tag);
-/* Unmaps comm->shm_direct and tells peers still waiting on it; NULL state is a no-op. */
-void ak__shm_direct_free(ak_comm *c);
+/* Unmaps *c->shm_direct and tells peers still waiting on it; NULL state is a no-op. */
+void ak__shm_direct_free(const ak__algo_ctx *c);
 
 #endif /* AK_COMM_ALGO_H */

@@ -15,7 +15,7 @@
 #include "comm/algo/algo.h"
 #include "core/check.h"
 
-ak_status ak__allgatherv_bruck(ak_comm *c, const ak__group *g, void *buf, const size_t *counts,
+ak_status ak__allgatherv_bruck(const ak__algo_ctx *c, const ak__group *g, void *buf, const size_t *counts,
                                const size_t *displs, size_t elem_size, uint64_t tag) {
     int n = g->n, me = g->me;
     size_t total = 0;
@@ -24,7 +24,7 @@ ak_status ak__allgatherv_bruck(ak_comm *c, const ak__group *g, void *buf, const 
     /* scratch: slot offsets (elements, n + 1 of them), then the slots, 64-byte aligned */
     size_t head = ((size_t)(n + 1) * sizeof(size_t) + 63) & ~(size_t)63;
     void *scratch;
-    AK_CHECK(ak__comm_scratch(c, head + total * elem_size, &scratch));
+    AK_CHECK(ak__algo_scratch(c, head + total * elem_size, &scratch));
     size_t *slot = scratch;
     char *data = (char *)scratch + head, *out = buf;
     slot[0] = 0;

@@ -22,7 +22,7 @@
 
 /* Every host has exactly L ranks iff all local indices are < L and size == H·L
  * (no host can exceed L, and the total leaves no room for one to fall short). */
-static int hier_balanced(const ak_comm *c) {
+static int hier_balanced(const ak__algo_ctx *c) {
     int L = c->local_size;
     if (L <= 0 || c->host_count <= 0 || c->size != c->host_count * L) return 0;
     for (int r = 0; r < c->size; r++)
@@ -40,7 +40,7 @@ typedef struct hier_plan {
     ak__group intra, inter;
 } hier_plan;
 
-static ak_status hier_plan_init(hier_plan *p, const ak_comm *c, size_t count) {
+static ak_status hier_plan_init(hier_plan *p, const ak__algo_ctx *c, size_t count) {
     int H = c->host_count, L = c->local_size;
     p->heap = NULL;
     p->inter_ranks = p->stack_ranks;
@@ -64,7 +64,7 @@ static ak_status hier_plan_init(hier_plan *p, const ak_comm *c, size_t count) {
     return AK_OK;
 }
 
-static ak_status hier_run(ak_comm *c, hier_plan *p, const void *src, char *buf, size_t count,
+static ak_status hier_run(const ak__algo_ctx *c, hier_plan *p, const void *src, char *buf, size_t count,
                           ak_dtype dt, ak_reduce_op op, uint64_t tag) {
     size_t esize;
     AK_CHECK(ak_dtype_size(dt, &esize));
@@ -75,7 +75,7 @@ static ak_status hier_run(ak_comm *c, hier_plan *p, const void *src, char *buf, 
     return ak__allgatherv_ring(c, &p->intra, buf, p->counts, p->displs, esize, tag);
 }
 
-static ak_status hier_flat(ak_comm *c, const void *src, void *buf, size_t count, ak_dtype dt,
+static ak_status hier_flat(const ak__algo_ctx *c, const void *src, void *buf, size_t count, ak_dtype dt,
                            ak_reduce_op op, uint64_t tag) {
     AK_LOG_DEBUG(AK_SUBSYS_COMM,
                  "comm: hierarchical allreduce needs the same ranks on every host "
@@ -94,7 +94,7 @@ static ak_status hier_flat(ak_comm *c, const void *src, void *buf, size_t count,
     return st;
 }
 
-ak_status ak__allreduce_hierarchical(ak_comm *c, const void *src, void *buf, size_t count,
+ak_status ak__allreduce_hierarchical(const ak__algo_ctx *c, const void *src, void *buf, size_t count,
                                      ak_dtype dt, ak_reduce_op op, uint64_t tag) {
     if (count == 0) return AK_OK;
     if (!hier_balanced(c)) return hier_flat(c, src, buf, count, dt, op, tag);

@@ -1,5 +1,5 @@
-/* Point-to-point layer under the collective algorithms: collective tags, posting an
- * operation to the transport that reaches its peer (comm->route), and waiting for a set
+/* Point-to-point layer under the collective algorithms: posting an operation to the
+ * transport that reaches its peer (the context's route), and waiting for a set
  * of operations while progressing only the transports they are queued on.
  *
  * Waiting policy: with one transport involved, progress() may block in the kernel for a
@@ -17,24 +17,6 @@
 
 #define P2P_BLOCKING_SLICE_US 1000 /* one transport: block this long per progress call */
 #define P2P_DEFAULT_TIMEOUT_MS 60000
-
-/* splitmix64 finalizer: a cheap, well-mixed digest of the call's arguments */
-static uint64_t p2p_mix(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* The high 32 bits count collectives (two ranks out of step disagree there), the low 32
- * are a digest of (kind, count, dtype, op, root) so mismatched calls differ on the wire
- * even when issued in step. */
-uint64_t ak__comm_next_tag(ak_comm *comm, int kind, size_t count, int dtype, int op, int root) {
-    uint64_t h = p2p_mix(((uint64_t)(uint32_t)kind << 32) ^ (uint64_t)(uint32_t)root);
-    h = p2p_mix(h ^ ((uint64_t)(uint8_t)dtype << 8 | (uint8_t)op));
-    h = p2p_mix(h ^ (uint64_t)count);
-    uint64_t seq = comm->seq++;
-    return (seq << 32) | (h & 0xffffffffu);
-}
 
 static void p2p_init(ak__p2p *op, int peer, int is_send, void *buf, size_t bytes, uint64_t tag) {
     memset(op, 0, sizeof *op);
@@ -54,21 +36,21 @@ void ak__p2p_init_recv(ak__p2p *op, int peer, void *buf, size_t bytes, uint64_t 
     p2p_init(op, peer, 0, buf, bytes, tag);
 }
 
-ak_status ak__p2p_post(ak_comm *comm, ak__p2p *op) {
-    if (comm->failed != AK_OK) return comm->failed; /* its ak_last_error still applies */
+ak_status ak__p2p_post(const ak__algo_ctx *comm, ak__p2p *op) {
+    if (*comm->failed != AK_OK) return *comm->failed; /* its ak_last_error still applies */
     if (op->peer < 0 || op->peer >= comm->size || op->peer == comm->rank)
-        return ak__comm_fail(comm, AK_FAIL(AK_ERR_INTERNAL,
+        return ak__algo_fail(comm, AK_FAIL(AK_ERR_INTERNAL,
                                            "comm: rank %d posted a %s to invalid peer %d "
                                            "(world of %d)",
                                            comm->rank, op->is_send ? "send" : "recv",
                                            op->peer, comm->size));
     const ak__transport *tp = &comm->transports[comm->route[op->peer]];
     if (!tp->vt)
-        return ak__comm_fail(comm, AK_FAIL(AK_ERR_INTERNAL, "comm: no transport routes rank %d",
+        return ak__algo_fail(comm, AK_FAIL(AK_ERR_INTERNAL, "comm: no transport routes rank %d",
                                            op->peer));
     ak_status st = tp->vt->post(tp->ctx, op);
-    if (st == AK_ERR_REMOTE) ak__transport_lost(&comm->lost, op->peer, AK_LOST_CLOSED);
-    return st == AK_OK ? AK_OK : ak__comm_fail(comm, st);
+    if (st == AK_ERR_REMOTE) ak__transport_lost(comm->lost, op->peer, AK_LOST_CLOSED);
+    return st == AK_OK ? AK_OK : ak__algo_fail(comm, st);
 }
 
 /* One pass over the ops: which transports still have pending ones (bit per transport),
@@ -80,7 +62,7 @@ typedef struct p2p_scan {
     size_t mark;
 } p2p_scan;
 
-static p2p_scan p2p_scan_ops(const ak_comm *comm, ak__p2p *const *ops, int n) {
+static p2p_scan p2p_scan_ops(const ak__algo_ctx *comm, ak__p2p *const *ops, int n) {
     p2p_scan s = {0, AK_OK, -1, 0};
     for (int i = 0; i < n; i++) {
         const ak__p2p *op = ops[i];
@@ -98,7 +80,7 @@ static p2p_scan p2p_scan_ops(const ak_comm *comm, ak__p2p *const *ops, int n) {
  * rank waits for a shared-memory receive) must keep moving, or its receiver starves.
  * With one transport it may block for a slice; with several each gets a non-blocking
  * turn, and the thread yields between rounds so ranks sharing a core all advance. */
-static ak_status p2p_progress(ak_comm *comm, unsigned pending) {
+static ak_status p2p_progress(const ak__algo_ctx *comm, unsigned pending) {
     int present = 0;
     for (int t = 0; t < AK_COMM_TP_COUNT; t++) present += comm->transports[t].vt != NULL;
     for (int t = 0; t < AK_COMM_TP_COUNT; t++) {
@@ -112,15 +94,15 @@ static ak_status p2p_progress(ak_comm *comm, unsigned pending) {
     return AK_OK;
 }
 
-static ak_status p2p_timeout(ak_comm *comm, ak__p2p *const *ops, int n, int timeout_ms) {
+static ak_status p2p_timeout(const ak__algo_ctx *comm, ak__p2p *const *ops, int n, int timeout_ms) {
     const ak__p2p *op = ops[0];
     for (int i = 0; i < n; i++)
         if (!ops[i]->complete) {
             op = ops[i];
             break;
         }
-    ak__transport_lost(&comm->lost, op->peer, AK_LOST_CLOSED); /* it let us wait */
-    return ak__comm_fail(comm, AK_FAIL(AK_ERR_TIMEOUT,
+    ak__transport_lost(comm->lost, op->peer, AK_LOST_CLOSED); /* it let us wait */
+    return ak__algo_fail(comm, AK_FAIL(AK_ERR_TIMEOUT,
                                        "comm: rank %d: no progress for %d ms on a %zu-byte %s "
                                        "rank %d (tag %016llx); peer lost or calls out of step?",
                                        comm->rank, timeout_ms, op->bytes,
@@ -128,8 +110,8 @@ static ak_status p2p_timeout(ak_comm *comm, ak__p2p *const *ops, int n, int time
                                        (unsigned long long)op->tag));
 }
 
-ak_status ak__p2p_wait(ak_comm *comm, ak__p2p *const *ops, int n) {
-    int timeout_ms = comm->config.timeout_ms > 0 ? comm->config.timeout_ms : P2P_DEFAULT_TIMEOUT_MS;
+ak_status ak__p2p_wait(const ak__algo_ctx *comm, ak__p2p *const *ops, int n) {
+    int timeout_ms = comm->timeout_ms > 0 ? comm->timeout_ms : P2P_DEFAULT_TIMEOUT_MS;
     uint64_t limit_ns = (uint64_t)timeout_ms * 1000000u;
     uint64_t since = 0; /* when the mark last changed; read lazily */
     size_t last_mark = (size_t)-1;
@@ -138,8 +120,8 @@ ak_status ak__p2p_wait(ak_comm *comm, ak__p2p *const *ops, int n) {
         if (s.failed != AK_OK) {
             /* the transport's report wins: shm fails every op when one peer is lost */
             if (s.failed == AK_ERR_REMOTE)
-                ak__transport_lost(&comm->lost, s.failed_peer, AK_LOST_CLOSED);
-            return ak__comm_fail(comm, s.failed);
+                ak__transport_lost(comm->lost, s.failed_peer, AK_LOST_CLOSED);
+            return ak__algo_fail(comm, s.failed);
         }
         if (!s.pending) return AK_OK;
         uint64_t now = ak_now_ns();
@@ -150,11 +132,11 @@ ak_status ak__p2p_wait(ak_comm *comm, ak__p2p *const *ops, int n) {
             return p2p_timeout(comm, ops, n, timeout_ms);
         }
         ak_status st = p2p_progress(comm, s.pending);
-        if (st != AK_OK) return ak__comm_fail(comm, st);
+        if (st != AK_OK) return ak__algo_fail(comm, st);
     }
 }
 
-ak_status ak__p2p_sendrecv(ak_comm *comm, int to, const void *sbuf, size_t sbytes, int from,
+ak_status ak__p2p_sendrecv(const ak__algo_ctx *comm, int to, const void *sbuf, size_t sbytes, int from,
                            void *rbuf, size_t rbytes, uint64_t tag) {
     ak__p2p send, recv;
     ak__p2p *ops[2];

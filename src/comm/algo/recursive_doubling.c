@@ -16,7 +16,7 @@
 #include "core/check.h"
 
 typedef struct rd_ctx {
-    ak_comm *c;
+    const ak__algo_ctx *c;
     const ak__group *g;
     char *buf, *tmp;
     size_t count, bytes;
@@ -38,7 +38,7 @@ static ak_status rd_combine(rd_ctx *x, int peer, int send) {
                      mine_first ? x->tmp : x->buf, x->count);
 }
 
-ak_status ak__allreduce_recursive_doubling(ak_comm *c, const ak__group *g, void *buf,
+ak_status ak__allreduce_recursive_doubling(const ak__algo_ctx *c, const ak__group *g, void *buf,
                                            size_t count, ak_dtype dt, ak_reduce_op op,
                                            uint64_t tag) {
     if (g->n == 1 || count == 0) return AK_OK;
@@ -55,7 +55,7 @@ ak_status ak__allreduce_recursive_doubling(ak_comm *c, const ak__group *g, void 
         return ak__p2p_sendrecv(c, partner, NULL, 0, partner, buf, x.bytes, tag);
     }
     void *tmp;
-    AK_CHECK(ak__comm_scratch(c, x.bytes, &tmp));
+    AK_CHECK(ak__algo_scratch(c, x.bytes, &tmp));
     x.tmp = tmp;
     if (me < 2 * r) AK_CHECK(rd_combine(&x, me - 1, 0));
     int v = me < 2 * r ? me / 2 : me - r;
@@ -80,7 +80,7 @@ static int blocks_contiguous(const size_t *counts, const size_t *displs, int n) 
  * instead of the ring's n − 1, straight between the places in buf (no copy). Each run
  * is one message, so the blocks must lie back to back in group order; other layouts and
  * other group sizes take the Bruck allgather (same steps, one local copy more). */
-ak_status ak__allgatherv_recursive_doubling(ak_comm *c, const ak__group *g, void *buf,
+ak_status ak__allgatherv_recursive_doubling(const ak__algo_ctx *c, const ak__group *g, void *buf,
                                             const size_t *counts, const size_t *displs,
                                             size_t elem_size, uint64_t tag) {
     int n = g->n, me = g->me;

@@ -14,7 +14,7 @@
 #include "comm/algo/algo.h"
 #include "core/check.h"
 
-ak_status ak__reduce_scatter_halving(ak_comm *c, const ak__group *g, const void *src, void *buf,
+ak_status ak__reduce_scatter_halving(const ak__algo_ctx *c, const ak__group *g, const void *src, void *buf,
                                      size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag) {
     int n = g->n, me = g->me;
     if (n & (n - 1)) return ak__reduce_scatter_ring(c, g, src, buf, count, dt, op, tag);

@@ -66,7 +66,7 @@ typedef struct rs_forward {
 } rs_forward;
 
 typedef struct rs_pipe {
-    ak_comm *c;
+    const ak__algo_ctx *c;
     int to, from;        /* communicator ranks */
     uint64_t tag;
     const char *operand; /* the other operand of every reduction (input or buf) */
@@ -203,7 +203,7 @@ static ak_status rs_step(rs_pipe *r, const char *from, size_t soff, size_t slen,
 }
 
 /* One reduce-scatter step, carrying the allgather's first step when fwd is set. */
-static ak_status reduce_step_run(ak_comm *c, const ak__reduce_step *s, ak_dtype dt,
+static ak_status reduce_step_run(const ak__algo_ctx *c, const ak__reduce_step *s, ak_dtype dt,
                                  ak_reduce_op op, uint64_t tag, rs_forward *fwd) {
     size_t esize;
     AK_CHECK(ak_dtype_size(dt, &esize));
@@ -211,12 +211,12 @@ static ak_status reduce_step_run(ak_comm *c, const ak__reduce_step *s, ak_dtype 
                  rs_seg(s->slen, esize), rs_seg(s->rlen, esize), dt, op, fwd};
     if (fwd) fwd->rseg = rs_seg(fwd->rlen, esize);
     void *scratch;
-    AK_CHECK(ak__comm_scratch(c, RING_WINDOW * r.rseg * esize, &scratch));
+    AK_CHECK(ak__algo_scratch(c, RING_WINDOW * r.rseg * esize, &scratch));
     r.scratch = scratch;
     return rs_step(&r, s->send, s->soff, s->slen, s->roff, s->rlen);
 }
 
-ak_status ak__reduce_step_run(ak_comm *c, const ak__reduce_step *s, ak_dtype dt,
+ak_status ak__reduce_step_run(const ak__algo_ctx *c, const ak__reduce_step *s, ak_dtype dt,
                               ak_reduce_op op, uint64_t tag) {
     return reduce_step_run(c, s, dt, op, tag, NULL);
 }
@@ -231,7 +231,7 @@ ak_status ak__copy_alone(const void *src, void *buf, size_t count, ak_dtype dt) 
 
 /* The reduce-scatter ring; with fwd set its last step also carries the allgather's
  * first (the allreduce), receiving block fwd->roff/rlen already reduced. */
-static ak_status reduce_scatter_ring(ak_comm *c, const ak__group *g, const void *src,
+static ak_status reduce_scatter_ring(const ak__algo_ctx *c, const ak__group *g, const void *src,
                                      void *buf, size_t count, ak_dtype dt, ak_reduce_op op,
                                      uint64_t tag, rs_forward *fwd) {
     /* the reductions always read the input as their operand: a rank receives each block
@@ -249,7 +249,7 @@ static ak_status reduce_scatter_ring(ak_comm *c, const ak__group *g, const void 
     return AK_OK;
 }
 
-ak_status ak__reduce_scatter_ring(ak_comm *c, const ak__group *g, const void *src, void *buf,
+ak_status ak__reduce_scatter_ring(const ak__algo_ctx *c, const ak__group *g, const void *src, void *buf,
                                   size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag) {
     if (g->n == 1 || count == 0) return ak__copy_alone(src, buf, count, dt);
     return reduce_scatter_ring(c, g, src, buf, count, dt, op, tag, NULL);
@@ -279,7 +279,7 @@ static void ag_block(const ag_layout *l, int b, size_t *off_bytes, size_t *len_b
 }
 
 /* Allgather steps first..n-2 (the allreduce ran step 0 inside its reduce-scatter). */
-static ak_status ring_allgather(ak_comm *c, const ak__group *g, char *buf, const ag_layout *l,
+static ak_status ring_allgather(const ak__algo_ctx *c, const ak__group *g, char *buf, const ag_layout *l,
                                 int first, uint64_t tag) {
     int right = g->ranks[ring_index(g, 1)], left = g->ranks[ring_index(g, -1)];
     for (int s = first; s < g->n - 1; s++) {
@@ -291,19 +291,19 @@ static ak_status ring_allgather(ak_comm *c, const ak__group *g, char *buf, const
     return AK_OK;
 }
 
-ak_status ak__allgatherv_ring(ak_comm *c, const ak__group *g, void *buf, const size_t *counts,
+ak_status ak__allgatherv_ring(const ak__algo_ctx *c, const ak__group *g, void *buf, const size_t *counts,
                               const size_t *displs, size_t elem_size, uint64_t tag) {
     ag_layout l = {counts, displs, 0, elem_size, g->n, 0};
     return ring_allgather(c, g, buf, &l, 0, tag);
 }
 
-ak_status ak__allgather_blocks_ring(ak_comm *c, const ak__group *g, void *buf, size_t count,
+ak_status ak__allgather_blocks_ring(const ak__algo_ctx *c, const ak__group *g, void *buf, size_t count,
                                     size_t elem_size, int rot, uint64_t tag) {
     ag_layout l = {NULL, NULL, count, elem_size, g->n, rot};
     return ring_allgather(c, g, buf, &l, 0, tag);
 }
 
-ak_status ak__allreduce_ring(ak_comm *c, const ak__group *g, const void *src, void *buf,
+ak_status ak__allreduce_ring(const ak__algo_ctx *c, const ak__group *g, const void *src, void *buf,
                              size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag) {
     if (g->n == 1 || count == 0) return ak__copy_alone(src, buf, count, dt);
     rs_forward fwd;

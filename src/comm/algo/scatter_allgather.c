@@ -15,7 +15,7 @@
 #include "comm/algo/algo.h"
 #include "core/check.h"
 
-ak_status ak__broadcast_scatter_allgather(ak_comm *c, const ak__group *g, void *buf,
+ak_status ak__broadcast_scatter_allgather(const ak__algo_ctx *c, const ak__group *g, void *buf,
                                           size_t bytes, int root, uint64_t tag) {
     if (g->n == 1 || bytes == 0) return AK_OK;
     AK_CHECK(ak__scatter_binomial(c, g, buf, bytes, root, tag));
@@ -36,7 +36,7 @@ static void gather_block(const void *ctx, int i, size_t *off, size_t *len) {
     *len *= l->esize;
 }
 
-ak_status ak__reduce_scatter_gather(ak_comm *c, const ak__group *g, const void *src, void *buf,
+ak_status ak__reduce_scatter_gather(const ak__algo_ctx *c, const ak__group *g, const void *src, void *buf,
                                     size_t count, ak_dtype dt, ak_reduce_op op, int root,
                                     uint64_t tag) {
     if (g->n == 1 || count == 0) return ak__copy_alone(src, buf, count, dt);

@@ -36,7 +36,7 @@
  * Set-up is lazy and collective on the first call: local rank 0 creates the segment
  * (named like the shm transport's: pid, prefix hash, random id; posix_fallocate, then
  * MAP_POPULATE) and publishes its name under "<prefix>/shm_direct"; the others map it;
- * the name is unlinked once all mapped, so nothing stays in /dev/shm. comm->shm_direct
+ * the name is unlinked once all mapped, so nothing stays in /dev/shm. *c->shm_direct
  * is the mapping itself: ak__shm_direct_free unmaps it.
  *
  * Threads of one process (comm->threads_local) are not served: their mem transport
@@ -57,6 +57,7 @@
 
 #include "comm/algo/algo.h"
 #include "core/check.h"
+#include "core/hash.h"
 #include "kernels/dispatch.h"
 
 /* Compile-time knobs (a tuning build may override them with -D). */
@@ -158,9 +159,9 @@ static uint32_t fail_word(int rank, ak_status st) {
 }
 
 /* Records the failure and tells the peers through the failure word (first one wins). */
-static ak_status sd_fail(ak_comm *c, sd_header *h, ak_status st, const char *fmt, ...)
+static ak_status sd_fail(const ak__algo_ctx *c, sd_header *h, ak_status st, const char *fmt, ...)
     AK_PRINTF(4, 5);
-static ak_status sd_fail(ak_comm *c, sd_header *h, ak_status st, const char *fmt, ...) {
+static ak_status sd_fail(const ak__algo_ctx *c, sd_header *h, ak_status st, const char *fmt, ...) {
     char msg[256];
     va_list ap;
     va_start(ap, fmt);
@@ -173,11 +174,11 @@ static ak_status sd_fail(ak_comm *c, sd_header *h, ak_status st, const char *fmt
 }
 
 /* A peer set the failure word: its own mismatch stays a mismatch, the rest is remote. */
-static ak_status sd_peer_failed(ak_comm *c, sd_header *h, uint32_t word) {
+static ak_status sd_peer_failed(const ak__algo_ctx *c, sd_header *h, uint32_t word) {
     int who = c->same_host_ranks[(int)(word & 0xffffu) - 1];
     ak_status st = (ak_status)(word >> 16);
     /* the communicator reads who's record to name the rank actually lost (comm.c) */
-    ak__transport_lost(&c->lost, who, st == AK_OK ? AK_LOST_CLOSED : AK_LOST_FAILED);
+    ak__transport_lost(c->lost, who, st == AK_OK ? AK_LOST_CLOSED : AK_LOST_FAILED);
     if (st == AK_OK)
         return AK_FAIL(AK_ERR_REMOTE, "shm direct: rank %d: rank %d freed its communicator",
                        c->rank, who);
@@ -195,12 +196,12 @@ static int sd_first_late(sd_header *h, uint64_t target) {
     return -1;
 }
 
-static ak_status sd_check_peers(ak_comm *c, sd_header *h, uint64_t target) {
+static ak_status sd_check_peers(const ak__algo_ctx *c, sd_header *h, uint64_t target) {
     for (uint32_t r = 0; r < h->nranks; r++) {
         if (atomic_load_explicit(&h->ranks[r].seq, memory_order_acquire) >= target) continue;
         pid_t pid = (pid_t)h->ranks[r].pid;
         if (ak__pid_gone(pid)) {
-            ak__transport_lost(&c->lost, c->same_host_ranks[r], AK_LOST_GONE);
+            ak__transport_lost(c->lost, c->same_host_ranks[r], AK_LOST_GONE);
             return sd_fail(c, h, AK_ERR_REMOTE, "rank %d (pid %d) is gone",
                            c->same_host_ranks[r], (int)pid);
         }
@@ -220,19 +221,19 @@ static void sd_sleep(sd_header *h, uint64_t target, uint64_t ns) {
 }
 
 /* The slow part of a wait: yield, then sleep, with the timeout and liveness checks. */
-static ak_status sd_wait_slow(ak_comm *c, sd_header *h, uint64_t target) {
+static ak_status sd_wait_slow(const ak__algo_ctx *c, sd_header *h, uint64_t target) {
     uint64_t start = ak_now_ns(), last_live = start;
-    uint64_t limit = (uint64_t)c->config.timeout_ms * 1000000u;
+    uint64_t limit = (uint64_t)c->timeout_ms * 1000000u;
     while (sd_first_late(h, target) >= 0) {
         uint32_t word = atomic_load_explicit(&h->failed, memory_order_acquire);
         if (word) return sd_peer_failed(c, h, word);
         uint64_t now = ak_now_ns();
-        if (c->config.timeout_ms > 0 && now - start > limit) {
+        if (c->timeout_ms > 0 && now - start > limit) {
             int late = sd_first_late(h, target);
             if (late < 0) break;
-            ak__transport_lost(&c->lost, c->same_host_ranks[late], AK_LOST_CLOSED);
+            ak__transport_lost(c->lost, c->same_host_ranks[late], AK_LOST_CLOSED);
             return sd_fail(c, h, AK_ERR_TIMEOUT, "rank %d did not arrive within %d ms",
-                           c->same_host_ranks[late], c->config.timeout_ms);
+                           c->same_host_ranks[late], c->timeout_ms);
         }
         if (now - last_live >= SD_LIVENESS_NS) {
             last_live = now;
@@ -243,14 +244,14 @@ static ak_status sd_wait_slow(ak_comm *c, sd_header *h, uint64_t target) {
             continue;
         }
         uint64_t ns = SD_LIVENESS_NS;
-        if (c->config.timeout_ms > 0 && limit - (now - start) < ns) ns = limit - (now - start) + 1;
+        if (c->timeout_ms > 0 && limit - (now - start) < ns) ns = limit - (now - start) + 1;
         sd_sleep(h, target, ns);
     }
     return AK_OK;
 }
 
 /* Waits until every local rank published phase `target`. */
-static ak_status sd_wait(ak_comm *c, sd_header *h, uint64_t target) {
+static ak_status sd_wait(const ak__algo_ctx *c, sd_header *h, uint64_t target) {
     for (int i = 0; i < SD_PAUSE_SPINS; i++) {
         if (sd_first_late(h, target) < 0) return AK_OK;
         cpu_relax();
@@ -259,7 +260,7 @@ static ak_status sd_wait(ak_comm *c, sd_header *h, uint64_t target) {
 }
 
 /* After an arrival wait: every peer must be in the same call (same tag). */
-static ak_status sd_check_tags(ak_comm *c, sd_header *h, uint64_t tag, int half) {
+static ak_status sd_check_tags(const ak__algo_ctx *c, sd_header *h, uint64_t tag, int half) {
     for (uint32_t r = 0; r < h->nranks; r++)
         if (h->ranks[r].tag[half] != tag)
             return sd_fail(c, h, AK_ERR_MISMATCH,
@@ -270,7 +271,7 @@ static ak_status sd_check_tags(ak_comm *c, sd_header *h, uint64_t tag, int half)
 }
 
 /* Publishes this rank's arrival for `tag`, waits for everyone's, checks the tags. */
-static ak_status sd_arrive(ak_comm *c, sd_header *h, uint64_t tag, uint64_t round) {
+static ak_status sd_arrive(const ak__algo_ctx *c, sd_header *h, uint64_t tag, uint64_t round) {
     int half = (int)(round & 1);
     h->ranks[c->local_rank].tag[half] = tag; /* published by the release in sd_publish */
     uint64_t s = sd_publish(h, c->local_rank);
@@ -281,7 +282,7 @@ static ak_status sd_arrive(ak_comm *c, sd_header *h, uint64_t tag, uint64_t roun
 /* ---- the two paths -------------------------------------------------------------------- */
 
 /* Round of the small path: everyone reduces everything from every rank's half. */
-static ak_status sd_small(ak_comm *c, sd_header *h, const void *src, void *dst, size_t count,
+static ak_status sd_small(const ak__algo_ctx *c, sd_header *h, const void *src, void *dst, size_t count,
                           size_t es, sd_reduce_fn fn, uint64_t tag) {
     int me = c->local_rank, l = (int)h->nranks;
     uint64_t round = h->ranks[me].rounds++;
@@ -303,7 +304,7 @@ static void sd_stage(const sd_header *h, int me, unsigned char *half, const unsi
 
 /* One round of the large path over n elements: src and dst are my chunk of sendbuf and
  * recvbuf (they may be the same: src's block is read before dst's is written). */
-static ak_status sd_round(ak_comm *c, sd_header *h, const unsigned char *src, unsigned char *dst,
+static ak_status sd_round(const ak__algo_ctx *c, sd_header *h, const unsigned char *src, unsigned char *dst,
                           size_t n, size_t es, sd_reduce_fn fn, uint64_t tag) {
     int me = c->local_rank, l = (int)h->nranks;
     uint64_t round = h->ranks[me].rounds++;
@@ -328,12 +329,6 @@ static ak_status sd_round(ak_comm *c, sd_header *h, const unsigned char *src, un
 
 /* ---- set-up ---------------------------------------------------------------------------- */
 
-static uint64_t fnv1a(const char *s) {
-    uint64_t x = 1469598103934665603ull;
-    for (; *s; s++) x = (x ^ (unsigned char)*s) * 1099511628211ull;
-    return x;
-}
-
 static uint64_t random_id(void) {
     uint64_t id;
     ssize_t n;
@@ -353,9 +348,9 @@ static ak_status sd_map(int fd, size_t bytes, const char *name, sd_header **out)
 
 /* Local rank 0: creates, reserves (a full /dev/shm fails here, not as SIGBUS later),
  * maps and fills the header; magic last, peers map only after the store key exists. */
-static ak_status sd_create(ak_comm *c, char *name, size_t cap, sd_header **out) {
+static ak_status sd_create(const ak__algo_ctx *c, char *name, size_t cap, sd_header **out) {
     snprintf(name, cap, "/accelkit-sd-%d-%016" PRIx64 "-%016" PRIx64, (int)getpid(),
-             fnv1a(c->prefix), random_id());
+             ak__fnv1a64_str(c->prefix), random_id());
     uint32_t chunk = sd_chunk_for(c->local_size);
     size_t bytes = sd_bytes((uint32_t)c->local_size, chunk);
     int fd, rc;
@@ -377,7 +372,7 @@ static ak_status sd_create(ak_comm *c, char *name, size_t cap, sd_header **out) 
     return AK_OK;
 }
 
-static ak_status sd_open(ak_comm *c, const char *name, sd_header **out) {
+static ak_status sd_open(const ak__algo_ctx *c, const char *name, sd_header **out) {
     int fd;
     AK_SYSCHECK(fd, shm_open(name, O_RDWR | O_CLOEXEC, 0));
     if (fd < 0) return AK_FAIL(AK_ERR_IO, "shm direct: rank %d opening %s: %s", c->rank, name,
@@ -399,18 +394,18 @@ static ak_status sd_open(ak_comm *c, const char *name, sd_header **out) {
 }
 
 /* Everyone waits until all mapped (so every pid is known), then the name goes. */
-static ak_status sd_attach(ak_comm *c, sd_header *h, const char *name) {
+static ak_status sd_attach(const ak__algo_ctx *c, sd_header *h, const char *name) {
     h->ranks[c->local_rank].pid = (int32_t)getpid();
     if (atomic_fetch_add(&h->attached, 1) + 1 == h->nranks) shm_unlink(name);
     ak__shared_futex_wake_all(&h->attached);
-    uint64_t deadline = ak_now_ns() + (uint64_t)c->config.timeout_ms * 1000000u;
+    uint64_t deadline = ak_now_ns() + (uint64_t)c->timeout_ms * 1000000u;
     uint32_t n;
     while ((n = atomic_load(&h->attached)) < h->nranks) {
         uint64_t now = ak_now_ns();
         if (now >= deadline) {
             shm_unlink(name); /* ENOENT is fine */
             return AK_FAIL(AK_ERR_TIMEOUT, "shm direct: rank %d: %u of %u ranks mapped in %d ms",
-                           c->rank, n, h->nranks, c->config.timeout_ms);
+                           c->rank, n, h->nranks, c->timeout_ms);
         }
         ak__shared_futex_wait(&h->attached, n, deadline - now);
     }
@@ -419,7 +414,7 @@ static ak_status sd_attach(ak_comm *c, sd_header *h, const char *name) {
 
 /* Collective among the host's ranks: rank 0 creates, the others map; an empty name
  * published by rank 0 says its creation failed. */
-static ak_status sd_setup(ak_comm *c, sd_header **out) {
+static ak_status sd_setup(const ak__algo_ctx *c, sd_header **out) {
     char key[AK_STORE_MAX_KEY + 1], name[128];
     snprintf(key, sizeof key, "%s/shm_direct", c->prefix);
     ak_status st = AK_OK;
@@ -430,7 +425,7 @@ static ak_status sd_setup(ak_comm *c, sd_header **out) {
         if (st == AK_OK) st = st2;
     } else {
         size_t len = 0;
-        AK_CHECK(ak__store_get(c->store, key, name, sizeof name - 1, &len, c->config.timeout_ms));
+        AK_CHECK(ak__store_get(c->store, key, name, sizeof name - 1, &len, c->timeout_ms));
         if (len == 0 || len >= sizeof name)
             return AK_FAIL(AK_ERR_REMOTE, "shm direct: rank %d: rank %d could not create the "
                            "segment", c->rank, c->same_host_ranks[0]);
@@ -445,7 +440,7 @@ static ak_status sd_setup(ak_comm *c, sd_header **out) {
 
 /* ---- entry points ---------------------------------------------------------------------- */
 
-ak_status ak__allreduce_shm_direct(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+ak_status ak__allreduce_shm_direct(const ak__algo_ctx *c, const void *sendbuf, void *recvbuf, size_t count,
                                    ak_dtype dt, ak_reduce_op op, uint64_t tag) {
     if (c->threads_local || c->host_count != 1 || c->local_size != c->size)
         return AK_FAIL(AK_ERR_UNSUPPORTED, "shm direct: needs processes of one host");
@@ -454,8 +449,8 @@ ak_status ak__allreduce_shm_direct(ak_comm *c, const void *sendbuf, void *recvbu
     size_t es = 0;
     AK_CHECK(ak_dtype_size(dt, &es));
     if (count == 0 || c->size == 1) return AK_OK;
-    if (!c->shm_direct) AK_CHECK(sd_setup(c, (sd_header **)&c->shm_direct));
-    sd_header *h = c->shm_direct;
+    if (!*c->shm_direct) AK_CHECK(sd_setup(c, (sd_header **)c->shm_direct));
+    sd_header *h = *c->shm_direct;
     sd_reduce_fn fn = ak__kernels_active()->reduce[op][dt];
     if (count * es <= AK_SHM_DIRECT_SMALL)
         return sd_small(c, h, sendbuf, recvbuf, count, es, fn, tag);
@@ -468,12 +463,12 @@ ak_status ak__allreduce_shm_direct(ak_comm *c, const void *sendbuf, void *recvbu
     return AK_OK;
 }
 
-void ak__shm_direct_free(ak_comm *c) {
-    sd_header *h = c ? c->shm_direct : NULL;
+void ak__shm_direct_free(const ak__algo_ctx *c) {
+    sd_header *h = c ? *c->shm_direct : NULL;
     if (!h) return;
     uint32_t live = 0; /* a freed rank will not come back: peers still waiting stop now */
     atomic_compare_exchange_strong(&h->failed, &live, fail_word(c->local_rank, AK_OK));
     ring_bell(h);
     munmap(h, h->bytes);
-    c->shm_direct = NULL;
+    *c->shm_direct = NULL;
 }

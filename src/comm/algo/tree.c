@@ -62,7 +62,7 @@ static size_t bcast_segment(size_t bytes, size_t k, size_t *len) {
 }
 
 /* Posts the receive of segment k from the parent into its slot. */
-static ak_status bcast_recv(ak_comm *c, ak__p2p *op, int parent, char *buf, size_t bytes,
+static ak_status bcast_recv(const ak__algo_ctx *c, ak__p2p *op, int parent, char *buf, size_t bytes,
                             size_t k, uint64_t tag) {
     size_t len, off = bcast_segment(bytes, k, &len);
     ak__p2p_init_recv(op, parent, buf + off, len, tag);
@@ -76,7 +76,7 @@ static ak_status bcast_recv(ak_comm *c, ak__p2p *op, int parent, char *buf, size
  * full t(S)). Up to one segment it is the plain binomial tree. Both ends cut the
  * segments from `bytes` alone. */
 #define BCAST_WINDOW 4
-static ak_status binomial_broadcast(ak_comm *c, const ak__group *g, char *buf, size_t bytes,
+static ak_status binomial_broadcast(const ak__algo_ctx *c, const ak__group *g, char *buf, size_t bytes,
                                     int root, uint64_t tag) {
     int v = tree_rel(g, root), mask, dist[TREE_MAX_CHILDREN];
     int nc = tree_children(g, v, &mask, dist);
@@ -111,7 +111,7 @@ static ak_status binomial_broadcast(ak_comm *c, const ak__group *g, char *buf, s
  * lowest set bit of v; relative index v owns block v of ak__block_range(bytes, n, v)),
  * then hands each child v + m the blocks of its subtree [v + m, v + 2m), largest first.
  * Empty shares are skipped on both sides. */
-static ak_status binomial_scatter(ak_comm *c, const ak__group *g, char *buf, size_t bytes,
+static ak_status binomial_scatter(const ak__algo_ctx *c, const ak__group *g, char *buf, size_t bytes,
                                   int root, uint64_t tag) {
     int n = g->n, v = tree_rel(g, root), mask, dist[TREE_MAX_CHILDREN];
     int nc = tree_children(g, v, &mask, dist);
@@ -136,26 +136,26 @@ static ak_status binomial_scatter(ak_comm *c, const ak__group *g, char *buf, siz
     return k ? ak__p2p_wait(c, ptrs, k) : AK_OK;
 }
 
-ak_status ak__broadcast_tree(ak_comm *c, const ak__group *g, void *buf, size_t bytes, int root,
+ak_status ak__broadcast_tree(const ak__algo_ctx *c, const ak__group *g, void *buf, size_t bytes, int root,
                              uint64_t tag) {
     if (g->n == 1 || bytes == 0) return AK_OK;
     return binomial_broadcast(c, g, buf, bytes, root, tag);
 }
 
-ak_status ak__scatter_binomial(ak_comm *c, const ak__group *g, void *buf, size_t bytes, int root,
+ak_status ak__scatter_binomial(const ak__algo_ctx *c, const ak__group *g, void *buf, size_t bytes, int root,
                                uint64_t tag) {
     if (g->n == 1 || bytes == 0) return AK_OK;
     return binomial_scatter(c, g, buf, bytes, root, tag);
 }
 
-ak_status ak__reduce_tree(ak_comm *c, const ak__group *g, void *buf, size_t count, ak_dtype dt,
+ak_status ak__reduce_tree(const ak__algo_ctx *c, const ak__group *g, void *buf, size_t count, ak_dtype dt,
                           ak_reduce_op op, int root, uint64_t tag) {
     if (g->n == 1 || count == 0) return AK_OK;
     size_t esize;
     AK_CHECK(ak_dtype_size(dt, &esize));
     size_t bytes = count * esize;
     void *tmp;
-    AK_CHECK(ak__comm_scratch(c, bytes, &tmp));
+    AK_CHECK(ak__algo_scratch(c, bytes, &tmp));
     int v = tree_rel(g, root);
     for (int mask = 1; mask < g->n; mask <<= 1) {
         if (v & mask) /* our subtree is complete: pass it up */
@@ -167,7 +167,7 @@ ak_status ak__reduce_tree(ak_comm *c, const ak__group *g, void *buf, size_t coun
     return AK_OK;
 }
 
-ak_status ak__allreduce_tree(ak_comm *c, const ak__group *g, void *buf, size_t count,
+ak_status ak__allreduce_tree(const ak__algo_ctx *c, const ak__group *g, void *buf, size_t count,
                              ak_dtype dt, ak_reduce_op op, uint64_t tag) {
     size_t esize;
     AK_CHECK(ak_dtype_size(dt, &esize));
@@ -180,7 +180,7 @@ ak_status ak__allreduce_tree(ak_comm *c, const ak__group *g, void *buf, size_t c
 /* The root's side of a gather (recv) / scatter (send): block i of base (where `block`
  * says) with every other index, at most FAN_BATCH messages in flight; empty blocks are
  * skipped (their owners skip them too). */
-ak_status ak__fan(ak_comm *c, const ak__group *g, char *base, ak__block_fn block, const void *ctx,
+ak_status ak__fan(const ak__algo_ctx *c, const ak__group *g, char *base, ak__block_fn block, const void *ctx,
                   int is_send, uint64_t tag) {
     ak__p2p ops[FAN_BATCH];
     ak__p2p *ptrs[FAN_BATCH];
@@ -207,7 +207,7 @@ static void uniform_block(const void *ctx, int i, size_t *off, size_t *len) {
     *off = (size_t)i * *len;
 }
 
-static ak_status fan(ak_comm *c, const ak__group *g, char *base, size_t bytes, int is_send,
+static ak_status fan(const ak__algo_ctx *c, const ak__group *g, char *base, size_t bytes, int is_send,
                      uint64_t tag) {
     return ak__fan(c, g, base, uniform_block, &bytes, is_send, tag);
 }
@@ -217,7 +217,7 @@ static void copy_block(void *dst, const void *src, size_t bytes) {
     if (dst != src && bytes) memmove(dst, src, bytes);
 }
 
-ak_status ak__gather_linear(ak_comm *c, const ak__group *g, const void *sendbuf, void *recvbuf,
+ak_status ak__gather_linear(const ak__algo_ctx *c, const ak__group *g, const void *sendbuf, void *recvbuf,
                             size_t bytes, int root, uint64_t tag) {
     if (bytes == 0) return AK_OK;
     int to = g->ranks[root];
@@ -226,7 +226,7 @@ ak_status ak__gather_linear(ak_comm *c, const ak__group *g, const void *sendbuf,
     return fan(c, g, recvbuf, bytes, 0, tag);
 }
 
-ak_status ak__scatter_linear(ak_comm *c, const ak__group *g, const void *sendbuf, void *recvbuf,
+ak_status ak__scatter_linear(const ak__algo_ctx *c, const ak__group *g, const void *sendbuf, void *recvbuf,
                              size_t bytes, int root, uint64_t tag) {
     if (bytes == 0) return AK_OK;
     int from = g->ranks[root];
@@ -237,7 +237,7 @@ ak_status ak__scatter_linear(ak_comm *c, const ak__group *g, const void *sendbuf
 
 /* ---- all to all ---------------------------------------------------------------------- */
 
-ak_status ak__alltoallv_pairwise(ak_comm *c, const ak__group *g, const void *sendbuf,
+ak_status ak__alltoallv_pairwise(const ak__algo_ctx *c, const ak__group *g, const void *sendbuf,
                                  const size_t *scounts, const size_t *sdispls, void *recvbuf,
                                  const size_t *rcounts, const size_t *rdispls,
                                  size_t elem_size, uint64_t tag) {
@@ -257,7 +257,7 @@ ak_status ak__alltoallv_pairwise(ak_comm *c, const ak__group *g, const void *sen
 
 /* ---- barrier ------------------------------------------------------------------------- */
 
-ak_status ak__barrier_dissemination(ak_comm *c, const ak__group *g, uint64_t tag) {
+ak_status ak__barrier_dissemination(const ak__algo_ctx *c, const ak__group *g, uint64_t tag) {
     unsigned char out = 1, in = 0;
     for (int dist = 1; dist < g->n; dist <<= 1) {
         int to = g->ranks[(g->me + dist) % g->n];

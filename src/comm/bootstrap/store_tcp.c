@@ -33,6 +33,7 @@
 
 #include "comm/bootstrap/store_impl.h"
 #include "core/check.h"
+#include "core/hash.h"
 #include "core/le_bytes.h"
 
 #define WIRE_MAGIC 0x31534b41u /* "AKS1" */
@@ -80,9 +81,7 @@ typedef struct srv_entry {
 } srv_entry;
 
 static unsigned key_hash(const char *key) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++) h = (h ^ *p) * 16777619u;
-    return h % SRV_BUCKETS;
+    return (unsigned)(ak__fnv1a64_str(key) % SRV_BUCKETS);
 }
 
 static srv_entry *table_find(srv_entry **table, const char *key) {

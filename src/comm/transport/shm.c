@@ -42,6 +42,7 @@
 
 #include "comm/transport/transport.h"
 #include "core/check.h"
+#include "core/hash.h"
 
 /* Ring geometry (the creator writes it into its segment; peers read it from there).
  * Compile-time knobs so a tuning build can override them with -D. */
@@ -444,12 +445,6 @@ static const ak__transport_i shm_vtable = {"shm", shm_post, shm_progress, shm_de
 
 /* ---- set-up ------------------------------------------------------------------------- */
 
-static uint64_t fnv1a(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static uint64_t session_id(void) {
     uint64_t id;
     ssize_t n;
@@ -471,7 +466,7 @@ static ak_status map_fd(int fd, size_t bytes, const char *name, void **out) {
  * SIGBUS later) and maps them. */
 static ak_status create_segment(shm_ctx *c, const char *prefix) {
     snprintf(c->own_name, sizeof c->own_name, "/accelkit-%d-%016" PRIx64 "-%016" PRIx64 "-%d",
-             (int)getpid(), fnv1a(prefix), session_id(), c->rank);
+             (int)getpid(), ak__fnv1a64_str(prefix), session_id(), c->rank);
     int fd;
     AK_SYSCHECK(fd, shm_open(c->own_name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
     if (fd < 0) return AK_FAIL(AK_ERR_IO, "shm: shm_open %s: %s", c->own_name, strerror(errno));

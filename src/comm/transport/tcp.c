@@ -38,6 +38,7 @@
 
 #include "comm/transport/transport.h"
 #include "core/check.h"
+#include "core/hash.h"
 #include "core/le_bytes.h"
 #include "core/params.h"
 
@@ -78,13 +79,6 @@ typedef struct tcp_ctx {
 } tcp_ctx;
 
 /* ---- small helpers ----------------------------------------------------------------- */
-
-/* FNV-1a: lets the acceptor reject a connection meant for another communicator. */
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
 
 static void close_fd(int *fd) {
     if (*fd >= 0) close(*fd);
@@ -674,7 +668,8 @@ static void encode_hello(unsigned char *h, const ak__transport_setup *su, int st
     ak__put_u32(h + 12, (uint32_t)stream);
     ak__put_u32(h + 16, (uint32_t)su->nstreams);
     ak__put_u32(h + 20, 0);
-    ak__put_u64(h + 24, hash_str(su->prefix));
+    ak__put_u64(h + 24, ak__fnv1a64_str(su->prefix)); /* a connection meant for another
+                                                          * communicator is rejected */
 }
 
 static ak_status connect_peer(const ak__transport_setup *su, tcp_peer *p, uint64_t deadline) {
@@ -699,7 +694,7 @@ static ak_status connect_peer(const ak__transport_setup *su, tcp_peer *p, uint64
 static ak_status check_hello(tcp_ctx *t, const ak__transport_setup *su,
                              const unsigned char *h, tcp_peer **slot, int *stream) {
     *slot = NULL;
-    if (ak__get_u32(h) != TCP_HELLO_MAGIC || ak__get_u64(h + 24) != hash_str(su->prefix)) return AK_OK;
+    if (ak__get_u32(h) != TCP_HELLO_MAGIC || ak__get_u64(h + 24) != ak__fnv1a64_str(su->prefix)) return AK_OK;
     int from = (int)ak__get_u32(h + 8), s = (int)ak__get_u32(h + 12);
     if ((int)ak__get_u32(h + 4) != su->world_size || (int)ak__get_u32(h + 16) != su->nstreams)
         return AK_FAIL(AK_ERR_MISMATCH,

@@ -32,6 +32,9 @@
 #include "accelkit/ak.h"
 #include "comm/bootstrap/store.h"
 
+/* A communicator's transports: one inside a host, one across hosts. */
+enum { AK_COMM_TP_INTRA = 0, AK_COMM_TP_INTER = 1, AK_COMM_TP_COUNT = 2 };
+
 #define AK_COMM_MAX_STREAMS 16
 
 typedef struct ak__p2p {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/hash.h"
 #include "infer/ir/ir_names.h"
 
 typedef struct slot {
@@ -16,12 +17,6 @@ struct ak__ir_names {
     size_t cap;   /* power of two */
     size_t count;
 };
-
-static uint64_t hash_name(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
 
 ak_status ak__ir_names_create(ak__ir_names **out) {
     ak__ir_names *m = calloc(1, sizeof *m);
@@ -42,7 +37,7 @@ void ak__ir_names_free(ak__ir_names *m) {
 }
 
 static void insert(slot *slots, size_t cap, const char *name, int32_t index) {
-    size_t i = hash_name(name) & (cap - 1);
+    size_t i = ak__fnv1a64_str(name) & (cap - 1);
     while (slots[i].name) i = (i + 1) & (cap - 1);
     slots[i].name = name;
     slots[i].index = index;
@@ -70,7 +65,7 @@ ak_status ak__ir_names_put(ak__ir_names *m, const char *name, int32_t index) {
 }
 
 int32_t ak__ir_names_get(const ak__ir_names *m, const char *name) {
-    size_t i = hash_name(name) & (m->cap - 1);
+    size_t i = ak__fnv1a64_str(name) & (m->cap - 1);
     for (; m->slots[i].name; i = (i + 1) & (m->cap - 1))
         if (strcmp(m->slots[i].name, name) == 0) return m->slots[i].index;
     return -1;

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "accelkit/llm.h"
-#include "llm/model/hparams.h"
+#include "llm/base/hparams.h"
 
 /* What happens to the rows of a tensor on the way. GGUF `llama` stores q/k rows so that
  * RoPE rotates adjacent pairs; Hugging Face rotates halves. Within each head of hd rows,

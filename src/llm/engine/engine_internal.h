@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "accelkit/llm.h"
-#include "llm/engine/kv_cache.h"
+#include "llm/base/kv_cache.h"
 #include "llm/engine/sampler.h"
 #include "llm/engine/stop.h"
 #include "llm/model/model.h"

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "accelkit/llm.h"
-#include "llm/model/hparams.h"
+#include "llm/base/hparams.h"
 
 typedef struct ak__hf ak__hf;
 

@@ -6,7 +6,7 @@
 #ifndef AK_LLM_MODEL_ATTENTION_H
 #define AK_LLM_MODEL_ATTENTION_H
 
-#include "llm/engine/kv_cache.h"
+#include "llm/base/kv_cache.h"
 #include "llm/model/model.h"
 
 typedef struct ak__attention_args {

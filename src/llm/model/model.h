@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "accelkit/llm.h"
-#include "llm/model/hparams.h"
+#include "llm/base/hparams.h"
 
 /* A weight matrix of `rows` outputs × `cols` inputs, each row in `type` storage. */
 typedef struct ak__matrix {

@@ -4,7 +4,7 @@
 #define AK_LLM_MODEL_FILES_H
 
 #include "accelkit/llm.h"
-#include "llm/model/hparams.h"
+#include "llm/base/hparams.h"
 
 /* The Llama-family hyper-parameters of a GGUF file ({arch}.* keys, llama.cpp's names);
  * AK_ERR_INVALID_MODEL naming the key when one is missing or out of range. */

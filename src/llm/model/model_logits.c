@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "core/check.h"
-#include "llm/engine/kv_cache.h"
+#include "llm/base/kv_cache.h"
 #include "llm/model/model.h"
 
 typedef struct logits_run {
