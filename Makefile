@@ -6,16 +6,20 @@
 #   make bench  all benchmarks, each beside its peer (installs Open MPI, PyTorch, iperf3)
 #   make fuzz   libFuzzer targets (clang), FUZZ_SECONDS each
 #   make san    the ASan+UBSan build and its tests only
+#   make install  the library, headers, pkg-config and CMake files, ak, under PREFIX
+#               (default /usr/local; DESTDIR=... stages it elsewhere)
+#   make deb    a Debian package, $(BUILD)/accelkit_VERSION_ARCH.deb (docs/install.md)
 BUILD     ?= build
 SAN_BUILD ?= build-san
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
+PREFIX    ?= /usr/local
 JOBS      ?= $(shell nproc)
 # configure once per build dir; ninja if present (checked after setup installed it)
 CONFIGURE = test -f $(1)/CMakeCache.txt || cmake -S . -B $(1) $$(command -v ninja >/dev/null && echo -G Ninja)
 SAN_ENV   := ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: all setup build demo test unit san bench fuzz clean
+.PHONY: all setup build demo test unit san bench fuzz clean install deb
 
 all: build
 
@@ -71,6 +75,13 @@ fuzz: setup
 	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	      $(FUZZ_BUILD)/corpus/$$name tests/fuzz/corpus/$$name || exit 1; \
 	done
+
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+
+deb: build
+	cd $(BUILD) && cpack -G DEB
+	@ls $(BUILD)/accelkit_*.deb
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD)

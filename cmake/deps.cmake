@@ -1,4 +1,6 @@
-# Finds the optional dependencies and prints a ✓/✗ list; accelkit builds without them.
+# Finds the dependencies and prints a ✓/✗ list: cJSON always; utf8proc, libmicrohttpd and
+# protobuf-c for the products that need them (AK_WITH_*); the rest (test and benchmark
+# peers) are optional.
 find_package(PkgConfig QUIET)
 
 set(AK_DEPS_REPORT "")
@@ -27,13 +29,30 @@ ak_find_lib(AK_CJSON "cJSON" cjson/cJSON.h cjson "(planner descriptions, require
 if(NOT AK_CJSON)
   message(FATAL_ERROR "cJSON not found: run scripts/setup (Debian package libcjson-dev)")
 endif()
-ak_find_lib(AK_UTF8PROC "utf8proc" utf8proc.h utf8proc "(LLM tokenizers, required)")
-if(NOT AK_UTF8PROC)
-  message(FATAL_ERROR "utf8proc not found: run scripts/setup (Debian package libutf8proc-dev)")
+# utf8proc and libmicrohttpd only for the products that use them (AK_WITH_LLM,
+# AK_WITH_SERVER); a build without them must not link them either, so their variables stay
+# empty then.
+if(AK_WITH_LLM)
+  ak_find_lib(AK_UTF8PROC "utf8proc" utf8proc.h utf8proc "(LLM tokenizers, AK_WITH_LLM)")
+  if(NOT AK_UTF8PROC)
+    message(FATAL_ERROR "utf8proc not found: run scripts/setup (Debian package libutf8proc-dev), "
+                        "or configure with -DAK_WITH_LLM=OFF")
+  endif()
+else()
+  set(AK_UTF8PROC_INCLUDE "")
+  set(AK_UTF8PROC_LIB "")
+  string(APPEND AK_DEPS_REPORT "  - utf8proc (not needed: AK_WITH_LLM=OFF)\n")
 endif()
-ak_find_lib(AK_MHD "libmicrohttpd" microhttpd.h microhttpd "(LLM server, required)")
-if(NOT AK_MHD)
-  message(FATAL_ERROR "libmicrohttpd not found: run scripts/setup (Debian package libmicrohttpd-dev)")
+if(AK_WITH_SERVER)
+  ak_find_lib(AK_MHD "libmicrohttpd" microhttpd.h microhttpd "(LLM server, AK_WITH_SERVER)")
+  if(NOT AK_MHD)
+    message(FATAL_ERROR "libmicrohttpd not found: run scripts/setup (Debian package "
+                        "libmicrohttpd-dev), or configure with -DAK_WITH_SERVER=OFF")
+  endif()
+else()
+  set(AK_MHD_INCLUDE "")
+  set(AK_MHD_LIB "")
+  string(APPEND AK_DEPS_REPORT "  - libmicrohttpd (not needed: AK_WITH_SERVER=OFF)\n")
 endif()
 ak_find_lib(AK_HAVE_CMOCKA "cmocka" cmocka.h cmocka "(unit tests)")
 # OpenBLAS / BLIS: peers for the SGEMM benchmark, later optional inference backends
@@ -45,8 +64,12 @@ ak_find_lib(AK_HAVE_DNNL "oneDNN" dnnl.h dnnl "(inference backend, optional)")
 find_package(MPI QUIET COMPONENTS C)
 ak_dep_report("Open MPI" MPI_C_FOUND "(collectives peer, optional)")
 
-ak_find_lib(AK_HAVE_PROTOBUF_C "protobuf-c" protobuf-c/protobuf-c.h protobuf-c
-            "(ONNX loader, optional)")
+if(AK_WITH_ONNX)
+  ak_find_lib(AK_HAVE_PROTOBUF_C "protobuf-c" protobuf-c/protobuf-c.h protobuf-c
+              "(ONNX loader, AK_WITH_ONNX)")
+else()
+  string(APPEND AK_DEPS_REPORT "  - protobuf-c (not needed: AK_WITH_ONNX=OFF)\n")
+endif()
 
 # Debian's python3 carries python3-torch/numpy; prefer it over any other interpreter.
 if(EXISTS /usr/bin/python3 AND NOT Python3_EXECUTABLE)

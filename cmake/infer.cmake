@@ -1,6 +1,7 @@
-# Inference: the ONNX loader, the graph IR, the runtime and the operators. Included by the root
-# CMakeLists.txt after accelkit_obj exists. Compiles src/infer/onnx/onnx.proto with
-# protoc-c into the build directory and adds every .c under src/infer plus the generated decoder
+# Inference: the ONNX loader, the graph IR, the runtime and the operators. Included by the
+# root CMakeLists.txt after accelkit_obj exists, when AK_WITH_ONNX is ON. Compiles
+# src/infer/onnx/onnx.proto with protoc-c into the build directory and adds every .c under
+# src/infer plus the generated decoder
 # to the library. protobuf-c is required (Debian: protobuf-c-compiler, libprotobuf-c-dev).
 
 find_program(AK_PROTOC_C protoc-c)
@@ -46,10 +47,12 @@ target_include_directories(accelkit_obj PRIVATE ${CMAKE_BINARY_DIR}/generated
 set(AK_INFER_LIBS ${AK_HAVE_PROTOBUF_C_LIB})
 function(ak_infer_link_libraries)
   foreach(t accelkit accelkit_static)
-    target_link_libraries(${t} PUBLIC ${AK_INFER_LIBS})
+    target_link_libraries(${t} PRIVATE ${AK_INFER_LIBS})
   endforeach()
-  target_include_directories(accelkit_static PUBLIC ${CMAKE_BINARY_DIR}/generated
-                                                    ${AK_HAVE_PROTOBUF_C_INCLUDE})
+  # build tree only: an installed library's users see the public headers alone
+  target_include_directories(accelkit_static PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_BINARY_DIR}/generated>
+    $<BUILD_INTERFACE:${AK_HAVE_PROTOBUF_C_INCLUDE}>)
   # `ak info` end to end (the C tests are found by tests/CMakeLists.txt's glob)
   if(AK_BUILD_TESTS AND TARGET ak)
     add_test(NAME infer/test_info COMMAND ${CMAKE_SOURCE_DIR}/tests/infer/test_info.sh

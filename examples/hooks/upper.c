@@ -1,7 +1,7 @@
 /* Example hooks library for `ak serve --hooks` / `ak generate --hooks`: upper-cases the
  * generated text (post_process) and trims surrounding spaces from prompts (pre_process).
  *
- *   cc -shared -fPIC -I include examples/hooks/upper.c -o libupper.so
+ *   cc -shared -fPIC $(pkg-config --cflags accelkit) examples/hooks/upper.c -o libupper.so
  *   ak serve model.gguf --hooks ./libupper.so
  *
  * Hooks run on the server's threads, several at once: keep them reentrant. */

@@ -10,14 +10,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* AK_VERSION_MAJOR/MINOR/PATCH/STRING and the AK_WITH_* product switches, generated
+ * from CMakeLists.txt's project(VERSION) and options */
+#include "accelkit/version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define AK_VERSION_MAJOR 0
-#define AK_VERSION_MINOR 1
-#define AK_VERSION_PATCH 0
-#define AK_VERSION_STRING "0.1.0"
 
 #if defined(__GNUC__)
 #define AK_API __attribute__((visibility("default")))

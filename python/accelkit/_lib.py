@@ -13,13 +13,28 @@ class AccelkitError(RuntimeError):
         self.status = status
 
 
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def bundled(relative):
+    """Path of a file the wheel put inside the package ("lib/libaccelkit.so", "bin/ak"),
+    or None: in the repository (PYTHONPATH=python) the package holds no native files."""
+    path = _PACKAGE_DIR / relative
+    return str(path) if path.exists() else None
+
+
 def _candidates():
+    """Where libaccelkit may be, in the order it is looked for: inside the installed
+    package (pip install .), $AK_LIBRARY, this repository's build folders (in-repo use),
+    then the system's library path (make install, make deb)."""
+    yield bundled("lib/libaccelkit.so")
     env = os.environ.get("AK_LIBRARY")
     if env:
         yield env
-    root = Path(__file__).resolve().parents[2]  # python/accelkit -> repository root
-    for build in ("build", "build-release"):
-        yield str(root / build / "libaccelkit.so")
+    root = _PACKAGE_DIR.parents[1]  # python/accelkit -> repository root
+    if (root / "CMakeLists.txt").exists():
+        for build in ("build", "build-release"):
+            yield str(root / build / "libaccelkit.so")
     found = ctypes.util.find_library("accelkit")
     if found:
         yield found
@@ -28,14 +43,17 @@ def _candidates():
 def _load():
     tried = []
     for path in _candidates():
-        if path and (os.path.exists(path) or "/" not in path):
+        if not path:
+            continue
+        if os.path.exists(path) or "/" not in path:
             try:
                 return ctypes.CDLL(path)
             except OSError as e:
                 tried.append(f"{path}: {e}")
         else:
             tried.append(f"{path}: not found")
-    raise ImportError("cannot load libaccelkit (set AK_LIBRARY or run `make`): " + "; ".join(tried))
+    raise ImportError("cannot load libaccelkit (pip install accelkit's repository, set "
+                      "AK_LIBRARY, or run `make`): " + ("; ".join(tried) or "none found"))
 
 
 lib = _load()

@@ -57,6 +57,11 @@ def _declare(name, argtypes):
     return fn
 
 
+# a library configured with -DAK_WITH_ONNX=OFF has no ak_session_* calls at all
+if not hasattr(lib, "ak_session_create_from_file"):
+    raise ImportError("accelkit.InferenceSession: this libaccelkit was built without the ONNX "
+                      "engine (AK_WITH_ONNX=OFF); rebuild it with -DAK_WITH_ONNX=ON")
+
 _vp, _pp = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)
 _options_init = _declare("ak_session_options_init", [ctypes.POINTER(_Options)])
 _create = _declare("ak_session_create_from_file", [ctypes.c_char_p, ctypes.POINTER(_Options), _pp])

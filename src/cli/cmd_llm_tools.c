@@ -93,12 +93,21 @@ int ak_cli_tokenize(int argc, char **argv) {
     return rc;
 }
 
+#if AK_WITH_ONNX
 static int save_logits(const char *path, const float *logits, size_t rows, int32_t vocab) {
     int64_t dims[2] = {(int64_t)rows, vocab};
     ak_tensor t = {AK_ELEM_F32, 2, dims, (void *)logits};
     ak_status st = ak_tensor_save_npy(path, &t);
     return st == AK_OK ? AK_EXIT_OK : ak_cli_report(path, st);
 }
+#else /* the .npy writer is the ONNX engine's */
+static int save_logits(const char *path, const float *logits, size_t rows, int32_t vocab) {
+    (void)logits, (void)rows, (void)vocab;
+    fprintf(stderr, "ak logits: %s: this build has no .npy writer (the ONNX engine's; "
+                    "AK_WITH_ONNX=OFF)\n", path);
+    return AK_EXIT_ERROR;
+}
+#endif
 
 int ak_cli_logits(int argc, char **argv) {
     const char *model = NULL, *ids_text = NULL, *out = NULL;

@@ -186,8 +186,10 @@ class TestApiSurface(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             src, exe = Path(tmp) / "layout.c", Path(tmp) / "layout"
             src.write_text("\n".join(lines))
-            build = subprocess.run([cc, "-I", str(ROOT / "include"), str(src), "-o", str(exe)],
-                                   capture_output=True, text=True)
+            # accelkit/version.h is generated into the build folder's include/
+            generated = Path(os.environ.get("AK_LIBRARY", ROOT / "build" / "x")).parent / "include"
+            build = subprocess.run([cc, "-I", str(ROOT / "include"), "-I", str(generated),
+                                    str(src), "-o", str(exe)], capture_output=True, text=True)
             self.assertEqual(build.returncode, 0, build.stderr)
             out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
         for line in out.splitlines():

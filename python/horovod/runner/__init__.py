@@ -40,14 +40,19 @@ _IGNORED = ("start_timeout", "ssh_identity_file", "disable_cache", "output_filen
 
 
 def _ak_binary():
-    """$AK_BIN, else build*/ak in this repository, else ak on PATH (as scripts/horovodrun)."""
+    """$AK_BIN, else the ak inside the pip-installed accelkit package, else build*/ak in
+    this repository, else ak on PATH (as scripts/horovodrun)."""
     if os.environ.get("AK_BIN"):
         return os.environ["AK_BIN"]
+    from accelkit._lib import bundled
+    if bundled("bin/ak"):
+        return bundled("bin/ak")
     root = os.path.dirname(_PYTHON_DIR)
-    for build in sorted(d for d in os.listdir(root) if d.startswith("build")):
-        path = os.path.join(root, build, "ak")
-        if os.access(path, os.X_OK):
-            return path
+    if os.path.exists(os.path.join(root, "CMakeLists.txt")):  # in the repository
+        for build in sorted(d for d in os.listdir(root) if d.startswith("build")):
+            path = os.path.join(root, build, "ak")
+            if os.access(path, os.X_OK):
+                return path
     found = shutil.which("ak")
     if not found:
         raise RuntimeError("horovod.run: cannot find accelkit's ak binary (build accelkit, or "
