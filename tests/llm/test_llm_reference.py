@@ -1,4 +1,4 @@
-"""Precision alignment of the LLM engine (issue 7): the `ak` binary against the NumPy
+"""Precision alignment of the LLM engine: the `ak` binary against the NumPy
 reference (llama_ref.py) on random-weight models made by scripts/llm-make-model.
 
 - Without the engine: the file formats round-trip, the reference agrees with an
