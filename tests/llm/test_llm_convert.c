@@ -8,10 +8,10 @@
  *     the same tokenizer; Llama 3.1 RoPE scaling travels as rope_freqs.weight;
  *   - bad requests and malformed inputs fail cleanly and leave no file behind;
  *   - the streaming GGUF writer writes every value type and reads back exactly;
- *   - when scripts/llm-make-model runs, the GGUF it writes for a seed equals our
- *     conversion of the HF folder it writes for the same seed (an independent NumPy
- *     implementation of the same layout; one of its folders is sharded). Named test_llm_convert (tests/kernels has a
- *     test_convert). */
+ *   - the GGUF scripts/llm-make-model writes for a seed equals our conversion of the HF
+ *     folder it writes for the same seed (an independent NumPy implementation of the same
+ *     layout; one of its folders is sharded).
+ * Named test_llm_convert (tests/kernels has a test_convert). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -678,47 +678,16 @@ static void test_gguf_writer(void **state) {
 
 /* ---- against scripts/llm-make-model ------------------------------------------------------ */
 
-static int g_have_script = -1;
-static void find_vocab(char *vocab, size_t cap);
-static char g_script[4096];
-
-static int have_script(void) {
-    if (g_have_script >= 0) return g_have_script;
-    snprintf(g_script, sizeof g_script, "%s", __FILE__); /* <repo>/tests/llm/this.c */
-    for (int k = 0; k < 3; k++) {
-        char *slash = strrchr(g_script, '/');
-        if (slash) *slash = '\0';
-    }
-    strcat(g_script, "/scripts/llm-make-model");
-    g_have_script = exists(g_script) && exists("/usr/bin/python3");
-    if (g_have_script) { /* it needs numpy */
-        char cmd[4300];
-        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s --help >/dev/null 2>&1", g_script);
-        g_have_script = system(cmd) == 0;
-    }
-    char vocab[4200];
-    find_vocab(vocab, sizeof vocab);
-    g_have_script = g_have_script && vocab[0] != '\0';
-    return g_have_script;
-}
-
-/* The gpt-2 vocabulary: $AK_SHARED_DIR, the checkout's ../shared, or the script's own
- * default /work/shared; "" when none exists (the cross-check is then skipped). */
-static void find_vocab(char *vocab, size_t cap) {
-    const char *shared = getenv("AK_SHARED_DIR");
-    if (shared) snprintf(vocab, cap, "%s/llm/vocab/ggml-vocab-gpt-2.gguf", shared);
-    else snprintf(vocab, cap, "%.*s/../shared/llm/vocab/ggml-vocab-gpt-2.gguf",
-                  (int)(strlen(g_script) - strlen("/scripts/llm-make-model")), g_script);
-    if (!exists(vocab)) snprintf(vocab, cap, "/work/shared/llm/vocab/ggml-vocab-gpt-2.gguf");
-    if (!exists(vocab)) vocab[0] = '\0';
-}
-
+/* The script's model with the gpt-2 vocabulary, which it converts with $AK_BIN's
+ * `ak convert` on first use; any failure (no python3 or numpy, no npm package, the
+ * conversion) fails the test with the script's own message above it. */
 static void make_model(const char *args, const char *format, const char *out) {
-    char cmd[12288], vocab[4200];
-    find_vocab(vocab, sizeof vocab);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s --format %s --vocab-from %s --seed 5 "
-             "--out %s >/dev/null", g_script, args, format, vocab, out);
-    assert_int_equal(system(cmd), 0);
+    char cmd[12288];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s --format %s --vocab gpt2 --seed 5 "
+             "--out %s >/dev/null", AK_SOURCE_DIR "/scripts/llm-make-model", args, format, out);
+    int rc = system(cmd);
+    if (rc != 0) print_message("scripts/llm-make-model failed (%d): %s\n", rc, cmd);
+    assert_int_equal(rc, 0);
 }
 
 /* Our conversion of the script's HF folder equals the script's GGUF of the same seed. */
@@ -777,10 +746,6 @@ static void crosscheck(const char *args, const char *hf_extra, const char *hf_ty
 
 static void test_against_script(void **state) {
     (void)state;
-    if (!have_script()) {
-        print_message("scripts/llm-make-model (python3 + numpy) not available: skipped\n");
-        skip();
-    }
     crosscheck("--dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 96", "", "f32", "f32");
     crosscheck("--arch qwen2 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 64 --tied",
                "--shards 3", "f32", "f32");

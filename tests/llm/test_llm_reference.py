@@ -1,4 +1,4 @@
-"""Precision alignment of the LLM engine (issue 7): the `ak` binary against the NumPy
+"""Precision alignment of the LLM engine: the `ak` binary against the NumPy
 reference (llama_ref.py) on random-weight models made by scripts/llm-make-model.
 
 - Without the engine: the file formats round-trip, the reference agrees with an
@@ -31,19 +31,20 @@ import llama_ref as ref  # noqa: E402
 from llama_ref import llm_files as lf  # noqa: E402
 
 MAKE = ROOT / "scripts" / "llm-make-model"
-VOCAB = Path("/work/shared/llm/vocab")
-GPT2 = VOCAB / "ggml-vocab-gpt-2.gguf"
 AK_BIN = os.environ.get("AK_BIN")
+# where the generator keeps the vocabularies `ak convert` made from the npm tokenizers:
+# beside the ak it uses ($AK_BIN, else build/ak)
+VOCAB_DIR = Path(AK_BIN or ROOT / "build" / "ak").resolve().parent / "llm-vocab"
 
 LLAMA = "--arch llama --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 176 --seed 1"
 QWEN2 = "--arch qwen2 --dim 96 --layers 3 --heads 4 --kv-heads 2 --ffn 256 --seed 2 --tied"
 QUANT = "--arch llama --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 192 --seed 4"
 # llama3 bands at wavelengths 16..64 so that positions < 100 feel the scaling
 MODELS = {
-    "llama": f"{LLAMA} --vocab-from {GPT2}",
-    "qwen2": f"{QWEN2} --vocab-from {GPT2}",
-    "llama3": f"{LLAMA} --vocab-from {GPT2} --rope-scaling llama3:8:1:4:64 --ctx 4096",
-    "linear": f"{LLAMA} --vocab-from {GPT2} --rope-scaling linear:4 --rope-theta 500000",
+    "llama": f"{LLAMA} --vocab gpt2",
+    "qwen2": f"{QWEN2} --vocab gpt2",
+    "llama3": f"{LLAMA} --vocab gpt2 --rope-scaling llama3:8:1:4:64 --ctx 4096",
+    "linear": f"{LLAMA} --vocab gpt2 --rope-scaling linear:4 --rope-theta 500000",
     "spm": "--arch llama --dim 64 --layers 2 --heads 4 --kv-heads 4 --ffn 160 --seed 3",
 }
 HF_TWINS = ["llama", "qwen2", "llama3", "linear"]  # same weights as a 2-shard HF folder
@@ -64,10 +65,9 @@ def _make(args, out):
 
 
 def setUpModule():
-    """Builds every model once, two generator processes at a time."""
+    """Builds every model once, two generator processes at a time; a generator that
+    fails (no vocabulary, say) fails the module, with its message."""
     global _tmp
-    if not GPT2.exists():
-        raise unittest.SkipTest(f"{GPT2} is missing")
     _tmp = tempfile.TemporaryDirectory(prefix="ak-llm-ref-")
     d = Path(_tmp.name)
     jobs = {name: (args, d / f"{name}.gguf") for name, args in MODELS.items()}
@@ -257,14 +257,18 @@ class TestFiles(unittest.TestCase):
             with self.assertRaises(lf.FormatError):
                 lf.SafetensorsFile(path)
 
-    def test_damaged_shared_vocabularies_are_salvaged(self):
-        gpt2 = lf.read_vocab(GPT2)
+    def test_converted_vocabularies(self):
+        """The npm tokenizers as `ak convert` wrote them (made by setUpModule's models)."""
+        gpt2 = lf.read_vocab(VOCAB_DIR / "gpt2.gguf")
+        self.assertEqual(gpt2["tokenizer.ggml.model"].value, "gpt2")
         self.assertEqual(len(gpt2["tokenizer.ggml.tokens"].value), 50257)
         self.assertEqual(len(gpt2["tokenizer.ggml.merges"].value), 50000)
         self.assertEqual(gpt2["tokenizer.ggml.eos_token_id"].value, 50256)
-        spm = lf.read_vocab(VOCAB / "ggml-vocab-llama-spm.gguf")
+        spm = lf.read_vocab(VOCAB_DIR / "llama2.gguf")
+        self.assertEqual(spm["tokenizer.ggml.model"].value, "llama")
         self.assertEqual(len(spm["tokenizer.ggml.scores"].value), 32000)
-        self.assertEqual(spm["tokenizer.ggml.tokens"].value[450], "\u2581The")
+        self.assertEqual(spm["tokenizer.ggml.tokens"].value[22557], "\u2581Hello")
+        self.assertEqual(spm["tokenizer.ggml.bos_token_id"].value, 1)
 
 
 # ---- the generator and the reference ------------------------------------------------------

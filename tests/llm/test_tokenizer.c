@@ -1,6 +1,6 @@
-/* Tokenizer tests against llama.cpp's vocabulary test files (shared/llm/vocab: every line of
- * .inp must encode to the ids of .out, without BOS), round trips, and synthetic
- * vocabularies for special tokens and the buffer protocol. */
+/* Tokenizer tests against llama.cpp's vocabulary test files (../shared/llm/vocab, see
+ * shared_vocab.h: every line of .inp must encode to the ids of .out, without BOS), round
+ * trips, and synthetic vocabularies for special tokens and the buffer protocol. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,21 +22,17 @@
 
 typedef struct vocab {
     ak_gguf *g;
-    gw rebuilt;    /* the salvaged file, when the shared one is damaged */
-    int salvaged;
     ak_tokenizer *t;
 } vocab;
 
 static void vocab_open(const char *name, vocab *v) {
-    memset(v, 0, sizeof *v);
-    v->g = open_shared_vocab(name, &v->rebuilt, &v->salvaged);
+    v->g = open_shared_vocab(name);
     assert_int_equal(ak_tokenizer_from_gguf(v->g, &v->t), AK_OK);
 }
 
 static void vocab_close(vocab *v) {
     ak_tokenizer_free(v->t);
     ak_gguf_close(v->g);
-    free(v->rebuilt.v);
 }
 
 /* ---- the .inp/.out cases --------------------------------------------------------------- */
@@ -84,14 +80,11 @@ static void one_case(void *ctx, const char *text, size_t len, const char *want, 
     c->trips += (size_t)rt;
 }
 
-/* n_vocab: the size the vocabulary is known to have (a check on the salvage, too).
+/* n_vocab: the size the vocabulary is known to have.
  * lossless: decode(encode(x)) must give x back (WordPiece lower-cases and drops accents
  * and spacing, so there the round trips are only counted). */
 static void run_vocab(const char *name, int32_t n_vocab, int lossless) {
-    if (!find_shared()) {
-        print_message("shared/llm/vocab not found (set AK_SHARED_DIR): skipped\n");
-        skip();
-    }
+    require_shared();
     vocab v;
     vocab_open(name, &v);
     ak_tokenizer_info info;
@@ -99,8 +92,8 @@ static void run_vocab(const char *name, int32_t n_vocab, int lossless) {
     assert_int_equal(info.n_vocab, n_vocab);
     vocab_cases c = {&v, lossless, 0, 0};
     size_t total = for_each_vocab_case(name, one_case, &c), match = c.match, trips = c.trips;
-    printf("vocab %-10s %zu/%zu lines match, %zu/%zu round trips%s\n", name, match, total, trips,
-           total, v.salvaged ? " (vocabulary salvaged from the damaged shared file)" : "");
+    printf("vocab %-10s %zu/%zu lines match, %zu/%zu round trips\n", name, match, total, trips,
+           total);
     assert_true(total >= 40);
     assert_int_equal(match, total);
     if (lossless) assert_int_equal(trips, total);
@@ -122,7 +115,7 @@ static int contains(const int32_t *ids, size_t n, int32_t id) {
 /* Special tokens on the real vocabularies: parsed only when asked, BOS when asked. */
 static void test_special_tokens(void **state) {
     (void)state;
-    if (!find_shared()) skip();
+    require_shared();
     vocab v;
     int32_t ids[64];
     size_t n;
