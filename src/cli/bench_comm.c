@@ -15,8 +15,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "accelkit/comm.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
+#include "cli/cli_progress.h"
 #include "cli/launch.h"
 #include "comm/comm_model.h"
 
@@ -42,52 +46,38 @@ typedef struct comm_bench_opts {
     const char *algo; /* NULL = auto */
 } comm_bench_opts;
 
-static int lookup(const char *text, const char *const *names, int n) {
-    for (int i = 0; i < n; i++)
-        if (strcmp(text, names[i]) == 0) return i;
-    return -1;
-}
-
-/* "64M", "4K", "1G", "8" */
-static int parse_bytes(const char *text, size_t *out) {
-    char *end;
-    double v = strtod(text, &end);
-    size_t mult = *end == 'K' || *end == 'k' ? 1024 : *end == 'M' || *end == 'm' ? 1u << 20
-                  : *end == 'G' || *end == 'g' ? 1u << 30 : 1;
-    if (end == text || v < 0 || (mult > 1 && end[1]) || (mult == 1 && *end)) return -1;
-    *out = (size_t)(v * (double)mult);
-    return 0;
-}
-
+/* Parses the flags into o; AK_CLI_CONTINUE or an exit code. */
 static int parse_comm_opts(int argc, char **argv, comm_bench_opts *o) {
-    *o = (comm_bench_opts){8, 64u << 20, 2, 20, 5, 2, 0, 0, 0, NULL, COLL_ALLREDUCE,
-                           AK_REDUCE_SUM, AK_DTYPE_F32, NULL};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        size_t n;
-        int ok = v != NULL, idx;
-        if (!strcmp(a, "--check")) { o->check = 1; continue; }
-        if (!strcmp(a, "--json")) { o->json = 1; continue; }
-        i++;
-        if (!strcmp(a, "-b")) ok = ok && !parse_bytes(v, &o->min_bytes);
-        else if (!strcmp(a, "-e")) ok = ok && !parse_bytes(v, &o->max_bytes);
-        else if (!strcmp(a, "-f")) ok = ok && !ak_cli_parse_size(v, &o->factor) && o->factor >= 2;
-        else if (!strcmp(a, "-n")) ok = ok && !ak_cli_parse_size(v, &n) && n >= 1 && (o->iters = (int)n) && (o->iters_given = 1);
-        else if (!strcmp(a, "-w")) ok = ok && !ak_cli_parse_size(v, &n) && ((o->warmup = (int)n), 1);
-        else if (!strcmp(a, "-np")) ok = ok && !ak_cli_parse_size(v, &n) && n >= 1 && n <= 512 && (o->np = (int)n);
-        else if (!strcmp(a, "--coll")) ok = ok && (idx = lookup(v, coll_names, COLL_COUNT)) >= 0 && ((o->what = (coll)idx), 1);
-        else if (!strcmp(a, "--op")) ok = ok && (idx = lookup(v, op_names, 5)) >= 0 && ((o->op = (ak_reduce_op)idx), 1);
-        else if (!strcmp(a, "--dtype")) ok = ok && (idx = lookup(v, dtype_names, 8)) >= 0 && ((o->dtype = (ak_dtype)idx), 1);
-        else if (!strcmp(a, "--algo")) o->algo = v;
-        else if (!strcmp(a, "--calibrate")) o->calibrate = v;
-        else ok = 0;
-        if (!ok) {
-            fprintf(stderr, "ak bench comm: bad option '%s'%s%s\n", a, v ? " " : "", v ? v : "");
-            return -1;
-        }
-    }
-    if (o->min_bytes > o->max_bytes) return -1;
-    return 0;
+    memset(o, 0, sizeof *o);
+    long np = 0, iters = 0, warmup = 0;
+    int what = 0, op = 0, dtype = 0, first;
+    const ak_opt opts[] = {
+        {"np", 0, AK_OPT_INT, &np, "N", .help = "start N ranks here (under a launcher: the launcher's ranks)", .def = "2", .min = 1, .max = 512},
+        {"minbytes", 'b', AK_OPT_SIZE, &o->min_bytes, "BYTES", .help = "smallest size (K, M, G suffixes)", .def = "8"},
+        {"maxbytes", 'e', AK_OPT_SIZE, &o->max_bytes, "BYTES", .help = "largest size", .def = "64M"},
+        {"stepfactor", 'f', AK_OPT_SIZE, &o->factor, "F", .help = "size multiplier between rows", .def = "2", .min = 2, .max = 1 << 20},
+        {"iters", 'n', AK_OPT_INT, &iters, "N", .help = "timed calls per size (default: 200 below 1 MiB, 20 below 16 MiB, 5 above)", .min = 1, .max = 1000000000},
+        {"warmup_iters", 'w', AK_OPT_INT, &warmup, "N", .help = "untimed calls first", .def = "5", .min = 0, .max = 1000000000},
+        {"coll", 0, AK_OPT_ENUM, &what, .choices = "allreduce|allgather|broadcast|reduce_scatter|alltoall|reduce", .help = "the collective", .def = "allreduce"},
+        {"op", 0, AK_OPT_ENUM, &op, .choices = "sum|prod|min|max|avg", .help = "reduction", .def = "sum"},
+        {"dtype", 0, AK_OPT_ENUM, &dtype, .choices = "f32|f16|bf16|f64|i8|u8|i32|i64", .help = "element type", .def = "f32"},
+        {"algo", 0, AK_OPT_STRING, &o->algo, "auto|ring|rd|tree|hier|direct", .help = "force the algorithm (sets AK_COMM_ALGO)", .def = "auto"},
+        {"check", 0, AK_OPT_FLAG, &o->check, .help = "verify every element at each size (exit 1 on errors)"},
+        {"json", 0, AK_OPT_FLAG, &o->json, .help = "one JSON object per size instead of a table"},
+        {"calibrate", 0, AK_OPT_STRING, &o->calibrate, "FILE", .help = "only write the cost model measured at start-up, as an AK_COMM_TUNING file"},
+        AK_OPT_END};
+    const ak_cli_cmd cmd = {.name = "bench comm", .opts = opts,
+                            .notes = "Runs under ak launch, torchrun, mpirun or Slurm (one process per rank), or "
+                                     "starts itself with -np N."};
+    int rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc != AK_CLI_CONTINUE) return rc;
+    if (first < argc) return ak_cli_usage_error(&cmd, "unexpected argument '%s'", argv[first]);
+    if (o->min_bytes > o->max_bytes) return ak_cli_usage_error(&cmd, "-b is larger than -e");
+    o->np = (int)np, o->warmup = (int)warmup, o->what = (coll)what;
+    o->op = (ak_reduce_op)op, o->dtype = (ak_dtype)dtype;
+    o->iters = iters ? (int)iters : 20, o->iters_given = iters > 0;
+    if (o->algo && strcmp(o->algo, "auto") == 0) o->algo = NULL;
+    return AK_CLI_CONTINUE;
 }
 
 /* ---- values whose reductions are exact in every dtype (small integers) --------------- */
@@ -226,11 +216,17 @@ static void print_row(const comm_bench_opts *o, ak_comm *c, size_t bytes, size_t
     const char *name = "-";
     if (mc >= 0 && ak_comm_choose_coll_algo(c, (ak_comm_coll)mc, bytes, &algo) == AK_OK)
         name = ak_comm_algo_name(algo);
-    if (o->json)
-        printf("{\"bytes\":%zu,\"count\":%zu,\"time_us\":%.2f,\"algbw\":%.4f,\"busbw\":%.4f,"
-               "\"errors\":%lld,\"algo\":\"%s\"}\n", bytes, count, r->time_us, algbw, busbw,
-               r->errors, name);
-    else
+    if (o->json) {
+        cJSON *row = cJSON_CreateObject();
+        cJSON_AddNumberToObject(row, "bytes", (double)bytes);
+        cJSON_AddNumberToObject(row, "count", (double)count);
+        ak_cli_json_round(row, "time_us", r->time_us, 2);
+        ak_cli_json_round(row, "algbw", algbw, 4);
+        ak_cli_json_round(row, "busbw", busbw, 4);
+        cJSON_AddNumberToObject(row, "errors", (double)r->errors);
+        cJSON_AddStringToObject(row, "algo", name);
+        ak_cli_print_json(row);
+    } else
         printf("%12zu %12zu %12.2f %10.4f %10.4f %8lld  %s\n", bytes, count, r->time_us, algbw,
                busbw, r->errors, name);
     fflush(stdout);
@@ -260,7 +256,13 @@ static int bench_rank(ak_comm *c, comm_bench_opts *o) {
                dtype_names[o->dtype], op_names[o->op], n, "bytes", "count", "time_us",
                "algbw", "busbw", "errors", "algo");
     int rc = AK_EXIT_OK;
+    ak_cli_progress progress;
+    ak_cli_progress_begin(&progress, "ak bench comm:");
+    progress.tty = progress.tty && rank == 0;
     for (size_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes *= o->factor) {
+        char detail[64];
+        snprintf(detail, sizeof detail, "%zu bytes", bytes);
+        ak_cli_progress_update(&progress, -1, detail);
         /* nccl-tests sizes: the whole buffer (all ranks' blocks) for gather-like ops */
         size_t blocks = send_elems(o, 1, n);
         b.count = bytes / es / blocks ? bytes / es / blocks : 1;
@@ -272,10 +274,12 @@ static int bench_rank(ak_comm *c, comm_bench_opts *o) {
             rc = ak_cli_report("collective", st);
             break;
         }
+        ak_cli_progress_end(&progress);
         if (rank == 0) print_row(o, c, b.count * blocks * es, b.count * blocks, n, &r);
         if (r.errors > 0) rc = AK_EXIT_FAIL;
         if (bytes == 0) break;
     }
+    ak_cli_progress_end(&progress);
     ak_free(b.send);
     ak_free(b.recv);
     return rc;
@@ -295,8 +299,9 @@ static int relaunch(int argc, char **argv, int np) {
     char **args = calloc((size_t)argc + 4, sizeof *args);
     int k = 0;
     args[k++] = exe, args[k++] = "bench", args[k++] = "comm";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-np")) { i++; continue; }
+    for (int i = 1; i < argc; i++) { /* -np N, --np N (-np is "--np" once parsed), --np=N */
+        if (!strcmp(argv[i], "-np") || !strcmp(argv[i], "--np")) { i++; continue; }
+        if (!strncmp(argv[i], "--np=", 5) || !strncmp(argv[i], "-np=", 4)) continue;
         args[k++] = argv[i];
     }
     static ak_launch_plan plan;
@@ -310,13 +315,17 @@ static int relaunch(int argc, char **argv, int np) {
 
 int ak_bench_comm(int argc, char **argv) {
     comm_bench_opts o;
-    if (parse_comm_opts(argc, argv, &o)) return AK_EXIT_ERROR;
+    int rc = parse_comm_opts(argc, argv, &o);
+    if (rc != AK_CLI_CONTINUE) return rc;
     if (!under_launcher() && o.np > 1) return relaunch(argc, argv, o.np);
     if (o.algo) setenv("AK_COMM_ALGO", o.algo, 1);
     ak_comm *c;
+    ak_cli_busy busy; /* creating the communicator measures the links (seconds) */
+    ak_cli_busy_begin(&busy, "ak bench comm: measuring the links");
     ak_status st = ak_comm_init(NULL, &c);
+    ak_cli_busy_end(&busy);
     if (st != AK_OK) return ak_cli_report("ak_comm_init", st);
-    int rc, rank;
+    int rank;
     ak_comm_rank(c, &rank);
     if (o.calibrate) { /* the communicator calibrated itself when created: keep the result */
         st = rank == 0 ? ak__comm_model_save(c, o.calibrate) : AK_OK;

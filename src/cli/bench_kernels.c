@@ -9,6 +9,7 @@
 #include "accelkit/kernels.h"
 #include "cli/bench_peers.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 
 #define MAX_SHAPES 32
 #define VEC_BYTES ((size_t)16 << 20)
@@ -35,48 +36,49 @@ static const size_t default_shapes[][3] = {
     {1024, 1024, 1024}, {128, 768, 768}, {128, 3072, 768}, {196, 256, 2304}, {49, 512, 4608},
 };
 
+static const char *parse_gemm_shape(void *dest, char *value, ak_opt_more *more) {
+    bench_opts *o = dest;
+    (void)more;
+    if (o->nshapes == MAX_SHAPES) return "too many shapes";
+    if (ak_cli_parse_shape3(value, o->shapes[o->nshapes])) return "want MxNxK, each in 1..1000000";
+    o->nshapes++;
+    return NULL;
+}
+
+/* Parses the flags into o; AK_CLI_CONTINUE or an exit code. */
 static int parse_opts(int argc, char **argv, bench_opts *o) {
     memset(o, 0, sizeof *o);
-    o->gemm = o->vec = o->convert = o->peers = 1;
+    o->peers = 1;
     o->threads = ak_cli_bench_threads();
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--gemm") == 0 && i + 1 < argc) {
-            if (o->nshapes == MAX_SHAPES || ak_cli_parse_shape3(argv[++i], o->shapes[o->nshapes])) {
-                fprintf(stderr, "ak bench kernels: bad --gemm '%s' (want MxNxK)\n", argv[i]);
-                return -1;
-            }
-            o->nshapes++;
-        } else if (strcmp(a, "--only") == 0 && i + 1 < argc) {
-            const char *w = argv[++i];
-            o->gemm = strcmp(w, "gemm") == 0;
-            o->vec = strcmp(w, "vec") == 0;
-            o->convert = strcmp(w, "convert") == 0;
-            if (!o->gemm && !o->vec && !o->convert) {
-                fprintf(stderr, "ak bench kernels: --only takes gemm, vec or convert\n");
-                return -1;
-            }
-        } else if (strcmp(a, "--peer-child") == 0 && i + 1 < argc) {
-            o->peer_child = argv[++i];
-        } else if (strcmp(a, "--reps") == 0 && i + 1 < argc) {
-            o->reps = atoi(argv[++i]);
-        } else if (strcmp(a, "--check") == 0) {
-            o->check = 1;
-        } else if (strcmp(a, "--no-peers") == 0) o->peers = 0;
-        else if (strcmp(a, "--quick") == 0) o->quick = 1;
-        else if (strcmp(a, "--json") == 0) o->json = 1;
-        else {
-            fprintf(stderr, "ak bench kernels: unknown option '%s'\n", a);
-            return -1;
-        }
-    }
+    int only = -1, no_peers = 0, first;
+    long reps = 0;
+    const ak_opt opts[] = {
+        {"gemm", 0, AK_OPT_CUSTOM, o, "MxNxK", .help = "a GEMM shape to time (repeatable; default: 1024^3 and four CNN/transformer shapes)", .parse = parse_gemm_shape},
+        {"only", 0, AK_OPT_ENUM, &only, .choices = "gemm|vec|convert", .help = "run one section (default: all three)"},
+        {"no-peers", 0, AK_OPT_FLAG, &no_peers, .help = "leave out OpenBLAS and BLIS"},
+        {"quick", 0, AK_OPT_FLAG, &o->quick, .help = "shorter measurements (less precise)"},
+        {"json", 0, AK_OPT_FLAG, &o->json, .help = "JSON instead of a table"},
+        {"peer-child", 0, AK_OPT_STRING, &o->peer_child, "NAME", .help = "internal: time a peer library in this child process"},
+        {"reps", 0, AK_OPT_INT, &reps, "N", .help = "internal (--peer-child): calls per timed batch", .min = 1, .max = 1000000000},
+        {"check", 0, AK_OPT_FLAG, &o->check, .help = "internal (--peer-child): also return the result for comparison"},
+        AK_OPT_END};
+    const ak_cli_cmd cmd = {.name = "bench kernels", .opts = opts,
+                            .notes = "Threads: AK_NUM_THREADS, else 1 (figures per core)."};
+    int rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc != AK_CLI_CONTINUE) return rc;
+    if (first < argc) return ak_cli_usage_error(&cmd, "unexpected argument '%s'", argv[first]);
+    o->reps = (int)reps;
+    o->peers = !no_peers;
+    o->gemm = only < 0 || only == 0;
+    o->vec = only < 0 || only == 1;
+    o->convert = only < 0 || only == 2;
     if (o->nshapes == 0) {
         o->nshapes = (int)(sizeof default_shapes / sizeof *default_shapes);
         memcpy(o->shapes, default_shapes, sizeof default_shapes);
     } else if (o->nshapes > 0 && !o->vec && !o->convert) {
         o->gemm = 1;
     }
-    return 0;
+    return AK_CLI_CONTINUE;
 }
 
 /* ---- GEMM ------------------------------------------------------------------------- */
@@ -329,7 +331,8 @@ static int bench_setup(const bench_opts *o, bench_env *env) {
 int ak_bench_kernels(int argc, char **argv) {
     bench_opts o;
     bench_env env;
-    if (parse_opts(argc, argv, &o)) return AK_EXIT_ERROR;
+    int parsed = parse_opts(argc, argv, &o);
+    if (parsed != AK_CLI_CONTINUE) return parsed;
     if (o.peer_child)
         return bench_peer_child(o.peer_child, o.shapes[0], o.reps > 0 ? o.reps : 1, o.threads,
                                 o.check);

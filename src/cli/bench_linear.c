@@ -13,6 +13,7 @@
 
 #include "accelkit/kernels.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 
 #define MAX_SHAPES 8
 #define COLD_BYTES ((size_t)192 << 20) /* weight copies per T = 1 case: several × L3 */
@@ -35,43 +36,46 @@ typedef struct lin_opts {
 static const size_t default_shapes[][2] = {{2048, 768}, {768, 2048}, {32000, 768}};
 static const size_t default_tokens[] = {1, 16, 128};
 
+static const char *parse_shape(void *dest, char *value, ak_opt_more *more) {
+    lin_opts *o = dest;
+    size_t s3[3];
+    char buf[64];
+    (void)more;
+    if (o->nshapes == MAX_SHAPES) return "too many shapes";
+    snprintf(buf, sizeof buf, "%sx1", value); /* NxK as a 3-D shape */
+    if (ak_cli_parse_shape3(buf, s3) || !s3[0] || !s3[1]) return "want NxK";
+    o->shapes[o->nshapes][0] = s3[0];
+    o->shapes[o->nshapes++][1] = s3[1];
+    return NULL;
+}
+
+static const char *parse_tokens(void *dest, char *value, ak_opt_more *more) {
+    lin_opts *o = dest;
+    long t;
+    (void)more;
+    if (o->ntokens == 4) return "at most 4 token counts";
+    if (ak_cli_parse_long(value, 1, 1 << 20, &t)) return "want an integer in [1, 1048576]";
+    o->tokens[o->ntokens++] = (size_t)t;
+    return NULL;
+}
+
+/* Parses the flags into o; AK_CLI_CONTINUE or an exit code. */
 static int parse_opts(int argc, char **argv, lin_opts *o) {
     memset(o, 0, sizeof *o);
-    o->threads = ak_cli_bench_threads();
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        size_t v;
-        if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
-            if (ak_cli_parse_size(argv[++i], &v) || v == 0 || v > 1024) {
-                fprintf(stderr, "ak bench linear: bad --threads '%s'\n", argv[i]);
-                return -1;
-            }
-            o->threads = (int)v;
-        } else if (strcmp(a, "--shape") == 0 && i + 1 < argc) {
-            size_t s3[3];
-            char buf[64];
-            snprintf(buf, sizeof buf, "%sx1", argv[++i]); /* NxK as a 3-D shape */
-            if (o->nshapes == MAX_SHAPES || ak_cli_parse_shape3(buf, s3) || !s3[0] || !s3[1]) {
-                fprintf(stderr, "ak bench linear: bad --shape '%s' (want NxK)\n", argv[i]);
-                return -1;
-            }
-            o->shapes[o->nshapes][0] = s3[0];
-            o->shapes[o->nshapes++][1] = s3[1];
-        } else if (strcmp(a, "--tokens") == 0 && i + 1 < argc) {
-            if (o->ntokens == 4 || ak_cli_parse_size(argv[++i], &v) || v == 0) {
-                fprintf(stderr, "ak bench linear: bad --tokens '%s'\n", argv[i]);
-                return -1;
-            }
-            o->tokens[o->ntokens++] = v;
-        } else if (strcmp(a, "--json") == 0) {
-            o->json = 1;
-        } else if (strcmp(a, "--quick") == 0) {
-            o->quick = 1;
-        } else {
-            fprintf(stderr, "ak bench linear: unknown option '%s'\n", a);
-            return -1;
-        }
-    }
+    long threads = ak_cli_bench_threads();
+    int first;
+    const ak_opt opts[] = {
+        {"threads", 0, AK_OPT_INT, &threads, "N", .help = "threads (default: AK_NUM_THREADS, else 1)", .min = 1, .max = 1024},
+        {"shape", 0, AK_OPT_CUSTOM, o, "NxK", .help = "a weight shape (repeatable; default: 2048x768, 768x2048, 32000x768)", .parse = parse_shape},
+        {"tokens", 0, AK_OPT_CUSTOM, o, "T", .help = "tokens per call (repeatable, up to 4; default: 1, 16, 128)", .parse = parse_tokens},
+        {"quick", 0, AK_OPT_FLAG, &o->quick, .help = "the first shape only"},
+        {"json", 0, AK_OPT_FLAG, &o->json, .help = "JSON instead of a table"},
+        AK_OPT_END};
+    const ak_cli_cmd cmd = {.name = "bench linear", .opts = opts};
+    int rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc != AK_CLI_CONTINUE) return rc;
+    if (first < argc) return ak_cli_usage_error(&cmd, "unexpected argument '%s'", argv[first]);
+    o->threads = (int)threads;
     if (o->nshapes == 0) {
         o->nshapes = (int)(sizeof default_shapes / sizeof *default_shapes);
         memcpy(o->shapes, default_shapes, sizeof default_shapes);
@@ -80,7 +84,7 @@ static int parse_opts(int argc, char **argv, lin_opts *o) {
         o->ntokens = (int)(sizeof default_tokens / sizeof *default_tokens);
         memcpy(o->tokens, default_tokens, sizeof default_tokens);
     }
-    return 0;
+    return AK_CLI_CONTINUE;
 }
 
 /* ---- streaming-read bandwidth ------------------------------------------------------------ */
@@ -281,7 +285,8 @@ static int run_all(lin_env *env, const lin_opts *o) {
 
 int ak_bench_linear(int argc, char **argv) {
     lin_opts o;
-    if (parse_opts(argc, argv, &o)) return AK_EXIT_ERROR;
+    int parsed = parse_opts(argc, argv, &o);
+    if (parsed != AK_CLI_CONTINUE) return parsed;
     lin_env env = {.first_row = 1};
     double peak1 = 0;
     ak_status st = ak_threadpool_create(o.threads, &env.pool);

@@ -7,8 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli/bench_llm_server.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
+#include "cli/cli_progress.h"
 #include "core/check.h"
 #include "cli/llm_cli.h"
 
@@ -234,26 +238,40 @@ static ak_status run_tg_against_bound(ak_llm_model *m, const llm_bench_args *a,
     return AK_OK;
 }
 
-static void print_result(const llm_bench_args *a, const ak_llm_model_info *i,
-                         const llm_bench_result *r) {
+static int print_json(const llm_bench_args *a, const ak_llm_model_info *i,
+                      const llm_bench_result *r, double bound) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "model", ak_cli_json_text(a->model));
+    cJSON_AddStringToObject(o, "weights", ak_wtype_name((ak_wtype)i->weight_type));
+    cJSON_AddNumberToObject(o, "threads", (double)a->threads);
+    cJSON_AddNumberToObject(o, "weight_bytes", (double)i->weight_bytes);
+    ak_cli_json_round(o, "read_gbps", r->read_gbps, 2);
+    ak_cli_json_round(o, "fma_peak_gflops", r->peak_gflops, 1);
+    cJSON_AddNumberToObject(o, "pp", (double)a->pp);
+    ak_cli_json_round(o, "pp_tps", r->pp_tps, 1);
+    ak_cli_json_round(o, "pp_gflops", r->pp_gflops, 1);
+    ak_cli_json_round(o, "pp_peak_pct", r->pp_peak_pct, 1);
+    cJSON_AddNumberToObject(o, "tg", (double)a->tg);
+    ak_cli_json_round(o, "tg_tps", r->tg_tps, 2);
+    ak_cli_json_round(o, "tg_bound_tps", bound, 2);
+    ak_cli_json_round(o, "tg_bound_pct", r->tg_bound_pct, 1);
+    cJSON_AddNumberToObject(o, "seqs", (double)a->seqs);
+    ak_cli_json_round(o, "seqs_tps", r->seqs_tps, 1);
+    cJSON_AddBoolToObject(o, "mixed", a->mixed);
+    ak_cli_json_round(o, "kv_util_pct", 100 * r->kv_util, 1);
+    cJSON_AddItemToObject(o, "draft", ak_cli_json_text(a->draft_path ? a->draft_path : ""));
+    cJSON_AddNumberToObject(o, "gamma", (double)a->gamma);
+    ak_cli_json_round(o, "spec_tps", r->spec_tps, 2);
+    ak_cli_json_round(o, "spec_speedup", r->spec_speedup, 3);
+    cJSON_AddNumberToObject(o, "spec_proposed", (double)r->spec_proposed);
+    cJSON_AddNumberToObject(o, "spec_accepted", (double)r->spec_accepted);
+    return ak_cli_print_json(o) ? AK_EXIT_ERROR : AK_EXIT_OK;
+}
+
+static int print_result(const llm_bench_args *a, const ak_llm_model_info *i,
+                        const llm_bench_result *r) {
     double bound = r->read_gbps * 1e9 / (double)i->weight_bytes;
-    if (a->json) {
-        printf("{\"model\": \"%s\", \"weights\": \"%s\", \"threads\": %ld, \"weight_bytes\": %llu, "
-               "\"read_gbps\": %.2f, \"fma_peak_gflops\": %.1f, \"pp\": %ld, \"pp_tps\": %.1f, "
-               "\"pp_gflops\": %.1f, \"pp_peak_pct\": %.1f, \"tg\": %ld, \"tg_tps\": %.2f, "
-               "\"tg_bound_tps\": %.2f, \"tg_bound_pct\": %.1f, \"seqs\": %ld, \"seqs_tps\": %.1f, "
-               "\"mixed\": %s, \"kv_util_pct\": %.1f, \"draft\": \"%s\", \"gamma\": %ld, "
-               "\"spec_tps\": %.2f, \"spec_speedup\": %.3f, \"spec_proposed\": %llu, "
-               "\"spec_accepted\": %llu}\n",
-               a->model, ak_wtype_name((ak_wtype)i->weight_type), a->threads,
-               (unsigned long long)i->weight_bytes, r->read_gbps, r->peak_gflops, a->pp, r->pp_tps,
-               r->pp_gflops, r->pp_peak_pct, a->tg, r->tg_tps, bound,
-               r->tg_bound_pct, a->seqs, r->seqs_tps, a->mixed ? "true" : "false",
-               100 * r->kv_util, a->draft_path ? a->draft_path : "", a->gamma, r->spec_tps,
-               r->spec_speedup, (unsigned long long)r->spec_proposed,
-               (unsigned long long)r->spec_accepted);
-        return;
-    }
+    if (a->json) return print_json(a, i, r, bound);
     printf("model %s (%s, %.1f M params, %.1f MB of weights read per token), %ld threads\n",
            a->model, ak_wtype_name((ak_wtype)i->weight_type), (double)i->n_params / 1e6,
            (double)i->weight_bytes / 1e6, a->threads);
@@ -272,6 +290,7 @@ static void print_result(const llm_bench_args *a, const ak_llm_model_info *i,
                "paired runs), %llu/%llu drafts accepted\n", a->draft_path, a->gamma, r->spec_tps,
                r->spec_speedup, (unsigned long long)r->spec_accepted,
                (unsigned long long)r->spec_proposed);
+    return AK_EXIT_OK;
 }
 
 static int bench(llm_bench_args *a) {
@@ -286,49 +305,54 @@ static int bench(llm_bench_args *a) {
     ak_llm_model_info info;
     ak_llm_model_get_info(m, &info);
     llm_bench_result r = {0};
+    ak_cli_busy busy;
+    ak_cli_busy_begin(&busy, "ak bench llm: measuring");
     st = measure_machine(a, &r);
     if (st == AK_OK && a->pp > 0) st = run_pp_against_peak(m, a, &info, &r);
     if (st == AK_OK && a->tg > 0) st = run_tg_against_bound(m, a, &info, &r);
     if (st == AK_OK && a->seqs > 1) st = median_of(run_decode, m, a, (int32_t)a->seqs, &r.seqs_tps);
     if (st == AK_OK && a->draft && a->tg > 0) st = run_speculative(m, a, &r);
+    ak_cli_busy_end(&busy);
     r.kv_util = g_kv_util;
     ak_llm_model_free(m);
     ak_llm_model_free(a->draft);
     if (st != AK_OK) return ak_cli_report("bench llm", st);
-    print_result(a, &info, &r);
-    return AK_EXIT_OK;
+    return print_result(a, &info, &r);
+}
+
+/* --url or --concurrency anywhere (also as --url=...): the server load test */
+static int wants_server(int argc, char **argv) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; ++i)
+        if (!strncmp(argv[i], "--url", 5) || !strncmp(argv[i], "--concurrency", 13)) return 1;
+    return 0;
 }
 
 int ak_bench_llm(int argc, char **argv) {
-    for (int i = 1; i < argc; ++i)
-        if (!strcmp(argv[i], "--concurrency") || !strcmp(argv[i], "--url"))
-            return ak_bench_llm_server(argc, argv);
-    llm_bench_args a = {.threads = ak_cli_bench_threads(), .pp = 128, .tg = 64, .reps = 3, .gamma = 4,
-                        .prompt_tokens = 1};
-    for (int i = 1; i < argc; ++i) {
-        int rc = 0;
-        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) a.model = argv[++i];
-        else if (!strcmp(argv[i], "-t")) rc = ak_cli_flag_int(argc, argv, &i, 1, 256, &a.threads);
-        else if (!strcmp(argv[i], "-p")) rc = ak_cli_flag_int(argc, argv, &i, 0, 65536, &a.pp);
-        else if (!strcmp(argv[i], "-n")) rc = ak_cli_flag_int(argc, argv, &i, 0, 65536, &a.tg);
-        else if (!strcmp(argv[i], "--seqs")) rc = ak_cli_flag_int(argc, argv, &i, 0, 4096, &a.seqs);
-        else if (!strcmp(argv[i], "--prompt-tokens"))
-            rc = ak_cli_flag_int(argc, argv, &i, 1, 65536, &a.prompt_tokens);
-        else if (!strcmp(argv[i], "--reps")) rc = ak_cli_flag_int(argc, argv, &i, 1, 16, &a.reps);
-        else if (!strcmp(argv[i], "--draft") && i + 1 < argc) a.draft_path = argv[++i];
-        else if (!strcmp(argv[i], "--gamma")) rc = ak_cli_flag_int(argc, argv, &i, 1, 16, &a.gamma);
-        else if (!strcmp(argv[i], "--json")) a.json = 1;
-        else if (!strcmp(argv[i], "--kv-f32")) a.kv_f32 = 1;
-        else if (!strcmp(argv[i], "--mixed")) a.mixed = 1;
-        else if (!strcmp(argv[i], "--mmap")) a.mmap = 1;
-        else rc = -1;
-        if (rc != 0) a.model = NULL, i = argc;
-    }
-    if (!a.model) {
-        fprintf(stderr, "usage: ak bench llm -m MODEL [-t threads] [-p 128] [-n 64] [--seqs N [--prompt-tokens 1]] "
-                "[--reps 3] [--mixed] [--kv-f32] [--mmap] [--draft MODEL [--gamma 4]] [--json] | --url URL "
-                "--concurrency N ...\n");
-        return AK_EXIT_ERROR;
-    }
+    if (wants_server(argc, argv)) return ak_bench_llm_server(argc, argv);
+    llm_bench_args a = {.threads = ak_cli_bench_threads()};
+    int first;
+    const ak_opt opts[] = {
+        {"model", 'm', AK_OPT_STRING, &a.model, "MODEL", .help = "GGUF file or Hugging Face folder (required)"},
+        {"threads", 't', AK_OPT_INT, &a.threads, "N", .help = "threads (default: AK_NUM_THREADS, else 1)", .min = 1, .max = 256},
+        {"prompt", 'p', AK_OPT_INT, &a.pp, "N", .help = "prompt tokens of the prefill run (0: none)", .def = "128", .min = 0, .max = 65536},
+        {"gen", 'n', AK_OPT_INT, &a.tg, "N", .help = "tokens of the decode run (0: none)", .def = "64", .min = 0, .max = 65536},
+        {"seqs", 0, AK_OPT_INT, &a.seqs, "N", .help = "also decode N sequences together (batched decode)", .def = "0", .min = 0, .max = 4096},
+        {"prompt-tokens", 0, AK_OPT_INT, &a.prompt_tokens, "N", .help = "prompt of each --seqs sequence", .def = "1", .min = 1, .max = 65536},
+        {"mixed", 0, AK_OPT_FLAG, &a.mixed, .help = "--seqs with mixed prompt and completion lengths"},
+        {"reps", 0, AK_OPT_INT, &a.reps, "N", .help = "runs of each measurement (medians)", .def = "3", .min = 1, .max = 16},
+        {"kv-f32", 0, AK_OPT_FLAG, &a.kv_f32, .help = "f32 KV cache (default: f16)"},
+        {"mmap", 0, AK_OPT_FLAG, &a.mmap, .help = "map the weights instead of reading them"},
+        {"draft", 0, AK_OPT_STRING, &a.draft_path, "MODEL", .help = "also time speculative decoding with this draft model"},
+        {"gamma", 0, AK_OPT_INT, &a.gamma, "G", .help = "draft tokens per step", .def = "4", .min = 1, .max = 16},
+        {"json", 0, AK_OPT_FLAG, &a.json, .help = "one JSON object instead of text"},
+        AK_OPT_END};
+    const ak_cli_cmd cmd = {
+        .name = "bench llm", .opts = opts,
+        .notes = "A running server instead: ak bench llm --url URL --concurrency N [options]\n"
+                 "(ak bench llm --url URL --help lists its options)."};
+    int rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc != AK_CLI_CONTINUE) return rc;
+    if (first < argc) return ak_cli_usage_error(&cmd, "unexpected argument '%s'", argv[first]);
+    if (!a.model) return ak_cli_usage_error(&cmd, "-m MODEL is required");
     return bench(&a);
 }

@@ -12,7 +12,10 @@
 #include <time.h>
 
 #include "cli/bench_llm_server.h"
+#include <cjson/cJSON.h>
+
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "cli/llm_cli.h"
 #include "core/check.h"
 #include "llm/server/http_client.h"
@@ -199,6 +202,31 @@ static void *monitor(void *arg) {
 
 /* ---- report -------------------------------------------------------------------------- */
 
+static void report_json(const load_args *a, load_state *s, double wall, double tps, double kv_mean,
+                        double live) {
+    char url[300];
+    snprintf(url, sizeof url, "http://%s:%d", a->host, a->port);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "url", ak_cli_json_text(url));
+    cJSON_AddNumberToObject(o, "concurrency", (double)a->concurrency);
+    cJSON_AddNumberToObject(o, "prompt_tokens", (double)a->prompt_tokens);
+    cJSON_AddNumberToObject(o, "max_tokens", (double)a->max_tokens);
+    cJSON_AddNumberToObject(o, "requests_ok", (double)s->ok);
+    cJSON_AddNumberToObject(o, "requests_failed", (double)s->failed);
+    ak_cli_json_round(o, "duration_s", wall, 3);
+    cJSON_AddNumberToObject(o, "output_tokens", (double)s->tokens);
+    ak_cli_json_round(o, "output_tokens_per_s", tps, 2);
+    ak_cli_json_round(o, "requests_per_s", (double)s->ok / wall, 3);
+    ak_cli_json_round(o, "ttft_p50_ms", 1e3 * percentile(&s->ttft, 50), 2);
+    ak_cli_json_round(o, "ttft_p99_ms", 1e3 * percentile(&s->ttft, 99), 2);
+    ak_cli_json_round(o, "itl_p50_ms", 1e3 * percentile(&s->itl, 50), 3);
+    ak_cli_json_round(o, "itl_p99_ms", 1e3 * percentile(&s->itl, 99), 3);
+    ak_cli_json_round(o, "kv_usage_mean", kv_mean, 4);
+    ak_cli_json_round(o, "kv_usage_max", s->kv_max, 4);
+    ak_cli_json_round(o, "kv_live_ratio_mean", live, 4);
+    ak_cli_print_json(o);
+}
+
 static void report(const load_args *a, load_state *s, double wall) {
     qsort(s->ttft.v, s->ttft.n, sizeof *s->ttft.v, cmp_double);
     qsort(s->itl.v, s->itl.n, sizeof *s->itl.v, cmp_double);
@@ -206,20 +234,7 @@ static void report(const load_args *a, load_state *s, double wall) {
     double kv_mean = s->kv_n ? s->kv_sum / (double)s->kv_n : 0,
            live = s->kv_n ? s->live_sum / (double)s->kv_n : 0;
     if (a->json) {
-        printf(
-            "{\"url\":\"http://"
-            "%s:%d\",\"concurrency\":%ld,\"prompt_tokens\":%ld,\"max_tokens\":%ld,"
-            "\"requests_ok\":%llu,\"requests_failed\":%llu,\"duration_s\":%.3f,\"output_tokens\":%"
-            "llu,"
-            "\"output_tokens_per_s\":%.2f,\"requests_per_s\":%.3f,\"ttft_p50_ms\":%.2f,\"ttft_p99_"
-            "ms\":%.2f,"
-            "\"itl_p50_ms\":%.3f,\"itl_p99_ms\":%.3f,\"kv_usage_mean\":%.4f,\"kv_usage_max\":%.4f,"
-            "\"kv_live_ratio_mean\":%.4f}\n",
-            a->host, a->port, a->concurrency, a->prompt_tokens, a->max_tokens,
-            (unsigned long long)s->ok, (unsigned long long)s->failed, wall,
-            (unsigned long long)s->tokens, tps, (double)s->ok / wall,
-            1e3 * percentile(&s->ttft, 50), 1e3 * percentile(&s->ttft, 99),
-            1e3 * percentile(&s->itl, 50), 1e3 * percentile(&s->itl, 99), kv_mean, s->kv_max, live);
+        report_json(a, s, wall, tps, kv_mean, live);
         return;
     }
     printf("server http://%s:%d, %ld clients, prompt %ld tokens, %ld output tokens each\n", a->host,
@@ -264,37 +279,30 @@ static int run(const load_args *a) {
     return s.failed == 0 && s.ok > 0 ? AK_EXIT_OK : AK_EXIT_FAIL;
 }
 
-static int usage(void) {
-    fprintf(
-        stderr,
-        "usage: ak bench llm --url http://HOST:PORT --concurrency N [--requests M | --duration S] "
-        "[--prompt-tokens 128] [--max-tokens 128] [--json]\n");
-    return AK_EXIT_ERROR;
-}
-
 int ak_bench_llm_server(int argc, char **argv) {
     load_args a = {"127.0.0.1", 8080, 0, 0, 0, 128, 128, 0};
-    const char *url = "http://127.0.0.1:8080";
-    for (int i = 1; i < argc; ++i) {
-        int rc = 0;
-        if (!strcmp(argv[i], "--url") && i + 1 < argc) url = argv[++i];
-        else if (!strcmp(argv[i], "--concurrency"))
-            rc = ak_cli_flag_int(argc, argv, &i, 1, 4096, &a.concurrency);
-        else if (!strcmp(argv[i], "--requests"))
-            rc = ak_cli_flag_int(argc, argv, &i, 1, 100000000, &a.requests);
-        else if (!strcmp(argv[i], "--duration"))
-            rc = ak_cli_flag_int(argc, argv, &i, 1, 86400, &a.duration_s);
-        else if (!strcmp(argv[i], "--prompt-tokens"))
-            rc = ak_cli_flag_int(argc, argv, &i, 1, 1 << 20, &a.prompt_tokens);
-        else if (!strcmp(argv[i], "--max-tokens"))
-            rc = ak_cli_flag_int(argc, argv, &i, 1, 1 << 20, &a.max_tokens);
-        else if (!strcmp(argv[i], "--json")) a.json = 1;
-        else rc = -1;
-        if (rc != 0) return usage();
-    }
-    if (!a.concurrency || (a.requests && a.duration_s)) return usage();
+    const char *url = NULL;
+    int first;
+    const ak_opt opts[] = {
+        {"url", 0, AK_OPT_STRING, &url, "URL", .help = "the server", .def = "http://127.0.0.1:8080"},
+        {"concurrency", 0, AK_OPT_INT, &a.concurrency, "N", .help = "client threads, each streaming one request after the other (required)", .min = 1, .max = 4096},
+        {"requests", 0, AK_OPT_INT, &a.requests, "M", .help = "requests in all (default: 4 per client unless --duration)", .min = 1, .max = 100000000},
+        {"duration", 0, AK_OPT_INT, &a.duration_s, "S", .help = "run for S seconds instead of a number of requests", .min = 1, .max = 86400},
+        {"prompt-tokens", 0, AK_OPT_INT, &a.prompt_tokens, "P", .help = "random prompt token ids per request", .def = "128", .min = 1, .max = 1 << 20},
+        {"max-tokens", 0, AK_OPT_INT, &a.max_tokens, "G", .help = "tokens generated per request (ignore_eos)", .def = "128", .min = 1, .max = 1 << 20},
+        {"json", 0, AK_OPT_FLAG, &a.json, .help = "one JSON object instead of text"},
+        AK_OPT_END};
+    const ak_cli_cmd cmd = {.name = "bench llm", .opts = opts,
+                            .usage = "ak bench llm --url URL --concurrency N [options]",
+                            .summary = "load test of a running `ak serve`: tokens/s, requests/s, time to "
+                                       "first token, inter-token latency, KV cache use"};
+    int rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc != AK_CLI_CONTINUE) return rc;
+    if (first < argc) return ak_cli_usage_error(&cmd, "unexpected argument '%s'", argv[first]);
+    if (!a.concurrency) return ak_cli_usage_error(&cmd, "--concurrency N is required");
+    if (a.requests && a.duration_s) return ak_cli_usage_error(&cmd, "give --requests or --duration, not both");
     if (!a.requests && !a.duration_s) a.requests = 4 * a.concurrency;
     ak_status st = ak__http_parse_url(url, a.host, sizeof a.host, &a.port);
-    if (st != AK_OK) return ak_cli_report("bench llm", st);
+    if (st != AK_OK) return ak_cli_report("--url", st);
     return run(&a);
 }

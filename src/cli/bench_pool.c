@@ -10,8 +10,11 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "accelkit/ak.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 
 typedef struct wake_probe {
     _Atomic int started;
@@ -63,20 +66,29 @@ static double measure_empty_call_us(ak_threadpool *pool, int nthreads, int reps)
     return ak_cli_median(t, (size_t)reps);
 }
 
+static int print_json(int n, double hot50, double hot99, double cold50, double cold99,
+                      double empty_us) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "threads", n);
+    ak_cli_json_round(o, "wake_spinning_p50_us", hot50, 2);
+    ak_cli_json_round(o, "wake_spinning_p99_us", hot99, 2);
+    ak_cli_json_round(o, "wake_sleeping_p50_us", cold50, 2);
+    ak_cli_json_round(o, "wake_sleeping_p99_us", cold99, 2);
+    ak_cli_json_round(o, "empty_parallel_for_us", empty_us, 2);
+    return ak_cli_print_json(o) ? AK_EXIT_ERROR : AK_EXIT_OK;
+}
+
 int ak_bench_pool(int argc, char **argv) {
-    int json = 0;
-    size_t threads = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) json = 1;
-        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc &&
-                 ak_cli_parse_size(argv[i + 1], &threads) == 0 && threads >= 2 && threads <= 256)
-            i++;
-        else {
-            fprintf(stderr, "ak bench pool: bad option '%s' (--threads N needs N in [2, 256])\n",
-                    argv[i]);
-            return AK_EXIT_ERROR;
-        }
-    }
+    int json = 0, first;
+    long threads = 0;
+    const ak_opt opts[] = {
+        {"threads", 0, AK_OPT_INT, &threads, "N", .help = "pool threads, the caller included (default: the online cores, at least 2)", .min = 2, .max = 256},
+        {"json", 0, AK_OPT_FLAG, &json, .help = "one JSON object instead of text"},
+        AK_OPT_END};
+    const ak_cli_cmd cmd = {.name = "bench pool", .opts = opts};
+    int rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc != AK_CLI_CONTINUE) return rc;
+    if (first < argc) return ak_cli_usage_error(&cmd, "unexpected argument '%s'", argv[first]);
     ak_cpu_info cpu;
     ak_status st = ak_cpu_get_info(&cpu);
     if (st != AK_OK) return ak_cli_report("cpu", st);
@@ -88,13 +100,7 @@ int ak_bench_pool(int argc, char **argv) {
     measure_wake(pool, n, 200, 3000, &cold50, &cold99);
     double empty_us = measure_empty_call_us(pool, n, 2000);
     ak_threadpool_free(pool);
-    if (json) {
-        printf("{\"threads\":%d,\"wake_spinning_p50_us\":%.2f,\"wake_spinning_p99_us\":%.2f,"
-               "\"wake_sleeping_p50_us\":%.2f,\"wake_sleeping_p99_us\":%.2f,"
-               "\"empty_parallel_for_us\":%.2f}\n",
-               n, hot50, hot99, cold50, cold99, empty_us);
-        return AK_EXIT_OK;
-    }
+    if (json) return print_json(n, hot50, hot99, cold50, cold99, empty_us);
     printf("thread pool, %d threads (caller included)\n", n);
     printf("%-34s %9s %9s\n", "", "p50 µs", "p99 µs");
     printf("%-34s %9.2f %9.2f\n", "wake-up, workers spinning", hot50, hot99);

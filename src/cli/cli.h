@@ -22,13 +22,31 @@ enum { AK_EXIT_OK = 0, AK_EXIT_FAIL = 1, AK_EXIT_ERROR = 2 };
 
 /* `ak bench MODEL.onnx` (not a named domain: the model path selects it). */
 int ak_bench_model(int argc, char **argv);
+extern const char ak__bench_model_summary[];
 
-/* Prints "ak: <what>: <status>: <last error>" to stderr and returns AK_EXIT_ERROR. */
+/* The subcommand being run ("compare", "bench kernels"; set by ak_cli_parse), which
+ * every error message names; NULL before one is chosen. */
+extern const char *ak__cli_current;
+/* Usage and summary of a registered subcommand or "bench <domain>"; 0 when found. */
+int ak__cli_lookup(const char *name, const char **usage, const char **summary);
+
+/* Prints "ak SUBCOMMAND: <what>: <status>: <last error>" to stderr; returns AK_EXIT_ERROR. */
 int ak_cli_report(const char *what, ak_status st);
+/* Prints "ak SUBCOMMAND: <message>" to stderr; returns AK_EXIT_ERROR. */
+int ak_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Parses a whole non-negative decimal; 0 on success. */
 int ak_cli_parse_size(const char *text, size_t *out);
 /* Parses "MxNxK" (also with '×' or ','); 0 on success. */
 int ak_cli_parse_shape3(const char *text, size_t out[3]);
+/* JSON output: prints root unformatted on one line of stdout and frees it; 0 on success.
+ * ak_cli_json_round adds a number rounded to `decimals` places (as "%.2f" printed it). */
+struct cJSON;
+int ak_cli_print_json(struct cJSON *root);
+void ak_cli_json_round(struct cJSON *obj, const char *key, double value, int decimals);
+/* A JSON string of text from a file (names in a model): bytes that are not valid UTF-8
+ * become '?', so the output stays valid JSON; NULL text gives null. */
+struct cJSON *ak_cli_json_text(const char *text);
+
 double ak_cli_median(double *values, size_t n); /* sorts values in place */
 /* Threads for benchmarks: AK_NUM_THREADS if set, else 1 (benchmarks default to one core
  * so figures compare with single-threaded peers). */

@@ -6,45 +6,35 @@
 
 #include "accelkit/llm.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
+#include "cli/cli_progress.h"
 
-static const char k_usage[] =
-    "usage: ak convert SRC DST [--type f32|f16|bf16|q8_0|q4_0]\n"
-    "  SRC a Hugging Face folder (config.json, *.safetensors, tokenizer.json) -> DST.gguf\n"
-    "  SRC a GGUF file -> DST folder (config.json, model.safetensors, tokenizer.json)\n"
-    "  --type  storage type of the matrices (default: keep the source's; q8_0/q4_0 only\n"
-    "          for GGUF output; quantized GGUF weights become f32 in a folder)\n";
-
-static int usage_error(const char *what) {
-    fprintf(stderr, "ak convert: %s\n%s", what, k_usage);
-    return AK_EXIT_ERROR;
-}
+static const char *const type_names[] = {"auto", "f32", "f16", "bf16", "q8_0", "q4_0"};
 
 int ak_cli_convert(int argc, char **argv) {
-    const char *pos[2] = {NULL, NULL}, *type = NULL;
-    int n_pos = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(k_usage, stdout);
-            return AK_EXIT_OK;
-        }
-        if (strcmp(argv[i], "--type") == 0 || strcmp(argv[i], "--outtype") == 0) {
-            if (++i >= argc) return usage_error("--type needs a value");
-            type = argv[i];
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "ak convert: unknown option '%s'\n", argv[i]);
-            return AK_EXIT_ERROR;
-        } else if (n_pos < 2) {
-            pos[n_pos++] = argv[i];
-        } else {
-            return usage_error("too many arguments");
-        }
-    }
-    if (n_pos != 2) return usage_error("SRC and DST are required");
-    ak_status st = ak_llm_convert(pos[0], pos[1], type);
-    if (st != AK_OK) return ak_cli_report("convert", st);
+    int type = 0, first;
+    const ak_opt opts[] = {
+        {"type|outtype", 0, AK_OPT_ENUM, &type, .choices = "auto|f32|f16|bf16|q8_0|q4_0",
+         .def = "auto", .help = "storage type of the matrices (auto: keep the source's; q8_0/q4_0 "
+                                "only for GGUF output; quantized GGUF weights become f32 in a folder)"},
+        AK_OPT_END};
+    const ak_cli_cmd cmd = {
+        .name = "convert", .opts = opts,
+        .notes = "SRC a Hugging Face folder (config.json, *.safetensors, tokenizer.json) -> DST.gguf\n"
+                 "SRC a GGUF file -> DST folder (config.json, model.safetensors, tokenizer.json)"};
+    int rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc != AK_CLI_CONTINUE) return rc;
+    if (argc - first != 2)
+        return ak_cli_usage_error(&cmd, argc - first < 2 ? "SRC and DST are required" : "too many arguments");
+    const char *src = argv[first], *dst = argv[first + 1], *type_name = type > 0 ? type_names[type] : NULL;
+    ak_cli_busy busy;
+    ak_cli_busy_begin(&busy, type_name && type_name[0] == 'q' ? "ak convert: quantizing" : "ak convert: converting");
+    ak_status st = ak_llm_convert(src, dst, type_name);
+    ak_cli_busy_end(&busy);
+    if (st != AK_OK) return ak_cli_report(src, st);
     struct stat sb;
-    int to_folder = stat(pos[1], &sb) == 0 && S_ISDIR(sb.st_mode);
-    printf("converted %s -> %s (%s, %s)\n", pos[0], pos[1],
-           to_folder ? "Hugging Face folder" : "GGUF", type ? type : "types kept");
+    int to_folder = stat(dst, &sb) == 0 && S_ISDIR(sb.st_mode);
+    printf("converted %s -> %s (%s, %s)\n", src, dst, to_folder ? "Hugging Face folder" : "GGUF",
+           type_name ? type_name : "types kept");
     return AK_EXIT_OK;
 }

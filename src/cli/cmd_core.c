@@ -2,12 +2,28 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "accelkit/kernels.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "core/params.h"
 #include "kernels/dispatch.h"
 
+/* A subcommand without flags still answers --help and refuses what it does not know. */
+static int parse_no_options(const char *name, int argc, char **argv) {
+    static const ak_opt none[] = {AK_OPT_END};
+    const ak_cli_cmd cmd = {.name = name, .opts = none};
+    int first;
+    int rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc == AK_CLI_CONTINUE && first < argc)
+        return ak_cli_usage_error(&cmd, "unexpected argument '%s'", argv[first]);
+    return rc;
+}
+
 int ak_cli_version(int argc, char **argv) {
+    int rc = parse_no_options("version", argc, argv);
+    if (rc != AK_CLI_CONTINUE) return rc;
     printf("accelkit %s\n", AK_VERSION_STRING);
     return AK_EXIT_OK;
 }
@@ -27,19 +43,37 @@ static void print_features(const ak_cpu_info *c) {
     printf("\n");
 }
 
+static int print_sysinfo_json(const ak_cpu_info *c, int threads, double peak, double memcpy_bw) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "version", AK_VERSION_STRING);
+    cJSON_AddStringToObject(o, "vendor", c->vendor);
+    cJSON_AddStringToObject(o, "brand", c->brand);
+    cJSON_AddNumberToObject(o, "cores", c->logical_cores);
+    cJSON_AddNumberToObject(o, "threads", threads);
+    cJSON_AddStringToObject(o, "best_isa", ak_isa_name(c->best_isa));
+    cJSON_AddStringToObject(o, "active_isa", ak_isa_name(c->active_isa));
+    cJSON_AddStringToObject(o, "kernels", ak__kernels_active()->name);
+    cJSON_AddNumberToObject(o, "l1d_bytes", (double)c->l1d_bytes);
+    cJSON_AddNumberToObject(o, "l2_bytes", (double)c->l2_bytes);
+    cJSON_AddNumberToObject(o, "l3_bytes", (double)c->l3_bytes);
+    ak_cli_json_round(o, "fma_peak_gflops_per_core", peak, 2);
+    ak_cli_json_round(o, "memcpy_gbps", memcpy_bw, 2);
+    return ak_cli_print_json(o) ? AK_EXIT_ERROR : AK_EXIT_OK;
+}
+
 int ak_cli_sysinfo(int argc, char **argv) {
-    int json = 0, quick = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) json = 1;
-        else if (strcmp(argv[i], "--quick") == 0) quick = 1;
-        else {
-            fprintf(stderr, "ak sysinfo: unknown option '%s'\n", argv[i]);
-            return AK_EXIT_ERROR;
-        }
-    }
+    int json = 0, quick = 0, first;
+    const ak_opt opts[] = {
+        {"json", 0, AK_OPT_FLAG, &json, .help = "one JSON object instead of text"},
+        {"quick", 0, AK_OPT_FLAG, &quick, .help = "shorter FMA-peak measurement (less precise)"},
+        AK_OPT_END};
+    const ak_cli_cmd cmd = {.name = "sysinfo", .opts = opts};
+    int rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc != AK_CLI_CONTINUE) return rc;
+    if (first < argc) return ak_cli_usage_error(&cmd, "unexpected argument '%s'", argv[first]);
     ak_status st;
     ak_cpu_info c;
-    if ((st = ak_cpu_get_info(&c)) != AK_OK) return ak_cli_report("sysinfo", st);
+    if ((st = ak_cpu_get_info(&c)) != AK_OK) return ak_cli_report("cpu", st);
     ak_threadpool *pool;
     int threads = 0;
     if ((st = ak_threadpool_global(&pool)) != AK_OK || (st = ak_threadpool_size(pool, &threads)))
@@ -49,16 +83,7 @@ int ak_cli_sysinfo(int argc, char **argv) {
         return ak_cli_report("FMA peak", st);
     if ((st = ak_measure_memcpy((size_t)16 << 20, &memcpy_bw)) != AK_OK)
         return ak_cli_report("memcpy", st);
-    if (json) {
-        printf("{\"version\":\"%s\",\"vendor\":\"%s\",\"brand\":\"%s\",\"cores\":%d,"
-               "\"threads\":%d,\"best_isa\":\"%s\",\"active_isa\":\"%s\",\"kernels\":\"%s\","
-               "\"l1d_bytes\":%zu,\"l2_bytes\":%zu,\"l3_bytes\":%zu,"
-               "\"fma_peak_gflops_per_core\":%.2f,\"memcpy_gbps\":%.2f}\n",
-               AK_VERSION_STRING, c.vendor, c.brand, c.logical_cores, threads,
-               ak_isa_name(c.best_isa), ak_isa_name(c.active_isa), ak__kernels_active()->name,
-               c.l1d_bytes, c.l2_bytes, c.l3_bytes, peak, memcpy_bw);
-        return AK_EXIT_OK;
-    }
+    if (json) return print_sysinfo_json(&c, threads, peak, memcpy_bw);
     printf("accelkit      %s\n", AK_VERSION_STRING);
     printf("cpu           %s (%s)\n", c.brand[0] ? c.brand : "unknown", c.vendor);
     printf("cores         %d online, global pool %d threads (AK_NUM_THREADS)\n",
@@ -75,6 +100,8 @@ int ak_cli_sysinfo(int argc, char **argv) {
 }
 
 int ak_cli_config(int argc, char **argv) {
+    int rc = parse_no_options("config", argc, argv);
+    if (rc != AK_CLI_CONTINUE) return rc;
     ak_status st = ak_init();
     if (st != AK_OK) return ak_cli_report("init", st);
     printf("%-18s %-8s %-10s %s\n", "variable", "layer", "value", "meaning");

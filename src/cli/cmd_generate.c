@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "cli/llm_cli.h"
 
 typedef struct gen_args {
@@ -13,6 +14,7 @@ typedef struct gen_args {
     int print_ids, ignore_eos, stats, mmap;
     const char *stops[16];
     size_t n_stops;
+    ak_cli_sampling sampling_flags;
     ak_sampling_params sampling;
 } gen_args;
 
@@ -28,41 +30,48 @@ typedef struct gen_out {
     size_t trim;
 } gen_out;
 
-static int usage(void) {
-    fprintf(stderr, "usage: ak generate -m MODEL (-p TEXT | --ids \"1 2 3\") [-n 128] [-t threads] "
-            "[--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] "
-            "[--presence-penalty X] [--frequency-penalty X] [--seed S] [--stop STR]... "
-            "[--ignore-eos] [--draft MODEL] [--gamma 4] [--ngram N] [--ctx N] [--hooks lib.so] "
-            "[--mmap] [--print-ids] [--stats]\n");
-    return AK_EXIT_ERROR;
+static const char *parse_stop(void *dest, char *value, ak_opt_more *more) {
+    gen_args *a = dest;
+    (void)more;
+    if (a->n_stops == sizeof a->stops / sizeof a->stops[0]) return "at most 16 stop strings";
+    a->stops[a->n_stops++] = value;
+    return NULL;
 }
 
-static int parse_flag(int argc, char **argv, int *i, gen_args *a) {
-    const char *f = argv[*i];
-    const char **strs[] = {&a->model, &a->model, &a->prompt, &a->ids, &a->draft, &a->hooks_path};
-    const char *names[] = {"-m", "--model", "-p", "--ids", "--draft", "--hooks"};
-    for (size_t k = 0; k < 6; ++k)
-        if (strcmp(f, names[k]) == 0 && *i + 1 < argc) {
-            *strs[k] = argv[++*i];
-            return 0;
-        }
-    if (strcmp(f, "-n") == 0) return ak_cli_flag_int(argc, argv, i, 1, 1 << 20, &a->n);
-    if (strcmp(f, "-t") == 0) return ak_cli_flag_int(argc, argv, i, 0, 1024, &a->threads);
-    if (strcmp(f, "--gamma") == 0) return ak_cli_flag_int(argc, argv, i, 0, 16, &a->gamma);
-    if (strcmp(f, "--ngram") == 0) return ak_cli_flag_int(argc, argv, i, 0, 16, &a->ngram);
-    if (strcmp(f, "--ctx") == 0) return ak_cli_flag_int(argc, argv, i, 0, 1 << 24, &a->ctx);
-    if (strcmp(f, "--print-ids") == 0) return a->print_ids = 1, 0;
-    if (strcmp(f, "--ignore-eos") == 0) return a->ignore_eos = 1, 0;
-    if (strcmp(f, "--stats") == 0) return a->stats = 1, 0;
-    if (strcmp(f, "--mmap") == 0) return a->mmap = 1, 0;
-    if (strcmp(f, "--stop") == 0 && *i + 1 < argc && a->n_stops < 16) {
-        a->stops[a->n_stops++] = argv[++*i];
-        return 0;
-    }
-    int r = ak_cli_sampling_flag(argc, argv, i, &a->sampling);
-    if (r == 1) return 0;
-    if (r == 0) fprintf(stderr, "ak generate: unknown or incomplete option '%s'\n", f);
-    return -1;
+/* Parses the flags into a; AK_CLI_CONTINUE or an exit code. */
+static int parse_args(int argc, char **argv, gen_args *a) {
+    enum { OWN = 17 };
+    const ak_opt own[OWN] = {
+        {"model", 'm', AK_OPT_STRING, &a->model, "MODEL", .help = "GGUF file or Hugging Face folder (required)"},
+        {"prompt", 'p', AK_OPT_STRING, &a->prompt, "TEXT", .help = "the prompt (or --ids)"},
+        {"ids", 0, AK_OPT_STRING, &a->ids, "\"1 2 3\"", .help = "the prompt as token ids (or -p)"},
+        {"n-predict", 'n', AK_OPT_INT, &a->n, "N", .help = "tokens to generate at most", .def = "128", .min = 1, .max = 1 << 20},
+        {"threads", 't', AK_OPT_INT, &a->threads, "N", .help = "threads (0: AK_NUM_THREADS or all cores)", .def = "0", .min = 0, .max = 1024},
+        {"stop", 0, AK_OPT_CUSTOM, a, "STR", .help = "stop when the completion contains STR (repeatable)", .parse = parse_stop},
+        {"ignore-eos", 0, AK_OPT_FLAG, &a->ignore_eos, .help = "go on past the end-of-sequence token"},
+        {"draft", 0, AK_OPT_STRING, &a->draft, "MODEL", .help = "speculative decoding with this draft model"},
+        {"gamma", 0, AK_OPT_INT, &a->gamma, "G", .help = "draft tokens per step", .def = "4", .min = 0, .max = 16},
+        {"ngram", 0, AK_OPT_INT, &a->ngram, "N", .help = "speculative decoding from N-grams of the context (0: off)", .def = "0", .min = 0, .max = 16},
+        {"ctx", 0, AK_OPT_INT, &a->ctx, "N", .help = "context length (0: the model's)", .def = "0", .min = 0, .max = 1 << 24},
+        {"hooks", 0, AK_OPT_STRING, &a->hooks_path, "LIB.so", .help = "pre/post-processing hooks from a shared library"},
+        {"mmap", 0, AK_OPT_FLAG, &a->mmap, .help = "map the weights instead of reading them"},
+        {"print-ids", 0, AK_OPT_FLAG, &a->print_ids, .help = "print the generated token ids instead of text"},
+        {"stats", 0, AK_OPT_FLAG, &a->stats, .help = "tokens and speed on stderr at the end"},
+    };
+    ak_opt opts[OWN + AK_CLI_SAMPLING_OPTS + 1];
+    size_t n = 0;
+    while (n < OWN && (own[n].name || own[n].letter)) n++;
+    memcpy(opts, own, n * sizeof *own);
+    ak_cli_sampling_opts(&a->sampling_flags, opts + n);
+    opts[n + AK_CLI_SAMPLING_OPTS] = (ak_opt)AK_OPT_END;
+    const ak_cli_cmd cmd = {.name = "generate", .opts = opts};
+    int first, rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc != AK_CLI_CONTINUE) return rc;
+    if (first < argc) return ak_cli_usage_error(&cmd, "unexpected argument '%s'", argv[first]);
+    if (!a->model) return ak_cli_usage_error(&cmd, "-m MODEL is required");
+    if (!a->prompt == !a->ids) return ak_cli_usage_error(&cmd, "give the prompt as -p TEXT or --ids, one of them");
+    ak_cli_sampling_apply(&a->sampling_flags, &a->sampling);
+    return AK_CLI_CONTINUE;
 }
 
 /* Writes a piece of the completion, through the post-process hook when one is loaded. */
@@ -222,11 +231,6 @@ static int generate(const gen_args *a) {
 
 int ak_cli_generate(int argc, char **argv) {
     gen_args a = {0};
-    a.n = 128;
-    a.gamma = 4;
-    ak_sampling_params_default(&a.sampling);
-    for (int i = 1; i < argc; ++i)
-        if (parse_flag(argc, argv, &i, &a) != 0) return usage();
-    if (!a.model || (!a.prompt == !a.ids)) return usage();
-    return generate(&a);
+    int rc = parse_args(argc, argv, &a);
+    return rc != AK_CLI_CONTINUE ? rc : generate(&a);
 }

@@ -10,49 +10,91 @@
 #include <unistd.h>
 
 #include "accelkit/kernels.h"
+#include <cjson/cJSON.h>
+
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
+#include "cli/cli_progress.h"
 #include "cli/infer_feed.h"
 
 typedef struct infer_args {
     const char *model, *output_dir, *inputs_dir, *reference_dir;
-    int threads, iters, warmup, json, random;
+    long threads, iters, warmup;
+    int json, random;
     double tol;
+    char *input_args[AK_FEED_MAX]; /* --input name=file, read once the options are valid */
+    size_t n_input_args;
     ak_feed feed;
 } infer_args;
 
-/* Options common to the three commands; returns 0, or -1 after printing why. */
-static int parse_infer_args(int argc, char **argv, infer_args *a) {
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        size_t n;
-        if (o[0] != '-') {
-            if (a->model) return fprintf(stderr, "ak %s: one model only\n", argv[0]), -1;
-            a->model = o;
-            continue;
-        }
-        if (!strcmp(o, "--json")) { a->json = 1; continue; }
-        if (!strcmp(o, "--random")) { a->random = 1; continue; }
-        if (!v) return fprintf(stderr, "ak %s: %s needs a value\n", argv[0], o), -1;
-        i++;
-        if (!strcmp(o, "--input") || !strcmp(o, "-i")) { if (ak_feed_add_file(&a->feed, v)) return -1; }
-        else if (!strcmp(o, "--dim")) { if (ak_feed_add_dim(&a->feed, v)) return -1; }
-        else if (!strcmp(o, "--output-dir") || !strcmp(o, "-o")) a->output_dir = v;
-        else if (!strcmp(o, "--inputs")) a->inputs_dir = v;
-        else if (!strcmp(o, "--reference")) a->reference_dir = v;
-        else if (!strcmp(o, "--tol")) a->tol = atof(v);
-        else if ((!strcmp(o, "-t") || !strcmp(o, "--threads")) && !ak_cli_parse_size(v, &n)) a->threads = (int)n;
-        else if ((!strcmp(o, "-n") || !strcmp(o, "--iters")) && !ak_cli_parse_size(v, &n) && n) a->iters = (int)n;
-        else if ((!strcmp(o, "-w") || !strcmp(o, "--warmup")) && !ak_cli_parse_size(v, &n)) a->warmup = (int)n;
-        else return fprintf(stderr, "ak %s: bad option %s %s\n", argv[0], o, v), -1;
-    }
-    if (!a->model) return fprintf(stderr, "ak %s: no model given (ak %s --help)\n", argv[0], argv[0]), -1;
-    return 0;
+static const char *parse_input(void *dest, char *value, ak_opt_more *more) {
+    infer_args *a = dest;
+    (void)more;
+    const char *eq = strchr(value, '=');
+    if (!eq || eq == value || !eq[1]) return "want name=file.npy (or .pb)";
+    if (a->n_input_args == AK_FEED_MAX) return "too many inputs";
+    a->input_args[a->n_input_args++] = value;
+    return NULL;
+}
+
+static const char *parse_dim(void *dest, char *value, ak_opt_more *more) {
+    ak_feed *f = dest;
+    (void)more;
+    const char *eq = strchr(value, '=');
+    size_t v;
+    if (!eq || eq == value || ak_cli_parse_size(eq + 1, &v)) return "want name=value";
+    if (f->num_dim_values == 16) return "at most 16 --dim";
+    return ak_feed_add_dim(f, value) ? "cannot record it" : NULL;
+}
+
+/* The flags of the three commands; each picks its own in infer_flags[] order by letter. */
+enum { F_INPUT, F_INPUTS, F_RANDOM, F_DIM, F_OUTPUT_DIR, F_REFERENCE, F_TOL, F_THREADS,
+       F_ITERS, F_WARMUP, F_JSON, F_COUNT };
+
+static void infer_flags(infer_args *a, ak_opt all[F_COUNT]) {
+    const ak_opt table[F_COUNT] = {
+        [F_INPUT] = {"input", 'i', AK_OPT_CUSTOM, a, "NAME=FILE", "feed input NAME from a .npy or .pb file (repeatable)", .parse = parse_input},
+        [F_INPUTS] = {"inputs", 0, AK_OPT_STRING, &a->inputs_dir, "DIR", .help = "feed the inputs from DIR: input_K.pb (by position) or NAME.npy"},
+        [F_RANDOM] = {"random", 0, AK_OPT_FLAG, &a->random, .help = "make up the inputs not fed (seeded random, declared shapes)"},
+        [F_DIM] = {"dim", 0, AK_OPT_CUSTOM, &a->feed, "NAME=N", "value of a symbolic dimension for made-up inputs (repeatable)", .parse = parse_dim},
+        [F_OUTPUT_DIR] = {"output-dir", 'o', AK_OPT_STRING, &a->output_dir, "DIR", .help = "write each output as DIR/NAME.npy"},
+        [F_REFERENCE] = {"reference", 0, AK_OPT_STRING, &a->reference_dir, "DIR", .help = "reference outputs: output_K.pb (by position) or NAME.npy (required)"},
+        [F_TOL] = {"tol", 0, AK_OPT_DOUBLE, &a->tol, "X", .help = "largest max-norm relative error that passes", .def = "1e-4", .min = 0, .max = HUGE_VAL},
+        [F_THREADS] = {"threads", 't', AK_OPT_INT, &a->threads, "N", .help = "threads (0: AK_NUM_THREADS or all cores)", .min = 0, .max = 4096},
+        [F_ITERS] = {"iters", 'n', AK_OPT_INT, &a->iters, "N", .help = "timed runs", .def = "50", .min = 1, .max = 10000000},
+        [F_WARMUP] = {"warmup", 'w', AK_OPT_INT, &a->warmup, "N", .help = "untimed runs first", .def = "5", .min = 0, .max = 10000000},
+        [F_JSON] = {"json", 0, AK_OPT_FLAG, &a->json, .help = "one JSON object instead of text"},
+    };
+    memcpy(all, table, sizeof table);
+}
+
+/* Parses the flags in `which` (F_* indices, -1 ends) and the one model operand; returns
+ * AK_CLI_CONTINUE or an exit code. */
+static int parse_infer_args(const ak_cli_cmd *base, const int *which, int argc, char **argv,
+                            infer_args *a) {
+    ak_opt all[F_COUNT], opts[F_COUNT + 1];
+    infer_flags(a, all);
+    if (base->usage) /* ak bench MODEL: one thread unless told (figures compare per core) */
+        all[F_THREADS].help = "threads (default: AK_NUM_THREADS, else 1)";
+    size_t n = 0;
+    for (; which[n] >= 0; n++) opts[n] = all[which[n]];
+    opts[n] = (ak_opt)AK_OPT_END;
+    ak_cli_cmd cmd = *base;
+    cmd.opts = opts;
+    int first, rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc != AK_CLI_CONTINUE) return rc;
+    if (first == argc) return ak_cli_usage_error(&cmd, "no model given");
+    if (argc - first > 1) return ak_cli_usage_error(&cmd, "one model only ('%s' and '%s')", argv[first], argv[first + 1]);
+    a->model = argv[first];
+    for (size_t i = 0; i < a->n_input_args; i++)
+        if (ak_feed_add_file(&a->feed, a->input_args[i])) return AK_EXIT_ERROR;
+    return AK_CLI_CONTINUE;
 }
 
 static int open_session(const infer_args *a, ak_model *m, ak_session **s) {
     ak_session_options o;
     ak_session_options_init(&o);
-    o.threads = a->threads;
+    o.threads = (int)a->threads;
     ak_status st = ak_session_create(m, &o, s);
     return st == AK_OK ? 0 : (ak_cli_report(a->model, st), -1);
 }
@@ -116,12 +158,16 @@ static int write_outputs(const char *dir, const ak_model *m, const ak_tensor *ou
 }
 
 int ak_cli_run(int argc, char **argv) {
+    static const int which[] = {F_INPUT, F_INPUTS, F_RANDOM, F_DIM, F_OUTPUT_DIR, F_THREADS, -1};
+    static const ak_cli_cmd cmd = {.name = "run"};
     infer_args a = {0};
     ak_model *m = NULL;
     ak_session *s = NULL;
     ak_tensor outs[AK_FEED_MAX];
-    int rc = AK_EXIT_ERROR;
-    if (parse_infer_args(argc, argv, &a) || ak_feed_load_model(a.model, &m)) goto done;
+    int rc = parse_infer_args(&cmd, which, argc, argv, &a);
+    if (rc != AK_CLI_CONTINUE) goto done;
+    rc = AK_EXIT_ERROR;
+    if (ak_feed_load_model(a.model, &m)) goto done;
     if (a.inputs_dir && ak_feed_add_dir(&a.feed, m, a.inputs_dir, "input")) goto done;
     if (a.random && ak_feed_fill_random(&a.feed, m, 42)) goto done;
     ak_model_summary sum;
@@ -168,12 +214,34 @@ static diff measure(const ak_tensor *got, const ak_tensor *ref) {
     return d;
 }
 
+static void print_compare_row(cJSON *rows, const char *name, const diff *d, int ok) {
+    if (!rows) {
+        printf("%-20s %-12.4g %-12.4g %-11.8f %s%s\n", name, d->max_abs, d->max_rel, d->cosine,
+               ok ? "pass" : "FAIL", d->shape_ok ? "" : " (shape differs)");
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "name", ak_cli_json_text(name));
+    cJSON_AddNumberToObject(o, "max_abs", d->max_abs);
+    cJSON_AddNumberToObject(o, "max_rel", d->max_rel);
+    cJSON_AddNumberToObject(o, "cosine", d->cosine);
+    cJSON_AddBoolToObject(o, "pass", ok);
+    cJSON_AddItemToArray(rows, o);
+}
+
 static int compare_outputs(const infer_args *a, const ak_model *m, const ak_tensor *outs, size_t n) {
     ak_feed ref = {0};
     int failed = 0;
     if (ak_feed_add_dir(&ref, m, a->reference_dir, "output")) return -1;
-    if (a->json) printf("{\"model\": \"%s\", \"tolerance\": %g, \"outputs\": [", a->model, a->tol);
-    else printf("output               max_abs      max_rel      cosine      result (tolerance %g, max-norm relative)\n", a->tol);
+    cJSON *root = NULL, *rows = NULL;
+    if (a->json) {
+        root = cJSON_CreateObject();
+        cJSON_AddItemToObject(root, "model", ak_cli_json_text(a->model));
+        cJSON_AddNumberToObject(root, "tolerance", a->tol);
+        rows = cJSON_AddArrayToObject(root, "outputs");
+    } else {
+        printf("output               max_abs      max_rel      cosine      result (tolerance %g, max-norm relative)\n", a->tol);
+    }
     for (size_t i = 0; i < n; i++) {
         ak_value_info info;
         ak_model_output(m, i, &info);
@@ -181,36 +249,39 @@ static int compare_outputs(const infer_args *a, const ak_model *m, const ak_tens
         while (k < ref.n && strcmp(ref.names[k], info.name) != 0) k++;
         if (k == ref.n && i < ref.n && ref.files[i]) k = i;
         if (k == ref.n) {
-            fprintf(stderr, "ak compare: no reference for output '%s'\n", info.name);
+            ak_cli_error("no reference for output '%s'", info.name);
             ak_feed_free(&ref);
+            cJSON_Delete(root);
             return -1;
         }
         diff d = measure(&outs[i], &ref.tensors[k]);
         int ok = d.shape_ok && outs[i].type == ref.tensors[k].type && d.max_rel <= a->tol;
         failed += !ok;
-        if (a->json)
-            printf("%s{\"name\": \"%s\", \"max_abs\": %.6g, \"max_rel\": %.6g, \"cosine\": %.9f, \"pass\": %s}",
-                   i ? ", " : "", info.name, d.max_abs, d.max_rel, d.cosine, ok ? "true" : "false");
-        else
-            printf("%-20s %-12.4g %-12.4g %-11.8f %s%s\n", info.name, d.max_abs, d.max_rel, d.cosine,
-                   ok ? "pass" : "FAIL", d.shape_ok ? "" : " (shape differs)");
+        print_compare_row(rows, info.name, &d, ok);
     }
-    if (a->json) printf("], \"pass\": %s}\n", failed ? "false" : "true");
     ak_feed_free(&ref);
+    if (root) {
+        cJSON_AddBoolToObject(root, "pass", !failed);
+        if (ak_cli_print_json(root)) return -1;
+    }
     return failed ? 1 : 0;
 }
 
 int ak_cli_compare(int argc, char **argv) {
-    infer_args a = {.tol = 1e-4};
+    static const int which[] = {F_INPUTS, F_INPUT, F_DIM, F_REFERENCE, F_TOL, F_THREADS, F_JSON, -1};
+    static const ak_cli_cmd cmd = {.name = "compare"};
+    infer_args a = {0};
     ak_model *m = NULL;
     ak_session *s = NULL;
     ak_tensor outs[AK_FEED_MAX];
-    int rc = AK_EXIT_ERROR;
-    if (parse_infer_args(argc, argv, &a) || ak_feed_load_model(a.model, &m)) goto done;
+    int rc = parse_infer_args(&cmd, which, argc, argv, &a);
+    if (rc != AK_CLI_CONTINUE) goto done;
     if (!a.reference_dir) {
-        fprintf(stderr, "ak compare: --reference DIR is required\n");
+        rc = ak_cli_usage_error(&cmd, "--reference DIR is required");
         goto done;
     }
+    rc = AK_EXIT_ERROR;
+    if (ak_feed_load_model(a.model, &m)) goto done;
     if (a.inputs_dir && ak_feed_add_dir(&a.feed, m, a.inputs_dir, "input")) goto done;
     ak_model_summary sum;
     ak_model_get_summary(m, &sum);
@@ -252,38 +323,59 @@ static void print_profile(const ak_session *s) {
     }
 }
 
-static void print_bench(const infer_args *a, const ak_session *s, double load_ms, double *ts) {
+static int print_bench_json(const infer_args *a, const ak_session_memory *mem, double load_ms,
+                            const double *ts, double mean) {
+    size_t n = (size_t)a->iters;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "engine", "accelkit " AK_VERSION_STRING);
+    cJSON_AddItemToObject(o, "model", ak_cli_json_text(a->model));
+    cJSON_AddNumberToObject(o, "threads", (double)a->threads);
+    cJSON_AddNumberToObject(o, "iters", (double)a->iters);
+    ak_cli_json_round(o, "load_ms", load_ms, 1);
+    ak_cli_json_round(o, "p50_ms", quantile(ts, n, 0.5), 3);
+    ak_cli_json_round(o, "p90_ms", quantile(ts, n, 0.9), 3);
+    ak_cli_json_round(o, "p99_ms", quantile(ts, n, 0.99), 3);
+    ak_cli_json_round(o, "mean_ms", mean, 3);
+    ak_cli_json_round(o, "throughput_per_s", 1000.0 / mean, 2);
+    cJSON_AddNumberToObject(o, "arena_bytes", (double)mem->arena_bytes);
+    return ak_cli_print_json(o) ? AK_EXIT_ERROR : AK_EXIT_OK;
+}
+
+static int print_bench(const infer_args *a, const ak_session *s, double load_ms, double *ts) {
     qsort(ts, (size_t)a->iters, sizeof *ts, cmp_double);
     double mean = 0;
-    for (int i = 0; i < a->iters; i++) mean += ts[i] / a->iters;
+    for (long i = 0; i < a->iters; i++) mean += ts[i] / (double)a->iters;
     size_t n = (size_t)a->iters;
     ak_session_memory mem;
     ak_session_get_memory(s, &mem);
-    if (a->json) {
-        printf("{\"engine\": \"accelkit %s\", \"model\": \"%s\", \"threads\": %d, \"iters\": %d, "
-               "\"load_ms\": %.1f, \"p50_ms\": %.3f, \"p90_ms\": %.3f, \"p99_ms\": %.3f, "
-               "\"mean_ms\": %.3f, \"throughput_per_s\": %.2f, \"arena_bytes\": %zu}\n",
-               AK_VERSION_STRING, a->model, a->threads, a->iters, load_ms, quantile(ts, n, 0.5),
-               quantile(ts, n, 0.9), quantile(ts, n, 0.99), mean, 1000.0 / mean, mem.arena_bytes);
-        return;
-    }
-    printf("model        %s\nthreads      %d\nload         %.1f ms\n", a->model, a->threads, load_ms);
-    printf("latency      p50 %.3f ms   p90 %.3f ms   p99 %.3f ms   mean %.3f ms  (%d runs, %d warm-up)\n",
+    if (a->json) return print_bench_json(a, &mem, load_ms, ts, mean);
+    printf("model        %s\nthreads      %ld\nload         %.1f ms\n", a->model, a->threads, load_ms);
+    printf("latency      p50 %.3f ms   p90 %.3f ms   p99 %.3f ms   mean %.3f ms  (%ld runs, %ld warm-up)\n",
            quantile(ts, n, 0.5), quantile(ts, n, 0.9), quantile(ts, n, 0.99), mean, a->iters, a->warmup);
     printf("throughput   %.2f inferences/s\n", 1000.0 / mean);
     printf("memory       arena %.2f MiB (%.2f MiB without reuse), %zu nodes folded\n",
            mem.arena_bytes / 1048576.0, mem.naive_bytes / 1048576.0, mem.num_folded);
     print_profile(s);
+    return AK_EXIT_OK;
 }
 
+const char ak__bench_model_summary[] =
+    "load time, latency p50/p90/p99, throughput of an ONNX model on made-up or given inputs "
+    "(AK_PROFILE=1 adds time per operator type)";
+
 int ak_bench_model(int argc, char **argv) {
-    infer_args a = {.iters = 50, .warmup = 5, .threads = ak_cli_bench_threads()};
+    static const int which[] = {F_THREADS, F_ITERS, F_WARMUP, F_DIM, F_INPUT, F_JSON, -1};
+    static const ak_cli_cmd cmd = {.name = "bench", .usage = "ak bench MODEL.onnx [options]",
+                                   .summary = ak__bench_model_summary};
+    infer_args a = {.threads = ak_cli_bench_threads()};
     ak_model *m = NULL;
     ak_session *s = NULL;
     ak_tensor outs[AK_FEED_MAX];
     double *ts = NULL;
-    int rc = AK_EXIT_ERROR;
-    if (parse_infer_args(argc, argv, &a)) goto done;
+    ak_cli_progress progress;
+    int rc = parse_infer_args(&cmd, which, argc, argv, &a);
+    if (rc != AK_CLI_CONTINUE) goto done;
+    rc = AK_EXIT_ERROR;
     uint64_t t0 = ak_now_ns();
     if (ak_feed_load_model(a.model, &m) || open_session(&a, m, &s)) goto done;
     double load_ms = (double)(ak_now_ns() - t0) / 1e6;
@@ -291,16 +383,21 @@ int ak_bench_model(int argc, char **argv) {
     ak_model_get_summary(m, &sum);
     if (ak_feed_fill_random(&a.feed, m, 42) || sum.num_outputs > AK_FEED_MAX) goto done;
     ts = calloc((size_t)a.iters, sizeof *ts);
-    for (int i = 0; i < a.warmup; i++)
+    for (long i = 0; i < a.warmup; i++)
         if (run_once(&a, s, outs, sum.num_outputs)) goto done;
-    for (int i = 0; ts && i < a.iters; i++) {
+    ak_cli_progress_begin(&progress, "ak bench: timing");
+    for (long i = 0; ts && i < a.iters; i++) {
         uint64_t t = ak_now_ns();
-        if (run_once(&a, s, outs, sum.num_outputs)) goto done;
+        if (run_once(&a, s, outs, sum.num_outputs)) {
+            ak_cli_progress_end(&progress);
+            goto done;
+        }
         ts[i] = (double)(ak_now_ns() - t) / 1e6;
+        ak_cli_progress_update(&progress, (double)(i + 1) / (double)a.iters, NULL);
     }
+    ak_cli_progress_end(&progress);
     if (!ts) goto done;
-    print_bench(&a, s, load_ms, ts);
-    rc = AK_EXIT_OK;
+    rc = print_bench(&a, s, load_ms, ts);
 done:
     free(ts);
     ak_session_free(s);

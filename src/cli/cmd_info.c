@@ -4,8 +4,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "accelkit/infer.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 
 static const char *kind_name(ak_value_kind k) {
     switch (k) {
@@ -16,18 +19,6 @@ static const char *kind_name(ak_value_kind k) {
     case AK_VALUE_SPARSE_TENSOR: return "sparse_tensor";
     default: return "unknown";
     }
-}
-
-/* A JSON string literal; control characters and non-ASCII bytes are escaped so any name
- * from a file gives valid JSON. */
-static void json_str(const char *s) {
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') printf("\\%c", *p);
-        else if (*p < 0x20 || *p >= 0x7f) printf("\\u%04x", *p);
-        else putchar(*p);
-    }
-    putchar('"');
 }
 
 /* Names from a file printed as text: non-printable bytes become '?'. */
@@ -58,23 +49,21 @@ static void print_shape_text(const ak_value_info *v) {
     putchar(']');
 }
 
-static void print_shape_json(const ak_value_info *v) {
-    printf("{\"name\":");
-    json_str(v->name);
-    printf(",\"kind\":\"%s\",\"type\":\"%s\",\"shape\":", kind_name(v->kind),
-           ak_elem_type_name(v->type));
+static cJSON *shape_json(const ak_value_info *v) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "name", ak_cli_json_text(v->name));
+    cJSON_AddStringToObject(o, "kind", kind_name(v->kind));
+    cJSON_AddStringToObject(o, "type", ak_elem_type_name(v->type));
     if (v->rank < 0) {
-        printf("null}");
-        return;
+        cJSON_AddNullToObject(o, "shape");
+        return o;
     }
-    putchar('[');
+    cJSON *dims = cJSON_AddArrayToObject(o, "shape");
     for (int i = 0; i < v->rank; i++) {
-        if (i) putchar(',');
-        if (v->dims[i] >= 0) printf("%lld", (long long)v->dims[i]);
-        else if (v->dim_names[i]) json_str(v->dim_names[i]);
-        else printf("null");
+        if (v->dims[i] >= 0) cJSON_AddItemToArray(dims, cJSON_CreateNumber((double)v->dims[i]));
+        else cJSON_AddItemToArray(dims, ak_cli_json_text(v->dim_names[i]));
     }
-    printf("]}");
+    return o;
 }
 
 typedef ak_status (*value_getter)(const ak_model *, size_t, ak_value_info *);
@@ -92,15 +81,13 @@ static void print_values_text(const ak_model *m, size_t n, value_getter get, con
     }
 }
 
-static void print_values_json(const ak_model *m, size_t n, value_getter get) {
-    putchar('[');
+static cJSON *values_json(const ak_model *m, size_t n, value_getter get) {
+    cJSON *list = cJSON_CreateArray();
     for (size_t i = 0; i < n; i++) {
         ak_value_info v;
-        if (get(m, i, &v) != AK_OK) continue;
-        if (i) putchar(',');
-        print_shape_json(&v);
+        if (get(m, i, &v) == AK_OK) cJSON_AddItemToArray(list, shape_json(&v));
     }
-    putchar(']');
+    return list;
 }
 
 /* "144 FLOP", "3.63 GFLOP": the unit follows the size. */
@@ -169,66 +156,72 @@ static void print_text(const char *path, const ak_model *m, const ak_model_summa
     }
 }
 
-static void print_json(const char *path, const ak_model *m, const ak_model_summary *s,
-                       const ak_model_flops *f) {
-    printf("{\"path\":");
-    json_str(path);
-    printf(",\"ir_version\":%lld,\"model_version\":%lld,\"producer_name\":",
-           (long long)s->ir_version, (long long)s->model_version);
-    json_str(s->producer_name);
-    printf(",\"producer_version\":");
-    json_str(s->producer_version);
-    printf(",\"opsets\":[");
+static cJSON *opsets_json(const ak_model *m, const ak_model_summary *s) {
+    cJSON *list = cJSON_CreateArray();
     for (size_t i = 0; i < s->num_opsets; i++) {
         const char *domain;
         int64_t version;
         if (ak_model_opset(m, i, &domain, &version) != AK_OK) continue;
-        printf("%s{\"domain\":", i ? "," : "");
-        json_str(domain);
-        printf(",\"version\":%lld}", (long long)version);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToObject(o, "domain", ak_cli_json_text(domain));
+        cJSON_AddNumberToObject(o, "version", (double)version);
+        cJSON_AddItemToArray(list, o);
     }
-    printf("],\"inputs\":");
-    print_values_json(m, s->num_inputs, ak_model_input);
-    printf(",\"outputs\":");
-    print_values_json(m, s->num_outputs, ak_model_output);
-    printf(",\"nodes\":%zu,\"subgraph_nodes\":%zu,\"ops\":{", s->num_nodes, s->num_subgraph_nodes);
+    return list;
+}
+
+static cJSON *ops_json(const ak_model *m, const ak_model_summary *s) {
+    cJSON *ops = cJSON_CreateObject();
     for (size_t i = 0; i < s->num_op_types; i++) {
         const char *op;
         size_t count;
         if (ak_model_op_count(m, i, &op, &count) != AK_OK) continue;
-        if (i) putchar(',');
-        json_str(op);
-        printf(":%zu", count);
+        cJSON *n = cJSON_CreateNumber((double)count), *key = ak_cli_json_text(op);
+        if (key && cJSON_IsString(key)) cJSON_AddItemToObject(ops, key->valuestring, n);
+        else cJSON_Delete(n);
+        cJSON_Delete(key);
     }
-    printf("},\"initializers\":%zu,\"params\":%llu,\"param_bytes\":%llu,", s->num_initializers,
-           (unsigned long long)s->num_params, (unsigned long long)s->param_bytes);
+    return ops;
+}
+
+static int print_json(const char *path, const ak_model *m, const ak_model_summary *s,
+                      const ak_model_flops *f) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "path", ak_cli_json_text(path));
+    cJSON_AddNumberToObject(o, "ir_version", (double)s->ir_version);
+    cJSON_AddNumberToObject(o, "model_version", (double)s->model_version);
+    cJSON_AddItemToObject(o, "producer_name", ak_cli_json_text(s->producer_name));
+    cJSON_AddItemToObject(o, "producer_version", ak_cli_json_text(s->producer_version));
+    cJSON_AddItemToObject(o, "opsets", opsets_json(m, s));
+    cJSON_AddItemToObject(o, "inputs", values_json(m, s->num_inputs, ak_model_input));
+    cJSON_AddItemToObject(o, "outputs", values_json(m, s->num_outputs, ak_model_output));
+    cJSON_AddNumberToObject(o, "nodes", (double)s->num_nodes);
+    cJSON_AddNumberToObject(o, "subgraph_nodes", (double)s->num_subgraph_nodes);
+    cJSON_AddItemToObject(o, "ops", ops_json(m, s));
+    cJSON_AddNumberToObject(o, "initializers", (double)s->num_initializers);
+    cJSON_AddNumberToObject(o, "params", (double)s->num_params);
+    cJSON_AddNumberToObject(o, "param_bytes", (double)s->param_bytes);
     /* flops is null unless every candidate node was counted */
-    if (f->counted == f->candidates) printf("\"flops\":%llu", (unsigned long long)f->flops);
-    else printf("\"flops\":null");
-    printf(",\"flops_counted_nodes\":%zu,\"flops_candidate_nodes\":%zu,"
-           "\"flops_counted\":%llu}\n",
-           f->counted, f->candidates, (unsigned long long)f->flops);
+    if (f->counted == f->candidates) cJSON_AddNumberToObject(o, "flops", (double)f->flops);
+    else cJSON_AddNullToObject(o, "flops");
+    cJSON_AddNumberToObject(o, "flops_counted_nodes", (double)f->counted);
+    cJSON_AddNumberToObject(o, "flops_candidate_nodes", (double)f->candidates);
+    cJSON_AddNumberToObject(o, "flops_counted", (double)f->flops);
+    return ak_cli_print_json(o);
 }
 
 int ak_cli_info(int argc, char **argv) {
-    const char *path = NULL;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) json = 1;
-        else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "ak info: unknown option '%s'\n", argv[i]);
-            return AK_EXIT_ERROR;
-        } else if (path) {
-            fprintf(stderr, "ak info: one model at a time ('%s' and '%s')\n", path, argv[i]);
-            return AK_EXIT_ERROR;
-        } else {
-            path = argv[i];
-        }
-    }
-    if (!path) {
-        fprintf(stderr, "usage: ak info model.onnx [--json]\n");
-        return AK_EXIT_ERROR;
-    }
+    int json = 0, first;
+    const ak_opt opts[] = {
+        {"json", 0, AK_OPT_FLAG, &json, .help = "one JSON object instead of text"},
+        AK_OPT_END};
+    const ak_cli_cmd cmd = {.name = "info", .opts = opts};
+    int rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc != AK_CLI_CONTINUE) return rc;
+    if (first == argc) return ak_cli_usage_error(&cmd, "no model given");
+    if (argc - first > 1)
+        return ak_cli_usage_error(&cmd, "one model at a time ('%s' and '%s')", argv[first], argv[first + 1]);
+    const char *path = argv[first];
     ak_model *m;
     ak_status st = ak_onnx_load_file(path, &m);
     if (st != AK_OK) return ak_cli_report(path, st);
@@ -238,8 +231,9 @@ int ak_cli_info(int argc, char **argv) {
         ak_model_free(m);
         return ak_cli_report(path, st);
     }
-    if (json) print_json(path, m, &s, &f);
+    rc = AK_EXIT_OK;
+    if (json) rc = print_json(path, m, &s, &f) ? AK_EXIT_ERROR : AK_EXIT_OK;
     else print_text(path, m, &s, &f);
     ak_model_free(m);
-    return AK_EXIT_OK;
+    return rc;
 }

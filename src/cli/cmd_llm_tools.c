@@ -6,6 +6,7 @@
 
 #include "accelkit/infer.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "cli/llm_cli.h"
 
 static char *read_file(const char *path, size_t *len) {
@@ -62,28 +63,30 @@ static int print_ids(const ak_tokenizer *tok, const char *text, size_t len, int 
 
 int ak_cli_tokenize(int argc, char **argv) {
     const char *model = NULL, *text = NULL, *file = NULL;
-    int bos = 0;
-    for (int i = 1; i < argc; ++i) {
-        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) model = argv[++i];
-        else if (!strcmp(argv[i], "--file") && i + 1 < argc) file = argv[++i];
-        else if (!strcmp(argv[i], "--bos")) bos = 1;
-        else if (!text && argv[i][0] != '-') text = argv[i];
-        else return fprintf(stderr, "usage: ak tokenize -m MODEL_OR_VOCAB_GGUF (\"text\" | --file F) [--bos]\n"), AK_EXIT_ERROR;
-    }
-    if (!model || !text == !file)
-        return fprintf(stderr, "usage: ak tokenize -m MODEL_OR_VOCAB_GGUF (\"text\" | --file F) [--bos]\n"), AK_EXIT_ERROR;
+    int bos = 0, first;
+    const ak_opt opts[] = {
+        {"model", 'm', AK_OPT_STRING, &model, "MODEL", .help = "a model, or a GGUF file holding only a vocabulary (required)"},
+        {"file", 0, AK_OPT_STRING, &file, "F", .help = "tokenize the content of F instead of a text argument"},
+        {"bos", 0, AK_OPT_FLAG, &bos, .help = "start with the beginning-of-sequence token"},
+        AK_OPT_END};
+    const ak_cli_cmd cmd = {.name = "tokenize", .opts = opts};
+    int rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc != AK_CLI_CONTINUE) return rc;
+    if (argc - first > 1) return ak_cli_usage_error(&cmd, "one text at a time (quote it)");
+    if (first < argc) text = argv[first];
+    if (!model) return ak_cli_usage_error(&cmd, "-m MODEL is required");
+    if (!text == !file) return ak_cli_usage_error(&cmd, "give a text or --file F, one of them");
     ak_llm_model *m = NULL;
     ak_gguf *g = NULL;
     ak_tokenizer *own = NULL;
     const ak_tokenizer *tok = NULL;
     ak_status st = open_tokenizer(model, &m, &g, &own, &tok);
-    int rc;
     if (st != AK_OK) {
         rc = ak_cli_report(model, st);
     } else {
         size_t len = text ? strlen(text) : 0;
         char *content = file ? read_file(file, &len) : NULL;
-        rc = file && !content ? (fprintf(stderr, "ak tokenize: cannot read '%s'\n", file), AK_EXIT_ERROR)
+        rc = file && !content ? ak_cli_error("cannot read '%s'", file)
                               : print_ids(tok, file ? content : text, len, bos);
         free(content);
     }
@@ -112,15 +115,18 @@ static int save_logits(const char *path, const float *logits, size_t rows, int32
 int ak_cli_logits(int argc, char **argv) {
     const char *model = NULL, *ids_text = NULL, *out = NULL;
     long threads = 0;
-    for (int i = 1; i < argc; ++i) {
-        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) model = argv[++i];
-        else if (!strcmp(argv[i], "--ids") && i + 1 < argc) ids_text = argv[++i];
-        else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "-t") && ak_cli_flag_int(argc, argv, &i, 0, 1024, &threads) == 0) continue;
-        else model = NULL, i = argc;
-    }
-    if (!model || !ids_text || !out)
-        return fprintf(stderr, "usage: ak logits -m MODEL --ids \"1 2 3\" --out LOGITS.npy [-t threads]\n"), AK_EXIT_ERROR;
+    int first;
+    const ak_opt opts[] = {
+        {"model", 'm', AK_OPT_STRING, &model, "MODEL", .help = "GGUF file or Hugging Face folder (required)"},
+        {"ids", 0, AK_OPT_STRING, &ids_text, "\"1 2 3\"", .help = "the token ids of the prefill (required)"},
+        {"out", 0, AK_OPT_STRING, &out, "LOGITS.npy", .help = "where the float32 [n, vocab] logits go (required)"},
+        {"threads", 't', AK_OPT_INT, &threads, "N", .help = "threads (0: AK_NUM_THREADS or all cores)", .def = "0", .min = 0, .max = 1024},
+        AK_OPT_END};
+    const ak_cli_cmd cmd = {.name = "logits", .opts = opts};
+    int rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc != AK_CLI_CONTINUE) return rc;
+    if (first < argc) return ak_cli_usage_error(&cmd, "unexpected argument '%s'", argv[first]);
+    if (!model || !ids_text || !out) return ak_cli_usage_error(&cmd, "-m MODEL, --ids and --out are required");
     int32_t *ids;
     size_t n;
     if (ak_cli_parse_ids(ids_text, &ids, &n) != 0) return AK_EXIT_ERROR;
@@ -133,7 +139,7 @@ int ak_cli_logits(int argc, char **argv) {
     ak_llm_model_info info;
     ak_llm_model_get_info(m, &info);
     float *logits = malloc(n * (size_t)info.n_vocab * sizeof *logits);
-    int rc = AK_EXIT_ERROR;
+    rc = AK_EXIT_ERROR;
     if (logits && (st = ak_llm_model_logits(m, ids, n, logits, (int32_t)threads)) == AK_OK)
         rc = save_logits(out, logits, n, info.n_vocab);
     else if (logits)

@@ -1,25 +1,25 @@
 /* `ak plan` (training planner: search or evaluate parallel plans) and `ak mfu` (MFU and
  * HFU from a measured throughput). Arithmetic lives in src/plan/; this file parses
  * flags and prints. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "accelkit/plan.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
+#include "cli/cli_progress.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define MAX_TOP 1000
 
 typedef struct plan_args {
     const char *model, *cluster, *baseline;
-    size_t top, nodes, devices;
-    int json, list;
+    long top, nodes, devices, gbs;
+    int json, list, attention, tp_overlap;
     ak_plan_options opt;
     ak_plan_config want;
 } plan_args;
@@ -30,12 +30,6 @@ static int64_t cluster_devices(const ak_plan_cluster *c) {
     return devices;
 }
 
-static int usage_error(const char *cmd, const char *fmt, const char *detail) {
-    fprintf(stderr, "ak %s: ", cmd);
-    fprintf(stderr, fmt, detail);
-    fprintf(stderr, " (ak %s --help)\n", cmd);
-    return AK_EXIT_ERROR;
-}
 
 /* ---- plan fields: shared by the --tp style flags and --baseline "tp=8,pp=4" ---------- */
 
@@ -99,73 +93,86 @@ static int set_plan_field(ak_plan_config *c, const char *key, const char *value)
 /* "tp=8,pp=4,recompute=full" */
 static int parse_plan_spec(const char *spec, ak_plan_config *c) {
     char buf[512];
-    if (strlen(spec) >= sizeof(buf)) return usage_error("plan", "%s", "--baseline is too long");
+    if (strlen(spec) >= sizeof(buf)) return ak_cli_error("--baseline is too long");
     snprintf(buf, sizeof(buf), "%s", spec);
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(tok, '=');
-        if (!eq) return usage_error("plan", "--baseline: '%s' is not key=value", tok);
+        if (!eq) return ak_cli_error("--baseline: '%s' is not key=value", tok);
         *eq = '\0';
-        if (set_plan_field(c, tok, eq + 1) != 0) return usage_error("plan", "--baseline: bad field '%s'", tok);
+        if (set_plan_field(c, tok, eq + 1) != 0) return ak_cli_error("--baseline: bad field '%s'", tok);
     }
     return 0;
 }
 
 /* ---- argument parsing -------------------------------------------------------------- */
 
-static int parse_plan_option(plan_args *a, const char *flag, const char *value) {
-    size_t n;
-    if (!strcmp(flag, "--model")) return a->model = value, 0;
-    if (!strcmp(flag, "--cluster")) return a->cluster = value, 0;
-    if (!strcmp(flag, "--baseline")) return a->baseline = value, 0;
-    if (!strcmp(flag, "--attention")) {
-        if (strcmp(value, "flash") && strcmp(value, "standard")) return -1;
-        a->opt.flash_attention = strcmp(value, "flash") == 0;
-        return 0;
+/* The plan fields as flags (--tp 8): each sets its field of the wanted configuration. */
+#define PLAN_FIELD_PARSER(field, want)                                                    \
+    static const char *flag_##field(void *dest, char *value, ak_opt_more *more) {       \
+        (void)more;                                                                       \
+        return set_plan_field(dest, #field, value) == 0 ? NULL : want;                    \
     }
-    if (!strcmp(flag, "--gbs")) {
-        if (ak_cli_parse_size(value, &n) != 0 || n < 1 || n > 100000000) return -1;
-        a->opt.global_batch = (int64_t)n;
-        return 0;
-    }
-    if (!strcmp(flag, "--top")) return ak_cli_parse_size(value, &a->top) != 0 || a->top < 1 || a->top > MAX_TOP ? -1 : 0;
-    if (!strcmp(flag, "--nodes")) return ak_cli_parse_size(value, &a->nodes) != 0 || a->nodes < 1 ? -1 : 0;
-    if (!strcmp(flag, "--devices")) return ak_cli_parse_size(value, &a->devices) != 0 || a->devices < 1 ? -1 : 0;
-    if (!strncmp(flag, "--", 2)) {
-        int r = set_plan_field(&a->want, flag + 2, value);
-        return r == 1 ? -2 : r;
-    }
-    return -2;
-}
+PLAN_FIELD_PARSER(tp, "want an integer in [1, 1024]")
+PLAN_FIELD_PARSER(pp, "want an integer in [1, 100000]")
+PLAN_FIELD_PARSER(dp, "want an integer in [1, 100000000]")
+PLAN_FIELD_PARSER(vp, "want an integer in [1, 100000]")
+PLAN_FIELD_PARSER(mbs, "want an integer in [1, 1000000]")
+PLAN_FIELD_PARSER(sp, "want on or off")
+PLAN_FIELD_PARSER(recompute, "want none, selective, full, hybrid or hybrid:K")
+PLAN_FIELD_PARSER(zero, "want 0, 1, 2 or 3")
+PLAN_FIELD_PARSER(offload, "want none, optimizer or params")
+#undef PLAN_FIELD_PARSER
+
+static const char k_plan_notes[] =
+    "The plan flags (--tp ... --offload) fix that field; the others are searched.\n"
+    "PRESET names: ak plan --list. FILE: a JSON description (docs/planner.md).";
 
 static int parse_plan_args(int argc, char **argv, plan_args *a) {
     memset(a, 0, sizeof(*a));
-    a->top = 10;
     ak_plan_options_default(&a->opt);
     ak_plan_config_free_all(&a->want);
-    for (int i = 1; i < argc; i++) {
-        const char *flag = argv[i];
-        if (!strcmp(flag, "--json")) { a->json = 1; continue; }
-        if (!strcmp(flag, "--list")) { a->list = 1; continue; }
-        if (!strcmp(flag, "--tp-overlap")) { a->opt.tp_overlap = 1; continue; }
-        if (i + 1 >= argc) return usage_error("plan", "%s needs a value", flag);
-        int r = parse_plan_option(a, flag, argv[++i]);
-        if (r == -2) return usage_error("plan", "unknown option '%s'", flag);
-        if (r != 0) {
-            fprintf(stderr, "ak plan: bad value '%s' for %s (ak plan --help)\n", argv[i], flag);
-            return AK_EXIT_ERROR;
-        }
-    }
-    if (a->list) return 0;
-    if (!a->model || !a->cluster) return usage_error("plan", "%s", "--model and --cluster are required");
-    if (a->opt.global_batch < 1) return usage_error("plan", "%s", "--gbs (global batch in sequences) is required");
-    return 0;
+    a->attention = a->opt.flash_attention ? 0 : 1;
+    int first;
+    const ak_opt opts[] = {
+        {"model", 0, AK_OPT_STRING, &a->model, "PRESET|FILE", .help = "the model (required)"},
+        {"cluster", 0, AK_OPT_STRING, &a->cluster, "PRESET|FILE", .help = "the cluster (required)"},
+        {"gbs", 0, AK_OPT_INT, &a->gbs, "N", .help = "global batch in sequences (required)", .min = 1, .max = 100000000},
+        {"nodes", 0, AK_OPT_INT, &a->nodes, "N", .help = "resize a one-device-type cluster to N nodes", .min = 1, .max = 100000000},
+        {"devices", 0, AK_OPT_INT, &a->devices, "N", .help = "resize a one-device-type cluster to N devices", .min = 1, .max = 100000000},
+        {"top", 0, AK_OPT_INT, &a->top, "K", .help = "plans listed", .def = "10", .min = 1, .max = MAX_TOP},
+        {"tp", 0, AK_OPT_CUSTOM, &a->want, "T", .help = "tensor-parallel size", .parse = flag_tp},
+        {"pp", 0, AK_OPT_CUSTOM, &a->want, "P", .help = "pipeline stages", .parse = flag_pp},
+        {"dp", 0, AK_OPT_CUSTOM, &a->want, "D", .help = "data-parallel size", .parse = flag_dp},
+        {"vp", 0, AK_OPT_CUSTOM, &a->want, "V", .help = "virtual pipeline stages per device", .parse = flag_vp},
+        {"mbs", 0, AK_OPT_CUSTOM, &a->want, "M", .help = "micro-batch size", .parse = flag_mbs},
+        {"sp", 0, AK_OPT_CUSTOM, &a->want, "on|off", .help = "sequence parallelism", .parse = flag_sp},
+        {"recompute", 0, AK_OPT_CUSTOM, &a->want, "none|selective|full|hybrid:K", .help = "activation recomputation (hybrid:K: K layers in full)", .parse = flag_recompute},
+        {"zero", 0, AK_OPT_CUSTOM, &a->want, "0-3", .help = "ZeRO stage", .parse = flag_zero},
+        {"offload", 0, AK_OPT_CUSTOM, &a->want, "none|optimizer|params", .help = "offload to host memory", .parse = flag_offload},
+        {"attention", 0, AK_OPT_ENUM, &a->attention, .choices = "flash|standard", .help = "attention kernel the step uses", .def = "flash"},
+        {"tp-overlap", 0, AK_OPT_FLAG, &a->tp_overlap, .help = "tensor-parallel communication overlaps the GEMMs"},
+        {"baseline", 0, AK_OPT_STRING, &a->baseline, "'tp=..,pp=..'", .help = "also evaluate this plan and explain how the best one differs"},
+        {"json", 0, AK_OPT_FLAG, &a->json, .help = "one JSON object instead of text"},
+        {"list", 0, AK_OPT_FLAG, &a->list, .help = "list the model and cluster presets"},
+        AK_OPT_END};
+    const ak_cli_cmd cmd = {.name = "plan", .opts = opts, .notes = k_plan_notes};
+    int rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc != AK_CLI_CONTINUE) return rc;
+    if (first < argc) return ak_cli_usage_error(&cmd, "unexpected argument '%s'", argv[first]);
+    a->opt.flash_attention = a->attention == 0;
+    a->opt.tp_overlap = a->tp_overlap;
+    a->opt.global_batch = a->gbs;
+    if (a->list) return AK_CLI_CONTINUE;
+    if (!a->model || !a->cluster) return ak_cli_usage_error(&cmd, "--model and --cluster are required");
+    if (a->opt.global_batch < 1) return ak_cli_usage_error(&cmd, "--gbs (global batch in sequences) is required");
+    return AK_CLI_CONTINUE;
 }
 
 /* --nodes / --devices resize a single-device-type cluster. */
 static int resize_cluster(const plan_args *a, ak_plan_cluster *c) {
     if (!a->nodes && !a->devices) return 0;
-    if (c->ngroups != 1) return usage_error("plan", "%s", "--nodes/--devices need a cluster of one device type");
+    if (c->ngroups != 1) return ak_cli_error("--nodes/--devices need a cluster of one device type");
     ak_plan_group *g = &c->groups[0];
     if (a->nodes) g->nodes = (int64_t)a->nodes;
     if (a->devices && (int64_t)a->devices < g->devices_per_node) {
@@ -173,9 +180,8 @@ static int resize_cluster(const plan_args *a, ak_plan_cluster *c) {
         g->nodes = 1;
     } else if (a->devices) {
         if ((int64_t)a->devices % g->devices_per_node != 0) {
-            fprintf(stderr, "ak plan: --devices %zu is not a multiple of the %lld devices per node\n", a->devices,
-                    (long long)g->devices_per_node);
-            return AK_EXIT_ERROR;
+            return ak_cli_error("--devices %ld is not a multiple of the %lld devices per node", a->devices,
+                                (long long)g->devices_per_node);
         }
         g->nodes = (int64_t)a->devices / g->devices_per_node;
     }
@@ -305,16 +311,11 @@ static void print_json(const plan_args *a, const ak_plan_model *m, const ak_plan
         cJSON_AddItemToObject(root, "baseline", result_object(base));
         cJSON_AddNumberToObject(root, "speedup_vs_baseline", base->time_per_iter_s / best[0].time_per_iter_s);
     }
-    char *text = cJSON_PrintUnformatted(root);
-    printf("%s\n", text ? text : "{}");
-    free(text);
-    cJSON_Delete(root);
+    ak_cli_print_json(root);
 }
 
 static void print_progress(double fraction, void *user) {
-    (void)user;
-    fprintf(stderr, "\rak plan: searching %3.0f%%%s", 100.0 * fraction, fraction >= 1.0 ? "\r                       \r" : "");
-    fflush(stderr);
+    ak_cli_progress_update(user, fraction, NULL);
 }
 
 static int list_presets(void) {
@@ -346,7 +347,7 @@ static int evaluate_baseline(const plan_args *a, const ak_plan_model *m, const a
     if (parse_plan_spec(a->baseline, &want) != 0) return AK_EXIT_ERROR;
     size_t n = 1;
     ak_status st = ak_plan_search(m, c, &a->opt, &want, out, &n, NULL, NULL, NULL);
-    if (st != AK_OK) return ak_cli_report("plan --baseline", st);
+    if (st != AK_OK) return ak_cli_report("--baseline", st);
     if (n == 0) {
         fprintf(stderr, "ak plan: the baseline '%s' is not possible or does not fit in memory\n", a->baseline);
         return AK_EXIT_FAIL;
@@ -367,14 +368,16 @@ static int report_no_plan(const ak_plan_search_stats *st, const ak_plan_cluster 
 }
 
 static int run_plan(const plan_args *a, const ak_plan_model *m, const ak_plan_cluster *c) {
-    ak_plan_result *best = calloc(a->top, sizeof(*best)), base;
-    if (!best) return ak_cli_report("plan", AK_ERR_NO_MEMORY);
-    size_t n = a->top;
+    ak_plan_result *best = calloc((size_t)a->top, sizeof(*best)), base;
+    if (!best) return ak_cli_report("search", AK_ERR_NO_MEMORY);
+    size_t n = (size_t)a->top;
     ak_plan_search_stats st;
-    int tty = !a->json && isatty(STDERR_FILENO);
-    ak_status s = ak_plan_search(m, c, &a->opt, &a->want, best, &n, &st, tty ? print_progress : NULL, NULL);
+    ak_cli_progress progress;
+    ak_cli_progress_begin(&progress, "ak plan: searching");
+    ak_status s = ak_plan_search(m, c, &a->opt, &a->want, best, &n, &st, print_progress, &progress);
+    ak_cli_progress_end(&progress);
     int rc = AK_EXIT_OK;
-    if (s != AK_OK) rc = ak_cli_report("plan", s);
+    if (s != AK_OK) rc = ak_cli_report("search", s);
     else if (n == 0) rc = report_no_plan(&st, c);
     else if (a->baseline && (rc = evaluate_baseline(a, m, c, &base)) != 0) {}
     else if (a->json) print_json(a, m, c, best, n, &st, a->baseline ? &base : NULL);
@@ -391,15 +394,15 @@ static int run_plan(const plan_args *a, const ak_plan_model *m, const ak_plan_cl
 int ak_cli_plan(int argc, char **argv) {
     plan_args a;
     int rc = parse_plan_args(argc, argv, &a);
-    if (rc != 0) return rc;
+    if (rc != AK_CLI_CONTINUE) return rc;
     if (a.list) return list_presets();
     ak_plan_model m;
     ak_plan_cluster c;
     ak_status st = ak_plan_model_load(a.model, &m);
-    if (st != AK_OK) return ak_cli_report("plan --model", st);
-    if ((st = ak_plan_cluster_load(a.cluster, &c)) != AK_OK) return ak_cli_report("plan --cluster", st);
+    if (st != AK_OK) return ak_cli_report("--model", st);
+    if ((st = ak_plan_cluster_load(a.cluster, &c)) != AK_OK) return ak_cli_report("--cluster", st);
     if ((rc = resize_cluster(&a, &c)) != 0) return rc;
-    if ((st = ak_plan_cluster_check(&c)) != AK_OK) return ak_cli_report("plan --nodes/--devices", st);
+    if ((st = ak_plan_cluster_check(&c)) != AK_OK) return ak_cli_report("--nodes/--devices", st);
     return run_plan(&a, &m, &c);
 }
 
@@ -407,75 +410,60 @@ int ak_cli_plan(int argc, char **argv) {
 
 typedef struct mfu_args {
     const char *model, *cluster;
-    size_t devices, gbs;
+    long devices, gbs;
     double tokens_per_s, step_time;
-    int json, flash;
-    ak_plan_recompute recompute;
+    int json, attention, recompute;
 } mfu_args;
 
-static int parse_positive(const char *text, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || *end || !(v > 0.0) || !isfinite(v)) return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_mfu_option(mfu_args *a, const char *flag, const char *value) {
-    if (!strcmp(flag, "--model")) return a->model = value, 0;
-    if (!strcmp(flag, "--cluster")) return a->cluster = value, 0;
-    if (!strcmp(flag, "--devices")) return ak_cli_parse_size(value, &a->devices) != 0 || a->devices < 1 ? -1 : 0;
-    if (!strcmp(flag, "--gbs")) return ak_cli_parse_size(value, &a->gbs) != 0 || a->gbs < 1 ? -1 : 0;
-    if (!strcmp(flag, "--tokens-per-s")) return parse_positive(value, &a->tokens_per_s);
-    if (!strcmp(flag, "--step-time")) return parse_positive(value, &a->step_time);
-    if (!strcmp(flag, "--attention")) {
-        if (strcmp(value, "flash") && strcmp(value, "standard")) return -1;
-        return a->flash = strcmp(value, "flash") == 0, 0;
-    }
-    if (!strcmp(flag, "--recompute")) {
-        ak_plan_config c;
-        if (parse_recompute(value, &c) != 0 || c.recompute == AK_PLAN_RECOMPUTE_HYBRID) return -1;
-        return a->recompute = c.recompute, 0;
-    }
-    return -2;
+static const char *parse_positive(void *dest, char *value, ak_opt_more *more) {
+    double v;
+    (void)more;
+    if (ak_cli_parse_double(value, &v) != 0 || !(v > 0.0)) return "want a positive number";
+    *(double *)dest = v;
+    return NULL;
 }
 
 static int parse_mfu_args(int argc, char **argv, mfu_args *a) {
     memset(a, 0, sizeof(*a));
-    a->flash = 1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) { a->json = 1; continue; }
-        if (i + 1 >= argc) return usage_error("mfu", "%s needs a value", argv[i]);
-        int r = parse_mfu_option(a, argv[i], argv[i + 1]);
-        if (r == -2) return usage_error("mfu", "unknown option '%s'", argv[i]);
-        if (r != 0) {
-            fprintf(stderr, "ak mfu: bad value '%s' for %s (ak mfu --help)\n", argv[i + 1], argv[i]);
-            return AK_EXIT_ERROR;
-        }
-        i++;
-    }
+    int first;
+    const ak_opt opts[] = {
+        {"model", 0, AK_OPT_STRING, &a->model, "PRESET|FILE", .help = "the model (required)"},
+        {"cluster", 0, AK_OPT_STRING, &a->cluster, "PRESET|FILE", .help = "the cluster: its device's peak FLOP/s (required)"},
+        {"devices", 0, AK_OPT_INT, &a->devices, "N", .help = "devices the throughput was measured on (required)", .min = 1, .max = 100000000},
+        {"tokens-per-s", 0, AK_OPT_CUSTOM, &a->tokens_per_s, "X", .help = "measured tokens per second, all devices together", .parse = parse_positive},
+        {"step-time", 0, AK_OPT_CUSTOM, &a->step_time, "S", .help = "measured seconds per step (with --gbs)", .parse = parse_positive},
+        {"gbs", 0, AK_OPT_INT, &a->gbs, "N", .help = "sequences per step (with --step-time)", .min = 1, .max = 100000000},
+        {"recompute", 0, AK_OPT_ENUM, &a->recompute, .choices = "none|selective|full", .help = "activation recomputation (hardware FLOPs)", .def = "none"},
+        {"attention", 0, AK_OPT_ENUM, &a->attention, .choices = "flash|standard", .help = "attention kernel", .def = "flash"},
+        {"json", 0, AK_OPT_FLAG, &a->json, .help = "one JSON object instead of text"},
+        AK_OPT_END};
+    const ak_cli_cmd cmd = {.name = "mfu", .opts = opts};
+    int rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc != AK_CLI_CONTINUE) return rc;
+    if (first < argc) return ak_cli_usage_error(&cmd, "unexpected argument '%s'", argv[first]);
     if (!a->model || !a->cluster || !a->devices)
-        return usage_error("mfu", "%s", "--model, --cluster and --devices are required");
+        return ak_cli_usage_error(&cmd, "--model, --cluster and --devices are required");
     if ((a->tokens_per_s > 0) == (a->step_time > 0))
-        return usage_error("mfu", "%s", "give either --tokens-per-s or --step-time (with --gbs)");
-    if (a->step_time > 0 && !a->gbs) return usage_error("mfu", "%s", "--step-time needs --gbs (sequences per step)");
-    return 0;
+        return ak_cli_usage_error(&cmd, "give either --tokens-per-s or --step-time (with --gbs)");
+    if (a->step_time > 0 && !a->gbs) return ak_cli_usage_error(&cmd, "--step-time needs --gbs (sequences per step)");
+    return AK_CLI_CONTINUE;
 }
 
 int ak_cli_mfu(int argc, char **argv) {
     mfu_args a;
     int rc = parse_mfu_args(argc, argv, &a);
-    if (rc != 0) return rc;
+    if (rc != AK_CLI_CONTINUE) return rc;
     ak_plan_model m;
     ak_plan_cluster c;
     ak_status st = ak_plan_model_load(a.model, &m);
-    if (st != AK_OK) return ak_cli_report("mfu --model", st);
-    if ((st = ak_plan_cluster_load(a.cluster, &c)) != AK_OK) return ak_cli_report("mfu --cluster", st);
+    if (st != AK_OK) return ak_cli_report("--model", st);
+    if ((st = ak_plan_cluster_load(a.cluster, &c)) != AK_OK) return ak_cli_report("--cluster", st);
     double tokens = a.tokens_per_s > 0 ? a.tokens_per_s : (double)a.gbs * (double)m.seq_len / a.step_time;
     double mfu, hfu, model_flops, hw_flops;
-    if ((st = ak_plan_mfu(&m, &c, (int64_t)a.devices, tokens, a.recompute, a.flash, &mfu, &hfu)) != AK_OK ||
-        (st = ak_plan_flops(&m, 1.0, a.recompute, 0.0, a.flash, &model_flops, &hw_flops)) != AK_OK)
+    ak_plan_recompute recompute = (ak_plan_recompute)a.recompute;
+    int flash = a.attention == 0;
+    if ((st = ak_plan_mfu(&m, &c, (int64_t)a.devices, tokens, recompute, flash, &mfu, &hfu)) != AK_OK ||
+        (st = ak_plan_flops(&m, 1.0, recompute, 0.0, flash, &model_flops, &hw_flops)) != AK_OK)
         return ak_cli_report("mfu", st);
     double per_device = tokens * hw_flops / (double)m.seq_len / (double)a.devices / 1e12;
     if (a.json) {
@@ -487,12 +475,9 @@ int ak_cli_mfu(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "tflops_per_device", per_device);
         cJSON_AddNumberToObject(o, "mfu", mfu);
         cJSON_AddNumberToObject(o, "hfu", hfu);
-        char *text = cJSON_PrintUnformatted(o);
-        printf("%s\n", text ? text : "{}");
-        free(text);
-        cJSON_Delete(o);
+        return ak_cli_print_json(o) ? AK_EXIT_ERROR : AK_EXIT_OK;
     } else {
-        printf("model %s on %zu x %s: %.0f tokens/s, %.4g model FLOP per token\n", m.name, a.devices,
+        printf("model %s on %ld x %s: %.0f tokens/s, %.4g model FLOP per token\n", m.name, a.devices,
                c.groups[0].device, tokens, model_flops / (double)m.seq_len);
         printf("MFU %.1f %%  HFU %.1f %%  (%.1f TFLOP/s per device of hardware work, recompute %s)\n", 100 * mfu,
                100 * hfu, per_device, (const char *[]){"none", "selective", "full"}[a.recompute]);

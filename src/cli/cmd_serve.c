@@ -9,51 +9,49 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "cli/llm_cli.h"
 #include "core/check.h"
 #include "llm/server/server.h"
 
 typedef struct serve_args {
     const char *model, *draft, *host, *hooks, *chat_format, *name;
-    long port, threads, max_seqs, ctx, max_body, max_concurrent, gamma, ngram, kv_mib;
+    long port, threads, max_seqs, ctx, max_concurrent, gamma, ngram, kv_mib;
+    size_t max_body;
     int kv_f32, mmap;
 } serve_args;
 
-static int usage(void) {
-    fprintf(stderr,
-            "usage: ak serve MODEL [--draft M] [--host 127.0.0.1] [--port 8080] [-t threads] "
-            "[--max-seqs N] [--ctx N] [--kv-mib MiB] [--kv-f32] [--mmap] [--gamma 4] [--ngram N] "
-            "[--hooks lib.so] [--chat-format NAME] [--name ID] [--max-body BYTES] "
-            "[--max-concurrent N]\n");
-    return AK_EXIT_ERROR;
-}
-
-static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
-    static const char *const names[] = {"-m",      "--model",       "--draft", "--host",
-                                        "--hooks", "--chat-format", "--name"};
-    const char **strs[] = {&a->model, &a->model,       &a->draft, &a->host,
-                           &a->hooks, &a->chat_format, &a->name};
-    const char *f = argv[*i];
-    for (size_t k = 0; k < sizeof names / sizeof names[0]; ++k)
-        if (!strcmp(f, names[k]) && *i + 1 < argc) {
-            *strs[k] = argv[++*i];
-            return 0;
-        }
-    if (!strcmp(f, "--port")) return ak_cli_flag_int(argc, argv, i, 0, 65535, &a->port);
-    if (!strcmp(f, "-t")) return ak_cli_flag_int(argc, argv, i, 0, 1024, &a->threads);
-    if (!strcmp(f, "--max-seqs")) return ak_cli_flag_int(argc, argv, i, 1, 4096, &a->max_seqs);
-    if (!strcmp(f, "--ctx")) return ak_cli_flag_int(argc, argv, i, 0, 1 << 24, &a->ctx);
-    if (!strcmp(f, "--kv-mib")) return ak_cli_flag_int(argc, argv, i, 0, 1 << 20, &a->kv_mib);
-    if (!strcmp(f, "--gamma")) return ak_cli_flag_int(argc, argv, i, 0, 16, &a->gamma);
-    if (!strcmp(f, "--ngram")) return ak_cli_flag_int(argc, argv, i, 0, 16, &a->ngram);
-    if (!strcmp(f, "--max-body")) return ak_cli_flag_int(argc, argv, i, 64, LONG_MAX, &a->max_body);
-    if (!strcmp(f, "--max-concurrent"))
-        return ak_cli_flag_int(argc, argv, i, 1, 4096, &a->max_concurrent);
-    if (!strcmp(f, "--kv-f32")) return a->kv_f32 = 1, 0;
-    if (!strcmp(f, "--mmap")) return a->mmap = 1, 0;
-    if (f[0] != '-' && !a->model) return a->model = f, 0;
-    fprintf(stderr, "ak serve: unknown or incomplete option '%s'\n", f);
-    return -1;
+/* Parses the flags into a; AK_CLI_CONTINUE or an exit code. */
+static int parse_args(int argc, char **argv, serve_args *a) {
+    const char *model_flag = NULL;
+    int first;
+    const ak_opt opts[] = {
+        {"model", 'm', AK_OPT_STRING, &model_flag, "MODEL", .help = "GGUF file or Hugging Face folder (or as the operand)"},
+        {"host", 0, AK_OPT_STRING, &a->host, "ADDR", .help = "address to listen on", .def = "127.0.0.1"},
+        {"port", 0, AK_OPT_INT, &a->port, "PORT", .help = "port (0: any free one)", .def = "8080", .min = 0, .max = 65535},
+        {"threads", 't', AK_OPT_INT, &a->threads, "N", .help = "threads (0: AK_NUM_THREADS or all cores)", .def = "0", .min = 0, .max = 1024},
+        {"max-seqs", 0, AK_OPT_INT, &a->max_seqs, "N", .help = "sequences decoded together (default: the engine's)", .min = 1, .max = 4096},
+        {"ctx", 0, AK_OPT_INT, &a->ctx, "N", .help = "context length per sequence (0: the model's)", .def = "0", .min = 0, .max = 1 << 24},
+        {"kv-mib", 0, AK_OPT_INT, &a->kv_mib, "MiB", .help = "KV cache size (0: the engine's choice)", .def = "0", .min = 0, .max = 1 << 20},
+        {"kv-f32", 0, AK_OPT_FLAG, &a->kv_f32, .help = "f32 KV cache (default: f16)"},
+        {"mmap", 0, AK_OPT_FLAG, &a->mmap, .help = "map the weights instead of reading them"},
+        {"draft", 0, AK_OPT_STRING, &a->draft, "MODEL", .help = "speculative decoding with this draft model"},
+        {"gamma", 0, AK_OPT_INT, &a->gamma, "G", .help = "draft tokens per step (default: the engine's)", .min = 0, .max = 16},
+        {"ngram", 0, AK_OPT_INT, &a->ngram, "N", .help = "speculative decoding from N-grams of the context (0: off)", .def = "0", .min = 0, .max = 16},
+        {"hooks", 0, AK_OPT_STRING, &a->hooks, "LIB.so", .help = "pre/post-processing hooks from a shared library"},
+        {"chat-format", 0, AK_OPT_STRING, &a->chat_format, "NAME", .help = "chat template (default: the model's)"},
+        {"name", 0, AK_OPT_STRING, &a->name, "ID", .help = "model id clients see (default: the file or folder name)"},
+        {"max-body", 0, AK_OPT_SIZE, &a->max_body, "BYTES", .help = "largest request body (default: the server's)", .min = 64, .max = 1e15},
+        {"max-concurrent", 0, AK_OPT_INT, &a->max_concurrent, "N", .help = "requests served at once, more wait (default: the server's)", .min = 1, .max = 4096},
+        AK_OPT_END};
+    const ak_cli_cmd cmd = {.name = "serve", .opts = opts};
+    int rc = ak_cli_parse(&cmd, argc, argv, &first);
+    if (rc != AK_CLI_CONTINUE) return rc;
+    if (argc - first > 1) return ak_cli_usage_error(&cmd, "one model only ('%s' and '%s')", argv[first], argv[first + 1]);
+    a->model = first < argc ? argv[first] : model_flag;
+    if (first < argc && model_flag) return ak_cli_usage_error(&cmd, "the model is given twice");
+    if (!a->model) return ak_cli_usage_error(&cmd, "no model given");
+    return AK_CLI_CONTINUE;
 }
 
 /* The model id clients see: --name, else the file or folder name. */
@@ -104,7 +102,7 @@ static ak_status start_server(const serve_args *a, serve_state *s) {
     ak__server_options o = AK__SERVER_OPTIONS_INIT;
     o.host = a->host;
     o.port = (int)a->port;
-    if (a->max_body) o.max_body = (size_t)a->max_body;
+    if (a->max_body) o.max_body = a->max_body;
     if (a->max_concurrent) o.max_concurrent = (int32_t)a->max_concurrent;
     o.chat_format = a->chat_format;
     o.hooks = a->hooks ? &s->hooks : NULL;
@@ -132,10 +130,9 @@ static void stop_all(serve_state *s) {
 }
 
 int ak_cli_serve(int argc, char **argv) {
-    serve_args a = {.host = "127.0.0.1", .port = 8080, .gamma = -1};
-    for (int i = 1; i < argc; ++i)
-        if (parse_flag(argc, argv, &i, &a) != 0) return usage();
-    if (!a.model) return usage();
+    serve_args a = {.gamma = -1};
+    int rc = parse_args(argc, argv, &a);
+    if (rc != AK_CLI_CONTINUE) return rc;
     /* every thread started from here on inherits the mask; this one waits for the signal.
      * A shell starts background jobs with SIGINT ignored, and an ignored signal never
      * reaches sigwait: take it back so `kill -INT` stops the server too. */
@@ -151,7 +148,7 @@ int ak_cli_serve(int argc, char **argv) {
     ak_status st = start_engine(&a, &s);
     if (st == AK_OK) st = start_server(&a, &s);
     if (st != AK_OK) {
-        int rc = ak_cli_report("serve", st);
+        rc = ak_cli_report("start", st);
         stop_all(&s);
         return rc;
     }

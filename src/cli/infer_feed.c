@@ -21,7 +21,7 @@ int ak_feed_add_dim(ak_feed *f, const char *arg) {
     const char *eq = strchr(arg, '=');
     size_t v;
     if (!eq || eq == arg || ak_cli_parse_size(eq + 1, &v) || f->num_dim_values == 16) {
-        fprintf(stderr, "ak: --dim expects name=value, got '%s'\n", arg);
+        ak_cli_error("--dim expects name=value, got '%s'", arg);
         return -1;
     }
     f->dim_values[f->num_dim_values].name = strndup(arg, (size_t)(eq - arg));
@@ -37,7 +37,7 @@ static int ends_with(const char *s, const char *suffix) {
 /* Reads one tensor file and feeds it as `name` (NULL: the name inside the file). */
 static int add_path(ak_feed *f, const char *name, const char *path) {
     if (f->n == AK_FEED_MAX) {
-        fprintf(stderr, "ak: more than %d inputs\n", AK_FEED_MAX);
+        ak_cli_error("more than %d inputs", AK_FEED_MAX);
         return -1;
     }
     ak_tensor_file *tf;
@@ -58,7 +58,7 @@ static int add_path(ak_feed *f, const char *name, const char *path) {
 int ak_feed_add_file(ak_feed *f, const char *arg) {
     const char *eq = strchr(arg, '=');
     if (!eq || eq == arg) {
-        fprintf(stderr, "ak: --input expects name=file.npy, got '%s'\n", arg);
+        ak_cli_error("--input expects name=file.npy, got '%s'", arg);
         return -1;
     }
     char *name = strndup(arg, (size_t)(eq - arg));
@@ -84,7 +84,7 @@ static int add_numbered(ak_feed *f, const ak_model *m, const char *dir, const ch
         if (access(path, F_OK) != 0) return 0;
         ak_value_info info;
         if (k >= count || value(m, k, &info) != AK_OK) {
-            fprintf(stderr, "ak: %s: the model has only %zu %ss\n", path, count, prefix);
+            ak_cli_error("%s: the model has only %zu %ss", path, count, prefix);
             return -1;
         }
         if (add_path(f, info.name, path)) return -1;
@@ -137,8 +137,8 @@ static void fill(void *data, ak_elem_type type, size_t n, unsigned *state) {
 
 static int make_input(ak_feed *f, const ak_value_info *v, unsigned *state) {
     if (v->kind != AK_VALUE_TENSOR || !ak_elem_type_size(v->type) || v->rank < 0) {
-        fprintf(stderr, "ak: input '%s' has no declared tensor type and shape; feed it with "
-                        "--input\n", v->name);
+        ak_cli_error("input '%s' has no declared tensor type and shape; feed it with "
+                        "--input", v->name);
         return -1;
     }
     size_t n = 1, k = f->n;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "cli/llm_cli.h"
 
 int ak_cli_parse_ids(const char *text, int32_t **ids, size_t *n) {
@@ -18,7 +19,7 @@ int ak_cli_parse_ids(const char *text, int32_t **ids, size_t *n) {
         char *end;
         long x = strtol(p, &end, 10);
         if (end == p || x < 0 || x > INT32_MAX) {
-            fprintf(stderr, "ak: bad token id near '%.16s' (want non-negative integers)\n", p);
+            ak_cli_error("bad token id near '%.16s' (want non-negative integers)", p);
             free(v);
             return -1;
         }
@@ -46,67 +47,30 @@ int ak_cli_encode(const ak_tokenizer *tok, const char *text, int add_special, in
     return 0;
 }
 
-int ak_cli_flag_int(int argc, char **argv, int *i, long lo, long hi, long *out) {
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "ak: %s needs a value\n", argv[*i]);
-        return -1;
-    }
-    char *end;
-    long v = strtol(argv[*i + 1], &end, 10);
-    if (*end || end == argv[*i + 1] || v < lo || v > hi) {
-        fprintf(stderr, "ak: %s '%s' is not an integer in [%ld, %ld]\n", argv[*i], argv[*i + 1], lo, hi);
-        return -1;
-    }
-    *out = v;
-    ++*i;
-    return 0;
+void ak_cli_sampling_opts(ak_cli_sampling *s, ak_opt *rows) {
+    const ak_opt table[AK_CLI_SAMPLING_OPTS] = {
+        {"temp", 0, AK_OPT_DOUBLE, &s->temp, "T", .help = "sampling temperature (0: greedy)", .def = "1"},
+        {"top-k", 0, AK_OPT_INT, &s->top_k, "K", .help = "keep the K most likely tokens (0: off)", .def = "0", .min = 0, .max = INT32_MAX},
+        {"top-p", 0, AK_OPT_DOUBLE, &s->top_p, "P", .help = "nucleus mass (1: off)", .def = "1"},
+        {"min-p", 0, AK_OPT_DOUBLE, &s->min_p, "P", .help = "drop tokens below P times the top one's probability (0: off)", .def = "0"},
+        {"repeat-penalty", 0, AK_OPT_DOUBLE, &s->repeat_penalty, "R", .help = "penalty of tokens of prompt and output (1: off)", .def = "1"},
+        {"presence-penalty", 0, AK_OPT_DOUBLE, &s->presence_penalty, "X", .help = "subtracted once per token already generated (0: off)", .def = "0"},
+        {"frequency-penalty", 0, AK_OPT_DOUBLE, &s->frequency_penalty, "X", .help = "subtracted per occurrence in the output (0: off)", .def = "0"},
+        {"seed", 0, AK_OPT_INT, &s->seed, "S", .help = "random seed: same seed and inputs, same tokens", .def = "0", .min = 0, .max = LONG_MAX},
+        {"logprobs", 0, AK_OPT_INT, &s->logprobs, "N", .help = "top-N log-probabilities per token", .def = "0", .min = 0, .max = 20},
+    };
+    memcpy(rows, table, sizeof table);
 }
 
-int ak_cli_flag_double(int argc, char **argv, int *i, double *out) {
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "ak: %s needs a value\n", argv[*i]);
-        return -1;
-    }
-    char *end;
-    double v = strtod(argv[*i + 1], &end);
-    if (*end || end == argv[*i + 1]) {
-        fprintf(stderr, "ak: %s '%s' is not a number\n", argv[*i], argv[*i + 1]);
-        return -1;
-    }
-    *out = v;
-    ++*i;
-    return 0;
-}
-
-int ak_cli_sampling_flag(int argc, char **argv, int *i, ak_sampling_params *p) {
-    static const char *const reals[] = {"--temp", "--top-p", "--min-p", "--repeat-penalty",
-                                        "--presence-penalty", "--frequency-penalty"};
-    float *const targets[] = {&p->temperature, &p->top_p, &p->min_p, &p->repetition_penalty,
-                              &p->presence_penalty, &p->frequency_penalty};
-    const char *a = argv[*i];
-    for (size_t k = 0; k < sizeof reals / sizeof reals[0]; ++k) {
-        if (strcmp(a, reals[k]) != 0) continue;
-        double v;
-        if (ak_cli_flag_double(argc, argv, i, &v) != 0) return -1;
-        *targets[k] = (float)v;
-        return 1;
-    }
-    long v;
-    if (strcmp(a, "--top-k") == 0) {
-        if (ak_cli_flag_int(argc, argv, i, 0, INT32_MAX, &v) != 0) return -1;
-        p->top_k = (int32_t)v;
-        return 1;
-    }
-    if (strcmp(a, "--seed") == 0) {
-        if (ak_cli_flag_int(argc, argv, i, 0, INT64_MAX > LONG_MAX ? LONG_MAX : INT64_MAX, &v) != 0)
-            return -1;
-        p->seed = (uint64_t)v;
-        return 1;
-    }
-    if (strcmp(a, "--logprobs") == 0) {
-        if (ak_cli_flag_int(argc, argv, i, 0, 20, &v) != 0) return -1;
-        p->n_logprobs = (int32_t)v;
-        return 1;
-    }
-    return 0;
+void ak_cli_sampling_apply(const ak_cli_sampling *s, ak_sampling_params *p) {
+    ak_sampling_params_default(p);
+    p->temperature = (float)s->temp;
+    p->top_k = (int32_t)s->top_k;
+    p->top_p = (float)s->top_p;
+    p->min_p = (float)s->min_p;
+    p->repetition_penalty = (float)s->repeat_penalty;
+    p->presence_penalty = (float)s->presence_penalty;
+    p->frequency_penalty = (float)s->frequency_penalty;
+    p->seed = (uint64_t)s->seed;
+    p->n_logprobs = (int32_t)s->logprobs;
 }

@@ -47,15 +47,13 @@ static const cli_entry *find(const cli_entry *entries, size_t n, const char *nam
     return NULL;
 }
 
-static int run_entry(const cli_entry *e, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0) break;
-        if (is_help(argv[i]) && e->run != ak_cli_bench) {
-            printf("usage: %s\n%s\n", e->usage, e->summary);
-            return AK_EXIT_OK;
-        }
-    }
-    return e->run(argc, argv);
+int ak__cli_lookup(const char *name, const char **usage, const char **summary) {
+    const cli_entry *e = NULL;
+    if (strncmp(name, "bench ", 6) == 0) e = find(bench_domains, COUNT(bench_domains), name + 6);
+    else e = find(commands, COUNT(commands), name);
+    if (!e) return -1;
+    *usage = e->usage, *summary = e->summary;
+    return 0;
 }
 
 int ak_cli_bench(int argc, char **argv) {
@@ -63,10 +61,8 @@ int ak_cli_bench(int argc, char **argv) {
         FILE *out = argc < 2 ? stderr : stdout;
         fprintf(out, "usage: ak bench <domain> [options]\n\ndomains:\n");
         print_entries(out, bench_domains, COUNT(bench_domains));
-        fprintf(out, "  %-10s %s\n", "MODEL.onnx",
-                "ak bench model.onnx [-t threads] [-n iters] [-w warmup] [--dim name=value] "
-                "[--input name=x.npy] [--json]: load time, latency p50/p90/p99, throughput "
-                "(AK_PROFILE=1 adds time per operator type)");
+        fprintf(out, "  %-10s %s\n", "MODEL.onnx", ak__bench_model_summary);
+        fprintf(out, "\n(ak bench <domain> --help lists its options)\n");
         return argc < 2 ? AK_EXIT_ERROR : AK_EXIT_OK;
     }
     const cli_entry *e = find(bench_domains, COUNT(bench_domains), argv[1]);
@@ -77,7 +73,7 @@ int ak_cli_bench(int argc, char **argv) {
         fprintf(stderr, "ak bench: unknown domain '%s' (ak bench --help lists them)\n", argv[1]);
         return AK_EXIT_ERROR;
     }
-    return run_entry(e, argc - 1, argv + 1);
+    return e->run(argc - 1, argv + 1);
 }
 
 int main(int argc, char **argv) {
@@ -95,5 +91,5 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ak: unknown command '%s' (ak --help lists them)\n", argv[1]);
         return AK_EXIT_ERROR;
     }
-    return run_entry(e, argc - 1, argv + 1);
+    return e->run(argc - 1, argv + 1);
 }

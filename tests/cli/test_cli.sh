@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Integration tests of the `ak` command: help, version, sysinfo, config, bench, and the
-# error paths (unknown command/option, bad AK_ISA) with their exit codes.
+# error paths (unknown command/option, bad AK_ISA) with their exit codes; the option layer
+# (--opt=value, values checked and named, one error phrasing, --help from each table).
 set -u
 AK=${1:?usage: test_cli.sh path/to/ak}
 . "$(dirname "$0")/../common/check.sh"
@@ -77,5 +78,81 @@ contains tuned '"bytes":32768,"count":8192,"time_us":[0-9.]*,"algbw":[0-9.]*,"bu
 echo "inter_beta_gbps -3" > "$tune"
 check tuning-bad 2 env AK_COMM_TUNING="$tune" "$AK" bench comm -np 2 -b 8 -e 8; contains tuning-bad "$tune:1: expected"
 rm -f "$tune"
+
+# ---- the option layer ----------------------------------------------------------------
+src=$(cd "$(dirname "$0")/../../src/cli" && pwd)
+check opt-eq 0 "$AK" bench pool --threads=2 --json;       contains opt-eq '"threads":2'
+check bad-number 2 "$AK" compare m.onnx --tol abc --reference d
+contains_text bad-number "ak compare: bad value 'abc' for --tol: want a number"
+check bad-number-eq 2 "$AK" compare --tol=1e-3x m.onnx --reference d
+contains_text bad-number-eq "bad value '1e-3x' for --tol"
+check bad-range 2 "$AK" bench pool --threads 1
+contains_text bad-range "ak bench pool: bad value '1' for --threads: want an integer in [2, 256]"
+check bad-int 2 "$AK" generate -m x -p y -n 12abc
+contains_text bad-int "ak generate: bad value '12abc' for -n/--n-predict"
+check bad-size 2 "$AK" bench comm -b 8Q;                   contains_text bad-size "bad value '8Q' for -b/--minbytes"
+check bad-enum 2 "$AK" bench comm --coll allsum;           contains_text bad-enum "want one of allreduce|allgather"
+check launch-zero 2 "$AK" launch -np 0 true;                 contains_text launch-zero "ak launch: bad value '0' for -n/--np"
+check unknown-flag 2 "$AK" compare --frob m.onnx;          contains_text unknown-flag "ak compare: unknown option '--frob'"
+check unknown-short 2 "$AK" run -z m.onnx;                 contains_text unknown-short "ak run: unknown option '-z'"
+check missing-value 2 "$AK" compare m.onnx --tol;          contains_text missing-value "ak compare: option '--tol' needs a value"
+check flag-value 2 "$AK" sysinfo --json=1;                 contains_text flag-value "ak sysinfo: option '--json' takes no value"
+check extra-arg 2 "$AK" info a.onnx b.onnx;                contains_text extra-arg "ak info: one model at a time"
+check size-suffix 0 env AK_COMM_TRANSPORT=tcp "$AK" bench comm -np 1 -b 1K -e 1K -n 1 -w 0 --json
+contains size-suffix '"bytes":1024'
+# ak launch: options end at the command, which keeps its own flags
+check launch-stop 0 "$AK" launch -np 1 echo -np 3 --help; contains_text launch-stop "[0] -np 3 --help"
+check launch-dashdash 0 "$AK" launch --np=1 --no-prefix -- echo --tol abc; contains_text launch-dashdash "--tol abc"
+# the usage after an error is the first line of --help
+first=$("$AK" compare --help | head -1)
+check usage-line 2 "$AK" compare --tol abc;                contains_text usage-line "$first"
+
+# every subcommand and bench domain answers --help with its usage, from its table
+for name in $(sed -n 's/^AK_CLI_COMMAND(\([a-z_]*\),.*/\1/p' "$src/commands.def") \
+            $(sed -n 's/^AK_BENCH_DOMAIN(\([a-z_]*\),.*/bench \1/p' "$src/bench.def" | tr ' ' '+'); do
+  name=${name//+/ }
+  check "help-$name" 0 "$AK" $name --help;                 contains "help-$name" "^usage: ak $name"
+  [ "$name" = bench ] || contains "help-$name" "^  -h, --help"
+done
+check help-model 0 "$AK" bench m.onnx --help;              contains_text help-model "usage: ak bench MODEL.onnx"
+
+# --help lists every flag the subcommands take (those scripts and docs use included)
+lists() {  # lists "SUBCOMMAND" FLAG...: each FLAG is in SUBCOMMAND --help
+  local cmd=$1; shift
+  out=$("$AK" $cmd --help 2>&1)
+  for f in "$@"; do
+    if grep -qE -- "(^| )$f([ ,]|$)" <<<"$out"; then pass=$((pass + 1)); else
+      fail=$((fail + 1)); echo "FAIL help-lists: 'ak $cmd --help' lacks $f"; fi
+  done
+}
+lists sysinfo --json --quick
+lists launch -n --np --num-proc -H --hosts --hostfile -p --ssh-port -x --no-prefix --min-np --max-np \
+  --host-discovery-script --slots-per-host --elastic-timeout --reset-limit --blacklist-cooldown-range
+lists plan --model --cluster --gbs --top --json --tp --pp --dp --vp --mbs --sp --recompute --zero \
+  --offload --attention --tp-overlap --baseline --list --nodes --devices
+lists mfu --model --cluster --devices --tokens-per-s --step-time --gbs --recompute --attention --json
+lists info --json
+lists run --input -i --inputs --random --dim --output-dir -o -t --threads
+lists compare --inputs --input --dim --reference --tol -t --threads --json
+lists generate -m --model -p --ids -n -t --temp --top-k --top-p --min-p --repeat-penalty \
+  --presence-penalty --frequency-penalty --seed --stop --ignore-eos --draft --gamma --ngram --ctx \
+  --hooks --mmap --print-ids --stats --logprobs
+lists tokenize -m --model --file --bos
+lists logits -m --model --ids --out -t
+lists convert --type --outtype
+lists serve -m --draft --host --port -t --max-seqs --ctx --kv-mib --kv-f32 --mmap --gamma --ngram \
+  --hooks --chat-format --name --max-body --max-concurrent
+lists "bench kernels" --gemm --only --no-peers --quick --json
+lists "bench pool" --json --threads
+lists "bench comm" --np -b -e -f -n -w --coll --op --dtype --algo --check --json --calibrate
+lists "bench linear" --threads --shape --tokens --quick --json
+lists "bench llm" -m --model -t -p -n --seqs --prompt-tokens --mixed --reps --kv-f32 --mmap --draft \
+  --gamma --json
+lists "bench llm --url x" --url --concurrency --requests --duration --prompt-tokens --max-tokens --json
+lists "bench m.onnx" -t -n -w --dim --input --json
+# with the defaults the table applies
+out=$("$AK" compare --help); contains_text help-default "largest max-norm relative error that passes (default: 1e-4)"
+out=$("$AK" bench comm --help); contains_text help-default-size "largest size (default: 64M)"
+out=$("$AK" generate --help); contains_text help-default-int "(default: 128)"
 
 check_summary

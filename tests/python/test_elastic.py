@@ -204,7 +204,7 @@ class TestElasticLaunch(unittest.TestCase):
         self.assertIn("--min-np 3 is more than --max-np 2", out)
         rc, out = launch(["--blacklist-cooldown-range", "9", "3", "true"], np=2, timeout=30)
         self.assertNotEqual(rc, 0)
-        self.assertIn("--blacklist-cooldown-range wants MIN MAX", out)
+        self.assertIn("for --blacklist-cooldown-range: want MIN MAX", out)
 
 
 class TestElasticAcrossHosts(unittest.TestCase):
