@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "llm/base/tensor_names.h"
 #include "llm/convert/convert.h"
 #include "llm/gguf/gguf_write.h"
 #include "llm/hf/hf.h"
@@ -55,9 +56,12 @@ static ak_wtype matrix_type(to_gguf *c, const ak__tensor_view *v) {
     return t;
 }
 
-/* One HF tensor of shape {d0, d1} (d1 = 0: a vector) into the plan as `gguf_name`. */
-static ak_status plan(to_gguf *c, const char *hf_name, const char *gguf_name, uint64_t d0,
-                      uint64_t d1, int permute) {
+/* Role's tensor of layer i (ignored for a global role), of shape {d0, d1} (d1 = 0: a
+ * vector), from the checkpoint into the plan under its GGUF name. */
+static ak_status plan(to_gguf *c, ak__tensor_role role, int i, uint64_t d0, uint64_t d1) {
+    char hf_name[128], gguf_name[96];
+    ak__tensor_name_hf(role, i, hf_name, sizeof hf_name);
+    ak__tensor_name_gguf(role, i, gguf_name, sizeof gguf_name);
     ak__tensor_view v;
     ak_status st = ak__hf_tensor(c->hf, hf_name, &v);
     if (st == AK_ERR_INVALID_ARG)
@@ -65,6 +69,7 @@ static ak_status plan(to_gguf *c, const char *hf_name, const char *gguf_name, ui
     AK_CHECK(st);
     AK_CHECK(check_shape(hf_name, &v, d0, d1));
     ak_wtype t = d1 ? matrix_type(c, &v) : AK_WTYPE_F32;
+    int permute = ak__tensor_names[role].rows_rotated;
     ak__cv_rows rows = permute && c->permute ? AK_CV_ROWS_TO_PAIRS : AK_CV_ROWS_SAME;
     return ak__cv_plan_add(&c->plan, gguf_name, &v, t, rows, c->hp.head_dim);
 }
@@ -73,32 +78,17 @@ static ak_status plan_layer(to_gguf *c, int i) {
     const ak__llm_hparams *hp = &c->hp;
     uint64_t dim = (uint64_t)hp->dim, q = (uint64_t)hp->n_heads * (uint64_t)hp->head_dim;
     uint64_t kv = (uint64_t)hp->n_kv_heads * (uint64_t)hp->head_dim, ffn = (uint64_t)hp->ffn_dim;
-    static const struct {
-        const char *hf, *gguf;
-        int shape; /* 0 norm, 1 q, 2 kv, 3 o, 4 gate/up, 5 down, 6 q bias, 7 kv bias */
-        int permute;
-    } parts[] = {
-        {"input_layernorm.weight", "attn_norm.weight", 0, 0},
-        {"self_attn.q_proj.weight", "attn_q.weight", 1, 1},
-        {"self_attn.k_proj.weight", "attn_k.weight", 2, 1},
-        {"self_attn.v_proj.weight", "attn_v.weight", 2, 0},
-        {"self_attn.o_proj.weight", "attn_output.weight", 3, 0},
-        {"post_attention_layernorm.weight", "ffn_norm.weight", 0, 0},
-        {"mlp.gate_proj.weight", "ffn_gate.weight", 4, 0},
-        {"mlp.up_proj.weight", "ffn_up.weight", 4, 0},
-        {"mlp.down_proj.weight", "ffn_down.weight", 5, 0},
-        {"self_attn.q_proj.bias", "attn_q.bias", 6, 1},
-        {"self_attn.k_proj.bias", "attn_k.bias", 7, 1},
-        {"self_attn.v_proj.bias", "attn_v.bias", 7, 0},
+    /* each role's shape {d0, d1}, innermost first (d1 = 0: a vector) */
+    uint64_t shape[AK_T_COUNT][2] = {
+        [AK_T_ATTN_NORM] = {dim, 0}, [AK_T_Q] = {dim, q},    [AK_T_K] = {dim, kv},
+        [AK_T_V] = {dim, kv},        [AK_T_O] = {q, dim},    [AK_T_FFN_NORM] = {dim, 0},
+        [AK_T_GATE] = {dim, ffn},    [AK_T_UP] = {dim, ffn}, [AK_T_DOWN] = {ffn, dim},
+        [AK_T_BQ] = {q, 0},          [AK_T_BK] = {kv, 0},    [AK_T_BV] = {kv, 0},
     };
-    const uint64_t d0[] = {dim, dim, dim, q, dim, ffn, q, kv};
-    const uint64_t d1[] = {0, q, kv, dim, ffn, dim, 0, 0};
-    size_t n = sizeof parts / sizeof parts[0] - (hp->qkv_bias ? 0 : 3);
+    size_t n = AK_T_LAYER_ROLES - (hp->qkv_bias ? 0 : 3);
     for (size_t k = 0; k < n; k++) {
-        char hf[128], gg[96];
-        snprintf(hf, sizeof hf, "model.layers.%d.%s", i, parts[k].hf);
-        snprintf(gg, sizeof gg, "blk.%d.%s", i, parts[k].gguf);
-        AK_CHECK(plan(c, hf, gg, d0[parts[k].shape], d1[parts[k].shape], parts[k].permute));
+        ak__tensor_role role = ak__tensor_layer_roles[k];
+        AK_CHECK(plan(c, role, i, shape[role][0], shape[role][1]));
     }
     return AK_OK;
 }
@@ -110,15 +100,16 @@ static ak_status plan_rope_freqs(to_gguf *c) {
     ak__cv_llama3_factors(&c->hp, c->rope_freqs);
     ak__tensor_view v = {.type = AK_WTYPE_F32, .n_dims = 1, .dims = {n, 1, 1, 1},
                          .data = c->rope_freqs, .bytes = n * sizeof(float)};
-    return ak__cv_plan_add(&c->plan, "rope_freqs.weight", &v, AK_WTYPE_F32, AK_CV_ROWS_SAME, 0);
+    return ak__cv_plan_add(&c->plan, ak__tensor_names[AK_T_ROPE_FREQS].gguf, &v, AK_WTYPE_F32,
+                           AK_CV_ROWS_SAME, 0);
 }
 
 static ak_status make_plan(to_gguf *c) {
     uint64_t dim = (uint64_t)c->hp.dim, vocab = (uint64_t)c->hp.n_vocab;
-    AK_CHECK(plan(c, "model.embed_tokens.weight", "token_embd.weight", dim, vocab, 0));
+    AK_CHECK(plan(c, AK_T_TOK_EMBD, 0, dim, vocab));
     if (c->hp.rope_scaling == AK_ROPE_SCALING_LLAMA3) AK_CHECK(plan_rope_freqs(c));
-    AK_CHECK(plan(c, "model.norm.weight", "output_norm.weight", dim, 0, 0));
-    if (!c->hp.tied_output) AK_CHECK(plan(c, "lm_head.weight", "output.weight", dim, vocab, 0));
+    AK_CHECK(plan(c, AK_T_OUTPUT_NORM, 0, dim, 0));
+    if (!c->hp.tied_output) AK_CHECK(plan(c, AK_T_OUTPUT, 0, dim, vocab));
     for (int i = 0; i < c->hp.n_layers; i++) AK_CHECK(plan_layer(c, i));
     if (c->n_fallback)
         AK_LOG_WARN(AK_SUBSYS_LLM, "convert: %d matrices have rows that are not whole blocks "
@@ -157,8 +148,10 @@ static ak_status write_general(to_gguf *c) {
     AK_CHECK(ak__gguf_kv_string(c->w, "general.name", name, len));
     /* the file type is what most matrices are: the first layer's q projection */
     ak_wtype ft = c->plan.t[0].dst_type;
+    char q0[96];
+    ak__tensor_name_gguf(AK_T_Q, 0, q0, sizeof q0);
     for (size_t i = 0; i < c->plan.n; i++)
-        if (strcmp(c->plan.t[i].name, "blk.0.attn_q.weight") == 0) ft = c->plan.t[i].dst_type;
+        if (strcmp(c->plan.t[i].name, q0) == 0) ft = c->plan.t[i].dst_type;
     return ak__gguf_kv_u32(c->w, "general.file_type", ak__cv_file_type(ft));
 }
 

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
+#include "llm/base/tensor_names.h"
 #include "llm/convert/convert.h"
 #include "llm/hf/hf.h"
 #include "llm/hf/safetensors.h"
@@ -39,55 +40,38 @@ static ak_wtype hf_type(const to_hf *c, ak_wtype src, int matrix) {
     return src == AK_WTYPE_Q8_0 || src == AK_WTYPE_Q4_0 ? AK_WTYPE_F32 : src;
 }
 
-static ak_status plan(to_hf *c, const char *gguf_name, const char *hf_name, int matrix,
-                      int permute) {
+/* Role's tensor of layer i (ignored for a global role) from the GGUF into the plan under
+ * its HF name. */
+static ak_status plan(to_hf *c, ak__tensor_role role, int i) {
+    const ak__tensor_name *tn = &ak__tensor_names[role];
+    char gguf_name[96], hf_name[128];
+    ak__tensor_name_gguf(role, i, gguf_name, sizeof gguf_name);
+    ak__tensor_name_hf(role, i, hf_name, sizeof hf_name);
     ak__tensor_view v;
     ak_status st = ak__gguf_tensor_view(c->g, gguf_name, &v);
     if (st == AK_ERR_INVALID_ARG)
         return AK_FAIL(AK_ERR_INVALID_MODEL, "%s lacks the tensor '%s'", c->src, gguf_name);
     AK_CHECK(st);
-    if (v.n_dims != (matrix ? 2u : 1u))
+    if (v.n_dims != (tn->matrix ? 2u : 1u))
         return AK_FAIL(AK_ERR_INVALID_MODEL, "%s: tensor '%s' has %u dimensions, expected %d",
-                       c->src, gguf_name, v.n_dims, matrix ? 2 : 1);
-    ak__cv_rows rows = permute && c->unpermute ? AK_CV_ROWS_TO_HALVES : AK_CV_ROWS_SAME;
-    ak_wtype t = hf_type(c, v.type, matrix);
-    if (strcmp(gguf_name, "blk.0.attn_q.weight") == 0) c->main_type = t;
+                       c->src, gguf_name, v.n_dims, tn->matrix ? 2 : 1);
+    ak__cv_rows rows = tn->rows_rotated && c->unpermute ? AK_CV_ROWS_TO_HALVES : AK_CV_ROWS_SAME;
+    ak_wtype t = hf_type(c, v.type, tn->matrix);
+    if (role == AK_T_Q && i == 0) c->main_type = t;
     return ak__cv_plan_add(&c->plan, hf_name, &v, t, rows, c->hp.head_dim);
 }
 
 static ak_status plan_layer(to_hf *c, int i) {
-    static const struct {
-        const char *gguf, *hf;
-        int matrix, permute;
-    } parts[] = {
-        {"attn_norm.weight", "input_layernorm.weight", 0, 0},
-        {"attn_q.weight", "self_attn.q_proj.weight", 1, 1},
-        {"attn_k.weight", "self_attn.k_proj.weight", 1, 1},
-        {"attn_v.weight", "self_attn.v_proj.weight", 1, 0},
-        {"attn_output.weight", "self_attn.o_proj.weight", 1, 0},
-        {"ffn_norm.weight", "post_attention_layernorm.weight", 0, 0},
-        {"ffn_gate.weight", "mlp.gate_proj.weight", 1, 0},
-        {"ffn_up.weight", "mlp.up_proj.weight", 1, 0},
-        {"ffn_down.weight", "mlp.down_proj.weight", 1, 0},
-        {"attn_q.bias", "self_attn.q_proj.bias", 0, 1},
-        {"attn_k.bias", "self_attn.k_proj.bias", 0, 1},
-        {"attn_v.bias", "self_attn.v_proj.bias", 0, 0},
-    };
-    size_t n = sizeof parts / sizeof parts[0] - (c->hp.qkv_bias ? 0 : 3);
-    for (size_t k = 0; k < n; k++) {
-        char gg[96], hf[128];
-        snprintf(gg, sizeof gg, "blk.%d.%s", i, parts[k].gguf);
-        snprintf(hf, sizeof hf, "model.layers.%d.%s", i, parts[k].hf);
-        AK_CHECK(plan(c, gg, hf, parts[k].matrix, parts[k].permute));
-    }
+    size_t n = AK_T_LAYER_ROLES - (c->hp.qkv_bias ? 0 : 3);
+    for (size_t k = 0; k < n; k++) AK_CHECK(plan(c, ak__tensor_layer_roles[k], i));
     return AK_OK;
 }
 
 static ak_status make_plan(to_hf *c) {
-    AK_CHECK(plan(c, "token_embd.weight", "model.embed_tokens.weight", 1, 0));
+    AK_CHECK(plan(c, AK_T_TOK_EMBD, 0));
     for (int i = 0; i < c->hp.n_layers; i++) AK_CHECK(plan_layer(c, i));
-    AK_CHECK(plan(c, "output_norm.weight", "model.norm.weight", 0, 0));
-    if (!c->hp.tied_output) AK_CHECK(plan(c, "output.weight", "lm_head.weight", 1, 0));
+    AK_CHECK(plan(c, AK_T_OUTPUT_NORM, 0));
+    if (!c->hp.tied_output) AK_CHECK(plan(c, AK_T_OUTPUT, 0));
     return AK_OK;
 }
 
@@ -182,7 +166,8 @@ static ak_status read_llama3_keys(const to_hf *c, ak__llm_hparams *hp, int *foun
 
 static ak_status read_rope_freqs(to_hf *c) {
     ak__tensor_view v;
-    if (ak__gguf_tensor_view(c->g, "rope_freqs.weight", &v) != AK_OK) return AK_OK;
+    if (ak__gguf_tensor_view(c->g, ak__tensor_names[AK_T_ROPE_FREQS].gguf, &v) != AK_OK)
+        return AK_OK;
     size_t n = (size_t)c->hp.head_dim / 2;
     if (v.type != AK_WTYPE_F32 || v.n_dims != 1 || v.dims[0] != n || n > 512)
         return AK_FAIL(AK_ERR_INVALID_MODEL, "%s: rope_freqs.weight is not %zu f32 factors",

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "llm/base/tensor_names.h"
 #include "llm/hf/hf_internal.h"
 
 /* config[key] as an int in [lo, hi]; absent (or null) → fallback, required if < 0. */
@@ -136,7 +137,9 @@ static ak_status read_biases(const ak__hf *h, ak__llm_hparams *hp) {
         if (ak__hf_has_tensor(h, unsupported[i]))
             return AK_FAIL(AK_ERR_UNSUPPORTED, "%s has '%s' (only q/k/v biases are supported)",
                            h->dir, unsupported[i]);
-    hp->qkv_bias = ak__hf_has_tensor(h, "model.layers.0.self_attn.q_proj.bias");
+    char bq[128];
+    ak__tensor_name_hf(AK_T_BQ, 0, bq, sizeof bq);
+    hp->qkv_bias = ak__hf_has_tensor(h, bq);
     return AK_OK;
 }
 
@@ -153,6 +156,6 @@ ak_status ak__hf_hparams(const ak__hf *h, ak__llm_hparams *hp) {
     AK_CHECK(read_biases(h, hp));
     hp->rope_neox = 1; /* HF q/k rows are in rotate-half order for every architecture */
     const cJSON *tie = ak__json_get(h->config, "tie_word_embeddings");
-    hp->tied_output = cJSON_IsTrue(tie) || !ak__hf_has_tensor(h, "lm_head.weight");
+    hp->tied_output = cJSON_IsTrue(tie) || !ak__hf_has_tensor(h, ak__tensor_names[AK_T_OUTPUT].hf);
     return AK_OK;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "llm/base/tensor_names.h"
 #include "llm/model/model_files.h"
 
 static ak_status arch_key(const ak__llm_hparams *hp, const char *suffix, char *key, size_t cap) {
@@ -117,8 +118,11 @@ ak_status ak__gguf_hparams(const ak_gguf *g, ak__llm_hparams *hp) {
     AK_CHECK(read_vocab_size(g, hp));
     hp->rope_neox = strcmp(hp->arch, "qwen2") == 0;
     ak_gguf_tensor t;
-    hp->tied_output = ak_gguf_tensor_by_name(g, "output.weight", &t) != AK_OK;
-    hp->qkv_bias = ak_gguf_tensor_by_name(g, "blk.0.attn_q.bias", &t) == AK_OK;
+    char name[96];
+    ak__tensor_name_gguf(AK_T_OUTPUT, 0, name, sizeof name);
+    hp->tied_output = ak_gguf_tensor_by_name(g, name, &t) != AK_OK;
+    ak__tensor_name_gguf(AK_T_BQ, 0, name, sizeof name);
+    hp->qkv_bias = ak_gguf_tensor_by_name(g, name, &t) == AK_OK;
     return AK_OK;
 }
 

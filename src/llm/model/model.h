@@ -9,6 +9,7 @@
 
 #include "accelkit/llm.h"
 #include "llm/base/hparams.h"
+#include "llm/base/tensor_names.h"
 
 /* A weight matrix of `rows` outputs × `cols` inputs, each row in `type` storage. */
 typedef struct ak__matrix {
@@ -46,12 +47,6 @@ typedef ak_status (*ak__tensor_lookup_fn)(void *src, const char *name, ak__tenso
 
 /* Binds every tensor of the model (names produced by `name_of`), validating shapes and
  * types; fills m->layers, embeddings, norms, frequencies. */
-typedef enum ak__tensor_role {
-    AK_T_TOK_EMBD, AK_T_OUTPUT, AK_T_OUTPUT_NORM, AK_T_ROPE_FREQS,
-    AK_T_ATTN_NORM, AK_T_Q, AK_T_K, AK_T_V, AK_T_O, AK_T_BQ, AK_T_BK, AK_T_BV,
-    AK_T_FFN_NORM, AK_T_GATE, AK_T_UP, AK_T_DOWN
-} ak__tensor_role;
-
 typedef struct ak__tensor_source {
     void *ctx;
     ak__tensor_lookup_fn lookup;

@@ -7,26 +7,12 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "llm/base/tensor_names.h"
 #include "llm/hf/hf.h"
 #include "llm/model/model.h"
 
 ak_status ak__model_load_hf(ak_llm_model *m, const char *dir);
 void ak__model_close_hf(ak_llm_model *m);
-
-static void hf_name_of(ak__tensor_role role, int layer, char *buf, size_t cap) {
-    static const char *const global[] = {
-        [AK_T_TOK_EMBD] = "model.embed_tokens.weight", [AK_T_OUTPUT] = "lm_head.weight",
-        [AK_T_OUTPUT_NORM] = "model.norm.weight", [AK_T_ROPE_FREQS] = ""};
-    static const char *const per_layer[] = {
-        [AK_T_ATTN_NORM] = "input_layernorm.weight", [AK_T_Q] = "self_attn.q_proj.weight",
-        [AK_T_K] = "self_attn.k_proj.weight", [AK_T_V] = "self_attn.v_proj.weight",
-        [AK_T_O] = "self_attn.o_proj.weight", [AK_T_BQ] = "self_attn.q_proj.bias",
-        [AK_T_BK] = "self_attn.k_proj.bias", [AK_T_BV] = "self_attn.v_proj.bias",
-        [AK_T_FFN_NORM] = "post_attention_layernorm.weight", [AK_T_GATE] = "mlp.gate_proj.weight",
-        [AK_T_UP] = "mlp.up_proj.weight", [AK_T_DOWN] = "mlp.down_proj.weight"};
-    if (role <= AK_T_ROPE_FREQS) snprintf(buf, cap, "%s", global[role]);
-    else snprintf(buf, cap, "model.layers.%d.%s", layer, per_layer[role]);
-}
 
 static ak_status hf_lookup(void *ctx, const char *name, ak__tensor_view *out) {
     return ak__hf_tensor(ctx, name, out);
@@ -48,7 +34,7 @@ ak_status ak__model_load_hf(ak_llm_model *m, const char *dir) {
         m->chat_template = strdup(tmpl);
         if (!m->chat_template) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory");
     }
-    ak__tensor_source src = {h, hf_lookup, hf_name_of};
+    ak__tensor_source src = {h, hf_lookup, ak__tensor_name_hf};
     return ak__model_bind(m, &src);
 }
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
+#include "llm/base/tensor_names.h"
 #include "llm/gguf/gguf.h"
 #include "llm/model/model.h"
 #include "llm/model/model_files.h"
@@ -46,20 +47,6 @@ ak_status ak__model_rope_init(ak_llm_model *m, const float *freq_factors) {
 
 /* ---- GGUF ---------------------------------------------------------------------------- */
 
-static void gguf_name_of(ak__tensor_role role, int layer, char *buf, size_t cap) {
-    static const char *const global[] = {
-        [AK_T_TOK_EMBD] = "token_embd.weight", [AK_T_OUTPUT] = "output.weight",
-        [AK_T_OUTPUT_NORM] = "output_norm.weight", [AK_T_ROPE_FREQS] = "rope_freqs.weight"};
-    static const char *const per_layer[] = {
-        [AK_T_ATTN_NORM] = "attn_norm.weight", [AK_T_Q] = "attn_q.weight",
-        [AK_T_K] = "attn_k.weight", [AK_T_V] = "attn_v.weight", [AK_T_O] = "attn_output.weight",
-        [AK_T_BQ] = "attn_q.bias", [AK_T_BK] = "attn_k.bias", [AK_T_BV] = "attn_v.bias",
-        [AK_T_FFN_NORM] = "ffn_norm.weight", [AK_T_GATE] = "ffn_gate.weight",
-        [AK_T_UP] = "ffn_up.weight", [AK_T_DOWN] = "ffn_down.weight"};
-    if (role <= AK_T_ROPE_FREQS) snprintf(buf, cap, "%s", global[role]);
-    else snprintf(buf, cap, "blk.%d.%s", layer, per_layer[role]);
-}
-
 static ak_status gguf_lookup(void *ctx, const char *name, ak__tensor_view *out) {
     return ak__gguf_tensor_view(ctx, name, out);
 }
@@ -89,7 +76,7 @@ static ak_status load_gguf(ak_llm_model *m, const char *path, const ak_llm_load_
     size_t len;
     if (ak_gguf_get_string(m->gguf, "tokenizer.chat_template", &tmpl, &len) == AK_OK)
         AK_CHECK(copy_template(m, tmpl, len));
-    ak__tensor_source src = {m->gguf, gguf_lookup, gguf_name_of};
+    ak__tensor_source src = {m->gguf, gguf_lookup, ak__tensor_name_gguf};
     return ak__model_bind(m, &src);
 }
 

@@ -1,0 +1,39 @@
+/* The GGUF and Hugging Face names of a Llama-family decoder's tensors (see
+ * tensor_names.h). */
+#include "llm/base/tensor_names.h"
+
+#include <stdio.h>
+
+const ak__tensor_name ak__tensor_names[AK_T_COUNT] = {
+    [AK_T_TOK_EMBD] = {"token_embd.weight", "model.embed_tokens.weight", 1, 0},
+    [AK_T_OUTPUT] = {"output.weight", "lm_head.weight", 1, 0},
+    [AK_T_OUTPUT_NORM] = {"output_norm.weight", "model.norm.weight", 0, 0},
+    [AK_T_ROPE_FREQS] = {"rope_freqs.weight", "", 0, 0},
+    [AK_T_ATTN_NORM] = {"attn_norm.weight", "input_layernorm.weight", 0, 0},
+    [AK_T_Q] = {"attn_q.weight", "self_attn.q_proj.weight", 1, 1},
+    [AK_T_K] = {"attn_k.weight", "self_attn.k_proj.weight", 1, 1},
+    [AK_T_V] = {"attn_v.weight", "self_attn.v_proj.weight", 1, 0},
+    [AK_T_O] = {"attn_output.weight", "self_attn.o_proj.weight", 1, 0},
+    [AK_T_BQ] = {"attn_q.bias", "self_attn.q_proj.bias", 0, 1},
+    [AK_T_BK] = {"attn_k.bias", "self_attn.k_proj.bias", 0, 1},
+    [AK_T_BV] = {"attn_v.bias", "self_attn.v_proj.bias", 0, 0},
+    [AK_T_FFN_NORM] = {"ffn_norm.weight", "post_attention_layernorm.weight", 0, 0},
+    [AK_T_GATE] = {"ffn_gate.weight", "mlp.gate_proj.weight", 1, 0},
+    [AK_T_UP] = {"ffn_up.weight", "mlp.up_proj.weight", 1, 0},
+    [AK_T_DOWN] = {"ffn_down.weight", "mlp.down_proj.weight", 1, 0},
+};
+
+const ak__tensor_role ak__tensor_layer_roles[AK_T_LAYER_ROLES] = {
+    AK_T_ATTN_NORM, AK_T_Q,    AK_T_K,  AK_T_V,    AK_T_O,  AK_T_FFN_NORM,
+    AK_T_GATE,      AK_T_UP,   AK_T_DOWN, AK_T_BQ, AK_T_BK, AK_T_BV,
+};
+
+void ak__tensor_name_gguf(ak__tensor_role role, int layer, char *buf, size_t cap) {
+    if (role <= AK_T_ROPE_FREQS) snprintf(buf, cap, "%s", ak__tensor_names[role].gguf);
+    else snprintf(buf, cap, "blk.%d.%s", layer, ak__tensor_names[role].gguf);
+}
+
+void ak__tensor_name_hf(ak__tensor_role role, int layer, char *buf, size_t cap) {
+    if (role <= AK_T_ROPE_FREQS) snprintf(buf, cap, "%s", ak__tensor_names[role].hf);
+    else snprintf(buf, cap, "model.layers.%d.%s", layer, ak__tensor_names[role].hf);
+}
