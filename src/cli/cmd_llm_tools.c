@@ -103,12 +103,22 @@ static int save_logits(const char *path, const float *logits, size_t rows, int32
     ak_status st = ak_tensor_save_npy(path, &t);
     return st == AK_OK ? AK_EXIT_OK : ak_cli_report(path, st);
 }
-#else /* the .npy writer is the ONNX engine's */
+#else /* no ONNX engine, whose ak_tensor_save_npy this is: a float32 [rows, vocab] .npy */
 static int save_logits(const char *path, const float *logits, size_t rows, int32_t vocab) {
-    (void)logits, (void)rows, (void)vocab;
-    fprintf(stderr, "ak logits: %s: this build has no .npy writer (the ONNX engine's; "
-                    "AK_WITH_ONNX=OFF)\n", path);
-    return AK_EXIT_ERROR;
+    char header[128]; /* dict, padded with spaces to 118 bytes + '\n': data at offset 128 */
+    int n = snprintf(header, sizeof header,
+                     "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %d), }", rows, vocab);
+    memset(header + n, ' ', sizeof header - 10 - (size_t)n - 1);
+    header[sizeof header - 10 - 1] = '\n';
+    const unsigned char magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, sizeof header - 10, 0};
+    FILE *f = fopen(path, "wb");
+    size_t count = rows * (size_t)vocab;
+    int ok = f && fwrite(magic, 1, sizeof magic, f) == sizeof magic &&
+             fwrite(header, 1, sizeof header - 10, f) == sizeof header - 10 &&
+             fwrite(logits, sizeof *logits, count, f) == count;
+    if (f && fclose(f) != 0) ok = 0;
+    if (!ok) fprintf(stderr, "ak logits: cannot write '%s'\n", path);
+    return ok ? AK_EXIT_OK : AK_EXIT_ERROR;
 }
 #endif
 
