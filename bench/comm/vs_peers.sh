@@ -7,9 +7,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:-tcp}; rounds=${2:-3}; np=${3:-2}
 build=${BUILD:-$here/build}
-peers=""
-for p in "$here/../shared/peers" "$here/shared/peers"; do [ -d "$p" ] && peers=$p && break; done
-[ -n "$peers" ] || { echo "vs_peers: shared/peers not found" >&2; exit 2; }
+peers=$here/bench/peers # the peers' harnesses (Open MPI, Gloo)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 have_mpi=0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# ONNX inference: accelkit against ONNX Runtime 1.30 (shared/peers/ort_bench.js, the same
-# .onnx file) and PyTorch 1.13 eager (shared/peers/torch_infer.py; bench/infer/bert.py for
+# ONNX inference: accelkit against ONNX Runtime 1.30 (bench/peers/ort_bench.js, the same
+# .onnx file) and PyTorch 1.13 eager (bench/peers/torch_infer.py; bench/infer/bert.py for
 # BERT), batch 1, run alternately A B C A B C in one session; prints the median p50 latency
 # of each and the ratios. Models are exported once by bench/infer/export.py with a seeded
 # input and PyTorch's output, and `ak compare` checks accelkit against that output first.
@@ -11,10 +11,8 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$here/build}; rounds=${2:-3}; threads=${3:-2}; shift $(( $# > 3 ? 3 : $# ))
 models=("$@"); [ ${#models[@]} -gt 0 ] || models=(resnet50 mobilenet_v2 bert)
 py=/usr/bin/python3
-peers=""
-for p in "$here/../shared/peers" "$here/shared/peers"; do [ -d "$p" ] && peers=$p && break; done
-[ -n "$peers" ] || { echo "vs_peers: shared/peers not found" >&2; exit 2; }
-ortdir=${ORT_PEER_DIR:-/tmp/ortpeer}
+peers=$here/bench/peers
+ortdir=${ORT_PEER_DIR:-$here/.cache/peers/ortpeer} # inside the checkout, ignored by git
 if [ ! -d "$ortdir/node_modules/onnxruntime-node" ]; then
   echo "installing onnxruntime-node@1.30.0 into $ortdir (npm registry)"
   mkdir -p "$ortdir" && (cd "$ortdir" && npm init -y >/dev/null && npm install --ignore-scripts onnxruntime-node@1.30.0 >/dev/null)

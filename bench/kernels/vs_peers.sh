@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SGEMM: accelkit against the stand-alone peer harness (shared/peers/blas_sgemm.c built
+# SGEMM: accelkit against the stand-alone peer harness (bench/peers/blas_sgemm.c built
 # with OpenBLAS and with BLIS), run alternately A B A B in one session; prints the median
 # GFLOP/s of each and the ratios. `ak bench kernels` also measures both peers in-process;
 # this script cross-checks that figure with the peers' own harness.
@@ -9,11 +9,7 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$here/build}; rounds=${2:-5}; shift $(( $# > 2 ? 2 : $# ))
 shapes=("$@"); [ ${#shapes[@]} -gt 0 ] || shapes=(1024x1024x1024 128x768x768 128x3072x768 196x256x2304 49x512x4608)
 threads=${AK_NUM_THREADS:-1}
-peer_src=""
-for p in "$here/../shared/peers/blas_sgemm.c" "$here/shared/peers/blas_sgemm.c"; do
-  [ -f "$p" ] && peer_src=$p && break
-done
-[ -n "$peer_src" ] || { echo "vs_peers: shared/peers/blas_sgemm.c not found" >&2; exit 2; }
+peer_src=$here/bench/peers/blas_sgemm.c
 
 # a peer is used when its harness compiles and links (the library is installed)
 peers=()

@@ -25,7 +25,8 @@ import statistics
 import sys
 import time
 
-PEER = os.environ.get("LLAMAPEER", "/tmp/llamapeer")
+PEER = os.environ.get("LLAMAPEER", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                "..", "..", ".cache", "peers", "llamapeer"))
 BINS = os.path.join(PEER, "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64")
 
 

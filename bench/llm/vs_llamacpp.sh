@@ -5,7 +5,8 @@
 #
 # llama.cpp is not packaged in Debian 12; its prebuilt CPU libraries come from the npm
 # registry in node-llama-cpp's per-platform package (@node-llama-cpp/linux-x64), installed
-# on first use into $LLAMAPEER (default /tmp/llamapeer). llamacpp_bench.py calls libllama
+# on first use into $LLAMAPEER (default .cache/peers/llamapeer in the checkout, ignored by
+# git). llamacpp_bench.py calls libllama
 # directly, as llama-bench does (node-llama-cpp's JavaScript API distorts 2-thread decode).
 # accelkit's figures come from `ak bench llm --json` on the same file, right after
 # llama.cpp's, row by row. Every measurement holds /tmp/ak.lock so that no build runs
@@ -17,7 +18,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 models=${1:-$root/build/llm-models}
-export LLAMAPEER=${LLAMAPEER:-/tmp/llamapeer}
+export LLAMAPEER=${LLAMAPEER:-$root/.cache/peers/llamapeer}
 NLC_VERSION=3.22.1
 REPS=${REPS:-3}
 N_GEN=${N_GEN:-64}

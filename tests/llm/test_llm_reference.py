@@ -410,7 +410,7 @@ class TestEngine(unittest.TestCase):
 # ---- llama.cpp reads the generated files the same way (optional peer) -------------------
 
 LLAMACPP = ROOT / "bench" / "llm" / "llamacpp_bench.py"
-LLAMAPEER_LIB = Path(os.environ.get("LLAMAPEER", "/tmp/llamapeer")) / \
+LLAMAPEER_LIB = Path(os.environ.get("LLAMAPEER", ROOT / ".cache" / "peers" / "llamapeer")) / \
     "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama.v0.5.0.so"
 
 
