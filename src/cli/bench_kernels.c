@@ -1,6 +1,7 @@
 /* `ak bench kernels`: SGEMM GFLOP/s and % of the measured FMA peak beside OpenBLAS and
  * BLIS (same run, alternating A B A B, medians), then GB/s of the reduction and
- * conversion kernels beside memcpy of the same size. */
+ * conversion kernels beside memcpy of the same size; `--only table` lists every kernel of
+ * kernels/kernels.def with the symbol each variant this CPU runs uses for it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "accelkit/kernels.h"
 #include "cli/bench_peers.h"
 #include "cli/cli.h"
+#include "kernels/dispatch.h"
 
 #define MAX_SHAPES 32
 #define VEC_BYTES ((size_t)16 << 20)
@@ -16,7 +18,7 @@
 typedef struct bench_opts {
     size_t shapes[MAX_SHAPES][3];
     int nshapes;
-    int gemm, vec, convert; /* which sections run */
+    int gemm, vec, convert, table; /* which sections run */
     int peers, quick, json, threads;
     /* internal: `--peer-child NAME --reps R [--check]` times a peer (see bench_peers.h) */
     const char *peer_child;
@@ -52,8 +54,9 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
             o->gemm = strcmp(w, "gemm") == 0;
             o->vec = strcmp(w, "vec") == 0;
             o->convert = strcmp(w, "convert") == 0;
-            if (!o->gemm && !o->vec && !o->convert) {
-                fprintf(stderr, "ak bench kernels: --only takes gemm, vec or convert\n");
+            o->table = strcmp(w, "table") == 0;
+            if (!o->gemm && !o->vec && !o->convert && !o->table) {
+                fprintf(stderr, "ak bench kernels: --only takes gemm, vec, convert or table\n");
                 return -1;
             }
         } else if (strcmp(a, "--peer-child") == 0 && i + 1 < argc) {
@@ -73,7 +76,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     if (o->nshapes == 0) {
         o->nshapes = (int)(sizeof default_shapes / sizeof *default_shapes);
         memcpy(o->shapes, default_shapes, sizeof default_shapes);
-    } else if (o->nshapes > 0 && !o->vec && !o->convert) {
+    } else if (o->nshapes > 0 && !o->vec && !o->convert && !o->table) {
         o->gemm = 1;
     }
     return 0;
@@ -301,6 +304,43 @@ static int bench_vec_section(const bench_opts *o, bench_env *env, const char *se
     return AK_EXIT_OK;
 }
 
+/* ---- the kernel table ------------------------------------------------------------- */
+
+/* One row per kernel of kernels.def: its checker, and per variant the CPU can run the
+ * symbol that variant's table holds (its own or inherited); the active table first. */
+static int bench_table(const bench_opts *o) {
+    const ak__kernels *tables[AK__KERNEL_VARIANTS];
+    for (int v = 0; v < AK__KERNEL_VARIANTS; v++)
+        tables[v] = ak__kernels_for(ak__kernel_variants[v]);
+    const ak__kernels *active = ak__kernels_active();
+    if (o->json) {
+        printf("{\"active\":\"%s\",\"kernels\":[\n", active->name);
+        for (size_t i = 0; i < AK__KERNEL_COUNT_; i++) {
+            const ak__kernel_info *k = &ak__kernel_list[i];
+            printf("%s{\"kernel\":\"%s\",\"type\":\"%s\",\"elem\":\"%s\",\"check\":\"%s\"",
+                   i ? ",\n" : "", k->name, k->type, k->elem, k->check);
+            for (int v = 0; v < AK__KERNEL_VARIANTS; v++)
+                if (tables[v]) printf(",\"%s\":\"%s\"", ak__kernel_variants[v], tables[v]->impl[i]);
+            printf("}");
+        }
+        printf("\n]}\n");
+        return AK_EXIT_OK;
+    }
+    printf("kernels/kernels.def: %d kernels, active table '%s'\n", AK__KERNEL_COUNT_,
+           active->name);
+    printf("%-18s %-10s", "kernel", "checker");
+    for (int v = 0; v < AK__KERNEL_VARIANTS; v++)
+        if (tables[v]) printf(" %-30s", ak__kernel_variants[v]);
+    printf("\n");
+    for (size_t i = 0; i < AK__KERNEL_COUNT_; i++) {
+        printf("%-18s %-10s", ak__kernel_list[i].name, ak__kernel_list[i].check);
+        for (int v = 0; v < AK__KERNEL_VARIANTS; v++)
+            if (tables[v]) printf(" %-30s", tables[v]->impl[i]);
+        printf("\n");
+    }
+    return AK_EXIT_OK;
+}
+
 /* ---- entry ------------------------------------------------------------------------ */
 
 static int bench_setup(const bench_opts *o, bench_env *env) {
@@ -333,6 +373,7 @@ int ak_bench_kernels(int argc, char **argv) {
     if (o.peer_child)
         return bench_peer_child(o.peer_child, o.shapes[0], o.reps > 0 ? o.reps : 1, o.threads,
                                 o.check);
+    if (o.table) return bench_table(&o);
     int rc = bench_setup(&o, &env);
     if (rc == AK_EXIT_OK && o.gemm) rc = bench_gemm(&o, &env);
     if (rc == AK_EXIT_OK && o.vec)
