@@ -1,6 +1,6 @@
-# Inference (issue 5): the ONNX loader and the graph IR. Included by the root
+# Inference: the ONNX loader, the graph IR, the runtime and the operators. Included by the root
 # CMakeLists.txt after accelkit_obj exists. Compiles src/infer/onnx/onnx.proto with
-# protoc-c into the build directory and adds src/infer/*/*.c plus the generated decoder
+# protoc-c into the build directory and adds every .c under src/infer plus the generated decoder
 # to the library. protobuf-c is required (Debian: protobuf-c-compiler, libprotobuf-c-dev).
 
 find_program(AK_PROTOC_C protoc-c)
@@ -27,14 +27,12 @@ add_custom_command(
 # generated code is not ours to keep warning-clean
 set_source_files_properties(${AK_ONNX_PB_C} PROPERTIES GENERATED TRUE COMPILE_OPTIONS "-w")
 
-file(GLOB AK_INFER_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/infer/*.c
-     ${CMAKE_SOURCE_DIR}/src/infer/*/*.c
-     ${CMAKE_SOURCE_DIR}/src/infer/*/*/*.c)
+file(GLOB_RECURSE AK_INFER_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/infer/*.c)
 # Conv's epilogues and column packing need -O3: GCC 12 at -O2 only vectorizes loops
 # without a remainder, and its scalar Relu branches on every sign (half the time of a
-# 1×1 convolution went there). Not the whole backend: -O3 made the depthwise loops slower.
+# 1×1 convolution went there). Not all the operators: -O3 made the depthwise loops slower.
 foreach(src IN LISTS AK_INFER_SOURCES)
-  if(src MATCHES "/backend/native/(nn_conv(_igemm|_winograd)?|nn_pool|nn_nchwc)\\.c$")
+  if(src MATCHES "/ops/nn/(conv/(conv|activation|igemm|winograd|nchwc)|pool/pool)\\.c$")
     set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-O3")
   endif()
 endforeach()

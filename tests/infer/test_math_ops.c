@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "infer/backend/native/math_reduce.h"
+#include "infer/ops/reduce/reduce.h"
 #include "infer/runtime/op.h"
 
 /* ---- running one operator ---------------------------------------------------------- */

@@ -19,7 +19,9 @@
 
 #include <cmocka.h>
 
-#include "infer/backend/native/nn_internal.h"
+#include "infer/ops/nn/common.h"
+#include "infer/ops/nn/conv/conv.h"
+#include "infer/ops/nn/conv/igemm.h"
 #include "infer/runtime/op.h"
 
 /* ---- running one operator ---------------------------------------------------------- */

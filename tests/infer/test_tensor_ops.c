@@ -1,4 +1,4 @@
-/* Unit tests of the tensor operator family (backend/native/tensor_*.c), driving the
+/* Unit tests of the tensor operator family (src/infer/ops/tensor/), driving the
  * operator definitions directly (reshape, then run): the opset forms the ONNX node tests
  * do not reach (Slice/Squeeze/Split attributes, Pad axes and wrap, Split num_outputs),
  * Transpose against a naive reference on every element size and the tiled and threaded

@@ -14,7 +14,8 @@
  * reported with AK_OP_FAIL and AK_ERR_INVALID_MODEL (or AK_ERR_INVALID_ARG for data a
  * caller fed); something valid the operator does not do fails with AK_ERR_UNSUPPORTED.
  *
- * Operators are grouped in families (backend/native/FAMILY_ops.c); each exports a
+ * Operators are grouped in families, one folder each under ops/ (elementwise, tensor,
+ * reduce, norm, nn with conv/ and pool/, math, rnn, sequence, fused); each exports a
  * NULL-terminated table that runtime/registry.c searches. */
 #ifndef AK_INFER_RUNTIME_OP_H
 #define AK_INFER_RUNTIME_OP_H
@@ -64,11 +65,14 @@ typedef struct ak__op_def {
     ak_status (*run)(ak__op_ctx *ctx);
 } ak__op_def;
 
-/* Family tables (NULL-terminated), one per backend/native family. */
+/* Family tables (NULL-terminated), one per folder of ops/. */
 extern const ak__op_def *const ak__ops_elementwise[];
 extern const ak__op_def *const ak__ops_nn[];
 extern const ak__op_def *const ak__ops_tensor[];
+extern const ak__op_def *const ak__ops_reduce[];
+extern const ak__op_def *const ak__ops_norm[];
 extern const ak__op_def *const ak__ops_math[];
+extern const ak__op_def *const ak__ops_rnn[];
 extern const ak__op_def *const ak__ops_fused[]; /* what runtime/optimize.c creates */
 extern const ak__op_def *const ak__ops_sequence[];
 

@@ -1,4 +1,4 @@
-/* Operator lookup over the family tables of backend/native. A family may list several
+/* Operator lookup over the family tables of ops/. A family may list several
  * definitions of one operator for different opset ranges: the one with the highest
  * min_opset not above the model's opset wins. */
 #include <string.h>
@@ -6,8 +6,8 @@
 #include "infer/runtime/op.h"
 
 static const ak__op_def *const *const families[] = {
-    ak__ops_elementwise, ak__ops_nn, ak__ops_tensor, ak__ops_math, ak__ops_fused,
-    ak__ops_sequence,
+    ak__ops_elementwise, ak__ops_nn,  ak__ops_tensor, ak__ops_reduce,   ak__ops_norm,
+    ak__ops_math,        ak__ops_rnn, ak__ops_fused,  ak__ops_sequence,
 };
 
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset) {

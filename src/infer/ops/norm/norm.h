@@ -1,0 +1,12 @@
+/* The norm family's operator definitions, listed by norm/table.c: LayerNormalization and
+ * MeanVarianceNormalization (layer_norm.c); BatchNormalization, InstanceNormalization
+ * and LRN over NCHW tensors (batch_norm.c). */
+#ifndef AK_INFER_OPS_NORM_NORM_H
+#define AK_INFER_OPS_NORM_NORM_H
+
+#include "infer/runtime/op.h"
+
+extern const ak__op_def ak__op_layer_norm, ak__op_mvn;
+extern const ak__op_def ak__nn_batchnorm, ak__nn_instancenorm, ak__nn_lrn;
+
+#endif /* AK_INFER_OPS_NORM_NORM_H */
