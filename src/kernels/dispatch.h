@@ -65,6 +65,7 @@ typedef void ak__kf_dot_rows(float *out, const float *q, const uint16_t *rows, s
                              size_t dim, float scale);
 typedef void ak__kf_madd_rows(float *o, const float *p, const uint16_t *rows, size_t n,
                               size_t dim);
+#include "kernels/kf_infer.h"
 
 /* Every symbol kernels.def names, declared with its kernel's type. */
 #define AK_KERNEL(name, type, elem, ref, check) type ref;

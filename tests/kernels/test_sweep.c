@@ -454,6 +454,8 @@ static void check_quantize_x(const sweep_case *c) {
     }
 }
 
+#include "sweep_infer.h"
+
 /* ---- the checkers by the names kernels.def uses, and the sweep ----------------------- */
 
 typedef struct checker {
@@ -468,6 +470,7 @@ static const checker checkers[] = {
     {"widen", check_widen},         {"dot_rows", check_dot_rows},
     {"madd_rows", check_madd_rows}, {"sgemm", check_sgemm},
     {"linear", check_linear},       {"quantize_x", check_quantize_x},
+    SWEEP_INFER_CHECKERS
 };
 
 static const checker *checker_for(const char *name) {
