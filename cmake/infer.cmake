@@ -69,6 +69,13 @@ function(ak_infer_link_libraries)
              COMMAND onnx_conformance --quiet --expected
                      ${CMAKE_SOURCE_DIR}/tests/infer/conformance_expected.txt)
     set_tests_properties(infer/onnx_conformance PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)
+    # the same suite on the scalar reference kernels (AK_KERNELS=ref: every kernel of the
+    # ONNX engine's block of kernels/kernels.def and the SGEMM reference)
+    add_test(NAME infer/onnx_conformance_ref
+             COMMAND onnx_conformance --quiet --expected
+                     ${CMAKE_SOURCE_DIR}/tests/infer/conformance_expected.txt)
+    set_tests_properties(infer/onnx_conformance_ref PROPERTIES TIMEOUT 300
+                         SKIP_RETURN_CODE 77 ENVIRONMENT AK_KERNELS=ref)
   endif()
 endfunction()
 cmake_language(DEFER CALL ak_infer_link_libraries)

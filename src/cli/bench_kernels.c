@@ -1,15 +1,19 @@
 /* `ak bench kernels`: SGEMM GFLOP/s and % of the measured FMA peak beside OpenBLAS and
  * BLIS (same run, alternating A B A B, medians), then GB/s of the reduction and
- * conversion kernels beside memcpy of the same size. */
+ * conversion kernels beside memcpy of the same size; `--only table` lists every kernel of
+ * kernels/kernels.def with the symbol each variant this CPU runs uses for it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "accelkit/kernels.h"
 #include "cli/bench_peers.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
+#include "kernels/dispatch.h"
 
 #define MAX_SHAPES 32
 #define VEC_BYTES ((size_t)16 << 20)
@@ -17,7 +21,7 @@
 typedef struct bench_opts {
     size_t shapes[MAX_SHAPES][3];
     int nshapes;
-    int gemm, vec, convert; /* which sections run */
+    int gemm, vec, convert, table; /* which sections run */
     int peers, quick, json, threads;
     /* internal: `--peer-child NAME --reps R [--check]` times a peer (see bench_peers.h) */
     const char *peer_child;
@@ -54,7 +58,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     long reps = 0;
     const ak_opt opts[] = {
         {"gemm", 0, AK_OPT_CUSTOM, o, "MxNxK", .help = "a GEMM shape to time (repeatable; default: 1024^3 and four CNN/transformer shapes)", .parse = parse_gemm_shape},
-        {"only", 0, AK_OPT_ENUM, &only, .choices = "gemm|vec|convert", .help = "run one section (default: all three)"},
+        {"only", 0, AK_OPT_ENUM, &only, .choices = "gemm|vec|convert|table", .help = "run one section: gemm, vec, convert, or table (every kernel of the kernel table against its reference; default: the first three)"},
         {"no-peers", 0, AK_OPT_FLAG, &no_peers, .help = "leave out OpenBLAS and BLIS"},
         {"quick", 0, AK_OPT_FLAG, &o->quick, .help = "shorter measurements (less precise)"},
         {"json", 0, AK_OPT_FLAG, &o->json, .help = "JSON instead of a table"},
@@ -72,10 +76,11 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     o->gemm = only < 0 || only == 0;
     o->vec = only < 0 || only == 1;
     o->convert = only < 0 || only == 2;
+    o->table = only == 3;
     if (o->nshapes == 0) {
         o->nshapes = (int)(sizeof default_shapes / sizeof *default_shapes);
         memcpy(o->shapes, default_shapes, sizeof default_shapes);
-    } else if (o->nshapes > 0 && !o->vec && !o->convert) {
+    } else if (o->nshapes > 0 && !o->vec && !o->convert && !o->table) {
         o->gemm = 1;
     }
     return AK_CLI_CONTINUE;
@@ -303,6 +308,46 @@ static int bench_vec_section(const bench_opts *o, bench_env *env, const char *se
     return AK_EXIT_OK;
 }
 
+/* ---- the kernel table ------------------------------------------------------------- */
+
+/* One row per kernel of kernels.def: its checker, and per variant the CPU can run the
+ * symbol that variant's table holds (its own or inherited); the active table first. */
+static int bench_table(const bench_opts *o) {
+    const ak__kernels *tables[AK__KERNEL_VARIANTS];
+    for (int v = 0; v < AK__KERNEL_VARIANTS; v++)
+        tables[v] = ak__kernels_for(ak__kernel_variants[v]);
+    const ak__kernels *active = ak__kernels_active();
+    if (o->json) {
+        cJSON *root = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(root, "kernels");
+        cJSON_AddStringToObject(root, "active", active->name);
+        for (size_t i = 0; i < AK__KERNEL_COUNT_; i++) {
+            const ak__kernel_info *k = &ak__kernel_list[i];
+            cJSON *row = cJSON_CreateObject();
+            cJSON_AddStringToObject(row, "kernel", k->name);
+            cJSON_AddStringToObject(row, "type", k->type);
+            cJSON_AddStringToObject(row, "elem", k->elem);
+            cJSON_AddStringToObject(row, "check", k->check);
+            for (int v = 0; v < AK__KERNEL_VARIANTS; v++)
+                if (tables[v]) cJSON_AddStringToObject(row, ak__kernel_variants[v], tables[v]->impl[i]);
+            cJSON_AddItemToArray(list, row);
+        }
+        return ak_cli_print_json(root);
+    }
+    printf("kernels/kernels.def: %d kernels, active table '%s'\n", AK__KERNEL_COUNT_,
+           active->name);
+    printf("%-18s %-10s", "kernel", "checker");
+    for (int v = 0; v < AK__KERNEL_VARIANTS; v++)
+        if (tables[v]) printf(" %-30s", ak__kernel_variants[v]);
+    printf("\n");
+    for (size_t i = 0; i < AK__KERNEL_COUNT_; i++) {
+        printf("%-18s %-10s", ak__kernel_list[i].name, ak__kernel_list[i].check);
+        for (int v = 0; v < AK__KERNEL_VARIANTS; v++)
+            if (tables[v]) printf(" %-30s", tables[v]->impl[i]);
+        printf("\n");
+    }
+    return AK_EXIT_OK;
+}
+
 /* ---- entry ------------------------------------------------------------------------ */
 
 static int bench_setup(const bench_opts *o, bench_env *env) {
@@ -336,6 +381,7 @@ int ak_bench_kernels(int argc, char **argv) {
     if (o.peer_child)
         return bench_peer_child(o.peer_child, o.shapes[0], o.reps > 0 ? o.reps : 1, o.threads,
                                 o.check);
+    if (o.table) return bench_table(&o);
     int rc = bench_setup(&o, &env);
     if (rc == AK_EXIT_OK && o.gemm) rc = bench_gemm(&o, &env);
     if (rc == AK_EXIT_OK && o.vec)

@@ -1,18 +1,20 @@
-/* ak_init: one-time library start-up (parameters, logging, CPU, kernels, tracing).
+/* ak_init: one-time library start-up (parameters, logging, CPU and ISA, tracing). The
+ * kernels layer picks its table itself from the ISA and AK_KERNELS validated here.
  * A failure is remembered and returned by every later call, so a bad AK_ISA surfaces
  * as an error from whatever the caller does first, never as a crash. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "core/check.h"
 #include "core/init.h"
 #include "core/params.h"
-#include "kernels/dispatch.h"
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_done;
 static ak_status init_status;
 static char init_error[512];
+static atomic_uint init_generation; /* successful runs of ak_init so far */
 
 static ak_status configure_logging(void) {
     ak_log_level level;
@@ -24,7 +26,8 @@ static ak_status configure_logging(void) {
     return AK_OK;
 }
 
-static ak_status select_kernels(void) {
+/* Validates AK_ISA (the CPU must run it) and AK_KERNELS; the kernels layer reads both. */
+static ak_status check_kernel_settings(ak_isa *active_isa) {
     ak_isa isa;
     const char *isa_text = ak__param_str(AK_PARAM_ISA);
     ak_status st = ak_isa_parse(isa_text, &isa);
@@ -35,23 +38,23 @@ static ak_status select_kernels(void) {
     }
     AK_CHECK(ak__cpu_set_active_isa(isa));
     const char *kernels = ak__param_str(AK_PARAM_KERNELS);
-    int force_ref = 0;
-    if (strcmp(kernels, "ref") == 0)
-        force_ref = 1;
-    else if (strcmp(kernels, "auto") != 0)
+    if (strcmp(kernels, "ref") != 0 && strcmp(kernels, "auto") != 0)
         return AK_FAIL(AK_ERR_INVALID_ARG, "AK_KERNELS='%s' is not one of auto, ref", kernels);
-    return ak__kernels_select(isa, force_ref);
+    *active_isa = isa;
+    return AK_OK;
 }
 
 static ak_status run_init(void) {
     AK_CHECK(ak__params_load());
     AK_CHECK(configure_logging());
     AK_CHECK(ak__cpu_detect());
-    AK_CHECK(select_kernels());
+    ak_isa isa;
+    AK_CHECK(check_kernel_settings(&isa));
     const char *trace = ak__param_str(AK_PARAM_TRACE);
     if (trace[0]) AK_CHECK(ak__trace_start_at_exit(trace));
-    AK_LOG_INFO(AK_SUBSYS_CORE, "accelkit %s initialized: kernels %s", AK_VERSION_STRING,
-                ak__kernels_active()->name);
+    AK_LOG_INFO(AK_SUBSYS_CORE, "accelkit %s initialized: ISA %s, kernels %s",
+                AK_VERSION_STRING, ak_isa_name(isa),
+                ak__param_str(AK_PARAM_KERNELS));
     return AK_OK;
 }
 
@@ -59,6 +62,7 @@ ak_status ak_init(void) {
     pthread_mutex_lock(&init_lock);
     if (!init_done) {
         init_status = run_init();
+        if (init_status == AK_OK) atomic_fetch_add(&init_generation, 1);
         snprintf(init_error, sizeof init_error, "%s", ak_last_error());
         init_done = 1;
     }
@@ -67,6 +71,8 @@ ak_status ak_init(void) {
     if (st != AK_OK) return AK_FAIL(st, "accelkit initialization failed: %s", init_error);
     return AK_OK;
 }
+
+unsigned ak__init_generation(void) { return atomic_load(&init_generation); }
 
 ak_status ak__init_reset(void) {
     pthread_mutex_lock(&init_lock);

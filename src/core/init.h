@@ -21,6 +21,9 @@ ak_isa ak__cpu_active_isa(void);
 size_t ak__cpu_cache_bytes(int level);
 /* Starts the process trace and writes it at exit. */
 ak_status ak__trace_start_at_exit(const char *path);
+/* How many times ak_init has succeeded: layers that cache what they derived from the
+ * parameters (the kernels' active table) redo it when this changes. */
+unsigned ak__init_generation(void);
 /* Re-runs ak_init from scratch after the environment changed (tests only). */
 ak_status ak__init_reset(void);
 

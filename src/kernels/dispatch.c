@@ -1,55 +1,108 @@
-/* Builds the kernel tables (ref, generic, avx2, avx512) and selects the active one once
- * at start-up. Every table starts from the references, so a variant that does not
- * provide a kernel falls back to a correct one. */
+/* Builds the kernel tables (ref, generic, avx2, avx512) from kernels/kernels.def and
+ * selects the active one. Each table starts as a copy of the variant below it (ref at the
+ * bottom), then takes the variant's own AK_IMPL lines, so a kernel a variant does not
+ * implement falls back to a correct one.
+ *
+ * The kernels layer selects its table itself, on first use: core validates AK_ISA and
+ * AK_KERNELS (ak_init fails on a bad value) and records the active ISA; the choice is
+ * made again only when ak_init re-ran (tests that change the environment). */
 #include "kernels/dispatch.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 
-#include "core/check.h"
 #include "core/init.h"
+#include "core/params.h"
+#include "kernels/gemm.h"
+#include "kernels/linear.h"
 
 enum { TABLE_REF, TABLE_GENERIC, TABLE_AVX2, TABLE_AVX512, TABLE_COUNT };
+/* AK_IMPL's variant column names these */
+enum { VARIANT_ref = TABLE_REF, VARIANT_generic = TABLE_GENERIC, VARIANT_avx2 = TABLE_AVX2,
+       VARIANT_avx512 = TABLE_AVX512 };
+
+const char *const ak__kernel_variants[AK__KERNEL_VARIANTS] = {"ref", "generic", "avx2",
+                                                               "avx512"};
+
+const ak__kernel_info ak__kernel_list[AK__KERNEL_COUNT_] = {
+#define AK_KERNEL(name, type, elem, ref, check)                                           \
+    {#name, #type, #elem, #check, #ref, offsetof(ak__kernels, name)},
+#define AK_KERNEL_AT(name, slot, type, elem, ref, check)                                  \
+    {#name, #type, #elem, #check, #ref, offsetof(ak__kernels, slot)},
+#include "kernels/kernels.def"
+};
+
+ak__any_kernel ak__kernel_get(const ak__kernels *k, size_t index) {
+    ak__any_kernel fn = NULL;
+    if (k && index < AK__KERNEL_COUNT_)
+        memcpy(&fn, (const char *)k + ak__kernel_list[index].offset, sizeof fn);
+    return fn;
+}
 
 static ak__kernels tables[TABLE_COUNT];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
-static const ak__kernels *active;
 static size_t stream_min_bytes;
 
-static void fill_ref(ak__kernels *k, const char *name) {
+/* One setter per kernel: stores the pointer at its member or slot and names it. */
+#define AK_KERNEL(name, type, elem, ref, check)                                           \
+    static void set_##name(ak__kernels *k, type *fn, const char *symbol) {              \
+        k->name = fn;                                                                    \
+        k->impl[AK__KERNEL_##name] = symbol;                                             \
+    }
+#define AK_KERNEL_AT(name, slot, type, elem, ref, check)                                  \
+    static void set_##name(ak__kernels *k, type *fn, const char *symbol) {              \
+        k->slot = fn;                                                                    \
+        k->impl[AK__KERNEL_##name] = symbol;                                             \
+    }
+#include "kernels/kernels.def"
+
+static void set_gemm_config(ak__kernels *k, const ak__gemm_config *cfg) {
+    k->sgemm_ukernel = cfg->ukernel;
+    k->sgemm_ukernel_epi = cfg->ukernel_epi;
+    k->sgemm_mr = cfg->mr;
+    k->sgemm_nr = cfg->nr;
+    k->sgemm_config = cfg;
+}
+
+/* AK_IMPL_IF features: the CPU flags a variant's kernel needs beyond the variant's ISA */
+static int cpu_feature_avx512vnni(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni");
+}
+
+static void fill_ref(ak__kernels *k) {
     memset(k, 0, sizeof *k);
-    k->name = name;
-    ak__fill_vec_ref(k);
-    ak__fill_reduce_ref(k);
-    ak__fill_convert_ref(k);
-    ak__fill_gemm_ref(k);
-    ak__fill_linear_ref(k);
-    ak__fill_attn_ref(k);
+    k->name = "ref";
+#define AK_KERNEL(name, type, elem, ref, check) set_##name(k, ref, #ref);
+#define AK_KERNEL_AT(name, slot, type, elem, ref, check) set_##name(k, ref, #ref);
+#include "kernels/kernels.def"
+}
+
+/* The variant's own lines over a copy of the table below it. */
+static void fill_variant(ak__kernels *k, const ak__kernels *below, int variant) {
+    *k = *below;
+    k->name = ak__kernel_variants[variant];
+#define AK_IMPL(name, v, symbol)                                                          \
+    if (variant == VARIANT_##v) set_##name(k, symbol, #symbol);
+#define AK_IMPL_IF(name, v, symbol, feature)                                              \
+    if (variant == VARIANT_##v && cpu_feature_##feature()) set_##name(k, symbol, #symbol);
+#define AK_GEMM_CONFIG(v, config)                                                         \
+    if (variant == VARIANT_##v) set_gemm_config(k, &config);
+#include "kernels/kernels.def"
 }
 
 static void build_tables(void) {
     size_t llc = ak__cpu_cache_bytes(3);
     stream_min_bytes = llc ? llc / 2 : (size_t)16 << 20;
-    fill_ref(&tables[TABLE_REF], "ref");
-    fill_ref(&tables[TABLE_GENERIC], "generic");
-    ak__fill_gemm_generic(&tables[TABLE_GENERIC]);
-    if (ak__cpu_supports(AK_ISA_AVX2)) {
-        ak__kernels *k = &tables[TABLE_AVX2];
-        fill_ref(k, "avx2");
-        ak__fill_vec_avx2(k);
-        ak__fill_reduce_avx2(k);
-        ak__fill_convert_avx2(k);
-        ak__fill_gemm_avx2(k);
-        ak__fill_linear_avx2(k);
-        ak__fill_attn_avx2(k);
-    }
-    if (ak__cpu_supports(AK_ISA_AVX512)) {
-        ak__kernels *k = &tables[TABLE_AVX512];
-        tables[TABLE_AVX512] = tables[TABLE_AVX2];
-        k->name = "avx512";
-        ak__fill_gemm_avx512(k);
-        ak__fill_linear_avx512(k);
-    }
+    fill_ref(&tables[TABLE_REF]);
+    fill_variant(&tables[TABLE_GENERIC], &tables[TABLE_REF], TABLE_GENERIC);
+    /* a variant is built only where the CPU can run it (ak__kernels_for returns NULL) */
+    if (ak__cpu_supports(AK_ISA_AVX2))
+        fill_variant(&tables[TABLE_AVX2], &tables[TABLE_GENERIC], TABLE_AVX2);
+    if (ak__cpu_supports(AK_ISA_AVX512))
+        fill_variant(&tables[TABLE_AVX512], &tables[TABLE_AVX2], TABLE_AVX512);
 }
 
 const ak__kernels *ak__kernels_for(const char *variant) {
@@ -59,19 +112,36 @@ const ak__kernels *ak__kernels_for(const char *variant) {
     return NULL;
 }
 
-const ak__kernels *ak__kernels_active(void) { return active; }
-
 size_t ak__kernels_stream_min_bytes(void) {
     pthread_once(&tables_once, build_tables);
     return stream_min_bytes;
 }
 
-ak_status ak__kernels_select(ak_isa isa, int force_ref) {
-    static const char *const by_isa[AK_ISA_COUNT_] = {"generic", "avx2", "avx512"};
-    AK_ARG_CHECK((unsigned)isa < AK_ISA_COUNT_, "unknown ISA %d", (int)isa);
-    const ak__kernels *k = ak__kernels_for(force_ref ? "ref" : by_isa[isa]);
-    if (!k) return AK_FAIL(AK_ERR_UNSUPPORTED, "no kernels for ISA '%s' on this CPU",
-                           ak_isa_name(isa));
-    active = k;
-    return AK_OK;
+/* The active table and the ak_init run it was chosen after. */
+static _Atomic(const ak__kernels *) active;
+static atomic_uint active_generation;
+
+/* Core has validated both settings (ak_init fails on others) and refuses an ISA the
+ * CPU cannot run, so the table asked for exists; before ak_init ran, the CPU's best. */
+static const ak__kernels *choose(void) {
+    static const int by_isa[AK_ISA_COUNT_] = {TABLE_GENERIC, TABLE_AVX2, TABLE_AVX512};
+    pthread_once(&tables_once, build_tables);
+    if (strcmp(ak__param_str(AK_PARAM_KERNELS), "ref") == 0) return &tables[TABLE_REF];
+    ak_isa isa = ak__cpu_active_isa();
+    int t = (unsigned)isa < AK_ISA_COUNT_ ? by_isa[isa] : TABLE_GENERIC;
+    while (t > TABLE_GENERIC && !tables[t].name) t--;
+    return &tables[t];
+}
+
+const ak__kernels *ak__kernels_active(void) {
+    unsigned gen = ak__init_generation();
+    /* the generation is published after the table, so a matching one sees its table */
+    if (atomic_load_explicit(&active_generation, memory_order_acquire) == gen) {
+        const ak__kernels *k = atomic_load_explicit(&active, memory_order_relaxed);
+        if (k) return k;
+    }
+    const ak__kernels *k = choose();
+    atomic_store_explicit(&active, k, memory_order_release);
+    atomic_store_explicit(&active_generation, gen, memory_order_release);
+    return k;
 }

@@ -1,8 +1,10 @@
-/* The kernel dispatch table: one function pointer per kernel, filled once by ak_init for
- * the active ISA (AK_ISA) or with the scalar references (AK_KERNELS=ref).
+/* The kernel dispatch table: one function pointer per kernel of kernels/kernels.def,
+ * filled per variant (ref, generic, avx2, avx512) from that list and selected by the
+ * kernels layer itself on first use, from the active ISA (AK_ISA) or the scalar
+ * references (AK_KERNELS=ref).
  *
- * Adding a kernel: a reference in kernels/ref/, ISA variants in kernels/x86/, a member
- * here, and a line in each fill function. Naming: ak_<dtype>_<what>[_<tile>]__<isa>. */
+ * Adding a kernel: one line in kernels/kernels.def, a reference in kernels/ref/, ISA
+ * variants in kernels/x86/. Naming: ak_<dtype>_<what>[_<tile>]__<isa>. */
 #ifndef AK_KERNELS_DISPATCH_H
 #define AK_KERNELS_DISPATCH_H
 
@@ -40,88 +42,108 @@ struct ak__linear_job;
 #define AK__LINEAR_SLOTS 5
 typedef void (*ak__linear_fn)(const struct ak__linear_job *job, size_t n0, size_t n1);
 
+/* ---- kernel function types (the `type` column of kernels.def) ----------------------
+ * Function types, not pointer types, so that kernels.def can declare every symbol it
+ * names with its type and the compiler checks each definition against the list. */
+typedef void ak__kf_f32_binary(float *dst, const float *a, const float *b, size_t n);
+typedef void ak__kf_f32_scale(float *dst, const float *x, float alpha, size_t n);
+typedef void ak__kf_f32_axpy(float *y, float alpha, const float *x, size_t n);
+typedef double ak__kf_f32_sum(const float *x, size_t n);
+typedef void ak__kf_h16_binary(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n);
+typedef void ak__kf_h16_scale(uint16_t *dst, const uint16_t *x, float alpha, size_t n);
+typedef void ak__kf_h16_axpy(uint16_t *y, float alpha, const uint16_t *x, size_t n);
+typedef double ak__kf_h16_sum(const uint16_t *x, size_t n);
+typedef void ak__kf_reduce(void *dst, const void *a, const void *b, size_t n);
+typedef void ak__kf_narrow16(uint16_t *dst, const float *src, size_t n);
+typedef void ak__kf_widen16(float *dst, const uint16_t *src, size_t n);
+typedef void ak__kf_sgemm(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
+                          const float *A, size_t lda, const float *B, size_t ldb, float beta,
+                          float *C, size_t ldc, ak_threadpool *pool);
+typedef void ak__kf_linear(const struct ak__linear_job *job, size_t n0, size_t n1);
+typedef void ak__kf_quantize_x(const float *x, size_t K, float *d, int32_t *s, int8_t *q);
+typedef void ak__kf_dot_rows(float *out, const float *q, const uint16_t *rows, size_t n,
+                             size_t dim, float scale);
+typedef void ak__kf_madd_rows(float *o, const float *p, const uint16_t *rows, size_t n,
+                              size_t dim);
+#include "kernels/kf_infer.h"
+
+/* Every symbol kernels.def names, declared with its kernel's type. */
+#define AK_KERNEL(name, type, elem, ref, check) type ref;
+#define AK_KERNEL_AT(name, slot, type, elem, ref, check) type ref;
+#include "kernels/kernels.def"
+#define AK_KERNEL(name, type, elem, ref, check) typedef type ak__kt_##name;
+#define AK_KERNEL_AT(name, slot, type, elem, ref, check) typedef type ak__kt_##name;
+#include "kernels/kernels.def"
+#define AK_IMPL(name, variant, symbol) ak__kt_##name symbol;
+#define AK_IMPL_IF(name, variant, symbol, feature) ak__kt_##name symbol;
+#include "kernels/kernels.def"
+struct ak__gemm_config;
+#define AK_GEMM_CONFIG(variant, config) extern const struct ak__gemm_config config;
+#include "kernels/kernels.def"
+
+/* Index of each kernel in the list: AK__KERNEL_<name>. */
+enum {
+#define AK_KERNEL(name, type, elem, ref, check) AK__KERNEL_##name,
+#define AK_KERNEL_AT(name, slot, type, elem, ref, check) AK__KERNEL_##name,
+#include "kernels/kernels.def"
+    AK__KERNEL_COUNT_
+};
+
 typedef struct ak__kernels {
-    const char *name; /* "ref", "generic", "avx2" */
+    const char *name; /* "ref", "generic", "avx2", "avx512" */
 
-    /* elementwise f32 / f16 / bf16 (f32 accumulation); dst may equal a / x */
-    void (*f32_add)(float *dst, const float *a, const float *b, size_t n);
-    void (*f32_scale)(float *dst, const float *x, float alpha, size_t n);
-    void (*f32_axpy)(float *y, float alpha, const float *x, size_t n);
-    double (*f32_sum)(const float *x, size_t n);
-    void (*f16_add)(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n);
-    void (*f16_scale)(uint16_t *dst, const uint16_t *x, float alpha, size_t n);
-    void (*f16_axpy)(uint16_t *y, float alpha, const uint16_t *x, size_t n);
-    double (*f16_sum)(const uint16_t *x, size_t n);
-    void (*bf16_add)(uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n);
-    void (*bf16_scale)(uint16_t *dst, const uint16_t *x, float alpha, size_t n);
-    void (*bf16_axpy)(uint16_t *y, float alpha, const uint16_t *x, size_t n);
-    double (*bf16_sum)(const uint16_t *x, size_t n);
+    /* one member per AK_KERNEL line of kernels.def */
+#define AK_KERNEL(name, type, elem, ref, check) type *name;
+#include "kernels/kernels.def"
 
-    /* collective reductions, [op][dtype] for op in SUM..MAX (see ak_reduce); dst may
-     * equal a or b */
-    void (*reduce[AK_REDUCE_AVG][AK_DTYPE_COUNT_])(void *dst, const void *a, const void *b,
-                                                   size_t n);
+    /* Arrays whose elements are AK_KERNEL_AT lines of kernels.def (declared here because
+     * their callers index them): collective reductions [op][dtype] for op in SUM..MAX
+     * (see ak_reduce; dst may equal a or b), and the linear-layer kernel per weight slot
+     * (kernels/linear.h). */
+    ak__kf_reduce *reduce[AK_REDUCE_AVG][AK_DTYPE_COUNT_];
+    ak__kf_linear *linear[AK__LINEAR_SLOTS];
 
-    /* conversions */
-    void (*f32_to_f16)(uint16_t *dst, const float *src, size_t n);
-    void (*f16_to_f32)(float *dst, const uint16_t *src, size_t n);
-    void (*f32_to_bf16)(uint16_t *dst, const float *src, size_t n);
-    void (*bf16_to_f32)(float *dst, const uint16_t *src, size_t n);
-
-    /* SGEMM: the whole operation (already validated), see ak_sgemm in kernels.h */
-    void (*sgemm)(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
-                  const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
-                  size_t ldc, ak_threadpool *pool);
-    /* the microkernel the blocked driver uses, with its tile (NULL for ref) */
+    /* Not kernels: the blocked SGEMM driver's configuration of this variant, fed from
+     * its AK_GEMM_CONFIG line (NULL / 0 for ref, which has no microkernel): the
+     * microkernel and its tile, the same with the tile finish fused in (NULL: none;
+     * callers then finish tiles themselves), and the whole configuration for
+     * ak__sgemm_blocked_epi. */
     ak__sgemm_ukernel_fn sgemm_ukernel;
-    /* the same with the tile finish fused in (NULL: none; callers then finish tiles
-     * themselves) */
     ak__sgemm_ukernel_epi_fn sgemm_ukernel_epi;
     int sgemm_mr, sgemm_nr;
-    /* the blocked driver's configuration for ak__sgemm_blocked_epi (NULL for ref) */
     const struct ak__gemm_config *sgemm_config;
 
-    /* linear layers: the kernel per weight slot, and one f32 row of K activations to
-     * Q8_0 (widened scales d[K/32], block sums s[K/32], values q[K]) bit-identical to
-     * the reference */
-    ak__linear_fn linear[AK__LINEAR_SLOTS];
-    void (*linear_quantize_x)(const float *x, size_t K, float *d, int32_t *s, int8_t *q);
-
-    /* attention over f16 rows of `dim` values (an LLM's f16 KV cache), f32 arithmetic:
-     * out[j] = scale·Σ_d q[d]·rows[j][d] for j < n, and o[d] += Σ_j p[j]·rows[j][d] */
-    void (*f16_dot_rows)(float *out, const float *q, const uint16_t *rows, size_t n, size_t dim,
-                         float scale);
-    void (*f16_madd_rows)(float *o, const float *p, const uint16_t *rows, size_t n, size_t dim);
+    /* the symbol each kernel of this table runs (its own or inherited), by AK__KERNEL_* */
+    const char *impl[AK__KERNEL_COUNT_];
 } ak__kernels;
+
+/* The list itself, for the test sweep and `ak bench kernels`: each kernel's name, its
+ * function type and element type (as written in kernels.def), the checker that tests
+ * it, its reference symbol, and where its pointer sits in ak__kernels. */
+typedef struct ak__kernel_info {
+    const char *name, *type, *elem, *check, *ref;
+    size_t offset;
+} ak__kernel_info;
+extern const ak__kernel_info ak__kernel_list[AK__KERNEL_COUNT_];
+/* Any kernel pointer, to be cast back to its ak__kf_* type (named by the info's type). */
+typedef void (*ak__any_kernel)(void);
+ak__any_kernel ak__kernel_get(const ak__kernels *k, size_t index);
+/* The variants, bottom first: each inherits what it does not implement from the one
+ * before it. */
+#define AK__KERNEL_VARIANTS 4
+extern const char *const ak__kernel_variants[AK__KERNEL_VARIANTS];
 
 /* Bytes a call must move before large-output kernels switch to non-temporal stores:
  * half the last-level cache (the result would be evicted before anyone reads it), or
  * 16 MiB when the cache size is unknown. */
 size_t ak__kernels_stream_min_bytes(void);
 
-/* The active table; valid after ak_init() succeeded. */
+/* The active table: chosen by the kernels layer on first use (and again after ak_init
+ * re-ran with another environment) from core's validated AK_ISA and AK_KERNELS; never
+ * NULL. */
 const ak__kernels *ak__kernels_active(void);
 /* Tables per variant, for tests that compare variants directly. Returns NULL if the
  * variant is not compiled in or the CPU cannot run it. */
 const ak__kernels *ak__kernels_for(const char *variant /* "ref"|"generic"|"avx2"|"avx512" */);
-/* Called by ak_init: fills the active table. */
-ak_status ak__kernels_select(ak_isa isa, int force_ref);
-
-/* Fill functions, one per (part, variant); each sets only its own members. */
-void ak__fill_vec_ref(ak__kernels *k);
-void ak__fill_vec_avx2(ak__kernels *k);
-void ak__fill_reduce_ref(ak__kernels *k);
-void ak__fill_reduce_avx2(ak__kernels *k);
-void ak__fill_convert_ref(ak__kernels *k);
-void ak__fill_convert_avx2(ak__kernels *k);
-void ak__fill_gemm_ref(ak__kernels *k);
-void ak__fill_gemm_generic(ak__kernels *k);
-void ak__fill_gemm_avx2(ak__kernels *k);
-void ak__fill_gemm_avx512(ak__kernels *k);
-void ak__fill_linear_ref(ak__kernels *k);
-void ak__fill_linear_avx2(ak__kernels *k);
-void ak__fill_linear_avx512(ak__kernels *k);
-void ak__fill_attn_ref(ak__kernels *k);
-void ak__fill_attn_avx2(ak__kernels *k);
 
 #endif /* AK_KERNELS_DISPATCH_H */

@@ -60,7 +60,7 @@ void ak_f32_gemm_ukernel_8x16_epi__avx512(size_t k, const float *Ap, const float
                                           float *C, size_t ldc, const ak__sgemm_tile_epi *epi);
 
 /* The scalar reference (kernels/ref/gemm_ref.c), also used by tests as the oracle. */
-void ak__sgemm_ref(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
+void ak_f32_gemm__ref(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
                    const float *A, size_t lda, const float *B, size_t ldb, float beta,
                    float *C, size_t ldc, ak_threadpool *pool);
 

@@ -1,4 +1,5 @@
-/* Portable SGEMM microkernel (4×8, plain C) and the generic dispatch entry.
+/* Portable SGEMM microkernel (4×8, plain C), its blocked-driver configuration and the
+ * generic SGEMM entry.
  *
  * Written as fixed-size loops over a small accumulator array so that gcc -O3 unrolls them
  * and keeps the 4×8 tile in 8 SSE2 registers (plus 2 for B and 4 broadcasts of A):
@@ -18,24 +19,16 @@ void ak_f32_gemm_ukernel_4x8__generic(size_t k, float alpha, const float *Ap, co
     ak__sgemm_store_edge(&acc[0][0], NR, alpha, beta, C, ldc, m, n);
 }
 
-static const ak__gemm_config generic_config = {
+const ak__gemm_config ak_f32_gemm_config__generic = {
     .ukernel = ak_f32_gemm_ukernel_4x8__generic,
     .mr = MR, .nr = NR,
     .kc = 256, .mc = 128, .nc = 2048, /* B sliver 8 KB (L1), A block 128 KB (L2) */
 };
 
-static void sgemm_generic(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
-                          const float *A, size_t lda, const float *B, size_t ldb, float beta,
-                          float *C, size_t ldc, ak_threadpool *pool) {
-    ak__sgemm_blocked(&generic_config, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta,
-                      C, ldc, pool);
+void ak_f32_gemm__generic(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
+    const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc,
+    ak_threadpool *pool) {
+    ak__sgemm_blocked(&ak_f32_gemm_config__generic, trans_a, trans_b, M, N, K, alpha, A, lda, B,
+                      ldb, beta, C, ldc, pool);
 }
 
-void ak__fill_gemm_generic(ak__kernels *k) {
-    k->sgemm = sgemm_generic;
-    k->sgemm_ukernel = ak_f32_gemm_ukernel_4x8__generic;
-    k->sgemm_ukernel_epi = NULL; /* tiles are finished by the callers */
-    k->sgemm_mr = MR;
-    k->sgemm_nr = NR;
-    k->sgemm_config = &generic_config;
-}

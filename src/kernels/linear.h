@@ -62,7 +62,7 @@ int ak__linear_slot(ak_wtype wtype);
  * ak_quantize_row's Q8_0. */
 void ak__quantize_row_ref(ak_wtype wtype, const float *src, void *dst, size_t K);
 void ak__dequantize_row_ref(ak_wtype wtype, const void *src, float *dst, size_t K);
-void ak__linear_quantize_x_ref(const float *x, size_t K, float *d, int32_t *s, int8_t *q);
+void ak_f32_quantize_q8_0__ref(const float *x, size_t K, float *d, int32_t *s, int8_t *q);
 
 /* Turns block sums (from linear_quantize_x) into the offset terms of ak__linear_job.xo
  * for weights of `wtype`, in place. */

@@ -23,7 +23,9 @@
  *   LX_FLOAT_C   tokens per float tile (registers: 4·C accumulators + C + 1)
  *   LX_QUANT_C   tokens per quantized tile
  *   LX_VNNI      1 to use vpdpbusd (AVX512-VNNI + VL), 0 for maddubs
- * and gets static functions lx_linear_<type>(job, n0, n1) and lx_quantize_x. */
+ *   LX_ISA       its variant's name (avx2, avx512)
+ * and gets the kernels ak_<type>_linear__<isa>(job, n0, n1) and
+ * ak_f32_quantize_q8_0__<isa> that kernels/kernels.def lists. */
 #ifndef AK_KERNELS_LINEAR_X86_H
 #define AK_KERNELS_LINEAR_X86_H
 
@@ -469,7 +471,7 @@ _Static_assert(LX_FLOAT_C <= 6 && LX_QUANT_C <= 6, "LX_TOKENS handles remainders
 #define LX_BLOCKED_QUANT 8
 
 #define LX_DEFINE_LINEAR(name, TILE, ROW, CMAX, slot, BLOCKED_FROM)                           \
-    static void name(const ak__linear_job *j, size_t n0, size_t n1) {                        \
+    void name(const ak__linear_job *j, size_t n0, size_t n1) {                               \
         if (j->T == 1) { /* two sequential streams, one per half of the rows */              \
             size_t h_ = (n1 - n0) / 2, m_ = n0 + h_;                                          \
             for (size_t i_ = 0; i_ < h_; i_++) {                                              \
@@ -488,18 +490,22 @@ _Static_assert(LX_FLOAT_C <= 6 && LX_QUANT_C <= 6, "LX_TOKENS handles remainders
     LX_DEFINE_LINEAR(name, lx_float_tile, lx_float_row, LX_FLOAT_C, slot, LX_BLOCKED_FLOAT)
 #define LX_QUANT_KERNEL(name, slot)                                                        \
     LX_DEFINE_LINEAR(name, lx_quant_tile, lx_quant_row, LX_QUANT_C, slot, LX_BLOCKED_QUANT)
-LX_FLOAT_KERNEL(lx_linear_f32, AK__LIN_F32)
-LX_FLOAT_KERNEL(lx_linear_f16, AK__LIN_F16)
-LX_FLOAT_KERNEL(lx_linear_bf16, AK__LIN_BF16)
-LX_QUANT_KERNEL(lx_linear_q8_0, AK__LIN_Q8_0)
-LX_QUANT_KERNEL(lx_linear_q4_0, AK__LIN_Q4_0)
+/* the includer's ISA suffix: ak_f32_linear__avx2, ... (declared by kernels/kernels.def) */
+#define LX_CAT_(a, b) a##b
+#define LX_CAT(a, b) LX_CAT_(a, b)
+#define LX_NAME(what) LX_CAT(what, LX_ISA)
+LX_FLOAT_KERNEL(LX_NAME(ak_f32_linear__), AK__LIN_F32)
+LX_FLOAT_KERNEL(LX_NAME(ak_f16_linear__), AK__LIN_F16)
+LX_FLOAT_KERNEL(LX_NAME(ak_bf16_linear__), AK__LIN_BF16)
+LX_QUANT_KERNEL(LX_NAME(ak_q8_0_linear__), AK__LIN_Q8_0)
+LX_QUANT_KERNEL(LX_NAME(ak_q4_0_linear__), AK__LIN_Q4_0)
 
 /* ---- activations to Q8_0 ----------------------------------------------------------------- */
 
-/* Bit-identical to ak__linear_quantize_x_ref: d = amax/127 rounded through f16 as stored,
+/* Bit-identical to ak_f32_quantize_q8_0__ref: d = amax/127 rounded through f16 as stored,
  * q = roundf(x·(1/d)), where roundf (ties away from zero) is trunc(v + copysign(0.5⁻, v))
  * for |v| ≤ 128 (checked over every float in that range). */
-static void lx_quantize_x(const float *x, size_t K, float *d, int32_t *s, int8_t *q) {
+void LX_NAME(ak_f32_quantize_q8_0__)(const float *x, size_t K, float *d, int32_t *s, int8_t *q) {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256 half = _mm256_set1_ps(0x1.fffffep-2f);
     for (size_t i = 0; i < K / AK__QK; i++, x += AK__QK) {

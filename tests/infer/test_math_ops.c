@@ -15,6 +15,7 @@
 
 #include "infer/ops/reduce/reduce.h"
 #include "infer/runtime/op.h"
+#include "kernels/ref/rows_body.h" /* the vector exp the Softmax kernels use */
 
 /* ---- running one operator ---------------------------------------------------------- */
 

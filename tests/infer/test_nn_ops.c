@@ -19,10 +19,12 @@
 
 #include <cmocka.h>
 
+#include "core/init.h"
 #include "infer/ops/nn/common.h"
 #include "infer/ops/nn/conv/conv.h"
 #include "infer/ops/nn/conv/igemm.h"
 #include "infer/runtime/op.h"
+#include "kernels/dispatch.h"
 
 /* ---- running one operator ---------------------------------------------------------- */
 
@@ -393,6 +395,19 @@ static const conv_case nchwc_cases[] = {
     {2, 2, 16, 24, 1, {17, 19}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, NULL},
 };
 
+/* Re-selects the kernel table the operators run: the scalar references (AK_KERNELS=ref),
+ * the AVX2 variants (AK_ISA=avx2, on an AVX-512 CPU), or the default (both NULL). Returns
+ * 0 when the CPU cannot run what is asked. */
+static int use_kernels(const char *kernels, const char *isa) {
+    if (isa && !ak__kernels_for(isa)) return 0;
+    if (kernels) setenv("AK_KERNELS", kernels, 1);
+    else unsetenv("AK_KERNELS");
+    if (isa) setenv("AK_ISA", isa, 1);
+    else unsetenv("AK_ISA");
+    assert_int_equal(ak__init_reset(), AK_OK);
+    return 1;
+}
+
 /* NchwcConv against the float64 Conv: every mix of plain and blocked sides, plain and
  * fused (Z + Relu, Clip, Sigmoid), the best tiles (AVX-512 where the CPU has it), the AVX2
  * and the scalar loops, short rows gathered or over the padded copy, 1 and 2 threads. */
@@ -401,7 +416,7 @@ static void test_nchwc_conv(void **s) {
     SKIP_IN_BENCH();
     uint64_t gather_max = ak__nchwc_gather_max_bytes;
     for (int mode = 0; mode < 4; mode++) { /* best, scalar, best never gathering, AVX2 */
-        ak__nchwc_force_scalar = mode == 1 ? 1 : mode == 3 ? 2 : 0;
+        if (!use_kernels(mode == 1 ? "ref" : NULL, mode == 3 ? "avx2" : NULL)) continue;
         ak__nchwc_gather_max_bytes = mode == 2 ? 0 : gather_max;
         for (nchwc_layout = 0; nchwc_layout < 4; nchwc_layout++)
             for (int fused = 0; fused <= 3; fused++)
@@ -410,7 +425,7 @@ static void test_nchwc_conv(void **s) {
                         check_conv_fused(fused ? "FusedConv" : "Conv", &nchwc_cases[i],
                                          pools[(i + (size_t)fused) % 2], fused);
     }
-    ak__nchwc_force_scalar = 0;
+    use_kernels(NULL, NULL);
     ak__nchwc_gather_max_bytes = gather_max;
     nchwc_layout = -1;
 }
@@ -438,7 +453,7 @@ static void check_nchwc_maxpool(const op_call *plain, const float *x, const int6
     float *xb = nchwc_reorder(x, xd[0], xd[1], P, 1);
     for (int variant = 0; variant < 4; variant++) {
         int scalar = variant & 1, y_blocked = variant >> 1;
-        ak__nchwc_force_scalar = scalar;
+        use_kernels(scalar ? "ref" : NULL, NULL);
         op_call b;
         memset(&b, 0, sizeof b);
         add_in(&b, AK_ELEM_F32, 4, xd, xb);
@@ -455,7 +470,7 @@ static void check_nchwc_maxpool(const op_call *plain, const float *x, const int6
         free(yp);
         call_free(&b);
     }
-    ak__nchwc_force_scalar = 0;
+    use_kernels(NULL, NULL);
     free(xb);
 }
 

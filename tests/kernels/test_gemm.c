@@ -66,12 +66,12 @@ static gemm_data data_make(const gemm_case *c, uint64_t seed) {
     if (c->beta == 0.0f) /* beta 0 must ignore C: NaN there must not reach the output */
         for (size_t i = 0; i < nc; i++) d.C0[i] = NAN;
     d.ref = copy_matrix(d.C0, nc, 0);
-    ak__sgemm_ref(c->ta, c->tb, c->M, c->N, c->K, c->alpha, d.A, c->lda, d.B, c->ldb, c->beta,
+    ak_f32_gemm__ref(c->ta, c->tb, c->M, c->N, c->K, c->alpha, d.A, c->lda, d.B, c->ldb, c->beta,
                   d.ref, c->ldc, NULL);
     /* the error bound's scale: |alpha|·|A||B| + |beta||C| */
     float *aa = copy_matrix(d.A, na, 1), *ab = copy_matrix(d.B, nb, 1);
     d.bound = copy_matrix(d.C0, nc, 1);
-    ak__sgemm_ref(c->ta, c->tb, c->M, c->N, c->K, fabsf(c->alpha), aa, c->lda, ab, c->ldb,
+    ak_f32_gemm__ref(c->ta, c->tb, c->M, c->N, c->K, fabsf(c->alpha), aa, c->lda, ab, c->ldb,
                   fabsf(c->beta), d.bound, c->ldc, NULL);
     free(aa);
     free(ab);

@@ -201,7 +201,7 @@ static lin_case case_make_x(ak_wtype wtype, size_t N, size_t K, size_t T, int ac
     for (size_t t = 0; t < T; t++) {
         const float *x = c.X + t * c.ldx;
         if (quantized(wtype) && K) {
-            ak__linear_quantize_x_ref(x, K, c.xd + t * K / 32, c.xs + t * K / 32, c.xq + t * K);
+            ak_f32_quantize_q8_0__ref(x, K, c.xd + t * K / 32, c.xs + t * K / 32, c.xq + t * K);
             for (size_t k = 0; k < K; k++)
                 xv[t * K + k] = c.xd[t * K / 32 + k / 32] * c.xq[t * K + k];
         } else {

@@ -5,7 +5,7 @@
 #include "core/half.h"
 #include "kernels/dispatch.h"
 
-static void ak_f16_dot_rows__ref(float *out, const float *q, const uint16_t *rows, size_t n,
+void ak_f16_dot_rows__ref(float *out, const float *q, const uint16_t *rows, size_t n,
                                  size_t dim, float scale) {
     for (size_t j = 0; j < n; j++) {
         float s = 0.0f;
@@ -14,13 +14,9 @@ static void ak_f16_dot_rows__ref(float *out, const float *q, const uint16_t *row
     }
 }
 
-static void ak_f16_madd_rows__ref(float *o, const float *p, const uint16_t *rows, size_t n,
+void ak_f16_madd_rows__ref(float *o, const float *p, const uint16_t *rows, size_t n,
                                   size_t dim) {
     for (size_t j = 0; j < n; j++)
         for (size_t d = 0; d < dim; d++) o[d] += p[j] * ak__f16_to_f32_ref(rows[j * dim + d]);
 }
 
-void ak__fill_attn_ref(ak__kernels *k) {
-    k->f16_dot_rows = ak_f16_dot_rows__ref;
-    k->f16_madd_rows = ak_f16_madd_rows__ref;
-}

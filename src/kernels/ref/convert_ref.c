@@ -3,25 +3,19 @@
 #include "core/half.h"
 #include "kernels/dispatch.h"
 
-static void ak_f32_to_f16__ref(uint16_t *dst, const float *src, size_t n) {
+void ak_f32_to_f16__ref(uint16_t *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = ak__f32_to_f16_ref(src[i]);
 }
 
-static void ak_f16_to_f32__ref(float *dst, const uint16_t *src, size_t n) {
+void ak_f16_to_f32__ref(float *dst, const uint16_t *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = ak__f16_to_f32_ref(src[i]);
 }
 
-static void ak_f32_to_bf16__ref(uint16_t *dst, const float *src, size_t n) {
+void ak_f32_to_bf16__ref(uint16_t *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = ak__f32_to_bf16_ref(src[i]);
 }
 
-static void ak_bf16_to_f32__ref(float *dst, const uint16_t *src, size_t n) {
+void ak_bf16_to_f32__ref(float *dst, const uint16_t *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = ak__bf16_to_f32_ref(src[i]);
 }
 
-void ak__fill_convert_ref(ak__kernels *k) {
-    k->f32_to_f16 = ak_f32_to_f16__ref;
-    k->f16_to_f32 = ak_f16_to_f32__ref;
-    k->f32_to_bf16 = ak_f32_to_bf16__ref;
-    k->bf16_to_f32 = ak_bf16_to_f32__ref;
-}

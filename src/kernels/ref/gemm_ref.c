@@ -14,7 +14,7 @@ static float b_at(int trans, const float *B, size_t ldb, size_t p, size_t j) {
     return trans ? B[j * ldb + p] : B[p * ldb + j];
 }
 
-void ak__sgemm_ref(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
+void ak_f32_gemm__ref(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
                    const float *A, size_t lda, const float *B, size_t ldb, float beta,
                    float *C, size_t ldc, ak_threadpool *pool) {
     (void)pool; /* the oracle stays single-threaded and simple */
@@ -31,11 +31,3 @@ void ak__sgemm_ref(int trans_a, int trans_b, size_t M, size_t N, size_t K, float
     }
 }
 
-void ak__fill_gemm_ref(ak__kernels *k) {
-    k->sgemm = ak__sgemm_ref;
-    k->sgemm_ukernel = NULL;
-    k->sgemm_ukernel_epi = NULL;
-    k->sgemm_mr = 0;
-    k->sgemm_nr = 0;
-    k->sgemm_config = NULL;
-}

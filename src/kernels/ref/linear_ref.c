@@ -116,7 +116,7 @@ void ak__dequantize_row_ref(ak_wtype wtype, const void *src, float *dst, size_t 
     }
 }
 
-void ak__linear_quantize_x_ref(const float *x, size_t K, float *d, int32_t *s, int8_t *q) {
+void ak_f32_quantize_q8_0__ref(const float *x, size_t K, float *d, int32_t *s, int8_t *q) {
     for (size_t i = 0; i < K / AK__QK; i++) {
         float di;
         int8_t *qi = q + i * AK__QK;
@@ -163,13 +163,13 @@ static void linear_float_ref(int slot, const ak__linear_job *j, size_t n0, size_
     }
 }
 
-static void ak_f32_linear__ref(const ak__linear_job *j, size_t n0, size_t n1) {
+void ak_f32_linear__ref(const ak__linear_job *j, size_t n0, size_t n1) {
     linear_float_ref(AK__LIN_F32, j, n0, n1);
 }
-static void ak_f16_linear__ref(const ak__linear_job *j, size_t n0, size_t n1) {
+void ak_f16_linear__ref(const ak__linear_job *j, size_t n0, size_t n1) {
     linear_float_ref(AK__LIN_F16, j, n0, n1);
 }
-static void ak_bf16_linear__ref(const ak__linear_job *j, size_t n0, size_t n1) {
+void ak_bf16_linear__ref(const ak__linear_job *j, size_t n0, size_t n1) {
     linear_float_ref(AK__LIN_BF16, j, n0, n1);
 }
 
@@ -202,18 +202,10 @@ static void linear_quant_ref(int slot, const ak__linear_job *j, size_t n0, size_
     }
 }
 
-static void ak_q8_0_linear__ref(const ak__linear_job *j, size_t n0, size_t n1) {
+void ak_q8_0_linear__ref(const ak__linear_job *j, size_t n0, size_t n1) {
     linear_quant_ref(AK__LIN_Q8_0, j, n0, n1);
 }
-static void ak_q4_0_linear__ref(const ak__linear_job *j, size_t n0, size_t n1) {
+void ak_q4_0_linear__ref(const ak__linear_job *j, size_t n0, size_t n1) {
     linear_quant_ref(AK__LIN_Q4_0, j, n0, n1);
 }
 
-void ak__fill_linear_ref(ak__kernels *k) {
-    k->linear[AK__LIN_F32] = ak_f32_linear__ref;
-    k->linear[AK__LIN_F16] = ak_f16_linear__ref;
-    k->linear[AK__LIN_BF16] = ak_bf16_linear__ref;
-    k->linear[AK__LIN_Q8_0] = ak_q8_0_linear__ref;
-    k->linear[AK__LIN_Q4_0] = ak_q4_0_linear__ref;
-    k->linear_quantize_x = ak__linear_quantize_x_ref;
-}

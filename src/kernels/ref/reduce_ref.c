@@ -74,7 +74,7 @@ AK_HALF_OPS(bf16, ak__bf16_to_f32_ref, ak__f32_to_bf16_ref)
 /* ---- the kernels: one elementwise loop per (dtype, op) ------------------------------- */
 
 #define AK_REDUCE_REF(ty, T, op)                                                        \
-    static void ak_##ty##_reduce_##op##__ref(void *dst, const void *a, const void *b,   \
+    void ak_##ty##_reduce_##op##__ref(void *dst, const void *a, const void *b,          \
                                              size_t n) {                                \
         T *d = (T *)dst;                                                                \
         const T *x = (const T *)a, *y = (const T *)b;                                   \
@@ -95,24 +95,7 @@ AK_REDUCE_REF_ALL(u8, uint8_t)
 AK_REDUCE_REF_ALL(i32, int32_t)
 AK_REDUCE_REF_ALL(i64, int64_t)
 
-#define AK_FILL_REF(k, DT, ty)                                                          \
-    do {                                                                                \
-        (k)->reduce[AK_REDUCE_SUM][DT] = ak_##ty##_reduce_sum__ref;                     \
-        (k)->reduce[AK_REDUCE_PROD][DT] = ak_##ty##_reduce_prod__ref;                   \
-        (k)->reduce[AK_REDUCE_MIN][DT] = ak_##ty##_reduce_min__ref;                     \
-        (k)->reduce[AK_REDUCE_MAX][DT] = ak_##ty##_reduce_max__ref;                     \
-    } while (0)
 
-void ak__fill_reduce_ref(ak__kernels *k) {
-    AK_FILL_REF(k, AK_DTYPE_F32, f32);
-    AK_FILL_REF(k, AK_DTYPE_F16, f16);
-    AK_FILL_REF(k, AK_DTYPE_BF16, bf16);
-    AK_FILL_REF(k, AK_DTYPE_F64, f64);
-    AK_FILL_REF(k, AK_DTYPE_I8, i8);
-    AK_FILL_REF(k, AK_DTYPE_U8, u8);
-    AK_FILL_REF(k, AK_DTYPE_I32, i32);
-    AK_FILL_REF(k, AK_DTYPE_I64, i64);
-}
 
 /* ---- AVG finish ---------------------------------------------------------------------- */
 

@@ -52,17 +52,3 @@ double ak_f32_sum__ref(const float *x, size_t n) {
 AK_DEFINE_HALF_REF(f16, ak__f16_to_f32_ref, ak__f32_to_f16_ref)
 AK_DEFINE_HALF_REF(bf16, ak__bf16_to_f32_ref, ak__f32_to_bf16_ref)
 
-void ak__fill_vec_ref(ak__kernels *k) {
-    k->f32_add = ak_f32_add__ref;
-    k->f32_scale = ak_f32_scale__ref;
-    k->f32_axpy = ak_f32_axpy__ref;
-    k->f32_sum = ak_f32_sum__ref;
-    k->f16_add = ak_f16_add__ref;
-    k->f16_scale = ak_f16_scale__ref;
-    k->f16_axpy = ak_f16_axpy__ref;
-    k->f16_sum = ak_f16_sum__ref;
-    k->bf16_add = ak_bf16_add__ref;
-    k->bf16_scale = ak_bf16_scale__ref;
-    k->bf16_axpy = ak_bf16_axpy__ref;
-    k->bf16_sum = ak_bf16_sum__ref;
-}

@@ -41,7 +41,7 @@ static float dot_tail(const float *q, const uint16_t *r, size_t d, size_t dim) {
     return s;
 }
 
-static void ak_f16_dot_rows__avx2(float *out, const float *q, const uint16_t *rows, size_t n,
+void ak_f16_dot_rows__avx2(float *out, const float *q, const uint16_t *rows, size_t n,
                                   size_t dim, float scale) {
     size_t d8 = dim / 8 * 8, j = 0;
     for (; j + 4 <= n; j += 4) {
@@ -68,7 +68,7 @@ static void ak_f16_dot_rows__avx2(float *out, const float *q, const uint16_t *ro
     }
 }
 
-static void ak_f16_madd_rows__avx2(float *o, const float *p, const uint16_t *rows, size_t n,
+void ak_f16_madd_rows__avx2(float *o, const float *p, const uint16_t *rows, size_t n,
                                    size_t dim) {
     size_t d = 0;
     for (; d + 32 <= dim; d += 32) {
@@ -100,7 +100,3 @@ static void ak_f16_madd_rows__avx2(float *o, const float *p, const uint16_t *row
     }
 }
 
-void ak__fill_attn_avx2(ak__kernels *k) {
-    k->f16_dot_rows = ak_f16_dot_rows__avx2;
-    k->f16_madd_rows = ak_f16_madd_rows__avx2;
-}

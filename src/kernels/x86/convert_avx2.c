@@ -109,25 +109,19 @@ AK_ALWAYS_INLINE void ak__convert(ak__conv c, void *dst, const void *src, size_t
     if (stream) _mm_sfence(); /* order the streamed lines before later stores */
 }
 
-static void ak_f32_to_f16__avx2(uint16_t *dst, const float *src, size_t n) {
+void ak_f32_to_f16__avx2(uint16_t *dst, const float *src, size_t n) {
     ak__convert(AK_C_TO_F16, dst, src, n);
 }
 
-static void ak_f16_to_f32__avx2(float *dst, const uint16_t *src, size_t n) {
+void ak_f16_to_f32__avx2(float *dst, const uint16_t *src, size_t n) {
     ak__convert(AK_C_FROM_F16, dst, src, n);
 }
 
-static void ak_f32_to_bf16__avx2(uint16_t *dst, const float *src, size_t n) {
+void ak_f32_to_bf16__avx2(uint16_t *dst, const float *src, size_t n) {
     ak__convert(AK_C_TO_BF16, dst, src, n);
 }
 
-static void ak_bf16_to_f32__avx2(float *dst, const uint16_t *src, size_t n) {
+void ak_bf16_to_f32__avx2(float *dst, const uint16_t *src, size_t n) {
     ak__convert(AK_C_FROM_BF16, dst, src, n);
 }
 
-void ak__fill_convert_avx2(ak__kernels *k) {
-    k->f32_to_f16 = ak_f32_to_f16__avx2;
-    k->f16_to_f32 = ak_f16_to_f32__avx2;
-    k->f32_to_bf16 = ak_f32_to_bf16__avx2;
-    k->bf16_to_f32 = ak_bf16_to_f32__avx2;
-}

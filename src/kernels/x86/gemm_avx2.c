@@ -1,4 +1,4 @@
-/* AVX2+FMA SGEMM microkernel (6×16) and the avx2 dispatch entry.
+/* AVX2+FMA SGEMM microkernel (6×16), its configuration and the avx2 SGEMM entry.
  *
  * The 6×16 tile is 12 ymm accumulators; each k step loads one 16-float row of the packed
  * B sliver (2 ymm) and broadcasts 6 values of the packed A sliver, for 12 FMAs. That
@@ -226,25 +226,17 @@ void ak_f32_gemm_ukernel_6x16_epi__avx2(size_t k, const float *Ap, const float *
 /* Zen 4 (32 KB L1d, 1 MB L2): the B sliver KC×16 (16 KB at KC=256) stays in L1 next to
  * the streaming A sliver; the A block MC×KC (~132 KB) sits in L2; the B panel KC×NC
  * (4 MB) in L3. Tuned with AK_GEMM_KC/MC/NC sweeps at 1024³ and the inference shapes. */
-static const ak__gemm_config avx2_config = {
+const ak__gemm_config ak_f32_gemm_config__avx2 = {
     .ukernel = ak_f32_gemm_ukernel_6x16__avx2,
     .ukernel_epi = ak_f32_gemm_ukernel_6x16_epi__avx2,
     .mr = MR, .nr = NR,
     .kc = 256, .mc = 132, .nc = 4096,
 };
 
-static void sgemm_avx2(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
-                       const float *A, size_t lda, const float *B, size_t ldb, float beta,
-                       float *C, size_t ldc, ak_threadpool *pool) {
-    ak__sgemm_blocked(&avx2_config, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                      ldc, pool);
+void ak_f32_gemm__avx2(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
+    const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc,
+    ak_threadpool *pool) {
+    ak__sgemm_blocked(&ak_f32_gemm_config__avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B,
+                      ldb, beta, C, ldc, pool);
 }
 
-void ak__fill_gemm_avx2(ak__kernels *k) {
-    k->sgemm = sgemm_avx2;
-    k->sgemm_ukernel = ak_f32_gemm_ukernel_6x16__avx2;
-    k->sgemm_ukernel_epi = ak_f32_gemm_ukernel_6x16_epi__avx2;
-    k->sgemm_mr = MR;
-    k->sgemm_nr = NR;
-    k->sgemm_config = &avx2_config;
-}

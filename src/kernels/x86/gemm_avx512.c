@@ -1,4 +1,4 @@
-/* AVX-512 SGEMM microkernel (MR×16) and the avx512 dispatch entry.
+/* AVX-512 SGEMM microkernel (MR×16), its configuration and the avx512 SGEMM entry.
  *
  * The tile is MR rows × one 16-float zmm: each k step loads the packed B row once and
  * multiplies it by MR broadcast values of the packed A sliver (an FMA with an embedded
@@ -120,26 +120,17 @@ void ak_f32_gemm_ukernel_8x16_epi__avx512(size_t k, const float *Ap, const float
 
 /* As the AVX2 configuration (its comment has the cache reasoning), with MC a multiple
  * of 8. */
-static const ak__gemm_config avx512_config = {
+const ak__gemm_config ak_f32_gemm_config__avx512 = {
     .ukernel = ak_f32_gemm_ukernel_8x16__avx512,
     .ukernel_epi = ak_f32_gemm_ukernel_8x16_epi__avx512,
     .mr = MR, .nr = NR,
     .kc = 256, .mc = 128, .nc = 4096,
 };
 
-static void sgemm_avx512(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
-                         const float *A, size_t lda, const float *B, size_t ldb, float beta,
-                         float *C, size_t ldc, ak_threadpool *pool) {
-    ak__sgemm_blocked(&avx512_config, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                      ldc, pool);
+void ak_f32_gemm__avx512(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
+    const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc,
+    ak_threadpool *pool) {
+    ak__sgemm_blocked(&ak_f32_gemm_config__avx512, trans_a, trans_b, M, N, K, alpha, A, lda, B,
+                      ldb, beta, C, ldc, pool);
 }
 
-void ak__fill_gemm_avx512(ak__kernels *k) {
-    ak__fill_gemm_avx2(k);
-    k->sgemm = sgemm_avx512;
-    k->sgemm_ukernel = ak_f32_gemm_ukernel_8x16__avx512;
-    k->sgemm_ukernel_epi = ak_f32_gemm_ukernel_8x16_epi__avx512;
-    k->sgemm_mr = MR;
-    k->sgemm_nr = NR;
-    k->sgemm_config = &avx512_config;
-}

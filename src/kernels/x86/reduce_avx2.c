@@ -209,10 +209,10 @@ AK_ALWAYS_INLINE void ak__reduce(ak_dtype dt, ak_reduce_op op, void *dst_, const
     _mm_sfence(); /* order the streamed lines before anything this thread publishes */
 }
 
-/* ---- the kernels and the table -------------------------------------------------------- */
+/* ---- the kernels (kernels/kernels.def lists them) ------------------------------------- */
 
 #define AK_REDUCE_AVX2(ty, DT, op, OP)                                                  \
-    static void ak_##ty##_reduce_##op##__avx2(void *dst, const void *a, const void *b,  \
+    void ak_##ty##_reduce_##op##__avx2(void *dst, const void *a, const void *b,         \
                                               size_t n) {                               \
         ak__reduce(DT, OP, dst, a, b, n);                                               \
     }
@@ -231,21 +231,4 @@ AK_REDUCE_AVX2_ALL(u8, AK_DTYPE_U8)
 AK_REDUCE_AVX2_ALL(i32, AK_DTYPE_I32)
 AK_REDUCE_AVX2_ALL(i64, AK_DTYPE_I64)
 
-#define AK_FILL_AVX2(k, DT, ty)                                                         \
-    do {                                                                                \
-        (k)->reduce[AK_REDUCE_SUM][DT] = ak_##ty##_reduce_sum__avx2;                    \
-        (k)->reduce[AK_REDUCE_PROD][DT] = ak_##ty##_reduce_prod__avx2;                  \
-        (k)->reduce[AK_REDUCE_MIN][DT] = ak_##ty##_reduce_min__avx2;                    \
-        (k)->reduce[AK_REDUCE_MAX][DT] = ak_##ty##_reduce_max__avx2;                    \
-    } while (0)
 
-void ak__fill_reduce_avx2(ak__kernels *k) {
-    AK_FILL_AVX2(k, AK_DTYPE_F32, f32);
-    AK_FILL_AVX2(k, AK_DTYPE_F16, f16);
-    AK_FILL_AVX2(k, AK_DTYPE_BF16, bf16);
-    AK_FILL_AVX2(k, AK_DTYPE_F64, f64);
-    AK_FILL_AVX2(k, AK_DTYPE_I8, i8);
-    AK_FILL_AVX2(k, AK_DTYPE_U8, u8);
-    AK_FILL_AVX2(k, AK_DTYPE_I32, i32);
-    AK_FILL_AVX2(k, AK_DTYPE_I64, i64);
-}

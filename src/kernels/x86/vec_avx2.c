@@ -202,32 +202,18 @@ AK_ALWAYS_INLINE double ak__sum(ak__elem e, const void *x_, size_t n) {
 /* ---- the kernels ------------------------------------------------------------------ */
 
 #define AK_DEFINE_VEC_AVX2(ty, T, E)                                                     \
-    static void ak_##ty##_add__avx2(T *dst, const T *a, const T *b, size_t n) {          \
+    void ak_##ty##_add__avx2(T *dst, const T *a, const T *b, size_t n) {          \
         ak__map(E, AK_OP_ADD, dst, a, b, 0.0f, n);                                       \
     }                                                                                    \
-    static void ak_##ty##_scale__avx2(T *dst, const T *x, float alpha, size_t n) {       \
+    void ak_##ty##_scale__avx2(T *dst, const T *x, float alpha, size_t n) {       \
         ak__map(E, AK_OP_SCALE, dst, x, NULL, alpha, n);                                 \
     }                                                                                    \
-    static void ak_##ty##_axpy__avx2(T *y, float alpha, const T *x, size_t n) {          \
+    void ak_##ty##_axpy__avx2(T *y, float alpha, const T *x, size_t n) {          \
         ak__map(E, AK_OP_AXPY, y, y, x, alpha, n);                                       \
     }                                                                                    \
-    static double ak_##ty##_sum__avx2(const T *x, size_t n) { return ak__sum(E, x, n); }
+    double ak_##ty##_sum__avx2(const T *x, size_t n) { return ak__sum(E, x, n); }
 
 AK_DEFINE_VEC_AVX2(f32, float, AK_E_F32)
 AK_DEFINE_VEC_AVX2(f16, uint16_t, AK_E_F16)
 AK_DEFINE_VEC_AVX2(bf16, uint16_t, AK_E_BF16)
 
-void ak__fill_vec_avx2(ak__kernels *k) {
-    k->f32_add = ak_f32_add__avx2;
-    k->f32_scale = ak_f32_scale__avx2;
-    k->f32_axpy = ak_f32_axpy__avx2;
-    k->f32_sum = ak_f32_sum__avx2;
-    k->f16_add = ak_f16_add__avx2;
-    k->f16_scale = ak_f16_scale__avx2;
-    k->f16_axpy = ak_f16_axpy__avx2;
-    k->f16_sum = ak_f16_sum__avx2;
-    k->bf16_add = ak_bf16_add__avx2;
-    k->bf16_scale = ak_bf16_scale__avx2;
-    k->bf16_axpy = ak_bf16_axpy__avx2;
-    k->bf16_sum = ak_bf16_sum__avx2;
-}

@@ -85,13 +85,13 @@ static void f32_compute(const bin_op *op, void *d, const float *a, const float *
                         int sa, int sb) {
     float *df = d;
     switch (op->kind) {
-    case BIN_ADD: ew_f32_binary(EW_F32_ADD, df, a, b, n, sa, sb); return;
-    case BIN_SUB: ew_f32_binary(EW_F32_SUB, df, a, b, n, sa, sb); return;
-    case BIN_MUL: ew_f32_binary(EW_F32_MUL, df, a, b, n, sa, sb); return;
-    case BIN_DIV: ew_f32_binary(EW_F32_DIV, df, a, b, n, sa, sb); return;
-    case BIN_MIN: ew_f32_binary(EW_F32_MIN, df, a, b, n, sa, sb); return;
-    case BIN_MAX: ew_f32_binary(EW_F32_MAX, df, a, b, n, sa, sb); return;
-    case BIN_PRELU: ew_f32_binary(EW_F32_PRELU, df, a, b, n, sa, sb); return;
+    case BIN_ADD: ew_f32_binary(AK_EW_F32_ADD, df, a, b, n, sa, sb); return;
+    case BIN_SUB: ew_f32_binary(AK_EW_F32_SUB, df, a, b, n, sa, sb); return;
+    case BIN_MUL: ew_f32_binary(AK_EW_F32_MUL, df, a, b, n, sa, sb); return;
+    case BIN_DIV: ew_f32_binary(AK_EW_F32_DIV, df, a, b, n, sa, sb); return;
+    case BIN_MIN: ew_f32_binary(AK_EW_F32_MIN, df, a, b, n, sa, sb); return;
+    case BIN_MAX: ew_f32_binary(AK_EW_F32_MAX, df, a, b, n, sa, sb); return;
+    case BIN_PRELU: ew_f32_binary(AK_EW_F32_PRELU, df, a, b, n, sa, sb); return;
     case BIN_POW: pow_f32(df, a, b, n, sa, sb); return;
     case BIN_MOD:
         for (size_t i = 0; i < n; i++)
@@ -478,7 +478,7 @@ static void seg_scale(const void *op_, void *dst, const void *const *in, const i
     const bin_op *op = op_;
     double f = 1.0 / op->fmod; /* fmod holds the input count here */
     if (op->ta == AK_ELEM_F32) {
-        ew_f32_unary(EW_F32_SCALE, dst, dst, n, (float)f, 0.0f);
+        ew_f32_unary(AK_EW_F32_SCALE, dst, dst, n, (float)f, 0.0f);
     } else if (op->ta == AK_ELEM_F64) {
         for (size_t i = 0; i < n; i++) ((double *)dst)[i] *= f;
     } else { /* float16 / bfloat16 */

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "infer/runtime/op.h"
+#include "kernels/dispatch.h"
 
 /* ---- broadcast driver (elementwise/broadcast.c) ------------------------------------------ */
 
@@ -37,26 +38,15 @@ ak_status ew_map_run(const ak__op_ctx *ctx, ak__tensor *out, const ak__tensor *i
 #define EW_PAR_CHEAP ((uint64_t)1 << 16)
 #define EW_PAR_COSTLY ((uint64_t)1 << 13)
 
-/* ---- float32 vector kernels (elementwise/kernels_f32.c) ------------------------------------- */
-
-typedef enum ew_f32_bin {
-    EW_F32_ADD, EW_F32_SUB, EW_F32_MUL, EW_F32_DIV, EW_F32_MIN, EW_F32_MAX, EW_F32_PRELU,
-    EW_F32_BIN_COUNT
-} ew_f32_bin;
+/* ---- float32 vector kernels (elementwise/kernels_f32.c: the kernel table's) ---------- */
 
 /* dst[i] = a[i*sa] op b[i*sb], sa and sb in {0, 1}; dst may equal a or b. */
-void ew_f32_binary(ew_f32_bin op, float *dst, const float *a, const float *b, size_t n,
+void ew_f32_binary(ak__ew_f32_bin op, float *dst, const float *a, const float *b, size_t n,
                    int sa, int sb);
-
-typedef enum ew_f32_un {
-    EW_F32_RELU, EW_F32_LEAKY, EW_F32_CLIP, EW_F32_ABS, EW_F32_NEG, EW_F32_SIGMOID,
-    EW_F32_TANH, EW_F32_GELU_ERF, EW_F32_GELU_TANH, EW_F32_HARDSIGMOID, EW_F32_HARDSWISH,
-    EW_F32_SCALE, EW_F32_EXP, EW_F32_ERF, EW_F32_UN_COUNT
-} ew_f32_un;
 
 /* dst[i] = f(src[i]) with parameters a, b (LeakyRelu alpha, Clip min/max, HardSigmoid
  * alpha/beta, Scale factor); dst may equal src. */
-void ew_f32_unary(ew_f32_un op, float *dst, const float *src, size_t n, float a, float b);
+void ew_f32_unary(ak__ew_f32_un op, float *dst, const float *src, size_t n, float a, float b);
 
 /* float16 (t = AK_ELEM_F16) or bfloat16 <-> float32 with the kernels' vector converters
  * (round to nearest even); the buffers must not overlap. */

@@ -107,18 +107,18 @@ UN_FLOAT_FN(un_f64, double)
 /* The vector kernel for kind, or -1. */
 static int f32_vector_kind(const un_op *o) {
     switch (o->kind) {
-    case UN_RELU: return EW_F32_RELU;
-    case UN_LEAKY: return EW_F32_LEAKY;
-    case UN_CLIP: return EW_F32_CLIP;
-    case UN_ABS: return EW_F32_ABS;
-    case UN_NEG: return EW_F32_NEG;
-    case UN_SIGMOID: return EW_F32_SIGMOID;
-    case UN_TANH: return EW_F32_TANH;
-    case UN_GELU: return o->flag ? EW_F32_GELU_TANH : EW_F32_GELU_ERF;
-    case UN_HARDSIGMOID: return EW_F32_HARDSIGMOID;
-    case UN_HARDSWISH: return EW_F32_HARDSWISH;
-    case UN_EXP: return EW_F32_EXP;
-    case UN_ERF: return EW_F32_ERF;
+    case UN_RELU: return AK_EW_F32_RELU;
+    case UN_LEAKY: return AK_EW_F32_LEAKY;
+    case UN_CLIP: return AK_EW_F32_CLIP;
+    case UN_ABS: return AK_EW_F32_ABS;
+    case UN_NEG: return AK_EW_F32_NEG;
+    case UN_SIGMOID: return AK_EW_F32_SIGMOID;
+    case UN_TANH: return AK_EW_F32_TANH;
+    case UN_GELU: return o->flag ? AK_EW_F32_GELU_TANH : AK_EW_F32_GELU_ERF;
+    case UN_HARDSIGMOID: return AK_EW_F32_HARDSIGMOID;
+    case UN_HARDSWISH: return AK_EW_F32_HARDSWISH;
+    case UN_EXP: return AK_EW_F32_EXP;
+    case UN_ERF: return AK_EW_F32_ERF;
     default: return -1;
     }
 }
@@ -131,7 +131,7 @@ static void un_f32(const un_op *o, float *y, const float *x, size_t n) {
     }
     float a = o->kind == UN_CLIP ? (float)o->lo : o->alpha;
     float b = o->kind == UN_CLIP ? (float)o->hi : o->beta;
-    ew_f32_unary((ew_f32_un)v, y, x, n, a, b);
+    ew_f32_unary((ak__ew_f32_un)v, y, x, n, a, b);
 }
 
 /* IsNaN / IsInf of any float type into bool. */

@@ -3,17 +3,19 @@
  * Before opset 13 the input is read as a matrix [prod(dims[:axis]), prod(dims[axis:])]
  * (axis defaults to 1) and each row is normalized; from 13 only dims[axis] is (axis
  * defaults to -1). Both make a layout [outer][n][inner]: the rows of the normalized axis
- * are contiguous when inner is 1, the transformer case, which float32 runs with vector
- * kernels (one pass for the maximum, one for exp and its sum, one to scale) with rows
- * split over the thread pool. inner > 1 works on blocks of columns with the same
+ * are contiguous when inner is 1, the transformer case, which float32 runs with the row
+ * kernel (ak_f32_softmax_rows: one pass for the maximum, one for exp and its sum, one to
+ * scale) with rows split over the thread pool. inner > 1 works on blocks of columns with the same
  * kernels; other float types go through double. */
 #include <math.h>
 #include <string.h>
 
 #include "infer/ops/reduce/reduce.h"
 #include "infer/ops/math/math.h"
+#include "kernels/dispatch.h"
 
-typedef enum { SM_SOFTMAX, SM_LOGSOFTMAX, SM_HARDMAX } sm_mode;
+/* Softmax and LogSoftmax as the kernels name them (kernels/kf_infer.h) */
+typedef enum { SM_SOFTMAX = AK_KF_SOFTMAX, SM_LOGSOFTMAX = AK_KF_LOGSOFTMAX, SM_HARDMAX } sm_mode;
 
 typedef struct {
     uint64_t outer, n, inner;
@@ -50,51 +52,16 @@ static ak_status sm_reshape(ak__op_ctx *ctx) {
     return ak__op_set_output_like(ctx, 0, x);
 }
 
-/* ---- float32 kernels --------------------------------------------------------------- */
+/* ---- float32: the kernels --------------------------------------------------------------- */
 
-#define COLS 64
-
-#if AK_MATH_HAVE_AVX2_VARIANT
-/* FMA contraction for the AVX2 instantiation (ISO C mode turns it off): it halves the
- * latency of the exp polynomial */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=fast")
-#endif
-#define VF ak__v8f
-#define VI ak__v8i
-#define VW 8
-#define KATTR AK_MATH_TARGET_AVX2
-#define KNAME(x) x##_avx2
-#include "infer/ops/math/softmax_kernels.h"
-#undef VF
-#undef VI
-#undef VW
-#undef KATTR
-#undef KNAME
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
-#endif
-
-#define VF ak__v4f
-#define VI ak__v4i
-#define VW 4
-#define KATTR
-#define KNAME(x) x##_base
-#include "infer/ops/math/softmax_kernels.h"
-#undef VF
-#undef VI
-#undef VW
-#undef KATTR
-#undef KNAME
+#define COLS AK_KF_SOFTMAX_COLS
 
 typedef struct {
     sm_mode mode;
     sm_layout l;
     const ak__tensor *x;
     ak__tensor *y;
-    int avx2;
+    const ak__kernels *k; /* the kernel table of this run */
 } sm_job;
 
 static void rows_worker(void *arg, size_t begin, size_t end, int thread) {
@@ -103,13 +70,7 @@ static void rows_worker(void *arg, size_t begin, size_t end, int thread) {
     size_t n = (size_t)j->l.n;
     const float *x = (const float *)j->x->data + begin * n;
     float *y = (float *)j->y->data + begin * n;
-#if AK_MATH_HAVE_AVX2_VARIANT
-    if (j->avx2) {
-        rows_avx2(x, y, end - begin, n, j->mode);
-        return;
-    }
-#endif
-    rows_base(x, y, end - begin, n, j->mode);
+    j->k->f32_softmax_rows(x, y, end - begin, n, (int)j->mode);
 }
 
 static void cols_worker(void *arg, size_t begin, size_t end, int thread) {
@@ -122,13 +83,7 @@ static void cols_worker(void *arg, size_t begin, size_t end, int thread) {
         size_t w = inner - c0 < COLS ? inner - c0 : COLS;
         const float *x = (const float *)j->x->data + o * n * inner + c0;
         float *y = (float *)j->y->data + o * n * inner + c0;
-#if AK_MATH_HAVE_AVX2_VARIANT
-        if (j->avx2) {
-            cols_avx2(x, y, n, inner, w, j->mode);
-            continue;
-        }
-#endif
-        cols_base(x, y, n, inner, w, j->mode);
+        j->k->f32_softmax_cols(x, y, n, inner, w, (int)j->mode);
     }
 }
 
@@ -164,11 +119,11 @@ static void generic_worker(void *arg, size_t begin, size_t end, int thread) {
 }
 
 static ak_status sm_run(ak__op_ctx *ctx, sm_mode mode) {
-    sm_job j = {mode, {0, 0, 0}, ak__op_in(ctx, 0), ak__op_out(ctx, 0), 0};
+    sm_job j = {mode, {0, 0, 0}, ak__op_in(ctx, 0), ak__op_out(ctx, 0), NULL};
     if (!j.y || j.y->count == 0) return AK_OK;
     AK_CHECK(sm_layout_of(ctx, j.x, &j.l));
     if (j.x->type == AK_ELEM_F32 && mode != SM_HARDMAX) {
-        j.avx2 = ak__math_avx2();
+        j.k = ak__kernels_active();
         if (j.l.inner == 1)
             return ak__math_parallel(ctx, (size_t)j.l.outer, (size_t)j.l.n * 8, rows_worker,
                                      &j);

@@ -10,6 +10,7 @@
 
 #include "accelkit/kernels.h"
 #include "infer/runtime/op.h"
+#include "kernels/dispatch.h"
 
 /* Spatial ranks beyond this (5-D and deeper convolutions) are refused as unsupported. */
 #define AK_NN_MAX_SP 8
@@ -57,10 +58,17 @@ size_t ak__nn_slice_depth(uint64_t K);
 void ak__nn_parallel(ak_threadpool *pool, size_t n, size_t grain, ak_parallel_fn fn, void *ctx);
 
 /* Channels per block of the NCHWc layout (NchwcConv, NchwcMaxPool): one AVX2 vector. */
-#define AK_NN_NCHWC_BLOCK 8
-/* For tests (nn/conv/nchwc.c): 1 runs NchwcConv's scalar loops even where AVX2 is active, 2
- * its AVX2 tiles where AVX-512 is. */
-extern int ak__nchwc_force_scalar;
+#define AK_NN_NCHWC_BLOCK AK_KF_NCHWC_BLOCK
+
+/* A 2-D geometry as the window kernels take it (kernels/kf_infer.h). */
+static inline ak__kf_win2d ak__nn_win2d(const ak__nn_geom *g) {
+    ak__kf_win2d w;
+    for (int a = 0; a < 2; a++) {
+        w.in[a] = g->in[a], w.out[a] = g->out[a], w.k[a] = g->k[a];
+        w.s[a] = g->s[a], w.d[a] = g->d[a], w.pb[a] = g->pb[a];
+    }
+    return w;
+}
 /* For tests (nn/conv/nchwc.c): the largest gathered copy of an image a blocked layer makes. */
 extern uint64_t ak__nchwc_gather_max_bytes;
 

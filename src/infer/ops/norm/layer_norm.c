@@ -3,7 +3,8 @@
  * LayerNormalization (opset 17) normalizes X over dims [axis, rank): each of the
  * prod(dims[:axis]) rows of n = prod(dims[axis:]) elements gets its mean and
  * 1/sqrt(variance + epsilon), then Y = (X - mean) * invstd * Scale + B, Scale and B
- * broadcast to dims[axis:]. float32 runs vector kernels, rows split over the thread pool
+ * broadcast to dims[axis:]. float32 runs the row kernel (ak_f32_layer_norm_rows), rows
+ * split over the thread pool
  * (the transformer hot path); a Scale or B that only broadcasts is first expanded into
  * the workspace. Other float types go through double. The optional Mean and InvStdDev
  * outputs have shape dims[:axis] + [1] * (rank - axis) and the type stash_type names.
@@ -15,6 +16,7 @@
 
 #include "infer/ops/norm/norm.h"
 #include "infer/ops/reduce/reduce.h"
+#include "kernels/dispatch.h"
 
 /* ---- LayerNormalization: shapes ---------------------------------------------------- */
 
@@ -103,74 +105,12 @@ static uint64_t ln_bidx(const ln_layout *l, const ak__tensor *t, uint64_t e) {
 
 /* ---- LayerNormalization: float32 --------------------------------------------------- */
 
-AK_MATH_INLINE void ln_rows_body(const float *x, float *y, size_t rows, size_t n,
-                                 const float *g, const float *b, float eps, float *mean_out,
-                                 float *inv_out) {
-    for (size_t row = 0; row < rows; row++, x += n, y += n) {
-        size_t i = 0;
-        ak__v8f s0 = AK_V8_SPLAT(0.0f), s1 = s0;
-        for (; i + 16 <= n; i += 16) {
-            ak__v8f a, c;
-            AK_V8_LOAD(a, x + i);
-            AK_V8_LOAD(c, x + i + 8);
-            s0 += a;
-            s1 += c;
-        }
-        s0 += s1;
-        float sum = AK_V8_HSUM(s0);
-        for (; i < n; i++) sum += x[i];
-        float mean = sum / (float)n;
-
-        /* the variance from deviations (two passes: no cancellation) */
-        ak__v8f mv = AK_V8_SPLAT(mean);
-        s0 = s1 = AK_V8_SPLAT(0.0f);
-        for (i = 0; i + 16 <= n; i += 16) {
-            ak__v8f a, c;
-            AK_V8_LOAD(a, x + i);
-            AK_V8_LOAD(c, x + i + 8);
-            a -= mv;
-            c -= mv;
-            s0 += a * a;
-            s1 += c * c;
-        }
-        s0 += s1;
-        float ss = AK_V8_HSUM(s0);
-        for (; i < n; i++) ss += (x[i] - mean) * (x[i] - mean);
-        float inv = 1.0f / sqrtf(ss / (float)n + eps);
-
-        ak__v8f iv = AK_V8_SPLAT(inv);
-        for (i = 0; i + 8 <= n; i += 8) {
-            ak__v8f a, gv, bv = AK_V8_SPLAT(0.0f);
-            AK_V8_LOAD(a, x + i);
-            AK_V8_LOAD(gv, g + i);
-            if (b) AK_V8_LOAD(bv, b + i);
-            a = (a - mv) * iv * gv + bv;
-            AK_V8_STORE(y + i, a);
-        }
-        for (; i < n; i++) y[i] = (x[i] - mean) * inv * g[i] + (b ? b[i] : 0.0f);
-        if (mean_out) mean_out[row] = mean;
-        if (inv_out) inv_out[row] = inv;
-    }
-}
-
-#if AK_MATH_HAVE_AVX2_VARIANT
-AK_MATH_TARGET_AVX2 static void ln_rows_avx2(const float *x, float *y, size_t rows, size_t n,
-                                             const float *g, const float *b, float eps,
-                                             float *mean_out, float *inv_out) {
-    ln_rows_body(x, y, rows, n, g, b, eps, mean_out, inv_out);
-}
-#endif
-static void ln_rows_base(const float *x, float *y, size_t rows, size_t n, const float *g,
-                         const float *b, float eps, float *mean_out, float *inv_out) {
-    ln_rows_body(x, y, rows, n, g, b, eps, mean_out, inv_out);
-}
-
 typedef struct {
     const ln_layout *l;
     const float *g, *b;
     float eps;
     ak__tensor *y, *mean, *inv;
-    int avx2;
+    const ak__kernels *k; /* the kernel table of this run */
 } ln_job;
 
 static void ln_f32_worker(void *arg, size_t begin, size_t end, int thread) {
@@ -182,13 +122,7 @@ static void ln_f32_worker(void *arg, size_t begin, size_t end, int thread) {
     /* Mean / InvStdDev in float32 directly; other stash types are converted after */
     float *mo = j->mean && j->mean->type == AK_ELEM_F32 ? (float *)j->mean->data + begin : NULL;
     float *io = j->inv && j->inv->type == AK_ELEM_F32 ? (float *)j->inv->data + begin : NULL;
-#if AK_MATH_HAVE_AVX2_VARIANT
-    if (j->avx2) {
-        ln_rows_avx2(x, y, end - begin, n, j->g, j->b, j->eps, mo, io);
-        return;
-    }
-#endif
-    ln_rows_base(x, y, end - begin, n, j->g, j->b, j->eps, mo, io);
+    j->k->f32_layer_norm_rows(x, y, end - begin, n, j->g, j->b, j->eps, mo, io);
 }
 
 /* ---- LayerNormalization: any float type, in double --------------------------------- */
@@ -247,7 +181,7 @@ static ak_status ln_run(ak__op_ctx *ctx) {
         j.g = g;
         j.b = l.bias ? b : NULL;
     }
-    j.avx2 = ak__math_avx2();
+    j.k = ak__kernels_active();
     AK_CHECK(ak__math_parallel(ctx, (size_t)l.rows, (size_t)l.n * 4, ln_f32_worker, &j));
     /* a stash type other than float32: recompute the statistics in double */
     if ((j.mean && j.mean->type != AK_ELEM_F32) || (j.inv && j.inv->type != AK_ELEM_F32)) {

@@ -3,7 +3,8 @@
  * norm/layer_norm.c.
  *
  * Every reduction splits the input into kept and reduced axes (ak__math_split). float32
- * in the common [outer][reduced][inner] layout takes vector kernels; int64/uint64 are
+ * in the common [outer][reduced][inner] layout takes the row kernel (kernels/kf_infer.h)
+ * or column chunks; int64/uint64 are
  * reduced exactly in 64-bit integers; everything else goes through double. Axes come from
  * the attribute before opset 18 (ReduceSum: 13) and from the optional second input after;
  * an empty axes list reduces everything, or nothing with noop_with_empty_axes (then each
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "infer/ops/reduce/reduce.h"
+#include "kernels/dispatch.h"
 
 /* ---- shared helpers ---------------------------------------------------------------- */
 
@@ -101,15 +103,6 @@ ak_status ak__math_parallel(const ak__op_ctx *ctx, size_t n, size_t item_cost,
     return ak_threadpool_parallel_for(ctx->pool, n, grain ? grain : 1, fn, arg);
 }
 
-int ak__math_avx2(void) {
-#if AK_MATH_HAVE_AVX2_VARIANT
-    ak_cpu_info info;
-    if (ak_cpu_get_info(&info) != AK_OK) return 0;
-    return info.active_isa >= AK_ISA_AVX2 && info.has_avx2 && info.has_fma;
-#else
-    return 0;
-#endif
-}
 
 /* ---- the reductions ---------------------------------------------------------------- */
 
@@ -203,7 +196,7 @@ typedef struct {
     const ak__math_split *s;
     const ak__tensor *x;
     ak__tensor *y;
-    int avx2;
+    const ak__kernels *k; /* the kernel table of this run */
 } rjob;
 
 /* -- generic: double accumulation through ak__elem_get, one output element at a time -- */
@@ -305,66 +298,17 @@ static void reduce_generic_worker(void *arg, size_t begin, size_t end, int threa
 
 /* -- float32, [outer][reduced][inner] layout -- */
 
-/* Reduces each of `rows` contiguous rows of n floats to one value. */
-AK_MATH_INLINE void rows_f32_body(const float *x, float *y, size_t rows, size_t n,
-                                  rkind kind) {
-    for (size_t row = 0; row < rows; row++, x += n) {
-        float acc;
-        size_t i = 0;
-        if (kind == RK_MAX || kind == RK_MIN) {
-            ak__v8f m = AK_V8_SPLAT(kind == RK_MAX ? -INFINITY : INFINITY);
-            for (; i + 8 <= n; i += 8) {
-                ak__v8f v;
-                AK_V8_LOAD(v, x + i);
-                ak__v8i take = kind == RK_MAX ? (v > m) : (v < m);
-                take |= v != v; /* NaN wins, as numpy's max does */
-                m = AK_V8_SELECT(take, v, m);
-            }
-            acc = m[0];
-            for (int l = 1; l < 8; l++)
-                if ((kind == RK_MAX ? m[l] > acc : m[l] < acc) || isnan(m[l])) acc = m[l];
-            for (; i < n; i++)
-                if ((kind == RK_MAX ? x[i] > acc : x[i] < acc) || isnan(x[i])) acc = x[i];
-        } else if (kind == RK_PROD) {
-            acc = 1.0f;
-            for (; i < n; i++) acc *= x[i];
-        } else {
-            ak__v8f s0 = AK_V8_SPLAT(0.0f), s1 = s0;
-            const ak__v8i absmask = {INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX,
-                                     INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX};
-            for (; i + 16 <= n; i += 16) {
-                ak__v8f a, b;
-                AK_V8_LOAD(a, x + i);
-                AK_V8_LOAD(b, x + i + 8);
-                if (kind == RK_L1) {
-                    a = (ak__v8f)((ak__v8i)a & absmask);
-                    b = (ak__v8f)((ak__v8i)b & absmask);
-                } else if (kind == RK_L2 || kind == RK_SUMSQ) {
-                    a = a * a;
-                    b = b * b;
-                }
-                s0 += a;
-                s1 += b;
-            }
-            s0 += s1;
-            acc = AK_V8_HSUM(s0);
-            for (; i < n; i++) {
-                float v = x[i];
-                acc += kind == RK_L1 ? fabsf(v) : kind == RK_L2 || kind == RK_SUMSQ ? v * v : v;
-            }
-        }
-        y[row] = acc;
+/* The row kernel's kind for a sum-like or extreme reduction (kernels/kf_infer.h). */
+static int rows_kind(rkind kind) {
+    switch (kind) {
+    case RK_MAX: return AK_KF_ROWS_MAX;
+    case RK_MIN: return AK_KF_ROWS_MIN;
+    case RK_PROD: return AK_KF_ROWS_PROD;
+    case RK_L1: return AK_KF_ROWS_ABS;
+    case RK_L2:
+    case RK_SUMSQ: return AK_KF_ROWS_SQUARES;
+    default: return AK_KF_ROWS_SUM;
     }
-}
-
-#if AK_MATH_HAVE_AVX2_VARIANT
-AK_MATH_TARGET_AVX2 static void rows_f32_avx2(const float *x, float *y, size_t rows, size_t n,
-                                              rkind kind) {
-    rows_f32_body(x, y, rows, n, kind);
-}
-#endif
-static void rows_f32_base(const float *x, float *y, size_t rows, size_t n, rkind kind) {
-    rows_f32_body(x, y, rows, n, kind);
 }
 
 /* The last step of a sum-like reduction of n values, in place. */
@@ -386,11 +330,7 @@ static void rows_f32_worker(void *arg, size_t begin, size_t end, int thread) {
     size_t n = (size_t)j->s->nred;
     const float *x = (const float *)j->x->data + begin * n;
     float *y = (float *)j->y->data + begin;
-#if AK_MATH_HAVE_AVX2_VARIANT
-    if (j->avx2) rows_f32_avx2(x, y, end - begin, n, j->kind);
-    else
-#endif
-        rows_f32_base(x, y, end - begin, n, j->kind);
+    j->k->f32_reduce_rows(x, y, end - begin, n, rows_kind(j->kind));
     finish_f32(y, end - begin, j->kind, j->s->nred);
 }
 
@@ -465,7 +405,7 @@ static ak_status reduce_run(ak__op_ctx *ctx) {
     AK_CHECK(reduce_mask(ctx, x, mask));
     ak__math_split s;
     ak__math_split_init(&s, x->rank, x->dims, mask);
-    rjob j = {ri->kind, &s, x, y, ak__math_avx2()};
+    rjob j = {ri->kind, &s, x, y, ak__kernels_active()};
     if (s.nred == 0) {
         reduce_empty(&j);
         return AK_OK;

@@ -6,13 +6,9 @@
  * whose innermost output dim is strided in the source go through cache-sized 2-D tiles. */
 #include <string.h>
 
-#include "core/init.h"
 #include "infer/ops/tensor/tensor_ops.h"
+#include "kernels/dispatch.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define TOPS_X86 1
-#endif
 
 /* ---- inputs ------------------------------------------------------------------------- */
 
@@ -176,63 +172,11 @@ enum { TILE = 32 };
         }                                                                             \
     } while (0)
 
-#ifdef TOPS_X86
-/* d[j * ds + i] = s[i * ss + j] for an 8x8 block of 32-bit elements, in registers
- * (written out: loops over arrays of vectors may spill at -O2). */
-__attribute__((target("avx2"))) static inline void tr8x8_32(const float *s, int64_t ss,
-                                                              float *d, int64_t ds) {
-    __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ss);
-    __m256 r2 = _mm256_loadu_ps(s + 2 * ss), r3 = _mm256_loadu_ps(s + 3 * ss);
-    __m256 r4 = _mm256_loadu_ps(s + 4 * ss), r5 = _mm256_loadu_ps(s + 5 * ss);
-    __m256 r6 = _mm256_loadu_ps(s + 6 * ss), r7 = _mm256_loadu_ps(s + 7 * ss);
-    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(d + ds, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(d + 2 * ds, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(d + 3 * ds, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(d + 4 * ds, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(d + 5 * ds, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(d + 6 * ds, _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(d + 7 * ds, _mm256_permute2f128_ps(u3, u7, 0x31));
-}
-
-/* One band of a 2-D transpose of 32-bit elements: 8x8 register blocks, scalar edges. */
-__attribute__((target("avx2"))) static void tile_band_32_avx2(char *dst, const char *src,
-                                                                int64_t na, int64_t ib0,
-                                                                int64_t ib1, int64_t sa,
-                                                                int64_t dsb) {
-    float *d = (float *)(void *)dst;
-    const float *s = (const float *)(const void *)src;
-    for (int64_t ia0 = 0; ia0 < na; ia0 += TILE) {
-        int64_t ia1 = ia0 + TILE < na ? ia0 + TILE : na;
-        int64_t ia8 = ia0 + (ia1 - ia0) / 8 * 8, ib8 = ib0 + (ib1 - ib0) / 8 * 8;
-        for (int64_t ib = ib0; ib < ib8; ib += 8)
-            for (int64_t ia = ia0; ia < ia8; ia += 8)
-                tr8x8_32(s + ia * sa + ib, sa, d + ib * dsb + ia, dsb);
-        for (int64_t ib = ib0; ib < ib1; ib++) /* edges: columns past ia8, rows past ib8 */
-            for (int64_t ia = ib < ib8 ? ia8 : ia0; ia < ia1; ia++)
-                d[ib * dsb + ia] = s[ib + ia * sa];
-    }
-}
-#endif
-
 void ak__tops_transpose_f32(float *dst, int64_t ld_dst, const float *src, int64_t ld_src,
                             int64_t rows, int64_t cols) {
-#ifdef TOPS_X86
-    if (ak__cpu_active_avx2()) {
-        tile_band_32_avx2((char *)dst, (const char *)src, rows, 0, cols, ld_src, ld_dst);
-        return;
-    }
-#endif
-    for (int64_t j = 0; j < cols; j++)
-        for (int64_t i = 0; i < rows; i++) dst[j * ld_dst + i] = src[i * ld_src + j];
+    ak__kernels_active()->f32_transpose32_band((uint32_t *)(void *)dst,
+                                               (const uint32_t *)(const void *)src, rows, 0, cols,
+                                               ld_src, ld_dst);
 }
 
 /* Work item w = (outer position, band of TILE rows of dim b). */
@@ -242,6 +186,7 @@ static void scopy_tiles(void *p, size_t begin, size_t end, int thread_index) {
     int a = c->rank - 1, b = c->tile_b;
     int64_t na = c->dims[a], nb = c->dims[b], sa = c->strides[a];
     int64_t bands = (nb + TILE - 1) / TILE, dsb = 1;
+    ak__kf_transpose32_band *band32 = ak__kernels_active()->f32_transpose32_band;
     for (int d = b + 1; d < c->rank; d++) dsb *= c->dims[d];
     for (size_t w = begin; w < end; w++) {
         uint64_t o = w / (uint64_t)bands;
@@ -262,12 +207,10 @@ static void scopy_tiles(void *p, size_t begin, size_t end, int thread_index) {
         }
         char *d = c->dst + doff * (int64_t)c->elem;
         const char *s = c->src + soff * (int64_t)c->elem;
-#ifdef TOPS_X86
-        if (c->elem == 4 && ak__cpu_active_avx2()) {
-            tile_band_32_avx2(d, s, na, ib0, ib1, sa, dsb);
+        if (c->elem == 4) { /* the kernel's 8×8 register blocks */
+            band32((uint32_t *)(void *)d, (const uint32_t *)(const void *)s, na, ib0, ib1, sa, dsb);
             continue;
         }
-#endif
         switch (c->elem) {
         case 1: TILE_LOOP(uint8_t); break;
         case 2: TILE_LOOP(uint16_t); break;

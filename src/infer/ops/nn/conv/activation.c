@@ -1,15 +1,11 @@
 /* The convolutions' activations and tile epilogue: FusedConv's activation (com.microsoft
  * names) parsed from the node, applied in place over rows, or handed to the SGEMM
- * microkernel as its finish; and bias + Z + activation over a GEMM tile (an AVX2 loop
- * for ReLU, Clip or none). Compiled at -O3 (see cmake/infer.cmake). */
+ * microkernel as its finish; and bias + Z + activation over a GEMM tile (the kernel
+ * ak_f32_tile_finish for ReLU, Clip or none). Compiled at -O3 (see cmake/infer.cmake). */
 #include <math.h>
 #include <string.h>
 
-#include "core/init.h"
 #include "infer/ops/nn/conv/activation.h"
-#if defined(__x86_64__) || defined(__i386__)
-#include "infer/ops/nn/avx2.h"
-#endif
 
 ak_status ak__nn_parse_activation(const ak__op_ctx *ctx, ak__nn_act *act) {
     const char *name = ak__attr_string(ctx->node, "activation", "");
@@ -72,35 +68,6 @@ void ak__nn_act_rows(const ak__nn_act *act, float *y, uint64_t rows, uint64_t co
     }
 }
 
-#if defined(__x86_64__) || defined(__i386__)
-/* The epilogue with a ReLU, a Clip or no activation in registers: on a 6×16 tile of a
- * 1×1 convolution with 16 input channels it costs as much as the tile's FMAs otherwise. */
-__attribute__((target("avx2,fma"))) static void tile_epilogue_avx2(
-    float *y, const float *z, const float *bias, uint64_t ld, size_t m, size_t n,
-    const ak__nn_act *act) {
-    int kind = act->kind;
-    __m256 lo = _mm256_set1_ps(kind == AK_NN_ACT_CLIP ? act->a : 0.0f), hi = _mm256_set1_ps(act->b);
-    __m256i all = ak__nn_first_lanes(8);
-    for (size_t r = 0; r < m; r++) {
-        float *yr = y + r * ld;
-        const float *zr = z ? z + r * ld : NULL;
-        float bs = bias ? bias[r] : 0.0f;
-        __m256 bv = _mm256_set1_ps(bs);
-        size_t j = 0;
-        for (; j + 8 <= n; j += 8) {
-            __m256 v = _mm256_add_ps(_mm256_loadu_ps(yr + j), bv);
-            _mm256_storeu_ps(yr + j, ak__nn_finish8(v, zr ? zr + j : NULL, all, 1, kind, lo, hi));
-        }
-        for (; j < n; j++) {
-            float v = yr[j] + bs + (zr ? zr[j] : 0.0f);
-            if (kind == AK_NN_ACT_RELU) v = v > 0.0f ? v : 0.0f;
-            else if (kind == AK_NN_ACT_CLIP) v = v < act->a ? act->a : v > act->b ? act->b : v;
-            yr[j] = v;
-        }
-    }
-}
-#endif
-
 int ak__nn_act_fusable(const ak__nn_act *act, const float *bias, const float *z,
                        ak__sgemm_tile_epi *out) {
     static const int kinds[] = {[AK_NN_ACT_NONE] = AK_SGEMM_ACT_NONE,
@@ -115,13 +82,11 @@ int ak__nn_act_fusable(const ak__nn_act *act, const float *bias, const float *z,
 
 void ak__nn_tile_epilogue(float *y, const float *z, const float *bias, uint64_t ld, size_t m,
                           size_t n, const ak__nn_act *act) {
-#if defined(__x86_64__) || defined(__i386__)
-    if (ak__cpu_active_avx2() && (act->kind == AK_NN_ACT_NONE || act->kind == AK_NN_ACT_RELU ||
-                                  act->kind == AK_NN_ACT_CLIP)) {
-        tile_epilogue_avx2(y, z, bias, ld, m, n, act);
+    ak__sgemm_tile_epi fin;
+    if (ak__nn_act_fusable(act, bias, z, &fin)) {
+        ak__kernels_active()->f32_tile_finish(y, ld, m, n, &fin);
         return;
     }
-#endif
     if (bias || z)
         for (size_t r = 0; r < m; r++) {
             float bv = bias ? bias[r] : 0.0f, *yr = y + r * ld;

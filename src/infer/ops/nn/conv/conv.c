@@ -36,9 +36,6 @@
 #include "infer/ops/nn/conv/depthwise.h"
 #include "infer/ops/nn/conv/igemm.h"
 #include "infer/ops/nn/conv/winograd.h"
-#if defined(__x86_64__) || defined(__i386__)
-#include "infer/ops/nn/avx2.h"
-#endif
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 
@@ -508,8 +505,8 @@ static void conv_run_pointwise(const conv_plan *pl, const conv_run *r) {
 
 static ak__nn_dw_args conv_dw_args(const conv_run *r) {
     const conv_plan *pl = r->pl;
-    return (ak__nn_dw_args){&pl->g, r->x,   r->w,   r->b,    r->z,        r->y,
-                            pl->C,  pl->Pin, pl->P, pl->act, ak__cpu_active_avx2()};
+    return (ak__nn_dw_args){&pl->g, r->x,    r->w,  r->b,   r->z,
+                            r->y,   pl->C,   pl->Pin, pl->P, pl->act};
 }
 
 static void conv_dw_task(void *vr, size_t begin, size_t end, int tid) {

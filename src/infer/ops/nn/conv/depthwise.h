@@ -12,14 +12,13 @@
  * with filter c ((KH, KW), at most AK_NN_DW_MAX_TAPS taps), bias b[c] (b may be NULL),
  * + Z (same layout as y, or NULL), then the activation. scratch holds
  * ak__nn_dw_scratch_floats(g) floats (64-byte aligned). */
-#define AK_NN_DW_MAX_TAPS 64
+#define AK_NN_DW_MAX_TAPS AK_KF_DW_MAX_TAPS
 typedef struct ak__nn_dw_args {
     const ak__nn_geom *g;
     const float *x, *w, *b, *z;
     float *y;
     uint64_t C, Pin, P; /* channels, input and output plane sizes */
     ak__nn_act act;
-    int avx2; /* ak__cpu_active_avx2() */
 } ak__nn_dw_args;
 size_t ak__nn_dw_scratch_floats(const ak__nn_geom *g);
 void ak__nn_dw_planes(const ak__nn_dw_args *a, size_t begin, size_t end, float *scratch);

@@ -28,9 +28,6 @@
  * and MobileNetV2's 7×7 layers that is 10-25 % faster (one thread). */
 #include <stdlib.h>
 #include <string.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 #include "core/init.h"
 #include "infer/ops/nn/common.h"
@@ -154,6 +151,7 @@ typedef struct ig_geom {
     int64_t H, W, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw;
     uint64_t P, plane;
     int pointwise; /* 1×1, stride 1, no padding: a column is a row of the image */
+    ak__kf_gather_even16 *gather_even16; /* the run's kernel (NULL outside a run) */
 } ig_geom;
 
 /* The 2-D view of g (a 1-D convolution is one row). */
@@ -381,17 +379,6 @@ static void gather_run(const ig_geom *v, const ig_run *r, const float *xc, int64
     }
 }
 
-#if defined(__x86_64__) || defined(__i386__)
-/* dst[0..16) = src[0], src[2], ..., src[30]: the even lanes of 4 vectors. */
-__attribute__((target("avx2"))) static void gather_even16(const float *src, float *dst) {
-    for (int h = 0; h < 2; h++, src += 16, dst += 8) {
-        __m256 lo = _mm256_loadu_ps(src), hi = _mm256_loadu_ps(src + 8);
-        __m256 ev = _mm256_shuffle_ps(lo, hi, 0x88); /* lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6 */
-        _mm256_storeu_ps(dst, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
-    }
-}
-#endif
-
 /* One row (ky, kx) of channel xc's window over the sliver's positions into dst[0..nr). */
 static void gather_row(const ig_geom *v, const ig_pos *ps, const float *xc, int64_t ky,
                        int64_t kx, size_t nr, float *dst) {
@@ -403,12 +390,10 @@ static void gather_row(const ig_geom *v, const ig_pos *ps, const float *xc, int6
                 memcpy(dst, src, 16 * sizeof *dst);
                 return;
             }
-#if defined(__x86_64__) || defined(__i386__)
-            if (x0 + 31 < v->W && ak__cpu_active_avx2()) { /* stride 2: read 32, keep evens */
-                gather_even16(src, dst);
+            if (x0 + 31 < v->W) { /* stride 2: read 32, keep evens */
+                v->gather_even16(src, dst);
                 return;
             }
-#endif
         }
     }
     for (size_t r = 0; r < ps->nruns; r++) gather_run(v, &ps->run[r], xc, ky, kx, dst + ps->run[r].j0);
@@ -643,8 +628,10 @@ ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args 
             return AK_FAIL(AK_ERR_INTERNAL, "Conv: workspace of %zu bytes is too small",
                            args->workspace_bytes);
     }
+    const ak__kernels *k = ak__kernels_active();
     ig_job jb = {.p = p, .v_in = geom_2d(g), .act = args->act,
-                 .ukernel_epi = ak__kernels_active()->sgemm_ukernel_epi};
+                 .ukernel_epi = k->sgemm_ukernel_epi};
+    jb.v_in.gather_even16 = k->f32_gather_even16;
     ak__sgemm_tile_epi fused;
     jb.s = plan_split(p, &jb.v_in, threads);
     if (!(jb.s.transposed ? p->at : p->a))

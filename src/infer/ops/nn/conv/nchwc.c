@@ -24,38 +24,26 @@
  * (0|1): whether X, Y and Z are stored blocked. An unblocked side is reordered through the
  * workspace, so a layer between a plain and a blocked part of the graph pays the reorder.
  * Values keep their logical NCHW shapes; the layout pass makes sure that only NchwcConv
- * nodes read the blocked ones. Without AVX2 the same loops run in scalar C (the reference
- * the tests hold the vector kernels to). */
+ * nodes read the blocked ones. The tiles, the depthwise rows and their finish are kernels
+ * (kernels/kf_infer.h: ak_f32_nchwc_conv_row, ak_f32_nchwc_dw_rows), their scalar
+ * references in kernels/ref/nchwc_ref.c (what AK_KERNELS=ref runs). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/init.h"
 #include "core/params.h"
 #include "infer/ops/nn/common.h"
 #include "infer/ops/nn/conv/activation.h"
 #include "infer/ops/nn/conv/conv.h"
 #include "infer/ops/nn/conv/winograd.h"
 #include "infer/ops/tensor/tensor_ops.h"
-#if defined(__x86_64__) || defined(__i386__)
-#include "infer/ops/nn/avx2.h"
-#define NCHWC_X86 1
-#endif
+#include "kernels/dispatch.h"
 
 #define BLK AK_NN_NCHWC_BLOCK
-#define PW_ROWS 6 /* outputs per tile at most */
-#define TILE512_ROWS 12 /* with AVX-512 */
 #define PW_CHUNK 96 /* positions per pointwise task (16 tiles) */
 
 /* depthwise; direct: a stem (plain X, C < 8); conv: any window of one group over a
  * blocked X (run as the pointwise tiles when 1×1 with stride 1 and no pads). */
 enum { NCHWC_DEPTHWISE, NCHWC_DIRECT, NCHWC_CONV };
-
-/* For tests: 1 runs the scalar loops even where AVX2 is active; 2 the AVX2 tiles where
- * AVX-512 is. */
-int ak__nchwc_force_scalar = 0;
-
-/* The kernels a run uses. */
-enum { SIMD_SCALAR, SIMD_AVX2, SIMD_AVX512 };
 
 typedef struct nchwc_state {
     int kind;
@@ -127,365 +115,12 @@ static void reorder(ak_threadpool *pool, const float *src, float *dst, int64_t N
     ak__nn_parallel(pool, (size_t)(N * (C / BLK)), 1, reorder_task, &j);
 }
 
-/* ---- the finish ------------------------------------------------------------------------ */
+/* ---- kernels ---------------------------------------------------------------------------- */
 
-/* What every kernel applies to its sums: bias, then Z, then a ReLU or Clip (the other
- * activations run in a pass over what the task wrote). */
-typedef struct finish {
-    const float *bias; /* M floats or NULL */
-    const float *z;    /* blocked like y, or NULL */
-    int act;           /* AK_NN_ACT_NONE, _RELU or _CLIP */
-    float lo, hi;
-} finish;
-
-static float finish_scalar(const finish *f, float v, const float *z) {
-    if (z) v += *z;
-    if (f->act == AK_NN_ACT_RELU) v = v > 0.0f ? v : 0.0f;
-    else if (f->act == AK_NN_ACT_CLIP) v = v < f->lo ? f->lo : v > f->hi ? f->hi : v;
-    return v;
-}
-
-/* ---- tiles: the pointwise, stem and blocked kernels ------------------------------------ */
-
-/* A tile is n (at most 6) outputs along an output row (a 1×1 layer's plane is one row) ×
- * the 8·nb (nb = 1, 2) output channels of a weight panel. It sums over the panel's
- * K = C·kh·kw rows in the order (input block, ky, kx, lane), the input value of output r
- * read at
- *     x + block·cb_stride + ky·ky_stride + kx·dx + r·sx + lane
- * where a blocked X has 8 lanes (a block's channels side by side) and the plain rows of a
- * stem one (a "block" is then a channel). Nothing is packed: a blocked X is read in place
- * (or from its zero-padded copy), each value broadcast against the panel's weights. */
-typedef struct tile_args {
-    const float *x;    /* the first output's window, block 0, tap (0, 0) */
-    const float *w;    /* the panel: [K][8·nb] */
-    const float *bias; /* the panel's 8·nb, or NULL */
-    const float *z;    /* like y, or NULL */
-    float *y;          /* the first output, the panel's first block */
-    uint64_t plane;    /* output floats between blocks */
-    int64_t blocks, cb_stride, kh, ky_stride, kw, dx, sx;
-    int lanes;
-} tile_args;
-
-static void tile_scalar(const tile_args *t, int n, int nb, const finish *f) {
-    float acc[PW_ROWS][16];
-    int width = nb * BLK;
-    for (int r = 0; r < n; r++)
-        for (int l = 0; l < width; l++) acc[r][l] = t->bias ? t->bias[l] : 0.0f;
-    const float *w = t->w;
-    for (int64_t cb = 0; cb < t->blocks; cb++)
-        for (int64_t ky = 0; ky < t->kh; ky++)
-            for (int64_t kx = 0; kx < t->kw; kx++)
-                for (int c = 0; c < t->lanes; c++, w += width) {
-                    const float *p = t->x + cb * t->cb_stride + ky * t->ky_stride + kx * t->dx + c;
-                    for (int r = 0; r < n; r++)
-                        for (int l = 0; l < width; l++) acc[r][l] += p[r * t->sx] * w[l];
-                }
-    for (int r = 0; r < n; r++)
-        for (int l = 0; l < width; l++) {
-            size_t at = (size_t)(l / BLK) * t->plane + (size_t)r * BLK + (size_t)(l % BLK);
-            t->y[at] = finish_scalar(f, acc[r][l], t->z ? t->z + at : NULL);
-        }
-}
-
-#ifdef NCHWC_X86
-/* y[at..at+8) = the finish of v (with z[at..] when z is there). */
-__attribute__((target("avx2,fma"))) static inline void store_finished(float *y, const float *z,
-                                                                      size_t at, const finish *f,
-                                                                      __m256 v) {
-    __m256 lo = _mm256_set1_ps(f->act == AK_NN_ACT_CLIP ? f->lo : 0.0f), hi = _mm256_set1_ps(f->hi);
-    _mm256_storeu_ps(y + at, ak__nn_finish8(v, z ? z + at : NULL, ak__nn_first_lanes(BLK), 1,
-                                            f->act, lo, hi));
-}
-
-/* Output r of the tile against the weight vectors w0 (and w1), into c<r>0 (c<r>1). */
-#define TILE_FMA(r)                                                                         \
-    if (N > r) {                                                                            \
-        __m256 a_ = _mm256_broadcast_ss(p + r * sx);                                        \
-        c##r##0 = _mm256_fmadd_ps(a_, w0, c##r##0);                                         \
-        if (NB == 2) c##r##1 = _mm256_fmadd_ps(a_, w1, c##r##1);                            \
-    }
-#define TILE_STORE(r)                                                                       \
-    if (N > r) {                                                                            \
-        store_finished(t->y, t->z, (size_t)(r) * BLK, f, c##r##0);                          \
-        if (NB == 2) store_finished(t->y, t->z, t->plane + (size_t)(r) * BLK, f, c##r##1);   \
-    }
-
-/* The tile with N, NB and LANES constant where it is inlined (tile_fns below): the
- * accumulators are named variables, not an array (an array stays on the stack, a store
- * per FMA), and the unused ones fold away. */
-__attribute__((target("avx2,fma"), always_inline)) static inline void
-tile_avx2(const tile_args *t, const finish *f, const int N, const int NB, const int LANES) {
-    __m256 b0 = t->bias ? _mm256_loadu_ps(t->bias) : _mm256_setzero_ps();
-    __m256 b1 = NB == 2 && t->bias ? _mm256_loadu_ps(t->bias + BLK) : _mm256_setzero_ps();
-    __m256 c00 = b0, c01 = b1, c10 = b0, c11 = b1, c20 = b0, c21 = b1;
-    __m256 c30 = b0, c31 = b1, c40 = b0, c41 = b1, c50 = b0, c51 = b1;
-    const float *w = t->w;
-    const int64_t sx = t->sx;
-    for (int64_t cb = 0; cb < t->blocks; cb++)
-        for (int64_t ky = 0; ky < t->kh; ky++) {
-            const float *row = t->x + cb * t->cb_stride + ky * t->ky_stride;
-            for (int64_t kx = 0; kx < t->kw; kx++, row += t->dx)
-#pragma GCC unroll 8
-                for (int c = 0; c < LANES; c++, w += NB * BLK) {
-                    const float *p = row + c;
-                    __m256 w0 = _mm256_loadu_ps(w), w1 = NB == 2 ? _mm256_loadu_ps(w + BLK) : w0;
-                    TILE_FMA(0)
-                    TILE_FMA(1)
-                    TILE_FMA(2)
-                    TILE_FMA(3)
-                    TILE_FMA(4)
-                    TILE_FMA(5)
-                }
-        }
-    TILE_STORE(0)
-    TILE_STORE(1)
-    TILE_STORE(2)
-    TILE_STORE(3)
-    TILE_STORE(4)
-    TILE_STORE(5)
-}
-#undef TILE_FMA
-#undef TILE_STORE
-
-typedef void (*tile_fn)(const tile_args *, const finish *);
-#define TILE_FN(n, nb, l)                                                                   \
-    __attribute__((target("avx2,fma"))) static void tile_##n##_##nb##_##l(const tile_args *t, \
-                                                                       const finish *f) {  \
-        tile_avx2(t, f, n, nb, l);                                                          \
-    }
-#define TILE_FNS(nb, l)                                                                     \
-    TILE_FN(1, nb, l) TILE_FN(2, nb, l) TILE_FN(3, nb, l) TILE_FN(4, nb, l) TILE_FN(5, nb, l) \
-    TILE_FN(6, nb, l)
-TILE_FNS(1, 1)
-TILE_FNS(2, 1)
-TILE_FNS(1, 8)
-TILE_FNS(2, 8)
-#define TILE_ROW(nb, l)                                                                     \
-    {tile_1_##nb##_##l, tile_2_##nb##_##l, tile_3_##nb##_##l, tile_4_##nb##_##l,            \
-     tile_5_##nb##_##l, tile_6_##nb##_##l}
-/* [blocked X][nb − 1][n − 1] */
-static const tile_fn tile_fns[2][2][PW_ROWS] = {{TILE_ROW(1, 1), TILE_ROW(2, 1)},
-                                                {TILE_ROW(1, 8), TILE_ROW(2, 8)}};
-#undef TILE_FN
-#undef TILE_FNS
-#undef TILE_ROW
-
-/* AVX-512 (a zmm holds both output blocks of a panel, [w0 | w1] as packed): tiles of up
- * to 12 outputs, one weight load and one FMA per output and input value. Zen 4 and
- * Intel cores run a zmm FMA at the FLOP rate of two ymm ones, so what this saves is the
- * loads (13 per 12 zmm FMAs, 8 per 12 ymm FMAs above) and instructions. */
-#define TILE512_FMA(r)                                                                      \
-    if (N > r) c##r = _mm512_fmadd_ps(_mm512_set1_ps(p[r * sx]), wv, c##r);
-#define TILE512_STORE(r)                                                                    \
-    if (N > r) {                                                                            \
-        store_finished(t->y, t->z, (size_t)(r) * BLK, f, _mm512_castps512_ps256(c##r));     \
-        store_finished(t->y, t->z, t->plane + (size_t)(r) * BLK, f, upper_half(c##r));      \
-    }
-
-__attribute__((target("avx512f,avx2,fma"))) static inline __m256 upper_half(__m512 v) {
-    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-}
-
-__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void
-tile_avx512(const tile_args *t, const finish *f, const int N, const int LANES) {
-    __m512 b = t->bias ? _mm512_loadu_ps(t->bias) : _mm512_setzero_ps();
-    __m512 c0 = b, c1 = b, c2 = b, c3 = b, c4 = b, c5 = b, c6 = b, c7 = b, c8 = b, c9 = b,
-           c10 = b, c11 = b;
-    const float *w = t->w;
-    const int64_t sx = t->sx;
-    for (int64_t cb = 0; cb < t->blocks; cb++)
-        for (int64_t ky = 0; ky < t->kh; ky++) {
-            const float *row = t->x + cb * t->cb_stride + ky * t->ky_stride;
-            for (int64_t kx = 0; kx < t->kw; kx++, row += t->dx)
-#pragma GCC unroll 8
-                for (int c = 0; c < LANES; c++, w += 2 * BLK) {
-                    const float *p = row + c;
-                    __m512 wv = _mm512_loadu_ps(w);
-                    TILE512_FMA(0) TILE512_FMA(1) TILE512_FMA(2) TILE512_FMA(3)
-                    TILE512_FMA(4) TILE512_FMA(5) TILE512_FMA(6) TILE512_FMA(7)
-                    TILE512_FMA(8) TILE512_FMA(9) TILE512_FMA(10) TILE512_FMA(11)
-                }
-        }
-    TILE512_STORE(0) TILE512_STORE(1) TILE512_STORE(2) TILE512_STORE(3)
-    TILE512_STORE(4) TILE512_STORE(5) TILE512_STORE(6) TILE512_STORE(7)
-    TILE512_STORE(8) TILE512_STORE(9) TILE512_STORE(10) TILE512_STORE(11)
-}
-#undef TILE512_FMA
-#undef TILE512_STORE
-
-#define TILE512_FN(n, l)                                                                    \
-    __attribute__((target("avx512f,avx2,fma"))) static void tile512_##n##_##l(             \
-        const tile_args *t, const finish *f) {                                              \
-        tile_avx512(t, f, n, l);                                                            \
-    }
-#define TILE512_FNS(l)                                                                      \
-    TILE512_FN(1, l) TILE512_FN(2, l) TILE512_FN(3, l) TILE512_FN(4, l) TILE512_FN(5, l)      \
-    TILE512_FN(6, l) TILE512_FN(7, l) TILE512_FN(8, l) TILE512_FN(9, l) TILE512_FN(10, l)     \
-    TILE512_FN(11, l) TILE512_FN(12, l)
-TILE512_FNS(1)
-TILE512_FNS(8)
-#define TILE512_ROW(l)                                                                      \
-    {tile512_1_##l, tile512_2_##l, tile512_3_##l, tile512_4_##l,  tile512_5_##l,             \
-     tile512_6_##l, tile512_7_##l, tile512_8_##l, tile512_9_##l, tile512_10_##l,             \
-     tile512_11_##l, tile512_12_##l}
-/* [blocked X][n − 1] */
-static const tile_fn tile512_fns[2][TILE512_ROWS] = {TILE512_ROW(1), TILE512_ROW(8)};
-#undef TILE512_FN
-#undef TILE512_FNS
-#undef TILE512_ROW
-#endif
-
-/* Outputs [0, n) of a row from t (at output 0) in tiles of at most 6 (AVX-512 with both
- * blocks: 12) with sizes evened out (7 = 3 + 4: a lone 1-output tile would run its FMA
- * chains at a fraction of the rate, waiting on their latency). */
-static void tile_row(tile_args t, int nb, int64_t n, const finish *f, int simd) {
-    int wide = simd == SIMD_AVX512 && nb == 2;
-    int64_t max_rows = wide ? TILE512_ROWS : PW_ROWS, tiles = (n + max_rows - 1) / max_rows;
-    for (int64_t i = 0, done = 0; i < tiles; i++) {
-        int size = (int)((n - done) / (tiles - i));
-#ifdef NCHWC_X86
-        if (wide) tile512_fns[t.lanes == BLK][size - 1](&t, f);
-        else if (simd) tile_fns[t.lanes == BLK][nb - 1][size - 1](&t, f);
-        else tile_scalar(&t, size, nb, f);
-#else
-        tile_scalar(&t, size, nb, f);
-#endif
-        t.x += size * t.sx;
-        t.y += size * BLK;
-        if (t.z) t.z += size * BLK;
-        done += size;
-    }
-}
-
-/* ---- depthwise ------------------------------------------------------------------------- */
-
-typedef struct dw_plane {
-    const float *x; /* the input block: (H, W, 8) */
-    const float *w; /* its packed window: (taps, 8) */
-    const float *bias;
-    const float *z; /* Z's block, or NULL */
-    float *y;       /* the output block: (OH, OW, 8) */
-} dw_plane;
-
-/* The taps of the window along one axis that land inside [0, in) for output o. */
-static void dw_axis_range(const ak__nn_geom *g, int axis, int64_t o, int64_t *k0, int64_t *k1) {
-    int64_t first = o * g->s[axis] - g->pb[axis], d = g->d[axis];
-    int64_t lo = first >= 0 ? 0 : (-first + d - 1) / d;
-    int64_t hi = (g->in[axis] - first + d - 1) / d;
-    *k0 = lo;
-    *k1 = hi < g->k[axis] ? hi : g->k[axis];
-    if (*k1 < *k0) *k1 = *k0;
-}
-
-/* Output columns whose whole window lies inside the row: [*lo, *hi). */
-static void dw_inner_cols(const ak__nn_geom *g, int64_t *lo, int64_t *hi) {
-    int64_t s = g->s[1], reach = (g->k[1] - 1) * g->d[1];
-    *lo = (g->pb[1] + s - 1) / s;
-    int64_t last = g->in[1] - 1 - reach + g->pb[1]; /* ox*s <= last */
-    *hi = last < 0 ? 0 : last / s + 1;
-    if (*hi > g->out[1]) *hi = g->out[1];
-    if (*lo > *hi) *lo = *hi;
-}
-
-static void dw_output_scalar(const ak__nn_geom *g, const dw_plane *d, int64_t oy, int64_t ox,
-                             const finish *f) {
-    int64_t ky0, ky1, kx0, kx1;
-    dw_axis_range(g, 0, oy, &ky0, &ky1);
-    dw_axis_range(g, 1, ox, &kx0, &kx1);
-    float acc[BLK];
-    for (int l = 0; l < BLK; l++) acc[l] = d->bias ? d->bias[l] : 0.0f;
-    for (int64_t ky = ky0; ky < ky1; ky++) {
-        int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
-        for (int64_t kx = kx0; kx < kx1; kx++) {
-            int64_t ix = ox * g->s[1] - g->pb[1] + kx * g->d[1];
-            const float *xv = d->x + (iy * g->in[1] + ix) * BLK, *wv = d->w + (ky * g->k[1] + kx) * BLK;
-            for (int l = 0; l < BLK; l++) acc[l] += xv[l] * wv[l];
-        }
-    }
-    size_t at = (size_t)(oy * g->out[1] + ox) * BLK;
-    for (int l = 0; l < BLK; l++)
-        d->y[at + (size_t)l] = finish_scalar(f, acc[l], d->z ? d->z + at + l : NULL);
-}
-
-#ifdef NCHWC_X86
-/* One output with its window clipped to the plane, as a vector of 8 channels. */
-__attribute__((target("avx2,fma"))) static __m256 dw_output_avx2(const ak__nn_geom *g,
-                                                                 const dw_plane *d, int64_t oy,
-                                                                 int64_t ox, __m256 acc) {
-    int64_t ky0, ky1, kx0, kx1;
-    dw_axis_range(g, 0, oy, &ky0, &ky1);
-    dw_axis_range(g, 1, ox, &kx0, &kx1);
-    for (int64_t ky = ky0; ky < ky1; ky++) {
-        int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
-        for (int64_t kx = kx0; kx < kx1; kx++) {
-            int64_t ix = ox * g->s[1] - g->pb[1] + kx * g->d[1];
-            acc = _mm256_fmadd_ps(_mm256_loadu_ps(d->x + (iy * g->in[1] + ix) * BLK),
-                                  _mm256_loadu_ps(d->w + (ky * g->k[1] + kx) * BLK), acc);
-        }
-    }
-    return acc;
-}
-
-/* Output row oy: columns [in_lo, in_hi), whose windows lie inside the row, 4 at a time
- * (4 independent FMA chains) without bounds; the border columns one at a time. */
-__attribute__((target("avx2,fma"))) static void dw_row_avx2(const ak__nn_geom *g,
-                                                            const dw_plane *d, int64_t oy,
-                                                            const finish *f, int64_t in_lo,
-                                                            int64_t in_hi) {
-    int64_t ky0, ky1;
-    dw_axis_range(g, 0, oy, &ky0, &ky1);
-    int64_t sx = g->s[1] * BLK, dx = g->d[1] * BLK, kw = g->k[1];
-    __m256 lo = _mm256_set1_ps(f->act == AK_NN_ACT_CLIP ? f->lo : 0.0f), hi = _mm256_set1_ps(f->hi);
-    __m256 bias = d->bias ? _mm256_loadu_ps(d->bias) : _mm256_setzero_ps();
-    __m256i all = ak__nn_first_lanes(BLK);
-    float *yrow = d->y + oy * g->out[1] * BLK;
-    const float *zrow = d->z ? d->z + oy * g->out[1] * BLK : NULL;
-#define DW_STORE(ox, v)                                                                       \
-    _mm256_storeu_ps(yrow + (ox) * BLK,                                                       \
-                     ak__nn_finish8(v, zrow ? zrow + (ox) * BLK : NULL, all, 1, f->act, lo, hi))
-    for (int64_t ox = 0; ox < in_lo; ox++) DW_STORE(ox, dw_output_avx2(g, d, oy, ox, bias));
-    int64_t ox = in_lo;
-    for (; ox + 4 <= in_hi; ox += 4) {
-        __m256 a0 = bias, a1 = bias, a2 = bias, a3 = bias;
-        for (int64_t ky = ky0; ky < ky1; ky++) {
-            int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
-            const float *xr = d->x + (iy * g->in[1] + ox * g->s[1] - g->pb[1]) * BLK;
-            const float *wr = d->w + ky * kw * BLK;
-            for (int64_t kx = 0; kx < kw; kx++, xr += dx) {
-                __m256 wv = _mm256_loadu_ps(wr + kx * BLK);
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(xr), wv, a0);
-                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(xr + sx), wv, a1);
-                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(xr + 2 * sx), wv, a2);
-                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(xr + 3 * sx), wv, a3);
-            }
-        }
-        DW_STORE(ox, a0);
-        DW_STORE(ox + 1, a1);
-        DW_STORE(ox + 2, a2);
-        DW_STORE(ox + 3, a3);
-    }
-    for (; ox < g->out[1]; ox++) DW_STORE(ox, dw_output_avx2(g, d, oy, ox, bias));
-#undef DW_STORE
-}
-#endif
-
-/* Output rows [oy0, oy1) of one block: the columns whose window crosses the border with
- * bounds, the others without (AVX2: 4 at a time). */
-static void dw_rows(const ak__nn_geom *g, const dw_plane *d, int64_t oy0, int64_t oy1,
-                    const finish *f, int avx2) {
-    int64_t in_lo, in_hi;
-    dw_inner_cols(g, &in_lo, &in_hi);
-    for (int64_t oy = oy0; oy < oy1; oy++) {
-#ifdef NCHWC_X86
-        if (avx2) {
-            dw_row_avx2(g, d, oy, f, in_lo, in_hi);
-            continue;
-        }
-#endif
-        (void)avx2;
-        for (int64_t ox = 0; ox < g->out[1]; ox++) dw_output_scalar(g, d, oy, ox, f);
-    }
-}
+/* The tiles (the conv row kernel: n outputs of a row × a panel's 8·nb channels, see
+ * kernels/kf_infer.h), the depthwise rows and their finish (bias, Z, then a ReLU or Clip;
+ * other activations run in a pass over what a task wrote) come from the kernel table. */
+typedef ak__kf_nchwc_tile tile_args;
 
 /* ---- stems and blocked convolutions --------------------------------------------------- */
 
@@ -536,9 +171,11 @@ typedef struct nchwc_run {
     uint64_t P, Pin;
     const float *x, *bias, *z; /* blocked (x, z: from the workspace when reordered) */
     float *y;                  /* blocked */
-    finish fin;
+    const ak__kernels *k; /* the kernel table of this run */
+    ak__kf_win2d win;     /* g, for the depthwise kernel */
+    ak__sgemm_tile_epi fin; /* what the kernels apply to their sums (bias, z: unread) */
     ak__nn_act act; /* applied after the kernel when the finish cannot (Sigmoid...) */
-    int simd; /* SIMD_* */
+    int act_fused;  /* 1 when fin applies act */
     size_t chunks, panels; /* pointwise: position chunks; weight panels per image */
     int64_t rows_per_task; /* depthwise, direct, conv: output rows per task */
     int reorder_x, reorder_z, reorder_y; /* plain sides that go through the workspace */
@@ -557,7 +194,7 @@ typedef struct nchwc_run {
 
 /* A pass of an activation the finish cannot apply, over n floats at y. */
 static void late_activation(const nchwc_run *r, float *y, size_t n) {
-    if (r->act.kind != r->fin.act) ak__nn_act_rows(&r->act, y, 1, n, n);
+    if (!r->act_fused) ak__nn_act_rows(&r->act, y, 1, n, n);
 }
 
 /* Output blocks of panel j: 2, or 1 for the last of an odd count. */
@@ -597,7 +234,7 @@ static void pw_task(void *vr, size_t begin, size_t end, int tid) {
         t.blocks = (int64_t)kb, t.cb_stride = (int64_t)r->Pin * BLK, t.sx = BLK;
         t.y += p0 * BLK;
         if (t.z) t.z += p0 * BLK;
-        tile_row(t, nb, (int64_t)np, &r->fin, r->simd);
+        r->k->f32_nchwc_conv_row(&t, nb, (int64_t)np, &r->fin);
         for (int b = 0; b < nb; b++) late_activation(r, t.y + b * t.plane, np * BLK);
     }
 }
@@ -626,9 +263,9 @@ static void dw_task(void *vr, size_t begin, size_t end, int tid) {
         int64_t oy0, oy1;
         size_t j0, j1, plane = task_of(r, i, &oy0, &oy1, &j0, &j1), cb = plane % mb;
         uint64_t yoff = plane * r->P * BLK;
-        dw_plane d = {r->x + plane * r->Pin * BLK, st->w + cb * (size_t)st->taps * BLK,
+        ak__kf_nchwc_dw d = {r->x + plane * r->Pin * BLK, st->w + cb * (size_t)st->taps * BLK,
                       r->bias ? r->bias + cb * BLK : NULL, r->z ? r->z + yoff : NULL, r->y + yoff};
-        dw_rows(&r->g, &d, oy0, oy1, &r->fin, r->simd);
+        r->k->f32_nchwc_dw_rows(&r->win, &d, oy0, oy1, &r->fin);
         late_activation(r, d.y + oy0 * r->g.out[1] * BLK, (size_t)((oy1 - oy0) * r->g.out[1]) * BLK);
     }
 }
@@ -657,7 +294,8 @@ static void direct_task(void *vr, size_t begin, size_t end, int tid) {
                 t.x = a.rowbuf, t.blocks = a.C, t.cb_stride = g->k[0] * a.rowbuf_width;
                 t.kh = g->k[0], t.ky_stride = a.rowbuf_width, t.kw = g->k[1], t.dx = g->d[1];
                 t.sx = g->s[1], t.lanes = 1;
-                tile_row(at_row(r, t, oy), panel_blocks(r, j), g->out[1], &r->fin, r->simd);
+                tile_args row = at_row(r, t, oy);
+                r->k->f32_nchwc_conv_row(&row, panel_blocks(r, j), g->out[1], &r->fin);
             }
         }
         for (size_t j = j0; j < j1; j++) {
@@ -722,7 +360,7 @@ static void conv_task(void *vr, size_t begin, size_t end, int tid) {
             for (int64_t oy = oy0; oy < oy1; oy++) {
                 tile_args row = at_row(r, t, oy);
                 row.x = xp + (size_t)n * (size_t)(kb * planef) + (size_t)(oy * g->s[0] * rowf);
-                tile_row(row, nb, g->out[1], &r->fin, r->simd);
+                r->k->f32_nchwc_conv_row(&row, nb, g->out[1], &r->fin);
             }
             panel_rows_done(r, &t, oy0, oy1, nb);
         }
@@ -941,13 +579,10 @@ static float *nchwc_bind(ak__op_ctx *ctx, nchwc_run *r, ak__tensor *Y) {
     r->y = r->reorder_y ? scratch : Y->data;
     if (r->reorder_y) scratch += Y->count;
     r->bias = B ? B->data : NULL;
-    int fusable = r->act.kind == AK_NN_ACT_NONE || r->act.kind == AK_NN_ACT_RELU ||
-                  r->act.kind == AK_NN_ACT_CLIP;
-    r->fin = (finish){r->bias, r->z, fusable ? r->act.kind : AK_NN_ACT_NONE, r->act.a, r->act.b};
-    r->simd = ak__nchwc_force_scalar == 1 || !ak__cpu_active_avx2() ? SIMD_SCALAR
-              : ak__nchwc_force_scalar == 0 && ak__cpu_active_isa() >= AK_ISA_AVX512
-                  ? SIMD_AVX512
-                  : SIMD_AVX2;
+    r->act_fused = ak__nn_act_fusable(&r->act, NULL, NULL, &r->fin);
+    if (!r->act_fused) r->fin = (ak__sgemm_tile_epi){NULL, NULL, AK_SGEMM_ACT_NONE, 0.0f, 0.0f};
+    r->k = ak__kernels_active();
+    r->win = ak__nn_win2d(&r->g);
     r->panels = (size_t)(st->M / 16 + st->M % 16 / BLK);
     return scratch;
 }

@@ -28,8 +28,10 @@
  *             8 output channels is computed into a per-thread plain buffer and transposed
  *             into Y with bias, Z and the activation.
  *
- * AVX2 only: without it (or without the microkernel) pack leaves no state and Conv takes
- * its other paths, which are also the reference the tests check this one against. */
+ * The transforms are kernels (kernels/kf_infer.h: ak_f32_wino_input, _output,
+ * _pad_blocked, _finish_block). Without an SGEMM microkernel whose NR is a multiple of 8
+ * (AK_KERNELS=ref) create leaves no state and Conv takes its other paths, which are also
+ * the reference the tests check this one against. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,12 +39,6 @@
 #include "infer/ops/nn/conv/activation.h"
 #include "infer/ops/nn/conv/winograd.h"
 #include "kernels/dispatch.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include "core/init.h"
-#include "infer/ops/nn/avx2.h"
-#define WINO_X86 1
-#endif
 
 /* Transformed weights kept per layer at most (36·256·256 floats, 9 MB): beyond that
  * (512-channel layers on 7×7 planes) U no longer stays in cache across its few tiles and
@@ -84,9 +80,8 @@ static void wino_weight(const float *w, double *u) {
 
 ak_status ak__conv_wino_create(int64_t M, int64_t C, ak__conv_wino **out) {
     *out = NULL;
-#ifdef WINO_X86
     const ak__kernels *k = ak__kernels_active();
-    if (!ak__cpu_active_avx2() || !k->sgemm_ukernel || k->sgemm_nr % WINO_LANES || M <= 0 ||
+    if (!k->sgemm_ukernel || k->sgemm_nr % WINO_LANES || M <= 0 ||
         C <= 0 || (uint64_t)WINO_XI * (uint64_t)M * (uint64_t)C > WINO_MAX_PACKED)
         return AK_OK;
     ak__conv_wino *p = calloc(1, sizeof *p);
@@ -96,9 +91,6 @@ ak_status ak__conv_wino_create(int64_t M, int64_t C, ak__conv_wino **out) {
     p->Mp = div_up((size_t)M, p->mr) * p->mr;
     p->kc = ak__nn_slice_depth((uint64_t)C);
     *out = p;
-#else
-    (void)M, (void)C;
-#endif
     return AK_OK;
 }
 
@@ -184,7 +176,6 @@ int ak__conv_wino_pays(const ak__nn_geom *g) {
     return tiles >= 16;
 }
 
-#ifdef WINO_X86
 /* ---- the run ------------------------------------------------------------------------- */
 
 typedef struct wino_job {
@@ -193,6 +184,8 @@ typedef struct wino_job {
     const float *x, *bias, *z; /* one image */
     float *y;
     ak__nn_act act;
+    const ak__kernels *k; /* the kernel table of this run */
+    ak__kf_wino kw;       /* v, as the kernels take it */
     float *pad, *V, *Mo; /* workspace: padded image, V_ξ, M_ξ */
     float *blocks;       /* blocked Y: each thread's plain block of 8 planes, or NULL */
 } wino_job;
@@ -207,150 +200,21 @@ static void wino_pad_task(void *vj, size_t begin, size_t end, int tid) {
                          jb->pad + c * v->Hp * v->Wp, (int64_t)v->Hp, (int64_t)v->Wp);
 }
 
-/* Blocked X: blocks [begin, end) of 8 channels into their padded planes, 8 positions of
- * a row at a time through an 8×8 transpose; only the border of a plane is zeroed. */
-__attribute__((target("avx2,fma"))) static void wino_pad_blocked_task(void *vj, size_t begin,
-                                                                     size_t end, int tid) {
+/* Blocked X: blocks [begin, end) of 8 channels into their padded planes. */
+static void wino_pad_blocked_task(void *vj, size_t begin, size_t end, int tid) {
     (void)tid;
     const wino_job *jb = vj;
     const wino_geom *v = &jb->v;
-    size_t H = (size_t)v->H, W = (size_t)v->W, ph = (size_t)v->ph, pw = (size_t)v->pw;
-    size_t plane = v->Hp * v->Wp, right = v->Wp - pw - W;
-    for (size_t b = begin; b < end; b++) {
-        const float *src = jb->x + b * H * W * WINO_LANES;
-        float *dst = jb->pad + b * WINO_LANES * plane;
-        for (size_t l = 0; l < WINO_LANES; l++) {
-            float *d = dst + l * plane;
-            memset(d, 0, (ph * v->Wp + pw) * sizeof *d);
-            for (size_t y = 0; y + 1 < H; y++)
-                memset(d + (ph + y) * v->Wp + pw + W, 0, (right + pw) * sizeof *d);
-            size_t tail = (ph + H - 1) * v->Wp + pw + W; /* past the last row: to the end */
-            memset(d + tail, 0, (plane - tail) * sizeof *d);
-        }
-        for (size_t y = 0; y < H; y++) {
-            const float *row = src + y * W * WINO_LANES;
-            float *d = dst + (ph + y) * v->Wp + pw;
-            size_t x = 0;
-            for (; x + WINO_LANES <= W; x += WINO_LANES) {
-                __m256 r[8];
-                for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(row + (x + (size_t)j) * WINO_LANES);
-                ak__nn_transpose8x8(r);
-                for (size_t l = 0; l < WINO_LANES; l++) _mm256_storeu_ps(d + l * plane + x, r[l]);
-            }
-            for (; x < W; x++)
-                for (size_t l = 0; l < WINO_LANES; l++) d[l * plane + x] = row[x * WINO_LANES + l];
-        }
-    }
-}
-
-/* 4×4 transposes within each 128-bit half: r[i][j] → r[j][i]. */
-__attribute__((target("avx2,fma"))) static inline void transpose4_halves(__m256 r[4]) {
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    r[0] = _mm256_shuffle_ps(t0, t2, 0x44);
-    r[1] = _mm256_shuffle_ps(t0, t2, 0xEE);
-    r[2] = _mm256_shuffle_ps(t1, t3, 0x44);
-    r[3] = _mm256_shuffle_ps(t1, t3, 0xEE);
-}
-
-/* 32 floats holding 8 runs of 4 (tile l's at 4l..4l+3) → c[j] lane l = src[4l + j]. */
-__attribute__((target("avx2,fma"))) static inline void deinterleave4(const float *src, __m256 c[4]) {
-    __m256 a0 = _mm256_loadu_ps(src), a1 = _mm256_loadu_ps(src + 8);
-    __m256 a2 = _mm256_loadu_ps(src + 16), a3 = _mm256_loadu_ps(src + 24);
-    c[0] = _mm256_permute2f128_ps(a0, a2, 0x20);
-    c[1] = _mm256_permute2f128_ps(a0, a2, 0x31);
-    c[2] = _mm256_permute2f128_ps(a1, a3, 0x20);
-    c[3] = _mm256_permute2f128_ps(a1, a3, 0x31);
-    transpose4_halves(c);
-}
-
-/* The inverse: c[j] lane l → dst[4l + j]. */
-__attribute__((target("avx2,fma"))) static inline void interleave4(__m256 c[4], __m256 out[4]) {
-    transpose4_halves(c);
-    out[0] = _mm256_permute2f128_ps(c[0], c[1], 0x20);
-    out[1] = _mm256_permute2f128_ps(c[2], c[3], 0x20);
-    out[2] = _mm256_permute2f128_ps(c[0], c[1], 0x31);
-    out[3] = _mm256_permute2f128_ps(c[2], c[3], 0x31);
-}
-
-/* Bᵀ d along one axis: d[0..6) (s apart) → v[0..6) (vs apart). */
-__attribute__((target("avx2,fma"))) static inline void input_1d(const __m256 *d, size_t s,
-                                                                 __m256 *v, size_t vs) {
-    const __m256 two = _mm256_set1_ps(2), four = _mm256_set1_ps(4), five = _mm256_set1_ps(5);
-    __m256 d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s], d5 = d[5 * s];
-    __m256 t = _mm256_sub_ps(d4, d2), u = _mm256_sub_ps(d3, d1);
-    v[0] = _mm256_fmadd_ps(four, d0, _mm256_fnmadd_ps(five, d2, d4));
-    v[vs] = _mm256_fnmadd_ps(four, _mm256_add_ps(d1, d2), _mm256_add_ps(d3, d4));
-    v[2 * vs] = _mm256_fmadd_ps(four, _mm256_sub_ps(d1, d2), _mm256_sub_ps(d4, d3));
-    v[3 * vs] = _mm256_fmadd_ps(two, u, t);
-    v[4 * vs] = _mm256_fnmadd_ps(two, u, t);
-    v[5 * vs] = _mm256_fmadd_ps(four, d1, _mm256_fnmadd_ps(five, d3, d5));
-}
-
-/* Aᵀ m along one axis: m[0..6) (s apart) → o[0..4) (os apart). */
-__attribute__((target("avx2,fma"))) static inline void output_1d(const __m256 *m, size_t s,
-                                                                  __m256 *o, size_t os) {
-    __m256 s12 = _mm256_add_ps(m[s], m[2 * s]), d12 = _mm256_sub_ps(m[s], m[2 * s]);
-    __m256 s34 = _mm256_add_ps(m[3 * s], m[4 * s]), d34 = _mm256_sub_ps(m[3 * s], m[4 * s]);
-    o[0] = _mm256_add_ps(_mm256_add_ps(m[0], s12), s34);
-    o[os] = _mm256_fmadd_ps(_mm256_set1_ps(2), d34, d12);
-    o[2 * os] = _mm256_fmadd_ps(_mm256_set1_ps(4), s34, s12);
-    o[3 * os] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8), d34, d12), m[5 * s]);
-}
-
-/* Where the 8 tiles of lane group t0 (tiles t0..t0+7 in row-major order) start in an
- * image laid out `ld` floats per row: offset of tile t's top-left at (4·ty, 4·tx). Lanes
- * past the last tile repeat it (their results are never read). Returns 1 when all 8 lie
- * in one tile row, left to right (then they are 4 floats apart). */
-static int group_offsets(const wino_geom *v, size_t t0, size_t ld, size_t off[WINO_LANES]) {
-    for (size_t l = 0; l < WINO_LANES; l++) {
-        size_t t = min_sz(t0 + l, v->T - 1);
-        off[l] = 4 * (t / v->TW) * ld + 4 * (t % v->TW);
-    }
-    return t0 % v->TW + WINO_LANES <= v->TW;
-}
-
-/* Columns [k0, k0+4) of one patch row of the 8 tiles at src + off[l]: c[j] lane l =
- * src[off[l] + k0 + j]. In one tile row the 32 floats are contiguous; otherwise each
- * tile's 4 floats are loaded on their own. */
-__attribute__((target("avx2,fma"))) static inline void patch_columns(const float *src,
-                                                                    const size_t *off, int row,
-                                                                    size_t k0, __m256 c[4]) {
-    if (row) {
-        deinterleave4(src + off[0] + k0, c);
-        return;
-    }
-    for (int j = 0; j < 4; j++)
-        c[j] = _mm256_loadu2_m128(src + off[j + 4] + k0, src + off[j] + k0);
-    transpose4_halves(c);
-}
-
-/* V_ξ of input channel c for the 8 tiles from t0 on. */
-__attribute__((target("avx2,fma"))) static void input_group(const wino_job *jb, size_t c,
-                                                           size_t t0) {
-    const wino_geom *v = &jb->v;
-    size_t nr = jb->p->nr, C = (size_t)jb->p->C, off[WINO_LANES];
-    int row = group_offsets(v, t0, v->Wp, off);
-    const float *src = jb->pad + c * v->Hp * v->Wp;
-    __m256 d[8], w[6][6], out[6];
-    for (int r = 0; r < 6; r++, src += v->Wp) { /* along x, patch row r */
-        patch_columns(src, off, row, 0, d);
-        patch_columns(src, off, row, 4, d + 4);
-        input_1d(d, 1, w[r], 1);
-    }
-    float *dst = jb->V + (t0 / nr * C + c) * nr + t0 % nr;
-    size_t xi_stride = v->S * C * nr;
-    for (int k = 0; k < 6; k++) { /* along y */
-        input_1d(&w[0][k], 6, out, 1);
-        for (int r = 0; r < 6; r++) _mm256_storeu_ps(dst + (size_t)(r * 6 + k) * xi_stride, out[r]);
-    }
+    for (size_t b = begin; b < end; b++)
+        jb->k->f32_wino_pad_blocked(&jb->kw, jb->x + b * (size_t)(v->H * v->W) * WINO_LANES,
+                                    jb->pad + b * WINO_LANES * v->Hp * v->Wp);
 }
 
 static void wino_input_task(void *vj, size_t begin, size_t end, int tid) {
     (void)tid;
     const wino_job *jb = vj;
     for (size_t c = begin; c < end; c++)
-        for (size_t t0 = 0; t0 < jb->v.T; t0 += WINO_LANES) input_group(jb, c, t0);
+        jb->k->f32_wino_input(&jb->kw, jb->pad + c * jb->v.Hp * jb->v.Wp, c, jb->V);
 }
 
 /* M_ξ = U_ξ · V_ξ for patch elements [begin, end), every output channel and sliver. */
@@ -374,87 +238,27 @@ static void wino_gemm_task(void *vj, size_t begin, size_t end, int tid) {
     }
 }
 
-/* Output rows i of the 8 tiles from t0 on (out[i][q]: tiles 2q and 2q+1, 4 floats each)
- * into plane y: whole vectors when the group lies in one tile row away from the plane's
- * edges, else each tile's part inside the plane. */
-__attribute__((target("avx2,fma"))) static void store_group(const wino_geom *v, float *y,
-                                                           size_t t0, __m256 out[4][4]) {
-    size_t off[WINO_LANES], OW = (size_t)v->OW;
-    int row = group_offsets(v, t0, OW, off);
-    size_t ty = t0 / v->TW, tx0 = t0 % v->TW;
-    if (row && 4 * (tx0 + WINO_LANES) <= OW && 4 * ty + 4 <= (size_t)v->OH) {
-        for (size_t i = 0; i < 4; i++)
-            for (int q = 0; q < 4; q++) _mm256_storeu_ps(y + off[0] + i * OW + 8 * (size_t)q, out[i][q]);
-        return;
-    }
-    float tmp[4][4 * WINO_LANES];
-    for (size_t i = 0; i < 4; i++)
-        for (int q = 0; q < 4; q++) _mm256_storeu_ps(tmp[i] + 8 * q, out[i][q]);
-    for (size_t l = 0; l < WINO_LANES && t0 + l < v->T; l++) {
-        size_t t = t0 + l, rows = min_sz(4, (size_t)v->OH - 4 * (t / v->TW));
-        size_t cols = min_sz(4, OW - 4 * (t % v->TW));
-        for (size_t i = 0; i < rows; i++) memcpy(y + off[l] + i * OW, tmp[i] + 4 * l, cols * sizeof *y);
-    }
-}
-
-/* Output channel m into the plane y: Aᵀ m A for 8 tiles at a time. */
-__attribute__((target("avx2,fma"))) static void output_plane(const wino_job *jb, size_t m,
-                                                            float *y) {
-    const wino_geom *v = &jb->v;
-    size_t Mp = jb->p->Mp;
-    for (size_t t0 = 0; t0 < v->T; t0 += WINO_LANES) {
-        const float *src = jb->Mo + m * v->Tp + t0;
-        __m256 mv[WINO_XI], s[6][4], o[4][4], out[4][4];
-        for (int xi = 0; xi < WINO_XI; xi++) mv[xi] = _mm256_loadu_ps(src + (size_t)xi * Mp * v->Tp);
-        for (int r = 0; r < 6; r++) output_1d(mv + 6 * r, 1, s[r], 1); /* along x */
-        for (int j = 0; j < 4; j++) output_1d(&s[0][j], 4, &o[0][j], 4);  /* along y */
-        for (int i = 0; i < 4; i++) interleave4(o[i], out[i]);
-        store_group(v, y, t0, out);
-    }
-}
-
 static void wino_output_task(void *vj, size_t begin, size_t end, int tid) {
     (void)tid;
     const wino_job *jb = vj;
     size_t P = (size_t)(jb->v.OH * jb->v.OW);
     for (size_t m = begin; m < end; m++) {
-        output_plane(jb, m, jb->y + m * P);
+        jb->k->f32_wino_output(&jb->kw, jb->Mo, m, jb->y + m * P);
         ak__nn_tile_epilogue(jb->y + m * P, jb->z ? jb->z + m * P : NULL, jb->bias ? jb->bias + m : NULL,
                              P, 1, P, &jb->act);
     }
 }
 
-/* Blocked Y: block b's 8 plain planes (P apart) into y and its bias, Z and activation, 8
- * positions at a time through an 8×8 transpose. */
-__attribute__((target("avx2,fma"))) static void finish_block(const wino_job *jb, size_t b,
-                                                            const float *planes) {
+/* Blocked Y: block b's 8 plain planes (P apart) into y with its bias, Z and activation. */
+static void finish_block(const wino_job *jb, size_t b, const float *planes) {
     size_t P = (size_t)(jb->v.OH * jb->v.OW);
     float *y = jb->y + b * P * WINO_LANES;
-    const float *z = jb->z ? jb->z + b * P * WINO_LANES : NULL;
-    int act = jb->act.kind == AK_NN_ACT_RELU || jb->act.kind == AK_NN_ACT_CLIP ? jb->act.kind
-                                                                               : AK_NN_ACT_NONE;
-    __m256 lo = _mm256_set1_ps(act == AK_NN_ACT_CLIP ? jb->act.a : 0.0f);
-    __m256 hi = _mm256_set1_ps(jb->act.b);
-    __m256 bias = jb->bias ? _mm256_loadu_ps(jb->bias + b * WINO_LANES) : _mm256_setzero_ps();
-    __m256i all = ak__nn_first_lanes(WINO_LANES);
-    __m256 r[8];
-    for (size_t p = 0; p < P; p += WINO_LANES) {
-        size_t n = min_sz(WINO_LANES, P - p);
-        if (n == WINO_LANES) {
-            for (int l = 0; l < 8; l++) r[l] = _mm256_loadu_ps(planes + (size_t)l * P + p);
-            ak__nn_transpose8x8(r);
-        } else {
-            float t[WINO_LANES][WINO_LANES];
-            for (size_t j = 0; j < n; j++)
-                for (size_t l = 0; l < WINO_LANES; l++) t[j][l] = planes[l * P + p + j];
-            for (size_t j = 0; j < n; j++) r[j] = _mm256_loadu_ps(t[j]);
-        }
-        for (size_t j = 0; j < n; j++)
-            _mm256_storeu_ps(y + (p + j) * WINO_LANES,
-                             ak__nn_finish8(_mm256_add_ps(r[j], bias), z ? z + (p + j) * WINO_LANES : NULL,
-                                            all, 1, act, lo, hi));
-    }
-    if (act != jb->act.kind) ak__nn_act_rows(&jb->act, y, 1, P * WINO_LANES, P * WINO_LANES);
+    ak__sgemm_tile_epi fin;
+    int fused = ak__nn_act_fusable(&jb->act, NULL, NULL, &fin);
+    if (!fused) fin = (ak__sgemm_tile_epi){NULL, NULL, AK_SGEMM_ACT_NONE, 0.0f, 0.0f};
+    jb->k->f32_wino_finish_block(planes, P, jb->bias ? jb->bias + b * WINO_LANES : NULL,
+                                 jb->z ? jb->z + b * P * WINO_LANES : NULL, y, &fin);
+    if (!fused) ak__nn_act_rows(&jb->act, y, 1, P * WINO_LANES, P * WINO_LANES);
 }
 
 static void wino_output_blocked_task(void *vj, size_t begin, size_t end, int tid) {
@@ -462,7 +266,8 @@ static void wino_output_blocked_task(void *vj, size_t begin, size_t end, int tid
     size_t P = (size_t)(jb->v.OH * jb->v.OW);
     float *planes = jb->blocks + (size_t)tid * block_floats(&jb->v);
     for (size_t b = begin; b < end; b++) {
-        for (size_t l = 0; l < WINO_LANES; l++) output_plane(jb, b * WINO_LANES + l, planes + l * P);
+        for (size_t l = 0; l < WINO_LANES; l++)
+            jb->k->f32_wino_output(&jb->kw, jb->Mo, b * WINO_LANES + l, planes + l * P);
         finish_block(jb, b, planes);
     }
 }
@@ -475,7 +280,13 @@ static size_t grain_for(size_t units, int threads) {
 }
 
 ak_status ak__conv_wino_run(const ak__conv_wino *p, const ak__conv_igemm_args *args) {
-    wino_job jb = {.p = p, .v = wino_geometry(p, args->geom), .act = args->act};
+    wino_job jb = {.p = p, .v = wino_geometry(p, args->geom), .act = args->act,
+                   .k = ak__kernels_active()};
+    jb.kw = (ak__kf_wino){.H = (size_t)jb.v.H, .W = (size_t)jb.v.W, .ph = (size_t)jb.v.ph,
+                          .pw = (size_t)jb.v.pw, .Hp = jb.v.Hp, .Wp = jb.v.Wp,
+                          .OH = (size_t)jb.v.OH, .OW = (size_t)jb.v.OW, .TW = jb.v.TW,
+                          .T = jb.v.T, .C = (size_t)p->C, .nr = p->nr, .S = jb.v.S,
+                          .Mp = p->Mp, .Tp = jb.v.Tp};
     if (!p->u) return AK_FAIL(AK_ERR_INTERNAL, "Conv: Winograd weights not prepared");
     int threads = 1;
     if (ak_threadpool_size(args->pool, &threads) != AK_OK || threads < 1) threads = 1;
@@ -509,9 +320,3 @@ ak_status ak__conv_wino_run(const ak__conv_wino *p, const ak__conv_igemm_args *a
     }
     return AK_OK;
 }
-#else
-ak_status ak__conv_wino_run(const ak__conv_wino *p, const ak__conv_igemm_args *args) {
-    (void)p, (void)args;
-    return AK_FAIL(AK_ERR_INTERNAL, "Conv: the Winograd path needs x86 AVX2");
-}
-#endif

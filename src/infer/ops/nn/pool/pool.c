@@ -9,13 +9,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/init.h"
 #include "infer/ops/nn/common.h"
 #include "infer/ops/nn/pool/pool.h"
-#if defined(__x86_64__) || defined(__i386__)
-#include "infer/ops/nn/avx2.h"
-#define POOL_X86 1
-#endif
+#include "kernels/dispatch.h"
 
 enum { POOL_MAX, POOL_AVG, POOL_LP };
 
@@ -293,86 +289,10 @@ static void global_f32_task(void *vj, size_t begin, size_t end, int tid) {
 /* ---- blocked input (com.accelkit NchwcMaxPool) -------------------------------------- */
 
 /* MaxPool over a blocked X (N, C/8, H, W, 8), what the layout pass makes of a MaxPool that
- * reads a blocked stem (ResNet's): the 8 channels of a position are maxed together (one
- * vector with AVX2; the portable loop below is the reference the tests hold it to), one
- * output row of a block at a time, written blocked (attribute y_blocked = 1) or plain, so
- * no reorder of the (4× larger) input is needed. */
+ * reads a blocked stem (ResNet's): the 8 channels of a position are maxed together, one
+ * output row of a block at a time (the kernel ak_f32_nchwc_maxpool_row), written blocked
+ * (attribute y_blocked = 1) or plain, so no reorder of the (4× larger) input is needed. */
 #define NCHWC_BLK AK_NN_NCHWC_BLOCK
-
-/* yb[0..n) = outputs (oy, ox0..ox0+n) of one block, 8 channels each. */
-static void nchwc_maxpool_row(const pool_plan *pl, const float *xb, int64_t oy, int64_t ox0,
-                              int64_t n, float *yb) {
-    const ak__nn_geom *g = &pl->g;
-    int64_t H = g->in[0], W = g->in[1];
-    int64_t y0 = oy * g->s[0] - g->pb[0];
-    for (int64_t ox = 0; ox < n; ox++) {
-        int64_t x0 = (ox0 + ox) * g->s[1] - g->pb[1];
-        float acc[NCHWC_BLK];
-        for (int l = 0; l < NCHWC_BLK; l++) acc[l] = -FLT_MAX;
-        for (int64_t ky = 0; ky < g->k[0]; ky++) {
-            int64_t iy = y0 + ky * g->d[0];
-            if (iy < 0 || iy >= H) continue;
-            for (int64_t kx = 0; kx < g->k[1]; kx++) {
-                int64_t ix = x0 + kx * g->d[1];
-                if (ix < 0 || ix >= W) continue;
-                const float *v = xb + (iy * W + ix) * NCHWC_BLK;
-                for (int l = 0; l < NCHWC_BLK; l++) acc[l] = v[l] > acc[l] ? v[l] : acc[l];
-            }
-        }
-        for (int l = 0; l < NCHWC_BLK; l++) yb[ox * NCHWC_BLK + l] = acc[l];
-    }
-}
-
-#ifdef POOL_X86
-/* Output row oy of one block with the 8 lanes in one vector, transposed into the 8 planes
- * of y (plane stride P) 8 outputs at a time. */
-__attribute__((target("avx2,fma"))) static void nchwc_maxpool_row_avx2(const pool_plan *pl,
-                                                                  const float *xb, int64_t oy,
-                                                                  float *y, int y_blocked) {
-    const ak__nn_geom *g = &pl->g;
-    int64_t H = g->in[0], W = g->in[1], n = g->out[1], y0 = oy * g->s[0] - g->pb[0];
-    int64_t reach_y = (g->k[0] - 1) * g->d[0], reach_x = (g->k[1] - 1) * g->d[1];
-    int rows_inside = y0 >= 0 && y0 + reach_y < H;
-    __m256 row[8];
-    for (int64_t ox = 0; ox < n; ox += 8) {
-        int m = n - ox < 8 ? (int)(n - ox) : 8;
-        for (int j = 0; j < m; j++) {
-            int64_t x0 = (ox + j) * g->s[1] - g->pb[1];
-            __m256 acc = _mm256_set1_ps(-FLT_MAX);
-            if (rows_inside && x0 >= 0 && x0 + reach_x < W) { /* the window inside: no tests */
-                for (int64_t ky = 0; ky < g->k[0]; ky++) {
-                    const float *p = xb + ((y0 + ky * g->d[0]) * W + x0) * NCHWC_BLK;
-                    for (int64_t kx = 0; kx < g->k[1]; kx++)
-                        acc = _mm256_max_ps(_mm256_loadu_ps(p + kx * g->d[1] * NCHWC_BLK), acc);
-                }
-                row[j] = acc;
-                continue;
-            }
-            for (int64_t ky = 0; ky < g->k[0]; ky++) {
-                int64_t iy = y0 + ky * g->d[0];
-                if (iy < 0 || iy >= H) continue;
-                for (int64_t kx = 0; kx < g->k[1]; kx++) {
-                    int64_t ix = x0 + kx * g->d[1];
-                    if (ix >= 0 && ix < W)
-                        acc = _mm256_max_ps(_mm256_loadu_ps(xb + (iy * W + ix) * NCHWC_BLK), acc);
-                }
-            }
-            row[j] = acc;
-        }
-        if (y_blocked) {
-            for (int j = 0; j < m; j++) _mm256_storeu_ps(y + (ox + j) * NCHWC_BLK, row[j]);
-        } else if (m == 8) {
-            ak__nn_transpose8x8(row);
-            for (int l = 0; l < NCHWC_BLK; l++) _mm256_storeu_ps(y + l * pl->P + ox, row[l]);
-        } else {
-            float t[8][NCHWC_BLK];
-            for (int j = 0; j < m; j++) _mm256_storeu_ps(t[j], row[j]);
-            for (int l = 0; l < NCHWC_BLK; l++)
-                for (int j = 0; j < m; j++) y[l * pl->P + ox + j] = t[j][l];
-        }
-    }
-}
-#endif
 
 /* Task i = (image and block of 8 channels, output row). */
 static void nchwc_maxpool_task(void *vj, size_t begin, size_t end, int tid) {
@@ -380,28 +300,14 @@ static void nchwc_maxpool_task(void *vj, size_t begin, size_t end, int tid) {
     const pool_job *job = vj;
     const pool_plan *pl = job->pl;
     uint64_t OH = (uint64_t)pl->g.out[0], OW = (uint64_t)pl->g.out[1];
-    float row[64 * NCHWC_BLK];
+    const ak__kernels *k = ak__kernels_active();
+    ak__kf_win2d win = ak__nn_win2d(&pl->g);
     for (size_t i = begin; i < end; i++) {
         uint64_t block = i / OH, oy = i % OH;
         const float *xb = (const float *)job->X->data + block * pl->Pin * NCHWC_BLK;
         uint64_t at = oy * OW * (job->y_blocked ? NCHWC_BLK : 1); /* blocked: 8 floats an output */
         float *y = (float *)job->Y->data + block * NCHWC_BLK * pl->P + at;
-#ifdef POOL_X86
-        if (ak__cpu_active_avx2() && ak__nchwc_force_scalar != 1) {
-            nchwc_maxpool_row_avx2(pl, xb, (int64_t)oy, y, job->y_blocked);
-            continue;
-        }
-#endif
-        if (job->y_blocked) {
-            nchwc_maxpool_row(pl, xb, (int64_t)oy, 0, (int64_t)OW, y);
-            continue;
-        }
-        for (uint64_t ox0 = 0; ox0 < OW; ox0 += 64) { /* the row in pieces of 64 outputs */
-            uint64_t n = OW - ox0 < 64 ? OW - ox0 : 64;
-            nchwc_maxpool_row(pl, xb, (int64_t)oy, (int64_t)ox0, (int64_t)n, row);
-            for (int l = 0; l < NCHWC_BLK; l++)
-                for (uint64_t ox = 0; ox < n; ox++) y[l * pl->P + ox0 + ox] = row[ox * NCHWC_BLK + l];
-        }
+        k->f32_nchwc_maxpool_row(&win, xb, (int64_t)oy, y, pl->P, job->y_blocked);
     }
 }
 

@@ -1,6 +1,9 @@
-/* float32 elementwise kernels written once with GCC vector extensions and compiled twice
- * by elementwise/kernels_f32.c: EW_SFX(name) names this copy's functions and EW_VBYTES is its
- * vector width (16: SSE2 baseline, 32: AVX2). No include guard on purpose.
+/* The ONNX engine's float32 elementwise kernels (kf_infer.h: ak_f32_ew_unary,
+ * ak_f32_ew_binary) written once with GCC vector extensions and compiled twice, by
+ * kernels/ref/ew_f32_ref.c and kernels/x86/ew_f32_avx2.c: EW_SFX(name) names this copy's
+ * functions and EW_VBYTES is its vector width (16: the baseline ISA's, the reference; 32:
+ * AVX2). Each lane runs the same arithmetic without contraction, so both copies give
+ * the same bits. EW_INLINE must be defined. No include guard on purpose.
  *
  * Loads and stores go through memcpy so any alignment works. Transcendentals use
  * range reduction + polynomials (exp: Cephes' coefficients, |rel err| < 2e-7; erf:
@@ -94,28 +97,28 @@ EW_INLINE VF EW_SFX(verf)(VF x) {
     return EW_SFX(sel)(ax < 0.5f, small, big);
 }
 
-EW_INLINE VF EW_SFX(unary_v)(ew_f32_un op, VF x, float a, float b) {
+EW_INLINE VF EW_SFX(unary_v)(ak__ew_f32_un op, VF x, float a, float b) {
     switch (op) {
-    case EW_F32_RELU: return (VF)((VI)x & ~(x < 0.0f));
-    case EW_F32_LEAKY: return EW_SFX(sel)(x < 0.0f, x * a, x);
-    case EW_F32_CLIP: return EW_SFX(clamp)(x, a, b);
-    case EW_F32_ABS: return EW_SFX(vabs)(x);
-    case EW_F32_NEG: return -x;
-    case EW_F32_SIGMOID: return 1.0f / (1.0f + EW_SFX(vexp)(-x));
-    case EW_F32_TANH: return EW_SFX(vtanh)(x);
-    case EW_F32_GELU_ERF: {
+    case AK_EW_F32_RELU: return (VF)((VI)x & ~(x < 0.0f));
+    case AK_EW_F32_LEAKY: return EW_SFX(sel)(x < 0.0f, x * a, x);
+    case AK_EW_F32_CLIP: return EW_SFX(clamp)(x, a, b);
+    case AK_EW_F32_ABS: return EW_SFX(vabs)(x);
+    case AK_EW_F32_NEG: return -x;
+    case AK_EW_F32_SIGMOID: return 1.0f / (1.0f + EW_SFX(vexp)(-x));
+    case AK_EW_F32_TANH: return EW_SFX(vtanh)(x);
+    case AK_EW_F32_GELU_ERF: {
         VF e = EW_SFX(verf)(x * 0.70710678118654752f);
         return 0.5f * x * (1.0f + e);
     }
-    case EW_F32_GELU_TANH: {
+    case AK_EW_F32_GELU_TANH: {
         VF u = (x + 0.044715f * x * x * x) * 0.79788456080286536f;
         return 0.5f * x * (1.0f + EW_SFX(vtanh)(u));
     }
-    case EW_F32_HARDSIGMOID: return EW_SFX(clamp)(x * a + b, 0.0f, 1.0f);
-    case EW_F32_HARDSWISH: return x * EW_SFX(clamp)(x * (1.0f / 6.0f) + 0.5f, 0.0f, 1.0f);
-    case EW_F32_SCALE: return x * a;
-    case EW_F32_EXP: return EW_SFX(vexp)(x);
-    case EW_F32_ERF: return EW_SFX(verf)(x);
+    case AK_EW_F32_HARDSIGMOID: return EW_SFX(clamp)(x * a + b, 0.0f, 1.0f);
+    case AK_EW_F32_HARDSWISH: return x * EW_SFX(clamp)(x * (1.0f / 6.0f) + 0.5f, 0.0f, 1.0f);
+    case AK_EW_F32_SCALE: return x * a;
+    case AK_EW_F32_EXP: return EW_SFX(vexp)(x);
+    case AK_EW_F32_ERF: return EW_SFX(verf)(x);
     default: return x;
     }
 }
@@ -127,24 +130,24 @@ EW_INLINE VF EW_SFX(unary_v)(ew_f32_un op, VF x, float a, float b) {
             EW_SFX(store)(dst + i, EW_SFX(unary_v)(OP, EW_SFX(load)(src + i), a, b));     \
         break;
 
-static void EW_SFX(ew_f32_unary)(ew_f32_un op, float *dst, const float *src, size_t n,
+static void EW_SFX(ew_f32_unary)(ak__ew_f32_un op, float *dst, const float *src, size_t n,
                                  float a, float b) {
     size_t i = 0;
     switch (op) {
-        EW_UNARY_CASE(EW_F32_RELU)
-        EW_UNARY_CASE(EW_F32_LEAKY)
-        EW_UNARY_CASE(EW_F32_CLIP)
-        EW_UNARY_CASE(EW_F32_ABS)
-        EW_UNARY_CASE(EW_F32_NEG)
-        EW_UNARY_CASE(EW_F32_SIGMOID)
-        EW_UNARY_CASE(EW_F32_TANH)
-        EW_UNARY_CASE(EW_F32_GELU_ERF)
-        EW_UNARY_CASE(EW_F32_GELU_TANH)
-        EW_UNARY_CASE(EW_F32_HARDSIGMOID)
-        EW_UNARY_CASE(EW_F32_HARDSWISH)
-        EW_UNARY_CASE(EW_F32_SCALE)
-        EW_UNARY_CASE(EW_F32_EXP)
-        EW_UNARY_CASE(EW_F32_ERF)
+        EW_UNARY_CASE(AK_EW_F32_RELU)
+        EW_UNARY_CASE(AK_EW_F32_LEAKY)
+        EW_UNARY_CASE(AK_EW_F32_CLIP)
+        EW_UNARY_CASE(AK_EW_F32_ABS)
+        EW_UNARY_CASE(AK_EW_F32_NEG)
+        EW_UNARY_CASE(AK_EW_F32_SIGMOID)
+        EW_UNARY_CASE(AK_EW_F32_TANH)
+        EW_UNARY_CASE(AK_EW_F32_GELU_ERF)
+        EW_UNARY_CASE(AK_EW_F32_GELU_TANH)
+        EW_UNARY_CASE(AK_EW_F32_HARDSIGMOID)
+        EW_UNARY_CASE(AK_EW_F32_HARDSWISH)
+        EW_UNARY_CASE(AK_EW_F32_SCALE)
+        EW_UNARY_CASE(AK_EW_F32_EXP)
+        EW_UNARY_CASE(AK_EW_F32_ERF)
     default: break;
     }
     if (i < n) { /* the tail through one padded vector */
@@ -155,15 +158,15 @@ static void EW_SFX(ew_f32_unary)(ew_f32_un op, float *dst, const float *src, siz
     }
 }
 
-EW_INLINE VF EW_SFX(binary_v)(ew_f32_bin op, VF x, VF y) {
+EW_INLINE VF EW_SFX(binary_v)(ak__ew_f32_bin op, VF x, VF y) {
     switch (op) {
-    case EW_F32_ADD: return x + y;
-    case EW_F32_SUB: return x - y;
-    case EW_F32_MUL: return x * y;
-    case EW_F32_DIV: return x / y;
-    case EW_F32_MIN: return EW_SFX(vmin)(x, y);
-    case EW_F32_MAX: return EW_SFX(vmax)(x, y);
-    case EW_F32_PRELU: return EW_SFX(sel)(x < 0.0f, x * y, x);
+    case AK_EW_F32_ADD: return x + y;
+    case AK_EW_F32_SUB: return x - y;
+    case AK_EW_F32_MUL: return x * y;
+    case AK_EW_F32_DIV: return x / y;
+    case AK_EW_F32_MIN: return EW_SFX(vmin)(x, y);
+    case AK_EW_F32_MAX: return EW_SFX(vmax)(x, y);
+    case AK_EW_F32_PRELU: return EW_SFX(sel)(x < 0.0f, x * y, x);
     default: return x;
     }
 }
@@ -183,17 +186,17 @@ EW_INLINE VF EW_SFX(binary_v)(ew_f32_bin op, VF x, VF y) {
                 EW_SFX(store)(dst + i, EW_SFX(binary_v)(OP, x, EW_SFX(load)(b + i)));      \
         break;
 
-static void EW_SFX(ew_f32_binary)(ew_f32_bin op, float *dst, const float *a, const float *b,
+static void EW_SFX(ew_f32_binary)(ak__ew_f32_bin op, float *dst, const float *a, const float *b,
                                   size_t n, int sa, int sb) {
     size_t i = 0;
     switch (op) {
-        EW_BINARY_CASE(EW_F32_ADD)
-        EW_BINARY_CASE(EW_F32_SUB)
-        EW_BINARY_CASE(EW_F32_MUL)
-        EW_BINARY_CASE(EW_F32_DIV)
-        EW_BINARY_CASE(EW_F32_MIN)
-        EW_BINARY_CASE(EW_F32_MAX)
-        EW_BINARY_CASE(EW_F32_PRELU)
+        EW_BINARY_CASE(AK_EW_F32_ADD)
+        EW_BINARY_CASE(AK_EW_F32_SUB)
+        EW_BINARY_CASE(AK_EW_F32_MUL)
+        EW_BINARY_CASE(AK_EW_F32_DIV)
+        EW_BINARY_CASE(AK_EW_F32_MIN)
+        EW_BINARY_CASE(AK_EW_F32_MAX)
+        EW_BINARY_CASE(AK_EW_F32_PRELU)
     default: break;
     }
     for (; i < n; i++) {

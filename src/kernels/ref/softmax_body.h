@@ -1,7 +1,8 @@
-/* The float32 Softmax / LogSoftmax kernels of math/softmax.c, written once for a vector
- * width and included once per instantiation with these defined:
+/* The float32 Softmax / LogSoftmax row and column kernels (kf_infer.h), written once for
+ * a vector width and included once per instantiation (kernels/ref/rows_ref.c: 4 lanes,
+ * kernels/x86/rows_avx2.c: 8 lanes with FMA contraction) with these defined:
  *   VF, VI   float and int32 vector types of VW lanes
- *   KATTR    function attributes (the target ISA)
+ *   KATTR    function attributes
  *   KNAME(x) the instantiation's name for x
  * Deliberately without an include guard. */
 
@@ -22,7 +23,7 @@ KATTR static inline float KNAME(exp_sub_tail)(float *y, const float *x, size_t k
 }
 
 /* Normalizes `rows` contiguous rows of n floats (inner == 1). */
-KATTR static void KNAME(rows)(const float *x, float *y, size_t rows, size_t n, sm_mode mode) {
+KATTR static void KNAME(rows)(const float *x, float *y, size_t rows, size_t n, int mode) {
     for (size_t row = 0; row < rows; row++, x += n, y += n) {
         size_t i = 0;
         VF m0 = AK_VSPLAT(VF, -INFINITY), m1 = m0;
@@ -40,7 +41,7 @@ KATTR static void KNAME(rows)(const float *x, float *y, size_t rows, size_t n, s
 
         /* exp(x - m): stored for Softmax, only summed for LogSoftmax; two vectors a step
          * so two exp chains overlap */
-        float *dst = mode == SM_SOFTMAX ? y : NULL;
+        float *dst = mode == AK_KF_SOFTMAX ? y : NULL;
         VF s0 = AK_VSPLAT(VF, 0.0f), s1 = s0;
         for (i = 0; i + 2 * VW <= n; i += 2 * VW) {
             VF a, b;
@@ -65,7 +66,7 @@ KATTR static void KNAME(rows)(const float *x, float *y, size_t rows, size_t n, s
             s += KNAME(exp_sub_tail)(dst ? dst + i : NULL, x + i, k, m);
         }
 
-        if (mode == SM_SOFTMAX) {
+        if (mode == AK_KF_SOFTMAX) {
             float r = 1.0f / s;
             for (i = 0; i + VW <= n; i += VW) {
                 VF v;
@@ -87,10 +88,10 @@ KATTR static void KNAME(rows)(const float *x, float *y, size_t rows, size_t n, s
     }
 }
 
-/* Normalizes columns [0, w) (w <= COLS) of one [n][inner] slab along n. */
+/* Normalizes columns [0, w) (w <= AK_KF_SOFTMAX_COLS) of one [n][inner] slab along n. */
 KATTR static void KNAME(cols)(const float *x, float *y, size_t n, size_t inner, size_t w,
-                              sm_mode mode) {
-    float m[COLS], s[COLS];
+                              int mode) {
+    float m[AK_KF_SOFTMAX_COLS], s[AK_KF_SOFTMAX_COLS];
     for (size_t c = 0; c < w; c++) m[c] = -INFINITY, s[c] = 0.0f;
     for (size_t k = 0; k < n; k++)
         for (size_t c = 0; c < w; c++) {
@@ -110,19 +111,19 @@ KATTR static void KNAME(cols)(const float *x, float *y, size_t n, size_t inner, 
             AK_VEXP_NONPOS(VF, VI, v);
             sv += v;
             AK_VSTORE(s + c, sv);
-            if (mode == SM_SOFTMAX) AK_VSTORE(yk + c, v);
+            if (mode == AK_KF_SOFTMAX) AK_VSTORE(yk + c, v);
         }
         for (; c < w; c++) { /* one lane at a time, same arithmetic */
             float e;
             s[c] += KNAME(exp_sub_tail)(&e, xk + c, 1, m[c]);
-            if (mode == SM_SOFTMAX) yk[c] = e;
+            if (mode == AK_KF_SOFTMAX) yk[c] = e;
         }
     }
-    for (size_t c = 0; c < w; c++) s[c] = mode == SM_SOFTMAX ? 1.0f / s[c] : m[c] + logf(s[c]);
+    for (size_t c = 0; c < w; c++) s[c] = mode == AK_KF_SOFTMAX ? 1.0f / s[c] : m[c] + logf(s[c]);
     for (size_t k = 0; k < n; k++) {
         const float *xk = x + k * inner;
         float *yk = y + k * inner;
-        if (mode == SM_SOFTMAX)
+        if (mode == AK_KF_SOFTMAX)
             for (size_t c = 0; c < w; c++) yk[c] *= s[c];
         else
             for (size_t c = 0; c < w; c++) yk[c] = xk[c] - s[c];

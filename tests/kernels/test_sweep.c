@@ -1,0 +1,532 @@
+/* The reference-vs-variant sweep over kernels/kernels.def: every kernel of the list, in
+ * every variant table this CPU can run, against the scalar reference, at lengths around
+ * the vector and tile widths (8, 16, 32, 64 lanes: exact, multiples, one below, one
+ * above), in place where the kernel allows it, with outputs inside guard bytes and one
+ * element off alignment. The list names each kernel's checker; a kernel whose checker
+ * is missing here fails the sweep, so no kernel can be added untested.
+ *
+ * Tolerances (stated per kernel shape):
+ * - elementwise maps, reductions, conversions, the Q8_0 activation quantizer: bit for bit
+ *   (the references define the exact results, see the kernels/ref/ files);
+ * - sums to one number: |got − ref| ≤ 1e-6·Σ|x| (the reference sums in double);
+ * - dot products (attention rows, linear layers, SGEMM): |got − ref| ≤
+ *   (K + 2)·ε_f32·Σ|terms| per output, the forward error bound of a float dot product
+ *   summed in any order (ε·|old value| more where the output accumulates). */
+#include <float.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "accelkit/kernels.h"
+#include "core/half.h"
+#include "guarded.h"
+#include "kernels/dispatch.h"
+#include "kernels/linear.h"
+
+static const size_t lengths[] = {0,  1,  3,  7,  8,  9,  15, 16,  17,  31,  32,  33,
+                                 48, 63, 64, 65, 96, 127, 128, 129, 255, 256, 257, 1001};
+#define N_LENGTHS (sizeof lengths / sizeof lengths[0])
+
+/* ---- element types ------------------------------------------------------------------ */
+
+static size_t elem_size(const char *elem) {
+    if (!strcmp(elem, "F32") || !strcmp(elem, "I32")) return 4;
+    if (!strcmp(elem, "F16") || !strcmp(elem, "BF16")) return 2;
+    if (!strcmp(elem, "F64") || !strcmp(elem, "I64")) return 8;
+    if (!strcmp(elem, "I8") || !strcmp(elem, "U8")) return 1;
+    fail_msg("kernels.def names element type %s, unknown to the sweep", elem);
+    return 0;
+}
+
+/* Values a kernel of this element type sees in practice: floats in [-scale, scale),
+ * 16-bit floats rounded from those, integers over their whole range (wrap-around). */
+static void fill_random(const char *elem, void *p, size_t n, uint64_t *seed, float scale) {
+    for (size_t i = 0; i < n; i++) {
+        float f = scale * test_rand_f32(seed);
+        if (!strcmp(elem, "F32")) ((float *)p)[i] = f;
+        else if (!strcmp(elem, "F64")) ((double *)p)[i] = (double)f * (1.0 + 1e-9 * i);
+        else if (!strcmp(elem, "F16")) ((uint16_t *)p)[i] = ak__f32_to_f16_ref(f);
+        else if (!strcmp(elem, "BF16")) ((uint16_t *)p)[i] = ak__f32_to_bf16_ref(f);
+        else {
+            uint64_t r = test_rand_u64(seed);
+            memcpy((char *)p + i * elem_size(elem), &r, elem_size(elem));
+        }
+    }
+}
+
+static double value_at(const char *elem, const void *p, size_t i) {
+    if (!strcmp(elem, "F16")) return ak__f16_to_f32_ref(((const uint16_t *)p)[i]);
+    if (!strcmp(elem, "BF16")) return ak__bf16_to_f32_ref(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+/* ---- one case: a kernel of one variant, the reference, and their outputs ------------- */
+
+typedef struct sweep_case {
+    const ak__kernel_info *info;
+    size_t index;
+    const ak__kernels *k, *ref;
+} sweep_case;
+
+/* The kernel pointer of table t, as the function type the checker calls. */
+#define KERNEL(c, t, type) ((type *)ak__kernel_get((t), (c)->index))
+
+static void *xmalloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    assert_non_null(p);
+    return p;
+}
+
+/* Output buffers (guarded, one element off alignment) for the variant; compared to the
+ * reference's bytes and checked for writes outside. */
+static guarded_buf out_alloc(size_t bytes, size_t esize) {
+    guarded_buf g = guarded_alloc(bytes, esize);
+    assert_non_null(g.base);
+    return g;
+}
+
+static void expect_same_bytes(const sweep_case *c, const void *got, const void *want,
+                              size_t bytes, size_t n, const char *how) {
+    if (memcmp(got, want, bytes) != 0)
+        fail_msg("%s %s (%s) n=%zu%s: differs from the reference %s", c->k->name, c->info->name,
+                 c->k->impl[c->index], n, how, c->info->ref);
+}
+
+static void expect_guards(const sweep_case *c, const guarded_buf *g, size_t n) {
+    if (!guarded_intact(g))
+        fail_msg("%s %s n=%zu: wrote outside its output", c->k->name, c->info->name, n);
+}
+
+/* ---- elementwise shapes: binary (dst = a op b), reduce, scale, axpy ---------------- */
+
+typedef enum { MAP_BINARY, MAP_SCALE, MAP_AXPY } map_shape;
+
+/* dst(out) from a, b; in place: 0 none, 1 dst == a, 2 dst == b */
+static void call_map(const sweep_case *c, const ak__kernels *t, map_shape shape, void *out,
+                     const void *a, const void *b, size_t n) {
+    const float alpha = 0.3125f;
+    int f32 = !strcmp(c->info->elem, "F32");
+    if (!strcmp(c->info->type, "ak__kf_reduce")) {
+        KERNEL(c, t, ak__kf_reduce)(out, a, b, n);
+    } else if (shape == MAP_BINARY) {
+        if (f32) KERNEL(c, t, ak__kf_f32_binary)(out, a, b, n);
+        else KERNEL(c, t, ak__kf_h16_binary)(out, a, b, n);
+    } else if (shape == MAP_SCALE) {
+        if (f32) KERNEL(c, t, ak__kf_f32_scale)(out, a, alpha, n);
+        else KERNEL(c, t, ak__kf_h16_scale)(out, a, alpha, n);
+    } else { /* axpy: out += alpha·b, out starts as a */
+        memmove(out, a, n * elem_size(c->info->elem));
+        if (f32) KERNEL(c, t, ak__kf_f32_axpy)(out, alpha, b, n);
+        else KERNEL(c, t, ak__kf_h16_axpy)(out, alpha, b, n);
+    }
+}
+
+static void check_map_at(const sweep_case *c, map_shape shape, size_t n, int in_place,
+                         uint64_t *seed) {
+    size_t es = elem_size(c->info->elem), bytes = n * es;
+    void *a = xmalloc(bytes), *b = xmalloc(bytes), *want = xmalloc(bytes);
+    fill_random(c->info->elem, a, n, seed, 8.0f);
+    fill_random(c->info->elem, b, n, seed, 8.0f);
+    guarded_buf g = out_alloc(bytes, es);
+    if (in_place) { /* the reference computes out of place, the variant over its input */
+        call_map(c, c->ref, shape, want, a, b, n);
+        memcpy(g.data, in_place == 1 ? a : b, bytes);
+        call_map(c, c->k, shape, g.data, in_place == 1 ? g.data : a, in_place == 2 ? g.data : b,
+                 n);
+    } else {
+        call_map(c, c->ref, shape, want, a, b, n);
+        call_map(c, c->k, shape, g.data, a, b, n);
+    }
+    expect_same_bytes(c, g.data, want, bytes, n, in_place ? " in place" : "");
+    expect_guards(c, &g, n);
+    guarded_free(&g);
+    free(a), free(b), free(want);
+}
+
+static void check_map(const sweep_case *c, map_shape shape, int in_place_ops) {
+    uint64_t seed = 11;
+    for (size_t l = 0; l < N_LENGTHS; l++)
+        for (int ip = 0; ip <= in_place_ops; ip++) check_map_at(c, shape, lengths[l], ip, &seed);
+}
+
+static void check_binary(const sweep_case *c) { check_map(c, MAP_BINARY, 1); }
+static void check_reduce(const sweep_case *c) { check_map(c, MAP_BINARY, 2); }
+static void check_scale(const sweep_case *c) { check_map(c, MAP_SCALE, 1); }
+static void check_axpy(const sweep_case *c) { check_map(c, MAP_AXPY, 0); }
+
+/* sum: |got − ref| ≤ 1e-6·Σ|x| */
+static void check_sum(const sweep_case *c) {
+    uint64_t seed = 12;
+    int f32 = !strcmp(c->info->elem, "F32");
+    for (size_t l = 0; l < N_LENGTHS; l++) {
+        size_t n = lengths[l], es = elem_size(c->info->elem);
+        guarded_buf x = out_alloc(n * es, es); /* read only: guards catch nothing, keep it tidy */
+        fill_random(c->info->elem, x.data, n, &seed, 8.0f);
+        double want = f32 ? KERNEL(c, c->ref, ak__kf_f32_sum)(x.data, n)
+                          : KERNEL(c, c->ref, ak__kf_h16_sum)(x.data, n);
+        double got = f32 ? KERNEL(c, c->k, ak__kf_f32_sum)(x.data, n)
+                         : KERNEL(c, c->k, ak__kf_h16_sum)(x.data, n);
+        double mag = 0;
+        for (size_t i = 0; i < n; i++) mag += fabs(value_at(c->info->elem, x.data, i));
+        if (!(fabs(got - want) <= 1e-6 * mag))
+            fail_msg("%s %s n=%zu: %.17g, reference %.17g", c->k->name, c->info->name, n, got,
+                     want);
+        guarded_free(&x);
+    }
+}
+
+/* ---- conversions --------------------------------------------------------------------- */
+
+static void check_convert(const sweep_case *c, int narrow) {
+    uint64_t seed = 13;
+    for (size_t l = 0; l < N_LENGTHS; l++) {
+        size_t n = lengths[l], out_es = narrow ? 2 : 4;
+        void *src = xmalloc(n * 4), *want = xmalloc(n * out_es);
+        if (narrow) fill_random("F32", src, n, &seed, 70000.0f); /* f16 overflows too */
+        else fill_random(c->info->elem, src, n, &seed, 100.0f);
+        guarded_buf g = out_alloc(n * out_es, out_es);
+        if (narrow) {
+            KERNEL(c, c->ref, ak__kf_narrow16)(want, src, n);
+            KERNEL(c, c->k, ak__kf_narrow16)(g.data, src, n);
+        } else {
+            KERNEL(c, c->ref, ak__kf_widen16)(want, src, n);
+            KERNEL(c, c->k, ak__kf_widen16)(g.data, src, n);
+        }
+        expect_same_bytes(c, g.data, want, n * out_es, n, "");
+        expect_guards(c, &g, n);
+        guarded_free(&g);
+        free(src), free(want);
+    }
+}
+
+static void check_narrow(const sweep_case *c) { check_convert(c, 1); }
+static void check_widen(const sweep_case *c) { check_convert(c, 0); }
+
+/* ---- dot-product shapes -------------------------------------------------------------- */
+
+static void expect_within(const sweep_case *c, double got, double want, double bound,
+                          const char *where) {
+    if (!(fabs(got - want) <= bound))
+        fail_msg("%s %s %s: %.9g, reference %.9g (± %.3g)", c->k->name, c->info->name, where,
+                 got, want, bound);
+}
+
+/* attention rows: out[j] = scale·q·rows[j] over n rows of dim f16 values */
+static void check_dot_rows(const sweep_case *c) {
+    uint64_t seed = 14;
+    static const size_t ns[] = {1, 3, 4, 5, 16};
+    for (size_t l = 1; l < N_LENGTHS; l++)
+        for (size_t r = 0; r < sizeof ns / sizeof *ns; r++) {
+            size_t dim = lengths[l], n = ns[r];
+            uint16_t *rows = xmalloc(n * dim * 2);
+            float *q = xmalloc(dim * 4), *want = xmalloc(n * 4);
+            fill_random("F16", rows, n * dim, &seed, 4.0f);
+            fill_random("F32", q, dim, &seed, 1.0f);
+            guarded_buf g = out_alloc(n * 4, 4);
+            KERNEL(c, c->ref, ak__kf_dot_rows)(want, q, rows, n, dim, 0.125f);
+            KERNEL(c, c->k, ak__kf_dot_rows)(g.data, q, rows, n, dim, 0.125f);
+            for (size_t j = 0; j < n; j++) {
+                double mag = 0;
+                for (size_t d = 0; d < dim; d++)
+                    mag += fabs(q[d] * value_at("F16", rows, j * dim + d));
+                char where[96];
+                snprintf(where, sizeof where, "n=%zu dim=%zu row %zu", n, dim, j);
+                expect_within(c, ((float *)g.data)[j], want[j],
+                              0.125 * mag * FLT_EPSILON * (double)(dim + 2) + 1e-30, where);
+            }
+            expect_guards(c, &g, dim);
+            guarded_free(&g);
+            free(rows), free(q), free(want);
+        }
+}
+
+/* attention values: o[d] += Σ_j p[j]·rows[j][d] */
+static void check_madd_rows(const sweep_case *c) {
+    uint64_t seed = 15;
+    static const size_t ns[] = {1, 3, 4, 5, 16};
+    for (size_t l = 1; l < N_LENGTHS; l++)
+        for (size_t r = 0; r < sizeof ns / sizeof *ns; r++) {
+            size_t dim = lengths[l], n = ns[r];
+            uint16_t *rows = xmalloc(n * dim * 2);
+            float *p = xmalloc(n * 4), *o0 = xmalloc(dim * 4), *want = xmalloc(dim * 4);
+            fill_random("F16", rows, n * dim, &seed, 4.0f);
+            fill_random("F32", p, n, &seed, 1.0f);
+            fill_random("F32", o0, dim, &seed, 1.0f);
+            guarded_buf g = out_alloc(dim * 4, 4);
+            memcpy(want, o0, dim * 4);
+            memcpy(g.data, o0, dim * 4);
+            KERNEL(c, c->ref, ak__kf_madd_rows)(want, p, rows, n, dim);
+            KERNEL(c, c->k, ak__kf_madd_rows)(g.data, p, rows, n, dim);
+            for (size_t d = 0; d < dim; d++) {
+                double mag = fabs(o0[d]);
+                for (size_t j = 0; j < n; j++) mag += fabs(p[j] * value_at("F16", rows, j * dim + d));
+                char where[96];
+                snprintf(where, sizeof where, "n=%zu dim=%zu [%zu]", n, dim, d);
+                expect_within(c, ((float *)g.data)[d], want[d],
+                              mag * FLT_EPSILON * (double)(n + 2) + 1e-30, where);
+            }
+            expect_guards(c, &g, dim);
+            guarded_free(&g);
+            free(rows), free(p), free(o0), free(want);
+        }
+}
+
+/* SGEMM C = alpha·op(A)·op(B) + beta·C, square-ish shapes around the tiles (MR 4-8,
+ * NR 8-16), both transposes, beta 0 (C holds NaN: must not be read) and 0.5 */
+static void check_sgemm_at(const sweep_case *c, size_t M, size_t N, size_t K, int ta, int tb,
+                           float beta, uint64_t *seed) {
+    size_t lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 2, ldc = N + 3;
+    float *A = xmalloc((ta ? K : M) * lda * 4), *B = xmalloc((tb ? N : K) * ldb * 4);
+    float *C0 = xmalloc(M * ldc * 4), *want = xmalloc(M * ldc * 4);
+    fill_random("F32", A, (ta ? K : M) * lda, seed, 1.0f);
+    fill_random("F32", B, (tb ? N : K) * ldb, seed, 1.0f);
+    fill_random("F32", C0, M * ldc, seed, 1.0f);
+    if (beta == 0.0f)
+        for (size_t i = 0; i < M * ldc; i++) C0[i] = NAN;
+    guarded_buf g = out_alloc(M * ldc * 4, 4);
+    float *C = g.data;
+    memcpy(want, C0, M * ldc * 4);
+    memcpy(C, C0, M * ldc * 4);
+    KERNEL(c, c->ref, ak__kf_sgemm)(ta, tb, M, N, K, 1.5f, A, lda, B, ldb, beta, want, ldc, NULL);
+    KERNEL(c, c->k, ak__kf_sgemm)(ta, tb, M, N, K, 1.5f, A, lda, B, ldb, beta, C, ldc, NULL);
+    for (size_t i = 0; i < M; i++)
+        for (size_t j = 0; j < ldc; j++) {
+            char where[160];
+            snprintf(where, sizeof where, "%zux%zux%zu ta=%d tb=%d beta=%g C[%zu][%zu]", M, N, K,
+                     ta, tb, (double)beta, i, j);
+            if (j >= N) { /* padding between rows: untouched */
+                if (memcmp(&C[i * ldc + j], &C0[i * ldc + j], 4) != 0)
+                    fail_msg("%s sgemm %s: wrote the padding", c->k->name, where);
+                continue;
+            }
+            double mag = beta != 0.0f ? fabs(beta * C0[i * ldc + j]) : 0;
+            for (size_t p = 0; p < K; p++)
+                mag += 1.5 * fabs((double)A[ta ? p * lda + i : i * lda + p] *
+                                  B[tb ? j * ldb + p : p * ldb + j]);
+            expect_within(c, C[i * ldc + j], want[i * ldc + j],
+                          mag * FLT_EPSILON * (double)(K + 2) + 1e-30, where);
+        }
+    expect_guards(c, &g, M * N);
+    guarded_free(&g);
+    free(A), free(B), free(C0), free(want);
+}
+
+static void check_sgemm(const sweep_case *c) {
+    static const size_t sizes[] = {1, 5, 8, 9, 16, 17, 33};
+    uint64_t seed = 16;
+    for (size_t m = 0; m < 7; m++)
+        for (size_t n = 0; n < 7; n++) {
+            size_t K = sizes[(m + n) % 7] * 3;
+            check_sgemm_at(c, sizes[m], sizes[n], K, (int)(m & 1), (int)(n & 1),
+                           (m + n) % 2 ? 0.5f : 0.0f, &seed);
+        }
+    check_sgemm_at(c, 70, 130, 300, 0, 0, 0.0f, &seed); /* several blocks of every loop */
+}
+
+/* linear layers: Y[t][n] (+)= W[n]·x_t over the kernel's weight type; K a multiple of 32
+ * (the quantized blocks), N and T around the row and token tiles */
+static ak_wtype wtype_of(const char *elem) {
+    if (!strcmp(elem, "F16")) return AK_WTYPE_F16;
+    if (!strcmp(elem, "BF16")) return AK_WTYPE_BF16;
+    if (!strcmp(elem, "Q8_0")) return AK_WTYPE_Q8_0;
+    if (!strcmp(elem, "Q4_0")) return AK_WTYPE_Q4_0;
+    return AK_WTYPE_F32;
+}
+
+typedef struct linear_data {
+    ak__linear_job job;
+    float *wd, *xv, *y0;
+    size_t ny;
+} linear_data;
+
+static linear_data linear_make(ak_wtype w, size_t N, size_t K, size_t T, int acc,
+                               uint64_t *seed) {
+    linear_data d = {.job = {.K = K, .T = T, .N = N, .ldx = K + 1, .ldq = K, .ldy = N + 2,
+                             .accumulate = acc}};
+    size_t rb = 0;
+    assert_int_equal(ak_wtype_row_bytes(w, K, &rb), AK_OK);
+    float *wf = xmalloc(N * K * 4), *X = xmalloc(T * d.job.ldx * 4);
+    uint8_t *W = xmalloc(N * rb);
+    d.wd = xmalloc(N * K * 4), d.xv = xmalloc(T * K * 4);
+    fill_random("F32", wf, N * K, seed, 1.0f);
+    fill_random("F32", X, T * d.job.ldx, seed, 2.0f);
+    for (size_t n = 0; n < N; n++) {
+        assert_int_equal(ak_quantize_row(w, wf + n * K, W + n * rb, K), AK_OK);
+        assert_int_equal(ak_dequantize_row(w, W + n * rb, d.wd + n * K, K), AK_OK);
+    }
+    float *xd = xmalloc(T * K / 32 * 4);
+    int32_t *xs = xmalloc(T * K / 32 * 4), *xo = xmalloc(T * K / 32 * 4);
+    int8_t *xq = xmalloc(T * K);
+    for (size_t t = 0; t < T; t++) {
+        ak_f32_quantize_q8_0__ref(X + t * d.job.ldx, K, xd + t * K / 32, xs + t * K / 32,
+                                  xq + t * K);
+        for (size_t k = 0; k < K; k++)
+            d.xv[t * K + k] = (w == AK_WTYPE_Q8_0 || w == AK_WTYPE_Q4_0)
+                                  ? xd[t * K / 32 + k / 32] * xq[t * K + k]
+                                  : X[t * d.job.ldx + k];
+    }
+    memcpy(xo, xs, T * K / 32 * 4);
+    ak__linear_offsets(w, xo, T * K / 32);
+    d.ny = T * d.job.ldy;
+    d.y0 = xmalloc(d.ny * 4);
+    fill_random("F32", d.y0, d.ny, seed, 4.0f);
+    d.job.W = W, d.job.row_bytes = rb, d.job.X = X;
+    d.job.xd = xd, d.job.xo = xo, d.job.xq = xq;
+    free(wf), free(xs);
+    return d;
+}
+
+static void linear_free(linear_data *d) {
+    free((void *)d->job.W), free((void *)d->job.X), free((void *)d->job.xd);
+    free((void *)d->job.xo), free((void *)d->job.xq);
+    free(d->wd), free(d->xv), free(d->y0);
+}
+
+static void check_linear_at(const sweep_case *c, size_t N, size_t K, size_t T, int acc,
+                            uint64_t *seed) {
+    linear_data d = linear_make(wtype_of(c->info->elem), N, K, T, acc, seed);
+    float *want = xmalloc(d.ny * 4);
+    guarded_buf g = out_alloc(d.ny * 4, 4);
+    memcpy(want, d.y0, d.ny * 4);
+    memcpy(g.data, d.y0, d.ny * 4);
+    ak__linear_job rj = d.job, kj = d.job;
+    rj.Y = want, kj.Y = g.data;
+    KERNEL(c, c->ref, ak__kf_linear)(&rj, 0, N);
+    KERNEL(c, c->k, ak__kf_linear)(&kj, 0, N / 3); /* two column ranges, as the pool splits */
+    KERNEL(c, c->k, ak__kf_linear)(&kj, N / 3, N);
+    for (size_t t = 0; t < T; t++)
+        for (size_t n = 0; n < kj.ldy; n++) {
+            float got = ((float *)g.data)[t * kj.ldy + n];
+            char where[160];
+            snprintf(where, sizeof where, "N=%zu K=%zu T=%zu acc=%d Y[%zu][%zu]", N, K, T, acc,
+                     t, n);
+            if (n >= N) { /* padding: untouched */
+                if (memcmp(&got, &d.y0[t * kj.ldy + n], 4) != 0)
+                    fail_msg("%s %s %s: wrote the padding", c->k->name, c->info->name, where);
+                continue;
+            }
+            double mag = acc ? fabs(d.y0[t * kj.ldy + n]) : 0;
+            for (size_t k = 0; k < K; k++) mag += fabs((double)d.wd[n * K + k] * d.xv[t * K + k]);
+            expect_within(c, got, want[t * kj.ldy + n], 4.0 * mag * FLT_EPSILON * (double)(K + 2)
+                          + 1e-30, where);
+        }
+    expect_guards(c, &g, N);
+    guarded_free(&g);
+    free(want);
+    linear_free(&d);
+}
+
+static void check_linear(const sweep_case *c) {
+    static const size_t Ns[] = {1, 4, 7, 16, 33}, Ts[] = {1, 2, 3, 6, 7, 13};
+    static const size_t Ks[] = {32, 64, 96, 256};
+    uint64_t seed = 17;
+    for (size_t n = 0; n < sizeof Ns / sizeof *Ns; n++)
+        for (size_t t = 0; t < sizeof Ts / sizeof *Ts; t++)
+            check_linear_at(c, Ns[n], Ks[(n + t) % 4], Ts[t], (int)((n + t) & 1), &seed);
+}
+
+/* Q8_0 activations: scales, block sums and values bit for bit */
+static void check_quantize_x(const sweep_case *c) {
+    uint64_t seed = 18;
+    for (size_t K = 0; K <= 1024; K += 32) {
+        float *x = xmalloc(K * 4), *wd = xmalloc(K / 32 * 4);
+        int32_t *ws = xmalloc(K / 32 * 4);
+        int8_t *wq = xmalloc(K);
+        fill_random("F32", x, K, &seed, (float)(K + 1));
+        if (K >= 64) x[5] = 0, x[40] = -x[41]; /* ties and zeros inside blocks */
+        guarded_buf gd = out_alloc(K / 32 * 4, 4), gs = out_alloc(K / 32 * 4, 4),
+                    gq = out_alloc(K, 1);
+        KERNEL(c, c->ref, ak__kf_quantize_x)(x, K, wd, ws, wq);
+        KERNEL(c, c->k, ak__kf_quantize_x)(x, K, gd.data, gs.data, gq.data);
+        expect_same_bytes(c, gd.data, wd, K / 32 * 4, K, " scales");
+        expect_same_bytes(c, gs.data, ws, K / 32 * 4, K, " block sums");
+        expect_same_bytes(c, gq.data, wq, K, K, " values");
+        expect_guards(c, &gd, K), expect_guards(c, &gs, K), expect_guards(c, &gq, K);
+        guarded_free(&gd), guarded_free(&gs), guarded_free(&gq);
+        free(x), free(wd), free(ws), free(wq);
+    }
+}
+
+#include "sweep_infer.h"
+
+/* ---- the checkers by the names kernels.def uses, and the sweep ----------------------- */
+
+typedef struct checker {
+    const char *name;
+    void (*fn)(const sweep_case *c);
+} checker;
+
+static const checker checkers[] = {
+    {"binary", check_binary},       {"reduce", check_reduce},
+    {"scale", check_scale},         {"axpy", check_axpy},
+    {"sum", check_sum},             {"narrow", check_narrow},
+    {"widen", check_widen},         {"dot_rows", check_dot_rows},
+    {"madd_rows", check_madd_rows}, {"sgemm", check_sgemm},
+    {"linear", check_linear},       {"quantize_x", check_quantize_x},
+    SWEEP_INFER_CHECKERS
+};
+
+static const checker *checker_for(const char *name) {
+    for (size_t i = 0; i < sizeof checkers / sizeof *checkers; i++)
+        if (!strcmp(checkers[i].name, name)) return &checkers[i];
+    return NULL;
+}
+
+/* Every kernel of the list names a checker the sweep has. */
+static void test_every_kernel_has_a_checker(void **state) {
+    (void)state;
+    for (size_t i = 0; i < AK__KERNEL_COUNT_; i++)
+        if (!checker_for(ak__kernel_list[i].check))
+            fail_msg("kernels.def: kernel %s names checker '%s', which test_sweep.c lacks",
+                     ak__kernel_list[i].name, ak__kernel_list[i].check);
+}
+
+/* Every table is complete (inheritance leaves no NULL) and names what it runs. */
+static void test_tables_complete(void **state) {
+    (void)state;
+    for (size_t v = 0; v < AK__KERNEL_VARIANTS; v++) {
+        const ak__kernels *k = ak__kernels_for(ak__kernel_variants[v]);
+        if (!k) continue;
+        for (size_t i = 0; i < AK__KERNEL_COUNT_; i++) {
+            if (!ak__kernel_get(k, i) || !k->impl[i])
+                fail_msg("%s table: kernel %s is NULL", k->name, ak__kernel_list[i].name);
+        }
+    }
+    const ak__kernels *ref = ak__kernels_for("ref");
+    assert_non_null(ref);
+    for (size_t i = 0; i < AK__KERNEL_COUNT_; i++)
+        assert_string_equal(ref->impl[i], ak__kernel_list[i].ref);
+}
+
+static void test_sweep(void **state) {
+    (void)state;
+    const ak__kernels *ref = ak__kernels_for("ref");
+    assert_non_null(ref);
+    for (size_t i = 0; i < AK__KERNEL_COUNT_; i++) {
+        const checker *chk = checker_for(ak__kernel_list[i].check);
+        if (!chk) fail_msg("kernel %s: no checker", ak__kernel_list[i].name);
+        /* ref against itself too: checks the checker and the reference's own guards */
+        for (size_t v = 0; v < AK__KERNEL_VARIANTS; v++) {
+            const ak__kernels *k = ak__kernels_for(ak__kernel_variants[v]);
+            if (!k) continue; /* the CPU cannot run it */
+            sweep_case c = {&ak__kernel_list[i], i, k, ref};
+            chk->fn(&c);
+        }
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_kernel_has_a_checker),
+        cmocka_unit_test(test_tables_complete),
+        cmocka_unit_test(test_sweep),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
