@@ -232,7 +232,7 @@ static void print_row(const comm_bench_opts *o, ak_comm *c, size_t bytes, size_t
     fflush(stdout);
 }
 
-/* Without -n, the peer harness's counts (shared/peers/mpi_allreduce.c), so both means
+/* Without -n, the peer harness's counts (bench/peers/mpi_allreduce.c), so both means
  * average alike: 200 below 1 MiB, where 20 calls of a few µs let one stall of a shared
  * vCPU double the mean (4 KB over TCP: 18-20 µs in some runs, 7.2-8.1 µs in the rest);
  * 20 below 16 MiB; 5 above, so a sweep stays in seconds. */
