@@ -2,6 +2,8 @@
 """Checks that the docs and comments stay true to the tree: every repository path named
 in README.md, docs/*.md, or a comment of src/, include/, tests/, scripts/, bench/,
 python/ and cmake/ exists, and no title or comment refers to the tracker ("issue N").
+Also that the kit is self-contained: no code outside the tokenizer tests names a path
+outside the repository (../shared, /work/).
 Run from anywhere: tests/docs/check_docs.py [repo-root]."""
 import re
 import sys
@@ -13,6 +15,9 @@ TOP = ("src", "tests", "scripts", "docs", "bench", "python", "include", "cmake",
 # a path: a top-level folder, then name characters; placeholders (<x>, {a,b}, *, N)
 # are checked only up to the part before them
 PATH_RE = re.compile(r"(?<![\w./-])(?:%s)/[\w./*{},<>-]*[\w*}>]" % "|".join(re.escape(t) for t in TOP))
+OUTSIDE_RE = re.compile(r"\.\./shared\b|/work/")
+# the tokenizer tests read llama.cpp's vocabulary test files from ../shared/llm/vocab
+OUTSIDE_ALLOWED = {"tests/llm/shared_vocab.h", "tests/llm/test_tokenizer.c", "tests/llm/test_hf.c"}
 ISSUE_RE = re.compile(r"\bissue ?#?\d+\b|\bissues #?\d+(?:,| and)", re.I)
 CODE_EXT = {".c", ".h", ".def", ".py", ".sh", ".cmake", ".txt", ".js", ".proto"}
 COMMENT_RE = {  # the parts of a source line that are prose
@@ -61,6 +66,8 @@ def main():
         if rel.parts[:2] == ("tests", "docs"):
             continue  # this checker names patterns, not paths
         for no, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if path.suffix != ".md" and str(rel) not in OUTSIDE_ALLOWED and OUTSIDE_RE.search(line):
+                bad.append(f"{rel}:{no}: names a path outside the repository")
             text = prose(path, line)
             if not text:
                 continue
