@@ -120,13 +120,15 @@ static ak_status prep_broadcast(ak_comm *c, const char *fn, void *buf, size_t co
 }
 
 /* sendbuf AK_IN_PLACE: this rank's block already sits at its place in recvbuf */
-static ak_status prep_allgather(ak_comm *c, const char *fn, const void *sendbuf, void *recvbuf,
-                                size_t count, ak_dtype dt, ak__coll *k) {
+/* Allgather and alltoall take the same arguments and checks; req NULL runs the operation
+ * now, else it is queued on the progress thread (the caller checked req of an i* call). */
+static ak_status exchange(ak_comm *c, const char *fn, ak__coll_kind kind, const void *sendbuf,
+                          void *recvbuf, size_t count, ak_dtype dt, ak_comm_request **req) {
     AK_CHECK(check_common(c, fn, count, dt));
     AK_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
     AK_CHECK(check_real(fn, "recvbuf", recvbuf, count));
-    *k = (ak__coll){AK_COLL_ALLGATHER, sendbuf, recvbuf, count, dt, AK_REDUCE_SUM, -1, 0, 0, 0, 0};
-    return AK_OK;
+    ak__coll k = {kind, sendbuf, recvbuf, count, dt, AK_REDUCE_SUM, -1, 0, 0, 0, 0};
+    return req ? ak__comm_async_submit(c, &k, req) : run_now(c, &k);
 }
 
 /* Sum of counts, checking the displacements keep every block inside the buffer's span. */
@@ -172,15 +174,6 @@ static ak_status prep_reduce_scatter(ak_comm *c, const char *fn, const void *sen
 
 /* In place (sendbuf AK_IN_PLACE or recvbuf): block r of recvbuf goes to rank r and is
  * replaced by rank r's block (comm_ops.c sends from a copy). */
-static ak_status prep_alltoall(ak_comm *c, const char *fn, const void *sendbuf, void *recvbuf,
-                               size_t count, ak_dtype dt, ak__coll *k) {
-    AK_CHECK(check_common(c, fn, count, dt));
-    AK_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
-    AK_CHECK(check_real(fn, "recvbuf", recvbuf, count));
-    *k = (ak__coll){AK_COLL_ALLTOALL, sendbuf, recvbuf, count, dt, AK_REDUCE_SUM, -1, 0, 0, 0, 0};
-    return AK_OK;
-}
-
 /* In place (sendbuf AK_IN_PLACE): the data sent is recvbuf's, laid out by the receive
  * counts and displacements; the send ones are ignored (MPI_Alltoallv's rule). sendbuf ==
  * recvbuf is in place too, but only with identical layouts: otherwise blocks received
@@ -260,18 +253,13 @@ ak_status ak_comm_ibroadcast(ak_comm *c, void *buf, size_t count, ak_dtype dt, i
 
 ak_status ak_comm_allgather(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
                             ak_dtype dt) {
-    ak__coll k;
-    AK_CHECK(prep_allgather(c, "ak_comm_allgather", sendbuf, recvbuf, count, dt, &k));
-    return run_now(c, &k);
+    return exchange(c, "ak_comm_allgather", AK_COLL_ALLGATHER, sendbuf, recvbuf, count, dt, NULL);
 }
 
 ak_status ak_comm_iallgather(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
                              ak_dtype dt, ak_comm_request **req) {
-    static const char fn[] = "ak_comm_iallgather";
-    AK_ARG_CHECK(req, "%s: NULL request pointer", fn);
-    ak__coll k;
-    AK_CHECK(prep_allgather(c, fn, sendbuf, recvbuf, count, dt, &k));
-    return ak__comm_async_submit(c, &k, req);
+    AK_ARG_CHECK(req, "ak_comm_iallgather: NULL request pointer");
+    return exchange(c, "ak_comm_iallgather", AK_COLL_ALLGATHER, sendbuf, recvbuf, count, dt, req);
 }
 
 ak_status ak_comm_allgatherv(ak_comm *c, const void *sendbuf, size_t sendcount, void *recvbuf,
@@ -312,18 +300,13 @@ ak_status ak_comm_ireduce_scatter(ak_comm *c, const void *sendbuf, void *recvbuf
 
 ak_status ak_comm_alltoall(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
                            ak_dtype dt) {
-    ak__coll k;
-    AK_CHECK(prep_alltoall(c, "ak_comm_alltoall", sendbuf, recvbuf, count, dt, &k));
-    return run_now(c, &k);
+    return exchange(c, "ak_comm_alltoall", AK_COLL_ALLTOALL, sendbuf, recvbuf, count, dt, NULL);
 }
 
 ak_status ak_comm_ialltoall(ak_comm *c, const void *sendbuf, void *recvbuf, size_t count,
                             ak_dtype dt, ak_comm_request **req) {
-    static const char fn[] = "ak_comm_ialltoall";
-    AK_ARG_CHECK(req, "%s: NULL request pointer", fn);
-    ak__coll k;
-    AK_CHECK(prep_alltoall(c, fn, sendbuf, recvbuf, count, dt, &k));
-    return ak__comm_async_submit(c, &k, req);
+    AK_ARG_CHECK(req, "ak_comm_ialltoall: NULL request pointer");
+    return exchange(c, "ak_comm_ialltoall", AK_COLL_ALLTOALL, sendbuf, recvbuf, count, dt, req);
 }
 
 ak_status ak_comm_alltoallv(ak_comm *c, const void *sendbuf, const size_t *sendcounts,

@@ -56,3 +56,11 @@ void ak__atomic_abort(ak__atomic_file *a) {
     if (a->tmp_path) remove(a->tmp_path);
     release_names(a);
 }
+
+ak_status ak__atomic_commit_tensors(ak__atomic_file *a, const char *format,
+                                    const char *short_tensor, uint64_t done, uint64_t size) {
+    if (short_tensor)
+        return AK_FAIL(AK_ERR_INVALID_ARG, "%s '%s': tensor '%s' has %llu of %llu bytes", format,
+                       a->path, short_tensor, (unsigned long long)done, (unsigned long long)size);
+    return ak__atomic_commit(a);
+}

@@ -5,6 +5,7 @@
 #define AK_LLM_ATOMIC_FILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "accelkit/ak.h"
@@ -20,6 +21,11 @@ ak_status ak__atomic_open(ak__atomic_file *a, const char *path);
 ak_status ak__atomic_write(ak__atomic_file *a, const void *p, size_t n);
 /* Closes the temporary and renames it onto the path (removed instead on failure). */
 ak_status ak__atomic_commit(ak__atomic_file *a);
+/* The end of a tensor file (GGUF, safetensors): commits it when every tensor was written
+ * whole (short_tensor NULL), else fails with AK_ERR_INVALID_ARG naming the `format` file
+ * and the tensor that got `done` of its `size` bytes (the file stays uncommitted). */
+ak_status ak__atomic_commit_tensors(ak__atomic_file *a, const char *format,
+                                    const char *short_tensor, uint64_t done, uint64_t size);
 /* Closes and removes the temporary. Harmless on a zeroed or committed file. */
 void ak__atomic_abort(ak__atomic_file *a);
 

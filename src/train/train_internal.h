@@ -193,6 +193,20 @@ void ak__pset_free(ak__pset *p);
 /* Fails every entry of the set (pending and incoming) with st/msg. */
 void ak__pset_fail_all(ak_train *t, ak__pset *p, ak_status st, const char *msg);
 
+/* ---- request wire format (train_wire.c) -------------------------------------------- */
+
+/* Serializes this rank's unsent uncached entries (marking them sent) into *out (malloc). */
+ak_status ak__encode_requests(ak__pset *p, unsigned char **out, size_t *len);
+/* Reads one rank's message: its request count, then each request. A short or malformed
+ * message sets bad (the count reads 0; a request fails with AK_ERR_INTERNAL). */
+typedef struct ak__reader {
+    const unsigned char *p, *end;
+    int bad;
+} ak__reader;
+uint32_t ak__read_request_count(ak__reader *r);
+/* name holds AK__NAME_MAX bytes; s->splits is malloc'ed when the request has splits. */
+ak_status ak__decode_request(ak__reader *r, char *name, ak__signature *s);
+
 /* Every rank's byte message, lengths may differ: *all holds them in rank order, (*counts)
  * has 2 × size entries, the counts then the displacements. The caller frees both. */
 ak_status ak__allgather_bytes(ak_comm *comm, int size, const void *mine, size_t len,

@@ -405,7 +405,7 @@ static void put32(unsigned char *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* A request header as the client writes it (see store_tcp.c). */
+/* A request header as the client writes it (see store_tcp.h). */
 static void make_header(unsigned char *h, int op, int key_len, uint32_t value_len) {
     memset(h, 0, 28);
     put32(h, 0x31534b41u);

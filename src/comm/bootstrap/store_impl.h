@@ -1,5 +1,5 @@
 /* Internal: the store's implementation interface (store.c dispatches through it;
- * store.c implements the in-memory store, store_tcp.c the TCP client and server). */
+ * store.c implements the in-memory store, store_tcp_server.c and store_tcp_client.c the TCP server and client). */
 #ifndef AK_COMM_BOOTSTRAP_STORE_IMPL_H
 #define AK_COMM_BOOTSTRAP_STORE_IMPL_H
 

@@ -161,16 +161,22 @@ static ak_status render_llama3(const render_ctx *c) {
     return AK_OK;
 }
 
+/* Every message as open + role + mid + content + close, content as given (the formats
+ * that mark turns with tokens alone). */
+static void put_turns(const render_ctx *c, const char *open, const char *mid, const char *close) {
+    for (size_t i = 0; i < c->n; i++) {
+        puts_(c->o, open);
+        puts_(c->o, c->msg[i].role);
+        puts_(c->o, mid);
+        puts_(c->o, c->msg[i].content);
+        puts_(c->o, close);
+    }
+}
+
 /* ChatML (teknium/OpenHermes-2.5-Mistral-7B, Qwen without its default system prompt):
  * "<|im_start|>" role "\n" content "<|im_end|>\n"; no bos. */
 static ak_status render_chatml(const render_ctx *c) {
-    for (size_t i = 0; i < c->n; i++) {
-        puts_(c->o, "<|im_start|>");
-        puts_(c->o, c->msg[i].role);
-        puts_(c->o, "\n");
-        puts_(c->o, c->msg[i].content);
-        puts_(c->o, "<|im_end|>\n");
-    }
+    put_turns(c, "<|im_start|>", "\n", "<|im_end|>\n");
     if (c->gen) puts_(c->o, "<|im_start|>assistant\n");
     return AK_OK;
 }
@@ -245,13 +251,7 @@ static ak_status render_gemma(const render_ctx *c) {
 /* microsoft/Phi-3-mini-4k-instruct: "<|role|>\n" content "<|end|>\n"; then the
  * generation prompt "<|assistant|>\n", or eos without it. */
 static ak_status render_phi3(const render_ctx *c) {
-    for (size_t i = 0; i < c->n; i++) {
-        puts_(c->o, "<|");
-        puts_(c->o, c->msg[i].role);
-        puts_(c->o, "|>\n");
-        puts_(c->o, c->msg[i].content);
-        puts_(c->o, "<|end|>\n");
-    }
+    put_turns(c, "<|", "|>\n", "<|end|>\n");
     puts_(c->o, c->gen ? "<|assistant|>\n" : c->eos);
     return AK_OK;
 }

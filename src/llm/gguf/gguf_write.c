@@ -349,13 +349,10 @@ ak_status ak__gguf_writer_close(ak__gguf_writer *w) {
     AK_ARG_CHECK(w != NULL, "GGUF writer is NULL");
     ak_status st = AK_OK;
     if (!w->header_written) AK_CHECK_GOTO(st, write_header(w));
-    if (w->cur != w->n_tensors) {
-        st = AK_FAIL(AK_ERR_INVALID_ARG, "GGUF '%s': tensor '%s' has %llu of %llu bytes",
-                     w->file.path, w->tensors[w->cur].name, (unsigned long long)w->cur_done,
-                     (unsigned long long)w->tensors[w->cur].size);
-        goto fail;
-    }
-    AK_CHECK_GOTO(st, ak__atomic_commit(&w->file));
+    int whole = w->cur == w->n_tensors;
+    AK_CHECK_GOTO(st, ak__atomic_commit_tensors(&w->file, "GGUF",
+                                                whole ? NULL : w->tensors[w->cur].name,
+                                                w->cur_done, whole ? 0 : w->tensors[w->cur].size));
     writer_free(w);
     return AK_OK;
 fail:

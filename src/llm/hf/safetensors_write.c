@@ -186,13 +186,10 @@ ak_status ak__st_writer_close(ak__st_writer *w) {
         w->cur++;
         w->cur_done = 0;
     }
-    if (w->cur != w->n) {
-        st = AK_FAIL(AK_ERR_INVALID_ARG, "safetensors '%s': tensor '%s' has %llu of %llu bytes",
-                     w->file.path, w->e[w->cur].name, (unsigned long long)w->cur_done,
-                     (unsigned long long)w->e[w->cur].bytes);
-        goto fail;
-    }
-    AK_CHECK_GOTO(st, ak__atomic_commit(&w->file));
+    int whole = w->cur == w->n;
+    AK_CHECK_GOTO(st, ak__atomic_commit_tensors(&w->file, "safetensors",
+                                                whole ? NULL : w->e[w->cur].name, w->cur_done,
+                                                whole ? 0 : w->e[w->cur].bytes));
     writer_free(w);
     return AK_OK;
 fail:
