@@ -237,7 +237,8 @@ static const char *store_value(const ak_opt *o, char *value, ak_opt_more *more, 
     long l;
     double d;
     size_t z;
-    switch (o->kind) {case AK_OPT_FLAG: *(int *)o->dest = 1; return NULL;
+    switch (o->kind) {
+    case AK_OPT_FLAG: *(int *)o->dest = 1; return NULL;
     case AK_OPT_STRING: *(const char **)o->dest = value; return NULL;
     case AK_OPT_INT:
         if (ak_cli_parse_long(value, has_range(o) ? bound(o->min) : LONG_MIN,
@@ -264,7 +265,8 @@ static const char *store_value(const ak_opt *o, char *value, ak_opt_more *more, 
         if ((l = enum_index(o->choices, value)) >= 0) return *(int *)o->dest = (int)l, NULL;
         snprintf(why, cap, "want one of %s", o->choices);
         return why;
-    case AK_OPT_CUSTOM: return o->parse(o->dest, value, more);}
+    case AK_OPT_CUSTOM: return o->parse(o->dest, value, more);
+    }
     return "unknown option kind";
 }
 

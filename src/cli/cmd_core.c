@@ -73,6 +73,7 @@ int ak_cli_sysinfo(int argc, char **argv) {
     if (first < argc) return ak_cli_usage_error(&cmd, "unexpected argument '%s'", argv[first]);
     ak_status st;
     ak_cpu_info c;
+    if ((st = ak_init()) != AK_OK) return ak_cli_report("init", st);
     if ((st = ak_cpu_get_info(&c)) != AK_OK) return ak_cli_report("cpu", st);
     ak_threadpool *pool;
     int threads = 0;
