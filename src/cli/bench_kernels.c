@@ -320,7 +320,8 @@ static int bench_table(const bench_opts *o) {
             printf("%s{\"kernel\":\"%s\",\"type\":\"%s\",\"elem\":\"%s\",\"check\":\"%s\"",
                    i ? ",\n" : "", k->name, k->type, k->elem, k->check);
             for (int v = 0; v < AK__KERNEL_VARIANTS; v++)
-                if (tables[v]) printf(",\"%s\":\"%s\"", ak__kernel_variants[v], tables[v]->impl[i]);
+                if (tables[v])
+                    printf(",\"%s\":\"%s\"", ak__kernel_variants[v], tables[v]->impl[i]);
             printf("}");
         }
         printf("\n]}\n");

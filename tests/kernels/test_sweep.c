@@ -253,7 +253,8 @@ static void check_dot_rows(const sweep_case *c) {
             }
             for (size_t j = 0; j < n; j++) {
                 double mag = 0;
-                for (size_t d = 0; d < dim; d++) mag += fabs(q[d] * value_at(elem, rows, j * dim + d));
+                for (size_t d = 0; d < dim; d++)
+                    mag += fabs(q[d] * value_at(elem, rows, j * dim + d));
                 char where[96];
                 snprintf(where, sizeof where, "n=%zu dim=%zu row %zu", n, dim, j);
                 expect_within(c, ((float *)g.data)[j], want[j],
@@ -290,7 +291,8 @@ static void check_madd_rows(const sweep_case *c) {
             }
             for (size_t d = 0; d < dim; d++) {
                 double mag = fabs(o0[d]);
-                for (size_t j = 0; j < n; j++) mag += fabs(p[j] * value_at(elem, rows, j * dim + d));
+                for (size_t j = 0; j < n; j++)
+                    mag += fabs(p[j] * value_at(elem, rows, j * dim + d));
                 char where[96];
                 snprintf(where, sizeof where, "n=%zu dim=%zu [%zu]", n, dim, d);
                 expect_within(c, ((float *)g.data)[d], want[d],
@@ -371,7 +373,8 @@ static void check_rope(const sweep_case *c) {
                 /* magnitudes of both products, bounded by the pair's largest value */
                 size_t row = i / hd, t = row / heads, half = hd / 2, k = i % hd;
                 size_t pair = neox ? k % half : k / 2;
-                size_t base = row * hd, lo = neox ? pair : 2 * pair, hi = neox ? pair + half : 2 * pair + 1;
+                size_t base = row * hd, lo = neox ? pair : 2 * pair;
+                size_t hi = neox ? pair + half : 2 * pair + 1;
                 double mag = (fabs(x[base + lo]) + fabs(x[base + hi])) *
                              (fabs(cs[t * hd + pair]) + fabs(cs[t * hd + half + pair]));
                 char where[96];
@@ -636,7 +639,10 @@ static void check_optim(const sweep_case *c) {
                 gb[b] = out_alloc(bytes, 4);
                 fill_random("F32", gb[b].data, n, &seed, 1.0f);
                 if (b == 2)
-                    for (size_t i = 0; i < n; i++) ((float *)gb[2].data)[i] *= ((float *)gb[2].data)[i];
+                    for (size_t i = 0; i < n; i++) {
+                        float *vi = (float *)gb[2].data + i;
+                        *vi *= *vi;
+                    }
                 memcpy(want + b * n, gb[b].data, bytes);
             }
             fill_random("F32", g, n, &seed, 1.0f);
