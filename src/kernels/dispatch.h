@@ -65,6 +65,25 @@ typedef void ak__kf_dot_rows(float *out, const float *q, const uint16_t *rows, s
                              size_t dim, float scale);
 typedef void ak__kf_madd_rows(float *o, const float *p, const uint16_t *rows, size_t n,
                               size_t dim);
+typedef void ak__kf_f32_dot_rows(float *out, const float *q, const float *rows, size_t n,
+                                 size_t dim, float scale);
+typedef void ak__kf_f32_madd_rows(float *o, const float *p, const float *rows, size_t n,
+                                  size_t dim);
+typedef void ak__kf_f32_softmax(float *s, size_t n);
+typedef void ak__kf_f32_gated(float *x, const float *up, size_t n);
+typedef void ak__kf_rmsnorm(float *out, const float *x, const float *w, size_t n, float eps);
+typedef void ak__kf_rope(float *x, size_t T, size_t n_heads, size_t hd, int neox,
+                         const float *cs);
+struct ak__optim_coef; /* kernels/optim.h */
+typedef void ak__kf_optim_sgd(const struct ak__optim_coef *c, float *p, const float *g,
+                              float *buf, size_t n);
+typedef void ak__kf_optim_adam(const struct ak__optim_coef *c, float *p, const float *g,
+                               float *m, float *v, size_t n);
+typedef void ak__kf_optim_lamb_moments(const struct ak__optim_coef *c, const float *p,
+                                       const float *g, float *m, float *v, size_t n,
+                                       double *p_sq, double *u_sq);
+typedef void ak__kf_optim_lamb_apply(const struct ak__optim_coef *c, float *p, const float *m,
+                                     const float *v, size_t n, float neg_lr_ratio);
 #include "kernels/kf_infer.h"
 
 /* Every symbol kernels.def names, declared with its kernel's type. */

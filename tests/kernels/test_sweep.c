@@ -8,8 +8,12 @@
  * Tolerances (stated per kernel shape):
  * - elementwise maps, reductions, conversions, the Q8_0 activation quantizer: bit for bit
  *   (the references define the exact results, see the kernels/ref/ files);
+ * - the fused optimizers: parameters and moments bit for bit (every variant performs the
+ *   reference's operations in its order); LAMB's two norms within 1e-6 relative;
+ * - the LLM decoder's loops: softmax 1e-5 relative, SwiGLU 1e-6·(|x| + 1)·|up|, RoPE
+ *   2ε·(|a·c| + |b·s|), RMSNorm 4ε relative (e^x approximated alike in all variants);
  * - sums to one number: |got − ref| ≤ 1e-6·Σ|x| (the reference sums in double);
- * - dot products (attention rows, linear layers, SGEMM): |got − ref| ≤
+ * - dot products (attention rows f16/f32, linear layers, SGEMM): |got − ref| ≤
  *   (K + 2)·ε_f32·Σ|terms| per output, the forward error bound of a float dot product
  *   summed in any order (ε·|old value| more where the output accumulates). */
 #include <float.h>
@@ -29,6 +33,7 @@
 #include "guarded.h"
 #include "kernels/dispatch.h"
 #include "kernels/linear.h"
+#include "kernels/optim.h"
 
 static const size_t lengths[] = {0,  1,  3,  7,  8,  9,  15, 16,  17,  31,  32,  33,
                                  48, 63, 64, 65, 96, 127, 128, 129, 255, 256, 257, 1001};
@@ -218,24 +223,38 @@ static void expect_within(const sweep_case *c, double got, double want, double b
                  got, want, bound);
 }
 
-/* attention rows: out[j] = scale·q·rows[j] over n rows of dim f16 values */
+/* Rows of n × dim values as the attention kernels read them: f16 (the KV cache) or f32.
+ * value_at widens either. */
+static void *rows_make(const char *elem, size_t count, uint64_t *seed) {
+    void *rows = xmalloc(count * elem_size(elem));
+    fill_random(elem, rows, count, seed, 4.0f);
+    return rows;
+}
+
+/* attention scores: out[j] = scale·q·rows[j] over n rows of dim values */
 static void check_dot_rows(const sweep_case *c) {
     uint64_t seed = 14;
     static const size_t ns[] = {1, 3, 4, 5, 16};
+    const char *elem = c->info->elem;
+    int f16 = !strcmp(elem, "F16");
     for (size_t l = 1; l < N_LENGTHS; l++)
         for (size_t r = 0; r < sizeof ns / sizeof *ns; r++) {
             size_t dim = lengths[l], n = ns[r];
-            uint16_t *rows = xmalloc(n * dim * 2);
+            void *rows = rows_make(elem, n * dim, &seed);
             float *q = xmalloc(dim * 4), *want = xmalloc(n * 4);
-            fill_random("F16", rows, n * dim, &seed, 4.0f);
             fill_random("F32", q, dim, &seed, 1.0f);
             guarded_buf g = out_alloc(n * 4, 4);
-            KERNEL(c, c->ref, ak__kf_dot_rows)(want, q, rows, n, dim, 0.125f);
-            KERNEL(c, c->k, ak__kf_dot_rows)(g.data, q, rows, n, dim, 0.125f);
+            if (f16) {
+                KERNEL(c, c->ref, ak__kf_dot_rows)(want, q, rows, n, dim, 0.125f);
+                KERNEL(c, c->k, ak__kf_dot_rows)(g.data, q, rows, n, dim, 0.125f);
+            } else {
+                KERNEL(c, c->ref, ak__kf_f32_dot_rows)(want, q, rows, n, dim, 0.125f);
+                KERNEL(c, c->k, ak__kf_f32_dot_rows)(g.data, q, rows, n, dim, 0.125f);
+            }
             for (size_t j = 0; j < n; j++) {
                 double mag = 0;
                 for (size_t d = 0; d < dim; d++)
-                    mag += fabs(q[d] * value_at("F16", rows, j * dim + d));
+                    mag += fabs(q[d] * value_at(elem, rows, j * dim + d));
                 char where[96];
                 snprintf(where, sizeof where, "n=%zu dim=%zu row %zu", n, dim, j);
                 expect_within(c, ((float *)g.data)[j], want[j],
@@ -251,22 +270,29 @@ static void check_dot_rows(const sweep_case *c) {
 static void check_madd_rows(const sweep_case *c) {
     uint64_t seed = 15;
     static const size_t ns[] = {1, 3, 4, 5, 16};
+    const char *elem = c->info->elem;
+    int f16 = !strcmp(elem, "F16");
     for (size_t l = 1; l < N_LENGTHS; l++)
         for (size_t r = 0; r < sizeof ns / sizeof *ns; r++) {
             size_t dim = lengths[l], n = ns[r];
-            uint16_t *rows = xmalloc(n * dim * 2);
+            void *rows = rows_make(elem, n * dim, &seed);
             float *p = xmalloc(n * 4), *o0 = xmalloc(dim * 4), *want = xmalloc(dim * 4);
-            fill_random("F16", rows, n * dim, &seed, 4.0f);
             fill_random("F32", p, n, &seed, 1.0f);
             fill_random("F32", o0, dim, &seed, 1.0f);
             guarded_buf g = out_alloc(dim * 4, 4);
             memcpy(want, o0, dim * 4);
             memcpy(g.data, o0, dim * 4);
-            KERNEL(c, c->ref, ak__kf_madd_rows)(want, p, rows, n, dim);
-            KERNEL(c, c->k, ak__kf_madd_rows)(g.data, p, rows, n, dim);
+            if (f16) {
+                KERNEL(c, c->ref, ak__kf_madd_rows)(want, p, rows, n, dim);
+                KERNEL(c, c->k, ak__kf_madd_rows)(g.data, p, rows, n, dim);
+            } else {
+                KERNEL(c, c->ref, ak__kf_f32_madd_rows)(want, p, rows, n, dim);
+                KERNEL(c, c->k, ak__kf_f32_madd_rows)(g.data, p, rows, n, dim);
+            }
             for (size_t d = 0; d < dim; d++) {
                 double mag = fabs(o0[d]);
-                for (size_t j = 0; j < n; j++) mag += fabs(p[j] * value_at("F16", rows, j * dim + d));
+                for (size_t j = 0; j < n; j++)
+                    mag += fabs(p[j] * value_at(elem, rows, j * dim + d));
                 char where[96];
                 snprintf(where, sizeof where, "n=%zu dim=%zu [%zu]", n, dim, d);
                 expect_within(c, ((float *)g.data)[d], want[d],
@@ -276,6 +302,113 @@ static void check_madd_rows(const sweep_case *c) {
             guarded_free(&g);
             free(rows), free(p), free(o0), free(want);
         }
+}
+
+/* ---- the LLM decoder's elementwise loops ------------------------------------------- */
+
+/* softmax in place over scores of a wide range: |got − ref| ≤ 1e-5·ref + 1e-9 (e^x to
+ * 3e-7 in both, FMAs and summation order in the variant) */
+static void check_softmax(const sweep_case *c) {
+    uint64_t seed = 20;
+    for (size_t l = 1; l < N_LENGTHS; l++) {
+        size_t n = lengths[l];
+        float *want = xmalloc(n * 4);
+        guarded_buf g = out_alloc(n * 4, 4);
+        fill_random("F32", want, n, &seed, 30.0f);
+        memcpy(g.data, want, n * 4);
+        KERNEL(c, c->ref, ak__kf_f32_softmax)(want, n);
+        KERNEL(c, c->k, ak__kf_f32_softmax)(g.data, n);
+        for (size_t i = 0; i < n; i++) {
+            char where[64];
+            snprintf(where, sizeof where, "n=%zu [%zu]", n, i);
+            expect_within(c, ((float *)g.data)[i], want[i], 1e-5 * want[i] + 1e-9, where);
+        }
+        expect_guards(c, &g, n);
+        guarded_free(&g);
+        free(want);
+    }
+}
+
+/* SwiGLU in place: |got − ref| ≤ 1e-6·(|x| + 1)·|up| (one e^x, a divide, FMAs) */
+static void check_swiglu(const sweep_case *c) {
+    uint64_t seed = 21;
+    for (size_t l = 0; l < N_LENGTHS; l++) {
+        size_t n = lengths[l];
+        float *x = xmalloc(n * 4), *up = xmalloc(n * 4), *want = xmalloc(n * 4);
+        fill_random("F32", x, n, &seed, 12.0f);
+        fill_random("F32", up, n, &seed, 3.0f);
+        guarded_buf g = out_alloc(n * 4, 4);
+        memcpy(want, x, n * 4);
+        memcpy(g.data, x, n * 4);
+        KERNEL(c, c->ref, ak__kf_f32_gated)(want, up, n);
+        KERNEL(c, c->k, ak__kf_f32_gated)(g.data, up, n);
+        for (size_t i = 0; i < n; i++) {
+            char where[64];
+            snprintf(where, sizeof where, "n=%zu [%zu]", n, i);
+            expect_within(c, ((float *)g.data)[i], want[i],
+                          1e-6 * (fabs(x[i]) + 1) * fabs(up[i]) + 1e-30, where);
+        }
+        expect_guards(c, &g, n);
+        guarded_free(&g);
+        free(x), free(up), free(want);
+    }
+}
+
+/* RoPE over T tokens × heads, both pair layouts: |got − ref| ≤ 2ε·(|a·c| + |b·s|) */
+static void check_rope(const sweep_case *c) {
+    uint64_t seed = 22;
+    static const size_t hds[] = {2, 8, 16, 32, 34, 64, 128};
+    for (size_t h = 0; h < sizeof hds / sizeof *hds; h++)
+        for (int neox = 0; neox < 2; neox++) {
+            size_t hd = hds[h], T = 3, heads = 5, count = T * heads * hd;
+            float *x = xmalloc(count * 4), *cs = xmalloc(T * hd * 4), *want = xmalloc(count * 4);
+            fill_random("F32", x, count, &seed, 4.0f);
+            fill_random("F32", cs, T * hd, &seed, 1.0f);
+            guarded_buf g = out_alloc(count * 4, 4);
+            memcpy(want, x, count * 4);
+            memcpy(g.data, x, count * 4);
+            KERNEL(c, c->ref, ak__kf_rope)(want, T, heads, hd, neox, cs);
+            KERNEL(c, c->k, ak__kf_rope)(g.data, T, heads, hd, neox, cs);
+            for (size_t i = 0; i < count; i++) {
+                /* magnitudes of both products, bounded by the pair's largest value */
+                size_t row = i / hd, t = row / heads, half = hd / 2, k = i % hd;
+                size_t pair = neox ? k % half : k / 2;
+                size_t base = row * hd, lo = neox ? pair : 2 * pair;
+                size_t hi = neox ? pair + half : 2 * pair + 1;
+                double mag = (fabs(x[base + lo]) + fabs(x[base + hi])) *
+                             (fabs(cs[t * hd + pair]) + fabs(cs[t * hd + half + pair]));
+                char where[96];
+                snprintf(where, sizeof where, "hd=%zu neox=%d [%zu]", hd, neox, i);
+                expect_within(c, ((float *)g.data)[i], want[i], 2 * FLT_EPSILON * mag + 1e-30,
+                              where);
+            }
+            expect_guards(c, &g, count);
+            guarded_free(&g);
+            free(x), free(cs), free(want);
+        }
+}
+
+/* RMSNorm of one row: |got − ref| ≤ 4ε·|ref| (the sum of squares in double) */
+static void check_rmsnorm(const sweep_case *c) {
+    uint64_t seed = 23;
+    for (size_t l = 1; l < N_LENGTHS; l++) {
+        size_t n = lengths[l];
+        float *x = xmalloc(n * 4), *w = xmalloc(n * 4), *want = xmalloc(n * 4);
+        fill_random("F32", x, n, &seed, 3.0f);
+        fill_random("F32", w, n, &seed, 1.0f);
+        guarded_buf g = out_alloc(n * 4, 4);
+        KERNEL(c, c->ref, ak__kf_rmsnorm)(want, x, w, n, 1e-5f);
+        KERNEL(c, c->k, ak__kf_rmsnorm)(g.data, x, w, n, 1e-5f);
+        for (size_t i = 0; i < n; i++) {
+            char where[64];
+            snprintf(where, sizeof where, "n=%zu [%zu]", n, i);
+            expect_within(c, ((float *)g.data)[i], want[i], 4 * FLT_EPSILON * fabs(want[i]),
+                          where);
+        }
+        expect_guards(c, &g, n);
+        guarded_free(&g);
+        free(x), free(w), free(want);
+    }
 }
 
 /* SGEMM C = alpha·op(A)·op(B) + beta·C, square-ish shapes around the tiles (MR 4-8,
@@ -454,6 +587,84 @@ static void check_quantize_x(const sweep_case *c) {
     }
 }
 
+/* ---- fused optimizers ---------------------------------------------------------------- */
+
+/* Step constants as train/optim derives them, with each option on or off per `opt`
+ * (combinations it never makes, such as AdamW's decay with an L2 term, left out). */
+static ak__optim_coef optim_coef(int opt) {
+    ak__optim_coef c = {.grad_scale = opt & 1 ? 0.5f : 1.0f,
+                        .weight_decay = opt & 2 ? 0.01f : 0.0f,
+                        .neg_lr = -1e-3f,
+                        .momentum = opt & 4 ? 0.9f : 0.0f,
+                        .one_minus_dampening = 0.75f,
+                        .nesterov = (opt & 12) == 12,
+                        .first_step = (opt & 16) != 0,
+                        .beta1 = 0.9f, .one_minus_beta1 = 0.1f,
+                        .beta2 = 0.999f, .one_minus_beta2 = 0.001f,
+                        .eps = 1e-8f,
+                        .param_decay = opt & 8 ? 0.99999f : 1.0f,
+                        .neg_step_size = -1e-3f / 0.271f,
+                        .bc2_sqrt = 0.0624f,
+                        .bc1 = 0.271f, .bc2 = 0.0039f};
+    if (c.nesterov) c.one_minus_dampening = 1.0f;
+    if (c.param_decay != 1.0f) c.weight_decay = 0.0f; /* AdamW: decoupled, no L2 term */
+    return c;
+}
+
+/* One kernel call on buffers p, g, m, v of n (the optimizer's state as it runs). */
+static void call_optim(const sweep_case *c, const ak__kernels *t, const ak__optim_coef *co,
+                       float *p, const float *g, float *m, float *v, size_t n, double sums[2]) {
+    const char *type = c->info->type;
+    if (!strcmp(type, "ak__kf_optim_sgd"))
+        KERNEL(c, t, ak__kf_optim_sgd)(co, p, g, co->momentum != 0.0f ? m : NULL, n);
+    else if (!strcmp(type, "ak__kf_optim_adam"))
+        KERNEL(c, t, ak__kf_optim_adam)(co, p, g, m, v, n);
+    else if (!strcmp(type, "ak__kf_optim_lamb_moments"))
+        KERNEL(c, t, ak__kf_optim_lamb_moments)(co, p, g, m, v, n, &sums[0], &sums[1]);
+    else if (!strcmp(type, "ak__kf_optim_lamb_apply"))
+        KERNEL(c, t, ak__kf_optim_lamb_apply)(co, p, m, v, n, -7e-4f);
+    else
+        fail_msg("optim checker: kernel %s has type %s it does not know", c->info->name, type);
+}
+
+static void check_optim(const sweep_case *c) {
+    uint64_t seed = 19;
+    for (int opt = 0; opt < 32; opt++) {
+        ak__optim_coef co = optim_coef(opt);
+        for (size_t l = 0; l < N_LENGTHS; l++) {
+            size_t n = lengths[l], bytes = n * 4;
+            float *g = xmalloc(bytes), *want = xmalloc(3 * bytes + 4);
+            guarded_buf gb[3];
+            for (int b = 0; b < 3; b++) { /* p, m, v; v (exp_avg_sq) stays positive */
+                gb[b] = out_alloc(bytes, 4);
+                fill_random("F32", gb[b].data, n, &seed, 1.0f);
+                if (b == 2)
+                    for (size_t i = 0; i < n; i++) {
+                        float *vi = (float *)gb[2].data + i;
+                        *vi *= *vi;
+                    }
+                memcpy(want + b * n, gb[b].data, bytes);
+            }
+            fill_random("F32", g, n, &seed, 1.0f);
+            double ws[2] = {0, 0}, gs[2] = {0, 0};
+            call_optim(c, c->ref, &co, want, g, want + n, want + 2 * n, n, ws);
+            call_optim(c, c->k, &co, gb[0].data, g, gb[1].data, gb[2].data, n, gs);
+            static const char *const what[3] = {" param", " m", " v"};
+            for (int b = 0; b < 3; b++) {
+                char how[48];
+                snprintf(how, sizeof how, "%s (options %d)", what[b], opt);
+                expect_same_bytes(c, gb[b].data, want + b * n, bytes, n, how);
+                expect_guards(c, &gb[b], n);
+                guarded_free(&gb[b]);
+            }
+            for (int s2 = 0; s2 < 2; s2++)
+                expect_within(c, gs[s2], ws[s2], 1e-6 * fabs(ws[s2]) + 1e-30,
+                              s2 ? "Σu²" : "Σp²");
+            free(g), free(want);
+        }
+    }
+}
+
 #include "sweep_infer.h"
 
 /* ---- the checkers by the names kernels.def uses, and the sweep ----------------------- */
@@ -470,6 +681,10 @@ static const checker checkers[] = {
     {"widen", check_widen},         {"dot_rows", check_dot_rows},
     {"madd_rows", check_madd_rows}, {"sgemm", check_sgemm},
     {"linear", check_linear},       {"quantize_x", check_quantize_x},
+    {"optim", check_optim},         {"softmax", check_softmax},
+    {"swiglu", check_swiglu},       {"rope", check_rope},
+    {"rmsnorm", check_rmsnorm},
+
     SWEEP_INFER_CHECKERS
 };
 

@@ -2,15 +2,15 @@
  * up to 16 consecutive query tokens of one sequence, so during a prefill each K/V block
  * is read (and f16 widened) once per tile instead of once per token; the group's query
  * heads score every cached position block by block, a softmax in f32 with the max
- * subtracted, then the probability-weighted sum of V rows. */
+ * subtracted, then the probability-weighted sum of V rows. The loops over rows are table
+ * kernels (kernels/kernels.def: f32/f16_dot_rows, f32_softmax, f32/f16_madd_rows), each
+ * called once per block row range, so AK_ISA and AK_KERNELS=ref reach them. */
 #include <math.h>
 #include <string.h>
 
 #include "core/half.h"
 #include "kernels/dispatch.h"
 #include "llm/model/attention.h"
-#include "llm/model/exp_approx.h"
-#include "llm/model/hot_loops.h"
 
 enum { AK_ATTN_TILE = 16 }; /* query tokens of one sequence sharing each K/V block read */
 /* Below this many multiply-adds a batch's attention runs on the calling thread (about
@@ -25,49 +25,6 @@ size_t ak__attention_scratch_floats(int32_t n_heads, int32_t n_kv_heads, int32_t
     int32_t group = n_heads / n_kv_heads;
     return (size_t)AK_ATTN_TILE * (size_t)group * (size_t)max_context +
            2u * (size_t)block_size * (size_t)head_dim;
-}
-
-typedef ak__v8f v8f;
-#define load8 ak__load8
-#define hsum8 ak__hsum8
-
-AK_HOT_INLINE float dot(const float *a, const float *b, int32_t n) {
-    v8f s0 = {0}, s1 = {0};
-    int32_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 += load8(a + i) * load8(b + i);
-        s1 += load8(a + i + 8) * load8(b + i + 8);
-    }
-    for (; i + 8 <= n; i += 8) s0 += load8(a + i) * load8(b + i);
-    float s = hsum8(s0 + s1);
-    for (; i < n; ++i) s += a[i] * b[i];
-    return s;
-}
-
-/* o[0..hd) += Σ_j p[j]·v[j][0..hd), 32 outputs at a time held in registers across j. */
-AK_HOT_INLINE void add_weighted_rows(float *o, const float *p, const float *v, int32_t nn,
-                                     int32_t hd) {
-    int32_t d = 0;
-    for (; d + 32 <= hd; d += 32) {
-        v8f a0 = load8(o + d), a1 = load8(o + d + 8), a2 = load8(o + d + 16), a3 = load8(o + d + 24);
-        for (int32_t j = 0; j < nn; ++j) {
-            const float *vr = v + (size_t)j * (size_t)hd + d;
-            float pj = p[j];
-            a0 += pj * load8(vr);
-            a1 += pj * load8(vr + 8);
-            a2 += pj * load8(vr + 16);
-            a3 += pj * load8(vr + 24);
-        }
-        ak__store8(o + d, a0);
-        ak__store8(o + d + 8, a1);
-        ak__store8(o + d + 16, a2);
-        ak__store8(o + d + 24, a3);
-    }
-    for (; d < hd; ++d) {
-        float a = o[d];
-        for (int32_t j = 0; j < nn; ++j) a += p[j] * v[(size_t)j * (size_t)hd + d];
-        o[d] = a;
-    }
 }
 
 /* A tile: up to AK_ATTN_TILE consecutive batch tokens of one sequence (ascending
@@ -108,7 +65,7 @@ static size_t head_at(const tile *w, int32_t ti, int32_t h) {
     return (size_t)(w->t0 + ti) * (size_t)w->q_stride + (size_t)(w->g * w->group + h) * (size_t)w->hd;
 }
 
-AK_HOT_BODY void scores_pass_body(const tile *w, float *kbuf) {
+static void scores_pass(const tile *w, float *kbuf) {
     const ak__attention_args *a = w->a;
     int32_t bs = a->kv->block_size;
     for (int32_t start = 0; start < w->len_max; start += bs) {
@@ -123,41 +80,13 @@ AK_HOT_BODY void scores_pass_body(const tile *w, float *kbuf) {
                 if (k.f16)
                     w->kern->f16_dot_rows(s, q, k.f16, (size_t)nn, (size_t)w->hd, a->scale);
                 else
-                    for (int32_t j = 0; j < nn; ++j)
-                        s[j] = dot(q, k.f32 + (size_t)j * (size_t)w->hd, w->hd) * a->scale;
+                    w->kern->f32_dot_rows(s, q, k.f32, (size_t)nn, (size_t)w->hd, a->scale);
             }
         }
     }
 }
-AK_HOT_TWIN(scores_pass, (const tile *w, float *kbuf), (w, kbuf))
 
-
-AK_HOT_BODY void softmax_body(float *s, int32_t n) {
-    v8f m8 = (v8f){0} + s[0];
-    int32_t j = 0;
-    for (; j + 8 <= n; j += 8) m8 = ak__select8(load8(s + j) > m8, load8(s + j), m8);
-    float mx = s[0];
-    for (int32_t i = 0; i < 8 && n >= 8; ++i) mx = m8[i] > mx ? m8[i] : mx;
-    for (; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
-    v8f sum8 = {0};
-    for (j = 0; j + 8 <= n; j += 8) {
-        v8f e = ak__exp_approx8(load8(s + j) - mx);
-        ak__store8(s + j, e);
-        sum8 += e;
-    }
-    float sum = hsum8(sum8);
-    for (; j < n; ++j) {
-        s[j] = ak__exp_approx(s[j] - mx);
-        sum += s[j];
-    }
-    float inv = 1.0f / sum;
-    for (j = 0; j < n; ++j) s[j] *= inv;
-}
-
-AK_HOT_TWIN(softmax, (float *s, int32_t n), (s, n))
-
-
-AK_HOT_BODY void values_pass_body(const tile *w, float *vbuf) {
+static void values_pass(const tile *w, float *vbuf) {
     const ak__attention_args *a = w->a;
     int32_t bs = a->kv->block_size, hd = w->hd;
     for (int32_t ti = 0; ti < w->nt; ++ti)
@@ -174,13 +103,11 @@ AK_HOT_BODY void values_pass_body(const tile *w, float *vbuf) {
                 if (v.f16)
                     w->kern->f16_madd_rows(o, p, v.f16, (size_t)nn, (size_t)hd);
                 else
-                    add_weighted_rows(o, p, v.f32, nn, hd);
+                    w->kern->f32_madd_rows(o, p, v.f32, (size_t)nn, (size_t)hd);
             }
         }
     }
 }
-AK_HOT_TWIN(values_pass, (const tile *w, float *vbuf), (w, vbuf))
-
 
 typedef struct tiles_ctx {
     const ak__attention_args *a;
@@ -203,7 +130,8 @@ static void attend_tiles(void *ctx, size_t begin, size_t end, int thread_index) 
                   a->batch->seq_blocks[a->batch->seq[t0]], scratch, c->kern};
         scores_pass(&w, kbuf);
         for (int32_t ti = 0; ti < nt; ++ti)
-            for (int32_t h = 0; h < w.group; ++h) softmax(tile_row(&w, ti, h), a->batch->pos[t0 + ti] + 1);
+            for (int32_t h = 0; h < w.group; ++h)
+                c->kern->f32_softmax(tile_row(&w, ti, h), (size_t)a->batch->pos[t0 + ti] + 1);
         values_pass(&w, vbuf);
     }
 }

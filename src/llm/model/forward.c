@@ -2,15 +2,15 @@
  * per layer RMSNorm → QKV (+bias) → RoPE → K/V into the paged cache → attention →
  * output projection added to the residual → RMSNorm → SwiGLU FFN added to the residual,
  * then the final norm and the output projection for the requested rows only. Every
- * buffer comes from the workspace, so a step allocates nothing. */
+ * buffer comes from the workspace, so a step allocates nothing. The elementwise loops
+ * (RMSNorm, RoPE, SwiGLU) are table kernels (kernels/kernels.def), called on whole rows. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/check.h"
+#include "kernels/dispatch.h"
 #include "llm/model/attention.h"
-#include "llm/model/exp_approx.h"
-#include "llm/model/hot_loops.h"
 #include "llm/model/model.h"
 
 struct ak__forward_ws {
@@ -76,13 +76,6 @@ void ak__forward_ws_free(ak__forward_ws *ws) {
 
 /* ---- pieces ---------------------------------------------------------------------------- */
 
-static void rmsnorm(float *out, const float *x, const float *w, int32_t n, float eps) {
-    double ss = 0;
-    for (int32_t i = 0; i < n; ++i) ss += (double)x[i] * x[i];
-    float scale = (float)(1.0 / sqrt(ss / n + eps));
-    for (int32_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
-}
-
 typedef struct rows_ctx {
     float *out, *x;
     const float *w, *up;
@@ -93,8 +86,9 @@ typedef struct rows_ctx {
 static void rmsnorm_range(void *ctx, size_t begin, size_t end, int thread_index) {
     (void)thread_index;
     const rows_ctx *c = ctx;
+    ak__kf_rmsnorm *rmsnorm = ak__kernels_active()->f32_rmsnorm;
     for (size_t r = begin; r < end; ++r)
-        rmsnorm(c->out + r * (size_t)c->n, c->x + r * (size_t)c->n, c->w, c->n, c->eps);
+        rmsnorm(c->out + r * (size_t)c->n, c->x + r * (size_t)c->n, c->w, (size_t)c->n, c->eps);
 }
 
 /* Rows are independent; a prefill has hundreds, so they are spread over the pool. */
@@ -149,53 +143,19 @@ static void rope_tables(const ak_llm_model *m, const ak__batch *b, float *cs) {
 
 /* Rotates each head's pairs by the token's angles: (v[i], v[i + half]) in the rotate-half
  * layout (neox: HF checkpoints, qwen2), (v[2i], v[2i + 1]) in GGUF llama's. */
-AK_HOT_BODY void rope_rows_vec_body(float *x, int32_t T, int32_t n_heads, int32_t hd, int neox,
-                                const float *cs) {
-    int32_t half = hd / 2;
-    for (int32_t t = 0; t < T; ++t) {
-        const float *c = cs + (size_t)t * (size_t)hd, *s = c + half;
-        for (int32_t h = 0; h < n_heads; ++h) {
-            float *v = x + ((size_t)t * (size_t)n_heads + (size_t)h) * (size_t)hd;
-            if (neox) {
-                float *restrict lo = v, *restrict hi = v + half;
-                for (int32_t i = 0; i < half; ++i) {
-                    float a = lo[i], b = hi[i];
-                    lo[i] = a * c[i] - b * s[i];
-                    hi[i] = a * s[i] + b * c[i];
-                }
-            } else {
-                for (int32_t i = 0; i < half; ++i) {
-                    float a = v[2 * i], b = v[2 * i + 1];
-                    v[2 * i] = a * c[i] - b * s[i];
-                    v[2 * i + 1] = a * s[i] + b * c[i];
-                }
-            }
-        }
-    }
-}
-AK_HOT_TWIN(rope_rows_vec, (float *x, int32_t T, int32_t n_heads, int32_t hd, int neox,
-                             const float *cs), (x, T, n_heads, hd, neox, cs))
-
 static void rope_rows(const ak_llm_model *m, float *x, int32_t T, int32_t n_heads,
                       const float *cs) {
-    rope_rows_vec(x, T, n_heads, m->hp.head_dim, m->hp.rope_neox, cs);
+    ak__kernels_active()->f32_rope(x, (size_t)T, (size_t)n_heads, (size_t)m->hp.head_dim,
+                                   m->hp.rope_neox, cs);
 }
 
 /* x ← silu(x)·up = x / (1 + e^-x) · up over rows [begin, end) */
-AK_HOT_BODY void swiglu_range_body(void *ctx, size_t begin, size_t end, int thread_index) {
+static void swiglu_range(void *ctx, size_t begin, size_t end, int thread_index) {
     (void)thread_index;
     const rows_ctx *c = ctx;
-    float *x = c->x;
-    const float *up = c->up;
     size_t i = begin * (size_t)c->n, i1 = end * (size_t)c->n;
-    for (; i + 8 <= i1; i += 8) {
-        ak__v8f v = ak__load8(x + i);
-        ak__store8(x + i, v / (1.0f + ak__exp_approx8(-v)) * ak__load8(up + i));
-    }
-    for (; i < i1; ++i) x[i] = x[i] / (1.0f + ak__exp_approx(-x[i])) * up[i];
+    ak__kernels_active()->f32_swiglu(c->x + i, c->up + i, i1 - i);
 }
-AK_HOT_TWIN(swiglu_range, (void *ctx, size_t begin, size_t end, int thread_index),
-            (ctx, begin, end, thread_index))
 
 static void swiglu(float *gate, const float *up, int32_t rows, int32_t n, ak_threadpool *pool) {
     rows_ctx c = {NULL, gate, NULL, up, n, 0};
@@ -279,7 +239,8 @@ ak_status ak__forward(const ak_llm_model *m, ak__forward_ws *ws, ak__kv_cache *k
     }
     if (b->n_out == 0) return AK_OK;
     for (int32_t r = 0; r < b->n_out; ++r)
-        rmsnorm(ws->xo + (size_t)r * (size_t)hp->dim, ws->x + (size_t)b->out_rows[r] * (size_t)hp->dim,
-                m->output_norm, hp->dim, hp->norm_eps);
+        ak__kernels_active()->f32_rmsnorm(ws->xo + (size_t)r * (size_t)hp->dim,
+                                          ws->x + (size_t)b->out_rows[r] * (size_t)hp->dim,
+                                          m->output_norm, (size_t)hp->dim, hp->norm_eps);
     return linear(&m->output, ws->xo, b->n_out, logits, 0, pool);
 }

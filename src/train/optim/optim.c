@@ -6,6 +6,7 @@
  * AK_NUM_THREADS. LAMB runs in two phases (moments and norms, then the trust-ratio
  * update), each one pass over its buffers. */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -33,20 +34,38 @@ static const char *kind_name(ak_optim_kind kind) {
 
 /* ---- variants ----------------------------------------------------------------------- */
 
+/* One view per kernel table, named by the variant whose optimizer loops it runs (the
+ * suffix of its Adam symbol: generic runs ref's, avx512 avx2's). */
+static ak__optim_kernels views[AK__KERNEL_VARIANTS];
+static const ak__kernels *view_tables[AK__KERNEL_VARIANTS];
+static pthread_once_t views_once = PTHREAD_ONCE_INIT;
+
+static void build_views(void) {
+    for (int v = 0; v < AK__KERNEL_VARIANTS; v++) {
+        const ak__kernels *k = ak__kernels_for(ak__kernel_variants[v]);
+        if (!k) continue;
+        const char *suffix = strstr(k->impl[AK__KERNEL_f32_adam], "__");
+        views[v] = (ak__optim_kernels){.name = suffix ? suffix + 2 : k->name,
+                                       .sgd = k->f32_sgd,
+                                       .adam = k->f32_adam,
+                                       .lamb_moments = k->f32_lamb_moments,
+                                       .lamb_apply = k->f32_lamb_apply};
+        view_tables[v] = k;
+    }
+}
+
 const ak__optim_kernels *ak__optim_kernels_for(const char *variant) {
-    if (!variant) return NULL;
-    if (strcmp(variant, "ref") == 0) return &ak__optim_kernels_ref;
-    if (strcmp(variant, "avx2") == 0 && ak__cpu_supports(AK_ISA_AVX2))
-        return &ak__optim_kernels_avx2;
+    pthread_once(&views_once, build_views);
+    for (int v = 0; v < AK__KERNEL_VARIANTS; v++)
+        if (view_tables[v] && variant && strcmp(ak__kernel_variants[v], variant) == 0)
+            return &views[v];
     return NULL;
 }
 
-/* Follows the kernel table ak_init chose, so AK_ISA=generic and AK_KERNELS=ref (which
- * selects the "ref" table) give the scalar reference here too. */
+/* Follows the active kernel table, so AK_ISA=generic and AK_KERNELS=ref give the scalar
+ * reference here too. */
 const ak__optim_kernels *ak__optim_kernels_active(void) {
-    const ak__kernels *k = ak__kernels_active();
-    int vector = k && (strcmp(k->name, "avx2") == 0 || strcmp(k->name, "avx512") == 0);
-    return vector ? &ak__optim_kernels_avx2 : &ak__optim_kernels_ref;
+    return ak__optim_kernels_for(ak__kernels_active()->name);
 }
 
 /* ---- configuration ------------------------------------------------------------------ */

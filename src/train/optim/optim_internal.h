@@ -1,11 +1,8 @@
 /* Internal interface of the fused optimizers (src/train/optim/): the per-step constants
- * ak_optim_step derives from an ak_optim_config, the kernel table each variant fills
- * (optim_ref.c: the scalar oracle; optim_avx2.c: AVX2+FMA), and the chunked driver.
- *
- * Every variant performs the same IEEE operations in the same order (fmaf where torch's
- * CPU kernels fuse, a correctly rounded sqrt and divide), so SGD, Adam and AdamW are
- * bit-identical across variants and to torch.optim (foreach=False) on one thread. LAMB
- * differs only in the summation order of its two norms. */
+ * ak_optim_step derives from an ak_optim_config (their type is kernels/optim.h's), a view
+ * of one kernel table's optimizer kernels (the loops are table kernels:
+ * kernels/ref/optim_ref.c is the scalar oracle, kernels/x86/optim_avx2.c the AVX2+FMA
+ * variant), and the chunked driver. */
 #ifndef AK_TRAIN_OPTIM_INTERNAL_H
 #define AK_TRAIN_OPTIM_INTERNAL_H
 
@@ -13,52 +10,26 @@
 #include <stdint.h>
 
 #include "accelkit/train.h"
+#include "kernels/optim.h"
 
-/* Constants of one step, all rounded to f32 once (torch hands its Python-double scalars
- * to the f32 kernels the same way). */
-typedef struct ak__optim_coef {
-    float grad_scale;   /* g = grad * grad_scale, first */
-    float weight_decay; /* SGD, Adam: g += wd * p; LAMB: u += wd * p; 0 = skipped */
-    float neg_lr;       /* -lr (SGD step, LAMB before the trust ratio) */
-    /* SGD */
-    float momentum;            /* 0 = no momentum buffer */
-    float one_minus_dampening; /* 1 - dampening */
-    int nesterov;
-    int first_step;            /* step == 1: the momentum buffer becomes the gradient */
-    /* Adam, AdamW, LAMB */
-    float beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
-    float param_decay;   /* AdamW: p *= 1 - lr*wd before the update; 1 = none */
-    float neg_step_size; /* Adam, AdamW: -lr / (1 - beta1^step) */
-    float bc2_sqrt;      /* Adam, AdamW: sqrt(1 - beta2^step) */
-    float bc1, bc2;      /* LAMB: 1 - beta1^step, 1 - beta2^step */
-} ak__optim_coef;
 
-/* Kernels over one contiguous range; no argument checks (the driver did them). */
+/* The optimizer kernels of one kernel table, over one contiguous range; no argument
+ * checks (the driver did them). name: the variant whose loops they are ("ref" or
+ * "avx2": generic inherits ref's, avx512 avx2's). See kernels/kernels.def for each
+ * kernel's contract. */
 typedef struct ak__optim_kernels {
-    const char *name; /* "ref", "avx2" */
-    /* buf: the momentum buffer, NULL when c->momentum == 0 */
-    void (*sgd)(const ak__optim_coef *c, float *p, const float *g, float *buf, size_t n);
-    /* Adam (c->weight_decay into the gradient) and AdamW (c->param_decay != 1,
-     * c->weight_decay 0) */
-    void (*adam)(const ak__optim_coef *c, float *p, const float *g, float *m, float *v,
-                 size_t n);
-    /* LAMB phase 1: updates m and v, adds Σp² and Σu² of the range to *p_sq, *u_sq
-     * (u = m̂ / (sqrt(v̂) + eps) + wd·p, the update direction) */
-    void (*lamb_moments)(const ak__optim_coef *c, const float *p, const float *g, float *m,
-                         float *v, size_t n, double *p_sq, double *u_sq);
-    /* LAMB phase 2: p += neg_lr_ratio · u, with u recomputed from p, m, v bit for bit as
-     * in phase 1 (cheaper than a scratch buffer: no allocation, 8 bytes less traffic) */
-    void (*lamb_apply)(const ak__optim_coef *c, float *p, const float *m, const float *v,
-                       size_t n, float neg_lr_ratio);
+    const char *name;
+    ak__kf_optim_sgd *sgd;
+    ak__kf_optim_adam *adam;
+    ak__kf_optim_lamb_moments *lamb_moments;
+    ak__kf_optim_lamb_apply *lamb_apply;
 } ak__optim_kernels;
 
-extern const ak__optim_kernels ak__optim_kernels_ref;
-extern const ak__optim_kernels ak__optim_kernels_avx2;
-
-/* "ref" or "avx2"; NULL for an unknown name or when the CPU lacks AVX2+FMA. */
+/* The view of variant's table ("ref", "generic", "avx2", "avx512"); NULL for an unknown
+ * name or when the CPU cannot run it. */
 const ak__optim_kernels *ak__optim_kernels_for(const char *variant);
-/* What ak_optim_step uses: avx2 when the active kernel table is avx2/avx512 (so AK_ISA
- * and AK_KERNELS=ref apply here too), else ref. Call after ak_init succeeded. */
+/* What ak_optim_step uses: the active kernel table's (so AK_ISA and AK_KERNELS=ref apply
+ * here too). */
 const ak__optim_kernels *ak__optim_kernels_active(void);
 
 /* Validates cfg/step (not the buffers) and derives the step constants. */

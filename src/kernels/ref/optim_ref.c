@@ -1,5 +1,6 @@
-/* Scalar reference optimizers: the test oracle for every vector variant and the path
- * AK_KERNELS=ref forces.
+/* Scalar reference optimizer kernels (f32_sgd, f32_adam, f32_lamb_moments,
+ * f32_lamb_apply of kernels/kernels.def): the test oracle for every vector variant and
+ * the path AK_KERNELS=ref forces.
  *
  * Each line is one f32 operation of torch.optim's CPU kernels (torch 1.13, foreach=False),
  * in torch's order: add(alpha=)/add_(alpha=) is fmaf(b, alpha, a), addcmul_(t, t, value=s)
@@ -8,9 +9,9 @@
  * sums its norms in double. */
 #include <math.h>
 
-#include "train/optim/optim_internal.h"
+#include "kernels/optim.h"
 
-static void sgd_ref(const ak__optim_coef *c, float *p, const float *g, float *buf, size_t n) {
+void ak_f32_sgd__ref(const ak__optim_coef *c, float *p, const float *g, float *buf, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float d = g[i] * c->grad_scale;
         if (c->weight_decay != 0.0f) d = fmaf(p[i], c->weight_decay, d);
@@ -23,8 +24,8 @@ static void sgd_ref(const ak__optim_coef *c, float *p, const float *g, float *bu
     }
 }
 
-static void adam_ref(const ak__optim_coef *c, float *p, const float *g, float *m, float *v,
-                     size_t n) {
+void ak_f32_adam__ref(const ak__optim_coef *c, float *p, const float *g, float *m, float *v,
+                      size_t n) {
     for (size_t i = 0; i < n; i++) {
         float w = p[i];
         float d = g[i] * c->grad_scale;
@@ -45,8 +46,8 @@ static float lamb_update(const ak__optim_coef *c, float w, float mi, float vi) {
     return c->weight_decay != 0.0f ? fmaf(c->weight_decay, w, u) : u;
 }
 
-static void lamb_moments_ref(const ak__optim_coef *c, const float *p, const float *g, float *m,
-                             float *v, size_t n, double *p_sq, double *u_sq) {
+void ak_f32_lamb_moments__ref(const ak__optim_coef *c, const float *p, const float *g,
+                               float *m, float *v, size_t n, double *p_sq, double *u_sq) {
     double ps = 0.0, us = 0.0;
     for (size_t i = 0; i < n; i++) {
         float d = g[i] * c->grad_scale;
@@ -62,16 +63,8 @@ static void lamb_moments_ref(const ak__optim_coef *c, const float *p, const floa
     *u_sq += us;
 }
 
-static void lamb_apply_ref(const ak__optim_coef *c, float *p, const float *m, const float *v,
-                           size_t n, float neg_lr_ratio) {
+void ak_f32_lamb_apply__ref(const ak__optim_coef *c, float *p, const float *m, const float *v,
+                             size_t n, float neg_lr_ratio) {
     for (size_t i = 0; i < n; i++)
         p[i] = fmaf(lamb_update(c, p[i], m[i], v[i]), neg_lr_ratio, p[i]);
 }
-
-const ak__optim_kernels ak__optim_kernels_ref = {
-    .name = "ref",
-    .sgd = sgd_ref,
-    .adam = adam_ref,
-    .lamb_moments = lamb_moments_ref,
-    .lamb_apply = lamb_apply_ref,
-};

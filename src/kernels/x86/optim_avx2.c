@@ -1,7 +1,8 @@
-/* AVX2 + FMA fused optimizers: SGD, Adam/AdamW and the two LAMB phases in one pass each
- * (read p, g, m, v once; write p, m, v once) instead of torch's five to nine passes.
+/* AVX2 + FMA fused optimizer kernels (kernels/kernels.def): SGD, Adam/AdamW and the two
+ * LAMB phases in one pass each (read p, g, m, v once; write p, m, v once) instead of
+ * torch's five to nine passes.
  *
- * Every lane performs optim_ref.c's operations in its order with correctly rounded
+ * Every lane performs kernels/ref/optim_ref.c's operations in its order with correctly rounded
  * vsqrtps / vdivps (no rsqrt or reciprocal estimates), so SGD, Adam and AdamW equal the
  * reference bit for bit. LAMB's norms add f32 squares over 256 elements and then in
  * double, which keeps them within ~1e-7 of the reference's double sums.
@@ -13,7 +14,7 @@
 #include <stdint.h>
 
 #include "kernels/x86/avx2_common.h"
-#include "train/optim/optim_internal.h"
+#include "kernels/optim.h"
 
 /* Lane mask for the first `rem` (< 8) lanes. */
 AK_ALWAYS_INLINE __m256i tail_mask(size_t rem) {
@@ -65,7 +66,7 @@ AK_ALWAYS_INLINE void sgd_loop(const ak__optim_coef *c, float *p, const float *g
     if (i < n) sgd8(c, p + i, g + i, buf ? buf + i : NULL, wd, mode, 1, tail_mask(n - i));
 }
 
-static void sgd_avx2(const ak__optim_coef *c, float *p, const float *g, float *buf, size_t n) {
+void ak_f32_sgd__avx2(const ak__optim_coef *c, float *p, const float *g, float *buf, size_t n) {
     int mode = !buf             ? SGD_PLAIN
                : c->first_step ? (c->nesterov ? SGD_FIRST_NESTEROV : SGD_FIRST)
                                : (c->nesterov ? SGD_NESTEROV : SGD_MOMENTUM);
@@ -145,7 +146,7 @@ AK_ALWAYS_INLINE void adam_loop(const ak__optim_coef *c, float *p, const float *
     if (i < n) adam8(&k, p + i, g + i, m + i, v + i, mode, 1, tail_mask(n - i));
 }
 
-static void adam_avx2(const ak__optim_coef *c, float *p, const float *g, float *m, float *v,
+void ak_f32_adam__avx2(const ak__optim_coef *c, float *p, const float *g, float *m, float *v,
                       size_t n) {
     if (c->param_decay != 1.0f)
         adam_loop(c, p, g, m, v, n, ADAM_DECOUPLED);
@@ -223,7 +224,7 @@ AK_ALWAYS_INLINE void lamb_moments_loop(const ak__optim_coef *c, const float *p,
     *u_sq += hsum_pd(usd);
 }
 
-static void lamb_moments_avx2(const ak__optim_coef *c, const float *p, const float *g, float *m,
+void ak_f32_lamb_moments__avx2(const ak__optim_coef *c, const float *p, const float *g, float *m,
                               float *v, size_t n, double *p_sq, double *u_sq) {
     if (c->weight_decay != 0.0f)
         lamb_moments_loop(c, p, g, m, v, n, p_sq, u_sq, 1);
@@ -253,18 +254,10 @@ AK_ALWAYS_INLINE void lamb_apply_loop(const ak__optim_coef *c, float *p, const f
     if (i < n) lamb_apply8(&k, p + i, m + i, v + i, scale, wd, 1, tail_mask(n - i));
 }
 
-static void lamb_apply_avx2(const ak__optim_coef *c, float *p, const float *m, const float *v,
+void ak_f32_lamb_apply__avx2(const ak__optim_coef *c, float *p, const float *m, const float *v,
                             size_t n, float neg_lr_ratio) {
     if (c->weight_decay != 0.0f)
         lamb_apply_loop(c, p, m, v, n, neg_lr_ratio, 1);
     else
         lamb_apply_loop(c, p, m, v, n, neg_lr_ratio, 0);
 }
-
-const ak__optim_kernels ak__optim_kernels_avx2 = {
-    .name = "avx2",
-    .sgd = sgd_avx2,
-    .adam = adam_avx2,
-    .lamb_moments = lamb_moments_avx2,
-    .lamb_apply = lamb_apply_avx2,
-};

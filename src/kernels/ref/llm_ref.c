@@ -1,0 +1,70 @@
+/* Scalar references of the LLM decoder's own loops (kernels/kernels.def: f32_dot_rows,
+ * f32_madd_rows, f32_softmax, f32_swiglu, f32_rope, f32_rmsnorm): the oracle of the ISA variants and
+ * what AK_KERNELS=ref runs. Plain loops in element order; exp is kernels/exp_approx.h's
+ * (the variants compute the same approximation per lane), so the variants differ from
+ * these only in summation order and fused multiply-adds. */
+#include <math.h>
+#include <stddef.h>
+
+#include "kernels/dispatch.h"
+#include "kernels/exp_approx.h"
+
+void ak_f32_dot_rows__ref(float *out, const float *q, const float *rows, size_t n, size_t dim,
+                          float scale) {
+    for (size_t j = 0; j < n; j++) {
+        float s = 0.0f;
+        for (size_t d = 0; d < dim; d++) s += q[d] * rows[j * dim + d];
+        out[j] = s * scale;
+    }
+}
+
+void ak_f32_madd_rows__ref(float *o, const float *p, const float *rows, size_t n, size_t dim) {
+    for (size_t d = 0; d < dim; d++) {
+        float a = o[d];
+        for (size_t j = 0; j < n; j++) a += p[j] * rows[j * dim + d];
+        o[d] = a;
+    }
+}
+
+void ak_f32_softmax__ref(float *s, size_t n) {
+    if (n == 0) return;
+    float mx = s[0];
+    for (size_t j = 1; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+    float sum = 0.0f;
+    for (size_t j = 0; j < n; j++) {
+        s[j] = ak__exp_approx(s[j] - mx);
+        sum += s[j];
+    }
+    float inv = 1.0f / sum;
+    for (size_t j = 0; j < n; j++) s[j] *= inv;
+}
+
+void ak_f32_swiglu__ref(float *x, const float *up, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + ak__exp_approx(-x[i])) * up[i];
+}
+
+void ak_f32_rope__ref(float *x, size_t T, size_t n_heads, size_t hd, int neox, const float *cs) {
+    size_t half = hd / 2;
+    for (size_t t = 0; t < T; t++) {
+        const float *c = cs + t * hd, *s = c + half;
+        for (size_t h = 0; h < n_heads; h++) {
+            float *v = x + (t * n_heads + h) * hd;
+            for (size_t i = 0; i < half; i++) {
+                /* the pair: (i, i + half) rotate-half (neox), (2i, 2i + 1) interleaved */
+                size_t lo = neox ? i : 2 * i, hi = neox ? i + half : 2 * i + 1;
+                float a = v[lo], b = v[hi];
+                v[lo] = a * c[i] - b * s[i];
+                v[hi] = a * s[i] + b * c[i];
+            }
+        }
+    }
+}
+
+/* The sum of squares in double; the ISA tables inherit this one (one pass per row, not
+ * where the decoder spends its time). */
+void ak_f32_rmsnorm__ref(float *out, const float *x, const float *w, size_t n, float eps) {
+    double ss = 0;
+    for (size_t i = 0; i < n; ++i) ss += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(ss / (double)n + eps));
+    for (size_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
