@@ -29,13 +29,9 @@ if [ ! -d "$src" ]; then
     exit 2
 fi
 
-# Known upward includes that another change removes. Each line: "FILE HEADER" (paths
-# relative to src/). Keep this list empty once those changes land.
-allowed=(
-    # core/init.c selects the kernel table; goes when kernels select their own table
-    # (the kernels branch), then delete this line.
-    "core/init.c kernels/dispatch.h"
-)
+# Known upward includes, each line "FILE HEADER" (paths relative to src/), with the reason
+# in a comment. Empty: every arrow points down.
+allowed=()
 
 layer_of() { # folder (relative to src/) -> top-level layer number, or empty when unknown
     case ${1%%/*} in
