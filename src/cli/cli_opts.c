@@ -145,7 +145,7 @@ int ak_cli_usage_error(const ak_cli_cmd *cmd, const char *fmt, ...) {
     va_end(ap);
     fputc('\n', stderr);
     print_usage_line(cmd, stderr);
-    fprintf(stderr, "(ak %s --help lists every option)\n", cmd->name);
+    fputs("(--help lists every option)\n", stderr);
     return AK_EXIT_ERROR;
 }
 

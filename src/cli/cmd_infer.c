@@ -61,7 +61,7 @@ static void infer_flags(infer_args *a, ak_opt all[F_COUNT]) {
         [F_REFERENCE] = {"reference", 0, AK_OPT_STRING, &a->reference_dir, "DIR", .help = "reference outputs: output_K.pb (by position) or NAME.npy (required)"},
         [F_TOL] = {"tol", 0, AK_OPT_DOUBLE, &a->tol, "X", .help = "largest max-norm relative error that passes", .def = "1e-4", .min = 0, .max = HUGE_VAL},
         [F_THREADS] = {"threads", 't', AK_OPT_INT, &a->threads, "N", .help = "threads (0: AK_NUM_THREADS or all cores)", .min = 0, .max = 4096},
-        [F_ITERS] = {"iters", 'n', AK_OPT_INT, &a->iters, "N", .help = "timed runs", .def = "50", .min = 1, .max = 10000000},
+        [F_ITERS] = {"iters", 'n', AK_OPT_INT, &a->iters, "N", .help = "timed runs", .def = "50", .min = 1, .max = 1000000000},
         [F_WARMUP] = {"warmup", 'w', AK_OPT_INT, &a->warmup, "N", .help = "untimed runs first", .def = "5", .min = 0, .max = 10000000},
         [F_JSON] = {"json", 0, AK_OPT_FLAG, &a->json, .help = "one JSON object instead of text"},
     };
