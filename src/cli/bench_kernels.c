@@ -33,7 +33,7 @@ typedef struct bench_env {
     double peak_gflops; /* one core */
     double memcpy_gbps;
     int peer_missing[PEER_COUNT]; /* not installed (or its child failed) */
-    int first_row;                /* for JSON separators */
+    struct cJSON *json, *json_rows; /* --json: the document and its "results" array */
 } bench_env;
 
 static const size_t default_shapes[][3] = {
@@ -161,12 +161,20 @@ static void gemm_print(const bench_opts *o, bench_env *env, const size_t s[3],
     double pct = 100.0 * r->gflops / (env->peak_gflops * o->threads);
     const double ob = r->peer_gflops[PEER_OPENBLAS], bl = r->peer_gflops[PEER_BLIS];
     if (o->json) {
-        printf("%s{\"section\":\"gemm\",\"m\":%zu,\"n\":%zu,\"k\":%zu,\"threads\":%d,"
-               "\"gflops\":%.2f,\"pct_peak\":%.1f,\"openblas_gflops\":%.2f,\"blis_gflops\":%.2f,"
-               "\"vs_openblas\":%.3f,\"vs_blis\":%.3f,\"max_rel_diff\":%.2e}",
-               env->first_row ? "" : ",\n", s[0], s[1], s[2], o->threads, r->gflops, pct, ob, bl,
-               ob > 0 ? r->gflops / ob : 0, bl > 0 ? r->gflops / bl : 0, r->max_rel_err);
-        env->first_row = 0;
+        cJSON *row = cJSON_CreateObject();
+        cJSON_AddStringToObject(row, "section", "gemm");
+        cJSON_AddNumberToObject(row, "m", (double)s[0]);
+        cJSON_AddNumberToObject(row, "n", (double)s[1]);
+        cJSON_AddNumberToObject(row, "k", (double)s[2]);
+        cJSON_AddNumberToObject(row, "threads", o->threads);
+        ak_cli_json_round(row, "gflops", r->gflops, 2);
+        ak_cli_json_round(row, "pct_peak", pct, 1);
+        ak_cli_json_round(row, "openblas_gflops", ob, 2);
+        ak_cli_json_round(row, "blis_gflops", bl, 2);
+        ak_cli_json_round(row, "vs_openblas", ob > 0 ? r->gflops / ob : 0, 3);
+        ak_cli_json_round(row, "vs_blis", bl > 0 ? r->gflops / bl : 0, 3);
+        cJSON_AddNumberToObject(row, "max_rel_diff", r->max_rel_err);
+        cJSON_AddItemToArray(env->json_rows, row);
         return;
     }
     char shape[64];
@@ -266,13 +274,15 @@ static void vec_print_row(const bench_opts *o, bench_env *env, const char *secti
     int is_conv = v->kind == CONV_TO16 || v->kind == CONV_FROM16;
     double input_gbps = gbps / v->traffic;
     if (o->json) {
-        printf("%s{\"section\":\"%s\",\"kernel\":\"%s\",\"bytes\":%zu,\"gbps\":%.2f,"
-               "\"memcpy_gbps\":%.2f,\"pct_memcpy\":%.1f",
-               env->first_row ? "" : ",\n", section, v->name, VEC_BYTES, gbps, copy_gbps,
-               100.0 * gbps / copy_gbps);
-        if (is_conv) printf(",\"input_gbps\":%.2f", input_gbps);
-        printf("}");
-        env->first_row = 0;
+        cJSON *row = cJSON_CreateObject();
+        cJSON_AddStringToObject(row, "section", section);
+        cJSON_AddStringToObject(row, "kernel", v->name);
+        cJSON_AddNumberToObject(row, "bytes", (double)VEC_BYTES);
+        ak_cli_json_round(row, "gbps", gbps, 2);
+        ak_cli_json_round(row, "memcpy_gbps", copy_gbps, 2);
+        ak_cli_json_round(row, "pct_memcpy", 100.0 * gbps / copy_gbps, 1);
+        if (is_conv) ak_cli_json_round(row, "input_gbps", input_gbps, 2);
+        cJSON_AddItemToArray(env->json_rows, row);
         return;
     }
     printf("%-18s %9.2f %9.2f %8.1f%%", v->name, gbps, copy_gbps, 100.0 * gbps / copy_gbps);
@@ -353,7 +363,6 @@ static int bench_table(const bench_opts *o) {
 static int bench_setup(const bench_opts *o, bench_env *env) {
     ak_status st;
     memset(env, 0, sizeof *env);
-    env->first_row = 1;
     if ((st = ak_threadpool_create(o->threads, &env->pool)) != AK_OK)
         return ak_cli_report("thread pool", st);
     if ((st = ak_measure_fma_peak(o->quick ? 50 : 300, &env->peak_gflops)) != AK_OK ||
@@ -362,9 +371,12 @@ static int bench_setup(const bench_opts *o, bench_env *env) {
     ak_cpu_info cpu;
     ak_cpu_get_info(&cpu);
     if (o->json) {
-        printf("{\"isa\":\"%s\",\"threads\":%d,\"fma_peak_gflops_per_core\":%.2f,"
-               "\"memcpy_gbps\":%.2f,\"results\":[\n",
-               ak_isa_name(cpu.active_isa), o->threads, env->peak_gflops, env->memcpy_gbps);
+        env->json = cJSON_CreateObject();
+        cJSON_AddStringToObject(env->json, "isa", ak_isa_name(cpu.active_isa));
+        cJSON_AddNumberToObject(env->json, "threads", o->threads);
+        ak_cli_json_round(env->json, "fma_peak_gflops_per_core", env->peak_gflops, 2);
+        ak_cli_json_round(env->json, "memcpy_gbps", env->memcpy_gbps, 2);
+        env->json_rows = cJSON_AddArrayToObject(env->json, "results");
     } else {
         printf("accelkit kernels: isa %s, %d thread(s), FP32 FMA peak %.1f GFLOP/s per core, "
                "memcpy %.1f GB/s\n", ak_isa_name(cpu.active_isa), o->threads, env->peak_gflops,
@@ -390,7 +402,8 @@ int ak_bench_kernels(int argc, char **argv) {
     if (rc == AK_EXIT_OK && o.convert)
         rc = bench_vec_section(&o, &env, "conversions", conv_cases,
                                sizeof conv_cases / sizeof *conv_cases);
-    if (o.json && rc == AK_EXIT_OK) printf("\n]}\n");
+    if (env.json && rc == AK_EXIT_OK) rc = ak_cli_print_json(env.json); /* frees it */
+    else cJSON_Delete(env.json);
     ak_threadpool_free(env.pool);
     return rc;
 }

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "accelkit/kernels.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
@@ -155,7 +157,7 @@ typedef struct lin_env {
     ak_threadpool *pool;
     read_bw rb;
     double peak_gflops; /* with opts.threads threads */
-    int first_row;
+    cJSON *json, *json_rows; /* --json: the document and its "rows" array */
 } lin_env;
 
 static ak_status read_init(read_bw *rb) {
@@ -243,13 +245,19 @@ static void print_row(lin_env *env, const lin_opts *o, const lin_case *c, const 
     double gflops = 2.0 * (double)c->N * (double)c->K * (double)c->T / sec * 1e-9;
     double pct = c->T == 1 ? tm->pct_read : 100.0 * gflops / env->peak_gflops;
     if (o->json) {
-        printf("%s{\"wtype\":\"%s\",\"n\":%zu,\"k\":%zu,\"t\":%zu,\"threads\":%d,"
-               "\"us\":%.2f,\"gbps\":%.2f,\"gflops\":%.2f,\"read_gbps\":%.2f,\"pct\":%.1f,"
-               "\"of\":\"%s\"}",
-               env->first_row ? "" : ",\n", ak_wtype_name(c->wtype), c->N, c->K, c->T,
-               o->threads, sec * 1e6, gbps, gflops, read_gbps, pct,
-               c->T == 1 ? "read_bw" : "fma_peak");
-        env->first_row = 0;
+        cJSON *row = cJSON_CreateObject();
+        cJSON_AddStringToObject(row, "wtype", ak_wtype_name(c->wtype));
+        cJSON_AddNumberToObject(row, "n", (double)c->N);
+        cJSON_AddNumberToObject(row, "k", (double)c->K);
+        cJSON_AddNumberToObject(row, "t", (double)c->T);
+        cJSON_AddNumberToObject(row, "threads", o->threads);
+        ak_cli_json_round(row, "us", sec * 1e6, 2);
+        ak_cli_json_round(row, "gbps", gbps, 2);
+        ak_cli_json_round(row, "gflops", gflops, 2);
+        ak_cli_json_round(row, "read_gbps", read_gbps, 2);
+        ak_cli_json_round(row, "pct", pct, 1);
+        cJSON_AddStringToObject(row, "of", c->T == 1 ? "read_bw" : "fma_peak");
+        cJSON_AddItemToArray(env->json_rows, row);
         return;
     }
     if (c->T == 1)
@@ -287,7 +295,7 @@ int ak_bench_linear(int argc, char **argv) {
     lin_opts o;
     int parsed = parse_opts(argc, argv, &o);
     if (parsed != AK_CLI_CONTINUE) return parsed;
-    lin_env env = {.first_row = 1};
+    lin_env env = {0};
     double peak1 = 0;
     ak_status st = ak_threadpool_create(o.threads, &env.pool);
     if (st == AK_OK) st = ak_measure_fma_peak(o.quick ? 100 : 300, &peak1);
@@ -298,16 +306,19 @@ int ak_bench_linear(int argc, char **argv) {
         return ak_cli_report("ak bench linear", st);
     }
     env.peak_gflops = peak1 * o.threads;
-    if (o.json)
-        printf("{\"threads\":%d,\"fma_peak_gflops\":%.1f,\"rows\":[\n", o.threads,
-               env.peak_gflops);
-    else
+    if (o.json) {
+        env.json = cJSON_CreateObject();
+        cJSON_AddNumberToObject(env.json, "threads", o.threads);
+        ak_cli_json_round(env.json, "fma_peak_gflops", env.peak_gflops, 1);
+        env.json_rows = cJSON_AddArrayToObject(env.json, "rows");
+    } else
         printf("ak_linear, %d thread(s), FMA peak %.1f GFLOP/s; T = 1: %% of the streaming "
                "read bandwidth measured after each batch (median of the pairs)\n"
                "%-5s %13s %4s %10s %8s %9s %8s\n",
                o.threads, env.peak_gflops, "type", "N×K", "T", "µs/call", "GB/s", "GFLOP/s", "%");
     int rc = run_all(&env, &o);
-    if (o.json) printf("\n]}\n");
+    if (env.json && rc == AK_EXIT_OK) rc = ak_cli_print_json(env.json); /* frees it */
+    else cJSON_Delete(env.json);
     ak_threadpool_free(env.pool);
     ak_free(env.rb.buf);
     return rc;
