@@ -16,6 +16,7 @@
 #include "accelkit/kernels.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
+#include "kernels/dispatch.h"
 
 #define MAX_SHAPES 8
 #define COLD_BYTES ((size_t)192 << 20) /* weight copies per T = 1 case: several × L3 */
@@ -97,37 +98,13 @@ typedef struct read_job {
     uint64_t sink[64];
 } read_job;
 
-/* Sum of n words (n a multiple of 32): the two halves read side by side (two sequential
- * streams, as ak_linear's GEMV reads its rows: one stream measured 5-20 % less), four
- * independent chains of 256-bit integer adds, so only the memory limits it. */
-__attribute__((target("avx2"))) static uint64_t read_words_avx2(const uint64_t *p, size_t n) {
-    typedef long long v4 __attribute__((vector_size(32)));
-    v4 a = {0}, b = {0}, c = {0}, d = {0};
-    const v4 *lo = (const v4 *)(const void *)p, *hi = (const v4 *)(const void *)(p + n / 2);
-    for (size_t i = 0; i < n / 8; i += 2) {
-        a += lo[i];
-        b += lo[i + 1];
-        c += hi[i];
-        d += hi[i + 1];
-    }
-    a += b + c + d;
-    return (uint64_t)(a[0] + a[1] + a[2] + a[3]);
-}
-
-static uint64_t read_words(const uint64_t *p, size_t n) {
-    if (__builtin_cpu_supports("avx2")) return read_words_avx2(p, n);
-    uint64_t a = 0, b = 0;
-    for (size_t i = 0; i < n; i += 2) {
-        a += p[i];
-        b += p[i + 1];
-    }
-    return a + b;
-}
-
+/* Each index reads its chunk (a multiple of 32 words) through the kernel table's memory
+ * probe: the chunk's halves side by side, as ak_linear's GEMV reads its rows. */
 static void read_range(void *ctx, size_t begin, size_t end, int thread_index) {
     read_job *r = ctx;
+    ak__kf_u64_read_sum *read_sum = ak__kernels_active()->u64_read_sum;
     uint64_t s = 0;
-    for (size_t i = begin; i < end; i++) s += read_words(r->buf + i * r->chunk, r->chunk);
+    for (size_t i = begin; i < end; i++) s += read_sum(r->buf + i * r->chunk, r->chunk);
     r->sink[thread_index & 63] += s;
 }
 

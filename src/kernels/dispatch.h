@@ -65,6 +65,7 @@ typedef void ak__kf_dot_rows(float *out, const float *q, const uint16_t *rows, s
                              size_t dim, float scale);
 typedef void ak__kf_madd_rows(float *o, const float *p, const uint16_t *rows, size_t n,
                               size_t dim);
+typedef uint64_t ak__kf_u64_read_sum(const uint64_t *p, size_t n);
 typedef void ak__kf_f32_dot_rows(float *out, const float *q, const float *rows, size_t n,
                                  size_t dim, float scale);
 typedef void ak__kf_f32_madd_rows(float *o, const float *p, const float *rows, size_t n,

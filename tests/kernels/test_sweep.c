@@ -187,6 +187,24 @@ static void check_sum(const sweep_case *c) {
     }
 }
 
+/* ---- memory probe: a wrapping integer sum, so every variant gives the same number ------ */
+
+static void check_read_sum(const sweep_case *c) {
+    uint64_t seed = 20;
+    static const size_t words[] = {32, 64, 96, 1024, 32 * 1001};
+    for (size_t l = 0; l < sizeof words / sizeof *words; l++) {
+        size_t n = words[l];
+        uint64_t *x = xmalloc(n * 8);
+        fill_random("I64", x, n, &seed, 1.0f);
+        uint64_t want = KERNEL(c, c->ref, ak__kf_u64_read_sum)(x, n);
+        uint64_t got = KERNEL(c, c->k, ak__kf_u64_read_sum)(x, n);
+        if (got != want)
+            fail_msg("%s %s n=%zu: %llu, reference %llu", c->k->name, c->info->name, n,
+                     (unsigned long long)got, (unsigned long long)want);
+        free(x);
+    }
+}
+
 /* ---- conversions --------------------------------------------------------------------- */
 
 static void check_convert(const sweep_case *c, int narrow) {
@@ -683,7 +701,7 @@ static const checker checkers[] = {
     {"linear", check_linear},       {"quantize_x", check_quantize_x},
     {"optim", check_optim},         {"softmax", check_softmax},
     {"swiglu", check_swiglu},       {"rope", check_rope},
-    {"rmsnorm", check_rmsnorm},
+    {"rmsnorm", check_rmsnorm},     {"read_sum", check_read_sum},
 
     SWEEP_INFER_CHECKERS
 };
