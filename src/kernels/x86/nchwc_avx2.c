@@ -13,12 +13,10 @@
 #define TILE_ROWS 6
 
 /* y[at..at+8) = the finish of v (with z[at..] when z is there). */
-static inline void store_finished(float *y, const float *z, size_t at,
-                                  const ak__sgemm_tile_epi *f, __m256 v) {
-    __m256 lo, hi;
-    ak__nn_finish_bounds(f, &lo, &hi);
+static inline void store_finished(float *y, const float *z, size_t at, int act, __m256 lo,
+                                  __m256 hi, __m256 v) {
     _mm256_storeu_ps(y + at, ak__nn_finish8(v, z ? z + at : NULL, ak__nn_first_lanes(BLK), 1,
-                                            f->act, lo, hi));
+                                            act, lo, hi));
 }
 
 /* ---- conv tiles ------------------------------------------------------------------------ */
@@ -32,8 +30,8 @@ static inline void store_finished(float *y, const float *z, size_t at,
     }
 #define TILE_STORE(r)                                                                       \
     if (N > r) {                                                                            \
-        store_finished(t->y, t->z, (size_t)(r) * BLK, f, c##r##0);                          \
-        if (NB == 2) store_finished(t->y, t->z, t->plane + (size_t)(r) * BLK, f, c##r##1);   \
+        store_finished(y, z, (size_t)(r) * BLK, act, lo, hi, c##r##0);                      \
+        if (NB == 2) store_finished(y, z, plane + (size_t)(r) * BLK, act, lo, hi, c##r##1); \
     }
 
 /* The tile with N, NB and LANES constant where it is inlined (tile_fns below): the
@@ -64,6 +62,13 @@ tile_avx2(const ak__kf_nchwc_tile *t, const ak__sgemm_tile_epi *f, const int N, 
                     TILE_FMA(5)
                 }
         }
+    /* the finish read once: stores through y could alias it */
+    float *y = t->y;
+    const float *z = t->z;
+    const size_t plane = t->plane;
+    const int act = f->act;
+    __m256 lo, hi;
+    ak__nn_finish_bounds(f, &lo, &hi);
     TILE_STORE(0)
     TILE_STORE(1)
     TILE_STORE(2)

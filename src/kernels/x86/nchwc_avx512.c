@@ -11,12 +11,10 @@
 #define BLK AK_KF_NCHWC_BLOCK
 #define TILE_ROWS 12
 
-static inline void store_finished(float *y, const float *z, size_t at,
-                                  const ak__sgemm_tile_epi *f, __m256 v) {
-    __m256 lo, hi;
-    ak__nn_finish_bounds(f, &lo, &hi);
+static inline void store_finished(float *y, const float *z, size_t at, int act, __m256 lo,
+                                  __m256 hi, __m256 v) {
     _mm256_storeu_ps(y + at, ak__nn_finish8(v, z ? z + at : NULL, ak__nn_first_lanes(BLK), 1,
-                                            f->act, lo, hi));
+                                            act, lo, hi));
 }
 
 static inline __m256 upper_half(__m512 v) {
@@ -27,8 +25,8 @@ static inline __m256 upper_half(__m512 v) {
     if (N > r) c##r = _mm512_fmadd_ps(_mm512_set1_ps(p[r * sx]), wv, c##r);
 #define TILE512_STORE(r)                                                                    \
     if (N > r) {                                                                            \
-        store_finished(t->y, t->z, (size_t)(r) * BLK, f, _mm512_castps512_ps256(c##r));     \
-        store_finished(t->y, t->z, t->plane + (size_t)(r) * BLK, f, upper_half(c##r));      \
+        store_finished(y, z, (size_t)(r) * BLK, act, lo, hi, _mm512_castps512_ps256(c##r));  \
+        store_finished(y, z, plane + (size_t)(r) * BLK, act, lo, hi, upper_half(c##r));     \
     }
 
 __attribute__((always_inline)) static inline void
@@ -51,6 +49,13 @@ tile_avx512(const ak__kf_nchwc_tile *t, const ak__sgemm_tile_epi *f, const int N
                     TILE512_FMA(8) TILE512_FMA(9) TILE512_FMA(10) TILE512_FMA(11)
                 }
         }
+    /* the finish read once: stores through y could alias it */
+    float *y = t->y;
+    const float *z = t->z;
+    const size_t plane = t->plane;
+    const int act = f->act;
+    __m256 lo, hi;
+    ak__nn_finish_bounds(f, &lo, &hi);
     TILE512_STORE(0) TILE512_STORE(1) TILE512_STORE(2) TILE512_STORE(3)
     TILE512_STORE(4) TILE512_STORE(5) TILE512_STORE(6) TILE512_STORE(7)
     TILE512_STORE(8) TILE512_STORE(9) TILE512_STORE(10) TILE512_STORE(11)
