@@ -29,31 +29,27 @@ ak_find_lib(AK_CJSON "cJSON" cjson/cJSON.h cjson "(planner descriptions, require
 if(NOT AK_CJSON)
   message(FATAL_ERROR "cJSON not found: run scripts/setup (Debian package libcjson-dev)")
 endif()
-# utf8proc and libmicrohttpd only for the products that use them (AK_WITH_LLM,
-# AK_WITH_SERVER); a build without them must not link them either, so their variables stay
-# empty then.
-if(AK_WITH_LLM)
-  ak_find_lib(AK_UTF8PROC "utf8proc" utf8proc.h utf8proc "(LLM tokenizers, AK_WITH_LLM)")
-  if(NOT AK_UTF8PROC)
-    message(FATAL_ERROR "utf8proc not found: run scripts/setup (Debian package libutf8proc-dev), "
-                        "or configure with -DAK_WITH_LLM=OFF")
+# ak_product_lib(OPTION VAR "name" header library "why" debian-package): a library only the
+# product OPTION uses (utf8proc for AK_WITH_LLM, libmicrohttpd for AK_WITH_SERVER). Required
+# when OPTION is ON; when it is OFF the build must not link it either, so VAR_INCLUDE and
+# VAR_LIB stay empty.
+macro(ak_product_lib option var name header library why package)
+  if(${option})
+    ak_find_lib(${var} "${name}" ${header} ${library} "(${why}, ${option})")
+    if(NOT ${var})
+      message(FATAL_ERROR "${name} not found: run scripts/setup (Debian package ${package}), "
+                          "or configure with -D${option}=OFF")
+    endif()
+  else()
+    set(${var}_INCLUDE "")
+    set(${var}_LIB "")
+    string(APPEND AK_DEPS_REPORT "  - ${name} (not needed: ${option}=OFF)\n")
   endif()
-else()
-  set(AK_UTF8PROC_INCLUDE "")
-  set(AK_UTF8PROC_LIB "")
-  string(APPEND AK_DEPS_REPORT "  - utf8proc (not needed: AK_WITH_LLM=OFF)\n")
-endif()
-if(AK_WITH_SERVER)
-  ak_find_lib(AK_MHD "libmicrohttpd" microhttpd.h microhttpd "(LLM server, AK_WITH_SERVER)")
-  if(NOT AK_MHD)
-    message(FATAL_ERROR "libmicrohttpd not found: run scripts/setup (Debian package "
-                        "libmicrohttpd-dev), or configure with -DAK_WITH_SERVER=OFF")
-  endif()
-else()
-  set(AK_MHD_INCLUDE "")
-  set(AK_MHD_LIB "")
-  string(APPEND AK_DEPS_REPORT "  - libmicrohttpd (not needed: AK_WITH_SERVER=OFF)\n")
-endif()
+endmacro()
+ak_product_lib(AK_WITH_LLM AK_UTF8PROC "utf8proc" utf8proc.h utf8proc "LLM tokenizers"
+               libutf8proc-dev)
+ak_product_lib(AK_WITH_SERVER AK_MHD "libmicrohttpd" microhttpd.h microhttpd "LLM server"
+               libmicrohttpd-dev)
 ak_find_lib(AK_HAVE_CMOCKA "cmocka" cmocka.h cmocka "(unit tests)")
 # OpenBLAS / BLIS: peers for the SGEMM benchmark, later optional inference backends
 ak_find_lib(AK_HAVE_OPENBLAS "OpenBLAS" cblas.h openblas "(SGEMM peer)"
