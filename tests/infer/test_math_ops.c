@@ -1,8 +1,8 @@
-/* Tests of the math family's part 1 beyond the ONNX node tests (which are tiny): the
- * float32 fast paths of Softmax, LogSoftmax, LayerNormalization and the reductions on
- * shapes large enough to take every vector path and the thread pool, checked against
- * double references; the vector exp over its whole domain; exact int64 sums; empty-set
- * reductions; TopK ties; and rejection of bad shapes, axes and targets. */
+/* Tests of softmax, normalization and reduction beyond the ONNX node tests (which are
+ * tiny): the float32 fast paths of Softmax, LogSoftmax, LayerNormalization and the
+ * reductions on shapes large enough to take every vector path and the thread pool, checked
+ * against double references; the vector exp over its whole domain; exact int64 sums;
+ * empty-set reductions; TopK ties; and rejection of bad shapes, axes and targets. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,8 +1,8 @@
-/* Tests of the math family's part 2 beyond the ONNX node tests: Einsum's SGEMM path
- * (direct, transposed, packed and permuted layouts, batches over the pool) against its
- * double general path; LSTM/GRU reverse directions and sequence_lens against equivalent
- * forward runs; Resize's float32 passes against its generic path, opset 18 axes and
- * keep_aspect_ratio_policy; and rejection of bad equations, scales and indices. */
+/* Tests of Einsum, the recurrent operators and Resize beyond the ONNX node tests: Einsum's
+ * SGEMM path (direct, transposed, packed and permuted layouts, batches over the pool)
+ * against its double general path; LSTM/GRU reverse directions and sequence_lens against
+ * equivalent forward runs; Resize's float32 passes against its generic path, opset 18 axes
+ * and keep_aspect_ratio_policy; and rejection of bad equations, scales and indices. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
