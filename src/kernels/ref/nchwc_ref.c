@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/dispatch.h"
+#include "kernels/nchwc_geom.h"
 
 #define BLK AK_KF_NCHWC_BLOCK
 #define TILE_ROWS 6 /* the reference's tile: the AVX2 one, for the same row splits */
@@ -44,25 +45,13 @@ static void conv_tile(const ak__kf_nchwc_tile *t, int n, int nb, const ak__sgemm
 void ak_f32_nchwc_conv_row__ref(const ak__kf_nchwc_tile *t, int nb, int64_t n,
                                 const ak__sgemm_tile_epi *fin) {
     ak__kf_nchwc_tile u = *t;
-    int64_t tiles = (n + TILE_ROWS - 1) / TILE_ROWS;
+    int64_t tiles = ak__nchwc_tile_count(n, TILE_ROWS);
     for (int64_t i = 0, done = 0; i < tiles; i++) {
-        int size = (int)((n - done) / (tiles - i));
+        int size = ak__nchwc_tile_rows(n, tiles, i, done);
         conv_tile(&u, size, nb, fin);
-        u.x += size * u.sx;
-        u.y += size * BLK;
-        if (u.z) u.z += size * BLK;
+        ak__nchwc_tile_skip(&u, size);
         done += size;
     }
-}
-
-/* The taps of the window along one axis that land inside [0, in) for output o. */
-static void axis_range(const ak__kf_win2d *g, int axis, int64_t o, int64_t *k0, int64_t *k1) {
-    int64_t first = o * g->s[axis] - g->pb[axis], d = g->d[axis];
-    int64_t lo = first >= 0 ? 0 : (-first + d - 1) / d;
-    int64_t hi = (g->in[axis] - first + d - 1) / d;
-    *k0 = lo;
-    *k1 = hi < g->k[axis] ? hi : g->k[axis];
-    if (*k1 < *k0) *k1 = *k0;
 }
 
 void ak_f32_nchwc_dw_rows__ref(const ak__kf_win2d *g, const ak__kf_nchwc_dw *d, int64_t oy0,
@@ -70,8 +59,8 @@ void ak_f32_nchwc_dw_rows__ref(const ak__kf_win2d *g, const ak__kf_nchwc_dw *d, 
     for (int64_t oy = oy0; oy < oy1; oy++)
         for (int64_t ox = 0; ox < g->out[1]; ox++) {
             int64_t ky0, ky1, kx0, kx1;
-            axis_range(g, 0, oy, &ky0, &ky1);
-            axis_range(g, 1, ox, &kx0, &kx1);
+            ak__win2d_axis_taps(g, 0, oy, &ky0, &ky1);
+            ak__win2d_axis_taps(g, 1, ox, &kx0, &kx1);
             float acc[BLK];
             for (int l = 0; l < BLK; l++) acc[l] = d->bias ? d->bias[l] : 0.0f;
             for (int64_t ky = ky0; ky < ky1; ky++) {

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "kernels/dispatch.h"
+#include "kernels/nchwc_geom.h"
 #include "kernels/x86/nn_avx2.h"
 
 #define BLK AK_KF_NCHWC_BLOCK
@@ -108,28 +109,16 @@ void ak_f32_nchwc_conv_row__avx2(const ak__kf_nchwc_tile *t, int nb, int64_t n,
                                  const ak__sgemm_tile_epi *fin) {
     ak__kf_nchwc_tile u = *t;
     const tile_fn *fns = tile_fns[u.lanes == BLK][nb - 1];
-    int64_t tiles = (n + TILE_ROWS - 1) / TILE_ROWS;
+    int64_t tiles = ak__nchwc_tile_count(n, TILE_ROWS);
     for (int64_t i = 0, done = 0; i < tiles; i++) {
-        int size = (int)((n - done) / (tiles - i));
+        int size = ak__nchwc_tile_rows(n, tiles, i, done);
         fns[size - 1](&u, fin);
-        u.x += size * u.sx;
-        u.y += size * BLK;
-        if (u.z) u.z += size * BLK;
+        ak__nchwc_tile_skip(&u, size);
         done += size;
     }
 }
 
 /* ---- depthwise -------------------------------------------------------------------------- */
-
-/* The taps of the window along one axis that land inside [0, in) for output o. */
-static void axis_range(const ak__kf_win2d *g, int axis, int64_t o, int64_t *k0, int64_t *k1) {
-    int64_t first = o * g->s[axis] - g->pb[axis], d = g->d[axis];
-    int64_t lo = first >= 0 ? 0 : (-first + d - 1) / d;
-    int64_t hi = (g->in[axis] - first + d - 1) / d;
-    *k0 = lo;
-    *k1 = hi < g->k[axis] ? hi : g->k[axis];
-    if (*k1 < *k0) *k1 = *k0;
-}
 
 /* Output columns whose whole window lies inside the row: [*lo, *hi). */
 static void inner_cols(const ak__kf_win2d *g, int64_t *lo, int64_t *hi) {
@@ -145,8 +134,8 @@ static void inner_cols(const ak__kf_win2d *g, int64_t *lo, int64_t *hi) {
 static __m256 dw_output(const ak__kf_win2d *g, const ak__kf_nchwc_dw *d, int64_t oy, int64_t ox,
                         __m256 acc) {
     int64_t ky0, ky1, kx0, kx1;
-    axis_range(g, 0, oy, &ky0, &ky1);
-    axis_range(g, 1, ox, &kx0, &kx1);
+    ak__win2d_axis_taps(g, 0, oy, &ky0, &ky1);
+    ak__win2d_axis_taps(g, 1, ox, &kx0, &kx1);
     for (int64_t ky = ky0; ky < ky1; ky++) {
         int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
         for (int64_t kx = kx0; kx < kx1; kx++) {
@@ -163,7 +152,7 @@ static __m256 dw_output(const ak__kf_win2d *g, const ak__kf_nchwc_dw *d, int64_t
 static void dw_row(const ak__kf_win2d *g, const ak__kf_nchwc_dw *d, int64_t oy,
                    const ak__sgemm_tile_epi *f, int64_t in_lo, int64_t in_hi) {
     int64_t ky0, ky1;
-    axis_range(g, 0, oy, &ky0, &ky1);
+    ak__win2d_axis_taps(g, 0, oy, &ky0, &ky1);
     int64_t sx = g->s[1] * BLK, dx = g->d[1] * BLK, kw = g->k[1];
     __m256 lo, hi;
     ak__nn_finish_bounds(f, &lo, &hi);

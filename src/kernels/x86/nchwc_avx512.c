@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include "kernels/dispatch.h"
+#include "kernels/nchwc_geom.h"
 #include "kernels/x86/nn_avx2.h"
 
 #define BLK AK_KF_NCHWC_BLOCK
@@ -93,13 +94,11 @@ void ak_f32_nchwc_conv_row__avx512(const ak__kf_nchwc_tile *t, int nb, int64_t n
     }
     ak__kf_nchwc_tile u = *t;
     const tile_fn *fns = tile512_fns[u.lanes == BLK];
-    int64_t tiles = (n + TILE_ROWS - 1) / TILE_ROWS;
+    int64_t tiles = ak__nchwc_tile_count(n, TILE_ROWS);
     for (int64_t i = 0, done = 0; i < tiles; i++) {
-        int size = (int)((n - done) / (tiles - i));
+        int size = ak__nchwc_tile_rows(n, tiles, i, done);
         fns[size - 1](&u, fin);
-        u.x += size * u.sx;
-        u.y += size * BLK;
-        if (u.z) u.z += size * BLK;
+        ak__nchwc_tile_skip(&u, size);
         done += size;
     }
 }

@@ -1,0 +1,38 @@
+/* NCHWc row geometry shared by the reference kernels (kernels/ref/nchwc_ref.c) and their
+ * x86 variants: how a conv row is cut into tiles and which taps of a window land inside
+ * the input. Pure index arithmetic, inlined into each variant. */
+#ifndef AK_KERNELS_NCHWC_GEOM_H
+#define AK_KERNELS_NCHWC_GEOM_H
+
+#include <stdint.h>
+
+#include "kernels/kf_infer.h"
+
+/* A row of n outputs in tiles of at most max_rows, their sizes evened out (they differ by
+ * at most one, so no tile is a lone output whose FMA chains would wait on latency). */
+static inline int64_t ak__nchwc_tile_count(int64_t n, int max_rows) {
+    return (n + max_rows - 1) / max_rows;
+}
+/* The size of tile i of `tiles` when `done` outputs are already covered. */
+static inline int ak__nchwc_tile_rows(int64_t n, int64_t tiles, int64_t i, int64_t done) {
+    return (int)((n - done) / (tiles - i));
+}
+/* Moves t past a tile of `rows` outputs. */
+static inline void ak__nchwc_tile_skip(ak__kf_nchwc_tile *t, int rows) {
+    t->x += rows * t->sx;
+    t->y += rows * AK_KF_NCHWC_BLOCK;
+    if (t->z) t->z += rows * AK_KF_NCHWC_BLOCK;
+}
+
+/* The taps [*k0, *k1) of the window along one axis that land inside [0, in) for output o. */
+static inline void ak__win2d_axis_taps(const ak__kf_win2d *g, int axis, int64_t o, int64_t *k0,
+                                       int64_t *k1) {
+    int64_t first = o * g->s[axis] - g->pb[axis], d = g->d[axis];
+    int64_t lo = first >= 0 ? 0 : (-first + d - 1) / d;
+    int64_t hi = (g->in[axis] - first + d - 1) / d;
+    *k0 = lo;
+    *k1 = hi < g->k[axis] ? hi : g->k[axis];
+    if (*k1 < *k0) *k1 = *k0;
+}
+
+#endif /* AK_KERNELS_NCHWC_GEOM_H */
