@@ -13,13 +13,6 @@
 #define BLK AK_KF_NCHWC_BLOCK
 #define TILE_ROWS 6
 
-/* y[at..at+8) = the finish of v (with z[at..] when z is there). */
-static inline void store_finished(float *y, const float *z, size_t at, int act, __m256 lo,
-                                  __m256 hi, __m256 v) {
-    _mm256_storeu_ps(y + at, ak__nn_finish8(v, z ? z + at : NULL, ak__nn_first_lanes(BLK), 1,
-                                            act, lo, hi));
-}
-
 /* ---- conv tiles ------------------------------------------------------------------------ */
 
 /* Output r of the tile against the weight vectors w0 (and w1), into c<r>0 (c<r>1). */
@@ -31,8 +24,9 @@ static inline void store_finished(float *y, const float *z, size_t at, int act, 
     }
 #define TILE_STORE(r)                                                                       \
     if (N > r) {                                                                            \
-        store_finished(y, z, (size_t)(r) * BLK, act, lo, hi, c##r##0);                      \
-        if (NB == 2) store_finished(y, z, plane + (size_t)(r) * BLK, act, lo, hi, c##r##1); \
+        ak__nn_store_finished8(y, z, (size_t)(r) * BLK, act, lo, hi, c##r##0);             \
+        if (NB == 2)                                                                        \
+            ak__nn_store_finished8(y, z, plane + (size_t)(r) * BLK, act, lo, hi, c##r##1);  \
     }
 
 /* The tile with N, NB and LANES constant where it is inlined (tile_fns below): the

@@ -12,12 +12,6 @@
 #define BLK AK_KF_NCHWC_BLOCK
 #define TILE_ROWS 12
 
-static inline void store_finished(float *y, const float *z, size_t at, int act, __m256 lo,
-                                  __m256 hi, __m256 v) {
-    _mm256_storeu_ps(y + at, ak__nn_finish8(v, z ? z + at : NULL, ak__nn_first_lanes(BLK), 1,
-                                            act, lo, hi));
-}
-
 static inline __m256 upper_half(__m512 v) {
     return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
@@ -26,8 +20,9 @@ static inline __m256 upper_half(__m512 v) {
     if (N > r) c##r = _mm512_fmadd_ps(_mm512_set1_ps(p[r * sx]), wv, c##r);
 #define TILE512_STORE(r)                                                                    \
     if (N > r) {                                                                            \
-        store_finished(y, z, (size_t)(r) * BLK, act, lo, hi, _mm512_castps512_ps256(c##r));  \
-        store_finished(y, z, plane + (size_t)(r) * BLK, act, lo, hi, upper_half(c##r));     \
+        ak__nn_store_finished8(y, z, (size_t)(r) * BLK, act, lo, hi,                       \
+                               _mm512_castps512_ps256(c##r));                               \
+        ak__nn_store_finished8(y, z, plane + (size_t)(r) * BLK, act, lo, hi, upper_half(c##r)); \
     }
 
 __attribute__((always_inline)) static inline void

@@ -5,6 +5,7 @@
 #define AK_KERNELS_X86_NN_AVX2_H
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/dispatch.h"
@@ -23,6 +24,14 @@ static inline __m256 ak__nn_finish8(__m256 a, const float *z, __m256i mask, int 
     if (act == AK_SGEMM_ACT_MAX) a = _mm256_max_ps(a, lo);
     else if (act == AK_SGEMM_ACT_CLAMP) a = _mm256_min_ps(hi, _mm256_max_ps(lo, a));
     return a;
+}
+
+/* y[at..at+8) = v finished (z[at..at+8) added when z is there, then the activation): one
+ * whole block of 8 channels. */
+static inline void ak__nn_store_finished8(float *y, const float *z, size_t at, int act,
+                                          __m256 lo, __m256 hi, __m256 v) {
+    _mm256_storeu_ps(y + at, ak__nn_finish8(v, z ? z + at : NULL, _mm256_setzero_si256(), 1,
+                                            act, lo, hi));
 }
 
 /* r[i][j] -> r[j][i] for an 8×8 block of floats. Its loops (and those around a
