@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """llama.cpp peer measurement, as llama-bench does it, on the llama.cpp shared libraries
 that node-llama-cpp ships prebuilt (@node-llama-cpp/linux-x64, installed by
-vs_llamacpp.sh): prompt processing of N_PROMPT tokens in one llama_decode (pp) and
+scripts/setup): prompt processing of N_PROMPT tokens in one llama_decode (pp) and
 N_GEN single-token llama_decode calls with the last token's logits (tg), each from an
 empty KV cache, median of REPS runs after one warm-up.
 
@@ -26,7 +26,7 @@ import sys
 import time
 
 PEER = os.environ.get("LLAMAPEER", os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                "..", "..", ".cache", "peers", "llamapeer"))
+                                                "..", ".."))  # the checkout (scripts/setup)
 BINS = os.path.join(PEER, "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64")
 
 

@@ -4,9 +4,9 @@
 # 1 and 2 threads, for the f32, f16, q8_0 and q4_0 GGUF files of bench/llm/make-bench-models.
 #
 # llama.cpp is not packaged in Debian 12; its prebuilt CPU libraries come from the npm
-# registry in node-llama-cpp's per-platform package (@node-llama-cpp/linux-x64), installed
-# on first use into $LLAMAPEER (default .cache/peers/llamapeer in the checkout, ignored by
-# git). llamacpp_bench.py calls libllama
+# registry in node-llama-cpp's per-platform package (@node-llama-cpp/linux-x64), which
+# scripts/setup installs into the checkout's node_modules/ (ignored by git; another folder
+# holding node_modules/@node-llama-cpp: $LLAMAPEER). llamacpp_bench.py calls libllama
 # directly, as llama-bench does (node-llama-cpp's JavaScript API distorts 2-thread decode).
 # accelkit's figures come from `ak bench llm --json` on the same file, right after
 # llama.cpp's, row by row. Every measurement holds /tmp/ak.lock so that no build runs
@@ -18,8 +18,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 models=${1:-$root/build/llm-models}
-export LLAMAPEER=${LLAMAPEER:-$root/.cache/peers/llamapeer}
-NLC_VERSION=3.22.1
+export LLAMAPEER=${LLAMAPEER:-$root}
 REPS=${REPS:-3}
 N_GEN=${N_GEN:-64}
 THREADS=${THREADS:-1 2}
@@ -28,13 +27,7 @@ AK_BIN=${AK_BIN:-$root/build/ak}
 
 install_peer() {
   [ -f "$LLAMAPEER/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama.v0.5.0.so" ] && return
-  echo "installing node-llama-cpp $NLC_VERSION (prebuilt llama.cpp) into $LLAMAPEER" >&2
-  mkdir -p "$LLAMAPEER"
-  [ -f "$LLAMAPEER/package.json" ] || echo '{"name": "llamapeer", "private": true}' > "$LLAMAPEER/package.json"
-  # --ignore-scripts: no postinstall download or source build; --omit=optional: only the
-  # linux-x64 CPU binaries (named explicitly), not the CUDA/Vulkan/ARM variants
-  (cd "$LLAMAPEER" && npm install --ignore-scripts --no-audit --no-fund --omit=optional \
-    "node-llama-cpp@$NLC_VERSION" "@node-llama-cpp/linux-x64@$NLC_VERSION" >&2)
+  "$root/scripts/setup" >&2
 }
 
 # Bytes of weights one decode step reads: the matrices but the token embedding (of which
@@ -69,7 +62,7 @@ ratio() { /usr/bin/python3 -c "import sys; a, b = sys.argv[1:]; print('-' if '-'
 main() {
   install_peer
   [ -f "$models/llama-134m-q4_0.gguf" ] || "$here/make-bench-models" "$models" >&2
-  echo "llama.cpp (libllama of node-llama-cpp $NLC_VERSION); model: 134 M Llama (dim 768, 12 layers, FFN 2048, vocab 32000)"
+  echo "llama.cpp (libllama of node-llama-cpp 3.22.1); model: 134 M Llama (dim 768, 12 layers, FFN 2048, vocab 32000)"
   echo "pp = prompt 128 tokens in one batch, tg = decode $N_GEN tokens one at a time; medians of $REPS; $(nproc) cores"
   # the lock keeps builds out, not other benchmarks: a busy machine shows in the load
   echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -407,15 +407,13 @@ class TestEngine(unittest.TestCase):
                 self.assertLess(vs_f32, bound_f32)
 
 
-# ---- llama.cpp reads the generated files the same way (optional peer) -------------------
+# ---- llama.cpp reads the generated files the same way (peer installed by scripts/setup) --
 
 LLAMACPP = ROOT / "bench" / "llm" / "llamacpp_bench.py"
-LLAMAPEER_LIB = Path(os.environ.get("LLAMAPEER", ROOT / ".cache" / "peers" / "llamapeer")) / \
+LLAMAPEER_LIB = Path(os.environ.get("LLAMAPEER", ROOT)) / \
     "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama.v0.5.0.so"
 
 
-@unittest.skipUnless(LLAMAPEER_LIB.exists(), "llama.cpp peer not installed "
-                     "(bench/llm/vs_llamacpp.sh installs it)")
 class TestLlamaCpp(unittest.TestCase):
     """Our GGUF files are llama.cpp's format: its logits agree with the reference. Bound:
     llama.cpp keeps the KV cache in f16 (≈ 5e-4 here), and its q8_0/q4_0 dot products
