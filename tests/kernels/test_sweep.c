@@ -372,6 +372,28 @@ static void check_swiglu(const sweep_case *c) {
     }
 }
 
+/* soft-capping in place: |got − ref| ≤ 1e-6·cap (one e^x and a divide per value) */
+static void check_softcap(const sweep_case *c) {
+    uint64_t seed = 24;
+    for (size_t l = 0; l < N_LENGTHS; l++) {
+        size_t n = lengths[l];
+        float *want = xmalloc(n * 4 + 4);
+        guarded_buf g = out_alloc(n * 4, 4);
+        fill_random("F32", want, n, &seed, 120.0f);
+        memcpy(g.data, want, n * 4);
+        KERNEL(c, c->ref, ak__kf_f32_softcap)(want, n, 30.0f);
+        KERNEL(c, c->k, ak__kf_f32_softcap)(g.data, n, 30.0f);
+        for (size_t i = 0; i < n; i++) {
+            char where[64];
+            snprintf(where, sizeof where, "n=%zu [%zu]", n, i);
+            expect_within(c, ((float *)g.data)[i], want[i], 30.0 * 1e-6, where);
+        }
+        expect_guards(c, &g, n);
+        guarded_free(&g);
+        free(want);
+    }
+}
+
 /* RoPE over T tokens × heads, both pair layouts: |got − ref| ≤ 2ε·(|a·c| + |b·s|) */
 static void check_rope(const sweep_case *c) {
     uint64_t seed = 22;
@@ -701,6 +723,7 @@ static const checker checkers[] = {
     {"linear", check_linear},       {"quantize_x", check_quantize_x},
     {"optim", check_optim},         {"softmax", check_softmax},
     {"swiglu", check_swiglu},       {"rope", check_rope},
+    {"softcap", check_softcap},
     {"rmsnorm", check_rmsnorm},     {"read_sum", check_read_sum},
 
     SWEEP_INFER_CHECKERS

@@ -1,5 +1,5 @@
 /* Scalar references of the LLM decoder's own loops (kernels/kernels.def: f32_dot_rows,
- * f32_madd_rows, f32_softmax, f32_swiglu, f32_rope, f32_rmsnorm): the oracle of the ISA variants and
+ * f32_madd_rows, f32_softmax, f32_swiglu, f32_geglu, f32_softcap, f32_rope, f32_rmsnorm): the oracle of the ISA variants and
  * what AK_KERNELS=ref runs. Plain loops in element order; exp is kernels/exp_approx.h's
  * (the variants compute the same approximation per lane), so the variants differ from
  * these only in summation order and fused multiply-adds. */
@@ -41,6 +41,21 @@ void ak_f32_softmax__ref(float *s, size_t n) {
 
 void ak_f32_swiglu__ref(float *x, const float *up, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + ak__exp_approx(-x[i])) * up[i];
+}
+
+/* gelu_tanh(x) = ½x(1 + tanh u) = x·σ(2u), u = √(2/π)(x + 0.044715x³) */
+void ak_f32_geglu__ref(float *x, const float *up, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i], u2 = 1.5957691216057308f * (v + 0.044715f * v * v * v);
+        x[i] = v / (1.0f + ak__exp_approx(-u2)) * up[i];
+    }
+}
+
+/* cap·tanh(x/cap) with tanh y = 1 − 2/(1 + e^(2y)) */
+void ak_f32_softcap__ref(float *x, size_t n, float cap) {
+    float inv2 = 2.0f / cap;
+    for (size_t i = 0; i < n; i++)
+        x[i] = cap - 2.0f * cap / (1.0f + ak__exp_approx(x[i] * inv2));
 }
 
 void ak_f32_rope__ref(float *x, size_t T, size_t n_heads, size_t hd, int neox, const float *cs) {

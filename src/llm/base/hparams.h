@@ -1,6 +1,9 @@
-/* Hyper-parameters of a Llama-family decoder and a read-only view of one stored tensor:
- * what the GGUF and Hugging Face readers hand to the model builder (llm/model/). Kept in
- * llm/base/, below the readers, the model and the engine, which all use them. */
+/* Hyper-parameters of a decoder-only transformer of the Llama family and its relatives
+ * (Mistral, Qwen2/3, Gemma 2/3, Granite, ...: see docs/llm-models.md) and a read-only
+ * view of one stored tensor: what the GGUF and Hugging Face readers hand to the model
+ * builder (llm/model/). Every field that changes the math has a neutral default (0 or 1)
+ * that gives the plain Llama decoder, so a reader sets only what its architecture has.
+ * Kept in llm/base/, below the readers, the model and the engine, which all use them. */
 #ifndef AK_LLM_BASE_HPARAMS_H
 #define AK_LLM_BASE_HPARAMS_H
 
@@ -27,7 +30,46 @@ typedef struct ak__llm_hparams {
     int32_t rope_orig_context;
     int32_t tied_output; /* no separate output matrix: the token embedding is reused */
     int32_t qkv_bias;    /* Qwen2: q/k/v projections carry a bias */
+
+    /* ---- beyond Llama (neutral values: 1 for the scales, 0 for the rest) ---- */
+    float embed_scale;    /* embeddings × this (Granite embedding_multiplier, Gemma √dim) */
+    float residual_scale; /* each block's output × this before the residual add (Granite) */
+    float attn_scale;     /* scores × this; 0: 1/√head_dim (Granite attention_multiplier,
+                           * Gemma query_pre_attn_scalar^-½) */
+    float logit_scale;    /* logits × this (Granite: 1/logits_scaling) */
+    float attn_softcap;   /* scores ← c·tanh(scores/c) before the mask (Gemma 2); 0 none */
+    float final_softcap;  /* logits ← c·tanh(logits/c) (Gemma 2); 0 none */
+    int32_t sliding_window; /* a query sees the last `sliding_window` positions, itself
+                             * included (Mistral, Gemma); 0: full causal attention */
+    int32_t swa_pattern;  /* 0: every layer slides; n: layer i slides iff i % n < n − 1
+                           * (Gemma 2: 2, Gemma 3: 6) */
+    float rope_theta_local; /* RoPE base of the sliding layers (Gemma 3); 0: rope_theta */
+    int32_t qk_norm;      /* 1: RMSNorm of each q/k head (Qwen3, Gemma 3) before RoPE */
+    int32_t post_norms;   /* Gemma 2/3: RMSNorm of each block's output before the add */
+    int32_t ffn_gelu;     /* gated FFN with GELU (tanh form) instead of SiLU (Gemma) */
+    int32_t norm_plus_one; /* HF Gemma: RMSNorm weights are stored as w − 1 (GGUF holds w) */
 } ak__llm_hparams;
+
+/* Zeroed hyper-parameters with the neutral scales (1): the plain Llama decoder. */
+static inline void ak__hp_init(ak__llm_hparams *hp) {
+    *hp = (ak__llm_hparams){0};
+    hp->embed_scale = hp->residual_scale = hp->logit_scale = 1.0f;
+}
+
+/* 1 when the model is a plain Llama/Qwen2 decoder (nothing beyond Llama set): what the
+ * converters (llm/convert/) know how to write. */
+static inline int ak__hp_is_plain_llama(const ak__llm_hparams *hp) {
+    return hp->embed_scale == 1.0f && hp->residual_scale == 1.0f && hp->logit_scale == 1.0f &&
+           hp->attn_scale == 0 && hp->attn_softcap == 0 && hp->final_softcap == 0 &&
+           hp->sliding_window == 0 && hp->rope_theta_local == 0 && !hp->qk_norm &&
+           !hp->post_norms && !hp->ffn_gelu && !hp->norm_plus_one;
+}
+
+/* 1 when layer `layer` uses the sliding window. */
+static inline int ak__hp_layer_slides(const ak__llm_hparams *hp, int layer) {
+    if (hp->sliding_window <= 0) return 0;
+    return hp->swa_pattern <= 0 || layer % hp->swa_pattern < hp->swa_pattern - 1;
+}
 
 /* One stored tensor. dims[0] is the innermost (contiguous) dimension, as in GGUF: a
  * PyTorch [out, in] weight has dims {in, out}. */

@@ -21,6 +21,10 @@ const ak__tensor_name ak__tensor_names[AK_T_COUNT] = {
     [AK_T_GATE] = {"ffn_gate.weight", "mlp.gate_proj.weight", 1, 0},
     [AK_T_UP] = {"ffn_up.weight", "mlp.up_proj.weight", 1, 0},
     [AK_T_DOWN] = {"ffn_down.weight", "mlp.down_proj.weight", 1, 0},
+    [AK_T_ATTN_POST_NORM] = {"post_attention_norm.weight", "post_attention_layernorm.weight", 0, 0},
+    [AK_T_FFN_POST_NORM] = {"post_ffw_norm.weight", "post_feedforward_layernorm.weight", 0, 0},
+    [AK_T_Q_NORM] = {"attn_q_norm.weight", "self_attn.q_norm.weight", 0, 0},
+    [AK_T_K_NORM] = {"attn_k_norm.weight", "self_attn.k_norm.weight", 0, 0},
 };
 
 const ak__tensor_role ak__tensor_layer_roles[AK_T_LAYER_ROLES] = {
@@ -36,4 +40,10 @@ void ak__tensor_name_gguf(ak__tensor_role role, int layer, char *buf, size_t cap
 void ak__tensor_name_hf(ak__tensor_role role, int layer, char *buf, size_t cap) {
     if (role <= AK_T_ROPE_FREQS) snprintf(buf, cap, "%s", ak__tensor_names[role].hf);
     else snprintf(buf, cap, "model.layers.%d.%s", layer, ak__tensor_names[role].hf);
+}
+
+void ak__tensor_name_hf_gemma(ak__tensor_role role, int layer, char *buf, size_t cap) {
+    if (role == AK_T_FFN_NORM)
+        snprintf(buf, cap, "model.layers.%d.pre_feedforward_layernorm.weight", layer);
+    else ak__tensor_name_hf(role, layer, buf, cap);
 }

@@ -12,6 +12,9 @@ typedef enum ak__tensor_role {
     AK_T_TOK_EMBD, AK_T_OUTPUT, AK_T_OUTPUT_NORM, AK_T_ROPE_FREQS,
     AK_T_ATTN_NORM, AK_T_Q, AK_T_K, AK_T_V, AK_T_O, AK_T_BQ, AK_T_BK, AK_T_BV,
     AK_T_FFN_NORM, AK_T_GATE, AK_T_UP, AK_T_DOWN,
+    /* beyond Llama: norms of each block's output (Gemma 2/3) and of each q/k head
+     * (Qwen3, Gemma 3) */
+    AK_T_ATTN_POST_NORM, AK_T_FFN_POST_NORM, AK_T_Q_NORM, AK_T_K_NORM,
     AK_T_COUNT
 } ak__tensor_role;
 
@@ -34,5 +37,8 @@ extern const ak__tensor_role ak__tensor_layer_roles[AK_T_LAYER_ROLES];
 /* The full name of role's tensor in layer (ignored for a global role) into buf. */
 void ak__tensor_name_gguf(ak__tensor_role role, int layer, char *buf, size_t cap);
 void ak__tensor_name_hf(ak__tensor_role role, int layer, char *buf, size_t cap);
+/* Gemma 2/3 checkpoints: input_layernorm, post_attention_layernorm (the attention
+ * output's norm), pre_feedforward_layernorm, post_feedforward_layernorm. */
+void ak__tensor_name_hf_gemma(ak__tensor_role role, int layer, char *buf, size_t cap);
 
 #endif /* AK_LLM_BASE_TENSOR_NAMES_H */

@@ -50,6 +50,10 @@ static const struct {
     {"LlamaForCausalLM", "llama", "llama"},
     {"MistralForCausalLM", "mistral", "mistral"},
     {"Qwen2ForCausalLM", "qwen2", "qwen2"},
+    {"Qwen3ForCausalLM", "qwen3", "qwen3"},
+    {"GraniteForCausalLM", "granite", "granite"},
+    {"Gemma2ForCausalLM", "gemma2", "gemma2"},
+    {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},
 };
 
 static ak_status read_arch(const ak__hf *h, ak__llm_hparams *hp) {
@@ -66,7 +70,8 @@ static ak_status read_arch(const ak__hf *h, ak__llm_hparams *hp) {
         }
     }
     return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported "
-                   "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)", h->dir,
+                   "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+                   "GraniteForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM)", h->dir,
                    cJSON_IsString(first) ? first->valuestring
                    : cJSON_IsString(mt)  ? mt->valuestring
                                          : "(none in config.json)");
@@ -143,17 +148,119 @@ static ak_status read_biases(const ak__hf *h, ak__llm_hparams *hp) {
     return AK_OK;
 }
 
+static int is_arch(const ak__llm_hparams *hp, const char *name) {
+    return strcmp(hp->arch, name) == 0;
+}
+
+static int is_gemma(const ak__llm_hparams *hp) {
+    return is_arch(hp, "gemma2") || is_arch(hp, "gemma3");
+}
+
+/* The FFN's activation: SiLU, or GELU's tanh form for Gemma (hidden_activation, which
+ * Gemma configs carry beside hidden_act). */
+static ak_status read_activation(const ak__hf *h, const ak__llm_hparams *hp) {
+    const char *key = is_gemma(hp) && ak__json_get(h->config, "hidden_activation")
+                          ? "hidden_activation" : "hidden_act";
+    const cJSON *act = ak__json_get(h->config, key);
+    const char *want = is_gemma(hp) ? "gelu_pytorch_tanh" : "silu";
+    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, want) != 0))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: %s '%s' (%s implements %s)", h->dir, key,
+                       cJSON_IsString(act) ? act->valuestring : "?", hp->arch, want);
+    return AK_OK;
+}
+
+/* A config field that changes the math on an architecture that does not implement it
+ * is refused (null / false / absent are fine). */
+static ak_status refuse_field(const ak__hf *h, const ak__llm_hparams *hp, const char *key) {
+    const cJSON *v = ak__json_get(h->config, key);
+    if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v)) return AK_OK;
+    return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/config.json: '%s' is not implemented for %s", h->dir,
+                   key, hp->arch);
+}
+
+static ak_status read_granite(const ak__hf *h, ak__llm_hparams *hp) {
+    const cJSON *c = h->config;
+    float logits_scaling;
+    AK_CHECK(cfg_real(h, c, "embedding_multiplier", 1.0, 1e-6, 1e6, &hp->embed_scale));
+    AK_CHECK(cfg_real(h, c, "residual_multiplier", 1.0, 1e-6, 1e6, &hp->residual_scale));
+    AK_CHECK(cfg_real(h, c, "attention_multiplier", 1.0, 1e-6, 1e6, &hp->attn_scale));
+    AK_CHECK(cfg_real(h, c, "logits_scaling", 1.0, 1e-6, 1e6, &logits_scaling));
+    hp->logit_scale = 1.0f / logits_scaling;
+    return AK_OK;
+}
+
+/* An optional positive number: null or absent → 0. */
+static ak_status cfg_optional(const ak__hf *h, const char *key, float *out) {
+    const cJSON *v = ak__json_get(h->config, key);
+    *out = 0;
+    if (!v || cJSON_IsNull(v)) return AK_OK;
+    return cfg_real(h, h->config, key, 0, 1e-6, 1e6, out);
+}
+
+static ak_status read_gemma(const ak__hf *h, ak__llm_hparams *hp) {
+    const cJSON *c = h->config;
+    hp->post_norms = 1;
+    hp->ffn_gelu = 1;
+    hp->norm_plus_one = 1;
+    hp->embed_scale = sqrtf((float)hp->dim);
+    float qpas;
+    /* transformers' default for both Gemma configs */
+    AK_CHECK(cfg_real(h, c, "query_pre_attn_scalar", 256, 1e-3, 1e6, &qpas));
+    hp->attn_scale = 1.0f / sqrtf(qpas);
+    AK_CHECK(cfg_optional(h, "attn_logit_softcapping", &hp->attn_softcap));
+    AK_CHECK(cfg_optional(h, "final_logit_softcapping", &hp->final_softcap));
+    AK_CHECK(cfg_int(h, c, "sliding_window", 4096, 1, 1 << 24, &hp->sliding_window));
+    if (is_arch(hp, "gemma2")) {
+        hp->swa_pattern = 2;
+        return AK_OK;
+    }
+    if (ak__json_get(c, "layer_types"))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/config.json: 'layer_types' (an explicit "
+                       "per-layer list) is not implemented; sliding_window_pattern is", h->dir);
+    hp->qk_norm = 1;
+    AK_CHECK(cfg_int(h, c, "sliding_window_pattern", 6, 1, 1 << 20, &hp->swa_pattern));
+    return cfg_real(h, c, "rope_local_base_freq", 10000.0, 1.0, 1e12, &hp->rope_theta_local);
+}
+
+static ak_status read_sliding(const ak__hf *h, ak__llm_hparams *hp) {
+    if (is_arch(hp, "mistral")) {
+        const cJSON *v = ak__json_get(h->config, "sliding_window");
+        if (!v || cJSON_IsNull(v)) return AK_OK;
+        return cfg_int(h, h->config, "sliding_window", 0, 1, 1 << 24, &hp->sliding_window);
+    }
+    /* Qwen2/3 carry sliding_window with use_sliding_window false */
+    if (is_arch(hp, "qwen2") || is_arch(hp, "qwen3")) return refuse_field(h, hp, "use_sliding_window");
+    return refuse_field(h, hp, "sliding_window");
+}
+
+/* The fields of other architectures that change the math, refused where not read. */
+static ak_status refuse_foreign_fields(const ak__hf *h, const ak__llm_hparams *hp) {
+    static const char *const gemma[] = {"attn_logit_softcapping", "final_logit_softcapping",
+                                        "query_pre_attn_scalar", "rope_local_base_freq"};
+    static const char *const granite[] = {"embedding_multiplier", "residual_multiplier",
+                                          "attention_multiplier", "logits_scaling"};
+    if (!is_gemma(hp))
+        for (size_t i = 0; i < sizeof gemma / sizeof *gemma; ++i)
+            AK_CHECK(refuse_field(h, hp, gemma[i]));
+    if (!is_arch(hp, "granite"))
+        for (size_t i = 0; i < sizeof granite / sizeof *granite; ++i)
+            AK_CHECK(refuse_field(h, hp, granite[i]));
+    return AK_OK;
+}
+
 ak_status ak__hf_hparams(const ak__hf *h, ak__llm_hparams *hp) {
     AK_ARG_CHECK(h != NULL && hp != NULL, "hf or hparams is NULL");
-    memset(hp, 0, sizeof *hp);
+    ak__hp_init(hp);
     AK_CHECK(read_arch(h, hp));
-    const cJSON *act = ak__json_get(h->config, "hidden_act");
-    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0))
-        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: hidden_act '%s' (only silu)", h->dir,
-                       cJSON_IsString(act) ? act->valuestring : "?");
+    AK_CHECK(read_activation(h, hp));
     AK_CHECK(read_shape(h, hp));
     AK_CHECK(read_rope_scaling(h, hp));
     AK_CHECK(read_biases(h, hp));
+    AK_CHECK(refuse_foreign_fields(h, hp));
+    if (is_arch(hp, "granite")) AK_CHECK(read_granite(h, hp));
+    if (is_arch(hp, "qwen3")) hp->qk_norm = 1;
+    if (is_gemma(hp)) AK_CHECK(read_gemma(h, hp));
+    else AK_CHECK(read_sliding(h, hp));
     hp->rope_neox = 1; /* HF q/k rows are in rotate-half order for every architecture */
     const cJSON *tie = ak__json_get(h->config, "tie_word_embeddings");
     hp->tied_output = cJSON_IsTrue(tie) || !ak__hf_has_tensor(h, ak__tensor_names[AK_T_OUTPUT].hf);

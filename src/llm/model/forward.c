@@ -1,9 +1,12 @@
 /* The forward pass of a Llama-family decoder over a ragged batch (model.h): embedding,
- * per layer RMSNorm → QKV (+bias) → RoPE → K/V into the paged cache → attention →
- * output projection added to the residual → RMSNorm → SwiGLU FFN added to the residual,
- * then the final norm and the output projection for the requested rows only. Every
- * buffer comes from the workspace, so a step allocates nothing. The elementwise loops
- * (RMSNorm, RoPE, SwiGLU) are table kernels (kernels/kernels.def), called on whole rows. */
+ * per layer RMSNorm → QKV (+bias) → per-head q/k RMSNorm (Qwen3, Gemma 3) → RoPE → K/V
+ * into the paged cache → attention (optionally windowed and soft-capped) → output
+ * projection (Gemma: normed again) added to the residual (Granite: scaled) → RMSNorm →
+ * gated FFN (SwiGLU, or GeGLU for Gemma) added the same way, then the final norm and the
+ * output projection for the requested rows only (Granite: scaled, Gemma 2: soft-capped).
+ * Every buffer comes from the workspace, so a step allocates nothing. The elementwise
+ * loops (RMSNorm, RoPE, SwiGLU, GeGLU, soft-capping) are table kernels
+ * (kernels/kernels.def), called on whole rows. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +19,7 @@
 struct ak__forward_ws {
     int32_t max_tokens, max_out, max_context, n_threads;
     float *x, *xb, *q, *k, *v, *att, *gate, *up, *xo, *cos_sin;
+    float *cos_sin_local; /* the sliding layers' own RoPE tables (Gemma 3), or NULL */
     float *attn_scratch;
     size_t attn_per_thread;
     int32_t *tile_starts;
@@ -51,6 +55,7 @@ ak_status ak__forward_ws_create(const ak_llm_model *m, int32_t max_tokens, int32
     ws->up = ws_array(T * (size_t)hp->ffn_dim, &failed);
     ws->xo = ws_array((size_t)max_out * (size_t)hp->dim, &failed);
     ws->cos_sin = ws_array(T * (size_t)hp->head_dim, &failed);
+    if (m->inv_freq_local) ws->cos_sin_local = ws_array(T * (size_t)hp->head_dim, &failed);
     /* block size is bounded by 1024 tokens; scratch covers the largest */
     ws->attn_per_thread = ak__attention_scratch_floats(hp->n_heads, hp->n_kv_heads,
                                                        hp->head_dim, 1024, max_context);
@@ -68,7 +73,7 @@ ak_status ak__forward_ws_create(const ak_llm_model *m, int32_t max_tokens, int32
 void ak__forward_ws_free(ak__forward_ws *ws) {
     if (!ws) return;
     float *arrays[] = {ws->x, ws->xb, ws->q, ws->k, ws->v, ws->att, ws->gate, ws->up,
-                       ws->xo, ws->cos_sin, ws->attn_scratch};
+                       ws->xo, ws->cos_sin, ws->attn_scratch, ws->cos_sin_local};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(ws->tile_starts);
     free(ws);
@@ -129,12 +134,13 @@ static void add_bias(float *y, const float *bias, int32_t T, int32_t n) {
 }
 
 /* cos/sin of every (token, frequency) pair: [t][i] = cos, [t][half + i] = sin */
-static void rope_tables(const ak_llm_model *m, const ak__batch *b, float *cs) {
+static void rope_tables(const ak_llm_model *m, const float *inv_freq, const ak__batch *b,
+                        float *cs) {
     int32_t half = m->hp.head_dim / 2;
     for (int32_t t = 0; t < b->n_tokens; ++t) {
         float *row = cs + (size_t)t * (size_t)m->hp.head_dim;
         for (int32_t i = 0; i < half; ++i) {
-            double angle = (double)b->pos[t] * m->inv_freq[i];
+            double angle = (double)b->pos[t] * inv_freq[i];
             row[i] = (float)cos(angle);
             row[half + i] = (float)sin(angle);
         }
@@ -163,6 +169,49 @@ static void swiglu(float *gate, const float *up, int32_t rows, int32_t n, ak_thr
     else ak_threadpool_parallel_for(pool, (size_t)rows, 4, swiglu_range, &c);
 }
 
+/* x ← gelu_tanh(x)·up (Gemma's GeGLU) over rows [begin, end) */
+static void geglu_range(void *ctx, size_t begin, size_t end, int thread_index) {
+    (void)thread_index;
+    const rows_ctx *c = ctx;
+    size_t i = begin * (size_t)c->n, i1 = end * (size_t)c->n;
+    ak__kernels_active()->f32_geglu(c->x + i, c->up + i, i1 - i);
+}
+
+static void gated_act(const ak__llm_hparams *hp, float *gate, const float *up, int32_t rows,
+                      ak_threadpool *pool) {
+    if (!hp->ffn_gelu) {
+        swiglu(gate, up, rows, hp->ffn_dim, pool);
+        return;
+    }
+    rows_ctx c = {NULL, gate, NULL, up, hp->ffn_dim, 0};
+    if (rows < 8) geglu_range(&c, 0, (size_t)rows, 0);
+    else ak_threadpool_parallel_for(pool, (size_t)rows, 4, geglu_range, &c);
+}
+
+/* RMSNorm of every head of T rows of n_heads × head_dim values, in place (q/k norm). */
+static void head_norm(const ak__llm_hparams *hp, float *x, const float *w, int32_t T,
+                      int32_t n_heads) {
+    if (!w) return;
+    ak__kf_rmsnorm *rmsnorm = ak__kernels_active()->f32_rmsnorm;
+    size_t hd = (size_t)hp->head_dim;
+    for (size_t r = 0; r < (size_t)T * (size_t)n_heads; ++r)
+        rmsnorm(x + r * hd, x + r * hd, w, hd, hp->norm_eps);
+}
+
+/* x += residual_scale · norm(y) (the norm only where the block has a post-norm): the
+ * end of a block whose output could not be accumulated straight into x. */
+static void residual_add(const ak__llm_hparams *hp, float *x, float *y, const float *post_norm,
+                         int32_t T, ak_threadpool *pool) {
+    size_t n = (size_t)T * (size_t)hp->dim;
+    if (post_norm) rmsnorm_rows(y, y, post_norm, T, hp->dim, hp->norm_eps, pool);
+    ak__kernels_active()->f32_axpy(x, hp->residual_scale, y, n);
+}
+
+/* A block's output goes straight into the residual unless it is scaled or normed first. */
+static int direct_residual(const ak__llm_hparams *hp) {
+    return hp->residual_scale == 1.0f && !hp->post_norms;
+}
+
 static ak_status embed(const ak_llm_model *m, const ak__batch *b, float *x) {
     const ak__matrix *e = &m->tok_embd;
     for (int32_t t = 0; t < b->n_tokens; ++t) {
@@ -170,8 +219,11 @@ static ak_status embed(const ak_llm_model *m, const ak__batch *b, float *x) {
         if (id < 0 || id >= m->hp.n_vocab)
             return AK_FAIL(AK_ERR_INVALID_ARG, "forward: token id %d outside the vocabulary "
                            "[0, %d)", id, m->hp.n_vocab);
+        float *row = x + (size_t)t * (size_t)m->hp.dim;
         AK_CHECK(ak_dequantize_row(e->type, (const char *)e->data + (size_t)id * e->row_bytes,
-                                   x + (size_t)t * (size_t)m->hp.dim, (size_t)m->hp.dim));
+                                   row, (size_t)m->hp.dim));
+        if (m->hp.embed_scale != 1.0f)
+            for (int32_t i = 0; i < m->hp.dim; ++i) row[i] *= m->hp.embed_scale;
     }
     return AK_OK;
 }
@@ -189,14 +241,22 @@ static ak_status attention_block(const ak_llm_model *m, ak__forward_ws *ws,
     add_bias(ws->q, l->bq, T, (int32_t)l->wq.rows);
     add_bias(ws->k, l->bk, T, (int32_t)l->wk.rows);
     add_bias(ws->v, l->bv, T, (int32_t)l->wv.rows);
-    rope_rows(m, ws->q, T, hp->n_heads, ws->cos_sin);
-    rope_rows(m, ws->k, T, hp->n_kv_heads, ws->cos_sin);
+    head_norm(hp, ws->q, l->q_norm, T, hp->n_heads);
+    head_norm(hp, ws->k, l->k_norm, T, hp->n_kv_heads);
+    int slides = ak__hp_layer_slides(hp, li);
+    const float *cs = slides && ws->cos_sin_local ? ws->cos_sin_local : ws->cos_sin;
+    rope_rows(m, ws->q, T, hp->n_heads, cs);
+    rope_rows(m, ws->k, T, hp->n_kv_heads, cs);
     ak__kv_store(kv, li, b, ws->k, ws->v);
-    ak__attention_args a = {kv, li, hp->n_heads, b, ws->q, ws->att,
-                            1.0f / sqrtf((float)hp->head_dim), ws->attn_scratch,
-                            ws->attn_per_thread, ws->tile_starts};
+    float scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hp->head_dim);
+    ak__attention_args a = {kv, li, hp->n_heads, b, ws->q, ws->att, scale, ws->attn_scratch,
+                            ws->attn_per_thread, ws->tile_starts,
+                            slides ? hp->sliding_window : 0, hp->attn_softcap};
     ak__attention(&a, pool);
-    return linear(&l->wo, ws->att, T, ws->x, 1, pool);
+    if (direct_residual(hp)) return linear(&l->wo, ws->att, T, ws->x, 1, pool);
+    AK_CHECK(linear(&l->wo, ws->att, T, ws->xb, 0, pool));
+    residual_add(hp, ws->x, ws->xb, l->attn_post_norm, T, pool);
+    return AK_OK;
 }
 
 static ak_status ffn_block(const ak_llm_model *m, ak__forward_ws *ws, int32_t T, int32_t li,
@@ -207,8 +267,11 @@ static ak_status ffn_block(const ak_llm_model *m, ak__forward_ws *ws, int32_t T,
     const ak__matrix *gate_up[] = {&l->w_gate, &l->w_up};
     float *gate_up_out[] = {ws->gate, ws->up};
     AK_CHECK(linear_group(gate_up, gate_up_out, 2, ws->xb, T, pool));
-    swiglu(ws->gate, ws->up, T, hp->ffn_dim, pool);
-    return linear(&l->w_down, ws->gate, T, ws->x, 1, pool);
+    gated_act(hp, ws->gate, ws->up, T, pool);
+    if (direct_residual(hp)) return linear(&l->w_down, ws->gate, T, ws->x, 1, pool);
+    AK_CHECK(linear(&l->w_down, ws->gate, T, ws->xb, 0, pool));
+    residual_add(hp, ws->x, ws->xb, l->ffn_post_norm, T, pool);
+    return AK_OK;
 }
 
 static ak_status check_batch(const ak_llm_model *m, const ak__forward_ws *ws,
@@ -232,7 +295,8 @@ ak_status ak__forward(const ak_llm_model *m, ak__forward_ws *ws, ak__kv_cache *k
     AK_CHECK(check_batch(m, ws, kv, b));
     const ak__llm_hparams *hp = &m->hp;
     AK_CHECK(embed(m, b, ws->x));
-    rope_tables(m, b, ws->cos_sin);
+    rope_tables(m, m->inv_freq, b, ws->cos_sin);
+    if (ws->cos_sin_local) rope_tables(m, m->inv_freq_local, b, ws->cos_sin_local);
     for (int32_t li = 0; li < hp->n_layers; ++li) {
         AK_CHECK(attention_block(m, ws, kv, b, li, pool));
         AK_CHECK(ffn_block(m, ws, b->n_tokens, li, pool));
@@ -242,5 +306,10 @@ ak_status ak__forward(const ak_llm_model *m, ak__forward_ws *ws, ak__kv_cache *k
         ak__kernels_active()->f32_rmsnorm(ws->xo + (size_t)r * (size_t)hp->dim,
                                           ws->x + (size_t)b->out_rows[r] * (size_t)hp->dim,
                                           m->output_norm, (size_t)hp->dim, hp->norm_eps);
-    return linear(&m->output, ws->xo, b->n_out, logits, 0, pool);
+    AK_CHECK(linear(&m->output, ws->xo, b->n_out, logits, 0, pool));
+    size_t n = (size_t)b->n_out * (size_t)hp->n_vocab;
+    if (hp->logit_scale != 1.0f)
+        ak__kernels_active()->f32_scale(logits, logits, hp->logit_scale, n);
+    if (hp->final_softcap > 0) ak__kernels_active()->f32_softcap(logits, n, hp->final_softcap);
+    return AK_OK;
 }

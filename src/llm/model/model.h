@@ -23,6 +23,8 @@ typedef struct ak__layer {
     ak__matrix wq, wk, wv, wo, w_gate, w_up, w_down;
     const float *attn_norm, *ffn_norm;
     const float *bq, *bk, *bv; /* NULL without QKV bias */
+    const float *attn_post_norm, *ffn_post_norm; /* NULL without hp.post_norms */
+    const float *q_norm, *k_norm;                /* [head_dim]; NULL without hp.qk_norm */
 } ak__layer;
 
 struct ak__hf;
@@ -37,6 +39,7 @@ struct ak_llm_model {
     const float *output_norm;
     ak__layer *layers;
     float *inv_freq;        /* head_dim/2 rotary frequencies, scaling applied */
+    float *inv_freq_local;  /* those of the sliding layers (hp.rope_theta_local), or NULL */
     float **owned;          /* f32 copies of vectors, freed with the model */
     size_t n_owned;
     uint64_t n_params, weight_bytes;

@@ -76,7 +76,18 @@ static ak_status bind_matrix(ak_llm_model *m, const ak__tensor_source *src, ak__
     return AK_OK;
 }
 
-/* A 1-D tensor of n values as owned f32 (any storage type). */
+static int is_norm(ak__tensor_role role) {
+    switch (role) {
+    case AK_T_OUTPUT_NORM: case AK_T_ATTN_NORM: case AK_T_FFN_NORM: case AK_T_ATTN_POST_NORM:
+    case AK_T_FFN_POST_NORM: case AK_T_Q_NORM: case AK_T_K_NORM:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* A 1-D tensor of n values as owned f32 (any storage type); HF Gemma's norm weights
+ * (stored as w − 1) get their 1 back. */
 static ak_status bind_vector(ak_llm_model *m, const ak__tensor_source *src, ak__tensor_role role,
                              int layer, int64_t n, const float **out) {
     char name[128];
@@ -102,6 +113,8 @@ static ak_status bind_vector(ak_llm_model *m, const ak__tensor_source *src, ak__
         free(f);
         return st;
     }
+    if (m->hp.norm_plus_one && is_norm(role))
+        for (int64_t i = 0; i < n; ++i) f[i] += 1.0f;
     AK_CHECK(ak__model_own(m, f));
     *out = f;
     m->n_params += (uint64_t)n;
@@ -121,6 +134,14 @@ static ak_status bind_layer(ak_llm_model *m, const ak__tensor_source *src, int i
         AK_CHECK(bind_vector(m, src, AK_T_BQ, i, q_dim, &l->bq));
         AK_CHECK(bind_vector(m, src, AK_T_BK, i, kv_dim, &l->bk));
         AK_CHECK(bind_vector(m, src, AK_T_BV, i, kv_dim, &l->bv));
+    }
+    if (hp->qk_norm) {
+        AK_CHECK(bind_vector(m, src, AK_T_Q_NORM, i, hp->head_dim, &l->q_norm));
+        AK_CHECK(bind_vector(m, src, AK_T_K_NORM, i, hp->head_dim, &l->k_norm));
+    }
+    if (hp->post_norms) {
+        AK_CHECK(bind_vector(m, src, AK_T_ATTN_POST_NORM, i, hp->dim, &l->attn_post_norm));
+        AK_CHECK(bind_vector(m, src, AK_T_FFN_POST_NORM, i, hp->dim, &l->ffn_post_norm));
     }
     AK_CHECK(bind_vector(m, src, AK_T_FFN_NORM, i, hp->dim, &l->ffn_norm));
     AK_CHECK(bind_matrix(m, src, AK_T_GATE, i, hp->ffn_dim, hp->dim, &l->w_gate));

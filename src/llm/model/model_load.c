@@ -42,7 +42,15 @@ ak_status ak__model_rope_init(ak_llm_model *m, const float *freq_factors) {
         f[i] = (float)freq;
     }
     m->inv_freq = f;
-    return ak__model_own(m, f);
+    AK_CHECK(ak__model_own(m, f));
+    if (hp->rope_theta_local <= 0) return AK_OK;
+    /* the sliding layers of Gemma 3: their own base, no scaling */
+    float *local = malloc((size_t)half * sizeof *local);
+    if (!local) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory");
+    for (int i = 0; i < half; ++i)
+        local[i] = (float)pow((double)hp->rope_theta_local, -2.0 * i / hp->head_dim);
+    m->inv_freq_local = local;
+    return ak__model_own(m, local);
 }
 
 /* ---- GGUF ---------------------------------------------------------------------------- */
