@@ -73,7 +73,8 @@ class Model:
 # what each architecture adds to Llama, with the values that leave Llama unchanged
 FEATURES = dict(embed_scale=1.0, residual_scale=1.0, attn_scale=None, logit_scale=1.0,
                 attn_softcap=0.0, final_softcap=0.0, sliding_window=0, swa_pattern=0,
-                rope_theta_local=0.0, ffn_gelu=False, post_norms=False)
+                rope_theta_local=0.0, ffn_gelu=False, post_norms=False, n_experts_used=0,
+                norm_topk=False)
 
 
 # ---- loading -------------------------------------------------------------------------------
@@ -84,14 +85,24 @@ _GGUF_LAYER = {"attn_norm": "attn_norm.weight", "wq": "attn_q.weight", "wk": "at
                "w_gate": "ffn_gate.weight", "w_up": "ffn_up.weight", "w_down": "ffn_down.weight",
                "q_norm": "attn_q_norm.weight", "k_norm": "attn_k_norm.weight",
                "attn_post_norm": "post_attention_norm.weight",
-               "ffn_post_norm": "post_ffw_norm.weight"}
+               "ffn_post_norm": "post_ffw_norm.weight",
+               # experts: the router [E, D], gate/up [E, F, D], down [E, D, F]; the
+               # shared expert and its gate row
+               "router": "ffn_gate_inp.weight", "e_gate": "ffn_gate_exps.weight",
+               "e_up": "ffn_up_exps.weight", "e_down": "ffn_down_exps.weight",
+               "sh_gate_inp": "ffn_gate_inp_shexp.weight", "sh_gate": "ffn_gate_shexp.weight",
+               "sh_up": "ffn_up_shexp.weight", "sh_down": "ffn_down_shexp.weight"}
 _HF_LAYER = {"attn_norm": "input_layernorm.weight", "wq": "self_attn.q_proj.weight",
              "wk": "self_attn.k_proj.weight", "wv": "self_attn.v_proj.weight",
              "wo": "self_attn.o_proj.weight", "bq": "self_attn.q_proj.bias",
              "bk": "self_attn.k_proj.bias", "bv": "self_attn.v_proj.bias",
              "ffn_norm": "post_attention_layernorm.weight", "w_gate": "mlp.gate_proj.weight",
              "w_up": "mlp.up_proj.weight", "w_down": "mlp.down_proj.weight",
-             "q_norm": "self_attn.q_norm.weight", "k_norm": "self_attn.k_norm.weight"}
+             "q_norm": "self_attn.q_norm.weight", "k_norm": "self_attn.k_norm.weight",
+             "router": "mlp.gate.weight", "sh_gate_inp": "mlp.shared_expert_gate.weight",
+             "sh_gate": "mlp.shared_expert.gate_proj.weight",
+             "sh_up": "mlp.shared_expert.up_proj.weight",
+             "sh_down": "mlp.shared_expert.down_proj.weight"}
 # Gemma: post_attention_layernorm normalizes the attention's output
 _HF_GEMMA_LAYER = {**_HF_LAYER, "ffn_norm": "pre_feedforward_layernorm.weight",
                    "attn_post_norm": "post_attention_layernorm.weight",
@@ -116,7 +127,8 @@ def _load_gguf(path):
                   head_dim=a("attention.key_length", dim // n_heads),
                   rope_theta=float(a("rope.freq_base", 10000.0)),
                   norm_eps=float(a("attention.layer_norm_rms_epsilon", 1e-5)),
-                  rope_neox=arch in ("qwen2", "qwen3", *GEMMA), rope_scaling=scaling,
+                  rope_neox=arch in ("qwen2", "qwen3", "qwen2moe", "qwen3moe", "olmo2", *GEMMA),
+                  rope_scaling=scaling,
                   rope_factor=float(a("rope.scaling.factor", 1.0)))
         _gguf_features(hp, a)
         t = lambda name: g.tensor(name, np.float64)  # noqa: E731
@@ -146,6 +158,21 @@ def _gguf_features(hp, a):
                   final_softcap=a("final_logit_softcapping", 30.0))
     if arch == "gemma3":
         hp["rope_theta_local"] = 10000.0
+    if a("expert_count", 0):  # llama.cpp: Qwen2-MoE keeps the softmax weights as they are
+        hp.update(n_experts_used=a("expert_used_count"), norm_topk=arch != "qwen2moe")
+
+
+def _hf_experts(w, cfg, i):
+    """A layer's experts stacked as [E, rows, cols] (HF keeps one matrix each)."""
+    p = f"model.layers.{i}."
+    if cfg["model_type"] == "mixtral":
+        names = dict(e_gate="w1", e_up="w3", e_down="w2")
+        return {k: np.stack([w[f"{p}block_sparse_moe.experts.{e}.{n}.weight"]
+                             for e in range(cfg["num_local_experts"])]) for k, n in names.items()} | \
+            {"router": w[f"{p}block_sparse_moe.gate.weight"]}
+    names = dict(e_gate="gate_proj", e_up="up_proj", e_down="down_proj")
+    return {k: np.stack([w[f"{p}mlp.experts.{e}.{n}.weight"] for e in range(cfg["num_experts"])])
+            for k, n in names.items()}
 
 
 def _hf_features(hp, cfg):
@@ -167,6 +194,9 @@ def _hf_features(hp, cfg):
                   swa_pattern=2 if arch == "gemma2" else cfg.get("sliding_window_pattern", 6))
     if arch == "gemma3":
         hp["rope_theta_local"] = float(cfg.get("rope_local_base_freq", 10000.0))
+    if "num_experts_per_tok" in cfg:  # transformers: Mixtral always renormalizes
+        hp.update(n_experts_used=cfg["num_experts_per_tok"],
+                  norm_topk=arch == "mixtral" or bool(cfg.get("norm_topk_prob", False)))
 
 
 def llama3_factors(scaling, theta, head_dim):
@@ -192,7 +222,8 @@ def _load_hf(folder):
     scaling = cfg.get("rope_scaling") or {}
     kind = scaling.get("rope_type", scaling.get("type", "none"))
     theta = float(cfg.get("rope_theta", 10000.0))
-    arch = {"gemma3_text": "gemma3"}.get(cfg["model_type"], cfg["model_type"])
+    arch = {"gemma3_text": "gemma3", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe"}.get(
+        cfg["model_type"], cfg["model_type"])
     hp = dict(arch=arch, dim=dim, n_layers=cfg["num_hidden_layers"],
               n_heads=n_heads, n_kv_heads=cfg.get("num_key_value_heads", n_heads),
               head_dim=cfg.get("head_dim", dim // n_heads), rope_theta=theta,
@@ -201,9 +232,12 @@ def _load_hf(folder):
               rope_factor=float(scaling.get("factor", 1.0)))
     _hf_features(hp, cfg)
     factors = llama3_factors(scaling, theta, hp["head_dim"]) if kind == "llama3" else None
-    names = _HF_GEMMA_LAYER if arch in GEMMA else _HF_LAYER
+    names = _HF_GEMMA_LAYER if arch in (*GEMMA, "olmo2") else _HF_LAYER
     layers = [{k: w[f"model.layers.{i}.{n}"] for k, n in names.items()
                if f"model.layers.{i}.{n}" in w} for i in range(hp["n_layers"])]
+    if hp.get("n_experts_used"):
+        for i, layer in enumerate(layers):
+            layer.update(_hf_experts(w, cfg, i))
     if arch in GEMMA:  # x·(1 + w)
         w["model.norm.weight"] = w["model.norm.weight"] + 1.0
         for layer in layers:
@@ -247,6 +281,27 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
+def moe(hp, layer, h):
+    """Each token through its n_used best experts (softmax router, first index on ties),
+    weighted by their probabilities (renormalized when norm_topk), plus the shared expert
+    weighted by sigmoid(h·w)."""
+    p = h @ layer["router"].T
+    p = np.exp(p - p.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        top = np.argsort(-p[t], kind="stable")[:hp["n_experts_used"]]
+        wts = p[t, top] / (p[t, top].sum() if hp["norm_topk"] else 1.0)
+        for e, wt in zip(top, wts):
+            y = silu(layer["e_gate"][e] @ h[t]) * (layer["e_up"][e] @ h[t])
+            out[t] += wt * (layer["e_down"][e] @ y)
+    if "sh_gate" in layer:
+        y = (silu(h @ layer["sh_gate"].T) * (h @ layer["sh_up"].T)) @ layer["sh_down"].T
+        gate = 1.0 / (1.0 + np.exp(-(h @ layer["sh_gate_inp"].reshape(-1))))
+        out += gate[:, None] * y
+    return out
+
+
 def softcap(x, cap):
     return cap * np.tanh(x / cap) if cap else x
 
@@ -272,8 +327,10 @@ def _attention(m, layer, i, x, positions, cache):
     q, k, v = x @ layer["wq"].T, x @ layer["wk"].T, x @ layer["wv"].T
     if "bq" in layer:
         q, k, v = q + layer["bq"], k + layer["bk"], v + layer["bv"]
+    if "q_norm" in layer and layer["q_norm"].size == H * hd and H > 1:  # OLMo-2: whole rows
+        q, k = rms_norm(q, layer["q_norm"], hp["norm_eps"]), rms_norm(k, layer["k_norm"], hp["norm_eps"])
     q, k = q.reshape(T, H, hd), k.reshape(T, KV, hd)
-    if "q_norm" in layer:  # each head normalized on its own
+    if "q_norm" in layer and layer["q_norm"].size == hd:  # each head normalized on its own
         q, k = rms_norm(q, layer["q_norm"], hp["norm_eps"]), rms_norm(k, layer["k_norm"], hp["norm_eps"])
     slides = m.slides(i)
     inv = m.inv_freq_local if slides and m.inv_freq_local is not None else m.inv_freq
@@ -312,10 +369,13 @@ def forward(m, ids, cache, last_only=False):
         return x + hp["residual_scale"] * y
 
     for i, layer in enumerate(m.layers):
-        h = rms_norm(x, layer["attn_norm"], hp["norm_eps"])
+        h = rms_norm(x, layer["attn_norm"], hp["norm_eps"]) if "attn_norm" in layer else x
         x = residual(x, _attention(m, layer, i, h, positions, cache), layer.get("attn_post_norm"))
-        h = rms_norm(x, layer["ffn_norm"], hp["norm_eps"])
-        y = (act(h @ layer["w_gate"].T) * (h @ layer["w_up"].T)) @ layer["w_down"].T
+        h = rms_norm(x, layer["ffn_norm"], hp["norm_eps"]) if "ffn_norm" in layer else x
+        if "router" in layer:
+            y = moe(hp, layer, h)
+        else:
+            y = (act(h @ layer["w_gate"].T) * (h @ layer["w_up"].T)) @ layer["w_down"].T
         x = residual(x, y, layer.get("ffn_post_norm"))
     cache.n += len(ids)
     if last_only:

@@ -51,7 +51,8 @@ MODELS = {
 # the architectures beyond Llama, each at the generator's default shape for it (a sliding
 # window of 8 < the prompts; Gemma 3: six layers, so one is global; its global layers
 # with linear RoPE scaling, which the sliding ones do not get)
-ARCHS = ["mistral", "granite", "qwen3", "gemma2", "gemma3"]
+ARCHS = ["mistral", "granite", "qwen3", "gemma2", "gemma3", "mixtral", "qwen2moe", "qwen3moe",
+         "olmo2"]
 MODELS.update({arch: f"--arch {arch} --vocab gpt2 --seed 5" for arch in ARCHS})
 # seed 8: no greedy step of Gemma 3's within f32 rounding of a tie (seed 5 has one)
 MODELS["gemma3"] = MODELS["gemma3"].replace("--seed 5", "--seed 8") + " --rope-scaling linear:4"
@@ -60,7 +61,8 @@ TORCH_TWINS = ["llama", "qwen2", "llama3", "linear"]  # what torch_logits formul
 # float64 rounding only; GGUF keeps llama3's frequency factors and Granite's scales as f32
 TWIN_TOL = {"llama": 1e-10, "qwen2": 1e-10, "linear": 1e-10, "llama3": 1e-7,
             "mistral": 1e-10, "granite": 1e-7, "qwen3": 1e-10, "gemma2": 1e-10,
-            "gemma3": 1e-10}
+            "gemma3": 1e-10, "mixtral": 1e-10, "qwen2moe": 1e-10, "qwen3moe": 1e-10,
+            "olmo2": 1e-10}
 QTYPES = ["f32", "f16", "bf16", "q8_0", "q4_0"]
 
 PROMPT_LOGITS = [int(t) for t in np.random.default_rng(7).integers(3, 30000, size=37)]
@@ -308,16 +310,23 @@ class TestReference(unittest.TestCase):
                    "gemma2": [{"attn_softcap": 0.0}, {"final_softcap": 0.0},
                               {"sliding_window": 0}, {"embed_scale": 1.0}],
                    "gemma3": [{"rope_theta_local": 0.0}, {"sliding_window": 0},
-                              {"qk_norm": None}]}
+                              {"qk_norm": None}],
+                   "mixtral": [{"norm_topk": False}, {"n_experts_used": 1}],
+                   "qwen2moe": [{"norm_topk": True}, {"shared": None}],
+                   "qwen3moe": [{"norm_topk": False}, {"qk_norm": None}],
+                   "olmo2": [{"qk_norm": None}]}
         for arch, changes in neutral.items():
             for change in changes:
                 with self.subTest(arch=arch, change=change):
                     m = model(arch)
                     plain = copy.copy(m)
                     plain.hp = dict(m.hp, **change)
-                    if "qk_norm" in change:
-                        plain.layers = [{k: v for k, v in layer.items()
-                                         if k not in ("q_norm", "k_norm")} for layer in m.layers]
+                    drop = {"qk_norm": ("q_norm", "k_norm"),
+                            "shared": ("sh_gate", "sh_up", "sh_down", "sh_gate_inp")}
+                    for key, names in drop.items():
+                        if key in change:
+                            plain.layers = [{k: v for k, v in layer.items() if k not in names}
+                                            for layer in plain.layers]
                     if "rope_theta_local" in change:
                         plain.inv_freq_local = None
                     err = ref.rel_error(ref.logits(m, PROMPT_LOGITS),
@@ -463,7 +472,8 @@ class TestLlamaCpp(unittest.TestCase):
         # Gemma: ggml's GELU goes through an f16 table (≈ 2e-3 here)
         bounds = {"llama": 5e-3, "qwen2": 5e-3, "llama3": 5e-3, "linear": 5e-3, "spm": 5e-3,
                   "q-f16": 5e-3, "q-q8_0": 5e-2, "q-q4_0": 5e-2, "granite": 5e-3,
-                  "qwen3": 5e-3, "gemma2": 5e-3, "gemma3": 5e-3, "mistral": 5e-3}
+                  "qwen3": 5e-3, "gemma2": 5e-3, "gemma3": 5e-3, "mistral": 5e-3,
+                  "mixtral": 5e-3, "qwen2moe": 5e-3, "qwen3moe": 5e-3, "olmo2": 5e-3}
         for name, bound in bounds.items():
             with self.subTest(model=name):
                 theirs = np.array(lcb.logits_by_token(str(PATHS[name]), PROMPT_GEN))
@@ -506,7 +516,10 @@ class TestRefusals(unittest.TestCase):
         cases = {  # (source model, keys added, words of the message)
             "softcap-on-qwen2": ("qwen2", {"qwen2.attn_logit_softcapping": lf.f32(50)},
                                  ["qwen2.attn_logit_softcapping"]),
-            "moe-llama": ("llama", {"llama.expert_count": lf.u32(8)}, ["llama.expert_count"]),
+            "sigmoid-gating": ("qwen3moe", {"qwen3moe.expert_gating_func": lf.u32(2)},
+                               ["qwen3moe.expert_gating_func"]),
+            "moe-without-count": ("llama", {"llama.expert_count": lf.u32(8)},
+                                  ["llama.expert_used_count"]),
             "yarn": ("llama", {"llama.rope.scaling.type": "yarn"}, ["yarn"]),
             "window-on-qwen3": ("qwen3", {"qwen3.attention.sliding_window": lf.u32(8)},
                                 ["qwen3.attention.sliding_window"]),

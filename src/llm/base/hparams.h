@@ -44,10 +44,17 @@ typedef struct ak__llm_hparams {
     int32_t swa_pattern;  /* 0: every layer slides; n: layer i slides iff i % n < n − 1
                            * (Gemma 2: 2, Gemma 3: 6) */
     float rope_theta_local; /* RoPE base of the sliding layers (Gemma 3); 0: rope_theta */
-    int32_t qk_norm;      /* 1: RMSNorm of each q/k head (Qwen3, Gemma 3) before RoPE */
+    int32_t qk_norm;      /* 1: RMSNorm of each q/k head (Qwen3, Gemma 3) before RoPE;
+                           * 2: of the whole q and k projections (OLMo-2) */
+    int32_t no_pre_norms; /* OLMo-2: blocks read the residual itself (post-norms only) */
     int32_t post_norms;   /* Gemma 2/3: RMSNorm of each block's output before the add */
     int32_t ffn_gelu;     /* gated FFN with GELU (tanh form) instead of SiLU (Gemma) */
     int32_t norm_plus_one; /* HF Gemma: RMSNorm weights are stored as w − 1 (GGUF holds w) */
+    /* mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE): every layer's FFN is n_experts
+     * SwiGLU experts of expert_ffn_dim, a token runs the n_experts_used best of a softmax
+     * router, weighted by their probabilities (renormalized to sum 1 when norm_topk);
+     * Qwen2-MoE adds a shared expert of shared_ffn_dim gated by sigmoid(x·w). */
+    int32_t n_experts, n_experts_used, expert_ffn_dim, norm_topk, shared_ffn_dim;
 } ak__llm_hparams;
 
 /* Zeroed hyper-parameters with the neutral scales (1): the plain Llama decoder. */
@@ -62,7 +69,8 @@ static inline int ak__hp_is_plain_llama(const ak__llm_hparams *hp) {
     return hp->embed_scale == 1.0f && hp->residual_scale == 1.0f && hp->logit_scale == 1.0f &&
            hp->attn_scale == 0 && hp->attn_softcap == 0 && hp->final_softcap == 0 &&
            hp->sliding_window == 0 && hp->rope_theta_local == 0 && !hp->qk_norm &&
-           !hp->post_norms && !hp->ffn_gelu && !hp->norm_plus_one;
+           !hp->post_norms && !hp->ffn_gelu && !hp->norm_plus_one && hp->n_experts == 0 &&
+           !hp->no_pre_norms;
 }
 
 /* 1 when layer `layer` uses the sliding window. */

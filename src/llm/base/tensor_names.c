@@ -25,6 +25,15 @@ const ak__tensor_name ak__tensor_names[AK_T_COUNT] = {
     [AK_T_FFN_POST_NORM] = {"post_ffw_norm.weight", "post_feedforward_layernorm.weight", 0, 0},
     [AK_T_Q_NORM] = {"attn_q_norm.weight", "self_attn.q_norm.weight", 0, 0},
     [AK_T_K_NORM] = {"attn_k_norm.weight", "self_attn.k_norm.weight", 0, 0},
+    /* HF names of the experts: ak__tensor_name_hf_mixtral / _qwen_moe */
+    [AK_T_GATE_INP] = {"ffn_gate_inp.weight", "mlp.gate.weight", 1, 0},
+    [AK_T_GATE_EXPS] = {"ffn_gate_exps.weight", "", 1, 0},
+    [AK_T_UP_EXPS] = {"ffn_up_exps.weight", "", 1, 0},
+    [AK_T_DOWN_EXPS] = {"ffn_down_exps.weight", "", 1, 0},
+    [AK_T_GATE_INP_SHEXP] = {"ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight", 1, 0},
+    [AK_T_GATE_SHEXP] = {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight", 1, 0},
+    [AK_T_UP_SHEXP] = {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight", 1, 0},
+    [AK_T_DOWN_SHEXP] = {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight", 1, 0},
 };
 
 const ak__tensor_role ak__tensor_layer_roles[AK_T_LAYER_ROLES] = {
@@ -46,4 +55,27 @@ void ak__tensor_name_hf_gemma(ak__tensor_role role, int layer, char *buf, size_t
     if (role == AK_T_FFN_NORM)
         snprintf(buf, cap, "model.layers.%d.pre_feedforward_layernorm.weight", layer);
     else ak__tensor_name_hf(role, layer, buf, cap);
+}
+
+void ak__tensor_name_hf_mixtral(ak__tensor_role role, int layer, int expert, char *buf,
+                                size_t cap) {
+    const char *w = role == AK_T_GATE_EXPS ? "w1" : role == AK_T_UP_EXPS ? "w3" : "w2";
+    if (role == AK_T_GATE_INP)
+        snprintf(buf, cap, "model.layers.%d.block_sparse_moe.gate.weight", layer);
+    else if (role >= AK_T_GATE_EXPS && role <= AK_T_DOWN_EXPS)
+        snprintf(buf, cap, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", layer,
+                 expert, w);
+    else ak__tensor_name_hf(role, layer, buf, cap);
+}
+
+void ak__tensor_name_hf_qwen_moe(ak__tensor_role role, int layer, int expert, char *buf,
+                                 size_t cap) {
+    const char *w = role == AK_T_GATE_EXPS ? "gate" : role == AK_T_UP_EXPS ? "up" : "down";
+    if (role >= AK_T_GATE_EXPS && role <= AK_T_DOWN_EXPS)
+        snprintf(buf, cap, "model.layers.%d.mlp.experts.%d.%s_proj.weight", layer, expert, w);
+    else ak__tensor_name_hf(role, layer, buf, cap);
+}
+
+void ak__tensor_name_hf_mixtral_layer(ak__tensor_role role, int layer, char *buf, size_t cap) {
+    ak__tensor_name_hf_mixtral(role, layer, 0, buf, cap);
 }

@@ -15,6 +15,11 @@ typedef enum ak__tensor_role {
     /* beyond Llama: norms of each block's output (Gemma 2/3) and of each q/k head
      * (Qwen3, Gemma 3) */
     AK_T_ATTN_POST_NORM, AK_T_FFN_POST_NORM, AK_T_Q_NORM, AK_T_K_NORM,
+    /* mixture of experts: the router, the experts (GGUF: one 3-D tensor each, HF: one
+     * matrix per expert, named by an expert naming function), the shared expert and its
+     * gate */
+    AK_T_GATE_INP, AK_T_GATE_EXPS, AK_T_UP_EXPS, AK_T_DOWN_EXPS, AK_T_GATE_INP_SHEXP,
+    AK_T_GATE_SHEXP, AK_T_UP_SHEXP, AK_T_DOWN_SHEXP,
     AK_T_COUNT
 } ak__tensor_role;
 
@@ -40,5 +45,14 @@ void ak__tensor_name_hf(ak__tensor_role role, int layer, char *buf, size_t cap);
 /* Gemma 2/3 checkpoints: input_layernorm, post_attention_layernorm (the attention
  * output's norm), pre_feedforward_layernorm, post_feedforward_layernorm. */
 void ak__tensor_name_hf_gemma(ak__tensor_role role, int layer, char *buf, size_t cap);
+/* Mixture-of-experts checkpoints: Mixtral's block_sparse_moe (gate, experts.E.w1/w3/w2)
+ * and Qwen-MoE's mlp (gate, experts.E.*_proj, shared_expert, shared_expert_gate). The
+ * expert roles take the expert's index through `expert`. */
+void ak__tensor_name_hf_mixtral(ak__tensor_role role, int layer, int expert, char *buf,
+                                size_t cap);
+/* Mixtral's names of the roles that are not per expert (its router). */
+void ak__tensor_name_hf_mixtral_layer(ak__tensor_role role, int layer, char *buf, size_t cap);
+void ak__tensor_name_hf_qwen_moe(ak__tensor_role role, int layer, int expert, char *buf,
+                                 size_t cap);
 
 #endif /* AK_LLM_BASE_TENSOR_NAMES_H */

@@ -54,6 +54,10 @@ static const struct {
     {"GraniteForCausalLM", "granite", "granite"},
     {"Gemma2ForCausalLM", "gemma2", "gemma2"},
     {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},
+    {"MixtralForCausalLM", "mixtral", "mixtral"},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", "qwen2moe"},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"},
+    {"Olmo2ForCausalLM", "olmo2", "olmo2"},
 };
 
 static ak_status read_arch(const ak__hf *h, ak__llm_hparams *hp) {
@@ -71,7 +75,8 @@ static ak_status read_arch(const ak__hf *h, ak__llm_hparams *hp) {
     }
     return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported "
                    "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-                   "GraniteForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM)", h->dir,
+                   "GraniteForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, "
+                   "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, Olmo2ForCausalLM)", h->dir,
                    cJSON_IsString(first) ? first->valuestring
                    : cJSON_IsString(mt)  ? mt->valuestring
                                          : "(none in config.json)");
@@ -222,14 +227,42 @@ static ak_status read_gemma(const ak__hf *h, ak__llm_hparams *hp) {
     return cfg_real(h, c, "rope_local_base_freq", 10000.0, 1.0, 1e12, &hp->rope_theta_local);
 }
 
+/* Mixtral: num_local_experts experts of intermediate_size, always renormalized;
+ * Qwen-MoE: num_experts of moe_intermediate_size, norm_topk_prob, Qwen2-MoE's shared
+ * expert; every layer sparse (other decoder_sparse_step / mlp_only_layers refused). */
+static ak_status read_moe(const ak__hf *h, ak__llm_hparams *hp) {
+    const cJSON *c = h->config;
+    if (is_arch(hp, "mixtral")) {
+        AK_CHECK(cfg_int(h, c, "num_local_experts", -1, 1, 4096, &hp->n_experts));
+        hp->expert_ffn_dim = hp->ffn_dim;
+        hp->norm_topk = 1;
+    } else {
+        AK_CHECK(cfg_int(h, c, "num_experts", -1, 1, 4096, &hp->n_experts));
+        AK_CHECK(cfg_int(h, c, "moe_intermediate_size", -1, 1, 1 << 20, &hp->expert_ffn_dim));
+        const cJSON *norm = ak__json_get(c, "norm_topk_prob");
+        hp->norm_topk = cJSON_IsTrue(norm);
+        int32_t step;
+        AK_CHECK(cfg_int(h, c, "decoder_sparse_step", 1, 1, 1 << 20, &step));
+        const cJSON *dense = ak__json_get(c, "mlp_only_layers");
+        if (step != 1 || (cJSON_IsArray(dense) && cJSON_GetArraySize(dense) > 0))
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/config.json: dense layers among the experts "
+                           "(decoder_sparse_step, mlp_only_layers) are not implemented", h->dir);
+    }
+    AK_CHECK(cfg_int(h, c, "num_experts_per_tok", -1, 1, hp->n_experts, &hp->n_experts_used));
+    if (is_arch(hp, "qwen2moe"))
+        AK_CHECK(cfg_int(h, c, "shared_expert_intermediate_size", -1, 1, 1 << 20,
+                         &hp->shared_ffn_dim));
+    return AK_OK;
+}
+
 static ak_status read_sliding(const ak__hf *h, ak__llm_hparams *hp) {
-    if (is_arch(hp, "mistral")) {
+    if (is_arch(hp, "mistral") || is_arch(hp, "mixtral")) {
         const cJSON *v = ak__json_get(h->config, "sliding_window");
         if (!v || cJSON_IsNull(v)) return AK_OK;
         return cfg_int(h, h->config, "sliding_window", 0, 1, 1 << 24, &hp->sliding_window);
     }
     /* Qwen2/3 carry sliding_window with use_sliding_window false */
-    if (is_arch(hp, "qwen2") || is_arch(hp, "qwen3")) return refuse_field(h, hp, "use_sliding_window");
+    if (strncmp(hp->arch, "qwen", 4) == 0) return refuse_field(h, hp, "use_sliding_window");
     return refuse_field(h, hp, "sliding_window");
 }
 
@@ -258,7 +291,13 @@ ak_status ak__hf_hparams(const ak__hf *h, ak__llm_hparams *hp) {
     AK_CHECK(read_biases(h, hp));
     AK_CHECK(refuse_foreign_fields(h, hp));
     if (is_arch(hp, "granite")) AK_CHECK(read_granite(h, hp));
-    if (is_arch(hp, "qwen3")) hp->qk_norm = 1;
+    if (is_arch(hp, "qwen3") || is_arch(hp, "qwen3moe")) hp->qk_norm = 1;
+    if (is_arch(hp, "olmo2")) { /* post-norms only, q/k norms over the whole projections */
+        hp->qk_norm = 2;
+        hp->post_norms = 1;
+        hp->no_pre_norms = 1;
+    }
+    if (is_arch(hp, "mixtral") || strstr(hp->arch, "moe")) AK_CHECK(read_moe(h, hp));
     if (is_gemma(hp)) AK_CHECK(read_gemma(h, hp));
     else AK_CHECK(read_sliding(h, hp));
     hp->rope_neox = 1; /* HF q/k rows are in rotate-half order for every architecture */

@@ -20,6 +20,11 @@ struct ak__forward_ws {
     int32_t max_tokens, max_out, max_context, n_threads;
     float *x, *xb, *q, *k, *v, *att, *gate, *up, *xo, *cos_sin;
     float *cos_sin_local; /* the sliding layers' own RoPE tables (Gemma 3), or NULL */
+    /* mixture of experts: router probabilities [T][n_experts], each token's chosen
+     * experts and weights [T][n_used], one expert's tokens (indices, gathered rows, its
+     * output) and the layer's summed output */
+    float *probs, *sel_w, *xe, *ye, *moe_out;
+    int32_t *sel, *rows_of;
     float *attn_scratch;
     size_t attn_per_thread;
     int32_t *tile_starts;
@@ -51,8 +56,22 @@ ak_status ak__forward_ws_create(const ak_llm_model *m, int32_t max_tokens, int32
     ws->k = ws_array(T * kvd, &failed);
     ws->v = ws_array(T * kvd, &failed);
     ws->att = ws_array(T * qd, &failed);
-    ws->gate = ws_array(T * (size_t)hp->ffn_dim, &failed);
-    ws->up = ws_array(T * (size_t)hp->ffn_dim, &failed);
+    size_t ffn = (size_t)hp->ffn_dim;
+    if ((size_t)hp->expert_ffn_dim > ffn) ffn = (size_t)hp->expert_ffn_dim;
+    if ((size_t)hp->shared_ffn_dim > ffn) ffn = (size_t)hp->shared_ffn_dim;
+    ws->gate = ws_array(T * ffn, &failed);
+    ws->up = ws_array(T * ffn, &failed);
+    if (hp->n_experts > 0) {
+        size_t E = (size_t)hp->n_experts, K = (size_t)hp->n_experts_used, D = (size_t)hp->dim;
+        ws->probs = ws_array(T * E, &failed);
+        ws->sel_w = ws_array(T * K, &failed);
+        ws->xe = ws_array(T * D, &failed);
+        ws->ye = ws_array(T * D, &failed);
+        ws->moe_out = ws_array(T * D, &failed);
+        ws->sel = malloc(T * K * sizeof *ws->sel);
+        ws->rows_of = malloc(T * sizeof *ws->rows_of);
+        failed |= !ws->sel || !ws->rows_of;
+    }
     ws->xo = ws_array((size_t)max_out * (size_t)hp->dim, &failed);
     ws->cos_sin = ws_array(T * (size_t)hp->head_dim, &failed);
     if (m->inv_freq_local) ws->cos_sin_local = ws_array(T * (size_t)hp->head_dim, &failed);
@@ -73,9 +92,12 @@ ak_status ak__forward_ws_create(const ak_llm_model *m, int32_t max_tokens, int32
 void ak__forward_ws_free(ak__forward_ws *ws) {
     if (!ws) return;
     float *arrays[] = {ws->x, ws->xb, ws->q, ws->k, ws->v, ws->att, ws->gate, ws->up,
-                       ws->xo, ws->cos_sin, ws->attn_scratch, ws->cos_sin_local};
+                       ws->xo, ws->cos_sin, ws->attn_scratch, ws->cos_sin_local,
+                       ws->probs, ws->sel_w, ws->xe, ws->ye, ws->moe_out};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(ws->tile_starts);
+    free(ws->sel);
+    free(ws->rows_of);
     free(ws);
 }
 
@@ -188,13 +210,18 @@ static void gated_act(const ak__llm_hparams *hp, float *gate, const float *up, i
     else ak_threadpool_parallel_for(pool, (size_t)rows, 4, geglu_range, &c);
 }
 
-/* RMSNorm of every head of T rows of n_heads × head_dim values, in place (q/k norm). */
+/* RMSNorm of every head of T rows of n_heads × head_dim values, in place (q/k norm);
+ * OLMo-2 (qk_norm 2) normalizes each row's whole projection instead. */
 static void head_norm(const ak__llm_hparams *hp, float *x, const float *w, int32_t T,
                       int32_t n_heads) {
     if (!w) return;
     ak__kf_rmsnorm *rmsnorm = ak__kernels_active()->f32_rmsnorm;
-    size_t hd = (size_t)hp->head_dim;
-    for (size_t r = 0; r < (size_t)T * (size_t)n_heads; ++r)
+    size_t hd = (size_t)hp->head_dim, groups = (size_t)n_heads;
+    if (hp->qk_norm == 2) {
+        hd *= groups;
+        groups = 1;
+    }
+    for (size_t r = 0; r < (size_t)T * groups; ++r)
         rmsnorm(x + r * hd, x + r * hd, w, hd, hp->norm_eps);
 }
 
@@ -234,10 +261,14 @@ static ak_status attention_block(const ak_llm_model *m, ak__forward_ws *ws,
     const ak__llm_hparams *hp = &m->hp;
     const ak__layer *l = &m->layers[li];
     int32_t T = b->n_tokens;
-    rmsnorm_rows(ws->xb, ws->x, l->attn_norm, T, hp->dim, hp->norm_eps, pool);
+    const float *in = ws->x; /* OLMo-2 reads the residual itself */
+    if (l->attn_norm) {
+        rmsnorm_rows(ws->xb, ws->x, l->attn_norm, T, hp->dim, hp->norm_eps, pool);
+        in = ws->xb;
+    }
     const ak__matrix *qkv[] = {&l->wq, &l->wk, &l->wv};
     float *qkv_out[] = {ws->q, ws->k, ws->v};
-    AK_CHECK(linear_group(qkv, qkv_out, 3, ws->xb, T, pool));
+    AK_CHECK(linear_group(qkv, qkv_out, 3, in, T, pool));
     add_bias(ws->q, l->bq, T, (int32_t)l->wq.rows);
     add_bias(ws->k, l->bk, T, (int32_t)l->wk.rows);
     add_bias(ws->v, l->bv, T, (int32_t)l->wv.rows);
@@ -259,11 +290,98 @@ static ak_status attention_block(const ak_llm_model *m, ak__forward_ws *ws,
     return AK_OK;
 }
 
+/* ---- mixture of experts ---------------------------------------------------------------- */
+
+/* Each token's n_used best experts (first index on ties) and their weights: the softmax
+ * probabilities of the router's logits, renormalized to sum 1 when hp.norm_topk. */
+static void route(const ak__llm_hparams *hp, ak__forward_ws *ws, int32_t T) {
+    int32_t E = hp->n_experts, K = hp->n_experts_used;
+    for (int32_t t = 0; t < T; ++t) {
+        float *p = ws->probs + (size_t)t * (size_t)E;
+        ak__kernels_active()->f32_softmax(p, (size_t)E);
+        int32_t *sel = ws->sel + (size_t)t * (size_t)K;
+        float *w = ws->sel_w + (size_t)t * (size_t)K;
+        double sum = 0;
+        for (int32_t k = 0; k < K; ++k) {
+            int32_t best = -1;
+            for (int32_t e = 0; e < E; ++e) {
+                int taken = 0;
+                for (int32_t j = 0; j < k; ++j) taken |= sel[j] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            }
+            sel[k] = best;
+            w[k] = p[best];
+            sum += p[best];
+        }
+        if (hp->norm_topk)
+            for (int32_t k = 0; k < K; ++k) w[k] = (float)(w[k] / sum);
+    }
+}
+
+/* A SwiGLU FFN of rows × dim inputs into out (rows × dim). */
+static ak_status swiglu_ffn(const ak__llm_hparams *hp, ak__forward_ws *ws, const ak__matrix *g,
+                            const ak__matrix *u, const ak__matrix *d, const float *x,
+                            int32_t rows, float *out, ak_threadpool *pool) {
+    (void)hp;
+    const ak__matrix *gate_up[] = {g, u};
+    float *gate_up_out[] = {ws->gate, ws->up};
+    AK_CHECK(linear_group(gate_up, gate_up_out, 2, x, rows, pool));
+    swiglu(ws->gate, ws->up, rows, (int32_t)g->rows, pool);
+    return linear(d, ws->gate, rows, out, 0, pool);
+}
+
+/* The layer's FFN output for the T normed rows in ws->xb, into ws->moe_out: per expert,
+ * the tokens that chose it are gathered, run through it once (ak_linear on its
+ * matrices), and their rows added back with the token's weight for it. Experts no token
+ * chose cost nothing. */
+static ak_status moe_block(const ak__llm_hparams *hp, const ak__layer *l, ak__forward_ws *ws,
+                           int32_t T, ak_threadpool *pool) {
+    size_t D = (size_t)hp->dim;
+    int32_t K = hp->n_experts_used;
+    AK_CHECK(linear(&l->router, ws->xb, T, ws->probs, 0, pool));
+    route(hp, ws, T);
+    memset(ws->moe_out, 0, (size_t)T * D * sizeof(float));
+    for (int32_t e = 0; e < hp->n_experts; ++e) {
+        int32_t n = 0;
+        for (int32_t t = 0; t < T; ++t)
+            for (int32_t k = 0; k < K; ++k)
+                if (ws->sel[(size_t)t * (size_t)K + (size_t)k] == e) {
+                    ws->rows_of[n] = t * K + k; /* token and slot */
+                    memcpy(ws->xe + (size_t)n++ * D, ws->xb + (size_t)t * D, D * sizeof(float));
+                }
+        if (n == 0) continue;
+        AK_CHECK(swiglu_ffn(hp, ws, &l->exp_gate[e], &l->exp_up[e], &l->exp_down[e], ws->xe, n,
+                            ws->ye, pool));
+        for (int32_t r = 0; r < n; ++r) {
+            int32_t t = ws->rows_of[r] / K;
+            ak__kernels_active()->f32_axpy(ws->moe_out + (size_t)t * D, ws->sel_w[ws->rows_of[r]],
+                                           ws->ye + (size_t)r * D, D);
+        }
+    }
+    if (!l->sh_gate_inp) return AK_OK;
+    /* Qwen2-MoE's shared expert, for every token, weighted by sigmoid(x·w) */
+    AK_CHECK(swiglu_ffn(hp, ws, &l->sh_gate, &l->sh_up, &l->sh_down, ws->xb, T, ws->ye, pool));
+    for (int32_t t = 0; t < T; ++t) {
+        const float *x = ws->xb + (size_t)t * D;
+        double s = 0;
+        for (size_t i = 0; i < D; ++i) s += (double)x[i] * l->sh_gate_inp[i];
+        float g = (float)(1.0 / (1.0 + exp(-s)));
+        ak__kernels_active()->f32_axpy(ws->moe_out + (size_t)t * D, g, ws->ye + (size_t)t * D, D);
+    }
+    return AK_OK;
+}
+
 static ak_status ffn_block(const ak_llm_model *m, ak__forward_ws *ws, int32_t T, int32_t li,
                            ak_threadpool *pool) {
     const ak__llm_hparams *hp = &m->hp;
     const ak__layer *l = &m->layers[li];
-    rmsnorm_rows(ws->xb, ws->x, l->ffn_norm, T, hp->dim, hp->norm_eps, pool);
+    if (l->ffn_norm) rmsnorm_rows(ws->xb, ws->x, l->ffn_norm, T, hp->dim, hp->norm_eps, pool);
+    else memcpy(ws->xb, ws->x, (size_t)T * (size_t)hp->dim * sizeof(float)); /* OLMo-2 */
+    if (hp->n_experts > 0) {
+        AK_CHECK(moe_block(hp, l, ws, T, pool));
+        residual_add(hp, ws->x, ws->moe_out, l->ffn_post_norm, T, pool);
+        return AK_OK;
+    }
     const ak__matrix *gate_up[] = {&l->w_gate, &l->w_up};
     float *gate_up_out[] = {ws->gate, ws->up};
     AK_CHECK(linear_group(gate_up, gate_up_out, 2, ws->xb, T, pool));

@@ -61,7 +61,8 @@ static const struct {
     int neox;
 } k_archs[] = {
     {"llama", 0}, {"mistral", 0}, {"granite", 0}, {"qwen2", 1}, {"qwen3", 1},
-    {"gemma2", 1}, {"gemma3", 1},
+    {"gemma2", 1}, {"gemma3", 1}, {"qwen2moe", 1}, {"qwen3moe", 1},
+    {"olmo2", 1},
 };
 
 static ak_status read_arch(const ak_gguf *g, ak__llm_hparams *hp) {
@@ -79,7 +80,7 @@ static ak_status read_arch(const ak_gguf *g, ak__llm_hparams *hp) {
             return AK_OK;
         }
     return AK_FAIL(AK_ERR_UNSUPPORTED, "GGUF architecture '%s' is not supported (llama, "
-                   "mistral, granite, qwen2, qwen3, gemma2, gemma3)", hp->arch);
+                   "mistral, granite, qwen2, qwen3, gemma2, gemma3, qwen2moe, qwen3moe, olmo2)", hp->arch);
 }
 
 static ak_status read_rope_scaling(const ak_gguf *g, ak__llm_hparams *hp) {
@@ -126,6 +127,9 @@ static const char *const k_granite_keys[] = {"embedding_scale", "residual_scale"
                                              "attention.scale", "logit_scale", NULL};
 static const char *const k_gemma2_keys[] = {"attn_logit_softcapping", "final_logit_softcapping",
                                             NULL};
+static const char *const k_moe_keys[] = {"expert_count", "expert_used_count",
+                                         "expert_feed_forward_length",
+                                         "expert_shared_feed_forward_length", NULL};
 
 static int in_list(const char *const *list, const char *key, size_t len) {
     for (; list && *list; ++list)
@@ -137,9 +141,10 @@ static ak_status check_keys(const ak_gguf *g, const ak__llm_hparams *hp) {
     uint64_t n;
     AK_CHECK(ak_gguf_kv_count(g, &n));
     size_t alen = strlen(hp->arch);
-    const char *const *extra = is_arch(hp, "granite") ? k_granite_keys
-                               : is_arch(hp, "gemma2") ? k_gemma2_keys
-                                                       : NULL;
+    const char *const *extra = is_arch(hp, "granite")                        ? k_granite_keys
+                               : is_arch(hp, "gemma2")                       ? k_gemma2_keys
+                               : is_arch(hp, "llama") || strstr(hp->arch, "moe") ? k_moe_keys
+                                                                             : NULL;
     for (uint64_t i = 0; i < n; ++i) {
         const char *key;
         size_t len;
@@ -193,10 +198,35 @@ static ak_status read_granite(const ak_gguf *g, ak__llm_hparams *hp) {
     return AK_OK;
 }
 
+/* Experts: Mixtral is GGUF `llama` with expert_count (its experts of
+ * feed_forward_length, weights renormalized); Qwen2-MoE (a shared expert, weights as
+ * the softmax gives them) and Qwen3-MoE (renormalized) have their own lengths; these
+ * are llama.cpp's rules. */
+static ak_status read_moe(const ak_gguf *g, ak__llm_hparams *hp) {
+    int qwen = strstr(hp->arch, "moe") != NULL;
+    AK_CHECK(get_dim(g, hp, "expert_count", qwen ? -1 : 0, 0, 4096, &hp->n_experts));
+    if (hp->n_experts == 0) return AK_OK;
+    AK_CHECK(get_dim(g, hp, "expert_used_count", -1, 1, hp->n_experts, &hp->n_experts_used));
+    hp->norm_topk = !is_arch(hp, "qwen2moe");
+    hp->expert_ffn_dim = hp->ffn_dim;
+    if (!qwen) return AK_OK;
+    AK_CHECK(get_dim(g, hp, "expert_feed_forward_length", -1, 1, 1 << 20, &hp->expert_ffn_dim));
+    if (is_arch(hp, "qwen2moe"))
+        AK_CHECK(get_dim(g, hp, "expert_shared_feed_forward_length", -1, 1, 1 << 20,
+                         &hp->shared_ffn_dim));
+    return AK_OK;
+}
+
 /* Which architecture-specific parts this file has. */
 static ak_status read_arch_features(const ak_gguf *g, ak__llm_hparams *hp) {
     if (is_arch(hp, "granite")) AK_CHECK(read_granite(g, hp));
-    if (is_arch(hp, "qwen3")) hp->qk_norm = 1;
+    if (is_arch(hp, "qwen3") || is_arch(hp, "qwen3moe")) hp->qk_norm = 1;
+    if (is_arch(hp, "olmo2")) { /* post-norms only, q/k norms over the whole projections */
+        hp->qk_norm = 2;
+        hp->post_norms = 1;
+        hp->no_pre_norms = 1;
+    }
+    if (is_arch(hp, "llama") || strstr(hp->arch, "moe")) AK_CHECK(read_moe(g, hp));
     if (is_arch(hp, "gemma2") || is_arch(hp, "gemma3")) AK_CHECK(read_gemma(g, hp));
     else if (is_arch(hp, "llama") || is_arch(hp, "mistral"))
         /* not written by llama.cpp's converter (which drops Mistral's window), but a

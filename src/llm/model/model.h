@@ -25,6 +25,12 @@ typedef struct ak__layer {
     const float *bq, *bk, *bv; /* NULL without QKV bias */
     const float *attn_post_norm, *ffn_post_norm; /* NULL without hp.post_norms */
     const float *q_norm, *k_norm;                /* [head_dim]; NULL without hp.qk_norm */
+    /* mixture of experts (hp.n_experts > 0; w_gate/w_up/w_down unused): the router
+     * [n_experts × dim], each expert's matrices (slices of GGUF's 3-D tensors or HF's own
+     * matrices), the shared expert and its gate row (NULL without) */
+    ak__matrix router, *exp_gate, *exp_up, *exp_down;
+    ak__matrix sh_gate, sh_up, sh_down;
+    const float *sh_gate_inp; /* [dim] */
 } ak__layer;
 
 struct ak__hf;
@@ -55,6 +61,9 @@ typedef struct ak__tensor_source {
     ak__tensor_lookup_fn lookup;
     /* writes the file's name of (role, layer) into buf */
     void (*name_of)(ak__tensor_role role, int layer, char *buf, size_t cap);
+    /* HF experts, one matrix each: the name of (role, layer, expert); NULL for GGUF,
+     * whose experts are one 3-D tensor per role */
+    void (*expert_name_of)(ak__tensor_role role, int layer, int expert, char *buf, size_t cap);
 } ak__tensor_source;
 
 ak_status ak__model_bind(ak_llm_model *m, const ak__tensor_source *src);

@@ -46,12 +46,9 @@ static size_t elem_align(ak_wtype t) {
     return t == AK_WTYPE_F32 ? 4 : (t == AK_WTYPE_F16 || t == AK_WTYPE_BF16) ? 2 : 1;
 }
 
-static ak_status bind_matrix(ak_llm_model *m, const ak__tensor_source *src, ak__tensor_role role,
-                             int layer, int64_t rows, int64_t cols, ak__matrix *out) {
-    char name[128];
-    ak__tensor_view v;
-    AK_CHECK(lookup(src, role, layer, &v, name, sizeof name));
-    AK_CHECK(check_dims(name, &v, 2, (uint64_t)cols, (uint64_t)rows));
+/* A rows × cols matrix from the view of tensor `name` (checked 2-D already, or a slice). */
+static ak_status use_matrix(ak_llm_model *m, const char *name, ak__tensor_view v, int64_t rows,
+                            int64_t cols, ak__matrix *out) {
     size_t row_bytes;
     if (ak_wtype_row_bytes(v.type, (size_t)cols, &row_bytes) != AK_OK)
         return AK_FAIL(AK_ERR_INVALID_MODEL, "model: tensor '%s': %lld columns do not fit %s "
@@ -73,6 +70,96 @@ static ak_status bind_matrix(ak_llm_model *m, const ak__tensor_source *src, ak__
         out->data = copy;
     }
     m->n_params += (uint64_t)rows * (uint64_t)cols;
+    return AK_OK;
+}
+
+static ak_status bind_matrix(ak_llm_model *m, const ak__tensor_source *src, ak__tensor_role role,
+                             int layer, int64_t rows, int64_t cols, ak__matrix *out) {
+    char name[128];
+    ak__tensor_view v;
+    AK_CHECK(lookup(src, role, layer, &v, name, sizeof name));
+    AK_CHECK(check_dims(name, &v, 2, (uint64_t)cols, (uint64_t)rows));
+    return use_matrix(m, name, v, rows, cols, out);
+}
+
+static ak_status bind_vector(ak_llm_model *m, const ak__tensor_source *src, ak__tensor_role role,
+                             int layer, int64_t n, const float **out);
+
+/* n_experts matrices of rows × cols for `role`: slices of GGUF's 3-D tensor
+ * [n_experts][rows][cols], or HF's one matrix per expert. */
+static ak_status bind_experts(ak_llm_model *m, const ak__tensor_source *src, ak__tensor_role role,
+                              int layer, int64_t rows, int64_t cols, ak__matrix **out) {
+    int32_t n = m->hp.n_experts;
+    ak__matrix *e = calloc((size_t)n, sizeof *e);
+    if (!e) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory for experts");
+    AK_CHECK(ak__model_own(m, (float *)(void *)e)); /* freed with the model like the vectors */
+    *out = e;
+    char name[128];
+    ak__tensor_view v;
+    if (src->expert_name_of) {
+        for (int32_t x = 0; x < n; ++x) {
+            src->expert_name_of(role, layer, x, name, sizeof name);
+            ak_status st = src->lookup(src->ctx, name, &v);
+            if (st == AK_ERR_INVALID_ARG)
+                return AK_FAIL(AK_ERR_INVALID_MODEL, "model: tensor '%s' is missing", name);
+            AK_CHECK(st);
+            AK_CHECK(check_dims(name, &v, 2, (uint64_t)cols, (uint64_t)rows));
+            AK_CHECK(use_matrix(m, name, v, rows, cols, &e[x]));
+        }
+        return AK_OK;
+    }
+    AK_CHECK(lookup(src, role, layer, &v, name, sizeof name));
+    if (v.n_dims != 3 || v.dims[0] != (uint64_t)cols || v.dims[1] != (uint64_t)rows ||
+        v.dims[2] != (uint64_t)n)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "model: tensor '%s' has shape [%llu, %llu, %llu] "
+                       "(%u dims), expected [%lld, %lld, %d]", name,
+                       (unsigned long long)v.dims[0], (unsigned long long)v.dims[1],
+                       (unsigned long long)v.dims[2], v.n_dims, (long long)cols,
+                       (long long)rows, n);
+    if (v.bytes % (uint64_t)n != 0)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "model: tensor '%s' does not split into %d experts",
+                       name, n);
+    uint64_t each = v.bytes / (uint64_t)n;
+    for (int32_t x = 0; x < n; ++x) {
+        ak__tensor_view s = v;
+        s.n_dims = 2;
+        s.data = (const char *)v.data + (uint64_t)x * each;
+        s.bytes = each;
+        AK_CHECK(use_matrix(m, name, s, rows, cols, &e[x]));
+    }
+    return AK_OK;
+}
+
+/* The router, the experts and (Qwen2-MoE) the shared expert of layer i. */
+static ak_status bind_moe(ak_llm_model *m, const ak__tensor_source *src, int i) {
+    const ak__llm_hparams *hp = &m->hp;
+    ak__layer *l = &m->layers[i];
+    int64_t F = hp->expert_ffn_dim;
+    AK_CHECK(bind_matrix(m, src, AK_T_GATE_INP, i, hp->n_experts, hp->dim, &l->router));
+    AK_CHECK(bind_experts(m, src, AK_T_GATE_EXPS, i, F, hp->dim, &l->exp_gate));
+    AK_CHECK(bind_experts(m, src, AK_T_UP_EXPS, i, F, hp->dim, &l->exp_up));
+    AK_CHECK(bind_experts(m, src, AK_T_DOWN_EXPS, i, hp->dim, F, &l->exp_down));
+    if (hp->shared_ffn_dim == 0) return AK_OK;
+    int64_t S = hp->shared_ffn_dim;
+    AK_CHECK(bind_matrix(m, src, AK_T_GATE_SHEXP, i, S, hp->dim, &l->sh_gate));
+    AK_CHECK(bind_matrix(m, src, AK_T_UP_SHEXP, i, S, hp->dim, &l->sh_up));
+    AK_CHECK(bind_matrix(m, src, AK_T_DOWN_SHEXP, i, hp->dim, S, &l->sh_down));
+    /* GGUF: a [dim] vector; HF: a [1, dim] matrix */
+    ak__matrix row;
+    char name[128];
+    ak__tensor_view v;
+    AK_CHECK(lookup(src, AK_T_GATE_INP_SHEXP, i, &v, name, sizeof name));
+    if (v.n_dims == 1) return bind_vector(m, src, AK_T_GATE_INP_SHEXP, i, hp->dim, &l->sh_gate_inp);
+    AK_CHECK(bind_matrix(m, src, AK_T_GATE_INP_SHEXP, i, 1, hp->dim, &row));
+    float *f = malloc((size_t)hp->dim * sizeof *f);
+    if (!f) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory");
+    ak_status st = ak_dequantize_row(row.type, row.data, f, (size_t)hp->dim);
+    if (st != AK_OK) {
+        free(f);
+        return st;
+    }
+    AK_CHECK(ak__model_own(m, f));
+    l->sh_gate_inp = f;
     return AK_OK;
 }
 
@@ -125,7 +212,7 @@ static ak_status bind_layer(ak_llm_model *m, const ak__tensor_source *src, int i
     const ak__llm_hparams *hp = &m->hp;
     ak__layer *l = &m->layers[i];
     int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim, kv_dim = (int64_t)hp->n_kv_heads * hp->head_dim;
-    AK_CHECK(bind_vector(m, src, AK_T_ATTN_NORM, i, hp->dim, &l->attn_norm));
+    if (!hp->no_pre_norms) AK_CHECK(bind_vector(m, src, AK_T_ATTN_NORM, i, hp->dim, &l->attn_norm));
     AK_CHECK(bind_matrix(m, src, AK_T_Q, i, q_dim, hp->dim, &l->wq));
     AK_CHECK(bind_matrix(m, src, AK_T_K, i, kv_dim, hp->dim, &l->wk));
     AK_CHECK(bind_matrix(m, src, AK_T_V, i, kv_dim, hp->dim, &l->wv));
@@ -135,15 +222,18 @@ static ak_status bind_layer(ak_llm_model *m, const ak__tensor_source *src, int i
         AK_CHECK(bind_vector(m, src, AK_T_BK, i, kv_dim, &l->bk));
         AK_CHECK(bind_vector(m, src, AK_T_BV, i, kv_dim, &l->bv));
     }
-    if (hp->qk_norm) {
-        AK_CHECK(bind_vector(m, src, AK_T_Q_NORM, i, hp->head_dim, &l->q_norm));
-        AK_CHECK(bind_vector(m, src, AK_T_K_NORM, i, hp->head_dim, &l->k_norm));
+    if (hp->qk_norm) { /* per head, or (2) over the whole projection */
+        AK_CHECK(bind_vector(m, src, AK_T_Q_NORM, i, hp->qk_norm == 2 ? q_dim : hp->head_dim,
+                             &l->q_norm));
+        AK_CHECK(bind_vector(m, src, AK_T_K_NORM, i, hp->qk_norm == 2 ? kv_dim : hp->head_dim,
+                             &l->k_norm));
     }
     if (hp->post_norms) {
         AK_CHECK(bind_vector(m, src, AK_T_ATTN_POST_NORM, i, hp->dim, &l->attn_post_norm));
         AK_CHECK(bind_vector(m, src, AK_T_FFN_POST_NORM, i, hp->dim, &l->ffn_post_norm));
     }
-    AK_CHECK(bind_vector(m, src, AK_T_FFN_NORM, i, hp->dim, &l->ffn_norm));
+    if (!hp->no_pre_norms) AK_CHECK(bind_vector(m, src, AK_T_FFN_NORM, i, hp->dim, &l->ffn_norm));
+    if (hp->n_experts > 0) return bind_moe(m, src, i);
     AK_CHECK(bind_matrix(m, src, AK_T_GATE, i, hp->ffn_dim, hp->dim, &l->w_gate));
     AK_CHECK(bind_matrix(m, src, AK_T_UP, i, hp->ffn_dim, hp->dim, &l->w_up));
     AK_CHECK(bind_matrix(m, src, AK_T_DOWN, i, hp->dim, hp->ffn_dim, &l->w_down));
@@ -152,6 +242,15 @@ static ak_status bind_layer(ak_llm_model *m, const ak__tensor_source *src, int i
 
 static uint64_t matrix_bytes(const ak__matrix *w) { return w->row_bytes * (uint64_t)w->rows; }
 
+static uint64_t moe_bytes(const ak__llm_hparams *hp, const ak__layer *l) {
+    uint64_t b = matrix_bytes(&l->router) + matrix_bytes(&l->sh_gate) + matrix_bytes(&l->sh_up) +
+                 matrix_bytes(&l->sh_down);
+    for (int32_t x = 0; x < hp->n_experts; ++x)
+        b += matrix_bytes(&l->exp_gate[x]) + matrix_bytes(&l->exp_up[x]) +
+             matrix_bytes(&l->exp_down[x]);
+    return b;
+}
+
 static void count_weight_bytes(ak_llm_model *m) {
     uint64_t b = matrix_bytes(&m->output);
     for (int i = 0; i < m->hp.n_layers; ++i) {
@@ -159,6 +258,7 @@ static void count_weight_bytes(ak_llm_model *m) {
         b += matrix_bytes(&l->wq) + matrix_bytes(&l->wk) + matrix_bytes(&l->wv) +
              matrix_bytes(&l->wo) + matrix_bytes(&l->w_gate) + matrix_bytes(&l->w_up) +
              matrix_bytes(&l->w_down);
+        if (m->hp.n_experts > 0) b += moe_bytes(&m->hp, l);
     }
     m->weight_bytes = b;
 }

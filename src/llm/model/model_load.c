@@ -84,7 +84,7 @@ static ak_status load_gguf(ak_llm_model *m, const char *path, const ak_llm_load_
     size_t len;
     if (ak_gguf_get_string(m->gguf, "tokenizer.chat_template", &tmpl, &len) == AK_OK)
         AK_CHECK(copy_template(m, tmpl, len));
-    ak__tensor_source src = {m->gguf, gguf_lookup, ak__tensor_name_gguf};
+    ak__tensor_source src = {m->gguf, gguf_lookup, ak__tensor_name_gguf, NULL};
     return ak__model_bind(m, &src);
 }
 
@@ -146,7 +146,9 @@ ak_status ak_llm_model_get_info(const ak_llm_model *m, ak_llm_model_info *info) 
     info->max_context = hp->max_context;
     info->rope_theta = hp->rope_theta;
     info->norm_eps = hp->norm_eps;
-    info->weight_type = (uint32_t)m->layers[0].w_gate.type;
+    /* an MoE layer has no dense FFN: its attention's type stands for the model's */
+    info->weight_type = (uint32_t)(hp->n_experts > 0 ? m->layers[0].wq.type
+                                                     : m->layers[0].w_gate.type);
     info->n_params = m->n_params;
     info->weight_bytes = m->weight_bytes;
     return AK_OK;
