@@ -25,7 +25,7 @@
 #include "kernels/linear.h"
 
 #define KQ_AI static inline __attribute__((always_inline))
-#define KQ_C 4 /* tokens per pass over a row's blocks */
+#define KQ_C 8 /* tokens per pass over a row's blocks */
 #define KQ_CAT2(a, b) a##__##b
 #define KQ_CAT(a, b) KQ_CAT2(a, b)
 #define KQ_NAME(base) KQ_CAT(base, KQ_ISA)
@@ -213,8 +213,121 @@ KQ_AI __m256i kq_dot(const kq_decoded *D, const int8_t *x) {
     return acc;
 }
 
+/* ---- T = 1: fused block dot products (no decoded copy; the weights stream once) ---- */
+
+/* Σ q·x of 32 unsigned levels, scaled by the int16 lanes of s, added to acc. */
+KQ_AI __m256i kq_madd_acc(__m256i acc, __m256i q, __m256i x, __m256i s) {
+    __m256i p = _mm256_maddubs_epi16(q, x);
+#if KQ_VNNI
+    return _mm256_dpwssd_epi32(acc, p, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+#endif
+}
+
+/* The 8 6-bit scales and mins of a Q4_K/Q5_K block as bytes (ggml's packing, in 32-bit
+ * words: scales 0-3 and mins 0-3 are the low 6 bits of bytes 0-7, scales and mins 4-7
+ * take their low nibble from bytes 8-11 and their top two bits from bytes 0-7). */
+KQ_AI void kq_k4_scales(const uint8_t s12[12], uint8_t sc[8], uint8_t m[8]) {
+    uint32_t a, b, c;
+    memcpy(&a, s12, 4), memcpy(&b, s12 + 4, 4), memcpy(&c, s12 + 8, 4);
+    uint32_t sc0 = a & 0x3f3f3f3fu, sc1 = (c & 0x0f0f0f0fu) | ((a >> 6) & 0x03030303u) << 4;
+    uint32_t m0 = b & 0x3f3f3f3fu, m1 = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 6) & 0x03030303u) << 4;
+    memcpy(sc, &sc0, 4), memcpy(sc + 4, &sc1, 4), memcpy(m, &m0, 4), memcpy(m + 4, &m1, 4);
+}
+
+/* One Q4_K/Q5_K block · one Q8_K block, into acc (float lanes). */
+KQ_AI __m256 kq_dot1_k4(const uint8_t *qs, const uint8_t *qh, const uint8_t s12[12], uint16_t d,
+                        uint16_t dmin, const int8_t *x, const int16_t *bs, float dx, __m256 acc) {
+    uint8_t sc[8], m[8];
+    kq_k4_scales(s12, sc, m);
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256i hb = qh ? _mm256_loadu_si256((const __m256i *)(const void *)qh) : _mm256_setzero_si256();
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * j));
+        __m256i lo = _mm256_and_si256(b, m4), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+        if (qh) { /* bit 2j of qh[l] is value 64j + l's fifth bit, bit 2j+1 value 64j+32+l's */
+            __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hb, 2 * j), 4), _mm256_set1_epi8(16));
+            __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hb, 2 * j + 1), 4), _mm256_set1_epi8(16));
+            lo = _mm256_or_si256(lo, h0), hi = _mm256_or_si256(hi, h1);
+        }
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(x + 64 * j));
+        __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(x + 64 * j + 32));
+        sumi = kq_madd_acc(sumi, lo, x0, _mm256_set1_epi16(sc[2 * j]));
+        sumi = kq_madd_acc(sumi, hi, x1, _mm256_set1_epi16(sc[2 * j + 1]));
+    }
+    /* Σ_g m_g·(sum of x over group g): the pairs of bsums times the mins */
+    __m256i pairs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)bs), _mm256_set1_epi16(1));
+    __m128i m8 = _mm_loadl_epi64((const __m128i *)(const void *)m);
+    __m256i mins = _mm256_mullo_epi32(pairs, _mm256_cvtepu8_epi32(m8));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(kq_h2f(d) * dx), acc);
+    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(kq_h2f(dmin) * dx), acc);
+}
+
+/* One Q6_K block · one Q8_K block, into acc: Σ_g sc_g·(Σ q·x − 32·Σ x). */
+KQ_AI __m256 kq_dot1_q6k(const ak__block_q6_k *b, const int8_t *x, const int16_t *bs, float dx,
+                         __m256 acc) {
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+    const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)b->scales);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(b->ql + 64 * h));
+        __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(b->ql + 64 * h + 32));
+        __m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)(b->qh + 32 * h));
+        __m256i lows[4] = {_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
+                           _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
+        for (int q = 0; q < 4; q++) {
+            __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * q), m2), 4);
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + 128 * h + 32 * q));
+            int g = 8 * h + 2 * q; /* groups g (lanes 0-7 of the products) and g + 1 */
+            __m128i pick = _mm_set_epi8((char)(g + 1), (char)(g + 1), (char)(g + 1), (char)(g + 1),
+                                        (char)(g + 1), (char)(g + 1), (char)(g + 1), (char)(g + 1),
+                                        (char)g, (char)g, (char)g, (char)g, (char)g, (char)g, (char)g, (char)g);
+            __m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick));
+            sumi = kq_madd_acc(sumi, _mm256_or_si256(lows[q], hi), xv, s);
+        }
+    }
+    __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8),
+                                    _mm256_loadu_si256((const __m256i *)(const void *)bs));
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(off, 5));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(kq_h2f(b->d) * dx), acc);
+}
+
+/* T = 1 for Q4_K, Q5_K and Q6_K: one row after the other, each block once. */
+KQ_AI void kq_linear_t1(ak_wtype wt, const ak__linear_job *j, size_t n0, size_t n1) {
+    size_t e = 0, bsz = 0, nb = j->K / AK__QK_K;
+    ak__kquant_block(wt, &e, &bsz);
+    for (size_t n = n0; n < n1; n++) {
+        const uint8_t *row = j->W + n * j->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (size_t i = 0; i < nb; i++) {
+            const void *blk = row + i * bsz;
+            const int8_t *x = j->xq + i * AK__QK_K;
+            const int16_t *bs = j->kbs + i * 16;
+            float dx = j->kd[i];
+            if (wt == AK_WTYPE_Q4_K) {
+                const ak__block_q4_k *b = blk;
+                acc = kq_dot1_k4(b->qs, NULL, b->scales, b->d, b->dmin, x, bs, dx, acc);
+            } else if (wt == AK_WTYPE_Q5_K) {
+                const ak__block_q5_k *b = blk;
+                acc = kq_dot1_k4(b->qs, b->qh, b->scales, b->d, b->dmin, x, bs, dx, acc);
+            } else {
+                acc = kq_dot1_q6k(blk, x, bs, dx, acc);
+            }
+        }
+        float *y = j->Y + n, v = kq_hsum(acc);
+        *y = j->accumulate ? *y + v : v;
+    }
+}
+
 /* Columns [n0, n1) of a super-block type against Q8_K activations. */
 KQ_AI void kq_linear(ak_wtype wt, const ak__linear_job *j, size_t n0, size_t n1) {
+    if (j->T == 1 && (wt == AK_WTYPE_Q4_K || wt == AK_WTYPE_Q5_K || wt == AK_WTYPE_Q6_K)) {
+        kq_linear_t1(wt, j, n0, n1);
+        return;
+    }
     size_t e = 0, bsz = 0, nb = j->K / AK__QK_K;
     ak__kquant_block(wt, &e, &bsz);
     kq_decoded D;
