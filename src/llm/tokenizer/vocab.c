@@ -30,7 +30,12 @@ ak_status ak__ids_push(ak_ids *ids, int32_t id) {
 void ak__tok_spec_defaults(ak__tok_spec *s, ak_tokenizer_kind kind) {
     int spm = kind == AK_TOKENIZER_SPM, wpm = kind == AK_TOKENIZER_WPM;
     s->kind = kind;
-    s->pre = kind == AK_TOKENIZER_BPE ? AK_PRETOK_GPT2 : (ak_pretok)0;
+    /* a BPE vocabulary that names no pre-tokenizer gets llama.cpp's "default" split */
+    s->pre_name = kind == AK_TOKENIZER_BPE ? "default" : NULL;
+    s->pre_regexes = NULL;
+    s->n_pre_regexes = 0;
+    s->ignore_merges = 0;
+    s->nfc = 0;
     s->bos = spm ? 1 : wpm ? 101 : 11;
     s->eos = spm ? 2 : wpm ? 102 : 11;
     s->unk = spm ? 0 : wpm ? 100 : -1;
@@ -194,10 +199,33 @@ ak_status ak_tokenizer_free(ak_tokenizer *t) {
     free(t->merge_blob);
     free(t->merge_off);
     free(t->specials);
+    ak__pretok_free(t->pre);
+    free(t->pre_name);
     ak_strmap_free(&t->vocab);
     ak_strmap_free(&t->merges);
     free(t);
     return AK_OK;
+}
+
+/* The pre-tokenizer of a BPE spec: its own expressions, else those of its table name. */
+static ak_status build_pretok(const ak__tok_spec *s, ak_tokenizer *t) {
+    t->ignore_merges = s->ignore_merges;
+    t->nfc = s->nfc;
+    if (s->pre_name) {
+        t->pre_name = strdup(s->pre_name);
+        if (!t->pre_name) return AK_FAIL(AK_ERR_NO_MEMORY, "pre-tokenizer name");
+    }
+    if (s->pre_regexes) return ak__pretok_compile(s->pre_regexes, s->n_pre_regexes, &t->pre);
+    int unsupported;
+    const char *name = s->pre_name ? s->pre_name : "";
+    const ak__pretok_type *ty = ak__pretok_type_find(name, strlen(name), &unsupported);
+    if (!ty)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "pre-tokenizer '%s' is not supported%s", name,
+                       unsupported ? " (llama.cpp splits it with code of its own, not "
+                                     "regular expressions; not implemented here)" : "");
+    size_t n = 0;
+    while (ty->regexes[n]) n++;
+    return ak__pretok_compile(ty->regexes, n, &t->pre);
 }
 
 ak_status ak__tokenizer_build(const ak__tok_spec *s, ak_tokenizer **out) {
@@ -205,13 +233,11 @@ ak_status ak__tokenizer_build(const ak__tok_spec *s, ak_tokenizer **out) {
     *out = NULL;
     if (s->kind != AK_TOKENIZER_SPM && s->kind != AK_TOKENIZER_BPE && s->kind != AK_TOKENIZER_WPM)
         return AK_FAIL(AK_ERR_INVALID_ARG, "tokenizer kind %d", (int)s->kind);
-    if (s->kind == AK_TOKENIZER_BPE && s->pre != AK_PRETOK_GPT2 && s->pre != AK_PRETOK_FALCON)
-        return AK_FAIL(AK_ERR_INVALID_ARG, "byte-level BPE pre-tokenizer %d", (int)s->pre);
     ak_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return AK_FAIL(AK_ERR_NO_MEMORY, "tokenizer");
     t->kind = s->kind;
-    t->pre = s->pre;
     ak_status st;
+    if (s->kind == AK_TOKENIZER_BPE) AK_CHECK_GOTO(st, build_pretok(s, t));
     AK_CHECK_GOTO(st, build_tokens(s, t));
     AK_CHECK_GOTO(st, build_merges(s, t));
     AK_CHECK_GOTO(st, build_specials(s, t));
@@ -238,12 +264,20 @@ static ak_status read_kind(const ak_gguf *g, ak__tok_spec *s) {
     else if (n == 4 && memcmp(str, "gpt2", 4) == 0) ak__tok_spec_defaults(s, AK_TOKENIZER_BPE);
     else if (n == 4 && memcmp(str, "bert", 4) == 0) ak__tok_spec_defaults(s, AK_TOKENIZER_WPM);
     else return AK_FAIL(AK_ERR_UNSUPPORTED, "tokenizer model '%.*s' is not supported (llama, gpt2, bert)", (int)n, str);
-    /* pre absent or "default": the GPT-2 split */
+    /* pre absent (or empty): llama.cpp's "default" split */
     if (s->kind != AK_TOKENIZER_BPE || !has_key(g, "tokenizer.ggml.pre")) return AK_OK;
     AK_CHECK(ak_gguf_get_string(g, "tokenizer.ggml.pre", &str, &n));
-    if (n == 6 && memcmp(str, "falcon", 6) == 0) s->pre = AK_PRETOK_FALCON;
-    else if (!((n == 5 && memcmp(str, "gpt-2", 5) == 0) || (n == 7 && memcmp(str, "default", 7) == 0)))
-        return AK_FAIL(AK_ERR_UNSUPPORTED, "pre-tokenizer '%.*s' is not supported (gpt-2, falcon)", (int)n, str);
+    if (n == 0) return AK_OK;
+    int unsupported;
+    const ak__pretok_type *ty = ak__pretok_type_find(str, n, &unsupported);
+    if (!ty)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "pre-tokenizer '%.*s' is not supported%s", (int)n, str,
+                       unsupported ? " (llama.cpp splits it with code of its own, not regular "
+                                     "expressions; not implemented here)" : "");
+    s->pre_name = ty->names[0];
+    s->ignore_merges = (ty->flags & AK_PRE_IGNORE_MERGES) != 0;
+    if (ty->flags & AK_PRE_ADD_BOS) s->add_bos = 1;
+    if (ty->flags & AK_PRE_NO_BOS) s->bos = -1;
     return AK_OK;
 }
 
