@@ -403,6 +403,42 @@ static ak_status read_specials(const ak_gguf *g, ak__tok_spec *s) {
     return AK_OK;
 }
 
+/* llama.cpp recognizes end-of-turn, end-of-generation and fill-in-the-middle tokens by
+ * their text and makes them control tokens whatever the file says (so they are parsed
+ * only with AK_TOK_PARSE_SPECIAL and not rendered by default); a few tokens of gpt-oss it
+ * makes user-defined. A GGUF tokenizes as in llama.cpp only with the same overrides. */
+static const char *const k_control_texts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+    "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>", "<|eom_id|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "</s>", "<eos>", "<turn|>", "<|tool_response>", "[e~[",
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>",
+    "▁<PRE>", "<|code_prefix|>", "<|prefix|>",
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>",
+    "▁<SUF>", "<|code_suffix|>", "<|suffix|>",
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>",
+    "▁<MID>", "<|code_middle|>", "<|middle|>",
+    "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]",
+    "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>", NULL};
+static const char *const k_user_texts[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                           "<|constrain|>", NULL};
+
+static int text_in(const char *s, size_t n, const char *const *list) {
+    for (; *list; list++)
+        if (strlen(*list) == n && memcmp(*list, s, n) == 0) return 1;
+    return 0;
+}
+
+static void override_types_by_text(const ak__tok_spec *s, gguf_arrays *a) {
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        const char *text = s->tokens[i];
+        size_t n = s->token_lens[i];
+        if (n < 3 || n > 32) continue;
+        if (text_in(text, n, k_control_texts)) a->types[i] = AK_TOKTYPE_CONTROL;
+        else if (text_in(text, n, k_user_texts)) a->types[i] = AK_TOKTYPE_USER_DEFINED;
+    }
+}
+
 ak_status ak_tokenizer_from_gguf(const ak_gguf *g, ak_tokenizer **out) {
     AK_ARG_CHECK(g != NULL && out != NULL, "gguf or out is NULL");
     *out = NULL;
@@ -414,6 +450,7 @@ ak_status ak_tokenizer_from_gguf(const ak_gguf *g, ak_tokenizer **out) {
     AK_CHECK_GOTO(st, read_kind(g, &s));
     AK_CHECK_GOTO(st, read_tokens(g, &s, &a));
     AK_CHECK_GOTO(st, read_scores_types(g, &s, &a));
+    override_types_by_text(&s, &a);
     if (s.kind == AK_TOKENIZER_BPE) AK_CHECK_GOTO(st, read_merges(g, &s, &a));
     AK_CHECK_GOTO(st, read_specials(g, &s));
     st = ak__tokenizer_build(&s, out);
