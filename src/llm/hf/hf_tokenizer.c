@@ -36,6 +36,7 @@ typedef struct hf_tok {
     size_t n_merges;
     ak_strmap map;            /* token text → id */
     const char *regexes[16];  /* the byte-level split's expressions */
+    uint8_t matches_only[16]; /* ... each kept whole (Isolated) or matches only */
     size_t n_regexes;
     int nfc;                  /* an NFC normalizer */
 } hf_tok;
@@ -143,6 +144,36 @@ static ak_status check_types(const hf_tok *x, const char *what, const cJSON *nod
     return AK_OK;
 }
 
+/* SentencePiece-style normalizers must be the ▁ escaping the `llama` tokenizer does itself:
+ * Replace " " → "▁" and Prepend "▁"; another replacement would be ignored, so it is refused. */
+static ak_status check_spm_normalizer(const hf_tok *x, const cJSON *node) {
+    if (!node || cJSON_IsNull(node)) return AK_OK;
+    const char *type = type_of(node);
+    if (strcmp(type, "Sequence") == 0) {
+        const cJSON *list = ak__json_get(node, "normalizers");
+        for (const cJSON *e = cJSON_IsArray(list) ? list->child : NULL; e; e = e->next)
+            AK_CHECK(check_spm_normalizer(x, e));
+        return AK_OK;
+    }
+    const char *want = NULL, *got = NULL;
+    if (strcmp(type, "Prepend") == 0) {
+        const cJSON *p = ak__json_get(node, "prepend");
+        got = cJSON_IsString(p) ? p->valuestring : "?";
+        want = "\xe2\x96\x81";
+    } else if (strcmp(type, "Replace") == 0) {
+        const cJSON *pat = ak__json_get(node, "pattern"), *content = ak__json_get(node, "content");
+        const cJSON *str = pat ? ak__json_get(pat, "String") : NULL;
+        int ok = cJSON_IsString(str) && strcmp(str->valuestring, " ") == 0 &&
+                 cJSON_IsString(content) && strcmp(content->valuestring, "\xe2\x96\x81") == 0;
+        got = ok ? "\xe2\x96\x81" : "another replacement";
+        want = "\xe2\x96\x81";
+    }
+    if (want && strcmp(got, want) == 0) return AK_OK;
+    return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: normalizer %s (%s) is not supported "
+                   "for a SentencePiece-style tokenizer (only Prepend \"\xe2\x96\x81\" and Replace "
+                   "\" \" by \"\xe2\x96\x81\")", x->dir, type, got ? got : "?");
+}
+
 /* The components a tokenizer of this kind may have. SentencePiece-style: the ▁ escaping
  * (Prepend/Replace normalizers, or Metaspace) and its decoders; the Split on " " of Gemma
  * is allowed as it meets no space once spaces are ▁. Byte-level: NFC, the Split/ByteLevel
@@ -162,6 +193,14 @@ static ak_status check_components(hf_tok *x) {
                          spm ? spm_pre : bl_pre));
     AK_CHECK(check_types(x, "decoder", ak__json_get(j, "decoder"), "decoders",
                          spm ? spm_dec : bl_dec));
+    if (spm) AK_CHECK(check_spm_normalizer(x, ak__json_get(j, "normalizer")));
+    /* Gemma's Split on " " meets no space once spaces are ▁: the only Split allowed here */
+    const cJSON *split = spm ? find_part(ak__json_get(j, "pre_tokenizer"), "pretokenizers", "Split") : NULL;
+    const cJSON *pat = split ? ak__json_get(split, "pattern") : NULL;
+    const cJSON *str = pat ? ak__json_get(pat, "String") : NULL;
+    if (split && !(cJSON_IsString(str) && strcmp(str->valuestring, " ") == 0))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: pre_tokenizer Split other than on "
+                       "\" \" is not supported for a SentencePiece-style tokenizer", x->dir);
     const cJSON *m = x->model;
     const cJSON *prefix = ak__json_get(m, "continuing_subword_prefix");
     const cJSON *suffix = ak__json_get(m, "end_of_word_suffix");
@@ -183,27 +222,32 @@ static ak_status check_components(hf_tok *x) {
 static const char k_gpt2_regex[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-static ak_status push_regex(hf_tok *x, const char *rx) {
+static ak_status push_regex(hf_tok *x, const char *rx, int matches_only) {
     if (x->n_regexes == sizeof x->regexes / sizeof x->regexes[0])
         return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: more than %zu pre-tokenizer "
                        "splits", x->dir, sizeof x->regexes / sizeof x->regexes[0]);
+    x->matches_only[x->n_regexes] = (uint8_t)matches_only;
     x->regexes[x->n_regexes++] = rx;
     return AK_OK;
 }
 
-/* A Split is an expression when it isolates its matches (behavior Isolated, not inverted);
- * a String pattern is matched literally. */
+/* A Split is an expression: behavior Isolated (matches and the text between them are
+ * pieces), or inverted with behavior Removed (only the matches are); a String pattern is
+ * matched literally. */
 static ak_status read_split(hf_tok *x, const cJSON *split) {
     const cJSON *pattern = ak__json_get(split, "pattern");
     const cJSON *regex = pattern ? ak__json_get(pattern, "Regex") : NULL;
     const cJSON *str = pattern ? ak__json_get(pattern, "String") : NULL;
     const cJSON *behavior = ak__json_get(split, "behavior");
     const char *b = cJSON_IsString(behavior) ? behavior->valuestring : "?";
-    if (strcmp(b, "Isolated") != 0 || cJSON_IsTrue(ak__json_get(split, "invert")))
+    int invert = cJSON_IsTrue(ak__json_get(split, "invert"));
+    int isolated = strcmp(b, "Isolated") == 0 && !invert;
+    int matches_only = strcmp(b, "Removed") == 0 && invert;
+    if (!isolated && !matches_only)
         return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: pre_tokenizer Split with behavior "
-                       "'%s'%s is not supported (Isolated)", x->dir, b,
-                       cJSON_IsTrue(ak__json_get(split, "invert")) ? " inverted" : "");
-    if (cJSON_IsString(regex)) return push_regex(x, regex->valuestring);
+                       "'%s'%s is not supported (Isolated, or Removed inverted)", x->dir, b,
+                       invert ? " inverted" : "");
+    if (cJSON_IsString(regex)) return push_regex(x, regex->valuestring, matches_only);
     if (!cJSON_IsString(str))
         return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: a Split without a pattern", x->dir);
     size_t n = strlen(str->valuestring);
@@ -212,7 +256,7 @@ static ak_status read_split(hf_tok *x, const cJSON *split) {
     memcpy(q, "\\Q", 2);
     memcpy(q + 2, str->valuestring, n);
     memcpy(q + 2 + n, "\\E", 3);
-    return push_regex(x, q);
+    return push_regex(x, q, matches_only);
 }
 
 static ak_status read_pre_part(hf_tok *x, const cJSON *part, int *byte_level) {
@@ -229,7 +273,7 @@ static ak_status read_pre_part(hf_tok *x, const cJSON *part, int *byte_level) {
         if (cJSON_IsTrue(ak__json_get(part, "add_prefix_space")))
             return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: pre_tokenizer ByteLevel with "
                            "add_prefix_space is not supported", x->dir);
-        if (!cJSON_IsFalse(ak__json_get(part, "use_regex"))) return push_regex(x, k_gpt2_regex);
+        if (!cJSON_IsFalse(ak__json_get(part, "use_regex"))) return push_regex(x, k_gpt2_regex, 0);
         return AK_OK;
     }
     return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: pre_tokenizer '%s' is not supported "
@@ -252,6 +296,7 @@ static ak_status read_pretok(hf_tok *x) {
         return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: a BPE model that is neither "
                        "byte-level (ByteLevel with a split) nor SentencePiece-style", x->dir);
     x->spec.pre_regexes = x->regexes;
+    x->spec.pre_matches_only = x->matches_only;
     x->spec.n_pre_regexes = x->n_regexes;
     const ak__pretok_type *ty = ak__pretok_type_match(x->regexes, x->n_regexes, x->spec.ignore_merges);
     x->spec.pre_name = ty ? ty->names[0] : NULL;
@@ -485,6 +530,7 @@ static ak_status assemble(hf_tok *x, int32_t min_vocab) {
     AK_CHECK(check_components(x));
     if (!spm) AK_CHECK(read_pretok(x));
     x->spec.nfc = x->nfc;
+    x->spec.user_spm_pieces = spm; /* its Replace decoder turns ▁ back in added tokens too */
     int32_t n = 0;
     AK_CHECK(vocab_size(x, min_vocab, &n));
     x->spec.n_vocab = n;

@@ -250,8 +250,9 @@ static cJSON *split_chain(const ak_tokenizer *t) {
              cJSON_AddStringToObject(pattern, "Regex", ak__pretok_source(t->pre, i));
         if (ok) cJSON_AddItemToObject(split, "pattern", pattern);
         else cJSON_Delete(pattern);
-        ok = ok && cJSON_AddStringToObject(split, "behavior", "Isolated") &&
-             cJSON_AddFalseToObject(split, "invert");
+        int only = ak__pretok_matches_only(t->pre, i);
+        ok = ok && cJSON_AddStringToObject(split, "behavior", only ? "Removed" : "Isolated") &&
+             cJSON_AddBoolToObject(split, "invert", only);
         if (split) cJSON_AddItemToArray(list, split);
     }
     cJSON *bl = ok ? cJSON_Parse("{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"

@@ -16,6 +16,7 @@ struct ak__pretok {
     size_t n;
     pcre2_code **code;
     char **source; /* the expressions as given (kept for writing them back out) */
+    uint8_t *matches_only; /* per expression: text between matches is dropped */
 };
 
 void ak__pretok_free(ak__pretok *p) {
@@ -26,6 +27,7 @@ void ak__pretok_free(ak__pretok *p) {
     }
     free(p->code);
     free(p->source);
+    free(p->matches_only);
     free(p);
 }
 
@@ -44,15 +46,18 @@ static ak_status compile_one(const char *rx, pcre2_code **out) {
     return AK_OK;
 }
 
-ak_status ak__pretok_compile(const char *const *regexes, size_t n, ak__pretok **out) {
+ak_status ak__pretok_compile(const char *const *regexes, const uint8_t *matches_only, size_t n,
+                             ak__pretok **out) {
     *out = NULL;
     if (n == 0) return AK_FAIL(AK_ERR_INVALID_ARG, "a pre-tokenizer without expressions");
     ak__pretok *p = calloc(1, sizeof *p);
     if (!p) return AK_FAIL(AK_ERR_NO_MEMORY, "pre-tokenizer");
     p->code = calloc(n, sizeof *p->code);
     p->source = calloc(n, sizeof *p->source);
+    p->matches_only = calloc(n, 1);
     ak_status st = AK_OK;
-    if (!p->code || !p->source) st = AK_FAIL(AK_ERR_NO_MEMORY, "pre-tokenizer");
+    if (!p->code || !p->source || !p->matches_only) st = AK_FAIL(AK_ERR_NO_MEMORY, "pre-tokenizer");
+    for (size_t i = 0; st == AK_OK && matches_only && i < n; i++) p->matches_only[i] = matches_only[i];
     for (size_t i = 0; st == AK_OK && i < n; i++) {
         p->n = i + 1;
         p->source[i] = strdup(regexes[i]);
@@ -70,6 +75,8 @@ ak_status ak__pretok_compile(const char *const *regexes, size_t n, ak__pretok **
 size_t ak__pretok_count(const ak__pretok *p) { return p ? p->n : 0; }
 
 const char *ak__pretok_source(const ak__pretok *p, size_t i) { return p->source[i]; }
+
+int ak__pretok_matches_only(const ak__pretok *p, size_t i) { return p->matches_only[i]; }
 
 /* ---- splitting ----------------------------------------------------------------------- */
 
@@ -119,10 +126,11 @@ static size_t next_char(const char *s, size_t len, size_t i) {
     return i;
 }
 
-/* One expression over one piece [a, b) of `text`: matches and the gaps between them. An
- * empty match only cuts the piece there. */
-static ak_status split_piece(pcre2_code *code, const char *rx, const char *text, size_t a,
-                             size_t b, pcre2_match_data *md, segs *out) {
+/* One expression over one piece [a, b) of `text`: matches and the gaps between them (the
+ * gaps dropped when `matches_only`: a tokenizer.json Split inverted with behavior Removed).
+ * An empty match only cuts the piece there. */
+static ak_status split_piece(pcre2_code *code, const char *rx, int matches_only, const char *text,
+                             size_t a, size_t b, pcre2_match_data *md, segs *out) {
     const char *piece = text + a;
     size_t len = b - a, pos = 0, gap = 0;
     while (pos <= len) {
@@ -130,7 +138,7 @@ static ak_status split_piece(pcre2_code *code, const char *rx, const char *text,
         int found;
         AK_CHECK(next_match(code, rx, piece, len, pos, md, &ms, &me, &found));
         if (!found) break;
-        if (ms > gap) AK_CHECK(seg_push(out, a + gap, a + ms));
+        if (ms > gap && !matches_only) AK_CHECK(seg_push(out, a + gap, a + ms));
         if (me > ms) {
             AK_CHECK(seg_push(out, a + ms, a + me));
             gap = pos = me;
@@ -140,7 +148,7 @@ static ak_status split_piece(pcre2_code *code, const char *rx, const char *text,
             pos = next_char(piece, len, ms);
         }
     }
-    if (gap < len) AK_CHECK(seg_push(out, a + gap, b));
+    if (gap < len && !matches_only) AK_CHECK(seg_push(out, a + gap, b));
     return AK_OK;
 }
 
@@ -156,7 +164,7 @@ ak_status ak__pretokenize(const ak__pretok *p, const char *text, size_t len, siz
     for (size_t r = 0; r < p->n; r++) {
         b.n = 0;
         for (size_t i = 0; i < a.n; i++)
-            AK_CHECK_GOTO(st, split_piece(p->code[r], p->source[r], text, a.v[2 * i],
+            AK_CHECK_GOTO(st, split_piece(p->code[r], p->source[r], p->matches_only[r], text, a.v[2 * i],
                                           a.v[2 * i + 1], md, &b));
         segs tmp = a;
         a = b;

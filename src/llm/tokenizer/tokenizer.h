@@ -52,10 +52,13 @@ const ak__pretok_type *ak__pretok_type_find(const char *name, size_t len, int *u
 const ak__pretok_type *ak__pretok_type_match(const char *const *regexes, size_t n,
                                              int ignore_merges);
 
-ak_status ak__pretok_compile(const char *const *regexes, size_t n, ak__pretok **out);
+/* matches_only: NULL, or per expression 1 when the text between its matches is dropped. */
+ak_status ak__pretok_compile(const char *const *regexes, const uint8_t *matches_only, size_t n,
+                             ak__pretok **out);
 void ak__pretok_free(ak__pretok *p);
 size_t ak__pretok_count(const ak__pretok *p);
 const char *ak__pretok_source(const ak__pretok *p, size_t i);
+int ak__pretok_matches_only(const ak__pretok *p, size_t i);
 
 /* A growable array of token ids. */
 typedef struct ak_ids {
@@ -71,6 +74,8 @@ struct ak_tokenizer {
     char *pre_name;         /* BPE: its tokenizer.ggml.pre name, NULL when not in the table */
     int ignore_merges;      /* BPE: a word that is a token is that token */
     int nfc;                /* BPE: text is put in Unicode NFC first (tokenizer.json's NFC) */
+    int user_spm_pieces;    /* SPM: user-defined tokens decode with ▁ as a space, as the
+                             * tokenizer.json decoders do (llama.cpp leaves them as written) */
     int32_t n_vocab;
     char *blob;             /* every token text, back to back */
     size_t *text_off;       /* n_vocab + 1 offsets into blob */
@@ -97,9 +102,11 @@ typedef struct ak__tok_spec {
      * when pre_regexes is NULL) and/or expressions of its own (a tokenizer.json's) */
     const char *pre_name;
     const char *const *pre_regexes;
+    const uint8_t *pre_matches_only; /* NULL, or per expression: drop the text between matches */
     size_t n_pre_regexes;
     int ignore_merges;
     int nfc;                       /* NFC normalizer (Hugging Face) */
+    int user_spm_pieces;           /* see ak_tokenizer */
     int32_t n_vocab;
     const char *const *tokens;     /* n_vocab texts */
     const size_t *token_lens;      /* their lengths; NULL = NUL-terminated */

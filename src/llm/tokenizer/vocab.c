@@ -33,9 +33,11 @@ void ak__tok_spec_defaults(ak__tok_spec *s, ak_tokenizer_kind kind) {
     /* a BPE vocabulary that names no pre-tokenizer gets llama.cpp's "default" split */
     s->pre_name = kind == AK_TOKENIZER_BPE ? "default" : NULL;
     s->pre_regexes = NULL;
+    s->pre_matches_only = NULL;
     s->n_pre_regexes = 0;
     s->ignore_merges = 0;
     s->nfc = 0;
+    s->user_spm_pieces = 0;
     s->bos = spm ? 1 : wpm ? 101 : 11;
     s->eos = spm ? 2 : wpm ? 102 : 11;
     s->unk = spm ? 0 : wpm ? 100 : -1;
@@ -210,12 +212,12 @@ ak_status ak_tokenizer_free(ak_tokenizer *t) {
 /* The pre-tokenizer of a BPE spec: its own expressions, else those of its table name. */
 static ak_status build_pretok(const ak__tok_spec *s, ak_tokenizer *t) {
     t->ignore_merges = s->ignore_merges;
-    t->nfc = s->nfc;
     if (s->pre_name) {
         t->pre_name = strdup(s->pre_name);
         if (!t->pre_name) return AK_FAIL(AK_ERR_NO_MEMORY, "pre-tokenizer name");
     }
-    if (s->pre_regexes) return ak__pretok_compile(s->pre_regexes, s->n_pre_regexes, &t->pre);
+    if (s->pre_regexes)
+        return ak__pretok_compile(s->pre_regexes, s->pre_matches_only, s->n_pre_regexes, &t->pre);
     int unsupported;
     const char *name = s->pre_name ? s->pre_name : "";
     const ak__pretok_type *ty = ak__pretok_type_find(name, strlen(name), &unsupported);
@@ -225,7 +227,7 @@ static ak_status build_pretok(const ak__tok_spec *s, ak_tokenizer *t) {
                                      "regular expressions; not implemented here)" : "");
     size_t n = 0;
     while (ty->regexes[n]) n++;
-    return ak__pretok_compile(ty->regexes, n, &t->pre);
+    return ak__pretok_compile(ty->regexes, NULL, n, &t->pre);
 }
 
 ak_status ak__tokenizer_build(const ak__tok_spec *s, ak_tokenizer **out) {
@@ -236,6 +238,8 @@ ak_status ak__tokenizer_build(const ak__tok_spec *s, ak_tokenizer **out) {
     ak_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return AK_FAIL(AK_ERR_NO_MEMORY, "tokenizer");
     t->kind = s->kind;
+    t->nfc = s->nfc;
+    t->user_spm_pieces = s->user_spm_pieces;
     ak_status st;
     if (s->kind == AK_TOKENIZER_BPE) AK_CHECK_GOTO(st, build_pretok(s, t));
     AK_CHECK_GOTO(st, build_tokens(s, t));
