@@ -33,7 +33,7 @@ PACKAGES = {"llama2": "default", "gpt2": "gpt-2", "llama3_1": "llama-bpe", "qwen
             "qwen3": "qwen2", "deepseek_v3": "deepseek-v3", "gemma2": "default",
             "gemma3": "default", "mistral_nemo": "tekken", "gpt4o": "gpt-4o",
             "chatglm3": "default"}
-TOK_PARSE_SPECIAL, TOK_RENDER_SPECIAL, TOK_STRIP_SPACE = 1 << 1, 1 << 2, 1 << 3
+TOK_ADD_SPECIAL, TOK_PARSE_SPECIAL, TOK_RENDER_SPECIAL, TOK_STRIP_SPACE = 1, 1 << 1, 1 << 2, 1 << 3
 CARRIER = ["--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8"]
 
 
@@ -84,11 +84,11 @@ class Accelkit:
         self.check(self.lib.ak_gguf_get_string(g, key.encode(), C.byref(p), C.byref(n)), key)
         return C.string_at(p, n.value).decode()
 
-    def encode(self, t, text):
+    def encode(self, t, text, flags=0):
         raw = text.encode("utf-8")
         cap = len(raw) + 16
         ids, n = (C.c_int32 * cap)(), C.c_size_t()
-        self.check(self.lib.ak_tokenizer_encode(t, raw, len(raw), TOK_PARSE_SPECIAL, ids, cap,
+        self.check(self.lib.ak_tokenizer_encode(t, raw, len(raw), TOK_PARSE_SPECIAL | flags, ids, cap,
                                                 C.byref(n)), "encode")
         return list(ids[:n.value])
 
