@@ -48,6 +48,20 @@ macro(ak_product_lib option var name header library why package)
 endmacro()
 ak_product_lib(AK_WITH_LLM AK_UTF8PROC "utf8proc" utf8proc.h utf8proc "LLM tokenizers"
                libutf8proc-dev)
+# PCRE2 (AK_WITH_LLM), through pkg-config: the regular expressions of the pre-tokenizers
+if(AK_WITH_LLM)
+  pkg_check_modules(AK_PCRE2 QUIET libpcre2-8)
+  ak_dep_report("PCRE2" AK_PCRE2_FOUND "(LLM pre-tokenizers, AK_WITH_LLM)")
+  if(NOT AK_PCRE2_FOUND)
+    message(FATAL_ERROR "PCRE2 (pkg-config libpcre2-8) not found: run scripts/setup (Debian "
+                        "package libpcre2-dev), or configure with -DAK_WITH_LLM=OFF")
+  endif()
+  set(AK_PCRE2_INCLUDE ${AK_PCRE2_INCLUDE_DIRS})
+  set(AK_PCRE2_LIB ${AK_PCRE2_LINK_LIBRARIES})
+else()
+  set(AK_PCRE2_INCLUDE "")
+  set(AK_PCRE2_LIB "")
+endif()
 ak_product_lib(AK_WITH_SERVER AK_MHD "libmicrohttpd" microhttpd.h microhttpd "LLM server"
                libmicrohttpd-dev)
 ak_find_lib(AK_HAVE_CMOCKA "cmocka" cmocka.h cmocka "(unit tests)")

@@ -54,7 +54,7 @@ install(FILES ${CMAKE_BINARY_DIR}/accelkitConfig.cmake
 # shared dependencies does not need.
 set(AK_PC_LIBS_PRIVATE -lcjson)
 if(AK_WITH_LLM)
-  list(APPEND AK_PC_LIBS_PRIVATE -lutf8proc)
+  list(APPEND AK_PC_LIBS_PRIVATE -lutf8proc -lpcre2-8)
 endif()
 if(AK_WITH_SERVER)
   list(APPEND AK_PC_LIBS_PRIVATE -lmicrohttpd)

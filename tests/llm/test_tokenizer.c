@@ -1,6 +1,7 @@
 /* Tokenizer tests against llama.cpp's vocabulary test files (../shared/llm/vocab, see
  * shared_vocab.h: every line of .inp must encode to the ids of .out, without BOS), round
- * trips, and synthetic vocabularies for special tokens and the buffer protocol. */
+ * trips, special tokens, and unit tests of the pre-tokenizer table and of tokenizer.json
+ * components on tiny hand-made files (splits, NFC, refusals, the name written to GGUF). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,10 +11,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
 #include <cmocka.h>
+
+#include <unistd.h>
 
 #include "accelkit/llm.h"
 #include "gguf_writer.h"
+#include "llm/hf/hf.h"
+#include "llm/tokenizer/tokenizer.h"
 #include "shared_vocab.h"
 
 /* ---- files --------------------------------------------------------------------------- */
@@ -146,6 +152,179 @@ static void test_special_tokens(void **state) {
     vocab_close(&v);
 }
 
+
+/* ---- the pre-tokenizer table ---------------------------------------------------------- */
+
+/* A byte-level vocabulary: the 256 byte stand-ins, then `extra` words; no merges. */
+static void tiny_bpe_spec(ak__tok_spec *s, const char **tokens, const char *const *extra,
+                          size_t n_extra, char cps[256][3]) {
+    memset(s, 0, sizeof *s);
+    ak__tok_spec_defaults(s, AK_TOKENIZER_BPE);
+    for (int b = 0; b < 256; b++) {
+        uint32_t cp = ak__bpe_byte_to_cp((uint8_t)b);
+        if (cp < 0x80) {
+            cps[b][0] = (char)cp;
+            cps[b][1] = 0;
+        } else {
+            cps[b][0] = (char)(0xC0 | (cp >> 6));
+            cps[b][1] = (char)(0x80 | (cp & 0x3F));
+            cps[b][2] = 0;
+        }
+        tokens[b] = cps[b];
+    }
+    for (size_t i = 0; i < n_extra; i++) tokens[256 + i] = extra[i];
+    s->tokens = tokens;
+    s->n_vocab = (int32_t)(256 + n_extra);
+    s->bos = s->eos = -1;
+}
+
+/* Every name of the table compiles; unknown names and llama.cpp's code-only types are
+ * refused by name. */
+static void test_pretok_table(void **state) {
+    (void)state;
+    static const char *const names[] = {
+        "default", "gpt-2", "llama-bpe", "llama3", "falcon3", "qwen2", "deepseek-llm",
+        "deepseek-coder", "deepseek-v3", "falcon", "mpt", "starcoder", "refact", "command-r",
+        "olmo", "dbrx", "smaug-bpe", "stablelm2", "poro-chat", "jais", "viking", "tekken",
+        "chatglm-bpe", "bloom", "gpt3-finnish", "exaone", "minerva-7b", "gpt-4o", "codeshell",
+        "smollm", "trillion", "bailingmoe", "seed-coder", "chameleon", "superbpe",
+        "qwen35", "spark2_5", "youtu", "grok-2", "laguna", "exaone-moe", "minicpm5",
+        "granite-embed-multi-97m", "hunyuan", "ufakzeka"};
+    const char *tokens[256];
+    char cps[256][3];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        ak__tok_spec s;
+        tiny_bpe_spec(&s, tokens, NULL, 0, cps);
+        s.pre_name = names[i];
+        ak_tokenizer *t = NULL;
+        ak_status st = ak__tokenizer_build(&s, &t);
+        if (st != AK_OK) fail_msg("pre-tokenizer %s: %s", names[i], ak_last_error());
+        int32_t ids[64];
+        size_t n;
+        const char *text = "Hello WORLD's 12345 \xe4\xbd\xa0\xe5\xa5\xbd  \t!";
+        assert_int_equal(ak_tokenizer_encode(t, text, strlen(text), 0, ids, 64, &n), AK_OK);
+        assert_int_equal(n, strlen(text)); /* no merges: one byte token per byte */
+        ak_tokenizer_free(t);
+    }
+    const char *refused[] = {"no-such-pre", "kimi-k2", "tiny_aya"};
+    for (int i = 0; i < 3; i++) {
+        ak__tok_spec s;
+        tiny_bpe_spec(&s, tokens, NULL, 0, cps);
+        s.pre_name = refused[i];
+        ak_tokenizer *t = NULL;
+        assert_int_equal(ak__tokenizer_build(&s, &t), AK_ERR_UNSUPPORTED);
+        assert_non_null(strstr(ak_last_error(), refused[i]));
+    }
+}
+
+/* The words a tokenizer.json makes: with ignore_merges, a word that is a token is that
+ * token, so the split shows in the ids. */
+static const char *write_tiny_json(char *dir, const char *pre, const char *normalizer,
+                                   const char *decoder, int ignore_merges, const char *extra_vocab) {
+    cJSON *root = cJSON_CreateObject(), *model = cJSON_CreateObject(), *words = cJSON_CreateObject();
+    for (int b = 0; b < 256; b++) {
+        uint32_t cp = ak__bpe_byte_to_cp((uint8_t)b);
+        char u[3] = {0};
+        if (cp < 0x80) u[0] = (char)cp;
+        else u[0] = (char)(0xC0 | (cp >> 6)), u[1] = (char)(0x80 | (cp & 0x3F));
+        cJSON_AddNumberToObject(words, u, b);
+    }
+    cJSON *extra = cJSON_Parse(extra_vocab);
+    int id = 256;
+    for (cJSON *e = extra ? extra->child : NULL; e; e = e->next) cJSON_AddNumberToObject(words, e->valuestring, id++);
+    cJSON_Delete(extra);
+    cJSON_AddStringToObject(model, "type", "BPE");
+    cJSON_AddItemToObject(model, "vocab", words);
+    cJSON_AddItemToObject(model, "merges", cJSON_CreateArray());
+    cJSON_AddBoolToObject(model, "ignore_merges", ignore_merges);
+    cJSON_AddItemToObject(root, "model", model);
+    cJSON_AddItemToObject(root, "normalizer", normalizer ? cJSON_Parse(normalizer) : cJSON_CreateNull());
+    cJSON_AddItemToObject(root, "pre_tokenizer", cJSON_Parse(pre));
+    cJSON_AddItemToObject(root, "decoder", cJSON_Parse(decoder ? decoder : "{\"type\":\"ByteLevel\"}"));
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    char path[512];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    free(text);
+    return dir;
+}
+
+#define BL_NO_REGEX "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}"
+#define SPLIT(rx, behavior, invert)                                                           \
+    "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"" rx "\"},\"behavior\":\"" behavior        \
+    "\",\"invert\":" invert "}"
+
+static size_t encode_str(const ak_tokenizer *t, const char *text, int32_t *ids, size_t cap) {
+    size_t n;
+    assert_int_equal(ak_tokenizer_encode(t, text, strlen(text), 0, ids, cap, &n), AK_OK);
+    return n;
+}
+
+static void test_hf_components(void **state) {
+    (void)state;
+    char dir[] = "/tmp/ak_tok_unitXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    ak_tokenizer *t = NULL;
+    int32_t ids[32];
+    /* Isolated split by \p{N}{1,3}: "12345" is the words "123" and "45" */
+    write_tiny_json(dir, "{\"type\":\"Sequence\",\"pretokenizers\":[" SPLIT("\\\\p{N}{1,3}", "Isolated", "false")
+                    "," BL_NO_REGEX "]}", NULL, NULL, 1, "[\"123\",\"45\",\"12345\"]");
+    assert_int_equal(ak__hf_tokenizer_dir(dir, 0, &t), AK_OK);
+    assert_int_equal(encode_str(t, "12345", ids, 32), 2);
+    assert_int_equal(ids[0], 256);
+    assert_int_equal(ids[1], 257);
+    assert_null(t->pre_name); /* a split llama.cpp has no name for */
+    ak_tokenizer_free(t);
+    /* Removed + inverted keeps only the matches: "ab  cd" is "ab" and "cd" */
+    write_tiny_json(dir, "{\"type\":\"Sequence\",\"pretokenizers\":[" SPLIT("[a-z]+", "Removed", "true")
+                    "," BL_NO_REGEX "]}", NULL, NULL, 1, "[\"ab\",\"cd\"]");
+    assert_int_equal(ak__hf_tokenizer_dir(dir, 0, &t), AK_OK);
+    assert_int_equal(encode_str(t, "ab  cd", ids, 32), 2);
+    assert_int_equal(ids[0], 256);
+    assert_int_equal(ids[1], 257);
+    ak_tokenizer_free(t);
+    /* NFC: e + U+0301 becomes U+00E9 (bytes C3 A9) before the split */
+    write_tiny_json(dir, "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}",
+                    "{\"type\":\"NFC\"}", NULL, 0, "[]");
+    assert_int_equal(ak__hf_tokenizer_dir(dir, 0, &t), AK_OK);
+    assert_int_equal(encode_str(t, "e\xcc\x81", ids, 32), 2);
+    assert_int_equal(ids[0], 0xC3);
+    assert_int_equal(ids[1], 0xA9);
+    assert_string_equal(t->pre_name, "gpt-2"); /* ByteLevel's own split is GPT-2's */
+    ak_tokenizer_free(t);
+    /* Llama 3's split with ignore_merges is llama.cpp's "llama-bpe" */
+    write_tiny_json(dir, "{\"type\":\"Sequence\",\"pretokenizers\":[" SPLIT(
+        "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+",
+        "Isolated", "false") "," BL_NO_REGEX "]}", NULL, NULL, 1, "[]");
+    assert_int_equal(ak__hf_tokenizer_dir(dir, 0, &t), AK_OK);
+    assert_string_equal(t->pre_name, "llama-bpe");
+    ak_tokenizer_free(t);
+    /* components not implemented are refused by name */
+    const struct {
+        const char *pre, *norm, *dec, *name;
+    } refused[] = {
+        {"{\"type\":\"Whitespace\"}", NULL, NULL, "Whitespace"},
+        {BL_NO_REGEX, "{\"type\":\"NFKC\"}", NULL, "NFKC"},
+        {BL_NO_REGEX, "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Precompiled\"}]}", NULL, "Precompiled"},
+        {BL_NO_REGEX, NULL, "{\"type\":\"WordPiece\"}", "WordPiece"},
+        {SPLIT("x", "MergedWithNext", "false"), NULL, NULL, "MergedWithNext"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        write_tiny_json(dir, refused[i].pre, refused[i].norm, refused[i].dec, 0, "[]");
+        assert_int_equal(ak__hf_tokenizer_dir(dir, 0, &t), AK_ERR_UNSUPPORTED);
+        if (!strstr(ak_last_error(), refused[i].name))
+            fail_msg("refusal of %s does not name it: %s", refused[i].name, ak_last_error());
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama_spm),
@@ -154,6 +333,8 @@ int main(void) {
         cmocka_unit_test(test_falcon),
         cmocka_unit_test(test_bert_bge),
         cmocka_unit_test(test_special_tokens),
+        cmocka_unit_test(test_pretok_table),
+        cmocka_unit_test(test_hf_components),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

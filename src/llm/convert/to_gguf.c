@@ -249,7 +249,13 @@ static ak_status write_tokenizer(to_gguf *c) {
     ak__gguf_writer *w = c->w;
     int spm = t->kind == AK_TOKENIZER_SPM;
     AK_CHECK(ak__gguf_kv_string(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2", spm ? 5 : 4));
-    const char *pre = spm ? "default" : t->pre == AK_PRETOK_FALCON ? "falcon" : "gpt-2";
+    /* llama.cpp knows a byte-level split only by name: one not in the table cannot be
+     * written so that llama.cpp splits the same way */
+    if (!spm && !t->pre_name)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "the tokenizer's pre-tokenizer expressions (first: "
+                       "'%.80s') match no tokenizer.ggml.pre type llama.cpp knows, so a GGUF "
+                       "cannot carry them", ak__pretok_source(t->pre, 0));
+    const char *pre = spm ? "default" : t->pre_name;
     AK_CHECK(ak__gguf_kv_string(w, "tokenizer.ggml.pre", pre, strlen(pre)));
     AK_CHECK(write_vocab(w, t));
     if (!spm) AK_CHECK(write_merges(w, t));

@@ -21,9 +21,6 @@
 
 #define MAX_VOCAB (1 << 24)
 
-static const char k_gpt2_regex[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-
 /* Everything read from the files, and the arrays of the spec being assembled. */
 typedef struct hf_tok {
     const char *dir;
@@ -38,6 +35,10 @@ typedef struct hf_tok {
     const char **merges;
     size_t n_merges;
     ak_strmap map;            /* token text → id */
+    const char *regexes[16];  /* the byte-level split's expressions */
+    uint8_t matches_only[16]; /* ... each kept whole (Isolated) or matches only */
+    size_t n_regexes;
+    int nfc;                  /* an NFC normalizer */
 } hf_tok;
 
 static void hf_tok_free(hf_tok *x) {
@@ -98,30 +99,6 @@ static int is_spm_style(const hf_tok *x) {
     return cJSON_IsString(content) && strcmp(content->valuestring, "\xe2\x96\x81") == 0;
 }
 
-/* Which of our pre-tokenizers the byte-level pre_tokenizer is. */
-static ak_status read_pretok(hf_tok *x) {
-    const cJSON *pre = ak__json_get(x->json, "pre_tokenizer");
-    if (!find_part(pre, "pretokenizers", "ByteLevel") &&
-        !find_part(ak__json_get(x->json, "decoder"), "decoders", "ByteLevel"))
-        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: a BPE model that is neither "
-                       "byte-level nor SentencePiece-style", x->dir);
-    x->spec.pre = AK_PRETOK_GPT2;
-    if (find_part(pre, "pretokenizers", "Punctuation")) {
-        x->spec.pre = AK_PRETOK_FALCON;
-        return AK_OK;
-    }
-    const cJSON *split = find_part(pre, "pretokenizers", "Split");
-    const cJSON *pattern = split ? ak__json_get(split, "pattern") : NULL;
-    const cJSON *regex = pattern ? ak__json_get(pattern, "Regex") : NULL;
-    if (cJSON_IsString(regex) && strcmp(regex->valuestring, k_gpt2_regex) != 0)
-        AK_LOG_WARN(AK_SUBSYS_LLM, "%s/tokenizer.json: pre-tokenizer regex '%.60s...' is not "
-                    "GPT-2's; GPT-2's split is used, so some texts tokenize differently",
-                    x->dir, regex->valuestring);
-    return AK_OK;
-}
-
-/* ---- vocabulary ---------------------------------------------------------------------- */
-
 static ak_status own(hf_tok *x, char *s) {
     if (!s) return AK_FAIL(AK_ERR_NO_MEMORY, "tokenizer strings");
     char **v = realloc(x->owned, (x->n_owned + 1) * sizeof *v);
@@ -133,6 +110,200 @@ static ak_status own(hf_tok *x, char *s) {
     x->owned[x->n_owned++] = s;
     return AK_OK;
 }
+
+/* ---- components ---------------------------------------------------------------------
+ * Each normalizer / pre_tokenizer / decoder a tokenizer.json names is either implemented
+ * here or refused by name; nothing is skipped silently. */
+
+static const char *type_of(const cJSON *node) {
+    const cJSON *t = ak__json_get(node, "type");
+    return cJSON_IsString(t) ? t->valuestring : "?";
+}
+
+static int in_list(const char *s, const char *const *list) {
+    for (; *list; list++)
+        if (strcmp(s, *list) == 0) return 1;
+    return 0;
+}
+
+/* Every member of `node` (a Sequence is walked) must be of a type in `ok`. */
+static ak_status check_types(const hf_tok *x, const char *what, const cJSON *node,
+                             const char *list_key, const char *const *ok) {
+    if (!node || cJSON_IsNull(node)) return AK_OK;
+    const char *type = type_of(node);
+    if (strcmp(type, "Sequence") == 0) {
+        const cJSON *list = ak__json_get(node, list_key);
+        for (const cJSON *e = cJSON_IsArray(list) ? list->child : NULL; e; e = e->next)
+            AK_CHECK(check_types(x, what, e, list_key, ok));
+        return AK_OK;
+    }
+    if (!in_list(type, ok))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: %s '%s' is not supported for a "
+                       "%s tokenizer", x->dir, what, type,
+                       x->spec.kind == AK_TOKENIZER_SPM ? "SentencePiece-style" : "byte-level BPE");
+    return AK_OK;
+}
+
+/* SentencePiece-style normalizers must be the ▁ escaping the `llama` tokenizer does itself:
+ * Replace " " → "▁" and Prepend "▁"; another replacement would be ignored, so it is refused. */
+static ak_status check_spm_normalizer(const hf_tok *x, const cJSON *node) {
+    if (!node || cJSON_IsNull(node)) return AK_OK;
+    const char *type = type_of(node);
+    if (strcmp(type, "Sequence") == 0) {
+        const cJSON *list = ak__json_get(node, "normalizers");
+        for (const cJSON *e = cJSON_IsArray(list) ? list->child : NULL; e; e = e->next)
+            AK_CHECK(check_spm_normalizer(x, e));
+        return AK_OK;
+    }
+    const char *want = NULL, *got = NULL;
+    if (strcmp(type, "Prepend") == 0) {
+        const cJSON *p = ak__json_get(node, "prepend");
+        got = cJSON_IsString(p) ? p->valuestring : "?";
+        want = "\xe2\x96\x81";
+    } else if (strcmp(type, "Replace") == 0) {
+        const cJSON *pat = ak__json_get(node, "pattern"), *content = ak__json_get(node, "content");
+        const cJSON *str = pat ? ak__json_get(pat, "String") : NULL;
+        int ok = cJSON_IsString(str) && strcmp(str->valuestring, " ") == 0 &&
+                 cJSON_IsString(content) && strcmp(content->valuestring, "\xe2\x96\x81") == 0;
+        got = ok ? "\xe2\x96\x81" : "another replacement";
+        want = "\xe2\x96\x81";
+    }
+    if (want && strcmp(got, want) == 0) return AK_OK;
+    return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: normalizer %s (%s) is not supported "
+                   "for a SentencePiece-style tokenizer (only Prepend \"\xe2\x96\x81\" and Replace "
+                   "\" \" by \"\xe2\x96\x81\")", x->dir, type, got ? got : "?");
+}
+
+/* The components a tokenizer of this kind may have. SentencePiece-style: the ▁ escaping
+ * (Prepend/Replace normalizers, or Metaspace) and its decoders; the Split on " " of Gemma
+ * is allowed as it meets no space once spaces are ▁. Byte-level: NFC, the Split/ByteLevel
+ * chain read by read_pretok, the ByteLevel decoder. */
+static ak_status check_components(hf_tok *x) {
+    static const char *const spm_norm[] = {"Prepend", "Replace", NULL};
+    static const char *const spm_pre[] = {"Metaspace", "Split", NULL};
+    static const char *const spm_dec[] = {"Replace", "ByteFallback", "Fuse", "Strip", "Metaspace", NULL};
+    static const char *const bl_norm[] = {"NFC", NULL};
+    static const char *const bl_pre[] = {"Split", "ByteLevel", "Punctuation", "Digits", NULL};
+    static const char *const bl_dec[] = {"ByteLevel", NULL};
+    int spm = x->spec.kind == AK_TOKENIZER_SPM;
+    const cJSON *j = x->json;
+    AK_CHECK(check_types(x, "normalizer", ak__json_get(j, "normalizer"), "normalizers",
+                         spm ? spm_norm : bl_norm));
+    AK_CHECK(check_types(x, "pre_tokenizer", ak__json_get(j, "pre_tokenizer"), "pretokenizers",
+                         spm ? spm_pre : bl_pre));
+    AK_CHECK(check_types(x, "decoder", ak__json_get(j, "decoder"), "decoders",
+                         spm ? spm_dec : bl_dec));
+    if (spm) AK_CHECK(check_spm_normalizer(x, ak__json_get(j, "normalizer")));
+    /* Gemma's Split on " " meets no space once spaces are ▁: the only Split allowed here */
+    const cJSON *split = spm ? find_part(ak__json_get(j, "pre_tokenizer"), "pretokenizers", "Split") : NULL;
+    const cJSON *pat = split ? ak__json_get(split, "pattern") : NULL;
+    const cJSON *str = pat ? ak__json_get(pat, "String") : NULL;
+    if (split && !(cJSON_IsString(str) && strcmp(str->valuestring, " ") == 0))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: pre_tokenizer Split other than on "
+                       "\" \" is not supported for a SentencePiece-style tokenizer", x->dir);
+    const cJSON *m = x->model;
+    const cJSON *prefix = ak__json_get(m, "continuing_subword_prefix");
+    const cJSON *suffix = ak__json_get(m, "end_of_word_suffix");
+    if ((cJSON_IsString(prefix) && prefix->valuestring[0]) ||
+        (cJSON_IsString(suffix) && suffix->valuestring[0]))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: BPE continuing_subword_prefix / "
+                       "end_of_word_suffix are not supported", x->dir);
+    const cJSON *dropout = ak__json_get(m, "dropout");
+    if (cJSON_IsNumber(dropout) && dropout->valuedouble != 0)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: BPE dropout is not supported", x->dir);
+    if (!spm && cJSON_IsTrue(ak__json_get(m, "byte_fallback")))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: byte_fallback in a byte-level BPE",
+                       x->dir);
+    x->nfc = find_part(ak__json_get(j, "normalizer"), "normalizers", "NFC") != NULL;
+    return AK_OK;
+}
+
+/* GPT-2's split, which a ByteLevel pre-tokenizer with use_regex runs. */
+static const char k_gpt2_regex[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+static ak_status push_regex(hf_tok *x, const char *rx, int matches_only) {
+    if (x->n_regexes == sizeof x->regexes / sizeof x->regexes[0])
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: more than %zu pre-tokenizer "
+                       "splits", x->dir, sizeof x->regexes / sizeof x->regexes[0]);
+    x->matches_only[x->n_regexes] = (uint8_t)matches_only;
+    x->regexes[x->n_regexes++] = rx;
+    return AK_OK;
+}
+
+/* A Split is an expression: behavior Isolated (matches and the text between them are
+ * pieces), or inverted with behavior Removed (only the matches are); a String pattern is
+ * matched literally. */
+static ak_status read_split(hf_tok *x, const cJSON *split) {
+    const cJSON *pattern = ak__json_get(split, "pattern");
+    const cJSON *regex = pattern ? ak__json_get(pattern, "Regex") : NULL;
+    const cJSON *str = pattern ? ak__json_get(pattern, "String") : NULL;
+    const cJSON *behavior = ak__json_get(split, "behavior");
+    const char *b = cJSON_IsString(behavior) ? behavior->valuestring : "?";
+    int invert = cJSON_IsTrue(ak__json_get(split, "invert"));
+    int isolated = strcmp(b, "Isolated") == 0 && !invert;
+    int matches_only = strcmp(b, "Removed") == 0 && invert;
+    if (!isolated && !matches_only)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: pre_tokenizer Split with behavior "
+                       "'%s'%s is not supported (Isolated, or Removed inverted)", x->dir, b,
+                       invert ? " inverted" : "");
+    if (cJSON_IsString(regex)) return push_regex(x, regex->valuestring, matches_only);
+    if (!cJSON_IsString(str))
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: a Split without a pattern", x->dir);
+    size_t n = strlen(str->valuestring);
+    char *q = malloc(n + 5);
+    AK_CHECK(own(x, q));
+    memcpy(q, "\\Q", 2);
+    memcpy(q + 2, str->valuestring, n);
+    memcpy(q + 2 + n, "\\E", 3);
+    return push_regex(x, q, matches_only);
+}
+
+static ak_status read_pre_part(hf_tok *x, const cJSON *part, int *byte_level) {
+    const char *type = type_of(part);
+    if (strcmp(type, "Sequence") == 0) {
+        const cJSON *list = ak__json_get(part, "pretokenizers");
+        for (const cJSON *e = cJSON_IsArray(list) ? list->child : NULL; e; e = e->next)
+            AK_CHECK(read_pre_part(x, e, byte_level));
+        return AK_OK;
+    }
+    if (strcmp(type, "Split") == 0) return read_split(x, part);
+    if (strcmp(type, "ByteLevel") == 0) {
+        *byte_level = 1;
+        if (cJSON_IsTrue(ak__json_get(part, "add_prefix_space")))
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: pre_tokenizer ByteLevel with "
+                           "add_prefix_space is not supported", x->dir);
+        if (!cJSON_IsFalse(ak__json_get(part, "use_regex"))) return push_regex(x, k_gpt2_regex, 0);
+        return AK_OK;
+    }
+    return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: pre_tokenizer '%s' is not supported "
+                   "in this position", x->dir, type);
+}
+
+/* The byte-level pre_tokenizer: Falcon's (Punctuation, ByteLevel, Digits) is the table's
+ * "falcon"; otherwise a chain of Split and ByteLevel gives the expressions, and the table
+ * names them when it knows them (for writing GGUF). */
+static ak_status read_pretok(hf_tok *x) {
+    const cJSON *pre = ak__json_get(x->json, "pre_tokenizer");
+    x->spec.ignore_merges = cJSON_IsTrue(ak__json_get(x->model, "ignore_merges"));
+    if (find_part(pre, "pretokenizers", "Punctuation")) {
+        x->spec.pre_name = "falcon";
+        return AK_OK;
+    }
+    int byte_level = 0;
+    if (pre && !cJSON_IsNull(pre)) AK_CHECK(read_pre_part(x, pre, &byte_level));
+    if (!byte_level || x->n_regexes == 0)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: a BPE model that is neither "
+                       "byte-level (ByteLevel with a split) nor SentencePiece-style", x->dir);
+    x->spec.pre_regexes = x->regexes;
+    x->spec.pre_matches_only = x->matches_only;
+    x->spec.n_pre_regexes = x->n_regexes;
+    const ak__pretok_type *ty = ak__pretok_type_match(x->regexes, x->n_regexes, x->spec.ignore_merges);
+    x->spec.pre_name = ty ? ty->names[0] : NULL;
+    return AK_OK;
+}
+
+/* ---- vocabulary ---------------------------------------------------------------------- */
 
 /* The vocabulary size: one past the largest id of vocab and added_tokens, at least
  * `min_size`. */
@@ -356,7 +527,10 @@ static ak_status assemble(hf_tok *x, int32_t min_vocab) {
     AK_CHECK(read_files(x));
     int spm = is_spm_style(x);
     ak__tok_spec_defaults(&x->spec, spm ? AK_TOKENIZER_SPM : AK_TOKENIZER_BPE);
+    AK_CHECK(check_components(x));
     if (!spm) AK_CHECK(read_pretok(x));
+    x->spec.nfc = x->nfc;
+    x->spec.user_spm_pieces = spm; /* its Replace decoder turns ▁ back in added tokens too */
     int32_t n = 0;
     AK_CHECK(vocab_size(x, min_vocab, &n));
     x->spec.n_vocab = n;

@@ -239,6 +239,31 @@ static cJSON *post_processor(const ak_tokenizer *t) {
     return NULL;
 }
 
+/* The pre-tokenizer's expressions as Split(Isolated) steps, then ByteLevel without its own
+ * split: what hf_tokenizer.c reads back into the same expressions. */
+static cJSON *split_chain(const ak_tokenizer *t) {
+    cJSON *seq = cJSON_CreateObject(), *list = cJSON_CreateArray();
+    int ok = seq && list && cJSON_AddStringToObject(seq, "type", "Sequence");
+    for (size_t i = 0; ok && i < ak__pretok_count(t->pre); i++) {
+        cJSON *split = cJSON_CreateObject(), *pattern = cJSON_CreateObject();
+        ok = split && pattern && cJSON_AddStringToObject(split, "type", "Split") &&
+             cJSON_AddStringToObject(pattern, "Regex", ak__pretok_source(t->pre, i));
+        if (ok) cJSON_AddItemToObject(split, "pattern", pattern);
+        else cJSON_Delete(pattern);
+        int only = ak__pretok_matches_only(t->pre, i);
+        ok = ok && cJSON_AddStringToObject(split, "behavior", only ? "Removed" : "Isolated") &&
+             cJSON_AddBoolToObject(split, "invert", only);
+        if (split) cJSON_AddItemToArray(list, split);
+    }
+    cJSON *bl = ok ? cJSON_Parse("{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+                                 "\"trim_offsets\":true,\"use_regex\":false}") : NULL;
+    ok = ok && bl;
+    if (bl) cJSON_AddItemToArray(list, bl);
+    if (list) cJSON_AddItemToObject(seq, "pretokenizers", list);
+    if (!ok) cJSON_Delete(seq);
+    return ok ? seq : NULL;
+}
+
 static int add_pipeline(cJSON *root, const ak_tokenizer *t) {
     int spm = t->kind == AK_TOKENIZER_SPM;
     char decoder[512];
@@ -251,8 +276,9 @@ static int add_pipeline(cJSON *root, const ak_tokenizer *t) {
         ok = ok && cJSON_AddNullToObject(root, "pre_tokenizer");
     } else {
         ok = ok && cJSON_AddNullToObject(root, "normalizer");
-        ok = ok && add_raw(root, "pre_tokenizer",
-                           t->pre == AK_PRETOK_FALCON ? k_falcon_pre : k_bytelevel);
+        int falcon = t->pre_name && strcmp(t->pre_name, "falcon") == 0;
+        if (falcon) ok = ok && add_raw(root, "pre_tokenizer", k_falcon_pre);
+        else ok = ok && cJSON_AddItemToObject(root, "pre_tokenizer", split_chain(t));
     }
     ok = ok && cJSON_AddItemToObject(root, "post_processor", post_processor(t));
     return ok && add_raw(root, "decoder", spm ? decoder : k_bytelevel);
@@ -266,7 +292,7 @@ static cJSON *model_json(const ak_tokenizer *t) {
     ok = ok && cJSON_AddNullToObject(m, "continuing_subword_prefix");
     ok = ok && cJSON_AddNullToObject(m, "end_of_word_suffix");
     ok = ok && cJSON_AddBoolToObject(m, "fuse_unk", spm) && cJSON_AddBoolToObject(m, "byte_fallback", spm);
-    ok = ok && cJSON_AddFalseToObject(m, "ignore_merges");
+    ok = ok && cJSON_AddBoolToObject(m, "ignore_merges", t->ignore_merges);
     ok = ok && cJSON_AddItemToObject(m, "vocab", vocab_json(t));
     ok = ok && cJSON_AddItemToObject(m, "merges", merges_json(t));
     if (!ok) cJSON_Delete(m);

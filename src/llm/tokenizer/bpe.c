@@ -1,5 +1,5 @@
 /* Byte-level BPE (GGUF tokenizer model "gpt2"), as GPT-2 and llama.cpp run it: split the
- * text into words (pretok.c), write each byte of a word as GPT-2's printable code point
+ * text into words (pretok.c, by the vocabulary's regular expressions), write each byte of a word as GPT-2's printable code point
  * (so every byte sequence is spelled by the 256 base tokens), then repeatedly merge the
  * adjacent pair with the lowest merge rank. */
 #include <stdlib.h>
@@ -72,6 +72,10 @@ static ak_status emit(const word_ctx *w, const ak_symbol *s, ak_ids *out) {
 }
 
 static ak_status encode_word(word_ctx *w, size_t len, ak_ids *out) {
+    if (w->t->ignore_merges) { /* a whole word that is a token is that token (Llama 3) */
+        int64_t id = ak_strmap_get(&w->t->vocab, w->buf, len);
+        if (id >= 0) return ak__ids_push(out, (int32_t)id);
+    }
     size_t n = 0;
     w->heap.n = 0;
     AK_CHECK(ak__symbols_split(w->buf, len, &w->sym, &n));

@@ -89,7 +89,7 @@ static ak_status piece(const ak_tokenizer *t, int32_t id, unsigned flags, bytes 
     case AK_TOKTYPE_UNKNOWN:
         return (flags & AK_TOK_RENDER_SPECIAL) ? put(out, s, n) : AK_OK;
     case AK_TOKTYPE_USER_DEFINED:
-        return put(out, s, n);
+        return t->user_spm_pieces ? spm_piece(s, n, out) : put(out, s, n);
     case AK_TOKTYPE_NORMAL:
         return t->kind == AK_TOKENIZER_BPE ? bpe_piece(s, n, out) : spm_piece(s, n, out);
     case AK_TOKTYPE_BYTE:

@@ -3,6 +3,7 @@
  * plain text goes to the model's encoder. BOS/EOS and the SPM leading space are added here. */
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "core/check.h"
 #include "llm/tokenizer/tokenizer.h"
@@ -96,6 +97,20 @@ static ak_status encode_spm_fragment(const ak_tokenizer *t, const char *text, si
     return st;
 }
 
+/* A run of byte-level BPE text, put in NFC first when the tokenizer says so (text that is
+ * not valid UTF-8 cannot be normalized and is encoded as it is). */
+static ak_status encode_bpe_fragment(const ak_tokenizer *t, const char *text, size_t len,
+                                     ak_ids *out) {
+    if (!t->nfc) return ak__bpe_encode(t, text, len, out);
+    utf8proc_uint8_t *nfc = NULL;
+    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)len, &nfc,
+                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    if (n < 0) return ak__bpe_encode(t, text, len, out);
+    ak_status st = ak__bpe_encode(t, (const char *)nfc, (size_t)n, out);
+    free(nfc);
+    return st;
+}
+
 static ak_status encode_fragments(const ak_tokenizer *t, const char *text, const fragments *f,
                                   ak_ids *out) {
     int prev_special = 1; /* the start of the input counts as "after a special token" */
@@ -109,7 +124,7 @@ static ak_status encode_fragments(const ak_tokenizer *t, const char *text, const
                                          t->add_space_prefix && prev_special, out));
             prev_special = 0;
         } else {
-            if (t->kind == AK_TOKENIZER_BPE) AK_CHECK(ak__bpe_encode(t, text + fr->start, fr->len, out));
+            if (t->kind == AK_TOKENIZER_BPE) AK_CHECK(encode_bpe_fragment(t, text + fr->start, fr->len, out));
             else AK_CHECK(ak__wpm_encode(t, text + fr->start, fr->len, out));
             prev_special = 0;
         }

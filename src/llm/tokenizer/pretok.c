@@ -1,102 +1,86 @@
-/* Pre-tokenizers of byte-level BPE: split text into words before merging.
- *
- * Instead of a regex engine, each pattern is a hand-written matcher over code points and
- * their Unicode categories (from utf8proc). A split pass runs one matcher over every
- * current segment, leftmost match first; text between matches stays a word of its own,
- * which is how llama.cpp applies a list of regexes.
- *
- *   gpt-2:  's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- *   falcon: [\p{P}\$\+<=>\^~\|`]+   then the gpt-2 pattern   then [0-9][0-9][0-9]   */
+/* Pre-tokenizers of byte-level BPE: split text into words before merging, by a list of
+ * regular expressions run with PCRE2 (UTF + Unicode properties, JIT-compiled when the
+ * library can). As llama.cpp does, each expression in turn splits every current piece:
+ * its matches become pieces, and so does the text between them. An expression only sees
+ * the piece it splits (lookahead stops at the piece's end). The lists come from the
+ * pre-tokenizer table (pretok_table.c) or from a tokenizer.json's Split expressions. */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include <stdlib.h>
 #include <string.h>
-#include <utf8proc.h>
 
 #include "core/check.h"
 #include "llm/tokenizer/tokenizer.h"
 
-enum { F_LETTER = 1, F_NUMBER = 2, F_PUNCT = 4, F_SPACE = 8, F_ASSIGNED = 16 };
-
-/* Unicode's White_Space property (what \s means in these patterns). */
-static int is_space(int32_t c) {
-    return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-           c == 0x205F || c == 0x3000;
-}
-
-static uint8_t flags_of(int32_t c) {
-    utf8proc_category_t cat = utf8proc_category(c);
-    uint8_t f = is_space(c) ? F_SPACE : 0;
-    if (cat != UTF8PROC_CATEGORY_CN) f |= F_ASSIGNED;
-    if (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) f |= F_LETTER;
-    if (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO) f |= F_NUMBER;
-    if (cat >= UTF8PROC_CATEGORY_PC && cat <= UTF8PROC_CATEGORY_PO) f |= F_PUNCT;
-    return f;
-}
-
-typedef struct text_cps {
-    int32_t *cp;
-    uint8_t *fl;
-    size_t *off; /* byte offset of each code point, n + 1 entries */
+struct ak__pretok {
     size_t n;
-} text_cps;
+    pcre2_code **code;
+    char **source; /* the expressions as given (kept for writing them back out) */
+    uint8_t *matches_only; /* per expression: text between matches is dropped */
+};
 
-/* A matcher returns the length of its match at `pos` (0: none) within [pos, end). */
-typedef size_t (*matcher)(const text_cps *t, size_t pos, size_t end);
-
-static size_t run_of(const text_cps *t, size_t p, size_t end, uint8_t want) {
-    while (p < end && (t->fl[p] & want)) p++;
-    return p;
-}
-
-static size_t match_contraction(const text_cps *t, size_t pos, size_t end) {
-    if (t->cp[pos] != '\'' || pos + 1 >= end) return 0;
-    int32_t a = t->cp[pos + 1];
-    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
-    if (pos + 2 >= end) return 0;
-    int32_t b = t->cp[pos + 2];
-    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
-    return 0;
-}
-
-static int is_other(uint8_t f) { return !(f & (F_SPACE | F_LETTER | F_NUMBER)) && (f & F_ASSIGNED); }
-
-static size_t match_gpt2(const text_cps *t, size_t pos, size_t end) {
-    size_t m = match_contraction(t, pos, end);
-    if (m) return m;
-    /* " ?X+": an optional single space, then a run of one class */
-    size_t p = pos + (t->cp[pos] == ' ' && pos + 1 < end);
-    uint8_t f = t->fl[p];
-    if (f & F_LETTER) return run_of(t, p, end, F_LETTER) - pos;
-    if (f & F_NUMBER) return run_of(t, p, end, F_NUMBER) - pos;
-    if (is_other(f)) {
-        while (p < end && is_other(t->fl[p])) p++;
-        return p - pos;
+void ak__pretok_free(ak__pretok *p) {
+    if (!p) return;
+    for (size_t i = 0; i < p->n; i++) {
+        pcre2_code_free(p->code[i]);
+        free(p->source[i]);
     }
-    size_t ws = run_of(t, pos, end, F_SPACE) - pos;
-    if (ws > 1 && pos + ws < end) return ws - 1; /* \s+(?!\S): leave the last space to the word */
-    if (ws > 0) return ws;
-    return 1; /* nothing matched (an unassigned code point): a word of its own */
+    free(p->code);
+    free(p->source);
+    free(p->matches_only);
+    free(p);
 }
 
-static int falcon_punct(const text_cps *t, size_t p) {
-    int32_t c = t->cp[p];
-    return (t->fl[p] & F_PUNCT) || (c < 0x80 && c > 0 && strchr("$+<=>^~|`", (int)c));
+static ak_status compile_one(const char *rx, pcre2_code **out) {
+    int err;
+    PCRE2_SIZE at;
+    uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF;
+    *out = pcre2_compile((PCRE2_SPTR)rx, PCRE2_ZERO_TERMINATED, opts, &err, &at, NULL);
+    if (!*out) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(err, msg, sizeof msg);
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "pre-tokenizer expression '%.80s' does not compile "
+                       "at offset %zu: %s", rx, (size_t)at, (const char *)msg);
+    }
+    (void)pcre2_jit_compile(*out, PCRE2_JIT_COMPLETE); /* without JIT the interpreter runs */
+    return AK_OK;
 }
 
-static size_t match_falcon_punct(const text_cps *t, size_t pos, size_t end) {
-    size_t p = pos;
-    while (p < end && falcon_punct(t, p)) p++;
-    return p - pos;
+ak_status ak__pretok_compile(const char *const *regexes, const uint8_t *matches_only, size_t n,
+                             ak__pretok **out) {
+    *out = NULL;
+    if (n == 0) return AK_FAIL(AK_ERR_INVALID_ARG, "a pre-tokenizer without expressions");
+    ak__pretok *p = calloc(1, sizeof *p);
+    if (!p) return AK_FAIL(AK_ERR_NO_MEMORY, "pre-tokenizer");
+    p->code = calloc(n, sizeof *p->code);
+    p->source = calloc(n, sizeof *p->source);
+    p->matches_only = calloc(n, 1);
+    ak_status st = AK_OK;
+    if (!p->code || !p->source || !p->matches_only) st = AK_FAIL(AK_ERR_NO_MEMORY, "pre-tokenizer");
+    for (size_t i = 0; st == AK_OK && matches_only && i < n; i++) p->matches_only[i] = matches_only[i];
+    for (size_t i = 0; st == AK_OK && i < n; i++) {
+        p->n = i + 1;
+        p->source[i] = strdup(regexes[i]);
+        if (!p->source[i]) st = AK_FAIL(AK_ERR_NO_MEMORY, "pre-tokenizer");
+        else st = compile_one(regexes[i], &p->code[i]);
+    }
+    if (st != AK_OK) {
+        ak__pretok_free(p);
+        return st;
+    }
+    *out = p;
+    return AK_OK;
 }
 
-static size_t match_three_digits(const text_cps *t, size_t pos, size_t end) {
-    if (pos + 3 > end) return 0;
-    for (size_t i = pos; i < pos + 3; i++)
-        if (t->cp[i] < '0' || t->cp[i] > '9') return 0;
-    return 3;
-}
+size_t ak__pretok_count(const ak__pretok *p) { return p ? p->n : 0; }
 
-/* Segments are [start, end) pairs of code point indices. */
+const char *ak__pretok_source(const ak__pretok *p, size_t i) { return p->source[i]; }
+
+int ak__pretok_matches_only(const ak__pretok *p, size_t i) { return p->matches_only[i]; }
+
+/* ---- splitting ----------------------------------------------------------------------- */
+
+/* Pieces are [start, end) byte pairs. */
 typedef struct segs {
     size_t *v;
     size_t n, cap; /* n counts pairs */
@@ -116,80 +100,82 @@ static ak_status seg_push(segs *s, size_t a, size_t b) {
     return AK_OK;
 }
 
-static ak_status split_pass(const text_cps *t, const segs *in, matcher m, segs *out) {
-    out->n = 0;
-    for (size_t i = 0; i < in->n; i++) {
-        size_t pos = in->v[2 * i], end = in->v[2 * i + 1], gap = pos;
-        while (pos < end) {
-            size_t k = m(t, pos, end);
-            if (!k) {
-                pos++;
-                continue;
-            }
-            if (gap < pos) AK_CHECK(seg_push(out, gap, pos));
-            AK_CHECK(seg_push(out, pos, pos + k));
-            pos += k;
-            gap = pos;
-        }
-        if (gap < end) AK_CHECK(seg_push(out, gap, end));
+/* The next match in `piece` from `from`: 1 with [*ms, *me), 0 when none. A JIT that runs
+ * out of stack (very long runs of one class) is retried by the interpreter. */
+static ak_status next_match(pcre2_code *code, const char *rx, const char *piece, size_t len,
+                            size_t from, pcre2_match_data *md, size_t *ms, size_t *me, int *found) {
+    int rc = pcre2_match(code, (PCRE2_SPTR)piece, len, from, 0, md, NULL);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+        rc = pcre2_match(code, (PCRE2_SPTR)piece, len, from, PCRE2_NO_JIT, md, NULL);
+    *found = rc >= 0;
+    if (rc == PCRE2_ERROR_NOMATCH) return AK_OK;
+    if (rc < 0) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(rc, msg, sizeof msg);
+        return AK_FAIL(AK_ERR_INTERNAL, "pre-tokenizer expression '%.60s': %s", rx, (const char *)msg);
     }
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+    *ms = ov[0];
+    *me = ov[1];
     return AK_OK;
 }
 
-static ak_status decode_cps(const char *text, size_t len, text_cps *t) {
-    t->cp = malloc((len + 1) * sizeof *t->cp);
-    t->fl = malloc(len + 1);
-    t->off = malloc((len + 1) * sizeof *t->off);
-    if (!t->cp || !t->fl || !t->off) return AK_FAIL(AK_ERR_NO_MEMORY, "code points of %zu bytes", len);
-    size_t n = 0;
-    for (size_t i = 0; i < len;) {
-        utf8proc_int32_t c;
-        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)text + i, (utf8proc_ssize_t)(len - i), &c);
-        if (k <= 0) { /* invalid UTF-8: one byte, shown as U+FFFD */
-            c = 0xFFFD;
-            k = 1;
+static size_t next_char(const char *s, size_t len, size_t i) {
+    i++;
+    while (i < len && ((unsigned char)s[i] & 0xC0) == 0x80) i++;
+    return i;
+}
+
+/* One expression over one piece [a, b) of `text`: matches and the gaps between them (the
+ * gaps dropped when `matches_only`: a tokenizer.json Split inverted with behavior Removed).
+ * An empty match only cuts the piece there. */
+static ak_status split_piece(pcre2_code *code, const char *rx, int matches_only, const char *text,
+                             size_t a, size_t b, pcre2_match_data *md, segs *out) {
+    const char *piece = text + a;
+    size_t len = b - a, pos = 0, gap = 0;
+    while (pos <= len) {
+        size_t ms, me;
+        int found;
+        AK_CHECK(next_match(code, rx, piece, len, pos, md, &ms, &me, &found));
+        if (!found) break;
+        if (ms > gap && !matches_only) AK_CHECK(seg_push(out, a + gap, a + ms));
+        if (me > ms) {
+            AK_CHECK(seg_push(out, a + ms, a + me));
+            gap = pos = me;
+        } else {
+            gap = ms;
+            if (ms >= len) break;
+            pos = next_char(piece, len, ms);
         }
-        t->cp[n] = c;
-        t->fl[n] = flags_of(c);
-        t->off[n++] = i;
-        i += (size_t)k;
     }
-    t->off[n] = len;
-    t->fl[n] = 0; /* a sentinel: matchers may peek one past a segment's end */
-    t->cp[n] = -1;
-    t->n = n;
+    if (gap < len && !matches_only) AK_CHECK(seg_push(out, a + gap, b));
     return AK_OK;
 }
 
-ak_status ak__pretokenize(ak_pretok pre, const char *text, size_t len, size_t **bounds, size_t *n_words) {
-    text_cps t = {0};
+ak_status ak__pretokenize(const ak__pretok *p, const char *text, size_t len, size_t **bounds,
+                          size_t *n_words) {
     segs a = {0}, b = {0};
-    ak_status st;
+    ak_status st = AK_OK;
+    pcre2_match_data *md = pcre2_match_data_create(16, NULL);
     *bounds = NULL;
     *n_words = 0;
-    AK_CHECK_GOTO(st, decode_cps(text, len, &t));
-    AK_CHECK_GOTO(st, seg_push(&a, 0, t.n));
-    matcher passes[3] = {match_gpt2, NULL, NULL};
-    if (pre == AK_PRETOK_FALCON) {
-        passes[0] = match_falcon_punct;
-        passes[1] = match_gpt2;
-        passes[2] = match_three_digits;
-    }
-    for (int p = 0; p < 3 && passes[p]; p++) {
-        AK_CHECK_GOTO(st, split_pass(&t, &a, passes[p], &b));
+    if (!md) return AK_FAIL(AK_ERR_NO_MEMORY, "regex match data");
+    if (len) AK_CHECK_GOTO(st, seg_push(&a, 0, len));
+    for (size_t r = 0; r < p->n; r++) {
+        b.n = 0;
+        for (size_t i = 0; i < a.n; i++)
+            AK_CHECK_GOTO(st, split_piece(p->code[r], p->source[r], p->matches_only[r], text, a.v[2 * i],
+                                          a.v[2 * i + 1], md, &b));
         segs tmp = a;
         a = b;
         b = tmp;
     }
-    for (size_t i = 0; i < 2 * a.n; i++) a.v[i] = t.off[a.v[i]]; /* code points → bytes */
     *bounds = a.v;
     *n_words = a.n;
     a.v = NULL;
 fail:
+    pcre2_match_data_free(md);
     free(a.v);
     free(b.v);
-    free(t.cp);
-    free(t.fl);
-    free(t.off);
     return st;
 }

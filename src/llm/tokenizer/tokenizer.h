@@ -2,8 +2,8 @@
  *
  * One vocabulary (texts, scores, types, text → id map) serves three encoders:
  * spm.c (`llama`: merge adjacent pieces by best score, byte fallback), bpe.c (`gpt2`:
- * pre-tokenize with a regex-like splitter, map bytes to printable code points, merge by
- * rank) and wpm.c (`bert`: WordPiece, greedy longest match). encode.c splits out special tokens and dispatches; decode.c turns ids into bytes. */
+ * pre-tokenize with a list of regular expressions (pretok.c), map bytes to printable code
+ * points, merge by rank) and wpm.c (`bert`: WordPiece, greedy longest match). encode.c splits out special tokens and dispatches; decode.c turns ids into bytes. */
 #ifndef AK_LLM_TOKENIZER_H
 #define AK_LLM_TOKENIZER_H
 
@@ -23,8 +23,42 @@ enum {
     AK_TOKTYPE_BYTE = 6
 };
 
-/* pre-tokenizers of byte-level BPE (tokenizer.ggml.pre) */
-typedef enum ak_pretok { AK_PRETOK_GPT2 = 1, AK_PRETOK_FALCON = 2 } ak_pretok;
+/* A compiled list of pre-tokenizer expressions (pretok.c). */
+typedef struct ak__pretok ak__pretok;
+
+/* Flags llama.cpp sets for a pre-tokenizer type. */
+enum {
+    AK_PRE_IGNORE_MERGES = 1, /* a word that is a token is not merged (Llama 3) */
+    AK_PRE_ADD_BOS = 2,       /* add BOS unless the file says otherwise */
+    AK_PRE_NO_CLEAN = 4,      /* clean_spaces off */
+    AK_PRE_NO_BOS = 8         /* no BOS id by default (ChatGLM) */
+};
+
+/* One row of the pre-tokenizer table (pretok_table.c): the tokenizer.ggml.pre names of a
+ * type, llama.cpp's expressions for it, their tokenizer.json form where it differs (NULL:
+ * the same), and AK_PRE_* flags. */
+typedef struct ak__pretok_type {
+    const char *const *names;   /* NULL-terminated; the first is the one written */
+    const char *const *regexes; /* NULL-terminated */
+    const char *const *hf;      /* NULL-terminated, or NULL */
+    unsigned flags;
+} ak__pretok_type;
+
+/* The type called `name`, NULL when the table has none (*unsupported then says whether
+ * llama.cpp knows the name but splits that way by code of its own, not by expressions). */
+const ak__pretok_type *ak__pretok_type_find(const char *name, size_t len, int *unsupported);
+/* The type whose expressions (either form) are exactly `regexes`, preferring one whose
+ * ignore_merges agrees; NULL when none. */
+const ak__pretok_type *ak__pretok_type_match(const char *const *regexes, size_t n,
+                                             int ignore_merges);
+
+/* matches_only: NULL, or per expression 1 when the text between its matches is dropped. */
+ak_status ak__pretok_compile(const char *const *regexes, const uint8_t *matches_only, size_t n,
+                             ak__pretok **out);
+void ak__pretok_free(ak__pretok *p);
+size_t ak__pretok_count(const ak__pretok *p);
+const char *ak__pretok_source(const ak__pretok *p, size_t i);
+int ak__pretok_matches_only(const ak__pretok *p, size_t i);
 
 /* A growable array of token ids. */
 typedef struct ak_ids {
@@ -36,7 +70,12 @@ ak_status ak__ids_push(ak_ids *ids, int32_t id);
 
 struct ak_tokenizer {
     ak_tokenizer_kind kind;
-    ak_pretok pre;
+    ak__pretok *pre;        /* BPE: the split into words */
+    char *pre_name;         /* BPE: its tokenizer.ggml.pre name, NULL when not in the table */
+    int ignore_merges;      /* BPE: a word that is a token is that token */
+    int nfc;                /* BPE: text is put in Unicode NFC first (tokenizer.json's NFC) */
+    int user_spm_pieces;    /* SPM: user-defined tokens decode with ▁ as a space, as the
+                             * tokenizer.json decoders do (llama.cpp leaves them as written) */
     int32_t n_vocab;
     char *blob;             /* every token text, back to back */
     size_t *text_off;       /* n_vocab + 1 offsets into blob */
@@ -59,7 +98,15 @@ struct ak_tokenizer {
  * Face tokenizer.json (llm/hf/). The arrays are read during the build and not kept. */
 typedef struct ak__tok_spec {
     ak_tokenizer_kind kind;
-    ak_pretok pre;                 /* BPE only */
+    /* BPE only: the pre-tokenizer, as a name of the table (pre_name, its expressions used
+     * when pre_regexes is NULL) and/or expressions of its own (a tokenizer.json's) */
+    const char *pre_name;
+    const char *const *pre_regexes;
+    const uint8_t *pre_matches_only; /* NULL, or per expression: drop the text between matches */
+    size_t n_pre_regexes;
+    int ignore_merges;
+    int nfc;                       /* NFC normalizer (Hugging Face) */
+    int user_spm_pieces;           /* see ak_tokenizer */
     int32_t n_vocab;
     const char *const *tokens;     /* n_vocab texts */
     const size_t *token_lens;      /* their lengths; NULL = NUL-terminated */
@@ -100,8 +147,8 @@ uint32_t ak__bpe_byte_to_cp(uint8_t b);
 /* The byte for code point `cp`, -1 when cp is not one of the 256. */
 int ak__bpe_cp_to_byte(uint32_t cp);
 
-/* Splits `text` into words (byte ranges, as [start, end) pairs appended to `bounds`). */
-ak_status ak__pretokenize(ak_pretok pre, const char *text, size_t len, size_t **bounds,
+/* Splits `text` into words (byte ranges, as [start, end) pairs in a new *bounds). */
+ak_status ak__pretokenize(const ak__pretok *p, const char *text, size_t len, size_t **bounds,
                           size_t *n_words);
 
 #endif /* AK_LLM_TOKENIZER_H */

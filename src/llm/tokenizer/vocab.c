@@ -30,7 +30,14 @@ ak_status ak__ids_push(ak_ids *ids, int32_t id) {
 void ak__tok_spec_defaults(ak__tok_spec *s, ak_tokenizer_kind kind) {
     int spm = kind == AK_TOKENIZER_SPM, wpm = kind == AK_TOKENIZER_WPM;
     s->kind = kind;
-    s->pre = kind == AK_TOKENIZER_BPE ? AK_PRETOK_GPT2 : (ak_pretok)0;
+    /* a BPE vocabulary that names no pre-tokenizer gets llama.cpp's "default" split */
+    s->pre_name = kind == AK_TOKENIZER_BPE ? "default" : NULL;
+    s->pre_regexes = NULL;
+    s->pre_matches_only = NULL;
+    s->n_pre_regexes = 0;
+    s->ignore_merges = 0;
+    s->nfc = 0;
+    s->user_spm_pieces = 0;
     s->bos = spm ? 1 : wpm ? 101 : 11;
     s->eos = spm ? 2 : wpm ? 102 : 11;
     s->unk = spm ? 0 : wpm ? 100 : -1;
@@ -194,10 +201,33 @@ ak_status ak_tokenizer_free(ak_tokenizer *t) {
     free(t->merge_blob);
     free(t->merge_off);
     free(t->specials);
+    ak__pretok_free(t->pre);
+    free(t->pre_name);
     ak_strmap_free(&t->vocab);
     ak_strmap_free(&t->merges);
     free(t);
     return AK_OK;
+}
+
+/* The pre-tokenizer of a BPE spec: its own expressions, else those of its table name. */
+static ak_status build_pretok(const ak__tok_spec *s, ak_tokenizer *t) {
+    t->ignore_merges = s->ignore_merges;
+    if (s->pre_name) {
+        t->pre_name = strdup(s->pre_name);
+        if (!t->pre_name) return AK_FAIL(AK_ERR_NO_MEMORY, "pre-tokenizer name");
+    }
+    if (s->pre_regexes)
+        return ak__pretok_compile(s->pre_regexes, s->pre_matches_only, s->n_pre_regexes, &t->pre);
+    int unsupported;
+    const char *name = s->pre_name ? s->pre_name : "";
+    const ak__pretok_type *ty = ak__pretok_type_find(name, strlen(name), &unsupported);
+    if (!ty)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "pre-tokenizer '%s' is not supported%s", name,
+                       unsupported ? " (llama.cpp splits it with code of its own, not "
+                                     "regular expressions; not implemented here)" : "");
+    size_t n = 0;
+    while (ty->regexes[n]) n++;
+    return ak__pretok_compile(ty->regexes, NULL, n, &t->pre);
 }
 
 ak_status ak__tokenizer_build(const ak__tok_spec *s, ak_tokenizer **out) {
@@ -205,13 +235,13 @@ ak_status ak__tokenizer_build(const ak__tok_spec *s, ak_tokenizer **out) {
     *out = NULL;
     if (s->kind != AK_TOKENIZER_SPM && s->kind != AK_TOKENIZER_BPE && s->kind != AK_TOKENIZER_WPM)
         return AK_FAIL(AK_ERR_INVALID_ARG, "tokenizer kind %d", (int)s->kind);
-    if (s->kind == AK_TOKENIZER_BPE && s->pre != AK_PRETOK_GPT2 && s->pre != AK_PRETOK_FALCON)
-        return AK_FAIL(AK_ERR_INVALID_ARG, "byte-level BPE pre-tokenizer %d", (int)s->pre);
     ak_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return AK_FAIL(AK_ERR_NO_MEMORY, "tokenizer");
     t->kind = s->kind;
-    t->pre = s->pre;
+    t->nfc = s->nfc;
+    t->user_spm_pieces = s->user_spm_pieces;
     ak_status st;
+    if (s->kind == AK_TOKENIZER_BPE) AK_CHECK_GOTO(st, build_pretok(s, t));
     AK_CHECK_GOTO(st, build_tokens(s, t));
     AK_CHECK_GOTO(st, build_merges(s, t));
     AK_CHECK_GOTO(st, build_specials(s, t));
@@ -238,12 +268,20 @@ static ak_status read_kind(const ak_gguf *g, ak__tok_spec *s) {
     else if (n == 4 && memcmp(str, "gpt2", 4) == 0) ak__tok_spec_defaults(s, AK_TOKENIZER_BPE);
     else if (n == 4 && memcmp(str, "bert", 4) == 0) ak__tok_spec_defaults(s, AK_TOKENIZER_WPM);
     else return AK_FAIL(AK_ERR_UNSUPPORTED, "tokenizer model '%.*s' is not supported (llama, gpt2, bert)", (int)n, str);
-    /* pre absent or "default": the GPT-2 split */
+    /* pre absent (or empty): llama.cpp's "default" split */
     if (s->kind != AK_TOKENIZER_BPE || !has_key(g, "tokenizer.ggml.pre")) return AK_OK;
     AK_CHECK(ak_gguf_get_string(g, "tokenizer.ggml.pre", &str, &n));
-    if (n == 6 && memcmp(str, "falcon", 6) == 0) s->pre = AK_PRETOK_FALCON;
-    else if (!((n == 5 && memcmp(str, "gpt-2", 5) == 0) || (n == 7 && memcmp(str, "default", 7) == 0)))
-        return AK_FAIL(AK_ERR_UNSUPPORTED, "pre-tokenizer '%.*s' is not supported (gpt-2, falcon)", (int)n, str);
+    if (n == 0) return AK_OK;
+    int unsupported;
+    const ak__pretok_type *ty = ak__pretok_type_find(str, n, &unsupported);
+    if (!ty)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "pre-tokenizer '%.*s' is not supported%s", (int)n, str,
+                       unsupported ? " (llama.cpp splits it with code of its own, not regular "
+                                     "expressions; not implemented here)" : "");
+    s->pre_name = ty->names[0];
+    s->ignore_merges = (ty->flags & AK_PRE_IGNORE_MERGES) != 0;
+    if (ty->flags & AK_PRE_ADD_BOS) s->add_bos = 1;
+    if (ty->flags & AK_PRE_NO_BOS) s->bos = -1;
     return AK_OK;
 }
 
@@ -369,6 +407,42 @@ static ak_status read_specials(const ak_gguf *g, ak__tok_spec *s) {
     return AK_OK;
 }
 
+/* llama.cpp recognizes end-of-turn, end-of-generation and fill-in-the-middle tokens by
+ * their text and makes them control tokens whatever the file says (so they are parsed
+ * only with AK_TOK_PARSE_SPECIAL and not rendered by default); a few tokens of gpt-oss it
+ * makes user-defined. A GGUF tokenizes as in llama.cpp only with the same overrides. */
+static const char *const k_control_texts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+    "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>", "<|eom_id|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "</s>", "<eos>", "<turn|>", "<|tool_response>", "[e~[",
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>",
+    "▁<PRE>", "<|code_prefix|>", "<|prefix|>",
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>",
+    "▁<SUF>", "<|code_suffix|>", "<|suffix|>",
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>",
+    "▁<MID>", "<|code_middle|>", "<|middle|>",
+    "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]",
+    "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>", NULL};
+static const char *const k_user_texts[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                           "<|constrain|>", NULL};
+
+static int text_in(const char *s, size_t n, const char *const *list) {
+    for (; *list; list++)
+        if (strlen(*list) == n && memcmp(*list, s, n) == 0) return 1;
+    return 0;
+}
+
+static void override_types_by_text(const ak__tok_spec *s, gguf_arrays *a) {
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        const char *text = s->tokens[i];
+        size_t n = s->token_lens[i];
+        if (n < 3 || n > 32) continue;
+        if (text_in(text, n, k_control_texts)) a->types[i] = AK_TOKTYPE_CONTROL;
+        else if (text_in(text, n, k_user_texts)) a->types[i] = AK_TOKTYPE_USER_DEFINED;
+    }
+}
+
 ak_status ak_tokenizer_from_gguf(const ak_gguf *g, ak_tokenizer **out) {
     AK_ARG_CHECK(g != NULL && out != NULL, "gguf or out is NULL");
     *out = NULL;
@@ -380,6 +454,7 @@ ak_status ak_tokenizer_from_gguf(const ak_gguf *g, ak_tokenizer **out) {
     AK_CHECK_GOTO(st, read_kind(g, &s));
     AK_CHECK_GOTO(st, read_tokens(g, &s, &a));
     AK_CHECK_GOTO(st, read_scores_types(g, &s, &a));
+    override_types_by_text(&s, &a);
     if (s.kind == AK_TOKENIZER_BPE) AK_CHECK_GOTO(st, read_merges(g, &s, &a));
     AK_CHECK_GOTO(st, read_specials(g, &s));
     st = ak__tokenizer_build(&s, out);
