@@ -6,8 +6,9 @@ alignment of one model between accelkit and a reference engine.
 
 accelkit's side runs through the `ak` binary ($AK_BIN, else `ak` on PATH): `ak logits`
 (one prefill with every position's logits), `ak generate --temp 0 --ignore-eos
---print-ids` (greedy tokens through the serving engine) and `ak align --layer-logits L`
-(the logits after layer L). The reference is llama.cpp's libllama (accelkit.llamacpp) for
+--print-ids` (greedy tokens through the serving engine; --kv f32, the default, adds
+--kv-f32, as llama.cpp then gets an f32 cache too) and `ak align --layer-logits L` (the
+logits after layer L). The reference is llama.cpp's libllama (accelkit.llamacpp) for
 a GGUF file, or the PyTorch decoder of accelkit.align_torch for a Hugging Face folder.
 
 Errors: per position, max |ak - ref| (abs) and that over max |ref| of the row (rel); top-1:
@@ -79,9 +80,10 @@ def ak_logits(model, ids, threads, layer=None):
         return np.load(out).astype(np.float64)
 
 
-def ak_greedy(model, ids, n, threads):
+def ak_greedy(model, ids, n, threads, kv):
+    kv_flag = ["--kv-f32"] if kv == "f32" else []
     out = ak("generate", "-m", model, "--ids", " ".join(map(str, ids)), "-n", n, "--temp", 0,
-             "--ignore-eos", "--print-ids", "-t", threads)
+             "--ignore-eos", "--print-ids", *kv_flag, "-t", threads)
     rows = [ln.split() for ln in out.splitlines() if ln.strip()]
     rows = [r for r in rows if all(t.lstrip("-").isdigit() for t in r)]
     return [int(t) for t in rows[-1]] if rows else []
@@ -255,7 +257,8 @@ def align(args):
         row["top1_accelkit_text"] = ref.token_text(row["top1_accelkit"])
         row["top1_reference_text"] = ref.token_text(row["top1_reference"])
     if args.n > 0:
-        g_ours, g_ref = ak_greedy(model, ids, args.n, args.threads), ref.greedy(ids, args.n)
+        g_ours = ak_greedy(model, ids, args.n, args.threads, args.kv)
+        g_ref = ref.greedy(ids, args.n)
         result["greedy"] = {"n": args.n, "accelkit": g_ours, "reference": g_ref,
                             "first_divergence": divergence(g_ours, g_ref, ref)}
     if args.layers:
