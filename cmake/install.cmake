@@ -8,6 +8,7 @@
 #                                               (shared), accelkit::accelkit_static
 #   share/accelkit/plan/{models,clusters}/      the planner's presets, as examples of
 #                                               description files (ak has them built in)
+#   share/accelkit/python/accelkit/             `ak align`'s Python helper (AK_WITH_LLM)
 # `ak` reads no data file at run time: the planner presets are embedded in the library.
 include(CMakePackageConfigHelpers)
 set(AK_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/accelkit)
@@ -32,6 +33,14 @@ install(FILES ${AK_PUBLIC_HEADERS} ${AK_GENERATED_INCLUDE}/accelkit/version.h
 
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/data/plan/ DESTINATION ${CMAKE_INSTALL_DATADIR}/accelkit/plan
         FILES_MATCHING PATTERN "*.json")
+# `ak align` runs its Python helper from here (src/cli/cmd_align.c looks beside bin/)
+if(AK_WITH_LLM)
+  install(FILES ${CMAKE_SOURCE_DIR}/python/accelkit/align.py
+                ${CMAKE_SOURCE_DIR}/python/accelkit/align_torch.py
+                ${CMAKE_SOURCE_DIR}/python/accelkit/llamacpp.py
+                ${CMAKE_SOURCE_DIR}/python/accelkit/llm_files.py
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/accelkit/python/accelkit)
+endif()
 
 # ---- CMake package ------------------------------------------------------------------
 install(EXPORT accelkitTargets NAMESPACE accelkit:: DESTINATION ${AK_CMAKE_DIR})

@@ -11,7 +11,7 @@
 typedef struct gen_args {
     const char *model, *draft, *prompt, *ids, *hooks_path;
     long n, threads, gamma, ngram, ctx;
-    int print_ids, ignore_eos, stats, mmap;
+    int print_ids, ignore_eos, stats, mmap, kv_f32;
     const char *stops[16];
     size_t n_stops;
     ak_cli_sampling sampling_flags;
@@ -55,6 +55,7 @@ static int parse_args(int argc, char **argv, gen_args *a) {
         {"ctx", 0, AK_OPT_INT, &a->ctx, "N", .help = "context length (0: the model's)", .def = "0", .min = 0, .max = 1 << 24},
         {"hooks", 0, AK_OPT_STRING, &a->hooks_path, "LIB.so", .help = "pre/post-processing hooks from a shared library"},
         {"mmap", 0, AK_OPT_FLAG, &a->mmap, .help = "map the weights instead of reading them"},
+        {"kv-f32", 0, AK_OPT_FLAG, &a->kv_f32, .help = "keep the KV cache in f32 instead of f16 (precision checks)"},
         {"print-ids", 0, AK_OPT_FLAG, &a->print_ids, .help = "print the generated token ids instead of text"},
         {"stats", 0, AK_OPT_FLAG, &a->stats, .help = "tokens and speed on stderr at the end"},
     };
@@ -159,6 +160,7 @@ static int run_engine(const gen_args *a, ak_llm_model *m, ak_llm_model *draft,
     eo.draft = draft;
     eo.spec_gamma = (int32_t)a->gamma;
     eo.spec_ngram = (int32_t)a->ngram;
+    if (a->kv_f32) eo.kv_dtype = AK_DTYPE_F32;
     ak_llm_engine *e;
     ak_status st = ak_llm_engine_create(m, &eo, &e);
     if (st != AK_OK) return ak_cli_report("engine", st);

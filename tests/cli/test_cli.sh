@@ -136,7 +136,7 @@ lists run --input -i --inputs --random --dim --output-dir -o -t --threads
 lists compare --inputs --input --dim --reference --tol -t --threads --json
 lists generate -m --model -p --ids -n -t --temp --top-k --top-p --min-p --repeat-penalty \
   --presence-penalty --frequency-penalty --seed --stop --ignore-eos --draft --gamma --ngram --ctx \
-  --hooks --mmap --print-ids --stats --logprobs
+  --hooks --mmap --kv-f32 --print-ids --stats --logprobs
 lists tokenize -m --model --file --bos
 lists logits -m --model --ids --out -t
 lists convert --type --outtype
