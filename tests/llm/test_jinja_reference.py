@@ -226,6 +226,81 @@ def templates():
     return out
 
 
+# Small templates, one construct family each, rendered over a short conversation.
+CONSTRUCTS = [
+    # whitespace: trim_blocks, lstrip_blocks, -, +, comments, raw
+    "{% for m in messages %}\n  {% if m.role == 'user' %}\n[{{ m.content }}]\n  {% endif %}\n{% endfor %}\n",
+    "a  {%- if true -%}  b  {%- endif -%}  c",
+    "  {%+ if true %}kept{% endif +%}\n  {% if true %}stripped\n{% endif %}",
+    "{% raw %}{{ not a var }}{% endraw %}{# comment #}\n  {{ 'k' }}\n",
+    "x {#- trimmed -#} y\n  {# own line #}\nz\r\nw\n\n",
+    "{{- '  x  ' | trim -}}\n{{ '%s=%d' | format('n', 5) }}\n",
+    "line\n    {%- set a = 1 %}\n    {{ a }}\n\t{% if a %}tab{% endif %}\n",
+    # loops
+    "{% for m in messages %}{{ loop.index }}/{{ loop.index0 }}/{{ loop.revindex }}/{{ loop.revindex0 }}/"
+    "{{ loop.length }}{{ '^' if loop.first }}{{ '$' if loop.last }} {% endfor %}",
+    "{% for x in [] %}no{% else %}empty{% endfor %}|{% for i in range(10) %}{% if i is odd %}"
+    "{% continue %}{% endif %}{% if i > 6 %}{% break %}{% endif %}{{ i }}{% endfor %}",
+    "{% for k, v in {'a': 1, 'b': [1, 2]}.items() %}{{ k }}={{ v }};{% endfor %}"
+    "{% for m in messages if m.role != 'system' %}{{ loop.index }}{{ m.role }}{% endfor %}",
+    "{% for m in messages %}{{ loop.previtem.role if loop.previtem is defined else '-' }}>"
+    "{{ loop.nextitem.role if loop.nextitem is defined else '-' }} {% endfor %}",
+    "{% for a in range(2) %}{% for b in range(3, 0, -1) %}{{ a }}{{ b }}{{ loop.index }} {% endfor %}{% endfor %}",
+    "{% for c in 'hé!' %}[{{ c }}]{% endfor %}{% for k in {'x': 1, 'y': 2} %}{{ k }}{% endfor %}",
+    # scoping, set, namespace, macros
+    "{% set x = 1 %}{% for i in range(2) %}{% set x = x + 10 %}{{ x }}{% endfor %}{{ x }}"
+    "{% set ns = namespace(n=0, s='') %}{% for i in range(3) %}{% set ns.n = ns.n + i %}"
+    "{% set ns.s = ns.s ~ i %}{% endfor %}{{ ns.n }}{{ ns.s }}",
+    "{% macro tag(name, body='-') %}<{{ name }}>{{ body }}</{{ name }}>{% endmacro %}"
+    "{{ tag('a') }}{{ tag('b', body='x') }}{% set blk %}B{{ 1 + 2 }}{% endset %}{{ blk }}",
+    "{% macro fact(n) %}{% if n <= 1 %}1{% else %}{{ n }}*{{ fact(n - 1) }}{% endif %}{% endmacro %}{{ fact(5) }}",
+    "{% set a, b = 1, 'two' %}{{ a }}{{ b }}{% set l = [] %}{% set _ = l.append(3) %}{{ l }}",
+    "{% if messages|length > 2 %}many{% elif messages %}some{% else %}none{% endif %}",
+    # expressions
+    "{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 2 ** 8 }} {{ 1 / 4 }} {{ 3 * 'ab' }} "
+    "{{ 'x' ~ 1 ~ none }} {{ [1] + [2] }} {{ 10 - 2.5 }} {{ -(3) }} {{ 1 + true }}",
+    "{{ 'héllo wörld'[1:4] }}|{{ 'abc'[::-1] }}|{{ [1,2,3,4][-2:] }}|{{ [1,2,3,4][::2] }}|"
+    "{{ 'abc'[-1] }}|{{ [1, 2][5] is undefined }}|{{ messages.0.role }}",
+    "{{ 'a,b,,c'.split(',') }}|{{ '  x y  '.split() }}|{{ 'a b c'.split(' ', 1) }}|{{ 'xxhixx'.strip('x') }}|"
+    "{{ '\\n x \\n'.lstrip() }}|{{ 'x  '.rstrip() }}|{{ 'Hello'.startswith('He') }}|"
+    "{{ 'Hello'.endswith(('x', 'lo')) }}|{{ 'ab'.upper() }}|{{ 'AB'.lower() }}|"
+    "{{ 'a-b-c'.replace('-', '+') }}|{{ 'hello world'.title() }}|{{ 'abcabc'.find('c') }}|{{ ', '.join(['a', 'b']) }}",
+    "{{ x is defined }} {{ none is none }} {{ 'a' is string }} {{ 1 is number }} {{ {} is mapping }} "
+    "{{ [] is iterable }} {{ 'a' in 'cat' }} {{ 2 not in [1] }} {{ 4 is divisibleby 2 }} "
+    "{{ messages[0] is mapping }} {{ 3 is not even }} {{ not x is defined }} {{ true is true }} "
+    "{{ 1 is false }} {{ [] is sequence }} {{ 1.5 is float }} {{ 2 is integer }} {{ 'A' is upper }}",
+    "{{ 1 < 2 }} {{ 'a' >= 'b' }} {{ [1, 2] == [1, 2] }} {{ 1 == 1.0 }} {{ none == false }} "
+    "{{ 1 and 'x' }} {{ 0 or '' or 'z' }} {{ not [] }} {{ 'a' if 0 else 'b' }}",
+    "{{ none }}|{{ true }}|{{ [1, 'a', none, 1.5, false] }}|{{ {'a': (1, 2), 'q': \"it's\"} }}|{{ x }}|"
+    "{{ 1e20 }}|{{ 0.1 + 0.2 }}|{{ 3.0 }}|{{ 1e-5 }}|{{ 2 / 3 }}|{{ 100000000000000000.0 }}",
+    "{{ 'tab\\there' }}|{{ \"q'uote\" }}|{{ 'uni\\u00e9\\x41' }}|{{ 'a' 'b' }}",
+    # filters
+    "{{ messages | map(attribute='role') | join(', ') }}|{{ messages | selectattr('role', 'equalto', 'user') | list | length }}|"
+    "{{ messages | rejectattr('role', 'in', ['system']) | map(attribute='content') | map('trim') | join }}|"
+    "{{ x | default('dflt') }}|{{ '' | default('e', true) }}|{{ none | d('n') }}|{{ messages | selectattr('name') | list }}",
+    "{{ {'b': 1, 'a': [1, 'é', none, true, 1.5, \"q\\\"\\n\"]} | tojson }}|{{ {'b': 1, 'a': {}, 'c': []} | tojson(indent=2, sort_keys=true) }}|"
+    "{{ [[1, 2], {'k': [3]}] | tojson(indent=4) }}",
+    "{{ 'line1\\nline2\\n\\nline4' | indent(2) }}|{{ 'x\\ny' | indent(3, first=true) }}|{{ 'a\\n\\nb' | indent('> ', blank=true) }}",
+    "{{ [3, 1, 2] | sort }}{{ ['b', 'A', 'c'] | sort(reverse=true) }}{{ ['a', 'A', 'b'] | unique | list }}"
+    "{{ {'b': 2, 'a': 1} | dictsort }}{{ [1, 2] | reverse | list }}{{ [1, 2, 3] | first }}{{ [1, 2, 3] | last }}"
+    "{{ -3 | abs }}{{ 2.567 | round(2) }}{{ 2.5 | round }}{{ 2.5 | round(0, 'floor') }}{{ '42' | int + 1 }}{{ 'x' | float }}{{ 3 | string }}",
+    "{{ 'Mixed Case' | lower }} {{ 'éa' | upper }} {{ 'hELLO' | capitalize }} {{ '<a&b>' | e }} "
+    "{{ 'one two  three' | wordcount }} {{ [1, 2, 3] | sum }} {{ [3, 9, 2] | max }} {{ [3, 9, 2] | min }} "
+    "{{ 'ab' | list }} {{ {'a': 1} | items | list }} {{ 'hello world' | title }} {{ '<b>' | safe }} {{ 'x' | count }}",
+    "{{ messages | sort(attribute='role') | map(attribute='role') | list }}{{ messages | map(attribute='missing', default='?') | list }}"
+    "{{ messages | selectattr('content', 'string') | list | length }}{{ [0, 1, '', 'a'] | select | list }}{{ [1, 2, 3] | reject('odd') | list }}",
+    "{{ messages[0]['content'] }}{{ messages[0].get('missing', 'fallback') }}{{ messages[0].get('none') }}"
+    "{{ messages[0].keys() | list }}{{ messages[0].values() | list }}{{ (1, 2) }}{{ (1,) }}{{ dict(a=1) }}{{ 'a' if false }}.",
+    "{{ 'x' | safe + '<y>' }}|{{ '<x>' + 'y' | safe }}|{{ ('a' | e) ~ '<' }}",
+    "{{ raise_exception('refused: ' ~ messages | length) if messages | length > 1 }}",
+]
+ERRORS = [  # templates Jinja2 refuses at render time: accelkit must refuse too
+    "{{ x.y }}", "{{ 1 + 'a' }}", "{{ none | length }}", "{{ undefined_fn() }}",
+    "{{ [1] | tojson(indent='x') if false }}{{ {'a': x} | tojson }}", "{% for a, b in [1] %}{% endfor %}",
+    "{{ 1 / 0 }}", "{{ 'a' < 1 }}", "{% set n = none %}{{ n.x.y }}",
+]
+
+
 # ---- tests ------------------------------------------------------------------------------
 
 class TestJinjaReference(unittest.TestCase):
@@ -266,6 +341,21 @@ class TestJinjaReference(unittest.TestCase):
             self.lib.ak_chat_template_free(handle)
         self.assertEqual(problems, [], "\n".join(problems[:6]))
         return same_text, same_refusal
+
+    def test_constructs(self):
+        convs = [("conversation", {"messages": [SYS, U1, A1], "gen": True})]
+        for i, template in enumerate(CONSTRUCTS):
+            with self.subTest(construct=i):
+                t, r = self.compare("construct %d %r" % (i, template[:60]), template, "<s>", "</s>",
+                                    convs)
+                self.assertEqual(t + r, 1)
+
+    def test_errors_agree(self):
+        convs = [("conversation", {"messages": [SYS, U1], "gen": True})]
+        for template in ERRORS:
+            with self.subTest(template=template):
+                t, r = self.compare("error %r" % template, template, "<s>", "</s>", convs)
+                self.assertEqual((t, r), (0, 1), "%r: Jinja2 was expected to refuse" % template)
 
     def test_real_templates(self):
         all_cases = list(cases())

@@ -1212,8 +1212,10 @@ static ak_status global_range(jj_ctx *c, const jj_args *a, jj_val *out) {
     jj_list *l = ak__jj_list_new(c->ar, 0);
     if (!l) return ak__jj_oom();
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-        if (l->n >= c->lim->max_iterations)
-            return bad(c, "range", "more items than the loop iteration limit");
+        /* each item counts as an iteration: ranges are where runaway loops come from */
+        if (++c->iterations > c->lim->max_iterations)
+            return AK_FAIL(AK_ERR_INVALID_ARG, "chat template: line %d: more than %llu loop "
+                           "iterations", c->line, (unsigned long long)c->lim->max_iterations);
         if (!ak__jj_list_push(c->ar, l, jj_int(i))) return ak__jj_oom();
     }
     *out = list_val(l);

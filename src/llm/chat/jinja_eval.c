@@ -659,12 +659,16 @@ static ak_status exec_for(jj_ctx *c, const jj_node *n) {
     jj_val lv = {JJ_LOOP, 0, {0}};
     lv.u.loop = loop;
     jj_frame *saved = c->frame;
+    AK_CHECK(push_frame(c, saved));
+    jj_frame *iteration = c->frame; /* emptied for each iteration, not reallocated */
+    c->frame = saved;
     ak_status st = AK_OK;
     size_t n_items = items->n; /* appends to the list inside the loop do not extend it */
     for (size_t i = 0; i < n_items && st == AK_OK; i++) {
         loop->index0 = (int64_t)i;
         st = count_iteration(c);
-        if (st == AK_OK) st = push_frame(c, saved);
+        iteration->vars.n = 0;
+        c->frame = iteration;
         if (st == AK_OK) st = set_var(c, "loop", lv);
         if (st == AK_OK) st = bind(c, n->targets, n->n_targets, items->v[i]);
         if (st == AK_OK) st = exec_body(c, n->body);

@@ -318,7 +318,10 @@ static ak_status lex(lexer *L) {
                 hit = q;
                 break;
             }
-        if (!hit) return emit_text(L, L->pos, L->n, 0, 0);
+        if (!hit) {
+            AK_CHECK(emit_text(L, L->pos, L->n, 0, 0));
+            break;
+        }
         size_t at = (size_t)(hit - L->src);
         char type = hit[1];
         char sign = at + 2 < L->n && (hit[2] == '-' || hit[2] == '+') ? hit[2] : 0;
@@ -1009,8 +1012,11 @@ static ak_status parse_body(parser *P, const char *const *ends, jj_node **out) {
         jj_node *n = NULL;
         if (t->kind == T_EOF) {
             if (!ends) break;
+            const char *closer = ends[0];
+            for (size_t k = 0; ends[k]; k++)
+                if (!strncmp(ends[k], "end", 3)) closer = ends[k];
             return AK_FAIL(AK_ERR_INVALID_ARG, "chat template: line %d: the block opened here "
-                           "has no {%% %s %%}", line, ends[0][0] == 'e' ? ends[0] : ends[1]);
+                           "has no {%% %s %%}", line, closer);
         }
         if (t->kind == T_DATA) {
             AK_CHECK(new_node(P, JN_DATA, &n));
