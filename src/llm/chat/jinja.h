@@ -136,7 +136,7 @@ size_t ak__jj_space_before(const char *s, size_t n);
 typedef enum jj_kind {
     /* statements */
     JN_BODY, JN_DATA, JN_OUTPUT, JN_IF, JN_FOR, JN_SET, JN_SET_ATTR, JN_SET_BLOCK, JN_MACRO,
-    JN_BREAK, JN_CONTINUE,
+    JN_BREAK, JN_CONTINUE, JN_FILTER_BLOCK,
     /* expressions */
     JN_LIT, JN_NAME, JN_LIST, JN_TUPLE, JN_DICT, JN_ATTR, JN_ITEM, JN_SLICE, JN_CALL,
     JN_FILTER, JN_TEST, JN_NOT, JN_NEG, JN_POS, JN_BINOP, JN_AND, JN_OR, JN_COND

@@ -704,6 +704,22 @@ static ak_status exec_set(jj_ctx *c, const jj_node *n) {
     return AK_OK;
 }
 
+static ak_status exec_filter_block(jj_ctx *c, const jj_node *n) {
+    jj_buf buf = {0}, *saved = c->out;
+    buf.limit = c->lim->max_output;
+    c->out = &buf;
+    ak_status st = exec_body(c, n->body);
+    c->out = saved;
+    AK_CHECK(st);
+    jj_args args;
+    jj_val v;
+    AK_CHECK(eval_args(c, n, 0, &args));
+    AK_CHECK(ak__jj_filter(c, n->name, jj_str(buf.p ? buf.p : "", buf.n), &args, &v));
+    jj_buf text = {0};
+    if (!ak__jj_str(c->ar, &text, v)) return ak__jj_oom();
+    return emit(c, text.p ? text.p : "", text.n);
+}
+
 static ak_status exec_stmt(jj_ctx *c, const jj_node *n) {
     jj_val v;
     c->line = n->line;
@@ -733,6 +749,7 @@ static ak_status exec_stmt(jj_ctx *c, const jj_node *n) {
         mv.u.macro = m;
         return set_var(c, n->name, mv);
     }
+    case JN_FILTER_BLOCK: return exec_filter_block(c, n);
     case JN_BREAK: c->ctl = CTL_BREAK; return AK_OK;
     case JN_CONTINUE: c->ctl = CTL_CONTINUE; return AK_OK;
     default: return fail_at(c, AK_ERR_INVALID_ARG, "internal: an expression used as a statement");

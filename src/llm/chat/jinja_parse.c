@@ -985,6 +985,27 @@ static ak_status parse_macro(parser *P, jj_node **out) {
     return AK_OK;
 }
 
+/* {% filter name(args) %}...{% endfilter %}: the body's text through a filter. */
+static ak_status parse_filter_block(parser *P, jj_node **out) {
+    jj_node *n;
+    AK_CHECK(new_node(P, JN_FILTER_BLOCK, &n));
+    AK_CHECK(name_tok(P, &n->name));
+    if (!ak__jj_is_filter(n->name))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "chat template: line %d: filter '%s' is not supported",
+                       n->line, n->name);
+    if (skip_op(P, "(")) AK_CHECK(parse_args(P, n));
+    if (is_op(cur(P), "|"))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "chat template: line %d: chained filters in a filter "
+                       "block are not supported", cur(P)->line);
+    AK_CHECK(block_end(P));
+    static const char *const ends[] = {"endfilter", NULL};
+    AK_CHECK(parse_body(P, ends, &n->body));
+    skip_end_tag(P);
+    AK_CHECK(block_end(P));
+    *out = n;
+    return AK_OK;
+}
+
 static ak_status parse_statement(parser *P, jj_node **out) {
     token *t = cur(P);
     if (t->kind != T_NAME) return expected(P, "a statement name");
@@ -993,6 +1014,7 @@ static ak_status parse_statement(parser *P, jj_node **out) {
     if (is_name(t, "for")) return parse_for(P, out);
     if (is_name(t, "set")) return parse_set(P, out);
     if (is_name(t, "macro")) return parse_macro(P, out);
+    if (is_name(t, "filter")) return parse_filter_block(P, out);
     if (is_name(t, "break") || is_name(t, "continue")) {
         AK_CHECK(new_node(P, is_name(t, "break") ? JN_BREAK : JN_CONTINUE, out));
         return block_end(P);
@@ -1033,7 +1055,7 @@ static ak_status parse_body(parser *P, const char *const *ends, jj_node **out) {
             for (size_t k = 0; ends && ends[k]; k++)
                 if (at_end(P, ends[k])) goto finished;
             static const char *const closers[] = {"endif", "endfor", "endmacro", "endset",
-                                                  "elif", "else", "endraw"};
+                                                  "elif", "else", "endraw", "endfilter"};
             for (size_t k = 0; k < sizeof closers / sizeof closers[0]; k++)
                 if (at_end(P, closers[k]))
                     return AK_FAIL(AK_ERR_INVALID_ARG, "chat template: line %d: unexpected "
