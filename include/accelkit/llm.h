@@ -311,7 +311,37 @@ typedef struct ak_chat_message {
     const char *content;
 } ak_chat_message;
 
-/* The known format a Jinja chat template implements: "llama-2", "llama-3", "chatml",
+/* A model's own Jinja chat template, compiled. The interpreter implements the Jinja2
+ * subset chat templates use, with Hugging Face's settings (trim_blocks, lstrip_blocks,
+ * loopcontrols, its tojson, raise_exception, strftime_now); docs/server.md lists it. A
+ * construct, filter or test outside it is refused at compile time with
+ * AK_ERR_UNSUPPORTED naming it; a syntax error is AK_ERR_INVALID_ARG with its line. */
+typedef struct ak_chat_template ak_chat_template;
+
+AK_API ak_status ak_chat_template_compile(const char *text, ak_chat_template **out);
+AK_API void ak_chat_template_free(ak_chat_template *t);
+
+typedef struct ak_chat_render_opts {
+    /* JSON array of messages as OpenAI / Hugging Face write them: role, content (a string
+     * or a list of parts), and optionally tool_calls, tool_call_id, name, ... */
+    const char *messages_json;
+    const char *tools_json;    /* JSON array of tools, or NULL (the template sees none) */
+    const char *extra_json;    /* JSON object of more template variables, or NULL */
+    int add_generation_prompt;
+    const char *bos_token, *eos_token; /* the model's texts (NULL = "") */
+    int64_t now;               /* strftime_now()'s time, seconds since the epoch; 0 = now */
+} ak_chat_render_opts;
+
+/* Renders the template. raise_exception(msg) in the template gives AK_ERR_INVALID_ARG
+ * with msg; limits on output size, loop iterations, macro depth and memory give
+ * AK_ERR_INVALID_ARG naming the limit. Same size protocol as ak_tokenizer_decode; the
+ * text is NUL-terminated when it fits. */
+AK_API ak_status ak_chat_template_render(const ak_chat_template *t, const ak_chat_render_opts *o,
+                                         char *buf, size_t cap, size_t *len);
+
+/* The built-in presets (hand-written renderers of well-known templates), used when chosen
+ * by name or when a model has no template.
+ * The known format a Jinja chat template implements: "llama-2", "llama-3", "chatml",
  * "mistral", "zephyr", "gemma", "phi-3"; AK_ERR_UNSUPPORTED when none matches. */
 AK_API ak_status ak_chat_format_detect(const char *template_text, const char **format);
 /* Renders `messages` as the prompt text of `format` (a name above), ending with the

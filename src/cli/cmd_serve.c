@@ -39,7 +39,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         {"gamma", 0, AK_OPT_INT, &a->gamma, "G", .help = "draft tokens per step (default: the engine's)", .min = 0, .max = 16},
         {"ngram", 0, AK_OPT_INT, &a->ngram, "N", .help = "speculative decoding from N-grams of the context (0: off)", .def = "0", .min = 0, .max = 16},
         {"hooks", 0, AK_OPT_STRING, &a->hooks, "LIB.so", .help = "pre/post-processing hooks from a shared library"},
-        {"chat-format", 0, AK_OPT_STRING, &a->chat_format, "NAME", .help = "chat template (default: the model's)"},
+        {"chat-format", 0, AK_OPT_STRING, &a->chat_format, "NAME", .help = "a built-in chat template preset: llama-2, llama-3, chatml, mistral, zephyr, gemma, phi-3 (default: the model's own Jinja template)"},
         {"name", 0, AK_OPT_STRING, &a->name, "ID", .help = "model id clients see (default: the file or folder name)"},
         {"max-body", 0, AK_OPT_SIZE, &a->max_body, "BYTES", .help = "largest request body (default: the server's)", .min = 64, .max = 1e15},
         {"max-concurrent", 0, AK_OPT_INT, &a->max_concurrent, "N", .help = "requests served at once, more wait (default: the server's)", .min = 1, .max = 4096},

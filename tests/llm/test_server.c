@@ -978,7 +978,7 @@ static void test_scripted_backend(void **state) {
     o.port = 0;
     ak__server *s = NULL;
     assert_int_equal(ak__server_start(&be, &m, &o, &s), AK_OK);
-    assert_string_equal(ak__server_chat_format(s), "gemma"); /* detected from the template */
+    assert_string_equal(ak__server_chat_format(s), "jinja"); /* the model's own template */
     int port = ak__server_port(s);
     streamed st = stream(port, "/v1/completions", "{\"prompt\":\"x\",\"stream\":true,\"n\":2}");
     assert_string_equal(st.text.v, "o\xE2\x82\xAC" "k"); /* sample 0 only: joined by stream() */

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "core/check.h"
+#include "llm/chat/chat.h"
 #include "llm/hooks/hooks.h"
 #include "llm/server/server_internal.h"
 
@@ -90,9 +91,40 @@ static ak_status gen_alloc(ak__server *srv, ak__oai_request *req, int fd, ak__ge
 
 /* ---- the prompt ---------------------------------------------------------------------- */
 
+/* The model's Jinja template over the request's messages (roles normalized, content parts
+ * joined, as parsed) and its "tools". A template that refuses the conversation
+ * (raise_exception, an undefined value, a limit) is the client's 400. */
+static ak_status render_jinja(ak__gen *g, char **text, size_t *len, ak__oai_error *err) {
+    const ak__server *srv = g->srv;
+    const ak__oai_request *r = &g->req;
+    cJSON *msgs = cJSON_CreateArray();
+    int ok = msgs != NULL;
+    for (size_t i = 0; ok && i < r->n_messages; i++) {
+        cJSON *m = cJSON_CreateObject();
+        ok = m && cJSON_AddItemToArray(msgs, m) &&
+             cJSON_AddStringToObject(m, "role", r->messages[i].role) &&
+             cJSON_AddStringToObject(m, "content", r->messages[i].content);
+    }
+    if (!ok) {
+        cJSON_Delete(msgs);
+        return AK_FAIL(AK_ERR_NO_MEMORY, "server: %zu messages", r->n_messages);
+    }
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(r->root, "tools");
+    ak_status st = ak__chat_template_render_json(srv->chat_template, msgs,
+                                                 cJSON_IsArray(tools) ? tools : NULL, NULL, 1,
+                                                 srv->bos_text, srv->eos_text, 0, text, len);
+    cJSON_Delete(msgs);
+    if (st == AK_ERR_INVALID_ARG) {
+        ak__oai_error_set(err, 400, "messages", NULL, "%s", ak_last_error());
+        return st;
+    }
+    return st;
+}
+
 static ak_status render_chat(ak__gen *g, char **text, size_t *len, ak__oai_error *err) {
     const ak__server *srv = g->srv;
     const ak__oai_request *r = &g->req;
+    if (srv->chat_template) return render_jinja(g, text, len, err);
     size_t need = 0;
     ak_status st = ak_chat_render(srv->chat_format, r->messages, r->n_messages, 1, srv->bos_text,
                                   srv->eos_text, NULL, 0, &need);

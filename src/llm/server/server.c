@@ -355,7 +355,7 @@ static ak_status setup_model(ak__server *s, const ak__server_model *m,
     s->eos_text = token_text_copy(m->tokenizer, info.eos);
     if (!s->name || !s->bos_text || !s->eos_text)
         return AK_FAIL(AK_ERR_NO_MEMORY, "server: model names");
-    if (o->chat_format) {
+    if (o->chat_format) { /* a preset chosen by name */
         size_t len = 0;
         if (ak_chat_render(o->chat_format, NULL, 0, 1, NULL, NULL, NULL, 0, &len) ==
                 AK_ERR_INVALID_ARG &&
@@ -365,12 +365,24 @@ static ak_status setup_model(ak__server *s, const ak__server_model *m,
                            "mistral, zephyr, gemma, phi-3)",
                            o->chat_format);
         s->chat_format = o->chat_format;
-    } else if (!m->chat_template ||
-               ak_chat_format_detect(m->chat_template, &s->chat_format) != AK_OK) {
-        s->chat_format = "chatml"; /* no template, or one we do not know */
+    } else if (m->chat_template) { /* the model's own template, rendered with Jinja */
+        ak_status st = ak_chat_template_compile(m->chat_template, &s->chat_template);
+        if (st != AK_OK)
+            return AK_FAIL(st, "the model's chat template: %s (--chat-format NAME picks a "
+                           "built-in preset instead)", ak_last_error());
+        s->chat_format = "jinja";
+    } else {
+        s->chat_format = "chatml";
+        AK_LOG_WARN(AK_SUBSYS_LLM, "the model has no chat template: chat requests use the "
+                    "built-in chatml preset (--chat-format NAME picks another)");
+    }
+    /* the turn-end token: the preset's, or the one of the family the template looks like */
+    const char *family = s->chat_format;
+    if (s->chat_template && ak_chat_format_detect(m->chat_template, &family) != AK_OK) {
+        family = "";
         ak_clear_error();
     }
-    s->turn_end_id = turn_end_token(m->tokenizer, s->chat_format);
+    s->turn_end_id = turn_end_token(m->tokenizer, family);
     return AK_OK;
 }
 
@@ -419,6 +431,7 @@ static ak_status start_daemon(ak__server *s, const ak__server_options *o) {
 static void server_free(ak__server *s) {
     ak__metrics_destroy(&s->metrics);
     pthread_mutex_destroy(&s->mu);
+    ak_chat_template_free(s->chat_template);
     free(s->name);
     free(s->bos_text);
     free(s->eos_text);

@@ -20,7 +20,8 @@ struct ak__server {
     const ak_tokenizer *tok;
     int32_t n_ctx, n_vocab;
     char *name;
-    const char *chat_format;
+    const char *chat_format;       /* "jinja" (the model's template) or a preset's name */
+    ak_chat_template *chat_template; /* the model's template compiled, NULL with a preset */
     char *bos_text, *eos_text;     /* the model's texts for chat templates ("" if none) */
     int32_t turn_end_id;           /* the format's end-of-turn token, -1 if none */
     size_t max_body;
