@@ -3,11 +3,14 @@
 that node-llama-cpp ships prebuilt (@node-llama-cpp/linux-x64, installed by
 scripts/setup): prompt processing of N_PROMPT tokens in one llama_decode (pp) and
 N_GEN single-token llama_decode calls with the last token's logits (tg), each from an
-empty KV cache, median of REPS runs after one warm-up.
+empty KV cache, median of REPS runs after one warm-up; with SEQS > 1 also batched decode
+(bd): SEQS sequences advanced together, one token each per llama_decode (a batch from
+llama_batch_init, every token with its logits), N_GEN steps after the step that feeds
+every sequence its first token, in tokens/s over all sequences.
 
-    llamacpp_bench.py MODEL.gguf THREADS [N_PROMPT=128] [N_GEN=64] [REPS=3]
+    llamacpp_bench.py MODEL.gguf THREADS [N_PROMPT=128] [N_GEN=64] [REPS=3] [SEQS=0]
 
-Prints one JSON line {model, threads, n_prompt, n_gen, pp_tps, tg_tps}.
+Prints one JSON line {model, threads, n_prompt, n_gen, pp_tps, tg_tps, seqs, bd_tps}.
 
 Why not node-llama-cpp's JavaScript API: on this 2-core machine its per-token round trip
 through the event loop collides with llama.cpp's two compute threads; 2-thread decode
@@ -16,7 +19,10 @@ libllama directly, as llama-bench does, has no such extra thread.
 
 Only opaque use is made of llama.cpp's parameter structs (default parameters are passed
 back unchanged; threads are set with llama_set_n_threads), so no header is needed; the
-default context is 512 tokens with llama.cpp's default attention settings.
+default context is 512 tokens with llama.cpp's default attention settings. Batched decode
+needs a context for SEQS sequences: the first four fields of llama_context_params
+(n_ctx, n_batch, n_ubatch, n_seq_max, all uint32) are set, after checking that the
+defaults read there are the documented 512, 2048, 512, 1.
 """
 import ctypes as C
 import json
@@ -37,7 +43,7 @@ class Params(C.Structure):
 
 
 class Batch(C.Structure):
-    """struct llama_batch, as llama_batch_get_one returns it."""
+    """struct llama_batch, as llama_batch_get_one and llama_batch_init return it."""
     _fields_ = [("n_tokens", C.c_int32), ("token", C.c_void_p), ("embd", C.c_void_p),
                 ("pos", C.c_void_p), ("n_seq_id", C.c_void_p), ("seq_id", C.c_void_p),
                 ("logits", C.c_void_p)]
@@ -67,6 +73,9 @@ def load_llama():
     lib.llama_get_memory.restype = C.c_void_p
     lib.llama_memory_clear.argtypes = [C.c_void_p, C.c_bool]
     lib.llama_synchronize.argtypes = [C.c_void_p]
+    lib.llama_batch_init.argtypes = [C.c_int32, C.c_int32, C.c_int32]
+    lib.llama_batch_init.restype = Batch
+    lib.llama_batch_free.argtypes = [Batch]
     lib.llama_free.argtypes = [C.c_void_p]
     lib.llama_model_free.argtypes = [C.c_void_p]
     return lib
@@ -96,6 +105,46 @@ def time_decode(lib, ctx, n_gen):
     return n_gen / (time.perf_counter() - t0)
 
 
+def context_for_seqs(lib, model, seqs, n_gen):
+    """A context holding `seqs` sequences of 1 + n_gen tokens each (its KV cells may be
+    split evenly between the sequences, so n_ctx covers all of them)."""
+    params = lib.llama_context_default_params()
+    head = C.cast(C.pointer(params), C.POINTER(C.c_uint32))
+    if [head[i] for i in range(4)] != [512, 2048, 512, 1]:
+        raise RuntimeError("llama_context_params: unexpected layout (n_ctx, n_batch, "
+                           f"n_ubatch, n_seq_max = {[head[i] for i in range(4)]})")
+    per_seq = (1 + n_gen + 255) // 256 * 256
+    head[0] = seqs * per_seq         # n_ctx
+    head[1] = head[2] = max(seqs, 512)  # n_batch, n_ubatch
+    head[3] = seqs                   # n_seq_max
+    return lib.llama_init_from_model(model, params)
+
+
+def time_batched(lib, ctx, seqs, n_gen):
+    """Tokens/s of `seqs` sequences decoded together, one token each per llama_decode."""
+    lib.llama_memory_clear(lib.llama_get_memory(ctx), True)
+    batch = lib.llama_batch_init(seqs, 0, 1)
+    token = C.cast(batch.token, C.POINTER(C.c_int32))
+    pos = C.cast(batch.pos, C.POINTER(C.c_int32))
+    n_seq_id = C.cast(batch.n_seq_id, C.POINTER(C.c_int32))
+    seq_id = C.cast(batch.seq_id, C.POINTER(C.POINTER(C.c_int32)))
+    logits = C.cast(batch.logits, C.POINTER(C.c_int8))
+    batch.n_tokens = seqs
+    t0 = 0.0
+    for step in range(n_gen + 1):  # step 0 feeds the first tokens and is not timed
+        if step == 1:
+            t0 = time.perf_counter()
+        for s in range(seqs):
+            token[s], pos[s], n_seq_id[s], logits[s] = 3 + (s * 131 + step) % 997, step, 1, 1
+            seq_id[s][0] = s
+        if lib.llama_decode(ctx, batch) != 0:
+            raise RuntimeError("llama_decode of the batch failed")
+    lib.llama_synchronize(ctx)
+    secs = time.perf_counter() - t0
+    lib.llama_batch_free(batch)
+    return seqs * n_gen / secs
+
+
 def logits_by_token(model_path, ids, threads=1):
     """llama.cpp's logits after each of `ids`, fed one token per llama_decode: a list of
     n_vocab-long float lists. For checking that llama.cpp reads the generated files as the
@@ -121,12 +170,25 @@ def logits_by_token(model_path, ids, threads=1):
     return rows
 
 
+def batched_median(lib, model, threads, seqs, n_gen, reps):
+    """Median batched-decode tokens/s after one warm-up run; 0 when seqs < 2."""
+    if seqs < 2:
+        return 0.0
+    ctx = context_for_seqs(lib, model, seqs, n_gen)
+    if not ctx:
+        raise RuntimeError(f"llama.cpp cannot make a context for {seqs} sequences")
+    lib.llama_set_n_threads(ctx, threads, threads)
+    runs = [time_batched(lib, ctx, seqs, n_gen) for _ in range(reps + 1)][1:]
+    lib.llama_free(ctx)
+    return statistics.median(runs)
+
+
 def main():
     if len(sys.argv) < 3:
-        sys.exit("usage: llamacpp_bench.py MODEL.gguf THREADS [N_PROMPT] [N_GEN] [REPS]")
+        sys.exit("usage: llamacpp_bench.py MODEL.gguf THREADS [N_PROMPT] [N_GEN] [REPS] [SEQS]")
     model_path, threads = sys.argv[1], int(sys.argv[2])
-    given = [int(x) for x in sys.argv[3:6]]
-    n_prompt, n_gen, reps = given + [128, 64, 3][len(given):]
+    given = [int(x) for x in sys.argv[3:7]]
+    n_prompt, n_gen, reps, seqs = given + [128, 64, 3, 0][len(given):]
     lib = load_llama()
     model = lib.llama_model_load_from_file(model_path.encode(), lib.llama_model_default_params())
     if not model:
@@ -142,7 +204,8 @@ def main():
             tg.append(g)
     print(json.dumps({"model": model_path, "threads": threads, "n_prompt": n_prompt,
                       "n_gen": n_gen, "pp_tps": statistics.median(pp),
-                      "tg_tps": statistics.median(tg)}))
+                      "tg_tps": statistics.median(tg), "seqs": seqs,
+                      "bd_tps": batched_median(lib, model, threads, seqs, n_gen, reps)}))
     lib.llama_free(ctx)
     lib.llama_model_free(model)
 

@@ -1,7 +1,10 @@
 #!/bin/bash
 # vs_llamacpp.sh [MODEL_DIR]: llama.cpp (the peer) on the issue-7 benchmark models —
-# prompt processing of 128 tokens (pp128) and single-stream decode (tg) in tokens/s, with
-# 1 and 2 threads, for the f32, f16, q8_0 and q4_0 GGUF files of bench/llm/make-bench-models.
+# prompt processing of 128 tokens (pp128), single-stream decode (tg) and batched decode of
+# SEQS sequences together (bd: one token of each per step, tokens/s over all of them), with
+# 1 and 2 threads, for the GGUF files of bench/llm/make-bench-models (f32, f16, bf16, q8_0,
+# q4_0; any other type whose llama-134m-TYPE.gguf exists can be named in TYPES). The last
+# columns are accelkit ÷ llama.cpp.
 #
 # llama.cpp is not packaged in Debian 12; its prebuilt CPU libraries come from the npm
 # registry in node-llama-cpp's per-platform package (@node-llama-cpp/linux-x64), which
@@ -12,8 +15,9 @@
 # llama.cpp's, row by row. Every measurement holds /tmp/ak.lock so that no build runs
 # meanwhile. GB/s = llama.cpp's decode × weight bytes per token (decode is bandwidth-bound).
 #
-# Environment: REPS (default 3, medians), N_GEN (decode tokens, default 64),
-# THREADS (default "1 2"), TYPES (default "f32 f16 q8_0 q4_0"), AK_BIN (default build/ak).
+# Environment: REPS (default 3, medians), N_GEN (decode tokens, default 64; per sequence for
+# bd), SEQS (default 16; 0 leaves bd out), THREADS (default "1 2"),
+# TYPES (default "f32 f16 bf16 q8_0 q4_0"), AK_BIN (default build/ak).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -22,7 +26,8 @@ export LLAMAPEER=${LLAMAPEER:-$root}
 REPS=${REPS:-3}
 N_GEN=${N_GEN:-64}
 THREADS=${THREADS:-1 2}
-TYPES=${TYPES:-f32 f16 q8_0 q4_0}
+SEQS=${SEQS:-16}
+TYPES=${TYPES:-f32 f16 bf16 q8_0 q4_0}
 AK_BIN=${AK_BIN:-$root/build/ak}
 
 install_peer() {
@@ -42,18 +47,21 @@ with lf.GGUFFile(sys.argv[1]) as g:
 EOF
 }
 
-peer() {  # peer MODEL THREADS -> "pp tg"
-  flock /tmp/ak.lock /usr/bin/python3 "$here/llamacpp_bench.py" "$1" "$2" 128 "$N_GEN" "$REPS" |
-    /usr/bin/python3 -c 'import json, sys; r = json.load(sys.stdin); print("%.1f %.1f" % (r["pp_tps"], r["tg_tps"]))'
+# a figure of a JSON line on stdin: "-" when absent or 0 (not measured)
+fields='import json, sys; r = json.loads(sys.stdin.read().strip().splitlines()[-1]); print(" ".join("%.1f" % r[k] if r.get(k) else "-" for k in sys.argv[1:]))'
+
+peer() {  # peer MODEL THREADS -> "pp tg bd"
+  flock /tmp/ak.lock /usr/bin/python3 "$here/llamacpp_bench.py" "$1" "$2" 128 "$N_GEN" "$REPS" "$SEQS" |
+    /usr/bin/python3 -c "$fields" pp_tps tg_tps bd_tps
 }
 
 # >>> accelkit columns ----------------------------------------------------------------------
 # `ak bench llm --json` on the same model and thread count, under the same lock, right
 # after llama.cpp's run (A B A B per row); "- -" when ak cannot run it.
-accelkit() {  # accelkit MODEL THREADS -> "pp tg"
-  flock /tmp/ak.lock "$AK_BIN" bench llm -m "$1" -t "$2" -p 128 -n "$N_GEN" --reps "$REPS" --json 2>/dev/null |
-    /usr/bin/python3 -c 'import json, sys; r = json.loads(sys.stdin.read().strip().splitlines()[-1]); print("%.1f %.1f" % (r["pp_tps"], r["tg_tps"]))' 2>/dev/null ||
-    echo "- -"
+accelkit() {  # accelkit MODEL THREADS -> "pp tg bd"
+  flock /tmp/ak.lock "$AK_BIN" bench llm -m "$1" -t "$2" -p 128 -n "$N_GEN" --seqs "$SEQS" \
+    --reps "$REPS" --json 2>/dev/null | /usr/bin/python3 -c "$fields" pp_tps tg_tps seqs_tps 2>/dev/null ||
+    echo "- - -"
 }
 # <<< accelkit columns ----------------------------------------------------------------------
 
@@ -63,19 +71,23 @@ main() {
   install_peer
   [ -f "$models/llama-134m-q4_0.gguf" ] || "$here/make-bench-models" "$models" >&2
   echo "llama.cpp (libllama of node-llama-cpp 3.22.1); model: 134 M Llama (dim 768, 12 layers, FFN 2048, vocab 32000)"
-  echo "pp = prompt 128 tokens in one batch, tg = decode $N_GEN tokens one at a time; medians of $REPS; $(nproc) cores"
+  echo "pp = prompt 128 tokens in one batch, tg = decode $N_GEN tokens one at a time, bd = $SEQS sequences decoded together ($N_GEN steps of one token each); medians of $REPS; $(nproc) cores"
   # the lock keeps builds out, not other benchmarks: a busy machine shows in the load
   echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  printf '%-6s %3s | %10s %10s %8s | %10s %10s | %6s %6s\n' type thr "llama pp" "llama tg" "GB/s" "ak pp" "ak tg" "pp x" "tg x"
+  row='%-6s %3s | %9s %9s %9s %7s | %9s %9s %9s | %6s %6s %6s\n'
+  # shellcheck disable=SC2059  # the format is the variable
+  printf "$row" type thr "llama pp" "llama tg" "llama bd" "GB/s" "ak pp" "ak tg" "ak bd" "pp x" "tg x" "bd x"
   for type in $TYPES; do
     model="$models/llama-134m-$type.gguf"
+    [ -f "$model" ] || { echo "$type: no $model (bench/llm/make-bench-models writes it)"; continue; }
     bytes=$(weight_bytes "$model")
     for t in $THREADS; do
-      read -r lpp ltg < <(peer "$model" "$t")
-      read -r app atg < <(accelkit "$model" "$t")
+      read -r lpp ltg lbd < <(peer "$model" "$t")
+      read -r app atg abd < <(accelkit "$model" "$t")
       gbs=$(/usr/bin/python3 -c "print(f'{$ltg * $bytes / 1e9:.1f}')")
-      printf '%-6s %3s | %10s %10s %8s | %10s %10s | %6s %6s\n' "$type" "$t" "$lpp" "$ltg" "$gbs" \
-        "$app" "$atg" "$(ratio "$app" "$lpp")" "$(ratio "$atg" "$ltg")"
+      # shellcheck disable=SC2059
+      printf "$row" "$type" "$t" "$lpp" "$ltg" "$lbd" "$gbs" "$app" "$atg" "$abd" \
+        "$(ratio "$app" "$lpp")" "$(ratio "$atg" "$ltg")" "$(ratio "$abd" "$lbd")"
     done
   done
   echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -607,6 +607,9 @@ static void check_linear(const sweep_case *c) {
     for (size_t n = 0; n < sizeof Ns / sizeof *Ns; n++)
         for (size_t t = 0; t < sizeof Ts / sizeof *Ts; t++)
             check_linear_at(c, Ns[n], Ks[(n + t) % 4], Ts[t], (int)((n + t) & 1), &seed);
+    /* K over several of the VNNI tiles' chunks of 32 blocks, 4 tokens left after 8 */
+    check_linear_at(c, 9, 1088, 12, 1, &seed);
+    check_linear_at(c, 8, 2080, 4, 0, &seed);
 }
 
 /* Q8_0 activations: scales, block sums and values bit for bit */
