@@ -74,7 +74,7 @@ class Model:
 FEATURES = dict(embed_scale=1.0, residual_scale=1.0, attn_scale=None, logit_scale=1.0,
                 attn_softcap=0.0, final_softcap=0.0, sliding_window=0, swa_pattern=0,
                 rope_theta_local=0.0, ffn_gelu=False, post_norms=False, n_experts_used=0,
-                norm_topk=False)
+                norm_topk=False, rope_attn_factor=1.0)
 
 
 # ---- loading -------------------------------------------------------------------------------
@@ -127,7 +127,8 @@ def _load_gguf(path):
                   head_dim=a("attention.key_length", dim // n_heads),
                   rope_theta=float(a("rope.freq_base", 10000.0)),
                   norm_eps=float(a("attention.layer_norm_rms_epsilon", 1e-5)),
-                  rope_neox=arch in ("qwen2", "qwen3", "qwen2moe", "qwen3moe", "olmo2", *GEMMA),
+                  rope_neox=arch in ("qwen2", "qwen3", "qwen2moe", "qwen3moe", "olmo2", "phi3",
+                                     *GEMMA),
                   rope_scaling=scaling,
                   rope_factor=float(a("rope.scaling.factor", 1.0)))
         _gguf_features(hp, a)
@@ -137,8 +138,22 @@ def _load_gguf(path):
         embed = t("token_embd.weight")
         output = t("output.weight") if "output.weight" in g.tensors else embed
         factors = t("rope_freqs.weight") if "rope_freqs.weight" in g.tensors else None
+        if "rope_factors_short.weight" in g.tensors:  # phi3 longrope, within the original context
+            factors = t("rope_factors_short.weight")
+            hp["rope_attn_factor"] = a("rope.scaling.attn_factor", 1.0)
+        if arch == "phi3":
+            _unfuse(hp, layers, [t(f"blk.{i}.attn_qkv.weight") for i in range(hp["n_layers"])])
         hp["n_vocab"] = embed.shape[0]
         return Model(hp, embed, layers, t("output_norm.weight"), output, factors)
+
+
+def _unfuse(hp, layers, qkv):
+    """Phi-3's fused matrices split into the usual ones: q, k, v rows of qkv[i]; the gate
+    rows then the up rows of the layer's w_up (GGUF ffn_up / HF gate_up_proj)."""
+    q, kv = hp["n_heads"] * hp["head_dim"], hp["n_kv_heads"] * hp["head_dim"]
+    for layer, w in zip(layers, qkv):
+        layer["wq"], layer["wk"], layer["wv"] = w[:q], w[q:q + kv], w[q + kv:]
+        layer["w_gate"], layer["w_up"] = np.split(layer["w_up"], 2)
 
 
 def _gguf_features(hp, a):
@@ -235,6 +250,17 @@ def _load_hf(folder):
     names = _HF_GEMMA_LAYER if arch in (*GEMMA, "olmo2") else _HF_LAYER
     layers = [{k: w[f"model.layers.{i}.{n}"] for k, n in names.items()
                if f"model.layers.{i}.{n}" in w} for i in range(hp["n_layers"])]
+    if arch == "phi3":
+        for i, layer in enumerate(layers):
+            layer["w_up"] = w[f"model.layers.{i}.mlp.gate_up_proj.weight"]
+        _unfuse(hp, layers, [w[f"model.layers.{i}.self_attn.qkv_proj.weight"]
+                             for i in range(hp["n_layers"])])
+        if kind in ("longrope", "su"):
+            factors = np.asarray(scaling["short_factor"], np.float64)
+            orig = cfg.get("original_max_position_embeddings", cfg["max_position_embeddings"])
+            s = cfg["max_position_embeddings"] / orig
+            hp["rope_attn_factor"] = scaling.get("attention_factor") or \
+                (1.0 if s <= 1 else math.sqrt(1 + math.log(s) / math.log(orig)))
     if hp.get("n_experts_used"):
         for i, layer in enumerate(layers):
             layer.update(_hf_experts(w, cfg, i))
@@ -257,11 +283,12 @@ def rms_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x, positions, inv_freq, neox):
+def rope(x, positions, inv_freq, neox, mscale=1.0):
     """Rotates each head of x [T, n, hd] by position·frequency: pairs (i, i + hd/2) when
-    neox, else (2i, 2i+1); frequency i is inv_freq[i] in both layouts."""
+    neox, else (2i, 2i+1); frequency i is inv_freq[i] in both layouts; cos and sin are
+    multiplied by mscale (Phi-3 longrope's attention factor)."""
     ang = positions[:, None].astype(np.float64) * inv_freq[None, :]  # [T, hd/2]
-    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    cos, sin = mscale * np.cos(ang)[:, None, :], mscale * np.sin(ang)[:, None, :]
     half = x.shape[-1] // 2
     a, b = (x[..., :half], x[..., half:]) if neox else (x[..., 0::2], x[..., 1::2])
     ra, rb = a * cos - b * sin, a * sin + b * cos
@@ -334,8 +361,8 @@ def _attention(m, layer, i, x, positions, cache):
         q, k = rms_norm(q, layer["q_norm"], hp["norm_eps"]), rms_norm(k, layer["k_norm"], hp["norm_eps"])
     slides = m.slides(i)
     inv = m.inv_freq_local if slides and m.inv_freq_local is not None else m.inv_freq
-    q = rope(q, positions, inv, hp["rope_neox"])
-    k = rope(k, positions, inv, hp["rope_neox"])
+    q = rope(q, positions, inv, hp["rope_neox"], hp["rope_attn_factor"])
+    k = rope(k, positions, inv, hp["rope_neox"], hp["rope_attn_factor"])
     k_all, v_all = cache.append(i, k, v.reshape(T, KV, hd))  # [S, KV, hd]
     S = k_all.shape[0]
     group = H // KV  # query head h reads KV head h // group

@@ -34,6 +34,9 @@ const ak__tensor_name ak__tensor_names[AK_T_COUNT] = {
     [AK_T_GATE_SHEXP] = {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight", 1, 0},
     [AK_T_UP_SHEXP] = {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight", 1, 0},
     [AK_T_DOWN_SHEXP] = {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight", 1, 0},
+    /* GGUF phi3 keeps the fused gate/up under ffn_up */
+    [AK_T_QKV] = {"attn_qkv.weight", "self_attn.qkv_proj.weight", 1, 0},
+    [AK_T_GATE_UP] = {"ffn_up.weight", "mlp.gate_up_proj.weight", 1, 0},
 };
 
 const ak__tensor_role ak__tensor_layer_roles[AK_T_LAYER_ROLES] = {

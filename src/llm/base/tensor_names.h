@@ -20,6 +20,8 @@ typedef enum ak__tensor_role {
      * gate */
     AK_T_GATE_INP, AK_T_GATE_EXPS, AK_T_UP_EXPS, AK_T_DOWN_EXPS, AK_T_GATE_INP_SHEXP,
     AK_T_GATE_SHEXP, AK_T_UP_SHEXP, AK_T_DOWN_SHEXP,
+    /* Phi-3's fused projections */
+    AK_T_QKV, AK_T_GATE_UP,
     AK_T_COUNT
 } ak__tensor_role;
 
