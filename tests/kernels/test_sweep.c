@@ -394,6 +394,53 @@ static void check_softcap(const sweep_case *c) {
     }
 }
 
+/* GELU in place: |got − ref| ≤ 1e-6·(|x| + 1) (one e^x and a divide) */
+static void check_gelu(const sweep_case *c) {
+    uint64_t seed = 25;
+    for (size_t l = 0; l < N_LENGTHS; l++) {
+        size_t n = lengths[l];
+        float *x = xmalloc(n * 4 + 4), *want = xmalloc(n * 4 + 4);
+        guarded_buf g = out_alloc(n * 4, 4);
+        fill_random("F32", x, n, &seed, 12.0f);
+        memcpy(want, x, n * 4);
+        memcpy(g.data, x, n * 4);
+        KERNEL(c, c->ref, ak__kf_f32_gelu)(want, n);
+        KERNEL(c, c->k, ak__kf_f32_gelu)(g.data, n);
+        for (size_t i = 0; i < n; i++) {
+            char where[64];
+            snprintf(where, sizeof where, "n=%zu [%zu]", n, i);
+            expect_within(c, ((float *)g.data)[i], want[i], 1e-6 * (fabs(x[i]) + 1), where);
+        }
+        expect_guards(c, &g, n);
+        guarded_free(&g);
+        free(x), free(want);
+    }
+}
+
+/* LayerNorm of one row: |got − ref| ≤ 4ε·(|ref| + |b|) (mean and variance in double) */
+static void check_layernorm(const sweep_case *c) {
+    uint64_t seed = 26;
+    for (size_t l = 1; l < N_LENGTHS; l++) {
+        size_t n = lengths[l];
+        float *x = xmalloc(n * 4), *w = xmalloc(n * 4), *b = xmalloc(n * 4), *want = xmalloc(n * 4);
+        fill_random("F32", x, n, &seed, 3.0f);
+        fill_random("F32", w, n, &seed, 1.0f);
+        fill_random("F32", b, n, &seed, 1.0f);
+        guarded_buf g = out_alloc(n * 4, 4);
+        KERNEL(c, c->ref, ak__kf_layernorm)(want, x, w, b, n, 1e-5f);
+        KERNEL(c, c->k, ak__kf_layernorm)(g.data, x, w, b, n, 1e-5f);
+        for (size_t i = 0; i < n; i++) {
+            char where[64];
+            snprintf(where, sizeof where, "n=%zu [%zu]", n, i);
+            expect_within(c, ((float *)g.data)[i], want[i],
+                          4 * FLT_EPSILON * (fabs(want[i]) + fabs(b[i])), where);
+        }
+        expect_guards(c, &g, n);
+        guarded_free(&g);
+        free(x), free(w), free(b), free(want);
+    }
+}
+
 /* RoPE over T tokens × heads, both pair layouts: |got − ref| ≤ 2ε·(|a·c| + |b·s|) */
 static void check_rope(const sweep_case *c) {
     uint64_t seed = 22;
@@ -723,7 +770,8 @@ static const checker checkers[] = {
     {"linear", check_linear},       {"quantize_x", check_quantize_x},
     {"optim", check_optim},         {"softmax", check_softmax},
     {"swiglu", check_swiglu},       {"rope", check_rope},
-    {"softcap", check_softcap},
+    {"softcap", check_softcap},     {"gelu", check_gelu},
+    {"layernorm", check_layernorm},
     {"rmsnorm", check_rmsnorm},     {"read_sum", check_read_sum},
 
     SWEEP_INFER_CHECKERS

@@ -53,6 +53,7 @@ class Model:
             hp.setdefault(key, neutral)
         self.hp, self.embed, self.layers = hp, embed, layers
         self.out_norm, self.output = out_norm, output
+        self.out_norm_b = None  # LayerNorm models: the final norm's bias
         hd = hp["head_dim"]
         inv = hp["rope_theta"] ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
         if freq_factors is not None:
@@ -74,7 +75,7 @@ class Model:
 FEATURES = dict(embed_scale=1.0, residual_scale=1.0, attn_scale=None, logit_scale=1.0,
                 attn_softcap=0.0, final_softcap=0.0, sliding_window=0, swa_pattern=0,
                 rope_theta_local=0.0, ffn_gelu=False, post_norms=False, n_experts_used=0,
-                norm_topk=False, rope_attn_factor=1.0)
+                norm_topk=False, rope_attn_factor=1.0, layer_norm=False)
 
 
 # ---- loading -------------------------------------------------------------------------------
@@ -91,7 +92,10 @@ _GGUF_LAYER = {"attn_norm": "attn_norm.weight", "wq": "attn_q.weight", "wk": "at
                "router": "ffn_gate_inp.weight", "e_gate": "ffn_gate_exps.weight",
                "e_up": "ffn_up_exps.weight", "e_down": "ffn_down_exps.weight",
                "sh_gate_inp": "ffn_gate_inp_shexp.weight", "sh_gate": "ffn_gate_shexp.weight",
-               "sh_up": "ffn_up_shexp.weight", "sh_down": "ffn_down_shexp.weight"}
+               "sh_up": "ffn_up_shexp.weight", "sh_down": "ffn_down_shexp.weight",
+               # StarCoder2: LayerNorm biases, output and MLP biases
+               "attn_norm_b": "attn_norm.bias", "ffn_norm_b": "ffn_norm.bias",
+               "bo": "attn_output.bias", "b_up": "ffn_up.bias", "b_down": "ffn_down.bias"}
 _HF_LAYER = {"attn_norm": "input_layernorm.weight", "wq": "self_attn.q_proj.weight",
              "wk": "self_attn.k_proj.weight", "wv": "self_attn.v_proj.weight",
              "wo": "self_attn.o_proj.weight", "bq": "self_attn.q_proj.bias",
@@ -128,7 +132,7 @@ def _load_gguf(path):
                   rope_theta=float(a("rope.freq_base", 10000.0)),
                   norm_eps=float(a("attention.layer_norm_rms_epsilon", 1e-5)),
                   rope_neox=arch in ("qwen2", "qwen3", "qwen2moe", "qwen3moe", "olmo2", "phi3",
-                                     *GEMMA),
+                                     "starcoder2", *GEMMA),
                   rope_scaling=scaling,
                   rope_factor=float(a("rope.scaling.factor", 1.0)))
         _gguf_features(hp, a)
@@ -144,7 +148,10 @@ def _load_gguf(path):
         if arch == "phi3":
             _unfuse(hp, layers, [t(f"blk.{i}.attn_qkv.weight") for i in range(hp["n_layers"])])
         hp["n_vocab"] = embed.shape[0]
-        return Model(hp, embed, layers, t("output_norm.weight"), output, factors)
+        model = Model(hp, embed, layers, t("output_norm.weight"), output, factors)
+        if "output_norm.bias" in g.tensors:
+            model.out_norm_b = t("output_norm.bias")
+        return model
 
 
 def _unfuse(hp, layers, qkv):
@@ -173,6 +180,8 @@ def _gguf_features(hp, a):
                   final_softcap=a("final_logit_softcapping", 30.0))
     if arch == "gemma3":
         hp["rope_theta_local"] = 10000.0
+    if arch == "starcoder2":
+        hp.update(layer_norm=True, norm_eps=a("attention.layer_norm_epsilon"))
     if a("expert_count", 0):  # llama.cpp: Qwen2-MoE keeps the softmax weights as they are
         hp.update(n_experts_used=a("expert_used_count"), norm_topk=arch != "qwen2moe")
 
@@ -250,6 +259,15 @@ def _load_hf(folder):
     names = _HF_GEMMA_LAYER if arch in (*GEMMA, "olmo2") else _HF_LAYER
     layers = [{k: w[f"model.layers.{i}.{n}"] for k, n in names.items()
                if f"model.layers.{i}.{n}" in w} for i in range(hp["n_layers"])]
+    if arch == "starcoder2":
+        hp.update(layer_norm=True, norm_eps=float(cfg.get("norm_epsilon", 1e-5)))
+        for i, layer in enumerate(layers):
+            p = f"model.layers.{i}."
+            layer.update(attn_norm_b=w[p + "input_layernorm.bias"],
+                         ffn_norm_b=w[p + "post_attention_layernorm.bias"],
+                         bo=w[p + "self_attn.o_proj.bias"], w_up=w[p + "mlp.c_fc.weight"],
+                         b_up=w[p + "mlp.c_fc.bias"], w_down=w[p + "mlp.c_proj.weight"],
+                         b_down=w[p + "mlp.c_proj.bias"])
     if arch == "phi3":
         for i, layer in enumerate(layers):
             layer["w_up"] = w[f"model.layers.{i}.mlp.gate_up_proj.weight"]
@@ -273,7 +291,9 @@ def _load_hf(folder):
     embed = w["model.embed_tokens.weight"]
     output = w.get("lm_head.weight", embed) if not cfg.get("tie_word_embeddings") else embed
     hp["n_vocab"] = embed.shape[0]
-    return Model(hp, embed, layers, w["model.norm.weight"], output, factors)
+    model = Model(hp, embed, layers, w["model.norm.weight"], output, factors)
+    model.out_norm_b = w.get("model.norm.bias")
+    return model
 
 
 # ---- forward pass --------------------------------------------------------------------------
@@ -281,6 +301,12 @@ def _load_hf(folder):
 def rms_norm(x, w, eps):
     """x · rsqrt(mean(x²) + eps) · w over the last axis."""
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def layer_norm(x, w, b, eps):
+    """(x − mean) / √(var + eps) · w + b over the last axis."""
+    c = x - x.mean(axis=-1, keepdims=True)
+    return c / np.sqrt(np.mean(c * c, axis=-1, keepdims=True) + eps) * w + b
 
 
 def rope(x, positions, inv_freq, neox, mscale=1.0):
@@ -378,7 +404,8 @@ def _attention(m, layer, i, x, positions, cache):
     scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
     p = scores / scores.sum(axis=-1, keepdims=True)
     out = np.matmul(p, vh).transpose(1, 0, 2).reshape(T, H * hd)
-    return out @ layer["wo"].T
+    out = out @ layer["wo"].T
+    return out + layer["bo"] if "bo" in layer else out
 
 
 def forward(m, ids, cache, last_only=False):
@@ -395,11 +422,17 @@ def forward(m, ids, cache, last_only=False):
             y = rms_norm(y, post_norm, hp["norm_eps"])
         return x + hp["residual_scale"] * y
 
+    def norm(x, w, b):
+        return layer_norm(x, w, b, hp["norm_eps"]) if hp["layer_norm"] else \
+            rms_norm(x, w, hp["norm_eps"])
+
     for i, layer in enumerate(m.layers):
-        h = rms_norm(x, layer["attn_norm"], hp["norm_eps"]) if "attn_norm" in layer else x
+        h = norm(x, layer["attn_norm"], layer.get("attn_norm_b")) if "attn_norm" in layer else x
         x = residual(x, _attention(m, layer, i, h, positions, cache), layer.get("attn_post_norm"))
-        h = rms_norm(x, layer["ffn_norm"], hp["norm_eps"]) if "ffn_norm" in layer else x
-        if "router" in layer:
+        h = norm(x, layer["ffn_norm"], layer.get("ffn_norm_b")) if "ffn_norm" in layer else x
+        if "b_up" in layer:  # StarCoder2's plain MLP
+            y = gelu_tanh(h @ layer["w_up"].T + layer["b_up"]) @ layer["w_down"].T + layer["b_down"]
+        elif "router" in layer:
             y = moe(hp, layer, h)
         else:
             y = (act(h @ layer["w_gate"].T) * (h @ layer["w_up"].T)) @ layer["w_down"].T
@@ -407,7 +440,7 @@ def forward(m, ids, cache, last_only=False):
     cache.n += len(ids)
     if last_only:
         x = x[-1:]
-    out = rms_norm(x, m.out_norm, hp["norm_eps"]) @ m.output.T * hp["logit_scale"]
+    out = norm(x, m.out_norm, m.out_norm_b) @ m.output.T * hp["logit_scale"]
     return softcap(out, hp["final_softcap"])
 
 

@@ -50,6 +50,9 @@ typedef struct ak__llm_hparams {
     int32_t qk_norm;      /* 1: RMSNorm of each q/k head (Qwen3, Gemma 3) before RoPE;
                            * 2: of the whole q and k projections (OLMo-2) */
     int32_t no_pre_norms; /* OLMo-2: blocks read the residual itself (post-norms only) */
+    /* StarCoder2: LayerNorm with bias instead of RMSNorm, a plain GELU MLP (up + bias →
+     * GELU → down + bias) instead of a gated FFN, and a bias on the attention output */
+    int32_t layer_norm, plain_mlp, out_bias;
     int32_t post_norms;   /* Gemma 2/3: RMSNorm of each block's output before the add */
     int32_t ffn_gelu;     /* gated FFN with GELU (tanh form) instead of SiLU (Gemma) */
     int32_t norm_plus_one; /* HF Gemma: RMSNorm weights are stored as w − 1 (GGUF holds w) */
@@ -79,7 +82,8 @@ static inline int ak__hp_is_plain_llama(const ak__llm_hparams *hp) {
            hp->sliding_window == 0 && hp->rope_theta_local == 0 && !hp->qk_norm &&
            !hp->post_norms && !hp->ffn_gelu && !hp->norm_plus_one && hp->n_experts == 0 &&
            !hp->no_pre_norms && !hp->fused_qkv && !hp->fused_gate_up &&
-           hp->rope_scaling != AK_ROPE_SCALING_LONGROPE;
+           hp->rope_scaling != AK_ROPE_SCALING_LONGROPE && !hp->layer_norm && !hp->plain_mlp &&
+           !hp->out_bias;
 }
 
 /* 1 when layer `layer` uses the sliding window. */

@@ -59,6 +59,7 @@ static const struct {
     {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"},
     {"Olmo2ForCausalLM", "olmo2", "olmo2"},
     {"Phi3ForCausalLM", "phi3", "phi3"},
+    {"Starcoder2ForCausalLM", "starcoder2", "starcoder2"},
 };
 
 static ak_status read_arch(const ak__hf *h, ak__llm_hparams *hp) {
@@ -77,7 +78,7 @@ static ak_status read_arch(const ak__hf *h, ak__llm_hparams *hp) {
     return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported "
                    "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
                    "GraniteForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, "
-                   "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, Olmo2ForCausalLM, Phi3ForCausalLM)", h->dir,
+                   "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, Olmo2ForCausalLM, Phi3ForCausalLM, Starcoder2ForCausalLM)", h->dir,
                    cJSON_IsString(first) ? first->valuestring
                    : cJSON_IsString(mt)  ? mt->valuestring
                                          : "(none in config.json)");
@@ -203,7 +204,7 @@ static ak_status read_activation(const ak__hf *h, const ak__llm_hparams *hp) {
     const char *key = is_gemma(hp) && ak__json_get(h->config, "hidden_activation")
                           ? "hidden_activation" : "hidden_act";
     const cJSON *act = ak__json_get(h->config, key);
-    const char *want = is_gemma(hp) ? "gelu_pytorch_tanh" : "silu";
+    const char *want = is_gemma(hp) || is_arch(hp, "starcoder2") ? "gelu_pytorch_tanh" : "silu";
     if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, want) != 0))
         return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: %s '%s' (%s implements %s)", h->dir, key,
                        cJSON_IsString(act) ? act->valuestring : "?", hp->arch, want);
@@ -292,7 +293,8 @@ static ak_status read_moe(const ak__hf *h, ak__llm_hparams *hp) {
 }
 
 static ak_status read_sliding(const ak__hf *h, ak__llm_hparams *hp) {
-    if (is_arch(hp, "mistral") || is_arch(hp, "mixtral") || is_arch(hp, "phi3")) {
+    if (is_arch(hp, "mistral") || is_arch(hp, "mixtral") || is_arch(hp, "phi3") ||
+        is_arch(hp, "starcoder2")) {
         const cJSON *v = ak__json_get(h->config, "sliding_window");
         if (!v || cJSON_IsNull(v)) return AK_OK;
         return cfg_int(h, h->config, "sliding_window", 0, 1, 1 << 24, &hp->sliding_window);
@@ -324,7 +326,19 @@ ak_status ak__hf_hparams(const ak__hf *h, ak__llm_hparams *hp) {
     AK_CHECK(read_activation(h, hp));
     AK_CHECK(read_shape(h, hp));
     AK_CHECK(read_rope_scaling(h, hp));
-    AK_CHECK(read_biases(h, hp));
+    if (is_arch(hp, "starcoder2")) { /* LayerNorm, plain GELU MLP, biases everywhere */
+        hp->layer_norm = hp->plain_mlp = hp->out_bias = 1;
+        AK_CHECK(cfg_real(h, h->config, "norm_epsilon", 1e-5, 0.0, 1.0, &hp->norm_eps));
+        const cJSON *ub = ak__json_get(h->config, "use_bias");
+        if (ub && !cJSON_IsTrue(ub))
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/config.json: starcoder2 without biases "
+                           "(use_bias false) is not implemented", h->dir);
+        char bq[128];
+        ak__tensor_name_hf(AK_T_BQ, 0, bq, sizeof bq);
+        hp->qkv_bias = ak__hf_has_tensor(h, bq);
+    } else {
+        AK_CHECK(read_biases(h, hp));
+    }
     AK_CHECK(refuse_foreign_fields(h, hp));
     if (is_arch(hp, "granite")) AK_CHECK(read_granite(h, hp));
     if (is_arch(hp, "qwen3") || is_arch(hp, "qwen3moe")) hp->qk_norm = 1;

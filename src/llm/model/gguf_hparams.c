@@ -62,7 +62,7 @@ static const struct {
 } k_archs[] = {
     {"llama", 0}, {"mistral", 0}, {"granite", 0}, {"qwen2", 1}, {"qwen3", 1},
     {"gemma2", 1}, {"gemma3", 1}, {"qwen2moe", 1}, {"qwen3moe", 1},
-    {"olmo2", 1}, {"phi3", 1},
+    {"olmo2", 1}, {"phi3", 1}, {"starcoder2", 1},
 };
 
 static ak_status read_arch(const ak_gguf *g, ak__llm_hparams *hp) {
@@ -80,7 +80,7 @@ static ak_status read_arch(const ak_gguf *g, ak__llm_hparams *hp) {
             return AK_OK;
         }
     return AK_FAIL(AK_ERR_UNSUPPORTED, "GGUF architecture '%s' is not supported (llama, "
-                   "mistral, granite, qwen2, qwen3, gemma2, gemma3, qwen2moe, qwen3moe, olmo2, phi3)", hp->arch);
+                   "mistral, granite, qwen2, qwen3, gemma2, gemma3, qwen2moe, qwen3moe, olmo2, phi3, starcoder2)", hp->arch);
 }
 
 static ak_status read_rope_scaling(const ak_gguf *g, ak__llm_hparams *hp) {
@@ -122,6 +122,7 @@ static const char *const k_common_keys[] = {
     "rope.dimension_count", "rope.scaling.type", "rope.scaling.factor",
     "rope.scaling.original_context_length", "rope.scaling.finetuned", "vocab_size",
     "attention.sliding_window", /* used where the architecture slides (below) */
+    "attention.layer_norm_epsilon", /* starcoder2's (others: refused below) */
     NULL};
 static const char *const k_granite_keys[] = {"embedding_scale", "residual_scale",
                                              "attention.scale", "logit_scale", NULL};
@@ -248,6 +249,18 @@ static ak_status read_arch_features(const ak_gguf *g, ak__llm_hparams *hp) {
     }
     if (is_arch(hp, "llama") || strstr(hp->arch, "moe")) AK_CHECK(read_moe(g, hp));
     if (is_arch(hp, "phi3")) AK_CHECK(read_phi3(g, hp));
+    if (is_arch(hp, "starcoder2")) { /* LayerNorm (its own eps key), plain MLP, biases */
+        hp->layer_norm = hp->plain_mlp = hp->out_bias = 1;
+        AK_CHECK(get_real(g, hp, "attention.layer_norm_epsilon", -1.0, 0.0, 1.0, &hp->norm_eps));
+    } else {
+        char key[96];
+        ak_gguf_type t;
+        AK_CHECK(arch_key(hp, "attention.layer_norm_epsilon", key, sizeof key));
+        AK_CHECK(ak_gguf_key_type(g, key, &t));
+        if (t != AK_GGUF_NONE)
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "GGUF key '%s': LayerNorm is not implemented "
+                           "for architecture '%s'", key, hp->arch);
+    }
     if (is_arch(hp, "gemma2") || is_arch(hp, "gemma3")) AK_CHECK(read_gemma(g, hp));
     else if (is_arch(hp, "llama") || is_arch(hp, "mistral") || is_arch(hp, "phi3"))
         /* not written by llama.cpp's converter (which drops Mistral's window), but a

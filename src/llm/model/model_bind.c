@@ -234,6 +234,11 @@ static ak_status bind_layer(ak_llm_model *m, const ak__tensor_source *src, int i
     ak__layer *l = &m->layers[i];
     int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim, kv_dim = (int64_t)hp->n_kv_heads * hp->head_dim;
     if (!hp->no_pre_norms) AK_CHECK(bind_vector(m, src, AK_T_ATTN_NORM, i, hp->dim, &l->attn_norm));
+    if (hp->layer_norm) {
+        AK_CHECK(bind_vector(m, src, AK_T_ATTN_NORM_B, i, hp->dim, &l->attn_norm_b));
+        AK_CHECK(bind_vector(m, src, AK_T_FFN_NORM_B, i, hp->dim, &l->ffn_norm_b));
+    }
+    if (hp->out_bias) AK_CHECK(bind_vector(m, src, AK_T_BO, i, hp->dim, &l->bo));
     if (hp->fused_qkv) {
         AK_CHECK(bind_fused_qkv(m, src, i));
     } else {
@@ -259,6 +264,12 @@ static ak_status bind_layer(ak_llm_model *m, const ak__tensor_source *src, int i
     }
     if (!hp->no_pre_norms) AK_CHECK(bind_vector(m, src, AK_T_FFN_NORM, i, hp->dim, &l->ffn_norm));
     if (hp->n_experts > 0) return bind_moe(m, src, i);
+    if (hp->plain_mlp) { /* StarCoder2: up → GELU → down, both with biases */
+        AK_CHECK(bind_matrix(m, src, AK_T_UP, i, hp->ffn_dim, hp->dim, &l->w_up));
+        AK_CHECK(bind_vector(m, src, AK_T_B_UP, i, hp->ffn_dim, &l->b_up));
+        AK_CHECK(bind_matrix(m, src, AK_T_DOWN, i, hp->dim, hp->ffn_dim, &l->w_down));
+        return bind_vector(m, src, AK_T_B_DOWN, i, hp->dim, &l->b_down);
+    }
     if (hp->fused_gate_up) { /* Phi-3: gate rows, then up rows */
         ak__matrix both;
         AK_CHECK(bind_matrix(m, src, AK_T_GATE_UP, i, 2 * (int64_t)hp->ffn_dim, hp->dim, &both));
@@ -328,6 +339,8 @@ ak_status ak__model_bind(ak_llm_model *m, const ak__tensor_source *src) {
     if (hp->tied_output) m->output = m->tok_embd;
     else AK_CHECK(bind_matrix(m, src, AK_T_OUTPUT, 0, hp->n_vocab, hp->dim, &m->output));
     AK_CHECK(bind_vector(m, src, AK_T_OUTPUT_NORM, 0, hp->dim, &m->output_norm));
+    if (hp->layer_norm)
+        AK_CHECK(bind_vector(m, src, AK_T_OUTPUT_NORM_B, 0, hp->dim, &m->output_norm_b));
     for (int i = 0; i < hp->n_layers; ++i) AK_CHECK(bind_layer(m, src, i));
     AK_CHECK(bind_rope(m, src));
     count_weight_bytes(m);
