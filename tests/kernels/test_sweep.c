@@ -441,6 +441,29 @@ static void check_layernorm(const sweep_case *c) {
     }
 }
 
+/* MoE routing: the same experts, weights within 1e-6 (softmax + top-k of one token) */
+static void check_moe_route(const sweep_case *c) {
+    uint64_t seed = 27;
+    static const size_t shapes[][2] = {{4, 1}, {4, 2}, {8, 2}, {60, 4}, {128, 8}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int norm = 0; norm < 2; norm++) {
+            size_t E = shapes[s][0], K = shapes[s][1];
+            float *p = xmalloc(E * 4), *q = xmalloc(E * 4), *w1 = xmalloc(K * 4), *w2 = xmalloc(K * 4);
+            int32_t *s1 = xmalloc(K * 4), *s2 = xmalloc(K * 4);
+            fill_random("F32", p, E, &seed, 4.0f);
+            memcpy(q, p, E * 4);
+            KERNEL(c, c->ref, ak__kf_moe_route)(p, E, K, norm, s1, w1);
+            KERNEL(c, c->k, ak__kf_moe_route)(q, E, K, norm, s2, w2);
+            for (size_t j = 0; j < K; j++) {
+                char where[64];
+                snprintf(where, sizeof where, "E=%zu K=%zu norm=%d [%zu]", E, K, norm, j);
+                expect_within(c, (float)s2[j], (float)s1[j], 0, where);
+                expect_within(c, w2[j], w1[j], 1e-6, where);
+            }
+            free(p), free(q), free(w1), free(w2), free(s1), free(s2);
+        }
+}
+
 /* RoPE over T tokens × heads, both pair layouts: |got − ref| ≤ 2ε·(|a·c| + |b·s|) */
 static void check_rope(const sweep_case *c) {
     uint64_t seed = 22;
@@ -771,7 +794,7 @@ static const checker checkers[] = {
     {"optim", check_optim},         {"softmax", check_softmax},
     {"swiglu", check_swiglu},       {"rope", check_rope},
     {"softcap", check_softcap},     {"gelu", check_gelu},
-    {"layernorm", check_layernorm},
+    {"layernorm", check_layernorm}, {"moe_route", check_moe_route},
     {"rmsnorm", check_rmsnorm},     {"read_sum", check_read_sum},
 
     SWEEP_INFER_CHECKERS

@@ -312,27 +312,10 @@ static ak_status attention_block(const ak_llm_model *m, ak__forward_ws *ws,
 /* Each token's n_used best experts (first index on ties) and their weights: the softmax
  * probabilities of the router's logits, renormalized to sum 1 when hp.norm_topk. */
 static void route(const ak__llm_hparams *hp, ak__forward_ws *ws, int32_t T) {
-    int32_t E = hp->n_experts, K = hp->n_experts_used;
-    for (int32_t t = 0; t < T; ++t) {
-        float *p = ws->probs + (size_t)t * (size_t)E;
-        ak__kernels_active()->f32_softmax(p, (size_t)E);
-        int32_t *sel = ws->sel + (size_t)t * (size_t)K;
-        float *w = ws->sel_w + (size_t)t * (size_t)K;
-        double sum = 0;
-        for (int32_t k = 0; k < K; ++k) {
-            int32_t best = -1;
-            for (int32_t e = 0; e < E; ++e) {
-                int taken = 0;
-                for (int32_t j = 0; j < k; ++j) taken |= sel[j] == e;
-                if (!taken && (best < 0 || p[e] > p[best])) best = e;
-            }
-            sel[k] = best;
-            w[k] = p[best];
-            sum += p[best];
-        }
-        if (hp->norm_topk)
-            for (int32_t k = 0; k < K; ++k) w[k] = (float)(w[k] / sum);
-    }
+    size_t E = (size_t)hp->n_experts, K = (size_t)hp->n_experts_used;
+    ak__kf_moe_route *route_token = ak__kernels_active()->f32_moe_route;
+    for (size_t t = 0; t < (size_t)T; ++t)
+        route_token(ws->probs + t * E, E, K, hp->norm_topk, ws->sel + t * K, ws->sel_w + t * K);
 }
 
 /* A SwiGLU FFN of rows × dim inputs into out (rows × dim). */
