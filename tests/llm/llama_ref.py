@@ -53,6 +53,7 @@ class Model:
             hp.setdefault(key, neutral)
         self.hp, self.embed, self.layers = hp, embed, layers
         self.out_norm, self.output = out_norm, output
+        self.out_norm_b = None  # LayerNorm models: the final norm's bias
         hd = hp["head_dim"]
         inv = hp["rope_theta"] ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
         if freq_factors is not None:
@@ -74,7 +75,7 @@ class Model:
 FEATURES = dict(embed_scale=1.0, residual_scale=1.0, attn_scale=None, logit_scale=1.0,
                 attn_softcap=0.0, final_softcap=0.0, sliding_window=0, swa_pattern=0,
                 rope_theta_local=0.0, ffn_gelu=False, post_norms=False, n_experts_used=0,
-                norm_topk=False)
+                norm_topk=False, rope_attn_factor=1.0, layer_norm=False)
 
 
 # ---- loading -------------------------------------------------------------------------------
@@ -91,7 +92,10 @@ _GGUF_LAYER = {"attn_norm": "attn_norm.weight", "wq": "attn_q.weight", "wk": "at
                "router": "ffn_gate_inp.weight", "e_gate": "ffn_gate_exps.weight",
                "e_up": "ffn_up_exps.weight", "e_down": "ffn_down_exps.weight",
                "sh_gate_inp": "ffn_gate_inp_shexp.weight", "sh_gate": "ffn_gate_shexp.weight",
-               "sh_up": "ffn_up_shexp.weight", "sh_down": "ffn_down_shexp.weight"}
+               "sh_up": "ffn_up_shexp.weight", "sh_down": "ffn_down_shexp.weight",
+               # StarCoder2: LayerNorm biases, output and MLP biases
+               "attn_norm_b": "attn_norm.bias", "ffn_norm_b": "ffn_norm.bias",
+               "bo": "attn_output.bias", "b_up": "ffn_up.bias", "b_down": "ffn_down.bias"}
 _HF_LAYER = {"attn_norm": "input_layernorm.weight", "wq": "self_attn.q_proj.weight",
              "wk": "self_attn.k_proj.weight", "wv": "self_attn.v_proj.weight",
              "wo": "self_attn.o_proj.weight", "bq": "self_attn.q_proj.bias",
@@ -127,7 +131,8 @@ def _load_gguf(path):
                   head_dim=a("attention.key_length", dim // n_heads),
                   rope_theta=float(a("rope.freq_base", 10000.0)),
                   norm_eps=float(a("attention.layer_norm_rms_epsilon", 1e-5)),
-                  rope_neox=arch in ("qwen2", "qwen3", "qwen2moe", "qwen3moe", "olmo2", *GEMMA),
+                  rope_neox=arch in ("qwen2", "qwen3", "qwen2moe", "qwen3moe", "olmo2", "phi3",
+                                     "starcoder2", *GEMMA),
                   rope_scaling=scaling,
                   rope_factor=float(a("rope.scaling.factor", 1.0)))
         _gguf_features(hp, a)
@@ -137,8 +142,25 @@ def _load_gguf(path):
         embed = t("token_embd.weight")
         output = t("output.weight") if "output.weight" in g.tensors else embed
         factors = t("rope_freqs.weight") if "rope_freqs.weight" in g.tensors else None
+        if "rope_factors_short.weight" in g.tensors:  # phi3 longrope, within the original context
+            factors = t("rope_factors_short.weight")
+            hp["rope_attn_factor"] = a("rope.scaling.attn_factor", 1.0)
+        if arch == "phi3":
+            _unfuse(hp, layers, [t(f"blk.{i}.attn_qkv.weight") for i in range(hp["n_layers"])])
         hp["n_vocab"] = embed.shape[0]
-        return Model(hp, embed, layers, t("output_norm.weight"), output, factors)
+        model = Model(hp, embed, layers, t("output_norm.weight"), output, factors)
+        if "output_norm.bias" in g.tensors:
+            model.out_norm_b = t("output_norm.bias")
+        return model
+
+
+def _unfuse(hp, layers, qkv):
+    """Phi-3's fused matrices split into the usual ones: q, k, v rows of qkv[i]; the gate
+    rows then the up rows of the layer's w_up (GGUF ffn_up / HF gate_up_proj)."""
+    q, kv = hp["n_heads"] * hp["head_dim"], hp["n_kv_heads"] * hp["head_dim"]
+    for layer, w in zip(layers, qkv):
+        layer["wq"], layer["wk"], layer["wv"] = w[:q], w[q:q + kv], w[q + kv:]
+        layer["w_gate"], layer["w_up"] = np.split(layer["w_up"], 2)
 
 
 def _gguf_features(hp, a):
@@ -158,6 +180,8 @@ def _gguf_features(hp, a):
                   final_softcap=a("final_logit_softcapping", 30.0))
     if arch == "gemma3":
         hp["rope_theta_local"] = 10000.0
+    if arch == "starcoder2":
+        hp.update(layer_norm=True, norm_eps=a("attention.layer_norm_epsilon"))
     if a("expert_count", 0):  # llama.cpp: Qwen2-MoE keeps the softmax weights as they are
         hp.update(n_experts_used=a("expert_used_count"), norm_topk=arch != "qwen2moe")
 
@@ -235,6 +259,26 @@ def _load_hf(folder):
     names = _HF_GEMMA_LAYER if arch in (*GEMMA, "olmo2") else _HF_LAYER
     layers = [{k: w[f"model.layers.{i}.{n}"] for k, n in names.items()
                if f"model.layers.{i}.{n}" in w} for i in range(hp["n_layers"])]
+    if arch == "starcoder2":
+        hp.update(layer_norm=True, norm_eps=float(cfg.get("norm_epsilon", 1e-5)))
+        for i, layer in enumerate(layers):
+            p = f"model.layers.{i}."
+            layer.update(attn_norm_b=w[p + "input_layernorm.bias"],
+                         ffn_norm_b=w[p + "post_attention_layernorm.bias"],
+                         bo=w[p + "self_attn.o_proj.bias"], w_up=w[p + "mlp.c_fc.weight"],
+                         b_up=w[p + "mlp.c_fc.bias"], w_down=w[p + "mlp.c_proj.weight"],
+                         b_down=w[p + "mlp.c_proj.bias"])
+    if arch == "phi3":
+        for i, layer in enumerate(layers):
+            layer["w_up"] = w[f"model.layers.{i}.mlp.gate_up_proj.weight"]
+        _unfuse(hp, layers, [w[f"model.layers.{i}.self_attn.qkv_proj.weight"]
+                             for i in range(hp["n_layers"])])
+        if kind in ("longrope", "su"):
+            factors = np.asarray(scaling["short_factor"], np.float64)
+            orig = cfg.get("original_max_position_embeddings", cfg["max_position_embeddings"])
+            s = cfg["max_position_embeddings"] / orig
+            hp["rope_attn_factor"] = scaling.get("attention_factor") or \
+                (1.0 if s <= 1 else math.sqrt(1 + math.log(s) / math.log(orig)))
     if hp.get("n_experts_used"):
         for i, layer in enumerate(layers):
             layer.update(_hf_experts(w, cfg, i))
@@ -247,7 +291,9 @@ def _load_hf(folder):
     embed = w["model.embed_tokens.weight"]
     output = w.get("lm_head.weight", embed) if not cfg.get("tie_word_embeddings") else embed
     hp["n_vocab"] = embed.shape[0]
-    return Model(hp, embed, layers, w["model.norm.weight"], output, factors)
+    model = Model(hp, embed, layers, w["model.norm.weight"], output, factors)
+    model.out_norm_b = w.get("model.norm.bias")
+    return model
 
 
 # ---- forward pass --------------------------------------------------------------------------
@@ -257,11 +303,18 @@ def rms_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x, positions, inv_freq, neox):
+def layer_norm(x, w, b, eps):
+    """(x − mean) / √(var + eps) · w + b over the last axis."""
+    c = x - x.mean(axis=-1, keepdims=True)
+    return c / np.sqrt(np.mean(c * c, axis=-1, keepdims=True) + eps) * w + b
+
+
+def rope(x, positions, inv_freq, neox, mscale=1.0):
     """Rotates each head of x [T, n, hd] by position·frequency: pairs (i, i + hd/2) when
-    neox, else (2i, 2i+1); frequency i is inv_freq[i] in both layouts."""
+    neox, else (2i, 2i+1); frequency i is inv_freq[i] in both layouts; cos and sin are
+    multiplied by mscale (Phi-3 longrope's attention factor)."""
     ang = positions[:, None].astype(np.float64) * inv_freq[None, :]  # [T, hd/2]
-    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    cos, sin = mscale * np.cos(ang)[:, None, :], mscale * np.sin(ang)[:, None, :]
     half = x.shape[-1] // 2
     a, b = (x[..., :half], x[..., half:]) if neox else (x[..., 0::2], x[..., 1::2])
     ra, rb = a * cos - b * sin, a * sin + b * cos
@@ -334,8 +387,8 @@ def _attention(m, layer, i, x, positions, cache):
         q, k = rms_norm(q, layer["q_norm"], hp["norm_eps"]), rms_norm(k, layer["k_norm"], hp["norm_eps"])
     slides = m.slides(i)
     inv = m.inv_freq_local if slides and m.inv_freq_local is not None else m.inv_freq
-    q = rope(q, positions, inv, hp["rope_neox"])
-    k = rope(k, positions, inv, hp["rope_neox"])
+    q = rope(q, positions, inv, hp["rope_neox"], hp["rope_attn_factor"])
+    k = rope(k, positions, inv, hp["rope_neox"], hp["rope_attn_factor"])
     k_all, v_all = cache.append(i, k, v.reshape(T, KV, hd))  # [S, KV, hd]
     S = k_all.shape[0]
     group = H // KV  # query head h reads KV head h // group
@@ -351,7 +404,8 @@ def _attention(m, layer, i, x, positions, cache):
     scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
     p = scores / scores.sum(axis=-1, keepdims=True)
     out = np.matmul(p, vh).transpose(1, 0, 2).reshape(T, H * hd)
-    return out @ layer["wo"].T
+    out = out @ layer["wo"].T
+    return out + layer["bo"] if "bo" in layer else out
 
 
 def forward(m, ids, cache, last_only=False):
@@ -368,11 +422,17 @@ def forward(m, ids, cache, last_only=False):
             y = rms_norm(y, post_norm, hp["norm_eps"])
         return x + hp["residual_scale"] * y
 
+    def norm(x, w, b):
+        return layer_norm(x, w, b, hp["norm_eps"]) if hp["layer_norm"] else \
+            rms_norm(x, w, hp["norm_eps"])
+
     for i, layer in enumerate(m.layers):
-        h = rms_norm(x, layer["attn_norm"], hp["norm_eps"]) if "attn_norm" in layer else x
+        h = norm(x, layer["attn_norm"], layer.get("attn_norm_b")) if "attn_norm" in layer else x
         x = residual(x, _attention(m, layer, i, h, positions, cache), layer.get("attn_post_norm"))
-        h = rms_norm(x, layer["ffn_norm"], hp["norm_eps"]) if "ffn_norm" in layer else x
-        if "router" in layer:
+        h = norm(x, layer["ffn_norm"], layer.get("ffn_norm_b")) if "ffn_norm" in layer else x
+        if "b_up" in layer:  # StarCoder2's plain MLP
+            y = gelu_tanh(h @ layer["w_up"].T + layer["b_up"]) @ layer["w_down"].T + layer["b_down"]
+        elif "router" in layer:
             y = moe(hp, layer, h)
         else:
             y = (act(h @ layer["w_gate"].T) * (h @ layer["w_up"].T)) @ layer["w_down"].T
@@ -380,7 +440,7 @@ def forward(m, ids, cache, last_only=False):
     cache.n += len(ids)
     if last_only:
         x = x[-1:]
-    out = rms_norm(x, m.out_norm, hp["norm_eps"]) @ m.output.T * hp["logit_scale"]
+    out = norm(x, m.out_norm, m.out_norm_b) @ m.output.T * hp["logit_scale"]
     return softcap(out, hp["final_softcap"])
 
 

@@ -52,17 +52,20 @@ MODELS = {
 # window of 8 < the prompts; Gemma 3: six layers, so one is global; its global layers
 # with linear RoPE scaling, which the sliding ones do not get)
 ARCHS = ["mistral", "granite", "qwen3", "gemma2", "gemma3", "mixtral", "qwen2moe", "qwen3moe",
-         "olmo2"]
+         "olmo2", "phi3", "starcoder2"]
 MODELS.update({arch: f"--arch {arch} --vocab gpt2 --seed 5" for arch in ARCHS})
 # seed 8: no greedy step of Gemma 3's within f32 rounding of a tie (seed 5 has one)
 MODELS["gemma3"] = MODELS["gemma3"].replace("--seed 5", "--seed 8") + " --rope-scaling linear:4"
+# Phi-3 with longrope: factors applied within the original 512 positions (llama.cpp's
+# default context is 512, so it picks the short factors too), cos/sin × 1.29
+MODELS["phi3"] += " --rope-scaling longrope:512 --ctx 32768"
 HF_TWINS = ["llama", "qwen2", "llama3", "linear", *ARCHS]  # same weights, 2-shard HF folder
 TORCH_TWINS = ["llama", "qwen2", "llama3", "linear"]  # what torch_logits formulates
 # float64 rounding only; GGUF keeps llama3's frequency factors and Granite's scales as f32
 TWIN_TOL = {"llama": 1e-10, "qwen2": 1e-10, "linear": 1e-10, "llama3": 1e-7,
             "mistral": 1e-10, "granite": 1e-7, "qwen3": 1e-10, "gemma2": 1e-10,
             "gemma3": 1e-10, "mixtral": 1e-10, "qwen2moe": 1e-10, "qwen3moe": 1e-10,
-            "olmo2": 1e-10}
+            "olmo2": 1e-10, "phi3": 1e-7, "starcoder2": 1e-10}
 QTYPES = ["f32", "f16", "bf16", "q8_0", "q4_0"]
 
 PROMPT_LOGITS = [int(t) for t in np.random.default_rng(7).integers(3, 30000, size=37)]
@@ -314,7 +317,9 @@ class TestReference(unittest.TestCase):
                    "mixtral": [{"norm_topk": False}, {"n_experts_used": 1}],
                    "qwen2moe": [{"norm_topk": True}, {"shared": None}],
                    "qwen3moe": [{"norm_topk": False}, {"qk_norm": None}],
-                   "olmo2": [{"qk_norm": None}]}
+                   "olmo2": [{"qk_norm": None}],
+                   "phi3": [{"rope_attn_factor": 1.0}],
+                   "starcoder2": [{"layer_norm": False}]}
         for arch, changes in neutral.items():
             for change in changes:
                 with self.subTest(arch=arch, change=change):
@@ -473,7 +478,8 @@ class TestLlamaCpp(unittest.TestCase):
         bounds = {"llama": 5e-3, "qwen2": 5e-3, "llama3": 5e-3, "linear": 5e-3, "spm": 5e-3,
                   "q-f16": 5e-3, "q-q8_0": 5e-2, "q-q4_0": 5e-2, "granite": 5e-3,
                   "qwen3": 5e-3, "gemma2": 5e-3, "gemma3": 5e-3, "mistral": 5e-3,
-                  "mixtral": 5e-3, "qwen2moe": 5e-3, "qwen3moe": 5e-3, "olmo2": 5e-3}
+                  "mixtral": 5e-3, "qwen2moe": 5e-3, "qwen3moe": 5e-3, "olmo2": 5e-3,
+                  "phi3": 5e-3, "starcoder2": 5e-3}
         for name, bound in bounds.items():
             with self.subTest(model=name):
                 theirs = np.array(lcb.logits_by_token(str(PATHS[name]), PROMPT_GEN))

@@ -1,5 +1,5 @@
 /* AVX2 + FMA variants of the LLM decoder's own loops (kernels/kernels.def: f32_dot_rows,
- * f32_madd_rows, f32_softmax, f32_swiglu, f32_geglu, f32_softcap, f32_rope), written with GNU vector extensions on
+ * f32_madd_rows, f32_softmax, f32_swiglu, f32_geglu, f32_gelu, f32_softcap, f32_rope), written with GNU vector extensions on
  * eight lanes. This file alone is compiled with -ffp-contract=fast (CMakeLists.txt): the
  * a*b+c of the bodies become FMAs, which ISO C mode would otherwise forbid. The vector
  * helpers are inlined, so the ABI note on vector returns (-Wpsabi) does not apply.
@@ -139,6 +139,18 @@ void ak_f32_geglu__avx2(float *x, const float *up, size_t n) {
     for (; i < n; ++i) {
         float v = x[i], u2 = 1.5957691216057308f * (v + 0.044715f * v * v * v);
         x[i] = v / (1.0f + ak__exp_approx(-u2)) * up[i];
+    }
+}
+
+void ak_f32_gelu__avx2(float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v8f v = load8(x + i), u2 = 1.5957691216057308f * (v + 0.044715f * v * v * v);
+        store8(x + i, v / (1.0f + exp_approx8(-u2)));
+    }
+    for (; i < n; ++i) {
+        float v = x[i], u2 = 1.5957691216057308f * (v + 0.044715f * v * v * v);
+        x[i] = v / (1.0f + ak__exp_approx(-u2));
     }
 }
 

@@ -14,7 +14,10 @@
 typedef enum ak__rope_scaling {
     AK_ROPE_SCALING_NONE = 0,
     AK_ROPE_SCALING_LINEAR = 1, /* positions divided by `factor` */
-    AK_ROPE_SCALING_LLAMA3 = 2  /* Llama 3.1: frequencies scaled by wavelength band */
+    AK_ROPE_SCALING_LLAMA3 = 2, /* Llama 3.1: frequencies scaled by wavelength band */
+    AK_ROPE_SCALING_LONGROPE = 3 /* Phi-3: per-frequency divisors (the short factors, the
+                                  * context capped at the original length) and cos/sin
+                                  * scaled by rope_attn_factor */
 } ak__rope_scaling;
 
 typedef struct ak__llm_hparams {
@@ -47,6 +50,9 @@ typedef struct ak__llm_hparams {
     int32_t qk_norm;      /* 1: RMSNorm of each q/k head (Qwen3, Gemma 3) before RoPE;
                            * 2: of the whole q and k projections (OLMo-2) */
     int32_t no_pre_norms; /* OLMo-2: blocks read the residual itself (post-norms only) */
+    /* StarCoder2: LayerNorm with bias instead of RMSNorm, a plain GELU MLP (up + bias →
+     * GELU → down + bias) instead of a gated FFN, and a bias on the attention output */
+    int32_t layer_norm, plain_mlp, out_bias;
     int32_t post_norms;   /* Gemma 2/3: RMSNorm of each block's output before the add */
     int32_t ffn_gelu;     /* gated FFN with GELU (tanh form) instead of SiLU (Gemma) */
     int32_t norm_plus_one; /* HF Gemma: RMSNorm weights are stored as w − 1 (GGUF holds w) */
@@ -55,6 +61,11 @@ typedef struct ak__llm_hparams {
      * router, weighted by their probabilities (renormalized to sum 1 when norm_topk);
      * Qwen2-MoE adds a shared expert of shared_ffn_dim gated by sigmoid(x·w). */
     int32_t n_experts, n_experts_used, expert_ffn_dim, norm_topk, shared_ffn_dim;
+    /* Phi-3: q/k/v in one matrix, gate and up in one (gate rows first) */
+    int32_t fused_qkv, fused_gate_up;
+    float rope_attn_factor; /* cos/sin × this (longrope); 0: 1 */
+    int32_t n_rope_factors; /* HF longrope: head_dim/2 short factors from config.json */
+    float rope_factors[512];
 } ak__llm_hparams;
 
 /* Zeroed hyper-parameters with the neutral scales (1): the plain Llama decoder. */
@@ -70,7 +81,9 @@ static inline int ak__hp_is_plain_llama(const ak__llm_hparams *hp) {
            hp->attn_scale == 0 && hp->attn_softcap == 0 && hp->final_softcap == 0 &&
            hp->sliding_window == 0 && hp->rope_theta_local == 0 && !hp->qk_norm &&
            !hp->post_norms && !hp->ffn_gelu && !hp->norm_plus_one && hp->n_experts == 0 &&
-           !hp->no_pre_norms;
+           !hp->no_pre_norms && !hp->fused_qkv && !hp->fused_gate_up &&
+           hp->rope_scaling != AK_ROPE_SCALING_LONGROPE && !hp->layer_norm && !hp->plain_mlp &&
+           !hp->out_bias;
 }
 
 /* 1 when layer `layer` uses the sliding window. */

@@ -34,7 +34,20 @@ const ak__tensor_name ak__tensor_names[AK_T_COUNT] = {
     [AK_T_GATE_SHEXP] = {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight", 1, 0},
     [AK_T_UP_SHEXP] = {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight", 1, 0},
     [AK_T_DOWN_SHEXP] = {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight", 1, 0},
+    /* GGUF phi3 keeps the fused gate/up under ffn_up */
+    [AK_T_QKV] = {"attn_qkv.weight", "self_attn.qkv_proj.weight", 1, 0},
+    [AK_T_GATE_UP] = {"ffn_up.weight", "mlp.gate_up_proj.weight", 1, 0},
+    [AK_T_OUTPUT_NORM_B] = {"output_norm.bias", "model.norm.bias", 0, 0},
+    [AK_T_ATTN_NORM_B] = {"attn_norm.bias", "input_layernorm.bias", 0, 0},
+    [AK_T_FFN_NORM_B] = {"ffn_norm.bias", "post_attention_layernorm.bias", 0, 0},
+    [AK_T_BO] = {"attn_output.bias", "self_attn.o_proj.bias", 0, 0},
+    [AK_T_B_UP] = {"ffn_up.bias", "mlp.up_proj.bias", 0, 0},
+    [AK_T_B_DOWN] = {"ffn_down.bias", "mlp.down_proj.bias", 0, 0},
 };
+
+static int is_global(ak__tensor_role role) {
+    return role <= AK_T_ROPE_FREQS || role == AK_T_OUTPUT_NORM_B;
+}
 
 const ak__tensor_role ak__tensor_layer_roles[AK_T_LAYER_ROLES] = {
     AK_T_ATTN_NORM, AK_T_Q,    AK_T_K,  AK_T_V,    AK_T_O,  AK_T_FFN_NORM,
@@ -42,12 +55,12 @@ const ak__tensor_role ak__tensor_layer_roles[AK_T_LAYER_ROLES] = {
 };
 
 void ak__tensor_name_gguf(ak__tensor_role role, int layer, char *buf, size_t cap) {
-    if (role <= AK_T_ROPE_FREQS) snprintf(buf, cap, "%s", ak__tensor_names[role].gguf);
+    if (is_global(role)) snprintf(buf, cap, "%s", ak__tensor_names[role].gguf);
     else snprintf(buf, cap, "blk.%d.%s", layer, ak__tensor_names[role].gguf);
 }
 
 void ak__tensor_name_hf(ak__tensor_role role, int layer, char *buf, size_t cap) {
-    if (role <= AK_T_ROPE_FREQS) snprintf(buf, cap, "%s", ak__tensor_names[role].hf);
+    if (is_global(role)) snprintf(buf, cap, "%s", ak__tensor_names[role].hf);
     else snprintf(buf, cap, "model.layers.%d.%s", layer, ak__tensor_names[role].hf);
 }
 
@@ -78,4 +91,14 @@ void ak__tensor_name_hf_qwen_moe(ak__tensor_role role, int layer, int expert, ch
 
 void ak__tensor_name_hf_mixtral_layer(ak__tensor_role role, int layer, char *buf, size_t cap) {
     ak__tensor_name_hf_mixtral(role, layer, 0, buf, cap);
+}
+
+void ak__tensor_name_hf_starcoder2(ak__tensor_role role, int layer, char *buf, size_t cap) {
+    const char *mlp = role == AK_T_UP     ? "c_fc.weight"
+                      : role == AK_T_B_UP ? "c_fc.bias"
+                      : role == AK_T_DOWN ? "c_proj.weight"
+                      : role == AK_T_B_DOWN ? "c_proj.bias"
+                                            : NULL;
+    if (mlp) snprintf(buf, cap, "model.layers.%d.mlp.%s", layer, mlp);
+    else ak__tensor_name_hf(role, layer, buf, cap);
 }

@@ -20,6 +20,10 @@ typedef enum ak__tensor_role {
      * gate */
     AK_T_GATE_INP, AK_T_GATE_EXPS, AK_T_UP_EXPS, AK_T_DOWN_EXPS, AK_T_GATE_INP_SHEXP,
     AK_T_GATE_SHEXP, AK_T_UP_SHEXP, AK_T_DOWN_SHEXP,
+    /* Phi-3's fused projections */
+    AK_T_QKV, AK_T_GATE_UP,
+    /* StarCoder2's LayerNorm biases (the output norm's is global) and other biases */
+    AK_T_OUTPUT_NORM_B, AK_T_ATTN_NORM_B, AK_T_FFN_NORM_B, AK_T_BO, AK_T_B_UP, AK_T_B_DOWN,
     AK_T_COUNT
 } ak__tensor_role;
 
@@ -48,6 +52,8 @@ void ak__tensor_name_hf_gemma(ak__tensor_role role, int layer, char *buf, size_t
 /* Mixture-of-experts checkpoints: Mixtral's block_sparse_moe (gate, experts.E.w1/w3/w2)
  * and Qwen-MoE's mlp (gate, experts.E.*_proj, shared_expert, shared_expert_gate). The
  * expert roles take the expert's index through `expert`. */
+/* StarCoder2 checkpoints: the MLP is mlp.c_fc (up) and mlp.c_proj (down). */
+void ak__tensor_name_hf_starcoder2(ak__tensor_role role, int layer, char *buf, size_t cap);
 void ak__tensor_name_hf_mixtral(ak__tensor_role role, int layer, int expert, char *buf,
                                 size_t cap);
 /* Mixtral's names of the roles that are not per expert (its router). */

@@ -58,6 +58,8 @@ static const struct {
     {"Qwen2MoeForCausalLM", "qwen2_moe", "qwen2moe"},
     {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"},
     {"Olmo2ForCausalLM", "olmo2", "olmo2"},
+    {"Phi3ForCausalLM", "phi3", "phi3"},
+    {"Starcoder2ForCausalLM", "starcoder2", "starcoder2"},
 };
 
 static ak_status read_arch(const ak__hf *h, ak__llm_hparams *hp) {
@@ -76,7 +78,7 @@ static ak_status read_arch(const ak__hf *h, ak__llm_hparams *hp) {
     return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported "
                    "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
                    "GraniteForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, "
-                   "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, Olmo2ForCausalLM)", h->dir,
+                   "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, Olmo2ForCausalLM, Phi3ForCausalLM, Starcoder2ForCausalLM)", h->dir,
                    cJSON_IsString(first) ? first->valuestring
                    : cJSON_IsString(mt)  ? mt->valuestring
                                          : "(none in config.json)");
@@ -104,6 +106,40 @@ static ak_status read_shape(const ak__hf *h, ak__llm_hparams *hp) {
     return cfg_real(h, c, "rms_norm_eps", 1e-6, 0.0, 1.0, &hp->norm_eps);
 }
 
+/* Phi-3's longrope ("su"): the short factors divide the frequencies, and cos/sin are
+ * scaled by attention_factor (default √(1 + ln(s)/ln(orig)), s = max/orig, as
+ * transformers computes it). transformers switches to the long factors once a sequence
+ * outgrows original_max_position_embeddings; the engine's context stops there instead. */
+static ak_status read_longrope(const ak__hf *h, const cJSON *rs, ak__llm_hparams *hp) {
+    const cJSON *sf = ak__json_get(rs, "short_factor");
+    int half = hp->head_dim / 2;
+    if (!cJSON_IsArray(sf) || cJSON_GetArraySize(sf) != half || half > 512)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/config.json: longrope short_factor must hold "
+                       "%d numbers", h->dir, half);
+    int i = 0;
+    for (const cJSON *v = sf->child; v; v = v->next, ++i) {
+        if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
+            return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/config.json: longrope short_factor[%d] "
+                           "is not a positive number", h->dir, i);
+        hp->rope_factors[i] = (float)v->valuedouble;
+    }
+    hp->n_rope_factors = half;
+    hp->rope_scaling = AK_ROPE_SCALING_LONGROPE;
+    int32_t orig;
+    const cJSON *c = ak__json_get(rs, "original_max_position_embeddings") ? rs : h->config;
+    AK_CHECK(cfg_int(h, c, "original_max_position_embeddings", hp->max_context, 1, 1 << 24,
+                     &orig));
+    double s = (double)hp->max_context / orig;
+    double af = s <= 1.0 ? 1.0 : sqrt(1.0 + log(s) / log((double)orig));
+    float given = 0;
+    const cJSON *in_rs = ak__json_get(rs, "attention_factor");
+    if (in_rs && !cJSON_IsNull(in_rs))
+        AK_CHECK(cfg_real(h, rs, "attention_factor", 1.0, 1e-3, 1e3, &given));
+    hp->rope_attn_factor = given > 0 ? given : (float)af;
+    if (orig < hp->max_context) hp->max_context = orig;
+    return AK_OK;
+}
+
 /* rope_scaling: null, {"type"|"rope_type": "linear", "factor"} or Llama 3.1's
  * {"rope_type": "llama3", factor, low_freq_factor, high_freq_factor,
  *  original_max_position_embeddings}. */
@@ -118,6 +154,7 @@ static ak_status read_rope_scaling(const ak__hf *h, ak__llm_hparams *hp) {
         return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/config.json: rope_scaling has no type", h->dir);
     const char *t = type->valuestring;
     if (strcmp(t, "default") == 0) return AK_OK;
+    if (strcmp(t, "longrope") == 0 || strcmp(t, "su") == 0) return read_longrope(h, rs, hp);
     if (strcmp(t, "linear") == 0) {
         hp->rope_scaling = AK_ROPE_SCALING_LINEAR;
         return cfg_real(h, rs, "factor", -1.0, 1e-3, 1e6, &hp->rope_factor);
@@ -167,7 +204,7 @@ static ak_status read_activation(const ak__hf *h, const ak__llm_hparams *hp) {
     const char *key = is_gemma(hp) && ak__json_get(h->config, "hidden_activation")
                           ? "hidden_activation" : "hidden_act";
     const cJSON *act = ak__json_get(h->config, key);
-    const char *want = is_gemma(hp) ? "gelu_pytorch_tanh" : "silu";
+    const char *want = is_gemma(hp) || is_arch(hp, "starcoder2") ? "gelu_pytorch_tanh" : "silu";
     if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, want) != 0))
         return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: %s '%s' (%s implements %s)", h->dir, key,
                        cJSON_IsString(act) ? act->valuestring : "?", hp->arch, want);
@@ -256,7 +293,8 @@ static ak_status read_moe(const ak__hf *h, ak__llm_hparams *hp) {
 }
 
 static ak_status read_sliding(const ak__hf *h, ak__llm_hparams *hp) {
-    if (is_arch(hp, "mistral") || is_arch(hp, "mixtral")) {
+    if (is_arch(hp, "mistral") || is_arch(hp, "mixtral") || is_arch(hp, "phi3") ||
+        is_arch(hp, "starcoder2")) {
         const cJSON *v = ak__json_get(h->config, "sliding_window");
         if (!v || cJSON_IsNull(v)) return AK_OK;
         return cfg_int(h, h->config, "sliding_window", 0, 1, 1 << 24, &hp->sliding_window);
@@ -288,10 +326,30 @@ ak_status ak__hf_hparams(const ak__hf *h, ak__llm_hparams *hp) {
     AK_CHECK(read_activation(h, hp));
     AK_CHECK(read_shape(h, hp));
     AK_CHECK(read_rope_scaling(h, hp));
-    AK_CHECK(read_biases(h, hp));
+    if (is_arch(hp, "starcoder2")) { /* LayerNorm, plain GELU MLP, biases everywhere */
+        hp->layer_norm = hp->plain_mlp = hp->out_bias = 1;
+        AK_CHECK(cfg_real(h, h->config, "norm_epsilon", 1e-5, 0.0, 1.0, &hp->norm_eps));
+        const cJSON *ub = ak__json_get(h->config, "use_bias");
+        if (ub && !cJSON_IsTrue(ub))
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/config.json: starcoder2 without biases "
+                           "(use_bias false) is not implemented", h->dir);
+        char bq[128];
+        ak__tensor_name_hf(AK_T_BQ, 0, bq, sizeof bq);
+        hp->qkv_bias = ak__hf_has_tensor(h, bq);
+    } else {
+        AK_CHECK(read_biases(h, hp));
+    }
     AK_CHECK(refuse_foreign_fields(h, hp));
     if (is_arch(hp, "granite")) AK_CHECK(read_granite(h, hp));
     if (is_arch(hp, "qwen3") || is_arch(hp, "qwen3moe")) hp->qk_norm = 1;
+    if (is_arch(hp, "phi3")) {
+        hp->fused_qkv = hp->fused_gate_up = 1;
+        float partial;
+        AK_CHECK(cfg_real(h, h->config, "partial_rotary_factor", 1.0, 0.0, 1.0, &partial));
+        if (partial != 1.0f)
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/config.json: partial_rotary_factor %g is not "
+                           "implemented", h->dir, partial);
+    }
     if (is_arch(hp, "olmo2")) { /* post-norms only, q/k norms over the whole projections */
         hp->qk_norm = 2;
         hp->post_norms = 1;

@@ -118,6 +118,14 @@ static void rmsnorm_range(void *ctx, size_t begin, size_t end, int thread_index)
         rmsnorm(c->out + r * (size_t)c->n, c->x + r * (size_t)c->n, c->w, (size_t)c->n, c->eps);
 }
 
+/* LayerNorm with bias of each row (StarCoder2): not where the time goes, one thread. */
+static void layernorm_rows(float *out, const float *x, const float *w, const float *b,
+                           int32_t rows, int32_t n, float eps) {
+    ak__kf_layernorm *ln = ak__kernels_active()->f32_layernorm;
+    for (size_t r = 0; r < (size_t)rows; ++r)
+        ln(out + r * (size_t)n, x + r * (size_t)n, w, b, (size_t)n, eps);
+}
+
 /* Rows are independent; a prefill has hundreds, so they are spread over the pool. */
 static void rmsnorm_rows(float *out, const float *x, const float *w, int32_t rows, int32_t n,
                          float eps, ak_threadpool *pool) {
@@ -159,12 +167,13 @@ static void add_bias(float *y, const float *bias, int32_t T, int32_t n) {
 static void rope_tables(const ak_llm_model *m, const float *inv_freq, const ak__batch *b,
                         float *cs) {
     int32_t half = m->hp.head_dim / 2;
+    double af = m->hp.rope_attn_factor > 0 ? m->hp.rope_attn_factor : 1.0; /* longrope */
     for (int32_t t = 0; t < b->n_tokens; ++t) {
         float *row = cs + (size_t)t * (size_t)m->hp.head_dim;
         for (int32_t i = 0; i < half; ++i) {
             double angle = (double)b->pos[t] * inv_freq[i];
-            row[i] = (float)cos(angle);
-            row[half + i] = (float)sin(angle);
+            row[i] = (float)(cos(angle) * af);
+            row[half + i] = (float)(sin(angle) * af);
         }
     }
 }
@@ -262,7 +271,10 @@ static ak_status attention_block(const ak_llm_model *m, ak__forward_ws *ws,
     const ak__layer *l = &m->layers[li];
     int32_t T = b->n_tokens;
     const float *in = ws->x; /* OLMo-2 reads the residual itself */
-    if (l->attn_norm) {
+    if (l->attn_norm_b) {
+        layernorm_rows(ws->xb, ws->x, l->attn_norm, l->attn_norm_b, T, hp->dim, hp->norm_eps);
+        in = ws->xb;
+    } else if (l->attn_norm) {
         rmsnorm_rows(ws->xb, ws->x, l->attn_norm, T, hp->dim, hp->norm_eps, pool);
         in = ws->xb;
     }
@@ -284,8 +296,13 @@ static ak_status attention_block(const ak_llm_model *m, ak__forward_ws *ws,
                             ws->attn_per_thread, ws->tile_starts,
                             slides ? hp->sliding_window : 0, hp->attn_softcap};
     ak__attention(&a, pool);
-    if (direct_residual(hp)) return linear(&l->wo, ws->att, T, ws->x, 1, pool);
+    if (direct_residual(hp)) {
+        AK_CHECK(linear(&l->wo, ws->att, T, ws->x, 1, pool));
+        add_bias(ws->x, l->bo, T, hp->dim); /* x + (W·a + b) */
+        return AK_OK;
+    }
     AK_CHECK(linear(&l->wo, ws->att, T, ws->xb, 0, pool));
+    add_bias(ws->xb, l->bo, T, hp->dim);
     residual_add(hp, ws->x, ws->xb, l->attn_post_norm, T, pool);
     return AK_OK;
 }
@@ -295,27 +312,10 @@ static ak_status attention_block(const ak_llm_model *m, ak__forward_ws *ws,
 /* Each token's n_used best experts (first index on ties) and their weights: the softmax
  * probabilities of the router's logits, renormalized to sum 1 when hp.norm_topk. */
 static void route(const ak__llm_hparams *hp, ak__forward_ws *ws, int32_t T) {
-    int32_t E = hp->n_experts, K = hp->n_experts_used;
-    for (int32_t t = 0; t < T; ++t) {
-        float *p = ws->probs + (size_t)t * (size_t)E;
-        ak__kernels_active()->f32_softmax(p, (size_t)E);
-        int32_t *sel = ws->sel + (size_t)t * (size_t)K;
-        float *w = ws->sel_w + (size_t)t * (size_t)K;
-        double sum = 0;
-        for (int32_t k = 0; k < K; ++k) {
-            int32_t best = -1;
-            for (int32_t e = 0; e < E; ++e) {
-                int taken = 0;
-                for (int32_t j = 0; j < k; ++j) taken |= sel[j] == e;
-                if (!taken && (best < 0 || p[e] > p[best])) best = e;
-            }
-            sel[k] = best;
-            w[k] = p[best];
-            sum += p[best];
-        }
-        if (hp->norm_topk)
-            for (int32_t k = 0; k < K; ++k) w[k] = (float)(w[k] / sum);
-    }
+    size_t E = (size_t)hp->n_experts, K = (size_t)hp->n_experts_used;
+    ak__kf_moe_route *route_token = ak__kernels_active()->f32_moe_route;
+    for (size_t t = 0; t < (size_t)T; ++t)
+        route_token(ws->probs + t * E, E, K, hp->norm_topk, ws->sel + t * K, ws->sel_w + t * K);
 }
 
 /* A SwiGLU FFN of rows × dim inputs into out (rows × dim). */
@@ -375,8 +375,18 @@ static ak_status ffn_block(const ak_llm_model *m, ak__forward_ws *ws, int32_t T,
                            ak_threadpool *pool) {
     const ak__llm_hparams *hp = &m->hp;
     const ak__layer *l = &m->layers[li];
-    if (l->ffn_norm) rmsnorm_rows(ws->xb, ws->x, l->ffn_norm, T, hp->dim, hp->norm_eps, pool);
+    if (l->ffn_norm_b) layernorm_rows(ws->xb, ws->x, l->ffn_norm, l->ffn_norm_b, T, hp->dim, hp->norm_eps);
+    else if (l->ffn_norm) rmsnorm_rows(ws->xb, ws->x, l->ffn_norm, T, hp->dim, hp->norm_eps, pool);
     else memcpy(ws->xb, ws->x, (size_t)T * (size_t)hp->dim * sizeof(float)); /* OLMo-2 */
+    if (hp->plain_mlp) { /* StarCoder2: x + (down·gelu(up·h + b_up) + b_down) */
+        AK_CHECK(linear(&l->w_up, ws->xb, T, ws->gate, 0, pool));
+        add_bias(ws->gate, l->b_up, T, hp->ffn_dim);
+        ak__kernels_active()->f32_gelu(ws->gate, (size_t)T * (size_t)hp->ffn_dim);
+        AK_CHECK(linear(&l->w_down, ws->gate, T, ws->xb, 0, pool));
+        add_bias(ws->xb, l->b_down, T, hp->dim);
+        residual_add(hp, ws->x, ws->xb, l->ffn_post_norm, T, pool);
+        return AK_OK;
+    }
     if (hp->n_experts > 0) {
         AK_CHECK(moe_block(hp, l, ws, T, pool));
         residual_add(hp, ws->x, ws->moe_out, l->ffn_post_norm, T, pool);
@@ -420,10 +430,16 @@ ak_status ak__forward(const ak_llm_model *m, ak__forward_ws *ws, ak__kv_cache *k
         AK_CHECK(ffn_block(m, ws, b->n_tokens, li, pool));
     }
     if (b->n_out == 0) return AK_OK;
-    for (int32_t r = 0; r < b->n_out; ++r)
-        ak__kernels_active()->f32_rmsnorm(ws->xo + (size_t)r * (size_t)hp->dim,
-                                          ws->x + (size_t)b->out_rows[r] * (size_t)hp->dim,
-                                          m->output_norm, (size_t)hp->dim, hp->norm_eps);
+    for (int32_t r = 0; r < b->n_out; ++r) {
+        float *out = ws->xo + (size_t)r * (size_t)hp->dim;
+        const float *x = ws->x + (size_t)b->out_rows[r] * (size_t)hp->dim;
+        if (m->output_norm_b)
+            ak__kernels_active()->f32_layernorm(out, x, m->output_norm, m->output_norm_b,
+                                                (size_t)hp->dim, hp->norm_eps);
+        else
+            ak__kernels_active()->f32_rmsnorm(out, x, m->output_norm, (size_t)hp->dim,
+                                              hp->norm_eps);
+    }
     AK_CHECK(linear(&m->output, ws->xo, b->n_out, logits, 0, pool));
     size_t n = (size_t)b->n_out * (size_t)hp->n_vocab;
     if (hp->logit_scale != 1.0f)

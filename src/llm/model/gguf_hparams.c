@@ -62,7 +62,7 @@ static const struct {
 } k_archs[] = {
     {"llama", 0}, {"mistral", 0}, {"granite", 0}, {"qwen2", 1}, {"qwen3", 1},
     {"gemma2", 1}, {"gemma3", 1}, {"qwen2moe", 1}, {"qwen3moe", 1},
-    {"olmo2", 1},
+    {"olmo2", 1}, {"phi3", 1}, {"starcoder2", 1},
 };
 
 static ak_status read_arch(const ak_gguf *g, ak__llm_hparams *hp) {
@@ -80,7 +80,7 @@ static ak_status read_arch(const ak_gguf *g, ak__llm_hparams *hp) {
             return AK_OK;
         }
     return AK_FAIL(AK_ERR_UNSUPPORTED, "GGUF architecture '%s' is not supported (llama, "
-                   "mistral, granite, qwen2, qwen3, gemma2, gemma3, qwen2moe, qwen3moe, olmo2)", hp->arch);
+                   "mistral, granite, qwen2, qwen3, gemma2, gemma3, qwen2moe, qwen3moe, olmo2, phi3, starcoder2)", hp->arch);
 }
 
 static ak_status read_rope_scaling(const ak_gguf *g, ak__llm_hparams *hp) {
@@ -122,11 +122,13 @@ static const char *const k_common_keys[] = {
     "rope.dimension_count", "rope.scaling.type", "rope.scaling.factor",
     "rope.scaling.original_context_length", "rope.scaling.finetuned", "vocab_size",
     "attention.sliding_window", /* used where the architecture slides (below) */
+    "attention.layer_norm_epsilon", /* starcoder2's (others: refused below) */
     NULL};
 static const char *const k_granite_keys[] = {"embedding_scale", "residual_scale",
                                              "attention.scale", "logit_scale", NULL};
 static const char *const k_gemma2_keys[] = {"attn_logit_softcapping", "final_logit_softcapping",
                                             NULL};
+static const char *const k_phi3_keys[] = {"rope.scaling.attn_factor", NULL};
 static const char *const k_moe_keys[] = {"expert_count", "expert_used_count",
                                          "expert_feed_forward_length",
                                          "expert_shared_feed_forward_length", NULL};
@@ -143,6 +145,7 @@ static ak_status check_keys(const ak_gguf *g, const ak__llm_hparams *hp) {
     size_t alen = strlen(hp->arch);
     const char *const *extra = is_arch(hp, "granite")                        ? k_granite_keys
                                : is_arch(hp, "gemma2")                       ? k_gemma2_keys
+                               : is_arch(hp, "phi3")                         ? k_phi3_keys
                                : is_arch(hp, "llama") || strstr(hp->arch, "moe") ? k_moe_keys
                                                                              : NULL;
     for (uint64_t i = 0; i < n; ++i) {
@@ -217,6 +220,24 @@ static ak_status read_moe(const ak_gguf *g, ak__llm_hparams *hp) {
     return AK_OK;
 }
 
+/* Phi-3: fused projections; longrope when the file has rope_factors_short (the engine
+ * then runs up to rope.scaling.original_context_length, where llama.cpp and
+ * transformers use the short factors), cos/sin × rope.scaling.attn_factor. */
+static ak_status read_phi3(const ak_gguf *g, ak__llm_hparams *hp) {
+    hp->fused_qkv = hp->fused_gate_up = 1;
+    ak_gguf_tensor t;
+    if (ak_gguf_tensor_by_name(g, "rope_factors_short.weight", &t) != AK_OK) return AK_OK;
+    if (hp->rope_scaling != AK_ROPE_SCALING_NONE)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "GGUF phi3: rope factors with another RoPE scaling");
+    hp->rope_scaling = AK_ROPE_SCALING_LONGROPE;
+    AK_CHECK(get_real(g, hp, "rope.scaling.attn_factor", 1.0, 1e-3, 1e3, &hp->rope_attn_factor));
+    int32_t orig;
+    AK_CHECK(get_dim(g, hp, "rope.scaling.original_context_length", hp->max_context, 1, 1 << 24,
+                     &orig));
+    if (orig < hp->max_context) hp->max_context = orig;
+    return AK_OK;
+}
+
 /* Which architecture-specific parts this file has. */
 static ak_status read_arch_features(const ak_gguf *g, ak__llm_hparams *hp) {
     if (is_arch(hp, "granite")) AK_CHECK(read_granite(g, hp));
@@ -227,8 +248,21 @@ static ak_status read_arch_features(const ak_gguf *g, ak__llm_hparams *hp) {
         hp->no_pre_norms = 1;
     }
     if (is_arch(hp, "llama") || strstr(hp->arch, "moe")) AK_CHECK(read_moe(g, hp));
+    if (is_arch(hp, "phi3")) AK_CHECK(read_phi3(g, hp));
+    if (is_arch(hp, "starcoder2")) { /* LayerNorm (its own eps key), plain MLP, biases */
+        hp->layer_norm = hp->plain_mlp = hp->out_bias = 1;
+        AK_CHECK(get_real(g, hp, "attention.layer_norm_epsilon", -1.0, 0.0, 1.0, &hp->norm_eps));
+    } else {
+        char key[96];
+        ak_gguf_type t;
+        AK_CHECK(arch_key(hp, "attention.layer_norm_epsilon", key, sizeof key));
+        AK_CHECK(ak_gguf_key_type(g, key, &t));
+        if (t != AK_GGUF_NONE)
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "GGUF key '%s': LayerNorm is not implemented "
+                           "for architecture '%s'", key, hp->arch);
+    }
     if (is_arch(hp, "gemma2") || is_arch(hp, "gemma3")) AK_CHECK(read_gemma(g, hp));
-    else if (is_arch(hp, "llama") || is_arch(hp, "mistral"))
+    else if (is_arch(hp, "llama") || is_arch(hp, "mistral") || is_arch(hp, "phi3"))
         /* not written by llama.cpp's converter (which drops Mistral's window), but a
          * file that has it means it */
         AK_CHECK(get_dim(g, hp, "attention.sliding_window", 0, 0, 1 << 24, &hp->sliding_window));

@@ -31,6 +31,8 @@ typedef struct ak__layer {
     ak__matrix router, *exp_gate, *exp_up, *exp_down;
     ak__matrix sh_gate, sh_up, sh_down;
     const float *sh_gate_inp; /* [dim] */
+    /* StarCoder2: LayerNorm biases, the attention output's and the MLP's biases */
+    const float *attn_norm_b, *ffn_norm_b, *bo, *b_up, *b_down;
 } ak__layer;
 
 struct ak__hf;
@@ -42,7 +44,7 @@ struct ak_llm_model {
     ak_tokenizer *tokenizer;
     const char *chat_template; /* NUL-terminated, owned, or NULL */
     ak__matrix tok_embd, output;
-    const float *output_norm;
+    const float *output_norm, *output_norm_b; /* the bias: LayerNorm models only */
     ak__layer *layers;
     float *inv_freq;        /* head_dim/2 rotary frequencies, scaling applied */
     float *inv_freq_local;  /* those of the sliding layers (hp.rope_theta_local), or NULL */

@@ -208,14 +208,44 @@ static ak_status bind_vector(ak_llm_model *m, const ak__tensor_source *src, ak__
     return AK_OK;
 }
 
+/* Rows [first, first + rows) of a bound matrix, in place. */
+static ak__matrix row_slice(const ak__matrix *w, int64_t first, int64_t rows) {
+    ak__matrix s = *w;
+    s.data = (const char *)w->data + (size_t)first * w->row_bytes;
+    s.rows = rows;
+    return s;
+}
+
+/* Phi-3: q, k, v as row ranges of one matrix. */
+static ak_status bind_fused_qkv(ak_llm_model *m, const ak__tensor_source *src, int i) {
+    const ak__llm_hparams *hp = &m->hp;
+    ak__layer *l = &m->layers[i];
+    int64_t q = (int64_t)hp->n_heads * hp->head_dim, kv = (int64_t)hp->n_kv_heads * hp->head_dim;
+    ak__matrix all;
+    AK_CHECK(bind_matrix(m, src, AK_T_QKV, i, q + 2 * kv, hp->dim, &all));
+    l->wq = row_slice(&all, 0, q);
+    l->wk = row_slice(&all, q, kv);
+    l->wv = row_slice(&all, q + kv, kv);
+    return AK_OK;
+}
+
 static ak_status bind_layer(ak_llm_model *m, const ak__tensor_source *src, int i) {
     const ak__llm_hparams *hp = &m->hp;
     ak__layer *l = &m->layers[i];
     int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim, kv_dim = (int64_t)hp->n_kv_heads * hp->head_dim;
     if (!hp->no_pre_norms) AK_CHECK(bind_vector(m, src, AK_T_ATTN_NORM, i, hp->dim, &l->attn_norm));
-    AK_CHECK(bind_matrix(m, src, AK_T_Q, i, q_dim, hp->dim, &l->wq));
-    AK_CHECK(bind_matrix(m, src, AK_T_K, i, kv_dim, hp->dim, &l->wk));
-    AK_CHECK(bind_matrix(m, src, AK_T_V, i, kv_dim, hp->dim, &l->wv));
+    if (hp->layer_norm) {
+        AK_CHECK(bind_vector(m, src, AK_T_ATTN_NORM_B, i, hp->dim, &l->attn_norm_b));
+        AK_CHECK(bind_vector(m, src, AK_T_FFN_NORM_B, i, hp->dim, &l->ffn_norm_b));
+    }
+    if (hp->out_bias) AK_CHECK(bind_vector(m, src, AK_T_BO, i, hp->dim, &l->bo));
+    if (hp->fused_qkv) {
+        AK_CHECK(bind_fused_qkv(m, src, i));
+    } else {
+        AK_CHECK(bind_matrix(m, src, AK_T_Q, i, q_dim, hp->dim, &l->wq));
+        AK_CHECK(bind_matrix(m, src, AK_T_K, i, kv_dim, hp->dim, &l->wk));
+        AK_CHECK(bind_matrix(m, src, AK_T_V, i, kv_dim, hp->dim, &l->wv));
+    }
     AK_CHECK(bind_matrix(m, src, AK_T_O, i, hp->dim, q_dim, &l->wo));
     if (hp->qkv_bias) {
         AK_CHECK(bind_vector(m, src, AK_T_BQ, i, q_dim, &l->bq));
@@ -234,6 +264,19 @@ static ak_status bind_layer(ak_llm_model *m, const ak__tensor_source *src, int i
     }
     if (!hp->no_pre_norms) AK_CHECK(bind_vector(m, src, AK_T_FFN_NORM, i, hp->dim, &l->ffn_norm));
     if (hp->n_experts > 0) return bind_moe(m, src, i);
+    if (hp->plain_mlp) { /* StarCoder2: up → GELU → down, both with biases */
+        AK_CHECK(bind_matrix(m, src, AK_T_UP, i, hp->ffn_dim, hp->dim, &l->w_up));
+        AK_CHECK(bind_vector(m, src, AK_T_B_UP, i, hp->ffn_dim, &l->b_up));
+        AK_CHECK(bind_matrix(m, src, AK_T_DOWN, i, hp->dim, hp->ffn_dim, &l->w_down));
+        return bind_vector(m, src, AK_T_B_DOWN, i, hp->dim, &l->b_down);
+    }
+    if (hp->fused_gate_up) { /* Phi-3: gate rows, then up rows */
+        ak__matrix both;
+        AK_CHECK(bind_matrix(m, src, AK_T_GATE_UP, i, 2 * (int64_t)hp->ffn_dim, hp->dim, &both));
+        l->w_gate = row_slice(&both, 0, hp->ffn_dim);
+        l->w_up = row_slice(&both, hp->ffn_dim, hp->ffn_dim);
+        return bind_matrix(m, src, AK_T_DOWN, i, hp->dim, hp->ffn_dim, &l->w_down);
+    }
     AK_CHECK(bind_matrix(m, src, AK_T_GATE, i, hp->ffn_dim, hp->dim, &l->w_gate));
     AK_CHECK(bind_matrix(m, src, AK_T_UP, i, hp->ffn_dim, hp->dim, &l->w_up));
     AK_CHECK(bind_matrix(m, src, AK_T_DOWN, i, hp->dim, hp->ffn_dim, &l->w_down));
@@ -266,6 +309,19 @@ static void count_weight_bytes(ak_llm_model *m) {
 static ak_status bind_rope(ak_llm_model *m, const ak__tensor_source *src) {
     char name[128];
     ak__tensor_view v;
+    if (m->hp.rope_scaling == AK_ROPE_SCALING_LONGROPE) {
+        if (m->hp.n_rope_factors > 0) return ak__model_rope_init(m, m->hp.rope_factors);
+        /* GGUF phi3: the short factors as a tensor (the long ones serve contexts beyond
+         * the original length, which the engine does not offer) */
+        int half = m->hp.head_dim / 2;
+        if (src->lookup(src->ctx, "rope_factors_short.weight", &v) != AK_OK || v.n_dims != 1 ||
+            v.dims[0] != (uint64_t)half || v.type != AK_WTYPE_F32)
+            return AK_FAIL(AK_ERR_INVALID_MODEL, "model: longrope needs an f32 "
+                           "rope_factors_short.weight of %d values", half);
+        memcpy(m->hp.rope_factors, v.data, (size_t)half * sizeof(float));
+        m->hp.n_rope_factors = half;
+        return ak__model_rope_init(m, m->hp.rope_factors);
+    }
     src->name_of(AK_T_ROPE_FREQS, 0, name, sizeof name);
     if (name[0] == '\0' || src->lookup(src->ctx, name, &v) != AK_OK)
         return ak__model_rope_init(m, NULL);
@@ -283,6 +339,8 @@ ak_status ak__model_bind(ak_llm_model *m, const ak__tensor_source *src) {
     if (hp->tied_output) m->output = m->tok_embd;
     else AK_CHECK(bind_matrix(m, src, AK_T_OUTPUT, 0, hp->n_vocab, hp->dim, &m->output));
     AK_CHECK(bind_vector(m, src, AK_T_OUTPUT_NORM, 0, hp->dim, &m->output_norm));
+    if (hp->layer_norm)
+        AK_CHECK(bind_vector(m, src, AK_T_OUTPUT_NORM_B, 0, hp->dim, &m->output_norm_b));
     for (int i = 0; i < hp->n_layers; ++i) AK_CHECK(bind_layer(m, src, i));
     AK_CHECK(bind_rope(m, src));
     count_weight_bytes(m);

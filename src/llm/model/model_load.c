@@ -147,8 +147,8 @@ ak_status ak_llm_model_get_info(const ak_llm_model *m, ak_llm_model_info *info) 
     info->rope_theta = hp->rope_theta;
     info->norm_eps = hp->norm_eps;
     /* an MoE layer has no dense FFN: its attention's type stands for the model's */
-    info->weight_type = (uint32_t)(hp->n_experts > 0 ? m->layers[0].wq.type
-                                                     : m->layers[0].w_gate.type);
+    info->weight_type = (uint32_t)(hp->n_experts > 0 || hp->plain_mlp ? m->layers[0].wq.type
+                                                                      : m->layers[0].w_gate.type);
     info->n_params = m->n_params;
     info->weight_bytes = m->weight_bytes;
     return AK_OK;
