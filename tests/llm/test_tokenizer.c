@@ -219,8 +219,9 @@ static void test_pretok_table(void **state) {
 
 /* The words a tokenizer.json makes: with ignore_merges, a word that is a token is that
  * token, so the split shows in the ids. */
-static const char *write_tiny_json(char *dir, const char *pre, const char *normalizer,
-                                   const char *decoder, int ignore_merges, const char *extra_vocab) {
+static const char *write_tiny_json_added(char *dir, const char *pre, const char *normalizer,
+                                         const char *decoder, int ignore_merges,
+                                         const char *extra_vocab, const char *added) {
     cJSON *root = cJSON_CreateObject(), *model = cJSON_CreateObject(), *words = cJSON_CreateObject();
     for (int b = 0; b < 256; b++) {
         uint32_t cp = ak__bpe_byte_to_cp((uint8_t)b);
@@ -241,6 +242,7 @@ static const char *write_tiny_json(char *dir, const char *pre, const char *norma
     cJSON_AddItemToObject(root, "normalizer", normalizer ? cJSON_Parse(normalizer) : cJSON_CreateNull());
     cJSON_AddItemToObject(root, "pre_tokenizer", cJSON_Parse(pre));
     cJSON_AddItemToObject(root, "decoder", cJSON_Parse(decoder ? decoder : "{\"type\":\"ByteLevel\"}"));
+    if (added) cJSON_AddItemToObject(root, "added_tokens", cJSON_Parse(added));
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     char path[512];
@@ -251,6 +253,11 @@ static const char *write_tiny_json(char *dir, const char *pre, const char *norma
     fclose(f);
     free(text);
     return dir;
+}
+
+static const char *write_tiny_json(char *dir, const char *pre, const char *normalizer,
+                                   const char *decoder, int ignore_merges, const char *extra_vocab) {
+    return write_tiny_json_added(dir, pre, normalizer, decoder, ignore_merges, extra_vocab, NULL);
 }
 
 #define BL_NO_REGEX "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}"
@@ -302,6 +309,18 @@ static void test_hf_components(void **state) {
         "Isolated", "false") "," BL_NO_REGEX "]}", NULL, NULL, 1, "[]");
     assert_int_equal(ak__hf_tokenizer_dir(dir, 0, &t), AK_OK);
     assert_string_equal(t->pre_name, "llama-bpe");
+    ak_tokenizer_free(t);
+    /* added tokens with lstrip/rstrip absorb the whitespace beside them */
+    write_tiny_json_added(dir, "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}",
+                          NULL, NULL, 0, "[]",
+                          "[{\"id\":256,\"content\":\"<x>\",\"special\":false,\"lstrip\":true,"
+                          "\"rstrip\":false},{\"id\":257,\"content\":\"<y>\",\"special\":false,"
+                          "\"lstrip\":false,\"rstrip\":true}]");
+    assert_int_equal(ak__hf_tokenizer_dir(dir, 0, &t), AK_OK);
+    /* "a  " | <x> | " b" | <y> | " \t c": <x> takes the spaces before it, <y> those after */
+    assert_int_equal(encode_str(t, "a  <x> b<y> \t c", ids, 32), 6);
+    const int32_t want[] = {'a', 256, ' ', 'b', 257, 'c'};
+    assert_memory_equal(ids, want, sizeof want);
     ak_tokenizer_free(t);
     /* components not implemented are refused by name */
     const struct {

@@ -2,14 +2,17 @@
  *
  * Two kinds of "BPE" model map onto the GGUF tokenizers:
  *  - byte-level BPE (a ByteLevel pre-tokenizer: GPT-2, Llama 3, Qwen2...) → the `gpt2`
- *    tokenizer: the vocabulary is already in GPT-2's byte alphabet, merges by rank;
+ *    tokenizer: the vocabulary is already in GPT-2's byte alphabet, merges by rank; the
+ *    pre_tokenizer's Split expressions run as they are (PCRE2), and the pre-tokenizer
+ *    table names them for GGUF when it knows them;
  *  - SentencePiece-style BPE ("byte_fallback": true, ▁ for spaces: Llama 2, Mistral...) →
  *    the `llama` tokenizer, which merges by token score: the score of a token is minus the
  *    rank of the first merge that produces it (HF made those merges from the scores, in
  *    score order), and <0xXX> tokens are byte tokens.
  * added_tokens become control (special) or user-defined tokens; ids missing from both
  * lists, and ids up to config vocab_size, are filled with unused "[PADn]" tokens as
- * llama.cpp's converter does. */
+ * llama.cpp's converter does. Every normalizer / pre_tokenizer / decoder component is
+ * either implemented or refused by name (check_components). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +32,7 @@ typedef struct hf_tok {
     ak__tok_spec spec;
     const char **tokens;
     uint8_t *types;
+    uint8_t *strip;           /* AK_STRIP_* of added tokens */
     float *scores;
     char **owned;             /* strings made here ([PADn], joined merges) */
     size_t n_owned;
@@ -49,6 +53,7 @@ static void hf_tok_free(hf_tok *x) {
     free(x->owned);
     free(x->tokens);
     free(x->types);
+    free(x->strip);
     free(x->scores);
     free(x->merges);
     ak_strmap_free(&x->map);
@@ -335,8 +340,10 @@ static int is_byte_token(const char *s) {
 static ak_status fill_vocab(hf_tok *x, int32_t n) {
     x->tokens = calloc((size_t)n, sizeof *x->tokens);
     x->types = malloc((size_t)n);
+    x->strip = calloc((size_t)n, 1);
     x->scores = malloc((size_t)n * sizeof *x->scores);
-    if (!x->tokens || !x->types || !x->scores) return AK_FAIL(AK_ERR_NO_MEMORY, "vocabulary");
+    if (!x->tokens || !x->types || !x->strip || !x->scores)
+        return AK_FAIL(AK_ERR_NO_MEMORY, "vocabulary");
     int spm = x->spec.kind == AK_TOKENIZER_SPM;
     for (const cJSON *e = ak__json_get(x->model, "vocab")->child; e; e = e->next) {
         int32_t id = (int32_t)e->valuedouble;
@@ -353,6 +360,11 @@ static ak_status fill_vocab(hf_tok *x, int32_t n) {
         x->tokens[id] = content->valuestring;
         x->types[id] = cJSON_IsTrue(ak__json_get(e, "special")) ? AK_TOKTYPE_CONTROL
                                                                 : AK_TOKTYPE_USER_DEFINED;
+        x->strip[id] = (uint8_t)((cJSON_IsTrue(ak__json_get(e, "lstrip")) ? AK_STRIP_LEFT : 0) |
+                                 (cJSON_IsTrue(ak__json_get(e, "rstrip")) ? AK_STRIP_RIGHT : 0));
+        if (cJSON_IsTrue(ak__json_get(e, "single_word")))
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: added token '%.40s' has "
+                           "single_word, which is not supported", x->dir, content->valuestring);
     }
     for (int32_t i = 0; i < n; i++) {
         if (x->tokens[i]) continue;
@@ -546,6 +558,7 @@ static ak_status assemble(hf_tok *x, int32_t min_vocab) {
     }
     x->spec.tokens = x->tokens;
     x->spec.types = x->types;
+    x->spec.strip = x->strip;
     read_specials(x);
     return AK_OK;
 }

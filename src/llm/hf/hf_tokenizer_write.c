@@ -1,7 +1,7 @@
 /* Writing a tokenizer as Hugging Face tokenizer.json + tokenizer_config.json (GGUF → HF).
  *
- * Byte-level BPE (`gpt2`) is written as it is: vocabulary, merges in rank order, a
- * ByteLevel (or Falcon's) pre-tokenizer. SentencePiece-style BPE (`llama`) has scores,
+ * Byte-level BPE (`gpt2`) is written as it is: vocabulary, merges in rank order, its
+ * pre-tokenizer expressions as Split steps before a ByteLevel (Falcon's as its own chain). SentencePiece-style BPE (`llama`) has scores,
  * not merges, so the merges are derived as transformers' SentencePiece converter does:
  * every split of a token into two vocabulary tokens (at code-point boundaries), ordered
  * by the token's score (best first), then token id, then the ids of the two halves.

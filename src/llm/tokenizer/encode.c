@@ -74,6 +74,46 @@ static ak_status partition(const ak_tokenizer *t, const char *text, size_t len, 
     return AK_OK;
 }
 
+/* Unicode White_Space, the whitespace an added token with lstrip/rstrip absorbs. */
+static int is_space_cp(int32_t c) {
+    return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+           c == 0x205F || c == 0x3000;
+}
+
+/* Length of the whitespace run that starts (forward) or ends (!forward) `s[0, n)`. */
+static size_t space_run(const char *s, size_t n, int forward) {
+    size_t run = 0;
+    while (run < n) {
+        size_t at = forward ? run : n - run - 1;
+        if (!forward)
+            while (at > 0 && ((unsigned char)s[at] & 0xC0) == 0x80) at--;
+        utf8proc_int32_t c;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + at, (utf8proc_ssize_t)(n - at), &c);
+        if (k <= 0 || !is_space_cp(c)) break;
+        run += (size_t)k;
+    }
+    return run;
+}
+
+/* Added tokens with lstrip/rstrip (Hugging Face) absorb the whitespace before/after them:
+ * the neighbouring text fragments are trimmed (an emptied one is then skipped). */
+static void absorb_spaces(const ak_tokenizer *t, const char *text, fragments *f) {
+    if (!t->strip) return;
+    for (size_t i = 0; i < f->n; i++) {
+        fragment *fr = &f->v[i];
+        if (fr->id < 0) continue;
+        uint8_t st = t->strip[fr->id];
+        if ((st & AK_STRIP_LEFT) && i > 0 && f->v[i - 1].id < 0)
+            f->v[i - 1].len -= space_run(text + f->v[i - 1].start, f->v[i - 1].len, 0);
+        if ((st & AK_STRIP_RIGHT) && i + 1 < f->n && f->v[i + 1].id < 0) {
+            size_t k = space_run(text + f->v[i + 1].start, f->v[i + 1].len, 1);
+            f->v[i + 1].start += k;
+            f->v[i + 1].len -= k;
+        }
+    }
+}
+
 /* SPM puts a space in front of plain text that starts the input or follows a special
  * token (SentencePiece's add_dummy_prefix), then escapes spaces as U+2581. */
 static ak_status encode_spm_fragment(const ak_tokenizer *t, const char *text, size_t len,
@@ -119,6 +159,8 @@ static ak_status encode_fragments(const ak_tokenizer *t, const char *text, const
         if (fr->id >= 0) {
             AK_CHECK(ak__ids_push(out, fr->id));
             prev_special = 1;
+        } else if (fr->len == 0) {
+            continue; /* all of it absorbed by an added token's lstrip/rstrip */
         } else if (t->kind == AK_TOKENIZER_SPM) {
             AK_CHECK(encode_spm_fragment(t, text + fr->start, fr->len,
                                          t->add_space_prefix && prev_special, out));
@@ -139,6 +181,7 @@ static ak_status encode_ids(const ak_tokenizer *t, const char *text, size_t len,
     ak_status st = AK_OK;
     if (len > 0) {
         AK_CHECK_GOTO(st, partition(t, text, len, (flags & AK_TOK_PARSE_SPECIAL) != 0, &a, &b));
+        absorb_spaces(t, text, &a);
         AK_CHECK_GOTO(st, encode_fragments(t, text, &a, out));
     }
     if ((flags & AK_TOK_ADD_SPECIAL) && t->add_eos && t->eos >= 0) AK_CHECK_GOTO(st, ak__ids_push(out, t->eos));

@@ -23,6 +23,8 @@ enum {
     AK_TOKTYPE_BYTE = 6
 };
 
+enum { AK_STRIP_LEFT = 1, AK_STRIP_RIGHT = 2 };
+
 /* A compiled list of pre-tokenizer expressions (pretok.c). */
 typedef struct ak__pretok ak__pretok;
 
@@ -88,6 +90,8 @@ struct ak_tokenizer {
     ak_strmap merges;       /* merge text → rank */
     int32_t bos, eos, unk, pad;
     int add_bos, add_eos, add_space_prefix;
+    uint8_t *strip;         /* NULL, or per token AK_STRIP_*: an added token that absorbs the
+                             * whitespace beside it (tokenizer.json lstrip/rstrip) */
     int32_t *specials;      /* control/user-defined/unknown ids, longest text first */
     size_t n_specials;
     int32_t byte_token[256]; /* SPM: id of <0xXX> (or the 1-byte text), -1 if none */
@@ -112,6 +116,7 @@ typedef struct ak__tok_spec {
     const size_t *token_lens;      /* their lengths; NULL = NUL-terminated */
     const float *scores;           /* SPM merge priorities; NULL = all 0 */
     const uint8_t *types;          /* AK_TOKTYPE_*; NULL = all normal */
+    const uint8_t *strip;          /* AK_STRIP_* per token; NULL = none */
     const char *const *merges;     /* BPE: "left right"; the rank is the index */
     const size_t *merge_lens;      /* NULL = NUL-terminated */
     size_t n_merges;

@@ -101,6 +101,11 @@ static ak_status build_tokens(const ak__tok_spec *s, ak_tokenizer *t) {
         t->types[i] = ty;
         if (s->scores) t->scores[i] = s->scores[i];
     }
+    if (s->strip) {
+        t->strip = malloc(n);
+        if (!t->strip) return AK_FAIL(AK_ERR_NO_MEMORY, "token strip flags");
+        memcpy(t->strip, s->strip, n);
+    }
     return AK_OK;
 }
 
@@ -201,6 +206,7 @@ ak_status ak_tokenizer_free(ak_tokenizer *t) {
     free(t->merge_blob);
     free(t->merge_off);
     free(t->specials);
+    free(t->strip);
     ak__pretok_free(t->pre);
     free(t->pre_name);
     ak_strmap_free(&t->vocab);
