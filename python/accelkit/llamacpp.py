@@ -215,9 +215,9 @@ def load_library(folder=None):
         return _library
     if not folder.is_dir() or not glob.glob(str(folder / "libllama*.so*")):
         raise LlamaCppError(
-            f"llama.cpp's libllama is not installed in {folder}: run scripts/setup (it installs "
-            "node-llama-cpp's prebuilt @node-llama-cpp/linux-x64 into node_modules/), or set "
-            "AK_LLAMACPP_LIB to the folder holding libllama*.so")
+            f"llama.cpp's libllama is not in {folder}: set AK_LLAMACPP_LIB to the folder "
+            "holding libllama*.so, or run scripts/setup in an accelkit checkout (it installs "
+            "node-llama-cpp's prebuilt @node-llama-cpp/linux-x64 into its node_modules/)")
     _library = _Library(folder)
     return _library
 

@@ -269,6 +269,23 @@ class TestFiles(unittest.TestCase):
                 run.check(self, TYPES[type_name])
 
 
+class TestBinding(unittest.TestCase):
+    def test_batched_greedy_is_each_sequence_alone(self):
+        """accelkit.llamacpp's greedy_many (three sequences in one batch per step) gives
+        each prompt its single-sequence tokens; detokenize is the pieces joined."""
+        path = cached_model(model_args("llama", "f32"), "llama-f32")
+        with llamacpp.Model(path) as m:
+            prompts = [m.tokenize(t) for t in ("Hello world", PROMPT, "日本語 🦊")]
+            with m.context(n_ctx=128, n_batch=128, kv_type="f32", flash_attn=False) as ctx:
+                alone = [ctx.greedy(p, 12) for p in prompts]
+            with m.context(n_ctx=3 * 128, n_batch=128, n_seq=3, kv_type="f32",
+                           flash_attn=False) as ctx:
+                self.assertEqual(ctx.greedy_many(prompts, 12), alone)
+            # detokenize drops the space SentencePiece put in front of the first word
+            pieces = b"".join(m.token_to_piece(t) for t in alone[0])
+            self.assertEqual(m.detokenize(alone[0]).encode(), pieces.removeprefix(b" "))
+
+
 # ---- tokenization of the vocabularies the models carry ------------------------------------
 
 FRAGMENTS = [
