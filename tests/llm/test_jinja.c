@@ -168,6 +168,17 @@ static void test_limits(void **state) {
     strcat(tmpl, deep);
     strcat(tmpl, " }}");
     expect_error(tmpl, AK_ERR_INVALID_ARG, "nesting deeper");
+    /* long chains nest as deep as parentheses */
+    char chain[6100] = "{{ 1";
+    for (int i = 0; i < 1000; i++) strcat(chain, "+1");
+    strcat(chain, " }}");
+    expect_error(chain, AK_ERR_INVALID_ARG, "nesting deeper");
+    strcpy(chain, "{{ 'x'");
+    for (int i = 0; i < 1000; i++) strcat(chain, "|trim");
+    strcat(chain, " }}");
+    expect_error(chain, AK_ERR_INVALID_ARG, "nesting deeper");
+    expect("{{ 1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1+1 }}",
+           "40");
 }
 
 static void test_size_protocol(void **state) {

@@ -144,7 +144,7 @@ ak_status ak_chat_template_render(const ak_chat_template *t, const ak_chat_rende
         st = AK_FAIL(AK_ERR_INVALID_ARG, "chat: %zu bytes do not fit in %zu", *len, cap);
         goto fail;
     }
-    memcpy(buf, text, *len < cap ? *len + 1 : *len);
+    if (cap) memcpy(buf, text, *len < cap ? *len + 1 : *len);
 fail:
     free(text);
     cJSON_Delete(msgs);

@@ -591,8 +591,12 @@ static ak_status parse_subscript(parser *P, jj_node *target, jj_node **out) {
     return AK_OK;
 }
 
+/* Chains (a.b.c, x|f|g, 1+2+3) build left-deep trees that the evaluator walks
+ * recursively: each link counts against the nesting limit until the chain ends. */
 static ak_status parse_postfix(parser *P, jj_node **node) {
-    for (;;) {
+    int saved = P->depth;
+    for (;; P->depth++) {
+        if (P->depth > MAX_NESTING) return enter(P);
         jj_node *n = NULL;
         if (skip_op(P, ".")) {
             if (cur(P)->kind == T_INT) { /* foo.0 is foo[0] */
@@ -612,6 +616,7 @@ static ak_status parse_postfix(parser *P, jj_node **node) {
             n->a = *node;
             AK_CHECK(parse_args(P, n));
         } else {
+            P->depth = saved;
             return AK_OK;
         }
         *node = n;
@@ -644,7 +649,9 @@ static ak_status parse_test(parser *P, jj_node *target, jj_node **out) {
 }
 
 static ak_status parse_filters(parser *P, jj_node **node) {
-    for (;;) {
+    int saved = P->depth;
+    for (;; P->depth++) {
+        if (P->depth > MAX_NESTING) return enter(P);
         jj_node *n = NULL;
         if (skip_op(P, "|")) {
             AK_CHECK(new_node(P, JN_FILTER, &n));
@@ -662,6 +669,7 @@ static ak_status parse_filters(parser *P, jj_node **node) {
             n->a = *node;
             AK_CHECK(parse_args(P, n));
         } else {
+            P->depth = saved;
             return AK_OK;
         }
         *node = n;
@@ -691,11 +699,13 @@ typedef ak_status (*level_fn)(parser *P, jj_node **out);
 static ak_status binary_level(parser *P, level_fn next, const char *const *ops,
                               const jj_op *codes, size_t n_ops, jj_node **out) {
     jj_node *left;
+    int saved = P->depth;
     AK_CHECK(next(P, &left));
     for (;;) {
         size_t k = 0;
         while (k < n_ops && !is_op(cur(P), ops[k])) k++;
         if (k == n_ops) break;
+        AK_CHECK(enter(P));
         P->pos++;
         jj_node *n;
         AK_CHECK(new_node(P, JN_BINOP, &n));
@@ -704,6 +714,7 @@ static ak_status binary_level(parser *P, level_fn next, const char *const *ops,
         AK_CHECK(next(P, &n->b));
         left = n;
     }
+    P->depth = saved;
     *out = left;
     return AK_OK;
 }
@@ -777,14 +788,17 @@ static ak_status parse_not(parser *P, jj_node **out) {
 static ak_status logic_level(parser *P, level_fn next, const char *word, jj_kind kind,
                              jj_node **out) {
     jj_node *left;
+    int saved = P->depth;
     AK_CHECK(next(P, &left));
     while (skip_name(P, word)) {
+        AK_CHECK(enter(P));
         jj_node *n;
         AK_CHECK(new_node(P, kind, &n));
         n->a = left;
         AK_CHECK(next(P, &n->b));
         left = n;
     }
+    P->depth = saved;
     *out = left;
     return AK_OK;
 }
@@ -797,10 +811,12 @@ static ak_status parse_or(parser *P, jj_node **out) {
 
 /* `a if c else b` (with_cond) over or-expressions. */
 static ak_status parse_expr(parser *P, int with_cond, jj_node **out) {
+    int saved = P->depth;
     AK_CHECK(enter(P));
     jj_node *n;
     AK_CHECK(parse_or(P, &n));
     while (with_cond && skip_name(P, "if")) {
+        AK_CHECK(enter(P));
         jj_node *c;
         AK_CHECK(new_node(P, JN_COND, &c));
         c->b = n;
@@ -808,7 +824,7 @@ static ak_status parse_expr(parser *P, int with_cond, jj_node **out) {
         if (skip_name(P, "else")) AK_CHECK(parse_expr(P, 1, &c->c));
         n = c;
     }
-    P->depth--;
+    P->depth = saved;
     *out = n;
     return AK_OK;
 }
