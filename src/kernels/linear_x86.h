@@ -8,7 +8,10 @@
  * reduced together (hadd tree) into 4 outputs. The drivers order the tiles for the
  * caches (rows outer for few tokens, blocks of rows outer for many) and prefetch the
  * weights of rows to come.
- * T = 1: the bandwidth-bound GEMV, one row at a time on two sequential streams.
+ * T = 1: the bandwidth-bound GEMV, one row at a time on two sequential streams (with
+ * VNNI, Q8_0/Q4_0 take a row of each stream together).
+ * VNNI and T >= 4, Q8_0/Q4_0: 4 tokens in the lanes of each vpdpbusd instead
+ * (lx_quant_interleaved, below), which pays the float side once per 4 tokens.
  *
  * Quantized weights meet Q8_0 activations block by block: the int8 dot product of a
  * 32-block is exact in int32 lanes, converted and scaled by d_w·d_x into float lanes.
