@@ -8,7 +8,10 @@
  * reduced together (hadd tree) into 4 outputs. The drivers order the tiles for the
  * caches (rows outer for few tokens, blocks of rows outer for many) and prefetch the
  * weights of rows to come.
- * T = 1: the bandwidth-bound GEMV, one row at a time on two sequential streams.
+ * T = 1: the bandwidth-bound GEMV, one row at a time on two sequential streams (with
+ * VNNI, Q8_0/Q4_0 take a row of each stream together).
+ * VNNI and T >= 4, Q8_0/Q4_0: 4 tokens in the lanes of each vpdpbusd instead
+ * (lx_quant_interleaved, below), which pays the float side once per 4 tokens.
  *
  * Quantized weights meet Q8_0 activations block by block: the int8 dot product of a
  * 32-block is exact in int32 lanes, converted and scaled by d_w·d_x into float lanes.
@@ -557,6 +560,58 @@ LX_AI void lx_quant_row(int slot, const ak__linear_job *j, size_t n) {
     j->Y[n] = j->accumulate ? j->Y[n] + s : s;
 }
 
+#if LX_VNNI
+/* Two rows (the two streams of the T = 1 driver) against the only token, with VNNI: each
+ * activation block is loaded once for both rows, the offset term starts the vpdpbusd
+ * (lane 0), and the scale product d_w·d_x is formed per block in a scalar register.
+ * lx_quant_row's 8-block scale vectors (a chain of 8 word inserts, stored and reloaded
+ * per block) held Q4_0, whose blocks are half the bytes of Q8_0's, at half the read
+ * bandwidth. */
+LX_AI void lx_quant_row2(int slot, const ak__linear_job *j, size_t n, size_t m) {
+    size_t nb = j->K / AK__QK;
+    size_t bsz = slot == AK__LIN_Q8_0 ? sizeof(ak__block_q8_0) : sizeof(ak__block_q4_0);
+    const uint8_t *wn = j->W + n * j->row_bytes, *wm = j->W + m * j->row_bytes;
+    __m256 an0 = _mm256_setzero_ps(), an1 = an0, am0 = an0, am1 = an0;
+    size_t b = 0;
+    for (; b + 2 <= nb; b += 2) { /* two chains per row: the FMA latency is not the limit */
+        for (int u = 0; u < 2; u++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(j->xq + (b + u) * AK__QK));
+            const __m256i xo = _mm256_zextsi128_si256(_mm_cvtsi32_si128(j->xo[b + u]));
+            const uint8_t *bn = wn + (b + u) * bsz, *bm = wm + (b + u) * bsz;
+            float dx = j->xd[b + u];
+            __m256 pn = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(xo, lx_wbytes(slot, bn), xv));
+            __m256 pm = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(xo, lx_wbytes(slot, bm), xv));
+            if (u == 0) {
+                an0 = _mm256_fmadd_ps(pn, _mm256_set1_ps(lx_scale(bn) * dx), an0);
+                am0 = _mm256_fmadd_ps(pm, _mm256_set1_ps(lx_scale(bm) * dx), am0);
+            } else {
+                an1 = _mm256_fmadd_ps(pn, _mm256_set1_ps(lx_scale(bn) * dx), an1);
+                am1 = _mm256_fmadd_ps(pm, _mm256_set1_ps(lx_scale(bm) * dx), am1);
+            }
+        }
+    }
+    for (; b < nb; b++) {
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(j->xq + b * AK__QK));
+        const __m256i xo = _mm256_zextsi128_si256(_mm_cvtsi32_si128(j->xo[b]));
+        const uint8_t *bn = wn + b * bsz, *bm = wm + b * bsz;
+        __m256 pn = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(xo, lx_wbytes(slot, bn), xv));
+        __m256 pm = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(xo, lx_wbytes(slot, bm), xv));
+        an0 = _mm256_fmadd_ps(pn, _mm256_set1_ps(lx_scale(bn) * j->xd[b]), an0);
+        am0 = _mm256_fmadd_ps(pm, _mm256_set1_ps(lx_scale(bm) * j->xd[b]), am0);
+    }
+    __m128 s = lx_hsum4(_mm256_add_ps(an0, an1), _mm256_add_ps(am0, am1), an0, an0);
+    float sn = _mm_cvtss_f32(s), sm = _mm_cvtss_f32(_mm_movehdup_ps(s));
+    j->Y[n] = j->accumulate ? j->Y[n] + sn : sn;
+    j->Y[m] = j->accumulate ? j->Y[m] + sm : sm;
+}
+#define LX_QUANT_ROW2(slot, j, n, m) lx_quant_row2(slot, j, n, m)
+#else
+#define LX_QUANT_ROW2(slot, j, n, m) (lx_quant_row(slot, j, n), lx_quant_row(slot, j, m))
+#endif
+#define LX_QUANT_ROW(slot, j, n) lx_quant_row(slot, j, n)
+#define LX_FLOAT_ROW(slot, j, n) lx_float_row(slot, j, n)
+#define LX_FLOAT_ROW2(slot, j, n, m) (lx_float_row(slot, j, n), lx_float_row(slot, j, m))
+
 /* ---- drivers: rows in tiles of 4 (then 1), tokens in tiles of C (then fewer) ------------- */
 
 /* Token groups of C (then the remainder) over one row group [n, n+R); the switch turns
@@ -639,10 +694,7 @@ _Static_assert(LX_FLOAT_C <= 6 && LX_QUANT_C <= 6, "LX_TOKENS handles remainders
     void name(const ak__linear_job *j, size_t n0, size_t n1) {                               \
         if (j->T == 1) { /* two sequential streams, one per half of the rows */              \
             size_t h_ = (n1 - n0) / 2, m_ = n0 + h_;                                          \
-            for (size_t i_ = 0; i_ < h_; i_++) {                                              \
-                ROW(slot, j, n0 + i_);                                                        \
-                ROW(slot, j, m_ + i_);                                                        \
-            }                                                                                 \
+            for (size_t i_ = 0; i_ < h_; i_++) ROW##2(slot, j, n0 + i_, m_ + i_);             \
             for (size_t n_ = m_ + h_; n_ < n1; n_++) ROW(slot, j, n_);                        \
         } else if (LX_DIV_UP(j->T, (size_t)(CMAX)) >= (BLOCKED_FROM)) {                       \
             LX_BLOCKS_OUTER(TILE, CMAX, slot, j, n0, n1);                                     \
@@ -652,12 +704,12 @@ _Static_assert(LX_FLOAT_C <= 6 && LX_QUANT_C <= 6, "LX_TOKENS handles remainders
     }
 
 #define LX_FLOAT_KERNEL(name, slot)                                                        \
-    LX_DEFINE_LINEAR(name, lx_float_tile, lx_float_row, LX_FLOAT_C, slot, LX_BLOCKED_FLOAT)
+    LX_DEFINE_LINEAR(name, lx_float_tile, LX_FLOAT_ROW, LX_FLOAT_C, slot, LX_BLOCKED_FLOAT)
 #if LX_VNNI
 /* T >= 4 takes the tiles of 4 tokens per vector (lx_quant_interleaved); fewer tokens would
  * leave lanes empty there, and take the tiles above. */
 #define LX_QUANT_KERNEL(name, slot)                                                        \
-    static LX_DEFINE_LINEAR(LX_CAT(name, _tiles), lx_quant_tile, lx_quant_row, LX_QUANT_C,  \
+    static LX_DEFINE_LINEAR(LX_CAT(name, _tiles), lx_quant_tile, LX_QUANT_ROW, LX_QUANT_C,  \
                             slot, LX_BLOCKED_QUANT)                                         \
     void name(const ak__linear_job *j, size_t n0, size_t n1) {                              \
         if (j->T >= 4) lx_quant_interleaved(slot, j, n0, n1);                                \
@@ -665,7 +717,7 @@ _Static_assert(LX_FLOAT_C <= 6 && LX_QUANT_C <= 6, "LX_TOKENS handles remainders
     }
 #else
 #define LX_QUANT_KERNEL(name, slot)                                                        \
-    LX_DEFINE_LINEAR(name, lx_quant_tile, lx_quant_row, LX_QUANT_C, slot, LX_BLOCKED_QUANT)
+    LX_DEFINE_LINEAR(name, lx_quant_tile, LX_QUANT_ROW, LX_QUANT_C, slot, LX_BLOCKED_QUANT)
 #endif
 /* the includer's ISA suffix: ak_f32_linear__avx2, ... (declared by kernels/kernels.def) */
 #define LX_CAT_(a, b) a##b
