@@ -419,14 +419,16 @@ static ak_status select_items(jj_ctx *c, const char *fn, jj_val seq, const jj_ar
     if (test_name.t != JJ_NONE && test_name.t != JJ_STR) return bad(c, fn, "the test must be a name");
     char name[64] = "";
     if (test_name.t == JJ_STR) {
-        if (test_name.u.s.n >= sizeof name || !ak__jj_is_test(ak__jj_strdup(c->ar, test_name.u.s.p, test_name.u.s.n)))
+        size_t n = test_name.u.s.n < sizeof name ? test_name.u.s.n : sizeof name - 1;
+        memcpy(name, test_name.u.s.p, n);
+        name[n] = '\0';
+        if (n != test_name.u.s.n || !ak__jj_is_test(name))
             return AK_FAIL(AK_ERR_UNSUPPORTED, "chat template: line %d: %s: test '%.*s' is not "
                            "supported", c->line, fn, (int)test_name.u.s.n, test_name.u.s.p);
-        memcpy(name, test_name.u.s.p, test_name.u.s.n);
-        name[test_name.u.s.n] = '\0';
     }
-    jj_args targs = {a->pos + first_arg + 1, a->n > first_arg + 1 ? a->n - first_arg - 1 : 0,
-                     NULL, NULL, 0};
+    int has_targs = a->n > first_arg + 1;
+    jj_args targs = {has_targs ? a->pos + first_arg + 1 : NULL,
+                     has_targs ? a->n - first_arg - 1 : 0, NULL, NULL, 0};
     for (size_t i = 0; i < in->n; i++) {
         jj_val v = in->v[i];
         if (by_attr) AK_CHECK(attr_path(c, v, a->pos[0], &v));
