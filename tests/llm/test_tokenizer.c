@@ -322,12 +322,43 @@ static void test_hf_components(void **state) {
     const int32_t want[] = {'a', 256, ' ', 'b', 257, 'c'};
     assert_memory_equal(ids, want, sizeof want);
     ak_tokenizer_free(t);
+    /* Metaspace with split: each ▁ starts a word (words "▁a" and "▁b" are tokens) */
+    write_tiny_json(dir, "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Metaspace\","
+                    "\"replacement\":\"\xe2\x96\x81\",\"prepend_scheme\":\"always\",\"split\":true},"
+                    BL_NO_REGEX "]}", NULL, NULL, 1, "[\"\xc3\xa2\xc4\xb8\xc4\xa3" "a\",\"\xc3\xa2\xc4\xb8\xc4\xa3" "b\"]");
+    assert_int_equal(ak__hf_tokenizer_dir(dir, 0, &t), AK_OK);
+    assert_int_equal(encode_str(t, "a b", ids, 32), 2);
+    assert_int_equal(ids[0], 256);
+    assert_int_equal(ids[1], 257);
+    assert_null(t->pre_name); /* it rewrites the text: no GGUF name */
+    ak_tokenizer_free(t);
+    /* Punctuation (Isolated by default): "!!" is two words; Lowercase: İ → i + U+0307, a
+     * final Σ → ς; Strip; Replace; Prepend */
+    write_tiny_json(dir, "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Punctuation\"},"
+                    BL_NO_REGEX "]}", "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Strip\","
+                    "\"strip_left\":true,\"strip_right\":true},{\"type\":\"Lowercase\"},{\"type\":"
+                    "\"Replace\",\"pattern\":{\"Regex\":\"\\\\d+\"},\"content\":\"#\"},{\"type\":"
+                    "\"Prepend\",\"prepend\":\"x\"}]}", NULL, 1, "[\"xa\"]");
+    assert_int_equal(ak__hf_tokenizer_dir(dir, 0, &t), AK_OK);
+    assert_int_equal(encode_str(t, " \tA!!", ids, 32), 3); /* "xa" "!" "!" */
+    assert_int_equal(ids[0], 256);
+    assert_int_equal(ids[1], '!');
+    assert_int_equal(ids[2], '!');
+    /* "x" "i" U+0307 σ ς " " | "#": bytes 78 69 CC 87 CF 83 CF 82 20 | 23 */
+    assert_int_equal(encode_str(t, "\xc4\xb0\xce\xa3\xce\xa3 12", ids, 32), 10);
+    const int32_t want_lower[] = {'x', 'i', 0xCC, 0x87, 0xCF, 0x83, 0xCF, 0x82, ' ', '#'};
+    assert_memory_equal(ids, want_lower, sizeof want_lower);
+    ak_tokenizer_free(t);
     /* components not implemented are refused by name */
     const struct {
         const char *pre, *norm, *dec, *name;
     } refused[] = {
-        {"{\"type\":\"Whitespace\"}", NULL, NULL, "Whitespace"},
-        {BL_NO_REGEX, "{\"type\":\"NFKC\"}", NULL, "NFKC"},
+        {"{\"type\":\"BertPreTokenizer\"}", NULL, NULL, "BertPreTokenizer"},
+        {BL_NO_REGEX, "{\"type\":\"StripAccents\"}", NULL, "StripAccents"},
+        {"{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Punctuation\",\"behavior\":"
+         "\"MergedWithNext\"}," BL_NO_REGEX "]}", NULL, NULL, "MergedWithNext"},
+        {"{\"type\":\"Sequence\",\"pretokenizers\":[" BL_NO_REGEX ",{\"type\":\"Metaspace\","
+         "\"replacement\":\"_\"}]}", NULL, NULL, "Metaspace after"},
         {BL_NO_REGEX, "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Precompiled\"}]}", NULL, "Precompiled"},
         {BL_NO_REGEX, NULL, "{\"type\":\"WordPiece\"}", "WordPiece"},
         {SPLIT("x", "MergedWithNext", "false"), NULL, NULL, "MergedWithNext"},

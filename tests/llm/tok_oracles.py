@@ -86,7 +86,7 @@ class Accelkit:
 
     def encode(self, t, text, flags=0):
         raw = text.encode("utf-8")
-        cap = len(raw) + 16
+        cap = 8 * len(raw) + 64  # normalizers (NFKD, Replace, Prepend) can lengthen the text
         ids, n = (C.c_int32 * cap)(), C.c_size_t()
         self.check(self.lib.ak_tokenizer_encode(t, raw, len(raw), TOK_PARSE_SPECIAL | flags, ids, cap,
                                                 C.byref(n)), "encode")

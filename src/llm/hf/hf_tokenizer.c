@@ -42,7 +42,9 @@ typedef struct hf_tok {
     const char *regexes[16];  /* the byte-level split's expressions */
     uint8_t matches_only[16]; /* ... each kept whole (Isolated) or matches only */
     size_t n_regexes;
-    int nfc;                  /* an NFC normalizer */
+    int nfc;                  /* an NFC normalizer and nothing else to rewrite the text */
+    ak__textnorm *norm;       /* the normalizers and text-rewriting pre-tokenizers */
+    int n_pre_parts;          /* pre-tokenizers read so far */
 } hf_tok;
 
 static void hf_tok_free(hf_tok *x) {
@@ -56,6 +58,7 @@ static void hf_tok_free(hf_tok *x) {
     free(x->strip);
     free(x->scores);
     free(x->merges);
+    ak__textnorm_free(x->norm);
     ak_strmap_free(&x->map);
 }
 
@@ -98,7 +101,9 @@ static ak_status json_id(const hf_tok *x, const cJSON *v, const char *what, int3
 static int is_spm_style(const hf_tok *x) {
     const cJSON *json = x->json;
     if (cJSON_IsTrue(ak__json_get(x->model, "byte_fallback"))) return 1;
-    if (find_part(ak__json_get(json, "pre_tokenizer"), "pretokenizers", "Metaspace")) return 1;
+    const cJSON *pre = ak__json_get(json, "pre_tokenizer");
+    if (find_part(pre, "pretokenizers", "ByteLevel")) return 0;
+    if (find_part(pre, "pretokenizers", "Metaspace")) return 1;
     const cJSON *rep = find_part(ak__json_get(json, "normalizer"), "normalizers", "Replace");
     const cJSON *content = rep ? ak__json_get(rep, "content") : NULL;
     return cJSON_IsString(content) && strcmp(content->valuestring, "\xe2\x96\x81") == 0;
@@ -187,8 +192,10 @@ static ak_status check_components(hf_tok *x) {
     static const char *const spm_norm[] = {"Prepend", "Replace", NULL};
     static const char *const spm_pre[] = {"Metaspace", "Split", NULL};
     static const char *const spm_dec[] = {"Replace", "ByteFallback", "Fuse", "Strip", "Metaspace", NULL};
-    static const char *const bl_norm[] = {"NFC", NULL};
-    static const char *const bl_pre[] = {"Split", "ByteLevel", "Punctuation", "Digits", NULL};
+    static const char *const bl_norm[] = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "Strip",
+                                          "Replace", "Prepend", NULL};
+    static const char *const bl_pre[] = {"Split", "ByteLevel", "Punctuation", "Digits",
+                                         "Whitespace", "WhitespaceSplit", "Metaspace", NULL};
     static const char *const bl_dec[] = {"ByteLevel", NULL};
     int spm = x->spec.kind == AK_TOKENIZER_SPM;
     const cJSON *j = x->json;
@@ -219,8 +226,70 @@ static ak_status check_components(hf_tok *x) {
     if (!spm && cJSON_IsTrue(ak__json_get(m, "byte_fallback")))
         return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: byte_fallback in a byte-level BPE",
                        x->dir);
-    x->nfc = find_part(ak__json_get(j, "normalizer"), "normalizers", "NFC") != NULL;
     return AK_OK;
+}
+
+/* ---- normalizers (byte-level BPE) -----------------------------------------------------
+ * NFC alone is the tokenizer's nfc flag (what GGUF tokenizers of llama.cpp do without
+ * saying); any other normalizer makes a text rewriter (textnorm.c). */
+
+static ak_status norm_step(hf_tok *x, int kind, const char *a, const char *b, int flags) {
+    if (!x->norm) AK_CHECK(ak__textnorm_new(&x->norm));
+    return ak__textnorm_add(x->norm, kind, a, b, flags);
+}
+
+static const char *json_str(const cJSON *node, const char *key) {
+    const cJSON *v = node ? ak__json_get(node, key) : NULL;
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static ak_status read_replace(hf_tok *x, const cJSON *node) {
+    const cJSON *pat = ak__json_get(node, "pattern");
+    const char *rx = json_str(pat, "Regex"), *str = json_str(pat, "String");
+    const char *content = json_str(node, "content");
+    if ((!rx && !str) || !content)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: normalizer Replace without a "
+                       "pattern or content", x->dir);
+    return norm_step(x, rx ? AK_NORM_REPLACE_REGEX : AK_NORM_REPLACE_STRING, rx ? rx : str,
+                     content, 0);
+}
+
+static ak_status read_norm_part(hf_tok *x, const cJSON *node) {
+    static const struct { const char *name; int kind; } forms[] = {
+        {"NFC", AK_NORM_NFC}, {"NFD", AK_NORM_NFD}, {"NFKC", AK_NORM_NFKC},
+        {"NFKD", AK_NORM_NFKD}, {"Lowercase", AK_NORM_LOWERCASE}};
+    const char *type = type_of(node);
+    if (strcmp(type, "Sequence") == 0) {
+        const cJSON *list = ak__json_get(node, "normalizers");
+        for (const cJSON *e = cJSON_IsArray(list) ? list->child : NULL; e; e = e->next)
+            AK_CHECK(read_norm_part(x, e));
+        return AK_OK;
+    }
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++)
+        if (strcmp(type, forms[i].name) == 0) return norm_step(x, forms[i].kind, NULL, NULL, 0);
+    if (strcmp(type, "Strip") == 0)
+        return norm_step(x, AK_NORM_STRIP, NULL, NULL,
+                         (cJSON_IsTrue(ak__json_get(node, "strip_left")) ? AK_STRIP_LEFT : 0) |
+                         (cJSON_IsTrue(ak__json_get(node, "strip_right")) ? AK_STRIP_RIGHT : 0));
+    if (strcmp(type, "Replace") == 0) return read_replace(x, node);
+    if (strcmp(type, "Prepend") == 0) {
+        const char *p = json_str(node, "prepend");
+        if (!p) return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: Prepend without a "
+                               "prepend string", x->dir);
+        return norm_step(x, AK_NORM_PREPEND, p, NULL, 0);
+    }
+    return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: normalizer '%s' is not supported",
+                   x->dir, type);
+}
+
+static ak_status read_normalizers(hf_tok *x) {
+    const cJSON *n = ak__json_get(x->json, "normalizer");
+    if (!n || cJSON_IsNull(n)) return AK_OK;
+    if (strcmp(type_of(n), "NFC") == 0) {
+        x->nfc = 1;
+        return AK_OK;
+    }
+    return read_norm_part(x, n);
 }
 
 /* GPT-2's split, which a ByteLevel pre-tokenizer with use_regex runs. */
@@ -264,6 +333,60 @@ static ak_status read_split(hf_tok *x, const cJSON *split) {
     return push_regex(x, q, matches_only);
 }
 
+/* JavaScript's \s (transformers.js's Whitespace and WhitespaceSplit use it), as a class body */
+#define JS_SPACE "\\t\\n\\x0B\\f\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}" \
+                 "\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}"
+/* transformers.js's punctuation: \p{P} and the ASCII symbols */
+#define PUNCT "\\p{P}\\x{21}-\\x{2F}\\x{3A}-\\x{40}\\x{5B}-\\x{60}\\x{7B}-\\x{7E}"
+
+/* Pre-tokenizers that are one expression whose matches are the words. Whitespace's \w is
+ * ASCII, as in transformers.js (the Rust library's is Unicode). */
+static ak_status read_pattern_pre(hf_tok *x, const cJSON *part, const char *type) {
+    if (strcmp(type, "Whitespace") == 0)
+        return push_regex(x, "[A-Za-z0-9_]+|[^A-Za-z0-9_" JS_SPACE "]+", 1);
+    if (strcmp(type, "WhitespaceSplit") == 0) return push_regex(x, "[^" JS_SPACE "]+", 1);
+    if (strcmp(type, "Digits") == 0)
+        return push_regex(x, cJSON_IsTrue(ak__json_get(part, "individual_digits"))
+                                 ? "[^0-9]+|[0-9]" : "[^0-9]+|[0-9]+", 1);
+    /* Punctuation: Contiguous keeps a run of punctuation together, Isolated (the default)
+     * makes each mark a word */
+    const char *b = json_str(part, "behavior");
+    if (!b || strcmp(b, "Isolated") == 0) return push_regex(x, "[^" PUNCT "]+|[" PUNCT "]", 1);
+    if (strcmp(b, "Contiguous") == 0) return push_regex(x, "[^" PUNCT "]+|[" PUNCT "]+", 1);
+    return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: pre_tokenizer Punctuation with "
+                   "behavior '%s' is not supported (Isolated, Contiguous)", x->dir, b);
+}
+
+/* Metaspace rewrites the text (spaces → the replacement, which may also go in front) and,
+ * with split, cuts it before each replacement; it must come first (it rewrites the whole
+ * run of text, not each word). */
+static ak_status read_metaspace(hf_tok *x, const cJSON *part, int position) {
+    const char *rep = json_str(part, "replacement");
+    if (!rep || !rep[0])
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: Metaspace without a "
+                       "replacement", x->dir);
+    if (position != 0)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: pre_tokenizer Metaspace after "
+                       "another pre-tokenizer is not supported", x->dir);
+    const char *scheme = json_str(part, "prepend_scheme");
+    int flags = cJSON_IsFalse(ak__json_get(part, "add_prefix_space")) ? AK_PREPEND_NEVER
+                                                                         : AK_PREPEND_ALWAYS;
+    if (scheme && strcmp(scheme, "always") == 0) flags = AK_PREPEND_ALWAYS;
+    else if (scheme && strcmp(scheme, "first") == 0) flags = AK_PREPEND_FIRST;
+    else if (scheme && strcmp(scheme, "never") == 0) flags = AK_PREPEND_NEVER;
+    else if (scheme)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: Metaspace prepend_scheme '%s' is "
+                       "not supported (always, first, never)", x->dir, scheme);
+    AK_CHECK(norm_step(x, AK_NORM_METASPACE, rep, NULL, flags));
+    if (cJSON_IsFalse(ak__json_get(part, "split"))) return AK_OK;
+    /* each replacement starts a word (MergedWithNext) */
+    size_t n = strlen(rep);
+    char *rx = malloc(4 * n + 64);
+    AK_CHECK(own(x, rx));
+    snprintf(rx, 4 * n + 64, "(?s)(?:(?!\\Q%s\\E).)+|\\Q%s\\E(?:(?!\\Q%s\\E).)*", rep, rep, rep);
+    return push_regex(x, rx, 1);
+}
+
 static ak_status read_pre_part(hf_tok *x, const cJSON *part, int *byte_level) {
     const char *type = type_of(part);
     if (strcmp(type, "Sequence") == 0) {
@@ -272,12 +395,21 @@ static ak_status read_pre_part(hf_tok *x, const cJSON *part, int *byte_level) {
             AK_CHECK(read_pre_part(x, e, byte_level));
         return AK_OK;
     }
+    int position = x->n_pre_parts++;
     if (strcmp(type, "Split") == 0) return read_split(x, part);
+    if (strcmp(type, "Whitespace") == 0 || strcmp(type, "WhitespaceSplit") == 0 ||
+        strcmp(type, "Digits") == 0 || strcmp(type, "Punctuation") == 0)
+        return read_pattern_pre(x, part, type);
+    if (strcmp(type, "Metaspace") == 0) return read_metaspace(x, part, position);
     if (strcmp(type, "ByteLevel") == 0) {
         *byte_level = 1;
-        if (cJSON_IsTrue(ak__json_get(part, "add_prefix_space")))
-            return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: pre_tokenizer ByteLevel with "
-                           "add_prefix_space is not supported", x->dir);
+        if (cJSON_IsTrue(ak__json_get(part, "add_prefix_space"))) {
+            if (position != 0)
+                return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: pre_tokenizer ByteLevel "
+                               "with add_prefix_space after another pre-tokenizer is not "
+                               "supported", x->dir);
+            AK_CHECK(norm_step(x, AK_NORM_PREFIX_SPACE, NULL, NULL, 0));
+        }
         if (!cJSON_IsFalse(ak__json_get(part, "use_regex"))) return push_regex(x, k_gpt2_regex, 0);
         return AK_OK;
     }
@@ -288,23 +420,34 @@ static ak_status read_pre_part(hf_tok *x, const cJSON *part, int *byte_level) {
 /* The byte-level pre_tokenizer: Falcon's (Punctuation, ByteLevel, Digits) is the table's
  * "falcon"; otherwise a chain of Split and ByteLevel gives the expressions, and the table
  * names them when it knows them (for writing GGUF). */
+/* Falcon's chain: Punctuation, ByteLevel with its split, Digits (, Split of 3 digits). */
+static int is_falcon_chain(const cJSON *pre) {
+    const cJSON *list = ak__json_get(pre, "pretokenizers");
+    const cJSON *a = cJSON_IsArray(list) ? list->child : NULL, *b = a ? a->next : NULL;
+    const cJSON *c = b ? b->next : NULL;
+    return a && b && c && json_type_is(a, "Punctuation") && json_type_is(b, "ByteLevel") &&
+           !cJSON_IsFalse(ak__json_get(b, "use_regex")) && json_type_is(c, "Digits");
+}
+
 static ak_status read_pretok(hf_tok *x) {
     const cJSON *pre = ak__json_get(x->json, "pre_tokenizer");
     x->spec.ignore_merges = cJSON_IsTrue(ak__json_get(x->model, "ignore_merges"));
-    if (find_part(pre, "pretokenizers", "Punctuation")) {
+    if (!x->norm && is_falcon_chain(pre)) {
         x->spec.pre_name = "falcon";
         return AK_OK;
     }
     int byte_level = 0;
     if (pre && !cJSON_IsNull(pre)) AK_CHECK(read_pre_part(x, pre, &byte_level));
-    if (!byte_level || x->n_regexes == 0)
+    if (!byte_level)
         return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: a BPE model that is neither "
-                       "byte-level (ByteLevel with a split) nor SentencePiece-style", x->dir);
+                       "byte-level (a ByteLevel pre-tokenizer) nor SentencePiece-style", x->dir);
+    if (x->n_regexes == 0) AK_CHECK(push_regex(x, "(?s).+", 1)); /* the text is one word */
     x->spec.pre_regexes = x->regexes;
     x->spec.pre_matches_only = x->matches_only;
     x->spec.n_pre_regexes = x->n_regexes;
     const ak__pretok_type *ty = ak__pretok_type_match(x->regexes, x->n_regexes, x->spec.ignore_merges);
-    x->spec.pre_name = ty ? ty->names[0] : NULL;
+    /* a tokenizer that rewrites its text has no GGUF name: converting it is refused */
+    x->spec.pre_name = ty && !x->norm ? ty->names[0] : NULL;
     return AK_OK;
 }
 
@@ -540,6 +683,7 @@ static ak_status assemble(hf_tok *x, int32_t min_vocab) {
     int spm = is_spm_style(x);
     ak__tok_spec_defaults(&x->spec, spm ? AK_TOKENIZER_SPM : AK_TOKENIZER_BPE);
     AK_CHECK(check_components(x));
+    if (!spm) AK_CHECK(read_normalizers(x));
     if (!spm) AK_CHECK(read_pretok(x));
     x->spec.nfc = x->nfc;
     x->spec.user_spm_pieces = spm; /* its Replace decoder turns ▁ back in added tokens too */
@@ -572,6 +716,10 @@ ak_status ak__hf_tokenizer_dir(const char *dir, int32_t vocab_size, ak_tokenizer
     x.dir = dir;
     ak_status st = assemble(&x, vocab_size);
     if (st == AK_OK) st = ak__tokenizer_build(&x.spec, out);
+    if (st == AK_OK) { /* the text rewriter goes to the tokenizer as it is */
+        (*out)->norm = x.norm;
+        x.norm = NULL;
+    }
     hf_tok_free(&x);
     return st;
 }

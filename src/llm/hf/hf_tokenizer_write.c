@@ -326,6 +326,9 @@ ak_status ak__hf_write_tokenizer(const ak_tokenizer *t, const char *chat_templat
     if (t->kind != AK_TOKENIZER_SPM && t->kind != AK_TOKENIZER_BPE)
         return AK_FAIL(AK_ERR_UNSUPPORTED, "only BPE and SentencePiece-style vocabularies can "
                        "be written as tokenizer.json");
+    if (t->norm)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "a tokenizer with normalizers (or a Metaspace / "
+                       "prefix-space pre-tokenizer) cannot be written as tokenizer.json yet");
     cJSON *root = cJSON_CreateObject();
     int ok = root && cJSON_AddStringToObject(root, "version", "1.0") && add_pipeline(root, t);
     ok = ok && cJSON_AddItemToObject(root, "model", model_json(t));

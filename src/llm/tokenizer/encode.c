@@ -137,10 +137,19 @@ static ak_status encode_spm_fragment(const ak_tokenizer *t, const char *text, si
     return st;
 }
 
-/* A run of byte-level BPE text, put in NFC first when the tokenizer says so (text that is
- * not valid UTF-8 cannot be normalized and is encoded as it is). */
+/* A run of byte-level BPE text, rewritten first by a tokenizer.json's normalizers (`first`:
+ * the run starts the input), or put in NFC when the tokenizer says so (text that is not
+ * valid UTF-8 cannot be normalized and is encoded as it is). */
 static ak_status encode_bpe_fragment(const ak_tokenizer *t, const char *text, size_t len,
-                                     ak_ids *out) {
+                                     int first, ak_ids *out) {
+    if (t->norm) {
+        char *norm;
+        size_t n;
+        AK_CHECK(ak__textnorm_apply(t->norm, text, len, first, &norm, &n));
+        ak_status st = ak__bpe_encode(t, norm, n, out);
+        free(norm);
+        return st;
+    }
     if (!t->nfc) return ak__bpe_encode(t, text, len, out);
     utf8proc_uint8_t *nfc = NULL;
     utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)len, &nfc,
@@ -166,7 +175,8 @@ static ak_status encode_fragments(const ak_tokenizer *t, const char *text, const
                                          t->add_space_prefix && prev_special, out));
             prev_special = 0;
         } else {
-            if (t->kind == AK_TOKENIZER_BPE) AK_CHECK(encode_bpe_fragment(t, text + fr->start, fr->len, out));
+            if (t->kind == AK_TOKENIZER_BPE)
+                AK_CHECK(encode_bpe_fragment(t, text + fr->start, fr->len, fr->start == 0, out));
             else AK_CHECK(ak__wpm_encode(t, text + fr->start, fr->len, out));
             prev_special = 0;
         }

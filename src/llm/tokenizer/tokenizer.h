@@ -62,6 +62,29 @@ size_t ak__pretok_count(const ak__pretok *p);
 const char *ak__pretok_source(const ak__pretok *p, size_t i);
 int ak__pretok_matches_only(const ak__pretok *p, size_t i);
 
+/* Text rewriting of a tokenizer.json before the split into words (textnorm.c): its
+ * normalizers in order, then the rewriting part of a Metaspace or ByteLevel pre-tokenizer. */
+typedef struct ak__textnorm ak__textnorm;
+enum {
+    AK_NORM_NFC, AK_NORM_NFD, AK_NORM_NFKC, AK_NORM_NFKD,
+    AK_NORM_LOWERCASE,
+    AK_NORM_STRIP,          /* flags: AK_STRIP_* */
+    AK_NORM_REPLACE_REGEX,  /* a: expression, b: content */
+    AK_NORM_REPLACE_STRING, /* a: literal text, b: content */
+    AK_NORM_PREPEND,        /* a: the prefix */
+    AK_NORM_METASPACE,      /* a: the replacement of " ", flags: AK_PREPEND_* */
+    AK_NORM_PREFIX_SPACE    /* ByteLevel add_prefix_space: " " in front unless there is one */
+};
+enum { AK_PREPEND_ALWAYS, AK_PREPEND_FIRST, AK_PREPEND_NEVER };
+
+ak_status ak__textnorm_new(ak__textnorm **out);
+ak_status ak__textnorm_add(ak__textnorm *t, int kind, const char *a, const char *b, int flags);
+size_t ak__textnorm_count(const ak__textnorm *t);
+void ak__textnorm_free(ak__textnorm *t);
+/* The rewritten text in a new *out (NUL-terminated); `first`: the text starts the input. */
+ak_status ak__textnorm_apply(const ak__textnorm *t, const char *text, size_t len, int first,
+                             char **out, size_t *out_len);
+
 /* A growable array of token ids. */
 typedef struct ak_ids {
     int32_t *v;
@@ -76,6 +99,7 @@ struct ak_tokenizer {
     char *pre_name;         /* BPE: its tokenizer.ggml.pre name, NULL when not in the table */
     int ignore_merges;      /* BPE: a word that is a token is that token */
     int nfc;                /* BPE: text is put in Unicode NFC first (tokenizer.json's NFC) */
+    ak__textnorm *norm;     /* BPE from tokenizer.json: its normalizers etc., or NULL */
     int user_spm_pieces;    /* SPM: user-defined tokens decode with ▁ as a space, as the
                              * tokenizer.json decoders do (llama.cpp leaves them as written) */
     int32_t n_vocab;

@@ -208,6 +208,7 @@ ak_status ak_tokenizer_free(ak_tokenizer *t) {
     free(t->specials);
     free(t->strip);
     ak__pretok_free(t->pre);
+    ak__textnorm_free(t->norm);
     free(t->pre_name);
     ak_strmap_free(&t->vocab);
     ak_strmap_free(&t->merges);
