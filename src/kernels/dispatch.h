@@ -72,6 +72,12 @@ typedef void ak__kf_f32_madd_rows(float *o, const float *p, const float *rows, s
                                   size_t dim);
 typedef void ak__kf_f32_softmax(float *s, size_t n);
 typedef void ak__kf_f32_gated(float *x, const float *up, size_t n);
+typedef void ak__kf_f32_softcap(float *x, size_t n, float cap);
+typedef void ak__kf_f32_gelu(float *x, size_t n);
+typedef void ak__kf_moe_route(float *p, size_t n_experts, size_t k, int norm, int32_t *sel,
+                              float *w);
+typedef void ak__kf_layernorm(float *out, const float *x, const float *w, const float *b,
+                              size_t n, float eps);
 typedef void ak__kf_rmsnorm(float *out, const float *x, const float *w, size_t n, float eps);
 typedef void ak__kf_rope(float *x, size_t T, size_t n_heads, size_t hd, int neox,
                          const float *cs);

@@ -372,6 +372,98 @@ static void check_swiglu(const sweep_case *c) {
     }
 }
 
+/* soft-capping in place: |got − ref| ≤ 1e-6·cap (one e^x and a divide per value) */
+static void check_softcap(const sweep_case *c) {
+    uint64_t seed = 24;
+    for (size_t l = 0; l < N_LENGTHS; l++) {
+        size_t n = lengths[l];
+        float *want = xmalloc(n * 4 + 4);
+        guarded_buf g = out_alloc(n * 4, 4);
+        fill_random("F32", want, n, &seed, 120.0f);
+        memcpy(g.data, want, n * 4);
+        KERNEL(c, c->ref, ak__kf_f32_softcap)(want, n, 30.0f);
+        KERNEL(c, c->k, ak__kf_f32_softcap)(g.data, n, 30.0f);
+        for (size_t i = 0; i < n; i++) {
+            char where[64];
+            snprintf(where, sizeof where, "n=%zu [%zu]", n, i);
+            expect_within(c, ((float *)g.data)[i], want[i], 30.0 * 1e-6, where);
+        }
+        expect_guards(c, &g, n);
+        guarded_free(&g);
+        free(want);
+    }
+}
+
+/* GELU in place: |got − ref| ≤ 1e-6·(|x| + 1) (one e^x and a divide) */
+static void check_gelu(const sweep_case *c) {
+    uint64_t seed = 25;
+    for (size_t l = 0; l < N_LENGTHS; l++) {
+        size_t n = lengths[l];
+        float *x = xmalloc(n * 4 + 4), *want = xmalloc(n * 4 + 4);
+        guarded_buf g = out_alloc(n * 4, 4);
+        fill_random("F32", x, n, &seed, 12.0f);
+        memcpy(want, x, n * 4);
+        memcpy(g.data, x, n * 4);
+        KERNEL(c, c->ref, ak__kf_f32_gelu)(want, n);
+        KERNEL(c, c->k, ak__kf_f32_gelu)(g.data, n);
+        for (size_t i = 0; i < n; i++) {
+            char where[64];
+            snprintf(where, sizeof where, "n=%zu [%zu]", n, i);
+            expect_within(c, ((float *)g.data)[i], want[i], 1e-6 * (fabs(x[i]) + 1), where);
+        }
+        expect_guards(c, &g, n);
+        guarded_free(&g);
+        free(x), free(want);
+    }
+}
+
+/* LayerNorm of one row: |got − ref| ≤ 4ε·(|ref| + |b|) (mean and variance in double) */
+static void check_layernorm(const sweep_case *c) {
+    uint64_t seed = 26;
+    for (size_t l = 1; l < N_LENGTHS; l++) {
+        size_t n = lengths[l];
+        float *x = xmalloc(n * 4), *w = xmalloc(n * 4), *b = xmalloc(n * 4), *want = xmalloc(n * 4);
+        fill_random("F32", x, n, &seed, 3.0f);
+        fill_random("F32", w, n, &seed, 1.0f);
+        fill_random("F32", b, n, &seed, 1.0f);
+        guarded_buf g = out_alloc(n * 4, 4);
+        KERNEL(c, c->ref, ak__kf_layernorm)(want, x, w, b, n, 1e-5f);
+        KERNEL(c, c->k, ak__kf_layernorm)(g.data, x, w, b, n, 1e-5f);
+        for (size_t i = 0; i < n; i++) {
+            char where[64];
+            snprintf(where, sizeof where, "n=%zu [%zu]", n, i);
+            expect_within(c, ((float *)g.data)[i], want[i],
+                          4 * FLT_EPSILON * (fabs(want[i]) + fabs(b[i])), where);
+        }
+        expect_guards(c, &g, n);
+        guarded_free(&g);
+        free(x), free(w), free(b), free(want);
+    }
+}
+
+/* MoE routing: the same experts, weights within 1e-6 (softmax + top-k of one token) */
+static void check_moe_route(const sweep_case *c) {
+    uint64_t seed = 27;
+    static const size_t shapes[][2] = {{4, 1}, {4, 2}, {8, 2}, {60, 4}, {128, 8}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int norm = 0; norm < 2; norm++) {
+            size_t E = shapes[s][0], K = shapes[s][1];
+            float *p = xmalloc(E * 4), *q = xmalloc(E * 4), *w1 = xmalloc(K * 4), *w2 = xmalloc(K * 4);
+            int32_t *s1 = xmalloc(K * 4), *s2 = xmalloc(K * 4);
+            fill_random("F32", p, E, &seed, 4.0f);
+            memcpy(q, p, E * 4);
+            KERNEL(c, c->ref, ak__kf_moe_route)(p, E, K, norm, s1, w1);
+            KERNEL(c, c->k, ak__kf_moe_route)(q, E, K, norm, s2, w2);
+            for (size_t j = 0; j < K; j++) {
+                char where[64];
+                snprintf(where, sizeof where, "E=%zu K=%zu norm=%d [%zu]", E, K, norm, j);
+                expect_within(c, (float)s2[j], (float)s1[j], 0, where);
+                expect_within(c, w2[j], w1[j], 1e-6, where);
+            }
+            free(p), free(q), free(w1), free(w2), free(s1), free(s2);
+        }
+}
+
 /* RoPE over T tokens × heads, both pair layouts: |got − ref| ≤ 2ε·(|a·c| + |b·s|) */
 static void check_rope(const sweep_case *c) {
     uint64_t seed = 22;
@@ -701,6 +793,8 @@ static const checker checkers[] = {
     {"linear", check_linear},       {"quantize_x", check_quantize_x},
     {"optim", check_optim},         {"softmax", check_softmax},
     {"swiglu", check_swiglu},       {"rope", check_rope},
+    {"softcap", check_softcap},     {"gelu", check_gelu},
+    {"layernorm", check_layernorm}, {"moe_route", check_moe_route},
     {"rmsnorm", check_rmsnorm},     {"read_sum", check_read_sum},
 
     SWEEP_INFER_CHECKERS

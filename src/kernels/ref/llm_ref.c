@@ -1,5 +1,6 @@
 /* Scalar references of the LLM decoder's own loops (kernels/kernels.def: f32_dot_rows,
- * f32_madd_rows, f32_softmax, f32_swiglu, f32_rope, f32_rmsnorm): the oracle of the ISA variants and
+ * f32_madd_rows, f32_softmax, f32_swiglu, f32_geglu, f32_gelu, f32_softcap, f32_rope, f32_rmsnorm,
+ * f32_layernorm, f32_moe_route): the oracle of the ISA variants and
  * what AK_KERNELS=ref runs. Plain loops in element order; exp is kernels/exp_approx.h's
  * (the variants compute the same approximation per lane), so the variants differ from
  * these only in summation order and fused multiply-adds. */
@@ -43,6 +44,28 @@ void ak_f32_swiglu__ref(float *x, const float *up, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + ak__exp_approx(-x[i])) * up[i];
 }
 
+/* gelu_tanh(x) = ½x(1 + tanh u) = x·σ(2u), u = √(2/π)(x + 0.044715x³) */
+void ak_f32_geglu__ref(float *x, const float *up, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i], u2 = 1.5957691216057308f * (v + 0.044715f * v * v * v);
+        x[i] = v / (1.0f + ak__exp_approx(-u2)) * up[i];
+    }
+}
+
+void ak_f32_gelu__ref(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i], u2 = 1.5957691216057308f * (v + 0.044715f * v * v * v);
+        x[i] = v / (1.0f + ak__exp_approx(-u2));
+    }
+}
+
+/* cap·tanh(x/cap) with tanh y = 1 − 2/(1 + e^(2y)) */
+void ak_f32_softcap__ref(float *x, size_t n, float cap) {
+    float inv2 = 2.0f / cap;
+    for (size_t i = 0; i < n; i++)
+        x[i] = cap - 2.0f * cap / (1.0f + ak__exp_approx(x[i] * inv2));
+}
+
 void ak_f32_rope__ref(float *x, size_t T, size_t n_heads, size_t hd, int neox, const float *cs) {
     size_t half = hd / 2;
     for (size_t t = 0; t < T; t++) {
@@ -67,4 +90,34 @@ void ak_f32_rmsnorm__ref(float *out, const float *x, const float *w, size_t n, f
     for (size_t i = 0; i < n; ++i) ss += (double)x[i] * x[i];
     float scale = (float)(1.0 / sqrt(ss / (double)n + eps));
     for (size_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+/* Mean and variance in double, as RMSNorm's sum of squares (one pass per row). */
+void ak_f32_layernorm__ref(float *out, const float *x, const float *w, const float *b, size_t n,
+                           float eps) {
+    double sum = 0, sq = 0;
+    for (size_t i = 0; i < n; ++i) sum += x[i];
+    double mean = sum / (double)n;
+    for (size_t i = 0; i < n; ++i) sq += ((double)x[i] - mean) * ((double)x[i] - mean);
+    float scale = (float)(1.0 / sqrt(sq / (double)n + eps)), m = (float)mean;
+    for (size_t i = 0; i < n; ++i) out[i] = (x[i] - m) * scale * w[i] + b[i];
+}
+
+void ak_f32_moe_route__ref(float *p, size_t n_experts, size_t k, int norm, int32_t *sel,
+                           float *w) {
+    ak_f32_softmax__ref(p, n_experts);
+    double sum = 0;
+    for (size_t j = 0; j < k; ++j) {
+        size_t best = n_experts;
+        for (size_t e = 0; e < n_experts; ++e) {
+            int taken = 0;
+            for (size_t i = 0; i < j; ++i) taken |= sel[i] == (int32_t)e;
+            if (!taken && (best == n_experts || p[e] > p[best])) best = e;
+        }
+        sel[j] = (int32_t)best;
+        w[j] = p[best];
+        sum += p[best];
+    }
+    if (norm)
+        for (size_t j = 0; j < k; ++j) w[j] = (float)(w[j] / sum);
 }

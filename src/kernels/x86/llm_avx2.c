@@ -1,5 +1,5 @@
 /* AVX2 + FMA variants of the LLM decoder's own loops (kernels/kernels.def: f32_dot_rows,
- * f32_madd_rows, f32_softmax, f32_swiglu, f32_rope), written with GNU vector extensions on
+ * f32_madd_rows, f32_softmax, f32_swiglu, f32_geglu, f32_gelu, f32_softcap, f32_rope), written with GNU vector extensions on
  * eight lanes. This file alone is compiled with -ffp-contract=fast (CMakeLists.txt): the
  * a*b+c of the bodies become FMAs, which ISO C mode would otherwise forbid. The vector
  * helpers are inlined, so the ABI note on vector returns (-Wpsabi) does not apply.
@@ -128,6 +128,38 @@ void ak_f32_swiglu__avx2(float *x, const float *up, size_t n) {
         store8(x + i, v / (1.0f + exp_approx8(-v)) * load8(up + i));
     }
     for (; i < n; ++i) x[i] = x[i] / (1.0f + ak__exp_approx(-x[i])) * up[i];
+}
+
+void ak_f32_geglu__avx2(float *x, const float *up, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v8f v = load8(x + i), u2 = 1.5957691216057308f * (v + 0.044715f * v * v * v);
+        store8(x + i, v / (1.0f + exp_approx8(-u2)) * load8(up + i));
+    }
+    for (; i < n; ++i) {
+        float v = x[i], u2 = 1.5957691216057308f * (v + 0.044715f * v * v * v);
+        x[i] = v / (1.0f + ak__exp_approx(-u2)) * up[i];
+    }
+}
+
+void ak_f32_gelu__avx2(float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v8f v = load8(x + i), u2 = 1.5957691216057308f * (v + 0.044715f * v * v * v);
+        store8(x + i, v / (1.0f + exp_approx8(-u2)));
+    }
+    for (; i < n; ++i) {
+        float v = x[i], u2 = 1.5957691216057308f * (v + 0.044715f * v * v * v);
+        x[i] = v / (1.0f + ak__exp_approx(-u2));
+    }
+}
+
+void ak_f32_softcap__avx2(float *x, size_t n, float cap) {
+    float inv2 = 2.0f / cap;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        store8(x + i, cap - 2.0f * cap / (1.0f + exp_approx8(load8(x + i) * inv2)));
+    for (; i < n; ++i) x[i] = cap - 2.0f * cap / (1.0f + ak__exp_approx(x[i] * inv2));
 }
 
 void ak_f32_rope__avx2(float *x, size_t T, size_t n_heads, size_t hd, int neox,

@@ -12,6 +12,18 @@ typedef enum ak__tensor_role {
     AK_T_TOK_EMBD, AK_T_OUTPUT, AK_T_OUTPUT_NORM, AK_T_ROPE_FREQS,
     AK_T_ATTN_NORM, AK_T_Q, AK_T_K, AK_T_V, AK_T_O, AK_T_BQ, AK_T_BK, AK_T_BV,
     AK_T_FFN_NORM, AK_T_GATE, AK_T_UP, AK_T_DOWN,
+    /* beyond Llama: norms of each block's output (Gemma 2/3) and of each q/k head
+     * (Qwen3, Gemma 3) */
+    AK_T_ATTN_POST_NORM, AK_T_FFN_POST_NORM, AK_T_Q_NORM, AK_T_K_NORM,
+    /* mixture of experts: the router, the experts (GGUF: one 3-D tensor each, HF: one
+     * matrix per expert, named by an expert naming function), the shared expert and its
+     * gate */
+    AK_T_GATE_INP, AK_T_GATE_EXPS, AK_T_UP_EXPS, AK_T_DOWN_EXPS, AK_T_GATE_INP_SHEXP,
+    AK_T_GATE_SHEXP, AK_T_UP_SHEXP, AK_T_DOWN_SHEXP,
+    /* Phi-3's fused projections */
+    AK_T_QKV, AK_T_GATE_UP,
+    /* StarCoder2's LayerNorm biases (the output norm's is global) and other biases */
+    AK_T_OUTPUT_NORM_B, AK_T_ATTN_NORM_B, AK_T_FFN_NORM_B, AK_T_BO, AK_T_B_UP, AK_T_B_DOWN,
     AK_T_COUNT
 } ak__tensor_role;
 
@@ -34,5 +46,19 @@ extern const ak__tensor_role ak__tensor_layer_roles[AK_T_LAYER_ROLES];
 /* The full name of role's tensor in layer (ignored for a global role) into buf. */
 void ak__tensor_name_gguf(ak__tensor_role role, int layer, char *buf, size_t cap);
 void ak__tensor_name_hf(ak__tensor_role role, int layer, char *buf, size_t cap);
+/* Gemma 2/3 checkpoints: input_layernorm, post_attention_layernorm (the attention
+ * output's norm), pre_feedforward_layernorm, post_feedforward_layernorm. */
+void ak__tensor_name_hf_gemma(ak__tensor_role role, int layer, char *buf, size_t cap);
+/* Mixture-of-experts checkpoints: Mixtral's block_sparse_moe (gate, experts.E.w1/w3/w2)
+ * and Qwen-MoE's mlp (gate, experts.E.*_proj, shared_expert, shared_expert_gate). The
+ * expert roles take the expert's index through `expert`. */
+/* StarCoder2 checkpoints: the MLP is mlp.c_fc (up) and mlp.c_proj (down). */
+void ak__tensor_name_hf_starcoder2(ak__tensor_role role, int layer, char *buf, size_t cap);
+void ak__tensor_name_hf_mixtral(ak__tensor_role role, int layer, int expert, char *buf,
+                                size_t cap);
+/* Mixtral's names of the roles that are not per expert (its router). */
+void ak__tensor_name_hf_mixtral_layer(ak__tensor_role role, int layer, char *buf, size_t cap);
+void ak__tensor_name_hf_qwen_moe(ak__tensor_role role, int layer, int expert, char *buf,
+                                 size_t cap);
 
 #endif /* AK_LLM_BASE_TENSOR_NAMES_H */

@@ -50,6 +50,16 @@ static const struct {
     {"LlamaForCausalLM", "llama", "llama"},
     {"MistralForCausalLM", "mistral", "mistral"},
     {"Qwen2ForCausalLM", "qwen2", "qwen2"},
+    {"Qwen3ForCausalLM", "qwen3", "qwen3"},
+    {"GraniteForCausalLM", "granite", "granite"},
+    {"Gemma2ForCausalLM", "gemma2", "gemma2"},
+    {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},
+    {"MixtralForCausalLM", "mixtral", "mixtral"},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", "qwen2moe"},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"},
+    {"Olmo2ForCausalLM", "olmo2", "olmo2"},
+    {"Phi3ForCausalLM", "phi3", "phi3"},
+    {"Starcoder2ForCausalLM", "starcoder2", "starcoder2"},
 };
 
 static ak_status read_arch(const ak__hf *h, ak__llm_hparams *hp) {
@@ -66,7 +76,9 @@ static ak_status read_arch(const ak__hf *h, ak__llm_hparams *hp) {
         }
     }
     return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported "
-                   "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)", h->dir,
+                   "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+                   "GraniteForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, "
+                   "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, Olmo2ForCausalLM, Phi3ForCausalLM, Starcoder2ForCausalLM)", h->dir,
                    cJSON_IsString(first) ? first->valuestring
                    : cJSON_IsString(mt)  ? mt->valuestring
                                          : "(none in config.json)");
@@ -94,6 +106,40 @@ static ak_status read_shape(const ak__hf *h, ak__llm_hparams *hp) {
     return cfg_real(h, c, "rms_norm_eps", 1e-6, 0.0, 1.0, &hp->norm_eps);
 }
 
+/* Phi-3's longrope ("su"): the short factors divide the frequencies, and cos/sin are
+ * scaled by attention_factor (default √(1 + ln(s)/ln(orig)), s = max/orig, as
+ * transformers computes it). transformers switches to the long factors once a sequence
+ * outgrows original_max_position_embeddings; the engine's context stops there instead. */
+static ak_status read_longrope(const ak__hf *h, const cJSON *rs, ak__llm_hparams *hp) {
+    const cJSON *sf = ak__json_get(rs, "short_factor");
+    int half = hp->head_dim / 2;
+    if (!cJSON_IsArray(sf) || cJSON_GetArraySize(sf) != half || half > 512)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/config.json: longrope short_factor must hold "
+                       "%d numbers", h->dir, half);
+    int i = 0;
+    for (const cJSON *v = sf->child; v; v = v->next, ++i) {
+        if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
+            return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/config.json: longrope short_factor[%d] "
+                           "is not a positive number", h->dir, i);
+        hp->rope_factors[i] = (float)v->valuedouble;
+    }
+    hp->n_rope_factors = half;
+    hp->rope_scaling = AK_ROPE_SCALING_LONGROPE;
+    int32_t orig;
+    const cJSON *c = ak__json_get(rs, "original_max_position_embeddings") ? rs : h->config;
+    AK_CHECK(cfg_int(h, c, "original_max_position_embeddings", hp->max_context, 1, 1 << 24,
+                     &orig));
+    double s = (double)hp->max_context / orig;
+    double af = s <= 1.0 ? 1.0 : sqrt(1.0 + log(s) / log((double)orig));
+    float given = 0;
+    const cJSON *in_rs = ak__json_get(rs, "attention_factor");
+    if (in_rs && !cJSON_IsNull(in_rs))
+        AK_CHECK(cfg_real(h, rs, "attention_factor", 1.0, 1e-3, 1e3, &given));
+    hp->rope_attn_factor = given > 0 ? given : (float)af;
+    if (orig < hp->max_context) hp->max_context = orig;
+    return AK_OK;
+}
+
 /* rope_scaling: null, {"type"|"rope_type": "linear", "factor"} or Llama 3.1's
  * {"rope_type": "llama3", factor, low_freq_factor, high_freq_factor,
  *  original_max_position_embeddings}. */
@@ -108,6 +154,7 @@ static ak_status read_rope_scaling(const ak__hf *h, ak__llm_hparams *hp) {
         return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/config.json: rope_scaling has no type", h->dir);
     const char *t = type->valuestring;
     if (strcmp(t, "default") == 0) return AK_OK;
+    if (strcmp(t, "longrope") == 0 || strcmp(t, "su") == 0) return read_longrope(h, rs, hp);
     if (strcmp(t, "linear") == 0) {
         hp->rope_scaling = AK_ROPE_SCALING_LINEAR;
         return cfg_real(h, rs, "factor", -1.0, 1e-3, 1e6, &hp->rope_factor);
@@ -143,17 +190,174 @@ static ak_status read_biases(const ak__hf *h, ak__llm_hparams *hp) {
     return AK_OK;
 }
 
+static int is_arch(const ak__llm_hparams *hp, const char *name) {
+    return strcmp(hp->arch, name) == 0;
+}
+
+static int is_gemma(const ak__llm_hparams *hp) {
+    return is_arch(hp, "gemma2") || is_arch(hp, "gemma3");
+}
+
+/* The FFN's activation: SiLU, or GELU's tanh form for Gemma (hidden_activation, which
+ * Gemma configs carry beside hidden_act). */
+static ak_status read_activation(const ak__hf *h, const ak__llm_hparams *hp) {
+    const char *key = is_gemma(hp) && ak__json_get(h->config, "hidden_activation")
+                          ? "hidden_activation" : "hidden_act";
+    const cJSON *act = ak__json_get(h->config, key);
+    const char *want = is_gemma(hp) || is_arch(hp, "starcoder2") ? "gelu_pytorch_tanh" : "silu";
+    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, want) != 0))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: %s '%s' (%s implements %s)", h->dir, key,
+                       cJSON_IsString(act) ? act->valuestring : "?", hp->arch, want);
+    return AK_OK;
+}
+
+/* A config field that changes the math on an architecture that does not implement it
+ * is refused (null / false / absent are fine). */
+static ak_status refuse_field(const ak__hf *h, const ak__llm_hparams *hp, const char *key) {
+    const cJSON *v = ak__json_get(h->config, key);
+    if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v)) return AK_OK;
+    return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/config.json: '%s' is not implemented for %s", h->dir,
+                   key, hp->arch);
+}
+
+static ak_status read_granite(const ak__hf *h, ak__llm_hparams *hp) {
+    const cJSON *c = h->config;
+    float logits_scaling;
+    AK_CHECK(cfg_real(h, c, "embedding_multiplier", 1.0, 1e-6, 1e6, &hp->embed_scale));
+    AK_CHECK(cfg_real(h, c, "residual_multiplier", 1.0, 1e-6, 1e6, &hp->residual_scale));
+    AK_CHECK(cfg_real(h, c, "attention_multiplier", 1.0, 1e-6, 1e6, &hp->attn_scale));
+    AK_CHECK(cfg_real(h, c, "logits_scaling", 1.0, 1e-6, 1e6, &logits_scaling));
+    hp->logit_scale = 1.0f / logits_scaling;
+    return AK_OK;
+}
+
+/* An optional positive number: null or absent → 0. */
+static ak_status cfg_optional(const ak__hf *h, const char *key, float *out) {
+    const cJSON *v = ak__json_get(h->config, key);
+    *out = 0;
+    if (!v || cJSON_IsNull(v)) return AK_OK;
+    return cfg_real(h, h->config, key, 0, 1e-6, 1e6, out);
+}
+
+static ak_status read_gemma(const ak__hf *h, ak__llm_hparams *hp) {
+    const cJSON *c = h->config;
+    hp->post_norms = 1;
+    hp->ffn_gelu = 1;
+    hp->norm_plus_one = 1;
+    hp->embed_scale = sqrtf((float)hp->dim);
+    float qpas;
+    /* transformers' default for both Gemma configs */
+    AK_CHECK(cfg_real(h, c, "query_pre_attn_scalar", 256, 1e-3, 1e6, &qpas));
+    hp->attn_scale = 1.0f / sqrtf(qpas);
+    AK_CHECK(cfg_optional(h, "attn_logit_softcapping", &hp->attn_softcap));
+    AK_CHECK(cfg_optional(h, "final_logit_softcapping", &hp->final_softcap));
+    AK_CHECK(cfg_int(h, c, "sliding_window", 4096, 1, 1 << 24, &hp->sliding_window));
+    if (is_arch(hp, "gemma2")) {
+        hp->swa_pattern = 2;
+        return AK_OK;
+    }
+    if (ak__json_get(c, "layer_types"))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/config.json: 'layer_types' (an explicit "
+                       "per-layer list) is not implemented; sliding_window_pattern is", h->dir);
+    hp->qk_norm = 1;
+    AK_CHECK(cfg_int(h, c, "sliding_window_pattern", 6, 1, 1 << 20, &hp->swa_pattern));
+    return cfg_real(h, c, "rope_local_base_freq", 10000.0, 1.0, 1e12, &hp->rope_theta_local);
+}
+
+/* Mixtral: num_local_experts experts of intermediate_size, always renormalized;
+ * Qwen-MoE: num_experts of moe_intermediate_size, norm_topk_prob, Qwen2-MoE's shared
+ * expert; every layer sparse (other decoder_sparse_step / mlp_only_layers refused). */
+static ak_status read_moe(const ak__hf *h, ak__llm_hparams *hp) {
+    const cJSON *c = h->config;
+    if (is_arch(hp, "mixtral")) {
+        AK_CHECK(cfg_int(h, c, "num_local_experts", -1, 1, 4096, &hp->n_experts));
+        hp->expert_ffn_dim = hp->ffn_dim;
+        hp->norm_topk = 1;
+    } else {
+        AK_CHECK(cfg_int(h, c, "num_experts", -1, 1, 4096, &hp->n_experts));
+        AK_CHECK(cfg_int(h, c, "moe_intermediate_size", -1, 1, 1 << 20, &hp->expert_ffn_dim));
+        const cJSON *norm = ak__json_get(c, "norm_topk_prob");
+        hp->norm_topk = cJSON_IsTrue(norm);
+        int32_t step;
+        AK_CHECK(cfg_int(h, c, "decoder_sparse_step", 1, 1, 1 << 20, &step));
+        const cJSON *dense = ak__json_get(c, "mlp_only_layers");
+        if (step != 1 || (cJSON_IsArray(dense) && cJSON_GetArraySize(dense) > 0))
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/config.json: dense layers among the experts "
+                           "(decoder_sparse_step, mlp_only_layers) are not implemented", h->dir);
+    }
+    AK_CHECK(cfg_int(h, c, "num_experts_per_tok", -1, 1, hp->n_experts, &hp->n_experts_used));
+    if (is_arch(hp, "qwen2moe"))
+        AK_CHECK(cfg_int(h, c, "shared_expert_intermediate_size", -1, 1, 1 << 20,
+                         &hp->shared_ffn_dim));
+    return AK_OK;
+}
+
+static ak_status read_sliding(const ak__hf *h, ak__llm_hparams *hp) {
+    if (is_arch(hp, "mistral") || is_arch(hp, "mixtral") || is_arch(hp, "phi3") ||
+        is_arch(hp, "starcoder2")) {
+        const cJSON *v = ak__json_get(h->config, "sliding_window");
+        if (!v || cJSON_IsNull(v)) return AK_OK;
+        return cfg_int(h, h->config, "sliding_window", 0, 1, 1 << 24, &hp->sliding_window);
+    }
+    /* Qwen2/3 carry sliding_window with use_sliding_window false */
+    if (strncmp(hp->arch, "qwen", 4) == 0) return refuse_field(h, hp, "use_sliding_window");
+    return refuse_field(h, hp, "sliding_window");
+}
+
+/* The fields of other architectures that change the math, refused where not read. */
+static ak_status refuse_foreign_fields(const ak__hf *h, const ak__llm_hparams *hp) {
+    static const char *const gemma[] = {"attn_logit_softcapping", "final_logit_softcapping",
+                                        "query_pre_attn_scalar", "rope_local_base_freq"};
+    static const char *const granite[] = {"embedding_multiplier", "residual_multiplier",
+                                          "attention_multiplier", "logits_scaling"};
+    if (!is_gemma(hp))
+        for (size_t i = 0; i < sizeof gemma / sizeof *gemma; ++i)
+            AK_CHECK(refuse_field(h, hp, gemma[i]));
+    if (!is_arch(hp, "granite"))
+        for (size_t i = 0; i < sizeof granite / sizeof *granite; ++i)
+            AK_CHECK(refuse_field(h, hp, granite[i]));
+    return AK_OK;
+}
+
 ak_status ak__hf_hparams(const ak__hf *h, ak__llm_hparams *hp) {
     AK_ARG_CHECK(h != NULL && hp != NULL, "hf or hparams is NULL");
-    memset(hp, 0, sizeof *hp);
+    ak__hp_init(hp);
     AK_CHECK(read_arch(h, hp));
-    const cJSON *act = ak__json_get(h->config, "hidden_act");
-    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0))
-        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: hidden_act '%s' (only silu)", h->dir,
-                       cJSON_IsString(act) ? act->valuestring : "?");
+    AK_CHECK(read_activation(h, hp));
     AK_CHECK(read_shape(h, hp));
     AK_CHECK(read_rope_scaling(h, hp));
-    AK_CHECK(read_biases(h, hp));
+    if (is_arch(hp, "starcoder2")) { /* LayerNorm, plain GELU MLP, biases everywhere */
+        hp->layer_norm = hp->plain_mlp = hp->out_bias = 1;
+        AK_CHECK(cfg_real(h, h->config, "norm_epsilon", 1e-5, 0.0, 1.0, &hp->norm_eps));
+        const cJSON *ub = ak__json_get(h->config, "use_bias");
+        if (ub && !cJSON_IsTrue(ub))
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/config.json: starcoder2 without biases "
+                           "(use_bias false) is not implemented", h->dir);
+        char bq[128];
+        ak__tensor_name_hf(AK_T_BQ, 0, bq, sizeof bq);
+        hp->qkv_bias = ak__hf_has_tensor(h, bq);
+    } else {
+        AK_CHECK(read_biases(h, hp));
+    }
+    AK_CHECK(refuse_foreign_fields(h, hp));
+    if (is_arch(hp, "granite")) AK_CHECK(read_granite(h, hp));
+    if (is_arch(hp, "qwen3") || is_arch(hp, "qwen3moe")) hp->qk_norm = 1;
+    if (is_arch(hp, "phi3")) {
+        hp->fused_qkv = hp->fused_gate_up = 1;
+        float partial;
+        AK_CHECK(cfg_real(h, h->config, "partial_rotary_factor", 1.0, 0.0, 1.0, &partial));
+        if (partial != 1.0f)
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/config.json: partial_rotary_factor %g is not "
+                           "implemented", h->dir, partial);
+    }
+    if (is_arch(hp, "olmo2")) { /* post-norms only, q/k norms over the whole projections */
+        hp->qk_norm = 2;
+        hp->post_norms = 1;
+        hp->no_pre_norms = 1;
+    }
+    if (is_arch(hp, "mixtral") || strstr(hp->arch, "moe")) AK_CHECK(read_moe(h, hp));
+    if (is_gemma(hp)) AK_CHECK(read_gemma(h, hp));
+    else AK_CHECK(read_sliding(h, hp));
     hp->rope_neox = 1; /* HF q/k rows are in rotate-half order for every architecture */
     const cJSON *tie = ak__json_get(h->config, "tie_word_embeddings");
     hp->tied_output = cJSON_IsTrue(tie) || !ak__hf_has_tensor(h, ak__tensor_names[AK_T_OUTPUT].hf);

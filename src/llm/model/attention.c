@@ -65,10 +65,23 @@ static size_t head_at(const tile *w, int32_t ti, int32_t h) {
     return (size_t)(w->t0 + ti) * (size_t)w->q_stride + (size_t)(w->g * w->group + h) * (size_t)w->hd;
 }
 
+/* The first position token p sees: 0, or the start of its sliding window. */
+static int32_t first_seen(const ak__attention_args *a, int32_t pos) {
+    return a->window > 0 && pos + 1 > a->window ? pos + 1 - a->window : 0;
+}
+
+/* Where the tile's block loops begin: the block of the first position any of its tokens
+ * sees (the earliest token's, positions ascending), so a sliding window skips the blocks
+ * before it. */
+static int32_t tile_start(const tile *w) {
+    int32_t bs = w->a->kv->block_size;
+    return first_seen(w->a, w->a->batch->pos[w->t0]) / bs * bs;
+}
+
 static void scores_pass(const tile *w, float *kbuf) {
     const ak__attention_args *a = w->a;
     int32_t bs = a->kv->block_size;
-    for (int32_t start = 0; start < w->len_max; start += bs) {
+    for (int32_t start = tile_start(w); start < w->len_max; start += bs) {
         int32_t n = w->len_max - start < bs ? w->len_max - start : bs;
         rows_view k = block_view(w, a->kv->k, w->table[start / bs], n, kbuf);
         for (int32_t ti = 0; ti < w->nt; ++ti) {
@@ -91,7 +104,7 @@ static void values_pass(const tile *w, float *vbuf) {
     int32_t bs = a->kv->block_size, hd = w->hd;
     for (int32_t ti = 0; ti < w->nt; ++ti)
         for (int32_t h = 0; h < w->group; ++h) memset(a->out + head_at(w, ti, h), 0, (size_t)hd * sizeof(float));
-    for (int32_t start = 0; start < w->len_max; start += bs) {
+    for (int32_t start = tile_start(w); start < w->len_max; start += bs) {
         int32_t n = w->len_max - start < bs ? w->len_max - start : bs;
         rows_view v = block_view(w, a->kv->v, w->table[start / bs], n, vbuf);
         for (int32_t ti = 0; ti < w->nt; ++ti) {
@@ -107,6 +120,18 @@ static void values_pass(const tile *w, float *vbuf) {
             }
         }
     }
+}
+
+/* Scores of one (token, head) → probabilities: soft-capped, softmax over the positions
+ * the token sees, zero before its window (the values pass reads from tile_start). */
+static void normalize_row(const tile *w, int32_t ti, int32_t h) {
+    const ak__attention_args *a = w->a;
+    int32_t pos = a->batch->pos[w->t0 + ti], lo = first_seen(a, pos), start = tile_start(w);
+    float *row = tile_row(w, ti, h);
+    size_t n = (size_t)(pos + 1 - lo);
+    if (a->softcap > 0) w->kern->f32_softcap(row + lo, n, a->softcap);
+    w->kern->f32_softmax(row + lo, n);
+    if (lo > start) memset(row + start, 0, (size_t)(lo - start) * sizeof *row);
 }
 
 typedef struct tiles_ctx {
@@ -130,8 +155,7 @@ static void attend_tiles(void *ctx, size_t begin, size_t end, int thread_index) 
                   a->batch->seq_blocks[a->batch->seq[t0]], scratch, c->kern};
         scores_pass(&w, kbuf);
         for (int32_t ti = 0; ti < nt; ++ti)
-            for (int32_t h = 0; h < w.group; ++h)
-                c->kern->f32_softmax(tile_row(&w, ti, h), (size_t)a->batch->pos[t0 + ti] + 1);
+            for (int32_t h = 0; h < w.group; ++h) normalize_row(&w, ti, h);
         values_pass(&w, vbuf);
     }
 }

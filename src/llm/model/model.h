@@ -23,6 +23,16 @@ typedef struct ak__layer {
     ak__matrix wq, wk, wv, wo, w_gate, w_up, w_down;
     const float *attn_norm, *ffn_norm;
     const float *bq, *bk, *bv; /* NULL without QKV bias */
+    const float *attn_post_norm, *ffn_post_norm; /* NULL without hp.post_norms */
+    const float *q_norm, *k_norm;                /* [head_dim]; NULL without hp.qk_norm */
+    /* mixture of experts (hp.n_experts > 0; w_gate/w_up/w_down unused): the router
+     * [n_experts × dim], each expert's matrices (slices of GGUF's 3-D tensors or HF's own
+     * matrices), the shared expert and its gate row (NULL without) */
+    ak__matrix router, *exp_gate, *exp_up, *exp_down;
+    ak__matrix sh_gate, sh_up, sh_down;
+    const float *sh_gate_inp; /* [dim] */
+    /* StarCoder2: LayerNorm biases, the attention output's and the MLP's biases */
+    const float *attn_norm_b, *ffn_norm_b, *bo, *b_up, *b_down;
 } ak__layer;
 
 struct ak__hf;
@@ -34,9 +44,10 @@ struct ak_llm_model {
     ak_tokenizer *tokenizer;
     const char *chat_template; /* NUL-terminated, owned, or NULL */
     ak__matrix tok_embd, output;
-    const float *output_norm;
+    const float *output_norm, *output_norm_b; /* the bias: LayerNorm models only */
     ak__layer *layers;
     float *inv_freq;        /* head_dim/2 rotary frequencies, scaling applied */
+    float *inv_freq_local;  /* those of the sliding layers (hp.rope_theta_local), or NULL */
     float **owned;          /* f32 copies of vectors, freed with the model */
     size_t n_owned;
     uint64_t n_params, weight_bytes;
@@ -52,6 +63,9 @@ typedef struct ak__tensor_source {
     ak__tensor_lookup_fn lookup;
     /* writes the file's name of (role, layer) into buf */
     void (*name_of)(ak__tensor_role role, int layer, char *buf, size_t cap);
+    /* HF experts, one matrix each: the name of (role, layer, expert); NULL for GGUF,
+     * whose experts are one 3-D tensor per role */
+    void (*expert_name_of)(ak__tensor_role role, int layer, int expert, char *buf, size_t cap);
 } ak__tensor_source;
 
 ak_status ak__model_bind(ak_llm_model *m, const ak__tensor_source *src);

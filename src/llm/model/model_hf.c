@@ -34,7 +34,14 @@ ak_status ak__model_load_hf(ak_llm_model *m, const char *dir) {
         m->chat_template = strdup(tmpl);
         if (!m->chat_template) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory");
     }
-    ak__tensor_source src = {h, hf_lookup, ak__tensor_name_hf};
+    /* Gemma names its norms differently (tensor_names.h) */
+    int mixtral = strcmp(m->hp.arch, "mixtral") == 0;
+    ak__tensor_source src = {h, hf_lookup,
+                             m->hp.post_norms  ? ak__tensor_name_hf_gemma
+                             : mixtral         ? ak__tensor_name_hf_mixtral_layer
+                             : m->hp.plain_mlp ? ak__tensor_name_hf_starcoder2
+                                               : ak__tensor_name_hf,
+                             mixtral ? ak__tensor_name_hf_mixtral : ak__tensor_name_hf_qwen_moe};
     return ak__model_bind(m, &src);
 }
 

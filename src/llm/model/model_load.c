@@ -42,7 +42,15 @@ ak_status ak__model_rope_init(ak_llm_model *m, const float *freq_factors) {
         f[i] = (float)freq;
     }
     m->inv_freq = f;
-    return ak__model_own(m, f);
+    AK_CHECK(ak__model_own(m, f));
+    if (hp->rope_theta_local <= 0) return AK_OK;
+    /* the sliding layers of Gemma 3: their own base, no scaling */
+    float *local = malloc((size_t)half * sizeof *local);
+    if (!local) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory");
+    for (int i = 0; i < half; ++i)
+        local[i] = (float)pow((double)hp->rope_theta_local, -2.0 * i / hp->head_dim);
+    m->inv_freq_local = local;
+    return ak__model_own(m, local);
 }
 
 /* ---- GGUF ---------------------------------------------------------------------------- */
@@ -76,7 +84,7 @@ static ak_status load_gguf(ak_llm_model *m, const char *path, const ak_llm_load_
     size_t len;
     if (ak_gguf_get_string(m->gguf, "tokenizer.chat_template", &tmpl, &len) == AK_OK)
         AK_CHECK(copy_template(m, tmpl, len));
-    ak__tensor_source src = {m->gguf, gguf_lookup, ak__tensor_name_gguf};
+    ak__tensor_source src = {m->gguf, gguf_lookup, ak__tensor_name_gguf, NULL};
     return ak__model_bind(m, &src);
 }
 
@@ -138,7 +146,9 @@ ak_status ak_llm_model_get_info(const ak_llm_model *m, ak_llm_model_info *info) 
     info->max_context = hp->max_context;
     info->rope_theta = hp->rope_theta;
     info->norm_eps = hp->norm_eps;
-    info->weight_type = (uint32_t)m->layers[0].w_gate.type;
+    /* an MoE layer has no dense FFN: its attention's type stands for the model's */
+    info->weight_type = (uint32_t)(hp->n_experts > 0 || hp->plain_mlp ? m->layers[0].wq.type
+                                                                      : m->layers[0].w_gate.type);
     info->n_params = m->n_params;
     info->weight_bytes = m->weight_bytes;
     return AK_OK;
