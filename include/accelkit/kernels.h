@@ -91,26 +91,38 @@ AK_API ak_status ak_sgemm(ak_trans trans_a, ak_trans trans_b, size_t M, size_t N
 /* Storage types of weight matrices. The numbers are ggml's, so a GGUF tensor's type maps
  * directly. Q8_0: blocks of 32 = {f16 scale d; int8 q[32]}, x = d·q (34 bytes). Q4_0:
  * blocks of 32 = {f16 d; uint8 qs[16]}, element j < 16 = d·((qs[j] & 15) − 8), element
- * j + 16 = d·((qs[j] >> 4) − 8) (18 bytes). */
+ * j + 16 = d·((qs[j] >> 4) − 8) (18 bytes). The k-quants Q2_K…Q6_K and Q8_K and IQ4_XS
+ * are super-blocks of 256 with sub-block scales, IQ4_NL blocks of 32 on 16 non-linear
+ * levels, all in ggml's layouts (docs/llm-models.md has the table). */
 typedef enum ak_wtype {
     AK_WTYPE_F32 = 0,
     AK_WTYPE_F16 = 1,
     AK_WTYPE_Q4_0 = 2,
     AK_WTYPE_Q8_0 = 8,
+    AK_WTYPE_Q2_K = 10,
+    AK_WTYPE_Q3_K = 11,
+    AK_WTYPE_Q4_K = 12,
+    AK_WTYPE_Q5_K = 13,
+    AK_WTYPE_Q6_K = 14,
+    AK_WTYPE_Q8_K = 15,
+    AK_WTYPE_IQ4_NL = 20,
+    AK_WTYPE_IQ4_XS = 23,
     AK_WTYPE_BF16 = 30
 } ak_wtype;
 
 AK_API const char *ak_wtype_name(ak_wtype wtype);
 /* Bytes of one row of K elements; AK_ERR_INVALID_ARG if K is not a multiple of the block. */
 AK_API ak_status ak_wtype_row_bytes(ak_wtype wtype, size_t K, size_t *bytes);
-/* f32 → storage (round to nearest; quantized types choose d = max|x|/127 or /−8 as ggml). */
+/* f32 → storage (round to nearest; quantized types choose d = max|x|/127 or /−8 as ggml;
+ * the super-block types run ggml's reference quantizers, bit for bit). */
 AK_API ak_status ak_quantize_row(ak_wtype wtype, const float *src, void *dst, size_t K);
 AK_API ak_status ak_dequantize_row(ak_wtype wtype, const void *src, float *dst, size_t K);
 
 /* A linear layer: Y[t][n] (=, or += when `accumulate`) Σ_k X[t][k]·W[n][k] for t < T,
  * n < N. W holds N rows of K elements in `wtype` storage, row n at n·row_bytes. X rows
- * have stride ldx ≥ K, Y rows ldy ≥ N. For Q8_0/Q4_0 the activations are quantized to
- * Q8_0 per block of 32 first (the int8 dot products of llama.cpp). T = 1 is a
+ * have stride ldx ≥ K, Y rows ldy ≥ N. For Q8_0/Q4_0/IQ4_NL the activations are quantized
+ * to Q8_0 per block of 32 first, for the other super-block types to Q8_K per block of 256
+ * (the int8 dot products of llama.cpp). T = 1 is a
  * bandwidth-bound GEMV; larger T reuses every weight row across tokens. pool NULL =
  * the global pool. Steady-state calls allocate nothing. */
 AK_API ak_status ak_linear(ak_wtype wtype, const void *W, size_t N, size_t K, const float *X,

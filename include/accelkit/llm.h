@@ -45,6 +45,14 @@ enum {
     AK_GGML_F16 = 1,
     AK_GGML_Q4_0 = 2,
     AK_GGML_Q8_0 = 8,
+    AK_GGML_Q2_K = 10,
+    AK_GGML_Q3_K = 11,
+    AK_GGML_Q4_K = 12,
+    AK_GGML_Q5_K = 13,
+    AK_GGML_Q6_K = 14,
+    AK_GGML_Q8_K = 15,
+    AK_GGML_IQ4_NL = 20,
+    AK_GGML_IQ4_XS = 23,
     AK_GGML_BF16 = 30
 };
 
@@ -144,7 +152,8 @@ AK_API ak_status ak_tokenizer_token_text(const ak_tokenizer *t, int32_t id, cons
 
 /* A Llama-family decoder (Llama 1/2/3, Mistral, Qwen2, TinyLlama, SmolLM...): RoPE,
  * grouped-query attention, RMSNorm, SwiGLU, tied or separate output, optional QKV bias.
- * Weights stay in their file's storage type (f32, f16, bf16, q8_0, q4_0). */
+ * Weights stay in their file's storage type (f32, f16, bf16, q8_0, q4_0, q2_K … q6_K,
+ * q8_K, iq4_nl, iq4_xs). */
 typedef struct ak_llm_model ak_llm_model;
 
 typedef struct ak_llm_model_info {
@@ -336,7 +345,9 @@ AK_API ak_status ak_llm_hooks_load(const char *path, ak_llm_hooks *out);
 
 /* Hugging Face folder → GGUF file (dst ends in .gguf), or GGUF → Hugging Face folder
  * (config.json, model.safetensors, tokenizer.json). out_type: "f32", "f16", "bf16",
- * "q8_0", "q4_0" (GGUF only) or NULL to keep the source's. */
+ * "q8_0", "q4_0", or one of llama.cpp's presets "q2_k", "q3_k_s", "q3_k_m", "q3_k_l",
+ * "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m", "q6_k", "iq4_nl", "iq4_xs" with its per-tensor
+ * mix (GGUF only), or NULL to keep the source's. */
 AK_API ak_status ak_llm_convert(const char *src, const char *dst, const char *out_type);
 
 #ifdef __cplusplus

@@ -45,8 +45,18 @@ _SCALAR_NP = {UINT8: "<u1", INT8: "<i1", UINT16: "<u2", INT16: "<i2", UINT32: "<
 
 # ggml tensor types handled here, with (values per block, bytes per block)
 F32, F16, Q4_0, Q8_0, BF16 = 0, 1, 2, 8, 30
-GGML_BLOCK = {F32: (1, 4), F16: (1, 2), BF16: (1, 2), Q8_0: (32, 34), Q4_0: (32, 18)}
-GGML_NAMES = {"f32": F32, "f16": F16, "bf16": BF16, "q8_0": Q8_0, "q4_0": Q4_0}
+Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS = 10, 11, 12, 13, 14, 15, 20, 23
+GGML_BLOCK = {F32: (1, 4), F16: (1, 2), BF16: (1, 2), Q8_0: (32, 34), Q4_0: (32, 18),
+              Q2_K: (256, 84), Q3_K: (256, 110), Q4_K: (256, 144), Q5_K: (256, 176),
+              Q6_K: (256, 210), Q8_K: (256, 292), IQ4_NL: (32, 18), IQ4_XS: (256, 136)}
+GGML_NAMES = {"f32": F32, "f16": F16, "bf16": BF16, "q8_0": Q8_0, "q4_0": Q4_0,
+              "q2_K": Q2_K, "q3_K": Q3_K, "q4_K": Q4_K, "q5_K": Q5_K, "q6_K": Q6_K,
+              "q8_K": Q8_K, "iq4_nl": IQ4_NL, "iq4_xs": IQ4_XS}
+# the super-block types are read (dequantized) here, not written: the engine's
+# ak_quantize_row writes them (bit for bit ggml's quantizers)
+SUPER_BLOCK_TYPES = (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS)
+IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89,
+                       113], dtype=np.float32)
 GGML_TYPE_NAME = {v: k for k, v in GGML_NAMES.items()}
 
 
@@ -177,6 +187,8 @@ def decode_tensor(raw, ggml_type, shape, dtype=np.float32):
         out = bf16_bits_to_f32(np.frombuffer(raw, dtype="<u2", count=n))
     elif ggml_type in (Q8_0, Q4_0):
         out = _dequantize_blocks(raw, ggml_type, n // 32)
+    elif ggml_type in SUPER_BLOCK_TYPES:
+        out = _dequantize_super_blocks(raw, ggml_type, n // GGML_BLOCK[ggml_type][0])
     else:
         raise ValueError(f"unsupported ggml type {ggml_type}")
     return out.astype(dtype).reshape(shape)
@@ -192,6 +204,97 @@ def _dequantize_blocks(raw, ggml_type, n_blocks):
         qs = blocks[:, 2:]
         q = np.concatenate([qs & 15, qs >> 4], axis=1).astype(np.float64) - 8
     return (d * q).reshape(-1)
+
+
+def _f16(b):
+    return b.copy().view("<f2").astype(np.float32)
+
+
+def _scales_k4(s):
+    """[nb, 12] packed 6-bit scales and mins of Q4_K/Q5_K → two [nb, 8] arrays."""
+    s = s.astype(np.uint8)
+    sc = np.concatenate([s[:, 0:4] & 63, (s[:, 8:12] & 15) | ((s[:, 0:4] >> 6) << 4)], axis=1)
+    m = np.concatenate([s[:, 4:8] & 63, (s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4)], axis=1)
+    return sc.astype(np.float32), m.astype(np.float32)
+
+
+def _groups16(v):
+    """[nb, 16] per-group values → [nb, 256] (group g covers values 16g..16g+15)."""
+    return np.repeat(v, 16, axis=1)
+
+
+def _two_bit(qs):
+    """[nb, 64] bytes → [nb, 256] 2-bit fields: value 128h + 32s + l at bits 2s of
+    qs[32h + l]."""
+    out = np.empty((qs.shape[0], 256), np.uint8)
+    for h in range(2):
+        for sh in range(4):
+            out[:, 128 * h + 32 * sh:128 * h + 32 * sh + 32] = (qs[:, 32 * h:32 * h + 32] >> (2 * sh)) & 3
+    return out
+
+
+def _nibbles(qs, groups):
+    """[nb, 16·groups] bytes → [nb, 32·groups]: per 16 bytes the low nibbles, then the high."""
+    parts = []
+    for g in range(groups):
+        b = qs[:, 16 * g:16 * g + 16]
+        parts += [b & 15, b >> 4]
+    return np.concatenate(parts, axis=1)
+
+
+def _dequantize_super_blocks(raw, t, nb):
+    """ggml's to_float of the super-block types (float32 arithmetic, ggml's order)."""
+    size = GGML_BLOCK[t][1]
+    b = np.frombuffer(raw, dtype=np.uint8, count=nb * size).reshape(nb, size)
+    f = np.float32
+    if t == Q8_K:
+        d = b[:, 0:4].copy().view("<f4")
+        return (d * b[:, 4:260].view(np.int8).astype(f)).reshape(-1)
+    if t == IQ4_NL:
+        d = _f16(b[:, 0:2])
+        return (d * IQ4_VALUES[_nibbles(b[:, 2:18], 1)]).reshape(-1)
+    if t == IQ4_XS:
+        d = _f16(b[:, 0:2])
+        sh = b[:, 2:4].copy().view("<u2").astype(np.int32)
+        sl = b[:, 4:8].astype(np.int32)
+        ls = np.stack([((sl[:, g // 2] >> (4 * (g % 2))) & 15) | (((sh[:, 0] >> (2 * g)) & 3) << 4)
+                       for g in range(8)], axis=1)
+        dl = d * (ls - 32).astype(f)
+        return (np.repeat(dl, 32, axis=1) * IQ4_VALUES[_nibbles(b[:, 8:136], 8)]).reshape(-1)
+    if t in (Q4_K, Q5_K):
+        d, dmin = _f16(b[:, 0:2]), _f16(b[:, 2:4])
+        sc, m = _scales_k4(b[:, 4:16])
+        qs = b[:, 48:176] if t == Q5_K else b[:, 16:144]
+        q = np.concatenate([np.concatenate([qs[:, 32 * j:32 * j + 32] & 15, qs[:, 32 * j:32 * j + 32] >> 4], axis=1)
+                            for j in range(4)], axis=1)
+        if t == Q5_K:
+            qh = b[:, 16:48]
+            hi = np.concatenate([(qh >> g) & 1 for g in range(8)], axis=1)
+            q = q | (hi << 4)
+        dl, ml = np.repeat(d * sc, 32, axis=1), np.repeat(dmin * m, 32, axis=1)
+        return (dl * q.astype(f) - ml).reshape(-1)
+    if t == Q6_K:
+        ql, qh, sc, d = b[:, 0:128], b[:, 128:192], b[:, 192:208].view(np.int8), _f16(b[:, 208:210])
+        q = np.empty((nb, 256), np.int32)
+        for h in range(2):
+            for quarter in range(4):
+                low = (ql[:, 64 * h + 32 * (quarter & 1):64 * h + 32 * (quarter & 1) + 32] >> (4 * (quarter >> 1))) & 15
+                high = (qh[:, 32 * h:32 * h + 32] >> (2 * quarter)) & 3
+                q[:, 128 * h + 32 * quarter:128 * h + 32 * quarter + 32] = (low | (high << 4)).astype(np.int32) - 32
+        return (_groups16(d * sc.astype(f)) * q.astype(f)).reshape(-1)
+    if t == Q3_K:
+        hm, qs, s, d = b[:, 0:32], b[:, 32:96], b[:, 96:108].astype(np.int32), _f16(b[:, 108:110])
+        lo = np.concatenate([s[:, j:j + 1] & 15 if j < 8 else s[:, j - 8:j - 7] >> 4 for j in range(16)], axis=1)
+        hi = np.concatenate([(s[:, 8 + j % 4:9 + j % 4] >> (2 * (j // 4))) & 3 for j in range(16)], axis=1)
+        sc = (lo | (hi << 4)) - 32
+        high = np.concatenate([(hm >> s_) & 1 for s_ in range(8)], axis=1)
+        q = _two_bit(qs).astype(np.int32) - np.where(high == 1, 0, 4)
+        return (_groups16(d * sc.astype(f)) * q.astype(f)).reshape(-1)
+    if t == Q2_K:
+        sc, qs, d, dmin = b[:, 0:16], b[:, 16:80], _f16(b[:, 80:82]), _f16(b[:, 82:84])
+        dl, ml = _groups16(d * (sc & 15).astype(f)), _groups16(dmin * (sc >> 4).astype(f))
+        return (dl * _two_bit(qs).astype(f) - ml).reshape(-1)
+    raise ValueError(f"unsupported ggml type {t}")
 
 
 def tensor_bytes(ggml_type, shape):

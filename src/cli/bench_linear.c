@@ -24,8 +24,11 @@
 #define BATCHES 11
 #define BATCH_NS 20000000ull
 
-static const ak_wtype all_types[] = {AK_WTYPE_F32, AK_WTYPE_F16, AK_WTYPE_BF16, AK_WTYPE_Q8_0,
-                                     AK_WTYPE_Q4_0};
+static const ak_wtype all_types[] = {AK_WTYPE_F32,   AK_WTYPE_F16,   AK_WTYPE_BF16,
+                                     AK_WTYPE_Q8_0,  AK_WTYPE_Q4_0,  AK_WTYPE_Q4_K,
+                                     AK_WTYPE_Q6_K,  AK_WTYPE_Q5_K,  AK_WTYPE_Q3_K,
+                                     AK_WTYPE_Q2_K,  AK_WTYPE_IQ4_NL, AK_WTYPE_IQ4_XS,
+                                     AK_WTYPE_Q8_K};
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 
 typedef struct lin_opts {

@@ -1,4 +1,4 @@
-/* `ak convert SRC DST [--type f32|f16|bf16|q8_0|q4_0]`: a Hugging Face folder becomes a
+/* `ak convert SRC DST [--type f32|f16|bf16|q8_0|q4_0|q4_k_m|...]`: a Hugging Face folder becomes a
  * GGUF file, a GGUF file becomes a Hugging Face folder (docs/convert.md). */
 #include <stdio.h>
 #include <string.h>
@@ -9,14 +9,19 @@
 #include "cli/cli_opts.h"
 #include "cli/cli_progress.h"
 
-static const char *const type_names[] = {"auto", "f32", "f16", "bf16", "q8_0", "q4_0"};
+static const char *const type_names[] = {"auto",   "f32",    "f16",    "bf16",   "q8_0",
+                                         "q4_0",   "q2_k",   "q3_k_s", "q3_k_m", "q3_k_l",
+                                         "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m", "q6_k",
+                                         "iq4_nl", "iq4_xs"};
 
 int ak_cli_convert(int argc, char **argv) {
     int type = 0, first;
     const ak_opt opts[] = {
-        {"type|outtype", 0, AK_OPT_ENUM, &type, .choices = "auto|f32|f16|bf16|q8_0|q4_0",
-         .def = "auto", .help = "storage type of the matrices (auto: keep the source's; q8_0/q4_0 "
-                                "only for GGUF output; quantized GGUF weights become f32 in a folder)"},
+        {"type|outtype", 0, AK_OPT_ENUM, &type, .choices = "auto|f32|f16|bf16|q8_0|q4_0|q2_k|q3_k_s|q3_k_m|"
+                                                          "q3_k_l|q4_k_s|q4_k_m|q5_k_s|q5_k_m|q6_k|iq4_nl|iq4_xs",
+         .def = "auto", .help = "storage type of the matrices (auto: keep the source's; the quantized "
+                                "types only for GGUF output, q2_k ... iq4_xs with llama.cpp's per-tensor "
+                                "mix; quantized GGUF weights become f32 in a folder)"},
         AK_OPT_END};
     const ak_cli_cmd cmd = {
         .name = "convert", .opts = opts,

@@ -37,9 +37,9 @@ typedef void (*ak__sgemm_ukernel_epi_fn)(size_t k, const float *Ap, const float 
                                          float *C, size_t ldc, const ak__sgemm_tile_epi *epi);
 
 /* Linear-layer kernels (kernels/linear.h): one per weight slot (f32, f16, bf16, q8_0,
- * q4_0), each computing the columns [n0, n1) of Y for every token of the job. */
+ * q4_0, then the super-block types of kernels/kquant.h), each computing the columns [n0, n1) of Y for every token of the job. */
 struct ak__linear_job;
-#define AK__LINEAR_SLOTS 5
+#define AK__LINEAR_SLOTS 13
 typedef void (*ak__linear_fn)(const struct ak__linear_job *job, size_t n0, size_t n1);
 
 /* ---- kernel function types (the `type` column of kernels.def) ----------------------
@@ -61,6 +61,7 @@ typedef void ak__kf_sgemm(int trans_a, int trans_b, size_t M, size_t N, size_t K
                           float *C, size_t ldc, ak_threadpool *pool);
 typedef void ak__kf_linear(const struct ak__linear_job *job, size_t n0, size_t n1);
 typedef void ak__kf_quantize_x(const float *x, size_t K, float *d, int32_t *s, int8_t *q);
+typedef void ak__kf_quantize_xk(const float *x, size_t K, float *d, int16_t *bsums, int8_t *q);
 typedef void ak__kf_dot_rows(float *out, const float *q, const uint16_t *rows, size_t n,
                              size_t dim, float scale);
 typedef void ak__kf_madd_rows(float *o, const float *p, const uint16_t *rows, size_t n,

@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "kernels/api_check.h"
+#include "kernels/kquant.h"
 
 /* Below this many weight bytes a call runs on the calling thread: waking a worker costs
  * a few µs, which is what streaming ~64 KiB takes. */
@@ -34,18 +35,29 @@ int ak__linear_slot(ak_wtype wtype) {
     case AK_WTYPE_BF16: return AK__LIN_BF16;
     case AK_WTYPE_Q8_0: return AK__LIN_Q8_0;
     case AK_WTYPE_Q4_0: return AK__LIN_Q4_0;
+    case AK_WTYPE_Q2_K: return AK__LIN_Q2_K;
+    case AK_WTYPE_Q3_K: return AK__LIN_Q3_K;
+    case AK_WTYPE_Q4_K: return AK__LIN_Q4_K;
+    case AK_WTYPE_Q5_K: return AK__LIN_Q5_K;
+    case AK_WTYPE_Q6_K: return AK__LIN_Q6_K;
+    case AK_WTYPE_Q8_K: return AK__LIN_Q8_K;
+    case AK_WTYPE_IQ4_NL: return AK__LIN_IQ4_NL;
+    case AK_WTYPE_IQ4_XS: return AK__LIN_IQ4_XS;
     }
     return -1;
 }
 
 const char *ak_wtype_name(ak_wtype wtype) {
-    static const char *const names[AK__LINEAR_SLOTS] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
+    static const char *const names[AK__LINEAR_SLOTS] = {"f32",  "f16",  "bf16", "q8_0",
+                                                                "q4_0", "q2_K", "q3_K", "q4_K",
+                                                                "q5_K", "q6_K", "q8_K",
+                                                                "iq4_nl", "iq4_xs"};
     int slot = ak__linear_slot(wtype);
     return slot < 0 ? "unknown" : names[slot];
 }
 
 static int is_quantized(ak_wtype wtype) {
-    return wtype == AK_WTYPE_Q8_0 || wtype == AK_WTYPE_Q4_0;
+    return wtype == AK_WTYPE_Q8_0 || wtype == AK_WTYPE_Q4_0 || wtype == AK_WTYPE_IQ4_NL;
 }
 
 /* Row size of K elements; the caller has checked the type. */
@@ -56,7 +68,9 @@ static ak_status row_bytes(const char *fn, ak_wtype wtype, size_t K, size_t *byt
     case AK_WTYPE_F16:
     case AK_WTYPE_BF16: per = 2; break;
     case AK_WTYPE_Q8_0: per = sizeof(ak__block_q8_0), unit = AK__QK; break;
-    default: per = sizeof(ak__block_q4_0), unit = AK__QK; break;
+    default:
+        if (!ak__kquant_block(wtype, &unit, &per)) per = sizeof(ak__block_q4_0), unit = AK__QK;
+        break;
     }
     AK_ARG_CHECK(K % unit == 0, "%s: K = %zu is not a multiple of the %s block (%zu)", fn, K,
                  ak_wtype_name(wtype), unit);
@@ -91,13 +105,17 @@ static ak_status check_row_args(const char *fn, ak_wtype wtype, const void *f32,
 
 ak_status ak_quantize_row(ak_wtype wtype, const float *src, void *dst, size_t K) {
     AK_CHECK(check_row_args("ak_quantize_row", wtype, src, "src", dst, "dst", K));
-    if (K) ak__quantize_row_ref(wtype, src, dst, K);
+    size_t e, b;
+    if (K && ak__kquant_block(wtype, &e, &b)) ak__kquant_quantize_ref(wtype, src, dst, K);
+    else if (K) ak__quantize_row_ref(wtype, src, dst, K);
     return AK_OK;
 }
 
 ak_status ak_dequantize_row(ak_wtype wtype, const void *src, float *dst, size_t K) {
     AK_CHECK(check_row_args("ak_dequantize_row", wtype, dst, "dst", src, "src", K));
-    if (K) ak__dequantize_row_ref(wtype, src, dst, K);
+    size_t e, b;
+    if (K && ak__kquant_block(wtype, &e, &b)) ak__kquant_dequantize_ref(wtype, src, dst, K);
+    else if (K) ak__dequantize_row_ref(wtype, src, dst, K);
     return AK_OK;
 }
 
@@ -215,6 +233,27 @@ static ak_status quantize_x(const ak__kernels *k, ak_wtype wtype, ak__linear_job
     return AK_OK;
 }
 
+/* Quantizes the T activation rows to Q8_K for super-block weights: scales, sums of 16,
+ * then values (rows 64-byte aligned; K is a multiple of 256). */
+static ak_status quantize_x_k(const ak__kernels *k, ak__linear_job *job) {
+    size_t ldq = job->T > 1 ? unaliased(job->K) : job->K, nb = job->K / AK__QK_K;
+    size_t dbytes = job->T * nb * sizeof(float), sbytes = job->T * nb * 16 * sizeof(int16_t);
+    size_t head = (dbytes + sbytes + 63) / 64 * 64;
+    void *buf = NULL;
+    AK_CHECK(scratch_get(head + job->T * ldq + 64, &buf));
+    float *kd = buf;
+    int16_t *kbs = (int16_t *)(void *)((uint8_t *)buf + dbytes);
+    int8_t *xq = (int8_t *)buf + head;
+    for (size_t t = 0; t < job->T; t++)
+        k->linear_quantize_xk(job->X + t * job->ldx, job->K, kd + t * nb, kbs + t * nb * 16,
+                              xq + t * ldq);
+    job->kd = kd;
+    job->kbs = kbs;
+    job->xq = xq;
+    job->ldq = ldq;
+    return AK_OK;
+}
+
 /* Float activations whose rows would alias in L1 (see unaliased) are copied to the
  * scratch with a padded stride. */
 static ak_status restride_x(ak__linear_job *job) {
@@ -274,6 +313,7 @@ static void run_columns(par_ctx *c, ak_threadpool *pool) {
 /* The shared input of a call: validated against every output, quantized or restrided
  * once into job (whose W, N, Y, ldy the caller fills per matrix). */
 static ak_status prepare_input(const ak__kernels *k, ak_wtype wtype, ak__linear_job *job) {
+    if (ak__kquant_uses_q8_k(wtype)) return quantize_x_k(k, job);
     if (is_quantized(wtype)) return quantize_x(k, wtype, job);
     return restride_x(job);
 }

@@ -29,7 +29,10 @@ typedef struct ak__block_q4_0 {
 } ak__block_q4_0;
 
 /* Dispatch slots, one kernel per weight storage type. */
-enum { AK__LIN_F32, AK__LIN_F16, AK__LIN_BF16, AK__LIN_Q8_0, AK__LIN_Q4_0 };
+enum { AK__LIN_F32, AK__LIN_F16, AK__LIN_BF16, AK__LIN_Q8_0, AK__LIN_Q4_0,
+       /* the super-block types (kernels/kquant.h) */
+       AK__LIN_Q2_K, AK__LIN_Q3_K, AK__LIN_Q4_K, AK__LIN_Q5_K, AK__LIN_Q6_K, AK__LIN_Q8_K,
+       AK__LIN_IQ4_NL, AK__LIN_IQ4_XS };
 
 /* One ak_linear call as the kernels see it (already validated). */
 typedef struct ak__linear_job {
@@ -48,6 +51,10 @@ typedef struct ak__linear_job {
     const int32_t *xo;
     const int8_t *xq;
     size_t ldq;
+    /* Q8_K activations (super-block weights but IQ4_NL): token t's K/256 scales at
+     * kd + t·K/256 and its K/16 sums of 16 values at kbs + t·K/16; values in xq as above. */
+    const float *kd;
+    const int16_t *kbs;
     float *Y;          /* (T, N) output, row stride ldy */
     size_t ldy;
     int accumulate;    /* 1: Y +=, 0: Y = */

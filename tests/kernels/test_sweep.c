@@ -6,7 +6,8 @@
  * is missing here fails the sweep, so no kernel can be added untested.
  *
  * Tolerances (stated per kernel shape):
- * - elementwise maps, reductions, conversions, the Q8_0 activation quantizer: bit for bit
+ * - elementwise maps, reductions, conversions, the Q8_0 and Q8_K activation quantizers:
+ *   bit for bit
  *   (the references define the exact results, see the kernels/ref/ files);
  * - the fused optimizers: parameters and moments bit for bit (every variant performs the
  *   reference's operations in its order); LAMB's two norms within 1e-6 relative;
@@ -15,7 +16,9 @@
  * - sums to one number: |got − ref| ≤ 1e-6·Σ|x| (the reference sums in double);
  * - dot products (attention rows f16/f32, linear layers, SGEMM): |got − ref| ≤
  *   (K + 2)·ε_f32·Σ|terms| per output, the forward error bound of a float dot product
- *   summed in any order (ε·|old value| more where the output accumulates). */
+ *   summed in any order (ε·|old value| more where the output accumulates); the
+ *   super-block types (kernels/kquant.h) the same with Σ(|w| + 2·max|w|)·|x|, since their
+ *   scale and min terms are each up to a row's range larger than w·x. */
 #include <float.h>
 #include <math.h>
 #include <setjmp.h>
@@ -32,6 +35,7 @@
 #include "core/half.h"
 #include "guarded.h"
 #include "kernels/dispatch.h"
+#include "kernels/kquant.h"
 #include "kernels/linear.h"
 #include "kernels/optim.h"
 
@@ -722,6 +726,120 @@ static ak__optim_coef optim_coef(int opt) {
 }
 
 /* One kernel call on buffers p, g, m, v of n (the optimizer's state as it runs). */
+/* ---- super-block weight types against Q8_K (IQ4_NL: Q8_0) activations --------------- */
+
+static ak_wtype kquant_wtype_of(const char *elem) {
+    static const struct { const char *name; ak_wtype w; } types[] = {
+        {"Q2_K", AK_WTYPE_Q2_K}, {"Q3_K", AK_WTYPE_Q3_K},     {"Q4_K", AK_WTYPE_Q4_K},
+        {"Q5_K", AK_WTYPE_Q5_K}, {"Q6_K", AK_WTYPE_Q6_K},     {"Q8_K", AK_WTYPE_Q8_K},
+        {"IQ4_NL", AK_WTYPE_IQ4_NL}, {"IQ4_XS", AK_WTYPE_IQ4_XS}};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (!strcmp(elem, types[i].name)) return types[i].w;
+    fail_msg("kernels.def names super-block type %s, unknown to the sweep", elem);
+    return AK_WTYPE_F32;
+}
+
+static void check_kquant_linear_at(const sweep_case *c, ak_wtype w, size_t N, size_t K,
+                                   size_t T, int acc, uint64_t *seed) {
+    int q8k = ak__kquant_uses_q8_k(w);
+    size_t rb = 0, ldy = N + 2, ny = T * ldy, nbk = K / 256, nb0 = K / 32;
+    assert_int_equal(ak_wtype_row_bytes(w, K, &rb), AK_OK);
+    float *wf = xmalloc(N * K * 4), *wd = xmalloc(N * K * 4), *X = xmalloc(T * K * 4);
+    float *xv = xmalloc(T * K * 4), *y0 = xmalloc(ny * 4), *want = xmalloc(ny * 4);
+    uint8_t *W = xmalloc(N * rb);
+    fill_random("F32", wf, N * K, seed, 1.0f);
+    fill_random("F32", X, T * K, seed, 2.0f);
+    fill_random("F32", y0, ny, seed, 4.0f);
+    for (size_t n = 0; n < N; n++) {
+        if (n == 1) /* one row all positive: the mins at work */
+            for (size_t k = 0; k < K; k++) wf[n * K + k] = fabsf(wf[n * K + k]) + 0.5f;
+        assert_int_equal(ak_quantize_row(w, wf + n * K, W + n * rb, K), AK_OK);
+        assert_int_equal(ak_dequantize_row(w, W + n * rb, wd + n * K, K), AK_OK);
+    }
+    float *xd = xmalloc((T * nb0 + 1) * 4), *kd = xmalloc((T * nbk + 1) * 4);
+    int32_t *xs = xmalloc((T * nb0 + 1) * 4);
+    int16_t *kbs = xmalloc((T * K / 16 + 1) * 2);
+    int8_t *xq = xmalloc(T * K);
+    for (size_t t = 0; t < T; t++) {
+        if (q8k) ak_f32_quantize_q8_k__ref(X + t * K, K, kd + t * nbk, kbs + t * K / 16, xq + t * K);
+        else ak_f32_quantize_q8_0__ref(X + t * K, K, xd + t * nb0, xs + t * nb0, xq + t * K);
+        for (size_t k = 0; k < K; k++)
+            xv[t * K + k] = (q8k ? kd[t * nbk + k / 256] : xd[t * nb0 + k / 32]) * xq[t * K + k];
+    }
+    ak__linear_job job = {.W = W, .row_bytes = rb, .K = K, .T = T, .N = N, .X = X, .ldx = K,
+                          .xd = xd, .xo = xs, .xq = xq, .ldq = K, .kd = kd, .kbs = kbs,
+                          .ldy = ldy, .accumulate = acc};
+    guarded_buf g = out_alloc(ny * 4, 4);
+    memcpy(want, y0, ny * 4);
+    memcpy(g.data, y0, ny * 4);
+    ak__linear_job rj = job, kj = job;
+    rj.Y = want, kj.Y = g.data;
+    KERNEL(c, c->ref, ak__kf_linear)(&rj, 0, N);
+    KERNEL(c, c->k, ak__kf_linear)(&kj, 0, N / 3);
+    KERNEL(c, c->k, ak__kf_linear)(&kj, N / 3, N);
+    for (size_t t = 0; t < T; t++)
+        for (size_t n = 0; n < ldy; n++) {
+            float got = ((float *)g.data)[t * ldy + n];
+            char where[160];
+            snprintf(where, sizeof where, "%s N=%zu K=%zu T=%zu acc=%d Y[%zu][%zu]",
+                     ak_wtype_name(w), N, K, T, acc, t, n);
+            if (n >= N) {
+                if (memcmp(&got, &y0[t * ldy + n], 4) != 0)
+                    fail_msg("%s %s %s: wrote the padding", c->k->name, c->info->name, where);
+                continue;
+            }
+            double wmax = 0, mag = acc ? fabs(y0[t * ldy + n]) : 0;
+            for (size_t k = 0; k < K; k++) wmax = fmax(wmax, fabs(wd[n * K + k]));
+            for (size_t k = 0; k < K; k++)
+                mag += (fabs(wd[n * K + k]) + 2 * wmax) * fabs(xv[t * K + k]);
+            expect_within(c, got, want[t * ldy + n],
+                          4.0 * mag * FLT_EPSILON * (double)(K + 2) + 1e-30, where);
+        }
+    expect_guards(c, &g, N);
+    guarded_free(&g);
+    free(wf), free(wd), free(X), free(xv), free(y0), free(want), free(W);
+    free(xd), free(kd), free(xs), free(kbs), free(xq);
+}
+
+static void check_kquant_linear(const sweep_case *c) {
+    ak_wtype w = kquant_wtype_of(c->info->elem);
+    static const size_t Ns[] = {1, 4, 7, 16, 33}, Ts[] = {1, 2, 3, 5, 7, 13};
+    size_t unit = ak__kquant_uses_q8_k(w) ? 256 : 32, Ks[] = {unit, 2 * unit, 3 * unit, 8 * 32};
+    uint64_t seed = 19;
+    for (size_t n = 0; n < sizeof Ns / sizeof *Ns; n++)
+        for (size_t t = 0; t < sizeof Ts / sizeof *Ts; t++)
+            check_kquant_linear_at(c, w, Ns[n], Ks[(n + t) % 4], Ts[t], (int)((n + t) & 1), &seed);
+}
+
+/* Q8_K activations: scales, sums of 16 and values bit for bit, with zeros, ties, an
+ * all-zero block and a block holding an infinity */
+static void check_quantize_xk(const sweep_case *c) {
+    uint64_t seed = 20;
+    for (size_t K = 0; K <= 2048; K += 256) {
+        size_t nb = K / 256;
+        float *x = xmalloc(K * 4 + 4), *wd = xmalloc(nb * 4 + 4);
+        int16_t *ws = xmalloc(nb * 32 + 2);
+        int8_t *wq = xmalloc(K + 1);
+        fill_random("F32", x, K, &seed, (float)(K + 1));
+        if (K >= 768) {
+            x[5] = 0, x[40] = -x[41];
+            memset(x + 256, 0, 256 * 4);
+            x[600] = (K == 768) ? INFINITY : -INFINITY;
+            x[601] = -x[602] * 3; /* the largest magnitude appears with both signs */
+            x[603] = -x[601];
+        }
+        guarded_buf gd = out_alloc(nb * 4, 4), gs = out_alloc(nb * 32, 2), gq = out_alloc(K, 1);
+        KERNEL(c, c->ref, ak__kf_quantize_xk)(x, K, wd, ws, wq);
+        KERNEL(c, c->k, ak__kf_quantize_xk)(x, K, gd.data, gs.data, gq.data);
+        expect_same_bytes(c, gd.data, wd, nb * 4, K, " scales");
+        expect_same_bytes(c, gs.data, ws, nb * 32, K, " sums of 16");
+        expect_same_bytes(c, gq.data, wq, K, K, " values");
+        expect_guards(c, &gd, K), expect_guards(c, &gs, K), expect_guards(c, &gq, K);
+        guarded_free(&gd), guarded_free(&gs), guarded_free(&gq);
+        free(x), free(wd), free(ws), free(wq);
+    }
+}
+
 static void call_optim(const sweep_case *c, const ak__kernels *t, const ak__optim_coef *co,
                        float *p, const float *g, float *m, float *v, size_t n, double sums[2]) {
     const char *type = c->info->type;
@@ -791,6 +909,7 @@ static const checker checkers[] = {
     {"widen", check_widen},         {"dot_rows", check_dot_rows},
     {"madd_rows", check_madd_rows}, {"sgemm", check_sgemm},
     {"linear", check_linear},       {"quantize_x", check_quantize_x},
+    {"kquant_linear", check_kquant_linear}, {"quantize_xk", check_quantize_xk},
     {"optim", check_optim},         {"softmax", check_softmax},
     {"swiglu", check_swiglu},       {"rope", check_rope},
     {"softcap", check_softcap},     {"gelu", check_gelu},

@@ -81,6 +81,7 @@ void ak__quantize_row_ref(ak_wtype wtype, const float *src, void *dst, size_t K)
         for (size_t i = 0; i < K / AK__QK; i++)
             quantize_block_q4_0(src + i * AK__QK, (ak__block_q4_0 *)dst + i);
         break;
+    default: break; /* the super-block types: kernels/ref/kquant_ref.c */
     }
 }
 
@@ -113,6 +114,7 @@ void ak__dequantize_row_ref(ak_wtype wtype, const void *src, float *dst, size_t 
             }
         }
         break;
+    default: break; /* the super-block types: kernels/ref/kquant_ref.c */
     }
 }
 

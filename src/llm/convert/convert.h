@@ -9,6 +9,7 @@
 
 #include "accelkit/llm.h"
 #include "llm/base/hparams.h"
+#include "llm/base/tensor_names.h"
 
 /* What happens to the rows of a tensor on the way. GGUF `llama` stores q/k rows so that
  * RoPE rotates adjacent pairs; Hugging Face rotates halves. Within each head of hd rows,
@@ -48,18 +49,45 @@ ak_status ak__cv_dst_bytes(const ak__cv_tensor *t, uint64_t *bytes);
 typedef ak_status (*ak__cv_sink)(void *ctx, const void *data, size_t bytes);
 ak_status ak__cv_stream(const ak__cv_tensor *t, ak__cv_sink sink, void *ctx);
 
-/* Parses "f32", "f16", "bf16", "q8_0", "q4_0"; *has = 0 for NULL/"auto" (keep). */
-ak_status ak__cv_parse_type(const char *text, int *has, ak_wtype *type);
 
 /* Llama 3.1 RoPE frequency factors (head_dim/2 of them), as Meta's reference and
  * llama.cpp's converter compute them for rope_freqs.weight. */
 void ak__cv_llama3_factors(const ak__llm_hparams *hp, float *factors);
 
+/* llama.cpp's quantization presets (quant_mix.c): a base type and a per-tensor mix. */
+typedef enum ak__cv_preset {
+    AK_CV_PLAIN = 0, /* every matrix in one type */
+    AK_CV_Q2_K, AK_CV_Q3_K_S, AK_CV_Q3_K_M, AK_CV_Q3_K_L, AK_CV_Q4_K_S, AK_CV_Q4_K_M,
+    AK_CV_Q5_K_S, AK_CV_Q5_K_M, AK_CV_Q6_K, AK_CV_IQ4_NL, AK_CV_IQ4_XS
+} ak__cv_preset;
+
+/* Where a matrix sits, for the mix. */
+typedef struct ak__cv_mix_ctx {
+    ak__tensor_role role;
+    int layer, n_layers, n_gqa; /* n_gqa = n_heads / n_kv_heads */
+    int tied;                   /* the embedding is also the output */
+    uint64_t row_len;           /* elements per row (dims[0]) */
+} ak__cv_mix_ctx;
+
+/* 1 and the preset and its base type when `text` names one ("q4_k_m", ...). */
+int ak__cv_preset_parse(const char *text, ak__cv_preset *preset, ak_wtype *base);
+/* llama.cpp's LLAMA_FTYPE_MOSTLY_* of a preset. */
+uint32_t ak__cv_preset_file_type(ak__cv_preset preset);
+/* The storage type llama.cpp's preset gives this matrix; *fell_back = 1 when its rows are
+ * not whole blocks of that type and a fallback type was taken. */
+ak_wtype ak__cv_preset_type(ak__cv_preset preset, ak_wtype base, const ak__cv_mix_ctx *m,
+                            int *fell_back);
+
+/* Parses "f32", "f16", "bf16", "q8_0", "q4_0" or a preset name (*preset, its base type
+ * in *type); *has = 0 for NULL/"auto" (keep). */
+ak_status ak__cv_parse_type(const char *text, int *has, ak_wtype *type, ak__cv_preset *preset);
+
 /* GGUF general.file_type (llama.cpp's LlamaFileType) of a storage type. */
 uint32_t ak__cv_file_type(ak_wtype t);
 
 /* The two directions (convert.c chooses by what src is). */
-ak_status ak__convert_hf_to_gguf(const char *src, const char *dst, int has_type, ak_wtype type);
+ak_status ak__convert_hf_to_gguf(const char *src, const char *dst, int has_type, ak_wtype type,
+                                 ak__cv_preset preset);
 ak_status ak__convert_gguf_to_hf(const char *src, const char *dst, int has_type, ak_wtype type);
 
 #endif /* AK_LLM_CONVERT_H */

@@ -113,21 +113,28 @@ ak_status ak__cv_stream(const ak__cv_tensor *t, ak__cv_sink sink, void *ctx) {
     return st;
 }
 
-ak_status ak__cv_parse_type(const char *text, int *has, ak_wtype *type) {
+ak_status ak__cv_parse_type(const char *text, int *has, ak_wtype *type, ak__cv_preset *preset) {
     static const struct {
         const char *name;
         ak_wtype type;
     } names[] = {{"f32", AK_WTYPE_F32}, {"f16", AK_WTYPE_F16}, {"bf16", AK_WTYPE_BF16},
                  {"q8_0", AK_WTYPE_Q8_0}, {"q4_0", AK_WTYPE_Q4_0}};
     *has = 0;
+    *preset = AK_CV_PLAIN;
     if (!text || strcmp(text, "auto") == 0) return AK_OK;
+    if (ak__cv_preset_parse(text, preset, type)) {
+        *has = 1;
+        return AK_OK;
+    }
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(text, names[i].name) == 0) {
             *has = 1;
             *type = names[i].type;
             return AK_OK;
         }
-    return AK_FAIL(AK_ERR_INVALID_ARG, "output type '%s' (f32, f16, bf16, q8_0, q4_0)", text);
+    return AK_FAIL(AK_ERR_INVALID_ARG, "output type '%s' (f32, f16, bf16, q8_0, q4_0, q2_k, "
+                   "q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, iq4_nl, iq4_xs)",
+                   text);
 }
 
 /* In float32 throughout, as the reference computes it with torch tensors. */

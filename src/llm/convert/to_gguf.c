@@ -6,7 +6,8 @@
  *   post_attention_layernorm → blk.N.ffn_norm, mlp.{gate,up,down}_proj → blk.N.ffn_{...}.
  * Llama/Mistral q and k rows are permuted to GGUF `llama`'s adjacent-pair RoPE layout
  * (convert.h); Qwen2 keeps rotate-half (GGUF `qwen2`). Matrices take the output type
- * (f16 when a quantized type does not fit the row length); norms and biases stay f32.
+ * (f16 when a quantized type does not fit the row length), or llama.cpp's per-tensor mix
+ * of a preset such as q4_k_m (quant_mix.c); norms and biases stay f32.
  * Llama 3.1 RoPE scaling becomes a rope_freqs.weight tensor of per-frequency factors. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@ typedef struct to_gguf {
     int permute;          /* llama/mistral: q/k rows to adjacent pairs */
     int has_type;
     ak_wtype type;
+    ak__cv_preset preset; /* llama.cpp's per-tensor mix, or AK_CV_PLAIN */
     ak__cv_plan plan;
     float *rope_freqs;
     ak__gguf_writer *w;
@@ -46,8 +48,18 @@ static ak_status check_shape(const char *name, const ak__tensor_view *v, uint64_
     return AK_OK;
 }
 
-/* The output type, or f16 (as llama.cpp does) when rows are not whole quantized blocks. */
-static ak_wtype matrix_type(to_gguf *c, const ak__tensor_view *v) {
+/* The output type, or f16 (as llama.cpp does) when rows are not whole quantized blocks;
+ * a preset's type for this role and layer (quant_mix.c). */
+static ak_wtype matrix_type(to_gguf *c, const ak__tensor_view *v, ak__tensor_role role, int layer) {
+    if (c->preset != AK_CV_PLAIN) {
+        int n_kv = c->hp.n_kv_heads > 0 ? c->hp.n_kv_heads : 1, fell_back = 0;
+        ak__cv_mix_ctx m = {.role = role, .layer = layer, .n_layers = c->hp.n_layers,
+                            .n_gqa = c->hp.n_heads / n_kv, .tied = c->hp.tied_output,
+                            .row_len = v->dims[0]};
+        ak_wtype t = ak__cv_preset_type(c->preset, c->type, &m, &fell_back);
+        c->n_fallback += fell_back;
+        return t;
+    }
     ak_wtype t = c->has_type ? c->type : v->type;
     if ((t == AK_WTYPE_Q8_0 || t == AK_WTYPE_Q4_0) && v->dims[0] % 32 != 0) {
         c->n_fallback++;
@@ -68,7 +80,7 @@ static ak_status plan(to_gguf *c, ak__tensor_role role, int i, uint64_t d0, uint
         return AK_FAIL(AK_ERR_INVALID_MODEL, "%s lacks the tensor '%s'", c->src, hf_name);
     AK_CHECK(st);
     AK_CHECK(check_shape(hf_name, &v, d0, d1));
-    ak_wtype t = d1 ? matrix_type(c, &v) : AK_WTYPE_F32;
+    ak_wtype t = d1 ? matrix_type(c, &v, role, i) : AK_WTYPE_F32;
     int permute = ak__tensor_names[role].rows_rotated;
     ak__cv_rows rows = permute && c->permute ? AK_CV_ROWS_TO_PAIRS : AK_CV_ROWS_SAME;
     return ak__cv_plan_add(&c->plan, gguf_name, &v, t, rows, c->hp.head_dim);
@@ -113,7 +125,8 @@ static ak_status make_plan(to_gguf *c) {
     for (int i = 0; i < c->hp.n_layers; i++) AK_CHECK(plan_layer(c, i));
     if (c->n_fallback)
         AK_LOG_WARN(AK_SUBSYS_LLM, "convert: %d matrices have rows that are not whole blocks "
-                    "of 32: stored as f16", c->n_fallback);
+                    "of their type: stored as %s", c->n_fallback,
+                    c->preset != AK_CV_PLAIN ? "iq4_nl, q8_0 or f16 (as llama.cpp)" : "f16");
     return AK_OK;
 }
 
@@ -152,7 +165,9 @@ static ak_status write_general(to_gguf *c) {
     ak__tensor_name_gguf(AK_T_Q, 0, q0, sizeof q0);
     for (size_t i = 0; i < c->plan.n; i++)
         if (strcmp(c->plan.t[i].name, q0) == 0) ft = c->plan.t[i].dst_type;
-    return ak__gguf_kv_u32(c->w, "general.file_type", ak__cv_file_type(ft));
+    uint32_t file_type = c->preset != AK_CV_PLAIN ? ak__cv_preset_file_type(c->preset)
+                                                  : ak__cv_file_type(ft);
+    return ak__gguf_kv_u32(c->w, "general.file_type", file_type);
 }
 
 static ak_status write_llama3_keys(to_gguf *c) {
@@ -292,12 +307,14 @@ static ak_status open_source(to_gguf *c) {
     return AK_OK;
 }
 
-ak_status ak__convert_hf_to_gguf(const char *src, const char *dst, int has_type, ak_wtype type) {
+ak_status ak__convert_hf_to_gguf(const char *src, const char *dst, int has_type, ak_wtype type,
+                                 ak__cv_preset preset) {
     to_gguf c;
     memset(&c, 0, sizeof c);
     c.src = src;
     c.has_type = has_type;
     c.type = type;
+    c.preset = preset;
     ak_status st;
     AK_CHECK_GOTO(st, open_source(&c));
     AK_CHECK_GOTO(st, make_plan(&c));

@@ -1,6 +1,6 @@
 /* GGUF → Hugging Face folder: config.json, model.safetensors, tokenizer.json and
  * tokenizer_config.json — the inverse of to_gguf.c. GGUF `llama` q/k rows go back to
- * rotate-half order; q8_0/q4_0 weights are dequantized (to f32, or the type asked for);
+ * rotate-half order; quantized weights (q8_0, q4_0, the k-quants, iq4) are dequantized (to f32, or the type asked for);
  * f32/f16/bf16 stay as they are unless a type is asked for. A rope_freqs.weight tensor
  * becomes Llama 3.1 rope_scaling: from the accelkit.rope.llama3.* keys that to_gguf.c
  * writes, or else fitted to the factors (refused when no llama3 setting reproduces them). */
@@ -37,7 +37,8 @@ typedef struct to_hf {
 static ak_wtype hf_type(const to_hf *c, ak_wtype src, int matrix) {
     if (!matrix) return AK_WTYPE_F32;
     if (c->has_type) return c->type;
-    return src == AK_WTYPE_Q8_0 || src == AK_WTYPE_Q4_0 ? AK_WTYPE_F32 : src;
+    /* safetensors hold float types only: quantized weights become f32 */
+    return src == AK_WTYPE_F16 || src == AK_WTYPE_BF16 ? src : AK_WTYPE_F32;
 }
 
 /* Role's tensor of layer i (ignored for a global role) from the GGUF into the plan under

@@ -319,10 +319,13 @@ ak_status ak__gguf_tensor_view(const ak_gguf *g, const char *name, ak__tensor_vi
     AK_CHECK(ak_gguf_tensor_by_name(g, name, &t));
     switch (t.type) {
     case AK_GGML_F32: case AK_GGML_F16: case AK_GGML_BF16: case AK_GGML_Q8_0: case AK_GGML_Q4_0:
+    case AK_GGML_Q2_K: case AK_GGML_Q3_K: case AK_GGML_Q4_K: case AK_GGML_Q5_K: case AK_GGML_Q6_K:
+    case AK_GGML_Q8_K: case AK_GGML_IQ4_NL: case AK_GGML_IQ4_XS:
         break;
     default:
         return AK_FAIL(AK_ERR_UNSUPPORTED, "GGUF tensor '%s' has ggml type %u (supported: f32, "
-                       "f16, bf16, q8_0, q4_0)", name, t.type);
+                       "f16, bf16, q8_0, q4_0, q2_K, q3_K, q4_K, q5_K, q6_K, q8_K, iq4_nl, iq4_xs)",
+                       name, t.type);
     }
     out->type = (ak_wtype)t.type;
     out->n_dims = t.n_dims;

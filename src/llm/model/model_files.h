@@ -10,7 +10,8 @@
  * AK_ERR_INVALID_MODEL naming the key when one is missing or out of range. */
 ak_status ak__gguf_hparams(const ak_gguf *g, ak__llm_hparams *hp);
 /* The tensor `name` as a view; AK_ERR_INVALID_ARG when absent, AK_ERR_UNSUPPORTED for a
- * storage type other than f32/f16/bf16/q8_0/q4_0. */
+ * storage type other than f32/f16/bf16/q8_0/q4_0 and the super-block types (q2_K … q6_K,
+ * q8_K, iq4_nl, iq4_xs). */
 ak_status ak__gguf_tensor_view(const ak_gguf *g, const char *name, ak__tensor_view *out);
 
 #endif /* AK_LLM_MODEL_FILES_H */
