@@ -131,7 +131,7 @@ TYPES = {
     # quantize activations to q8_K blocks of 256 (one scale per 256 values where q8_0 has
     # one per 32), so an activation on a rounding boundary moves its row more; measured
     # worst rows (llama, qwen2; llama.cpp's q4_k_m of every arch) in the comments, bounds
-    # ~3x the worst k-quant row (2.7e-2)
+    # ~3x the worst k-quant row (2.7e-2: qwen2 q3_k_m, q4_k_s)
     "q4_k_m": Tol(tol=8e-2, agree=0.9, exact=False, block=256),  # 3.6e-3 .. 2.0e-2
     "q5_k_m": Tol(tol=8e-2, agree=0.9, exact=False, block=256),  # 8.8e-3 .. 2.0e-2
     "q6_k": Tol(tol=8e-2, agree=0.9, exact=False, block=256),    # 4.3e-3 .. 1.2e-2
@@ -139,6 +139,10 @@ TYPES = {
     "q2_k": Tol(tol=8e-2, agree=0.9, exact=False, block=256),    # 4.8e-7 .. 1.8e-2
     "iq4_nl": Tol(tol=8e-2, agree=0.9, exact=False, block=256),  # 1.2e-2 .. 2.1e-2
     "iq4_xs": Tol(tol=8e-2, agree=0.9, exact=False, block=256),  # 5.0e-7 .. 1.4e-2
+    "q3_k_s": Tol(tol=8e-2, agree=0.9, exact=False, block=256),  # 4.1e-7 .. 2.2e-2
+    "q3_k_l": Tol(tol=8e-2, agree=0.9, exact=False, block=256),  # 1.7e-2 .. 2.4e-2
+    "q4_k_s": Tol(tol=8e-2, agree=0.9, exact=False, block=256),  # 1.3e-2 .. 2.7e-2
+    "q5_k_s": Tol(tol=8e-2, agree=0.9, exact=False, block=256),  # 1.3e-2 .. 2.2e-2
 }
 # architectures whose GELU llama.cpp computes through a table of f16 values (ggml's CPU
 # GELU of f32 looks x up in a 64K-entry f16 table: each activation off by up to ~5e-4
@@ -159,7 +163,8 @@ FULL_ARCHS = ["llama", "qwen2"]
 CORE_TYPES = ["f32", "q8_0"]
 LLAMACPP_ONLY = ["q4_k_m"]
 CASES = [(a, t) for a in ARCHS for t in TYPES if a in FULL_ARCHS or t in CORE_TYPES]
-PRESETS = {"q4_k_m", "q5_k_m", "q6_k", "q3_k_m", "q2_k", "iq4_nl", "iq4_xs"}
+PRESETS = {"q4_k_m", "q5_k_m", "q6_k", "q3_k_m", "q2_k", "iq4_nl", "iq4_xs", "q3_k_s",
+           "q3_k_l", "q4_k_s", "q5_k_s"}
 # llama_model_quantize of each FULL_ARCHS model's f32 file: pure (one type for every matrix)
 # for the plain types, llama.cpp's own mix for the presets; accelkit's logits on it are
 # also compared with those on accelkit's own file of the type
