@@ -72,6 +72,11 @@ static int cpu_feature_avx512vnni(void) {
     return __builtin_cpu_supports("avx512vnni");
 }
 
+static int cpu_feature_avx512bf16(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16");
+}
+
 static void fill_ref(ak__kernels *k) {
     memset(k, 0, sizeof *k);
     k->name = "ref";

@@ -269,6 +269,29 @@ static ak_status restride_x(ak__linear_job *job) {
     return AK_OK;
 }
 
+/* bf16 weights, T >= 2: the activations rounded to bf16 (xb) and widened back (X), as
+ * llama.cpp computes bf16 matrix products, so that CPUs with AVX512-BF16 take two
+ * products per lane and instruction (vdpbf16ps) and every variant computes the same
+ * products (see ak__linear_job.xb). */
+static ak_status round_x_bf16(const ak__kernels *k, ak__linear_job *job) {
+    size_t ld = unaliased(job->K * sizeof(float)) / sizeof(float);
+    size_t ldb = (job->K + 31) / 32 * 32; /* 64-byte rows */
+    ldb = unaliased(ldb * sizeof(uint16_t)) / sizeof(uint16_t);
+    void *buf = NULL;
+    AK_CHECK(scratch_get(job->T * (ld * sizeof(float) + ldb * sizeof(uint16_t)), &buf));
+    float *x = buf;
+    uint16_t *xb = (uint16_t *)(x + job->T * ld);
+    for (size_t t = 0; t < job->T; t++) {
+        k->f32_to_bf16(xb + t * ldb, job->X + t * job->ldx, job->K);
+        k->bf16_to_f32(x + t * ld, xb + t * ldb, job->K);
+    }
+    job->X = x;
+    job->ldx = ld;
+    job->xb = xb;
+    job->ldxb = ldb;
+    return AK_OK;
+}
+
 /* ---- splitting the work: the rows of all matrices over the threads --------------------- */
 
 enum { MAX_MULTI = 8 }; /* matrices of one ak_linear_multi call */
@@ -315,6 +338,7 @@ static void run_columns(par_ctx *c, ak_threadpool *pool) {
 static ak_status prepare_input(const ak__kernels *k, ak_wtype wtype, ak__linear_job *job) {
     if (ak__kquant_uses_q8_k(wtype)) return quantize_x_k(k, job);
     if (is_quantized(wtype)) return quantize_x(k, wtype, job);
+    if (wtype == AK_WTYPE_BF16 && job->T >= 2) return round_x_bf16(k, job);
     return restride_x(job);
 }
 

@@ -41,6 +41,13 @@ typedef struct ak__linear_job {
     size_t N;          /* rows of W (the driver's; kernels get their range [n0, n1)) */
     const float *X;    /* (T, K) f32 activations, row stride ldx (f32/f16/bf16 weights) */
     size_t ldx;
+    /* bf16 weights with T >= 2: the activations rounded to bf16 (round to nearest even, as
+     * ggml's f32 -> bf16) at xb + t·ldxb, and X holds exactly their widened values, so a
+     * kernel may read either (AVX512-BF16 dot products read xb). NULL otherwise: T = 1
+     * keeps f32 activations (decode is bound by the weights' bandwidth, the rounding would
+     * buy nothing there). */
+    const uint16_t *xb;
+    size_t ldxb;
     /* quantized activations (Q8_0/Q4_0 weights), token t's K/32 blocks: the scales (f16
      * widened) at xd + t·ldq/32, the K values at xq + t·ldq, and at xo + t·ldq/32 each
      * block's offset term for dot products with unsigned weight bytes, −8·Σq for Q4_0

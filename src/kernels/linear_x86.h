@@ -723,6 +723,9 @@ _Static_assert(LX_FLOAT_C <= 6 && LX_QUANT_C <= 6, "LX_TOKENS handles remainders
 #define LX_CAT_(a, b) a##b
 #define LX_CAT(a, b) LX_CAT_(a, b)
 #define LX_NAME(what) LX_CAT(what, LX_ISA)
+/* LX_TILES_ONLY: the includer takes the tiles and drivers above for a kernel of its own
+ * (kernels/x86/linear_bf16_avx512.c) and defines none of these */
+#ifndef LX_TILES_ONLY
 LX_FLOAT_KERNEL(LX_NAME(ak_f32_linear__), AK__LIN_F32)
 LX_FLOAT_KERNEL(LX_NAME(ak_f16_linear__), AK__LIN_F16)
 LX_FLOAT_KERNEL(LX_NAME(ak_bf16_linear__), AK__LIN_BF16)
@@ -767,5 +770,7 @@ void LX_NAME(ak_f32_quantize_q8_0__)(const float *x, size_t K, float *d, int32_t
         d[i] = _cvtsh_ss(_cvtss_sh(di, _MM_FROUND_TO_NEAREST_INT));
     }
 }
+
+#endif /* LX_TILES_ONLY */
 
 #endif /* AK_KERNELS_LINEAR_X86_H */

@@ -141,7 +141,10 @@ static void store_y(const ak__linear_job *j, size_t t, size_t n, double dot) {
     *y = j->accumulate ? (float)((double)*y + dot) : (float)dot;
 }
 
-/* Weights widened element by element: f32, f16, bf16. */
+/* Weights widened element by element: f32, f16, bf16. For bf16 weights with T >= 2 the
+ * driver has rounded the activations to bf16 and X holds their widened values
+ * (ak__linear_job.xb), so this is exactly the arithmetic of the AVX512-BF16 kernel's
+ * products (bf16 × bf16, exact), summed in double instead of f32. */
 static float weight_at(int slot, const uint8_t *row, size_t k) {
     if (slot == AK__LIN_F32) {
         float w;
