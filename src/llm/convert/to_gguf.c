@@ -305,8 +305,9 @@ static ak_status open_source(to_gguf *c) {
         return AK_FAIL(AK_ERR_INVALID_MODEL, "%s: tokenizer.json has %d tokens, more than the "
                        "model's vocab_size %d", c->src, c->tok->n_vocab, c->hp.n_vocab);
     if (!ak__hp_is_plain_llama(&c->hp) || strcmp(c->hp.arch, "qwen3") == 0)
-        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: converting %s is not implemented (llama, "
-                       "mistral, qwen2)", c->src, c->hp.arch);
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: converting %s with these features is not "
+                       "implemented (llama, qwen2, mistral without a sliding window)", c->src,
+                       c->hp.arch);
     int qwen2 = strcmp(c->hp.arch, "qwen2") == 0;
     c->arch = qwen2 ? "qwen2" : "llama"; /* Mistral is GGUF `llama`, as in llama.cpp */
     c->permute = !qwen2;

@@ -289,8 +289,9 @@ static ak_status open_source(to_hf *c) {
     AK_CHECK(ak_gguf_open(c->src, &c->g));
     AK_CHECK(ak__gguf_hparams(c->g, &c->hp));
     if (!ak__hp_is_plain_llama(&c->hp) || strcmp(c->hp.arch, "qwen3") == 0)
-        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: converting %s is not implemented (llama, "
-                       "mistral, qwen2)", c->src, c->hp.arch);
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: converting %s with these features is not "
+                       "implemented (llama, qwen2, mistral without a sliding window)", c->src,
+                       c->hp.arch);
     if (strcmp(c->hp.arch, "granite") == 0)
         return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: granite models have no Hugging Face Llama "
                        "equivalent", c->src);
