@@ -625,6 +625,7 @@ static linear_data linear_make(ak_wtype w, size_t N, size_t K, size_t T, int acc
     float *xd = xmalloc(T * K / 32 * 4);
     int32_t *xs = xmalloc(T * K / 32 * 4), *xo = xmalloc(T * K / 32 * 4);
     int8_t *xq = xmalloc(T * K);
+    memset(xs, 0, T * K / 32 * 4); /* K off the blocks (float weights) leaves some unused */
     for (size_t t = 0; t < T; t++) {
         ak_f32_quantize_q8_0__ref(X + t * d.job.ldx, K, xd + t * K / 32, xs + t * K / 32,
                                   xq + t * K);
