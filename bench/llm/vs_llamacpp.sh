@@ -1,9 +1,9 @@
 #!/bin/bash
-# vs_llamacpp.sh [MODEL_DIR]: llama.cpp (the peer) on the issue-7 benchmark models —
+# vs_llamacpp.sh [MODEL_DIR]: llama.cpp (the peer) on the LLM benchmark models —
 # prompt processing of 128 tokens (pp128), single-stream decode (tg) and batched decode of
 # SEQS sequences together (bd: one token of each per step, tokens/s over all of them), with
 # 1 and 2 threads, for the GGUF files of bench/llm/make-bench-models (f32, f16, bf16, q8_0,
-# q4_0; any other type whose llama-134m-TYPE.gguf exists can be named in TYPES). The last
+# q4_0, q4_k_m, q6_k; any type make-bench-models writes can be named in TYPES). The last
 # columns are accelkit ÷ llama.cpp.
 #
 # llama.cpp is not packaged in Debian 12; its prebuilt CPU libraries come from the npm
@@ -17,7 +17,7 @@
 #
 # Environment: REPS (default 3, medians), N_GEN (decode tokens, default 64; per sequence for
 # bd), SEQS (default 16; 0 leaves bd out), THREADS (default "1 2"),
-# TYPES (default "f32 f16 bf16 q8_0 q4_0"), AK_BIN (default build/ak).
+# TYPES (default "f32 f16 bf16 q8_0 q4_0 q4_k_m q6_k"), AK_BIN (default build/ak).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -27,7 +27,7 @@ REPS=${REPS:-3}
 N_GEN=${N_GEN:-64}
 THREADS=${THREADS:-1 2}
 SEQS=${SEQS:-16}
-TYPES=${TYPES:-f32 f16 bf16 q8_0 q4_0}
+TYPES=${TYPES:-f32 f16 bf16 q8_0 q4_0 q4_k_m q6_k}
 AK_BIN=${AK_BIN:-$root/build/ak}
 
 install_peer() {
@@ -69,7 +69,9 @@ ratio() { /usr/bin/python3 -c "import sys; a, b = sys.argv[1:]; print('-' if '-'
 
 main() {
   install_peer
-  [ -f "$models/llama-134m-q4_0.gguf" ] || "$here/make-bench-models" "$models" >&2
+  local type missing=""
+  for type in $TYPES; do [ -f "$models/llama-134m-$type.gguf" ] || missing="$missing $type"; done
+  [ -z "$missing" ] || BENCH_TYPES="$missing" AK_BIN="$AK_BIN" "$here/make-bench-models" "$models" >&2
   echo "llama.cpp (libllama of node-llama-cpp 3.22.1); model: 134 M Llama (dim 768, 12 layers, FFN 2048, vocab 32000)"
   echo "pp = prompt 128 tokens in one batch, tg = decode $N_GEN tokens one at a time, bd = $SEQS sequences decoded together ($N_GEN steps of one token each); medians of $REPS; $(nproc) cores"
   # the lock keeps builds out, not other benchmarks: a busy machine shows in the load
@@ -79,7 +81,6 @@ main() {
   printf "$row" type thr "llama pp" "llama tg" "llama bd" "GB/s" "ak pp" "ak tg" "ak bd" "pp x" "tg x" "bd x"
   for type in $TYPES; do
     model="$models/llama-134m-$type.gguf"
-    [ -f "$model" ] || { echo "$type: no $model (bench/llm/make-bench-models writes it)"; continue; }
     bytes=$(weight_bytes "$model")
     for t in $THREADS; do
       read -r lpp ltg lbd < <(peer "$model" "$t")
