@@ -824,12 +824,16 @@ static void check_kquant_linear_at(const sweep_case *c, ak_wtype w, size_t N, si
 
 static void check_kquant_linear(const sweep_case *c) {
     ak_wtype w = kquant_wtype_of(c->info->elem);
-    static const size_t Ns[] = {1, 4, 7, 16, 33}, Ts[] = {1, 2, 3, 5, 7, 13};
-    size_t unit = ak__kquant_uses_q8_k(w) ? 256 : 32, Ks[] = {unit, 2 * unit, 3 * unit, 8 * 32};
+    /* T: 1-3 (the per-token paths), then tiles of 4 tokens per vector with every count of
+     * groups of 4 and partial groups (5, 7, 10, 13, 20 = 16 + 4); K up to 5 super-blocks
+     * (more than one K chunk of the interleaved tiles) */
+    static const size_t Ns[] = {1, 4, 7, 16, 33}, Ts[] = {1, 2, 3, 5, 7, 10, 13, 20};
+    size_t unit = ak__kquant_uses_q8_k(w) ? 256 : 32;
+    size_t Ks[] = {unit, 2 * unit, 3 * unit, 8 * 32, 5 * unit};
     uint64_t seed = 19;
     for (size_t n = 0; n < sizeof Ns / sizeof *Ns; n++)
         for (size_t t = 0; t < sizeof Ts / sizeof *Ts; t++)
-            check_kquant_linear_at(c, w, Ns[n], Ks[(n + t) % 4], Ts[t], (int)((n + t) & 1), &seed);
+            check_kquant_linear_at(c, w, Ns[n], Ks[(n + t) % 5], Ts[t], (int)((n + t) & 1), &seed);
 }
 
 /* Q8_K activations: scales, sums of 16 and values bit for bit, with zeros, ties, an

@@ -419,8 +419,153 @@ KQ_AI void kq_linear_t1(ak_wtype wt, const ak__linear_job *j, size_t n0, size_t 
     }
 }
 
+#if KQ_VNNI
+/* ---- VNNI, T >= 4: 4 tokens in the lanes of one vpdpbusd (Q4_K, Q6_K) ----
+ * The decoded path above spends a maddubs and a vpdpwssd per 32 values and token. Here,
+ * as for Q8_0/Q4_0 (kernels/linear_x86.h), the 8 int32 lanes of one vpdpbusd belong to 4
+ * tokens: lane i (< 4) sums token i's values 4c..4c+3 of a 32-value sub-block, lane 4+i
+ * its values 16+4c..16+4c+3, against the weight levels' dword c of each 128-bit half
+ * broadcast by vpshufd. Four vpdpbusd cover a sub-block for 4 tokens; its lanes 0-3 then
+ * hold group 2s (values 0-15) and lanes 4-7 group 2s+1, so one vpmulld by
+ * [sc_2s ×4, sc_2s+1 ×4] applies the scales in integer (exact: |sum| < 2^31). The mins
+ * (or Q6_K's offset 32·sc) meet the activation sums of 16, interleaved the same way, in
+ * 4 vpdpwssd; the float side is paid once per super-block, row and 4 tokens. Lanes i and
+ * 4+i are added when a row is stored. The activations of 4 tokens are interleaved (a 4×4
+ * dword transpose per half) per chunk of K into a buffer on the stack that stays in L1
+ * while the rows of a block of weights (kept in L2) pass under it. */
+
+#define KQ_IG 4  /* groups of 4 tokens per pass over a row: 16 tokens share a block's decode */
+#define KQ_IKB 4 /* super-blocks per K chunk: 4 groups × 4.6 KiB in L1 */
+
+/* One group of 4 tokens, one chunk of super-blocks, interleaved: per super-block, per
+ * sub-block of 32, 4 vectors (dword c of every half of each token); the sums of 16 as 4
+ * vectors the same way (dword s = the pair of sums of sub-block s); the 4 scales. Tokens
+ * past T are zeros. */
+typedef struct kq_igroup {
+    _Alignas(32) int8_t q[KQ_IKB][8][4][32];
+    _Alignas(32) int16_t bs[KQ_IKB][4][16];
+    _Alignas(16) float d[KQ_IKB][4];
+} kq_igroup;
+
+/* Per 128-bit half: rows = the 4 vectors (tokens), columns = dwords; transposed into dst. */
+KQ_AI void kq_transpose4(const __m256i v[4], void *dst) {
+    __m256i a0 = _mm256_unpacklo_epi32(v[0], v[1]), a1 = _mm256_unpackhi_epi32(v[0], v[1]);
+    __m256i a2 = _mm256_unpacklo_epi32(v[2], v[3]), a3 = _mm256_unpackhi_epi32(v[2], v[3]);
+    __m256i *o = dst;
+    _mm256_store_si256(o, _mm256_unpacklo_epi64(a0, a2));
+    _mm256_store_si256(o + 1, _mm256_unpackhi_epi64(a0, a2));
+    _mm256_store_si256(o + 2, _mm256_unpacklo_epi64(a1, a3));
+    _mm256_store_si256(o + 3, _mm256_unpackhi_epi64(a1, a3));
+}
+
+/* Tokens [t, t + 4) ∩ [0, T), super-blocks [kb, kb + nb) of the job's Q8_K activations
+ * into g. */
+KQ_AI void kq_interleave(const ak__linear_job *j, size_t t, size_t kb, size_t nb, kq_igroup *g) {
+    size_t nbk = j->K / AK__QK_K, live = j->T - t < 4 ? j->T - t : 4;
+    for (size_t b = 0; b < nb; b++) {
+        for (int s = 0; s <= 8; s++) { /* s = 8: the sums of 16 */
+            __m256i v[4];
+            for (size_t i = 0; i < 4; i++) {
+                size_t tok = t + i;
+                const void *src = s < 8 ? (const void *)(j->xq + tok * j->ldq + (kb + b) * AK__QK_K + 32 * s)
+                                        : (const void *)(j->kbs + (tok * nbk + kb + b) * 16);
+                v[i] = i < live ? _mm256_loadu_si256((const __m256i *)src) : _mm256_setzero_si256();
+            }
+            kq_transpose4(v, s < 8 ? (void *)g->q[b][s] : (void *)g->bs[b]);
+        }
+        for (size_t i = 0; i < 4; i++) g->d[b][i] = i < live ? j->kd[(t + i) * nbk + kb + b] : 0.0f;
+    }
+}
+
+/* Row n, super-blocks [kb, kb + nb), against the G groups of gs from token t. */
+KQ_AI void kq_irow(ak_wtype wt, int G, const ak__linear_job *j, size_t bsz, size_t n, size_t kb,
+                   size_t nb, const kq_igroup *gs, size_t t, int accumulate) {
+    const uint8_t *row = j->W + n * j->row_bytes + kb * bsz;
+    __m256 acc[KQ_IG];
+    for (int g = 0; g < G; g++) acc[g] = _mm256_setzero_ps();
+    kq_decoded D;
+    for (size_t b = 0; b < nb; b++) {
+        kq_decode(wt, &D, row + b * bsz);
+        __m256i si[KQ_IG];
+        for (int g = 0; g < G; g++) si[g] = _mm256_setzero_si256();
+        for (int s = 0; s < 8; s++) {
+            __m256i wv = _mm256_load_si256((const __m256i *)(const void *)(D.q + 32 * s));
+            __m256i w0 = _mm256_shuffle_epi32(wv, 0x00), w1 = _mm256_shuffle_epi32(wv, 0x55);
+            __m256i w2 = _mm256_shuffle_epi32(wv, 0xaa), w3 = _mm256_shuffle_epi32(wv, 0xff);
+            __m256i sc = _mm256_load_si256((const __m256i *)(const void *)D.scv[s]);
+            sc = _mm256_cvtepi16_epi32(_mm_unpacklo_epi64(_mm256_castsi256_si128(sc),
+                                                          _mm256_extracti128_si256(sc, 1)));
+            for (int g = 0; g < G; g++) {
+                const __m256i *x = (const __m256i *)(const void *)gs[g].q[b][s];
+                __m256i d = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w0, _mm256_load_si256(x));
+                d = _mm256_dpbusd_epi32(d, w1, _mm256_load_si256(x + 1));
+                d = _mm256_dpbusd_epi32(d, w2, _mm256_load_si256(x + 2));
+                d = _mm256_dpbusd_epi32(d, w3, _mm256_load_si256(x + 3));
+                si[g] = _mm256_add_epi32(si[g], _mm256_mullo_epi32(d, sc));
+            }
+        }
+        __m256i mn = _mm256_load_si256((const __m256i *)(const void *)D.mn);
+        __m256i m0 = _mm256_shuffle_epi32(mn, 0x00), m1 = _mm256_shuffle_epi32(mn, 0x55);
+        __m256i m2 = _mm256_shuffle_epi32(mn, 0xaa), m3 = _mm256_shuffle_epi32(mn, 0xff);
+        __m256 dA = _mm256_set1_ps(D.dA), dB = _mm256_set1_ps(D.dB);
+        for (int g = 0; g < G; g++) {
+            const __m256i *bs = (const __m256i *)(const void *)gs[g].bs[b];
+            __m256i m = _mm256_dpwssd_epi32(_mm256_setzero_si256(), m0, _mm256_load_si256(bs));
+            m = _mm256_dpwssd_epi32(m, m1, _mm256_load_si256(bs + 1));
+            m = _mm256_dpwssd_epi32(m, m2, _mm256_load_si256(bs + 2));
+            m = _mm256_dpwssd_epi32(m, m3, _mm256_load_si256(bs + 3));
+            __m256 dx = _mm256_broadcast_ps((const __m128 *)(const void *)gs[g].d[b]);
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(si[g]), _mm256_mul_ps(dA, dx), acc[g]);
+            acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dB, dx), acc[g]);
+        }
+    }
+    for (int g = 0; g < G; g++) {
+        _Alignas(16) float v[4];
+        _mm_store_ps(v, _mm_add_ps(_mm256_castps256_ps128(acc[g]), _mm256_extractf128_ps(acc[g], 1)));
+        size_t tg = t + 4 * (size_t)g, live = j->T - tg < 4 ? j->T - tg : 4;
+        float *y = j->Y + tg * j->ldy + n;
+        for (size_t i = 0; i < live; i++, y += j->ldy) *y = accumulate ? *y + v[i] : v[i];
+    }
+}
+
+/* Blocks of rows (≤ 128 KiB of weights, kept in L2) outer, then K chunks, then tiles of
+ * 16 tokens, whose interleaved activations the block's rows pass under. A chunk after the
+ * first adds to Y. */
+KQ_AI void kq_linear_interleaved(ak_wtype wt, const ak__linear_job *j, size_t n0, size_t n1) {
+    kq_igroup gs[KQ_IG];
+    size_t e = 0, bsz = 0, nball = j->K / AK__QK_K;
+    ak__kquant_block(wt, &e, &bsz);
+    size_t rowb = nball * bsz, nbk = ((size_t)128 << 10) / (rowb ? rowb : 1);
+    nbk = nbk < 1 ? 1 : nbk;
+    for (size_t b0 = n0; b0 < n1; b0 += nbk) {
+        size_t b1 = b0 + nbk < n1 ? b0 + nbk : n1;
+        for (size_t kb = 0; kb < nball; kb += KQ_IKB) {
+            size_t nb = nball - kb < KQ_IKB ? nball - kb : KQ_IKB;
+            int accumulate = kb ? 1 : j->accumulate;
+            for (size_t t = 0; t < j->T; t += 4 * KQ_IG) {
+                size_t groups = (j->T - t + 3) / 4;
+                int G = groups < KQ_IG ? (int)groups : KQ_IG;
+                for (int g = 0; g < G; g++) kq_interleave(j, t + 4 * (size_t)g, kb, nb, &gs[g]);
+                for (size_t n = b0; n < b1; n++) { /* G a constant in each call: unrolled */
+                    if (G == 4) kq_irow(wt, 4, j, bsz, n, kb, nb, gs, t, accumulate);
+                    else if (G == 3) kq_irow(wt, 3, j, bsz, n, kb, nb, gs, t, accumulate);
+                    else if (G == 2) kq_irow(wt, 2, j, bsz, n, kb, nb, gs, t, accumulate);
+                    else kq_irow(wt, 1, j, bsz, n, kb, nb, gs, t, accumulate);
+                }
+            }
+        }
+    }
+}
+#endif /* KQ_VNNI */
+
 /* Columns [n0, n1) of a super-block type against Q8_K activations. */
 KQ_AI void kq_linear(ak_wtype wt, const ak__linear_job *j, size_t n0, size_t n1) {
+#if KQ_VNNI
+    if (j->T >= 4 && (wt == AK_WTYPE_Q4_K || wt == AK_WTYPE_Q6_K)) {
+        kq_linear_interleaved(wt, j, n0, n1);
+        return;
+    }
+#endif
     if (j->T == 1 && wt != AK_WTYPE_IQ4_XS) { /* IQ4_XS: the decoded path is faster (209 vs
                                                * 286 µs fused, 2048×2048 on Zen 4) */
         kq_linear_t1(wt, j, n0, n1);
