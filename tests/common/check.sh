@@ -1,11 +1,15 @@
 # Shell test helpers, sourced by the command-line tests: `check NAME RC CMD...` runs a
 # command and compares its exit code (output kept in $out); `contains NAME REGEX` and
 # `contains_text NAME TEXT` grep $out. All count into $pass / $fail; finish with
-# `check_summary`.
+# `check_summary`. Each command runs under a deadline (CHECK_TIMEOUT seconds, default 150)
+# so one that hangs fails under its own name (exit 124) instead of the whole test timing
+# out unnamed; a step slower than 20 s says so, to find what slows a loaded machine.
 pass=0 fail=0
 check() {
   local name=$1 want=$2; shift 2
-  out=$("$@" 2>&1); local rc=$?
+  local t0=$SECONDS
+  out=$(timeout -k 5 "${CHECK_TIMEOUT:-150}" "$@" 2>&1); local rc=$?
+  [ $((SECONDS - t0)) -gt 20 ] && echo "SLOW $name: $((SECONDS - t0)) s"
   if [ "$rc" -eq "$want" ]; then pass=$((pass + 1)); else
     fail=$((fail + 1)); echo "FAIL $name: exit $rc, wanted $want"; echo "$out" | head -20; fi
 }
