@@ -24,7 +24,6 @@
 
 #if AK_WITH_LLM
 #include "cli/llm_cli.h"
-#include "llm/model/model_lens.h"
 
 static const char *const REFS[] = {"auto", "llamacpp", "torch"};
 static const char *const KV_TYPES[] = {"f32", "f16"};
@@ -145,50 +144,10 @@ static int run_helper(const char *model, const align_opts *o) {
                         strerror(errno));
 }
 
-/* A float32 [rows, cols] .npy: header padded to 128 bytes, then the data. */
-static int save_npy(const char *path, const float *data, size_t rows, int32_t cols) {
-    char header[118];
-    int len = snprintf(header, sizeof header,
-                       "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %d), }", rows, cols);
-    memset(header + len, ' ', sizeof header - (size_t)len);
-    header[sizeof header - 1] = '\n';
-    const unsigned char magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, sizeof header, 0};
-    FILE *f = fopen(path, "wb");
-    size_t count = rows * (size_t)cols;
-    int ok = f && fwrite(magic, 1, sizeof magic, f) == sizeof magic &&
-             fwrite(header, 1, sizeof header, f) == sizeof header &&
-             fwrite(data, sizeof *data, count, f) == count;
-    if (f && fclose(f) != 0) ok = 0;
-    return ok ? AK_EXIT_OK : ak_cli_error("cannot write '%s'", path);
-}
-
 /* --layer-logits L: accelkit's logits after its first L layers, for the helper. */
 static int layer_logits(const char *model, const align_opts *o) {
     if (!o->ids || !o->out) return ak_cli_error("--layer-logits needs --ids and --out");
-    int32_t *ids;
-    size_t n;
-    if (ak_cli_parse_ids(o->ids, &ids, &n) != 0) return AK_EXIT_ERROR;
-    ak_llm_model *m;
-    ak_status st = ak_llm_model_load(model, &m);
-    if (st != AK_OK) {
-        free(ids);
-        return ak_cli_report(model, st);
-    }
-    ak_llm_model_info info;
-    ak_llm_model_get_info(m, &info);
-    float *logits = malloc(n * (size_t)info.n_vocab * sizeof *logits);
-    int rc;
-    if (!logits)
-        rc = ak_cli_error("out of memory for %zu x %d logits", n, info.n_vocab);
-    else if ((st = ak__llm_model_lens_logits(m, (int32_t)o->layer_logits, ids, n, logits,
-                                             (int32_t)o->threads)) != AK_OK)
-        rc = ak_cli_report("layer logits", st);
-    else
-        rc = save_npy(o->out, logits, n, info.n_vocab);
-    free(logits);
-    free(ids);
-    ak_llm_model_free(m);
-    return rc;
+    return ak_cli_logits_npy(model, o->ids, o->out, (int32_t)o->layer_logits, (int32_t)o->threads);
 }
 
 int ak_cli_align(int argc, char **argv) {

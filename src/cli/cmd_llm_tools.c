@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "accelkit/infer.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
 #include "cli/llm_cli.h"
@@ -96,32 +95,6 @@ int ak_cli_tokenize(int argc, char **argv) {
     return rc;
 }
 
-#if AK_WITH_ONNX
-static int save_logits(const char *path, const float *logits, size_t rows, int32_t vocab) {
-    int64_t dims[2] = {(int64_t)rows, vocab};
-    ak_tensor t = {AK_ELEM_F32, 2, dims, (void *)logits};
-    ak_status st = ak_tensor_save_npy(path, &t);
-    return st == AK_OK ? AK_EXIT_OK : ak_cli_report(path, st);
-}
-#else /* no ONNX engine, whose ak_tensor_save_npy this is: a float32 [rows, vocab] .npy */
-static int save_logits(const char *path, const float *logits, size_t rows, int32_t vocab) {
-    char header[128]; /* dict, padded with spaces to 118 bytes + '\n': data at offset 128 */
-    int n = snprintf(header, sizeof header,
-                     "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %d), }", rows, vocab);
-    memset(header + n, ' ', sizeof header - 10 - (size_t)n - 1);
-    header[sizeof header - 10 - 1] = '\n';
-    const unsigned char magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, sizeof header - 10, 0};
-    FILE *f = fopen(path, "wb");
-    size_t count = rows * (size_t)vocab;
-    int ok = f && fwrite(magic, 1, sizeof magic, f) == sizeof magic &&
-             fwrite(header, 1, sizeof header - 10, f) == sizeof header - 10 &&
-             fwrite(logits, sizeof *logits, count, f) == count;
-    if (f && fclose(f) != 0) ok = 0;
-    if (!ok) fprintf(stderr, "ak logits: cannot write '%s'\n", path);
-    return ok ? AK_EXIT_OK : AK_EXIT_ERROR;
-}
-#endif
-
 int ak_cli_logits(int argc, char **argv) {
     const char *model = NULL, *ids_text = NULL, *out = NULL;
     long threads = 0;
@@ -137,25 +110,5 @@ int ak_cli_logits(int argc, char **argv) {
     if (rc != AK_CLI_CONTINUE) return rc;
     if (first < argc) return ak_cli_usage_error(&cmd, "unexpected argument '%s'", argv[first]);
     if (!model || !ids_text || !out) return ak_cli_usage_error(&cmd, "-m MODEL, --ids and --out are required");
-    int32_t *ids;
-    size_t n;
-    if (ak_cli_parse_ids(ids_text, &ids, &n) != 0) return AK_EXIT_ERROR;
-    ak_llm_model *m;
-    ak_status st = ak_llm_model_load(model, &m);
-    if (st != AK_OK) {
-        free(ids);
-        return ak_cli_report(model, st);
-    }
-    ak_llm_model_info info;
-    ak_llm_model_get_info(m, &info);
-    float *logits = malloc(n * (size_t)info.n_vocab * sizeof *logits);
-    rc = AK_EXIT_ERROR;
-    if (logits && (st = ak_llm_model_logits(m, ids, n, logits, (int32_t)threads)) == AK_OK)
-        rc = save_logits(out, logits, n, info.n_vocab);
-    else if (logits)
-        rc = ak_cli_report("logits", st);
-    free(logits);
-    free(ids);
-    ak_llm_model_free(m);
-    return rc;
+    return ak_cli_logits_npy(model, ids_text, out, -1, (int32_t)threads);
 }

@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
 #include "cli/llm_cli.h"
+#include "llm/model/model_lens.h"
 
 int ak_cli_parse_ids(const char *text, int32_t **ids, size_t *n) {
     size_t cap = strlen(text) / 2 + 2, count = 0;
@@ -73,4 +74,49 @@ void ak_cli_sampling_apply(const ak_cli_sampling *s, ak_sampling_params *p) {
     p->frequency_penalty = (float)s->frequency_penalty;
     p->seed = (uint64_t)s->seed;
     p->n_logprobs = (int32_t)s->logprobs;
+}
+
+/* A float32 [rows, cols] .npy: the header dict padded with spaces to end at byte 128. */
+static int save_npy(const char *path, const float *data, size_t rows, int32_t cols) {
+    char header[118];
+    int len = snprintf(header, sizeof header,
+                       "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %d), }", rows, cols);
+    memset(header + len, ' ', sizeof header - (size_t)len);
+    header[sizeof header - 1] = '\n';
+    const unsigned char magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, sizeof header, 0};
+    FILE *f = fopen(path, "wb");
+    size_t count = rows * (size_t)cols;
+    int ok = f && fwrite(magic, 1, sizeof magic, f) == sizeof magic &&
+             fwrite(header, 1, sizeof header, f) == sizeof header &&
+             fwrite(data, sizeof *data, count, f) == count;
+    if (f && fclose(f) != 0) ok = 0;
+    return ok ? AK_EXIT_OK : ak_cli_error("cannot write '%s'", path);
+}
+
+int ak_cli_logits_npy(const char *model, const char *ids_text, const char *out, int32_t layer,
+                      int32_t threads) {
+    int32_t *ids;
+    size_t n;
+    if (ak_cli_parse_ids(ids_text, &ids, &n) != 0) return AK_EXIT_ERROR;
+    ak_llm_model *m;
+    ak_status st = ak_llm_model_load(model, &m);
+    if (st != AK_OK) {
+        free(ids);
+        return ak_cli_report(model, st);
+    }
+    ak_llm_model_info info;
+    ak_llm_model_get_info(m, &info);
+    float *logits = malloc(n * (size_t)info.n_vocab * sizeof *logits); /* [n, vocab] */
+    int rc;
+    if (!logits)
+        rc = ak_cli_error("out of memory for %zu x %d logits", n, info.n_vocab);
+    else if ((st = layer < 0 ? ak_llm_model_logits(m, ids, n, logits, threads)
+                             : ak__llm_model_lens_logits(m, layer, ids, n, logits, threads)) != AK_OK)
+        rc = ak_cli_report(layer < 0 ? "logits" : "layer logits", st);
+    else
+        rc = save_npy(out, logits, n, info.n_vocab);
+    free(logits);
+    free(ids);
+    ak_llm_model_free(m);
+    return rc;
 }

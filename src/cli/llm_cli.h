@@ -27,4 +27,11 @@ typedef struct ak_cli_sampling {
 void ak_cli_sampling_opts(ak_cli_sampling *s, ak_opt *rows);
 void ak_cli_sampling_apply(const ak_cli_sampling *s, ak_sampling_params *p);
 
+/* Loads `model`, runs one prefill of the ids in `ids_text` and writes its float32
+ * [n_ids, vocab] logits to `out` as .npy (`ak logits`); with layer >= 0 the logits read
+ * after the model's first `layer` layers instead (`ak align --layer-logits`, through
+ * model/model_lens.h). Returns an exit code, errors printed. */
+int ak_cli_logits_npy(const char *model, const char *ids_text, const char *out, int32_t layer,
+                      int32_t threads);
+
 #endif /* AK_CLI_LLM_CLI_H */
