@@ -52,6 +52,9 @@ typedef struct ak__oai_request {
     int32_t *stop_ids;
     size_t n_stop_ids;
     int ignore_eos;
+    /* constrained decoding (oai_format.c): response_format / grammar / json_schema as GBNF,
+     * NULL = unconstrained */
+    char *grammar_text;
 } ak__oai_request;
 
 /* Fills `e` (message formatted like printf); type follows from http. */

@@ -96,6 +96,8 @@ struct ak__gen {
     size_t out_pos;
     int stream_done;
     ak__gen *live_prev, *live_next;
+    /* constrained decoding: held from the grammar cache until gen_free */
+    const ak_llm_grammar *grammar;
 };
 
 /* Builds the request from a parsed body: the prompt is rendered (chat), pre-processed and
