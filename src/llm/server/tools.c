@@ -307,14 +307,24 @@ static int all_space(const char *s, size_t n) {
     return 1;
 }
 
-/* Content decided: whitespace waits (dropped if calls follow and nothing else does). */
+/* Space, and Llama's ';' between calls. */
+static int is_separator(const ak__tool_parser *p, char c) {
+    return is_space(c) || (p->fmt == AK__TOOLS_LLAMA3 && c == ';');
+}
+
+/* Content decided. Trailing whitespace waits for more content: at the end it is dropped
+ * when calls were made (the space around calls is not content), so the result does not
+ * depend on how the text was cut into pieces. */
 static ak_status emit_content(ak__tool_parser *p, const char *s, size_t n, ak__bytes *out) {
-    if (n == 0) return AK_OK;
-    if (all_space(s, n)) return ak__bytes_append(&p->ws, s, n);
-    if (p->ws.len) AK_CHECK(ak__bytes_append(out, p->ws.v, p->ws.len));
-    p->ws.len = 0;
-    p->bare_open = 0;
-    return ak__bytes_append(out, s, n);
+    size_t body = n;
+    while (body > 0 && is_separator(p, s[body - 1])) body--;
+    if (body > 0) {
+        if (p->ws.len) AK_CHECK(ak__bytes_append(out, p->ws.v, p->ws.len));
+        p->ws.len = 0;
+        p->bare_open = 0;
+        AK_CHECK(ak__bytes_append(out, s, body));
+    }
+    return n > body ? ak__bytes_append(&p->ws, s + body, n - body) : AK_OK;
 }
 
 /* The end of the JSON object or array starting at s[0] (after spaces): 1 with *end just
@@ -435,7 +445,7 @@ static int find_block(const ak__tool_parser *p, const char *s, size_t n, size_t 
     *hold = 0;
     if (p->bare_open && fs->bare) {
         size_t j = 0;
-        while (j < n && (is_space(s[j]) || (p->fmt == AK__TOOLS_LLAMA3 && s[j] == ';'))) j++;
+        while (j < n && is_separator(p, s[j])) j++;
         if (j < n && s[j] == fs->bare && (!hit || (size_t)(hit - s) > j)) {
             *at = j;
             *mlen = 0;
@@ -503,7 +513,6 @@ static int step(ak__tool_parser *p, int final, ak__bytes *out, ak_status *st) {
     if (r == 1 && take_block(p, s + mlen, body, st)) {
         p->pos += mlen + block;
         p->bare_open = 1; /* another call may follow directly */
-        p->ws.len = 0;
         p->done = !p->parallel;
         return *st == AK_OK;
     }
