@@ -254,6 +254,23 @@ typedef struct ak_llm_event {
 
 typedef void (*ak_llm_event_fn)(void *user, const ak_llm_event *event);
 
+/* ---- constrained decoding ------------------------------------------------------------ */
+
+/* A GBNF grammar (llama.cpp's format) compiled against a tokenizer's vocabulary. Sampling
+ * with it masks every token the grammar cannot accept next. Read-only after compilation:
+ * one grammar may be shared by many requests and threads. */
+typedef struct ak_llm_grammar ak_llm_grammar;
+
+/* Compiles `len` bytes of GBNF; the start rule is "root". A syntax error, an undefined
+ * rule, left recursion or an empty grammar gives AK_ERR_INVALID_ARG naming the line/rule. */
+AK_API ak_status ak_llm_grammar_compile(const ak_tokenizer *tok, const char *gbnf, size_t len,
+                                        ak_llm_grammar **out);
+AK_API void ak_llm_grammar_free(ak_llm_grammar *g);
+/* JSON Schema text → GBNF text (NUL-terminated, free with ak_free) whose root rule accepts
+ * exactly the JSON documents the schema describes (within docs/server.md's subset). A
+ * keyword outside it gives AK_ERR_UNSUPPORTED naming it. */
+AK_API ak_status ak_llm_json_schema_to_gbnf(const char *schema_json, size_t len, char **gbnf);
+
 typedef struct ak_llm_request {
     const int32_t *prompt;
     size_t n_prompt;
@@ -267,6 +284,8 @@ typedef struct ak_llm_request {
     int32_t ignore_eos;
     ak_llm_event_fn on_event;
     void *user;
+    /* constrained decoding */
+    const ak_llm_grammar *grammar; /* NULL = unconstrained; read-only, shared by the request's samples, must outlive the request */
 } ak_llm_request;
 
 AK_API ak_status ak_llm_request_default(ak_llm_request *r);
