@@ -301,6 +301,7 @@ ak_status ak__gen_submit(ak__gen *g, ak__oai_error *err) {
     q.stop_strings = r->stops;
     q.n_stop_strings = r->n_stops;
     q.ignore_eos = r->ignore_eos;
+    q.grammar = ak__gen_tools_grammar(g); /* forced tool calls */
     q.on_event = on_event;
     q.user = g;
     pthread_mutex_lock(&g->mu);

@@ -7,13 +7,14 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "llm/grammar/json_schema.h"
 #include "llm/server/server_internal.h"
 
 struct ak__gen_tools {
     ak__tool_parser parsers[AK__OAI_MAX_N];
     ak__bytes content[AK__OAI_MAX_N]; /* whole: each sample's content */
     int32_t n;
-    const void *grammar;
+    ak_llm_grammar *grammar; /* forced calls; freed with the request, after the engine */
 };
 
 #define BAD(err, param, ...) \
@@ -40,6 +41,21 @@ static uint64_t seed_of(const ak__gen *g, int32_t i) {
     return x | 1;
 }
 
+/* tool_choice "required" or a named function: the output is held to the format's call
+ * syntax, with each function's arguments valid for its schema. */
+static ak_status forced_grammar(ak__gen *g, ak__oai_error *err) {
+    char *gbnf = NULL;
+    ak_status st = ak__tools_gbnf(g->srv->tool_format, &g->req.tools, ak__json_schema_rules,
+                                  &gbnf, err);
+    if (st != AK_OK) return st;
+    st = ak_llm_grammar_compile(g->srv->tok, gbnf, strlen(gbnf), &g->tools->grammar);
+    free(gbnf);
+    if (st == AK_ERR_INVALID_ARG || st == AK_ERR_UNSUPPORTED)
+        return BAD(err, "tool_choice", "the grammar of the forced tool call cannot be compiled: "
+                   "%s", ak_last_error());
+    return st;
+}
+
 ak_status ak__gen_tools_setup(ak__gen *g, ak__oai_error *err) {
     const ak__oai_tools *t = &g->req.tools;
     const ak__server *srv = g->srv;
@@ -58,6 +74,8 @@ ak_status ak__gen_tools_setup(ak__gen *g, ak__oai_error *err) {
     for (int32_t i = 0; i < gt->n; i++)
         ak__tool_parser_init(&gt->parsers[i], srv->tool_format, t->tools, t->parallel,
                              seed_of(g, i));
+    if (t->choice == AK__TOOL_CHOICE_REQUIRED || t->choice == AK__TOOL_CHOICE_NAMED)
+        return forced_grammar(g, err);
     return AK_OK;
 }
 
@@ -117,7 +135,9 @@ const char *ak__gen_tools_finish(const ak__gen *g, int32_t i, const char *name) 
     return g->samples[i].finish == AK_FINISH_STOP ? "tool_calls" : name;
 }
 
-const void *ak__gen_tools_grammar(const ak__gen *g) { return g->tools ? g->tools->grammar : NULL; }
+const ak_llm_grammar *ak__gen_tools_grammar(const ak__gen *g) {
+    return g->tools ? g->tools->grammar : NULL;
+}
 
 void ak__gen_tools_free(ak__gen *g) {
     struct ak__gen_tools *gt = g->tools;
@@ -126,6 +146,7 @@ void ak__gen_tools_free(ak__gen *g) {
         ak__tool_parser_free(&gt->parsers[i]);
         ak__bytes_free(&gt->content[i]);
     }
+    ak_llm_grammar_free(gt->grammar);
     free(gt);
     g->tools = NULL;
 }

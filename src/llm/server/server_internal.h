@@ -134,7 +134,7 @@ ak_status ak__gen_tools_stream(ak__gen *g, int32_t i, int ending);
 /* finish_reason of sample i: "tool_calls" when it made calls and stopped, else `name`. */
 const char *ak__gen_tools_finish(const ak__gen *g, int32_t i, const char *name);
 /* The forced-call grammar for the engine, or NULL. */
-const void *ak__gen_tools_grammar(const ak__gen *g);
+const ak_llm_grammar *ak__gen_tools_grammar(const ak__gen *g);
 void ak__gen_tools_free(ak__gen *g);
 
 #endif /* AK_LLM_SERVER_SERVER_INTERNAL_H */
