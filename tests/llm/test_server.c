@@ -369,7 +369,7 @@ static void test_json_shapes(void **state) {
     (void)state;
     ak__oai_logprob lp = {
         byte_token('h'), -0.5f, 2, {{byte_token('h'), -0.5f}, {byte_token('j'), -1.5f}}, 0};
-    ak__oai_choice c = {0, "h\xFF", 2, &lp, 1, "stop", 0};
+    ak__oai_choice c = {0, "h\xFF", 2, &lp, 1, "stop", 0, NULL, 0, 0, 0};
     ak__oai_usage u = {3, 1, 0};
     ak__oai_meta m = {AK__OAI_COMPLETION, "cmpl-1", 1700000000, "tiny", 1, g_tok};
     ak__bytes out = {NULL, 0, 0};

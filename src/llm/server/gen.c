@@ -44,6 +44,7 @@ static void gen_free(ak__gen *g) {
         ak__bytes_free(&g->samples[i].text);
         free(g->samples[i].lps);
     }
+    ak__gen_tools_free(g);
     ak__oai_request_free(&g->req);
     ak__oai_grammar_release(g->grammar);
     ak__bytes_free(&g->out);
@@ -94,26 +95,17 @@ static ak_status gen_alloc(ak__server *srv, ak__oai_request *req, int fd, ak__ge
 /* ---- the prompt ---------------------------------------------------------------------- */
 
 /* The model's Jinja template over the request's messages (roles normalized, content parts
- * joined, as parsed) and its "tools". A template that refuses the conversation
- * (raise_exception, an undefined value, a limit) is the client's 400. */
+ * joined, as parsed; tool calls and tool_call_id kept: tools.c) and its "tools" (none with
+ * tool_choice "none"). A template that refuses the conversation (raise_exception, an
+ * undefined value, a limit) is the client's 400. */
 static ak_status render_jinja(ak__gen *g, char **text, size_t *len, ak__oai_error *err) {
     const ak__server *srv = g->srv;
     const ak__oai_request *r = &g->req;
-    cJSON *msgs = cJSON_CreateArray();
-    int ok = msgs != NULL;
-    for (size_t i = 0; ok && i < r->n_messages; i++) {
-        cJSON *m = cJSON_CreateObject();
-        ok = m && cJSON_AddItemToArray(msgs, m) &&
-             cJSON_AddStringToObject(m, "role", r->messages[i].role) &&
-             cJSON_AddStringToObject(m, "content", r->messages[i].content);
-    }
-    if (!ok) {
-        cJSON_Delete(msgs);
-        return AK_FAIL(AK_ERR_NO_MEMORY, "server: %zu messages", r->n_messages);
-    }
-    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(r->root, "tools");
-    ak_status st = ak__chat_template_render_json(srv->chat_template, msgs,
-                                                 cJSON_IsArray(tools) ? tools : NULL, NULL, 1,
+    cJSON *msgs = NULL;
+    AK_CHECK(ak__tools_template_messages(cJSON_GetObjectItemCaseSensitive(r->root, "messages"),
+                                         r->messages, r->n_messages, &msgs));
+    const cJSON *tools = r->tools.choice == AK__TOOL_CHOICE_NONE ? NULL : r->tools.tools;
+    ak_status st = ak__chat_template_render_json(srv->chat_template, msgs, tools, NULL, 1,
                                                  srv->bos_text, srv->eos_text, 0, text, len);
     cJSON_Delete(msgs);
     if (st == AK_ERR_INVALID_ARG) {
@@ -240,7 +232,8 @@ ak_status ak__gen_create(ak__server *srv, ak__oai_request *req, int fd, ak__gen 
         ak__oai_error_set(err, 500, NULL, NULL, "%s", ak_last_error());
         return st;
     }
-    st = build_prompt(g, err);
+    st = ak__gen_tools_setup(g, err);
+    if (st == AK_OK) st = build_prompt(g, err);
     if (st == AK_OK) st = check_lengths(g, err);
     if (st == AK_OK && (st = setup_output(g)) != AK_OK)
         ak__oai_error_set(err, 500, NULL, NULL, "%s", ak_last_error());
@@ -310,6 +303,7 @@ ak_status ak__gen_submit(ak__gen *g, ak__oai_error *err) {
     q.stop_strings = r->stops;
     q.n_stop_strings = r->n_stops;
     q.ignore_eos = r->ignore_eos;
+    q.grammar = ak__gen_tools_grammar(g); /* forced tool calls */
     q.on_event = on_event;
     q.user = g;
     if (r->grammar_text) {
@@ -508,7 +502,12 @@ ak_status ak__gen_run_whole(ak__gen *g, ak__bytes *body, int *http, ak__oai_erro
     for (int32_t i = 0; i < g->req.n; i++) {
         const ak__gen_sample *s = &g->samples[i];
         choices[i] = (ak__oai_choice){i, s->text.v ? s->text.v : "", s->text.len, s->lps, s->n_lps,
-                                      finish_name(s->finish), 0};
+                                      finish_name(s->finish), 0, NULL, 0, 0, 0};
+    }
+    if (g->tools && (st = ak__gen_tools_whole(g, choices)) != AK_OK) {
+        ak__oai_error_set(err, 500, NULL, NULL, "%s", ak_last_error());
+        *http = 500;
+        return st;
     }
     ak__oai_usage u;
     usage_of(g, &u);
@@ -521,7 +520,8 @@ ak_status ak__gen_run_whole(ak__gen *g, ak__bytes *body, int *http, ak__oai_erro
 static ak_status chunk(ak__gen *g, int32_t i, const char *text, size_t len, int first,
                        const char *finish) {
     ak__gen_sample *s = &g->samples[i];
-    ak__oai_choice c = {i, text, len, first ? NULL : s->lps, first ? 0 : s->n_lps, finish, first};
+    ak__oai_choice c = {i, text, len, first ? NULL : s->lps, first ? 0 : s->n_lps, finish, first,
+                        NULL, 0, 0, 0};
     return ak__oai_chunk_sse(&g->meta, &c, 1, NULL, &g->out);
 }
 
@@ -539,6 +539,7 @@ static ak_status emit_chunks(ak__gen *g) {
     for (int32_t i = 0; i < g->req.n; i++) {
         ak__gen_sample *s = &g->samples[i];
         int ending = s->finish != AK_FINISH_NONE && !s->finished;
+        if (g->tools && s->finish != AK_FINISH_ERROR) AK_CHECK(ak__gen_tools_stream(g, i, ending));
         if (!s->text.len && !s->n_lps && !ending) continue;
         if (s->finish == AK_FINISH_ERROR) {
             s->finished = 1;
@@ -547,7 +548,8 @@ static ak_status emit_chunks(ak__gen *g) {
         }
         if (g->req.kind == AK__OAI_CHAT && !s->started) AK_CHECK(chunk(g, i, "", 0, 1, NULL));
         s->started = 1;
-        AK_CHECK(chunk(g, i, s->text.v, s->text.len, 0, ending ? finish_name(s->finish) : NULL));
+        const char *finish = ending ? ak__gen_tools_finish(g, i, finish_name(s->finish)) : NULL;
+        AK_CHECK(chunk(g, i, s->text.v, s->text.len, 0, finish));
         s->finished |= ending;
         s->text.len = 0;
         s->n_lps = 0;

@@ -12,6 +12,7 @@
 
 #include "accelkit/llm.h"
 #include "llm/server/detok.h"
+#include "llm/server/tools.h"
 
 #define AK__OAI_MAX_N 16          /* samples per request */
 #define AK__OAI_MAX_LOGPROBS 20   /* top-n log-probabilities per token */
@@ -55,6 +56,8 @@ typedef struct ak__oai_request {
     /* constrained decoding (oai_format.c): response_format / grammar / json_schema as GBNF,
      * NULL = unconstrained */
     char *grammar_text;
+    /* tools / function calling (tools.c) */
+    ak__oai_tools tools;
 } ak__oai_request;
 
 /* Fills `e` (message formatted like printf); type follows from http. */
@@ -94,6 +97,11 @@ typedef struct ak__oai_choice {
     size_t n_lps;
     const char *finish;            /* "stop", "length", or NULL while running */
     int first;                     /* chat chunks: the first carries the role */
+    /* tools: calls of a chat message (part 0) or delta (1 header, 2 arguments); tools.h */
+    const ak__tool_call *calls;
+    size_t n_calls;
+    int32_t call_index;
+    int call_part;
 } ak__oai_choice;
 
 typedef struct ak__oai_usage {

@@ -176,6 +176,13 @@ static void add_choice_text(jb *b, cJSON *choice, const ak__oai_meta *m, const a
     cJSON *msg = add(b, choice, chunk ? "delta" : "message", cJSON_CreateObject());
     if (!msg) return;
     if (!chunk || c->first) add_str(b, msg, "role", "assistant");
+    if (c->n_calls) { /* tools.c: content is null when the message is only calls */
+        if (!chunk && c->text_len) add_text(b, msg, "content", c->text, c->text_len);
+        else if (!chunk) add(b, msg, "content", cJSON_CreateNull());
+        add(b, msg, "tool_calls",
+            ak__tools_calls_json(c->calls, c->n_calls, c->call_index, chunk ? c->call_part : 0));
+        return;
+    }
     /* the final chunk of a sample has an empty delta */
     if (!chunk || c->first || c->text_len || !c->finish)
         add_text(b, msg, "content", c->text, c->text_len);

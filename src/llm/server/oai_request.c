@@ -2,7 +2,7 @@
  * /v1/chat/completions). Every known field is checked for its JSON type and range; a
  * null value counts as absent, as in OpenAI's API; unknown fields are ignored. A field
  * we cannot honour (echo, suffix, best_of != n, logit_bias) is refused rather than
- * silently ignored. */
+ * silently ignored. The tool fields and tool messages are checked in tools.c. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -275,9 +275,13 @@ static ak_status parse_message(const cJSON *m, size_t i, ak__oai_request *r, ak_
         return BAD(err, "messages", "messages[%zu].role must be a string.", i);
     const char *name = role->valuestring;
     if (!strcmp(name, "developer")) name = "system"; /* OpenAI's newer name for it */
-    if (strcmp(name, "system") && strcmp(name, "user") && strcmp(name, "assistant"))
+    if (strcmp(name, "system") && strcmp(name, "user") && strcmp(name, "assistant") &&
+        strcmp(name, "tool"))
         return BAD(err, "messages", "messages[%zu].role '%s' is not supported (system, developer, "
-                   "user, assistant).", i, role->valuestring);
+                   "user, assistant, tool).", i, role->valuestring);
+    int is_tool_msg = 0; /* tool_call_id, tool_calls: tools.c */
+    AK_CHECK(ak__tools_check_message(m, i, &is_tool_msg, err));
+    r->tools.has_tool_messages |= is_tool_msg;
     const cJSON *content = field(m, "content");
     if (!content && strcmp(name, "assistant"))
         return BAD(err, "messages", "messages[%zu].content is required.", i);
@@ -298,6 +302,7 @@ static ak_status parse_chat(const cJSON *obj, ak__oai_request *r, ak__oai_error 
     size_t i = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, msgs) AK_CHECK(parse_message(m, i++, r, err));
+    AK_CHECK(ak__tools_parse_request(obj, &r->tools, err));
     /* max_completion_tokens is the newer name; it wins */
     AK_CHECK(get_int32(obj, "max_completion_tokens", 1, INT32_MAX, &r->max_tokens, err));
     int64_t top = 0;

@@ -371,6 +371,7 @@ static ak_status setup_model(ak__server *s, const ak__server_model *m,
             return AK_FAIL(st, "the model's chat template: %s (--chat-format NAME picks a "
                            "built-in preset instead)", ak_last_error());
         s->chat_format = "jinja";
+        s->tool_format = ak__tools_detect(m->chat_template); /* tools.c */
     } else {
         s->chat_format = "chatml";
         AK_LOG_WARN(AK_SUBSYS_LLM, "the model has no chat template: chat requests use the "

@@ -36,6 +36,8 @@ struct ak__server {
     uint64_t next_id;
     int stopping;                  /* read without the lock too (atomic) */
     int port;
+    /* tools: the call format of the model's template (tools.c) */
+    ak__tool_format tool_format;
 };
 
 /* One event as the engine reported it, copied on the engine thread. */
@@ -98,6 +100,8 @@ struct ak__gen {
     ak__gen *live_prev, *live_next;
     /* constrained decoding: held from the grammar cache until gen_free */
     const ak_llm_grammar *grammar;
+    /* tools: call parsers and the forced-call grammar (gen_tools.c), NULL without tools */
+    struct ak__gen_tools *tools;
 };
 
 /* Builds the request from a parsed body: the prompt is rendered (chat), pre-processed and
@@ -117,5 +121,22 @@ long ak__gen_stream_read(ak__gen *g, char *buf, size_t max);
 void ak__gen_release(ak__gen *g);
 /* Server stop: cancels every request in flight. */
 void ak__gen_cancel_all(ak__server *srv);
+
+/* ---- tools (gen_tools.c) ----------------------------------------------------------------- */
+
+/* Refuses what the chat format cannot do with tools (a preset, an unknown format), makes
+ * the call parsers and, for forced calls, the grammar. After the prompt is built. */
+ak_status ak__gen_tools_setup(ak__gen *g, ak__oai_error *err);
+/* Whole response: each choice's text becomes its content, its calls and finish_reason
+ * "tool_calls" are added. */
+ak_status ak__gen_tools_whole(ak__gen *g, ak__oai_choice *choices);
+/* Stream: sample i's new text goes through its parser (content back into s->text); chunks
+ * for new calls are written first. */
+ak_status ak__gen_tools_stream(ak__gen *g, int32_t i, int ending);
+/* finish_reason of sample i: "tool_calls" when it made calls and stopped, else `name`. */
+const char *ak__gen_tools_finish(const ak__gen *g, int32_t i, const char *name);
+/* The forced-call grammar for the engine, or NULL. */
+const ak_llm_grammar *ak__gen_tools_grammar(const ak__gen *g);
+void ak__gen_tools_free(ak__gen *g);
 
 #endif /* AK_LLM_SERVER_SERVER_INTERNAL_H */
