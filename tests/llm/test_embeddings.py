@@ -1,0 +1,178 @@
+"""Embeddings (`ak embed`, ak_llm_model_embed) against real references, on random-weight
+GGUF files written by scripts/llm-make-model into <build>/llm-embed/:
+- the NumPy encoder (tests/llm/bert_ref.py, float64): bert and nomic-bert, every pooling
+  (none, mean, cls, last), f32 and f16 matrices — max |ak − ref| and cosine per vector;
+- llama.cpp's libllama (python/accelkit/llamacpp.py: llama_set_embeddings,
+  llama_get_embeddings_seq / _ith, the pooling from the GGUF) on the same files: the same
+  token ids ([CLS] … [SEP] from the WordPiece tokenizer) and the same vectors within
+  llama.cpp's own rounding (its GELU goes through an f16 table: ~3e-4);
+- a llama decoder with {arch}.pooling_type mean / last / cls, and without the key (accelkit
+  pools the last token; llama.cpp returns every token's: its last row is compared);
+- refusals: rank pooling and a causal encoder are refused naming the key.
+llama.cpp's vectors are L2-normalized here as llama-server does; accelkit's already are.
+"""
+import json
+import os
+import subprocess
+import sys
+import unittest
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "python" / "accelkit"))
+import bert_ref  # noqa: E402
+import llamacpp  # noqa: E402  (python/accelkit/llamacpp.py, needs numpy only)
+
+AK = os.environ.get("AK_BIN", str(ROOT / "build" / "ak"))
+WORK = Path(AK).resolve().parent / "llm-embed"
+MAKE = ROOT / "scripts" / "llm-make-model"
+TEXTS = ["Hello world", "the quick brown fox jumps over the lazy dog.",
+         "Embedding models: cosine similarity of query and document vectors!", "a"]
+POOLINGS = ["none", "mean", "cls", "last"]
+
+
+def make(name, *args):
+    out = WORK / name
+    if not out.exists():
+        WORK.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, str(MAKE), *args, "--out", str(out)], check=True,
+                       env={**os.environ, "AK_BIN": AK}, stdout=subprocess.DEVNULL)
+    return out
+
+
+def ak_embed(path, texts):
+    r = subprocess.run([AK, "embed", "-m", str(path), *texts], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise AssertionError(f"ak embed {path} failed: {r.stderr}")
+    return json.loads(r.stdout)
+
+
+def cosine(a, b):
+    a, b = np.ravel(a), np.ravel(b)
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+def rows(v):
+    return v / np.linalg.norm(v, axis=-1, keepdims=True)
+
+
+def with_pooling(src, dst, pooling):
+    """src with {arch}.pooling_type set (a decoder file has no such key by default)."""
+    lf = bert_ref.lf
+    with lf.GGUFFile(src) as g:
+        meta = dict(g.metadata)
+        arch = g.get("general.architecture")
+        meta[f"{arch}.pooling_type"] = lf.u32(pooling)
+        tensors = [lf.GGUFTensorOut(n, t.ggml_type, t.shape, bytes(g.raw(n)))
+                   for n, t in g.tensors.items()]
+        lf.write_gguf(dst, meta, tensors)
+    return dst
+
+
+class TestEncoderReference(unittest.TestCase):
+    """ak embed == the NumPy encoder."""
+
+    def check(self, arch, pooling, wtype):
+        path = make(f"{arch}-{pooling}-{wtype}.gguf", "--arch", arch, "--pooling", pooling,
+                    "--type", wtype, "--seed", "3")
+        got = ak_embed(path, TEXTS)
+        self.assertEqual(got["pooling"], POOLINGS.index(pooling))
+        model = bert_ref.load(path)
+        for d in got["data"]:
+            ref = bert_ref.embedding(model, d["tokens"])
+            ours = np.array(d["embedding"]).reshape(ref.shape)
+            err, cos = float(np.abs(ours - ref).max()), cosine(ours, ref)
+            print(f"{arch} {pooling} {wtype} text {d['index']}: max|ak-ref| {err:.2e} "
+                  f"cos {cos:.8f}")
+            self.assertLess(err, 1e-5)
+            self.assertGreater(cos, 0.9999)
+
+    def test_bert(self):
+        for pooling in POOLINGS:
+            self.check("bert", pooling, "f32")
+        self.check("bert", "cls", "f16")
+
+    def test_nomic_bert(self):
+        for pooling in POOLINGS:
+            self.check("nomic-bert", pooling, "f32")
+        self.check("nomic-bert", "mean", "f16")
+
+    def test_reference_can_fail(self):
+        """Another seed's model is far from this one's: the comparison discriminates."""
+        a = make("bert-mean-f32.gguf", "--arch", "bert", "--pooling", "mean", "--seed", "3")
+        b = make("bert-mean-seed4.gguf", "--arch", "bert", "--pooling", "mean", "--seed", "4")
+        va = np.array(ak_embed(a, TEXTS[:1])["data"][0]["embedding"])
+        ref_b = bert_ref.embedding(bert_ref.load(b), ak_embed(b, TEXTS[:1])["data"][0]["tokens"])
+        self.assertGreater(float(np.abs(va - ref_b).max()), 1e-2)
+
+
+class TestLlamaCpp(unittest.TestCase):
+    """ak embed == libllama's embeddings of the same file (and the same token ids)."""
+
+    def compare(self, path, texts, last_row_of_none=False, tol=2e-3):
+        got = ak_embed(path, texts)
+        with llamacpp.Model(path) as m, m.context(n_ctx=256, n_batch=256, kv_type="f32", flash_attn=False) as ctx:
+            for d, text in zip(got["data"], texts):
+                self.assertEqual(m.tokenize(text), d["tokens"], f"token ids of {text!r}")
+                ref = rows(llamacpp.embed(ctx, d["tokens"]))
+                if last_row_of_none:
+                    ref = ref[-1]
+                ours = np.array(d["embedding"]).reshape(ref.shape)
+                err, cos = float(np.abs(ours - ref).max()), cosine(ours, ref)
+                print(f"{path.name} text {d['index']}: max|ak-llama.cpp| {err:.2e} cos {cos:.8f}")
+                self.assertLess(err, tol)
+                self.assertGreater(cos, 0.9999)
+
+    def test_encoders(self):
+        for arch in ("bert", "nomic-bert"):
+            for pooling in POOLINGS:
+                self.compare(make(f"{arch}-{pooling}-f32.gguf", "--arch", arch, "--pooling",
+                                  pooling, "--type", "f32", "--seed", "3"), TEXTS)
+
+    def test_decoder_pooling(self):
+        base = make("llama.gguf", "--arch", "llama", "--dim", "64", "--layers", "2",
+                    "--heads", "4", "--kv-heads", "2", "--ffn", "128", "--ctx", "256")
+        texts = TEXTS[:3]
+        for pooling in (1, 2, 3):
+            path = with_pooling(base, WORK / f"llama-pool{pooling}.gguf", pooling)
+            self.compare(path, texts, tol=1e-4)
+        # no pooling_type: accelkit pools the last token, llama.cpp gives every token's
+        self.compare(base, texts, last_row_of_none=True, tol=1e-4)
+
+
+class TestRefusals(unittest.TestCase):
+    def refused(self, path, words):
+        r = subprocess.run([AK, "embed", "-m", str(path), "x"], capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        for w in words:
+            self.assertIn(w, r.stderr)
+
+    def test_rank_pooling(self):
+        self.refused(make("bert-rank.gguf", "--arch", "bert", "--pooling", "rank"),
+                     ["pooling_type", "rank"])
+
+    def test_causal_encoder(self):
+        src = make("bert-mean-f32.gguf", "--arch", "bert", "--pooling", "mean", "--seed", "3")
+        lf = bert_ref.lf
+        dst = WORK / "bert-causal.gguf"
+        with lf.GGUFFile(src) as g:
+            meta = dict(g.metadata)
+            meta["bert.attention.causal"] = lf.boolean(True)
+            lf.write_gguf(dst, meta, [lf.GGUFTensorOut(n, t.ggml_type, t.shape, bytes(g.raw(n)))
+                                      for n, t in g.tensors.items()])
+        self.refused(dst, ["bert.attention.causal"])
+
+    def test_encoder_does_not_generate(self):
+        path = make("bert-mean-f32.gguf", "--arch", "bert", "--pooling", "mean", "--seed", "3")
+        r = subprocess.run([AK, "generate", "-m", str(path), "-p", "hello", "-n", "4"],
+                           capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("embedding-only", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
