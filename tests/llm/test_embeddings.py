@@ -8,14 +8,20 @@ GGUF files written by scripts/llm-make-model into <build>/llm-embed/:
   llama.cpp's own rounding (its GELU goes through an f16 table: ~3e-4);
 - a llama decoder with {arch}.pooling_type mean / last / cls, and without the key (accelkit
   pools the last token; llama.cpp returns every token's: its last row is compared);
-- refusals: rank pooling and a causal encoder are refused naming the key.
+- refusals: rank pooling and a causal encoder are refused naming the key;
+- `ak serve`'s /v1/embeddings (an encoder, and a decoder beside generation): float and
+  base64 give ak embed's vectors for every input form; bad fields are 400s naming them;
+  an encoder refuses /v1/completions and /v1/chat/completions.
 llama.cpp's vectors are L2-normalized here as llama-server does; accelkit's already are.
 """
+import base64
 import json
 import os
 import subprocess
 import sys
 import unittest
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -172,6 +178,95 @@ class TestRefusals(unittest.TestCase):
                            capture_output=True, text=True)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("embedding-only", r.stderr)
+
+
+class Server:
+    """`ak serve MODEL --port 0` for the length of a with-block."""
+
+    def __init__(self, path):
+        self.proc = subprocess.Popen([AK, "serve", str(path), "--port", "0"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if "http://" not in line:
+            self.proc.kill()
+            raise AssertionError(f"ak serve did not start: {line}{self.proc.stderr.read()}")
+        self.base = line.split("on ")[-1].strip()  # http://127.0.0.1:PORT/v1
+
+    def post(self, path, body):
+        req = urllib.request.Request(self.base + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+class TestServer(unittest.TestCase):
+    """/v1/embeddings: the vectors of ak_llm_model_embed (`ak embed`), float and base64,
+    every input form, and 400s naming the field."""
+
+    def check_vectors(self, srv, path, texts):
+        want = ak_embed(path, texts)
+        ids = [d["tokens"] for d in want["data"]]
+        want = [np.array(d["embedding"]) for d in want["data"]]
+        for body in ({"input": texts if len(texts) > 1 else texts[0], "model": "m", "user": "u"},
+                     {"input": ids}, {"input": ids, "encoding_format": "base64"}):
+            code, r = srv.post("/embeddings", body)
+            self.assertEqual(code, 200, r)
+            self.assertEqual(r["usage"]["prompt_tokens"], sum(len(i) for i in ids))
+            self.assertEqual([d["index"] for d in r["data"]], list(range(len(texts))))
+            for d, w in zip(r["data"], want):
+                e = d["embedding"]
+                v = np.frombuffer(base64.b64decode(e), "<f4") if isinstance(e, str) else np.array(e)
+                self.assertEqual(v.shape, w.shape)
+                self.assertLess(float(np.abs(v - w).max()), 1e-7)
+        code, r = srv.post("/embeddings", {"input": ids[0]})  # one flat array of ids
+        self.assertEqual(code, 200, r)
+        self.assertLess(float(np.abs(np.array(r["data"][0]["embedding"]) - want[0]).max()), 1e-7)
+
+    def test_encoder(self):
+        path = make("bert-mean-f32.gguf", "--arch", "bert", "--pooling", "mean", "--seed", "3")
+        with Server(path) as srv:
+            self.check_vectors(srv, path, TEXTS)
+            self.check_vectors(srv, path, TEXTS[:1])
+            dim = ak_embed(path, ["a"])["dim"]
+            bad = [({"input": []}, "input"), ({"input": 3}, "input"), ({"input": [""]}, "input"),
+                   ({"input": [[1, -2]]}, "input"), ({"input": [["a"]]}, "input"),
+                   ({}, "input"), ({"input": "a", "encoding_format": "hex"}, "encoding_format"),
+                   ({"input": "a", "dimensions": dim // 2}, "dimensions"),
+                   ({"input": "a", "model": 5}, "model"),
+                   ({"input": ["ok", "a " * 100]}, "input")]
+            for body, param in bad:
+                code, r = srv.post("/embeddings", body)
+                self.assertEqual((code, r["error"]["param"]), (400, param), (body, r))
+            code, r = srv.post("/embeddings", {"input": ["ok", "a " * 100]})
+            self.assertIn("input[1]", r["error"]["message"])
+            code, r = srv.post("/embeddings", {"input": "a", "dimensions": dim})
+            self.assertEqual(code, 200, r)
+            for path_, body in (("/completions", {"prompt": "a"}),
+                                ("/chat/completions", {"messages": [{"role": "user", "content": "a"}]})):
+                code, r = srv.post(path_, body)
+                self.assertEqual(code, 400, r)
+                self.assertIn("embedding model", r["error"]["message"])
+
+    def test_decoder(self):
+        base = make("llama.gguf", "--arch", "llama", "--dim", "64", "--layers", "2",
+                    "--heads", "4", "--kv-heads", "2", "--ffn", "128", "--ctx", "256")
+        path = with_pooling(base, WORK / "llama-pool1.gguf", 1)
+        with Server(path) as srv:
+            self.check_vectors(srv, path, TEXTS[:3])
+            code, r = srv.post("/completions", {"prompt": "a", "max_tokens": 2})
+            self.assertEqual(code, 200, r)  # a decoder still generates
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ struct ak__server {
     uint64_t next_id;
     int stopping;                  /* read without the lock too (atomic) */
     int port;
+    ak__server_embedder embedder;  /* embeddings (embeddings.c); zero = none */
 };
 
 /* One event as the engine reported it, copied on the engine thread. */
