@@ -139,6 +139,26 @@ class TestLlamaCpp(unittest.TestCase):
                 self.compare(make(f"{arch}-{pooling}-f32.gguf", "--arch", arch, "--pooling",
                                   pooling, "--type", "f32", "--seed", "3"), TEXTS)
 
+    def test_separator_id(self):
+        """[SEP] where tokenizer.ggml.seperator_token_id says (not BERT's 102): llama.cpp
+        ends the sequence with it, so must accelkit."""
+        src = make("bert-mean-f32.gguf", "--arch", "bert", "--pooling", "mean", "--seed", "3")
+        lf = bert_ref.lf
+        dst = WORK / "bert-sep3.gguf"
+        with lf.GGUFFile(src) as g:
+            meta = dict(g.metadata)
+            tokens = list(g.get("tokenizer.ggml.tokens"))
+            tokens[3], tokens[102] = tokens[102], tokens[3]
+            types = np.array(g.get("tokenizer.ggml.token_type"))
+            types[[3, 102]] = types[[102, 3]]
+            meta["tokenizer.ggml.tokens"] = lf.strings(tokens)
+            meta["tokenizer.ggml.token_type"] = lf.Value(lf.ARRAY, types.astype(np.int32), lf.INT32)
+            meta["tokenizer.ggml.seperator_token_id"] = lf.u32(3)
+            lf.write_gguf(dst, meta, [lf.GGUFTensorOut(n, t.ggml_type, t.shape, bytes(g.raw(n)))
+                                      for n, t in g.tensors.items()])
+        self.assertEqual(ak_embed(dst, ["hello"])["data"][0]["tokens"][-1], 3)
+        self.compare(dst, TEXTS)
+
     def test_decoder_pooling(self):
         base = make("llama.gguf", "--arch", "llama", "--dim", "64", "--layers", "2",
                     "--heads", "4", "--kv-heads", "2", "--ffn", "128", "--ctx", "256")
