@@ -164,6 +164,9 @@ typedef struct ak_llm_model_info {
     uint32_t weight_type;   /* storage type of most matrices (AK_GGML_*) */
     uint64_t n_params;
     uint64_t weight_bytes;  /* bytes read per token by a decode step (all matrices) */
+    /* embeddings */
+    int32_t pooling;        /* ak_llm_model_embed's pooling: 0 none, 1 mean, 2 cls, 3 last */
+    int32_t embedding_only; /* 1: an encoder (bert, nomic-bert): embeddings, no text */
 } ak_llm_model_info;
 
 /* How a GGUF file's weights come into memory. */
@@ -318,6 +321,19 @@ AK_API ak_status ak_llm_engine_get_stats(ak_llm_engine *e, ak_llm_engine_stats *
  * `logits` gets n_ids × n_vocab floats. */
 AK_API ak_status ak_llm_model_logits(ak_llm_model *m, const int32_t *ids, size_t n_ids,
                                      float *logits, int32_t n_threads);
+
+/* ---- embeddings ----
+ * The embedding of one token sequence (tokenize with AK_TOK_ADD_SPECIAL: an encoder
+ * expects [CLS] … [SEP]): the final hidden states (decoders: after the final norm),
+ * pooled as the model says — GGUF {arch}.pooling_type, llama.cpp's enum 0 none, 1 mean,
+ * 2 cls (first token), 3 last; decoders without the key pool the last token — and
+ * L2-normalized. `out` gets dim floats (pooling none: n_ids × dim, each row normalized);
+ * `cap` is its size in floats. Encoders (bert, nomic-bert) serve only this call: the
+ * engine refuses them. */
+AK_API ak_status ak_llm_model_embed(ak_llm_model *m, const int32_t *ids, size_t n_ids,
+                                    float *out, size_t cap);
+/* The pooling ak_llm_model_embed applies (same enum). */
+AK_API ak_status ak_llm_model_embed_pooling(const ak_llm_model *m, int32_t *pooling);
 
 /* The chat template text of the model (GGUF tokenizer.chat_template or the HF folder's
  * tokenizer_config.json); *text = NULL when it has none. Owned by the model. */

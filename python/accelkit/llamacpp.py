@@ -148,6 +148,12 @@ class _Library:
             "llama_get_memory": ([P], P),
             "llama_memory_clear": ([P, C.c_bool], V),
             "llama_model_quantize": ([C.c_char_p, C.c_char_p, C.POINTER(_Params)], C.c_uint32),
+            # embeddings
+            "llama_set_embeddings": ([P, C.c_bool], V),
+            "llama_pooling_type": ([P], C.c_int),
+            "llama_get_embeddings_seq": ([P, I32], C.POINTER(C.c_float)),
+            "llama_get_embeddings_ith": ([P, I32], C.POINTER(C.c_float)),
+            "llama_model_n_embd": ([P], I32),
         }
         for name, (args, res) in sig.items():
             fn = getattr(self.lib, name)
@@ -408,6 +414,40 @@ class Context:
                 step_batch = [(outs[s][-1], len(prompts[s]) + step, s) for s in range(len(prompts))]
                 last = self._decode(step_batch, [True] * len(prompts))
         return (outs, [np.stack(x) for x in seen]) if with_logits else outs
+
+
+def embed(ctx, ids):
+    """Embeddings: the raw (not normalized) output of one sequence with the pooling the
+    model's GGUF asks for — [n_embd] pooled, or [n, n_embd] per token under pooling none.
+    The whole sequence goes in one llama_decode (an encoder needs it in one ubatch)."""
+    lib = ctx._lib.lib
+    ctx._check_room(len(ids))
+    if len(ids) > ctx.n_batch:
+        raise LlamaCppError(f"{len(ids)} tokens exceed the batch ({ctx.n_batch})")
+    lib.llama_set_embeddings(ctx.handle, True)
+    ctx.clear()
+    n_embd = lib.llama_model_n_embd(ctx.model.handle)
+    batch = lib.llama_batch_init(len(ids), 0, 1)
+    try:
+        for i, tok in enumerate(ids):
+            batch.token[i], batch.pos[i] = tok, i
+            batch.n_seq_id[i], batch.seq_id[i][0] = 1, 0
+            batch.logits[i] = 1
+        batch.n_tokens = len(ids)
+        ctx._lib.errors.clear()
+        rc = lib.llama_decode(ctx.handle, batch)
+        if rc != 0:
+            raise LlamaCppError(f"llama_decode returned {rc}: {ctx._lib.last_errors()}")
+        if lib.llama_pooling_type(ctx.handle) == 0:
+            rows = [np.ctypeslib.as_array(lib.llama_get_embeddings_ith(ctx.handle, i),
+                                          (n_embd,)).copy() for i in range(len(ids))]
+            return np.stack(rows)
+        ptr = lib.llama_get_embeddings_seq(ctx.handle, 0)
+        if not ptr:
+            raise LlamaCppError("llama_get_embeddings_seq gave nothing")
+        return np.ctypeslib.as_array(ptr, (n_embd,)).copy()
+    finally:
+        lib.llama_batch_free(batch)
 
 
 def quantize(src, dst, type_name, threads=1, pure=True, folder=None):

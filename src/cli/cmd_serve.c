@@ -74,6 +74,9 @@ typedef struct serve_state {
 static ak_status start_engine(const serve_args *a, serve_state *s) {
     ak_llm_load_options lo = {.mmap = a->mmap};
     AK_CHECK(ak_llm_model_load_with(a->model, &lo, &s->model));
+    ak_llm_model_info mi;
+    AK_CHECK(ak_llm_model_get_info(s->model, &mi));
+    if (mi.embedding_only) return AK_OK; /* embeddings: an encoder needs no engine */
     if (a->draft) AK_CHECK(ak_llm_model_load_with(a->draft, &lo, &s->draft));
     ak_llm_engine_options o;
     AK_CHECK(ak_llm_engine_options_default(&o));
@@ -99,6 +102,7 @@ static ak_status start_server(const serve_args *a, serve_state *s) {
     if (a->hooks) AK_CHECK(ak_llm_hooks_load(a->hooks, &s->hooks));
     int32_t ctx = a->ctx > 0 && a->ctx < info.max_context ? (int32_t)a->ctx : info.max_context;
     ak__server_model m = {model_name(a), tok, ctx, tmpl};
+    ak__server_embedder emb = ak__server_model_embedder(s->model); /* embeddings */
     ak__server_options o = AK__SERVER_OPTIONS_INIT;
     o.host = a->host;
     o.port = (int)a->port;
@@ -106,8 +110,9 @@ static ak_status start_server(const serve_args *a, serve_state *s) {
     if (a->max_concurrent) o.max_concurrent = (int32_t)a->max_concurrent;
     o.chat_format = a->chat_format;
     o.hooks = a->hooks ? &s->hooks : NULL;
-    ak__server_backend be = ak__server_engine_backend(s->engine);
-    AK_CHECK(ak__server_start(&be, &m, &o, &s->server));
+    ak__server_backend be = s->engine ? ak__server_engine_backend(s->engine)
+                                      : (ak__server_backend){0}; /* embedding-only */
+    AK_CHECK(ak__server_start_embeddings(&be, &m, &o, &emb, &s->server));
     printf("ak serve: %s (%s, %d layers, context %d, chat format %s) on http://%s:%d/v1\n",
            m.name, info.arch, info.n_layers, ctx, ak__server_chat_format(s->server), a->host,
            ak__server_port(s->server));

@@ -121,6 +121,9 @@ ak_status ak_llm_engine_create(ak_llm_model *model, const ak_llm_engine_options 
                                ak_llm_engine **out) {
     AK_ARG_CHECK(model != NULL && out != NULL, "model or out is NULL");
     *out = NULL;
+    if (model->enc) /* embeddings: encoders have no output head */
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "engine: '%s' is an embedding-only encoder; it "
+                       "does not generate text (use ak_llm_model_embed)", model->hp.arch);
     ak_llm_engine_options opts;
     if (o) opts = *o;
     else ak_llm_engine_options_default(&opts);

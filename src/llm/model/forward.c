@@ -101,6 +101,8 @@ void ak__forward_ws_free(ak__forward_ws *ws) {
     free(ws);
 }
 
+const float *ak__forward_ws_hidden(const ak__forward_ws *ws) { return ws->xo; }
+
 /* ---- pieces ---------------------------------------------------------------------------- */
 
 typedef struct rows_ctx {

@@ -123,6 +123,7 @@ static const char *const k_common_keys[] = {
     "rope.scaling.original_context_length", "rope.scaling.finetuned", "vocab_size",
     "attention.sliding_window", /* used where the architecture slides (below) */
     "attention.layer_norm_epsilon", /* starcoder2's (others: refused below) */
+    "pooling_type", /* embeddings only (model/embed.c) */
     NULL};
 static const char *const k_granite_keys[] = {"embedding_scale", "residual_scale",
                                              "attention.scale", "logit_scale", NULL};

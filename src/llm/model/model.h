@@ -51,6 +51,10 @@ struct ak_llm_model {
     float **owned;          /* f32 copies of vectors, freed with the model */
     size_t n_owned;
     uint64_t n_params, weight_bytes;
+    /* embeddings: the BERT-family encoder (encoder.h; NULL for decoders, whose layers
+     * are unused then) and its GGUF pooling_type */
+    struct ak__encoder *enc;
+    int32_t embed_pooling;
 };
 
 /* Where a tensor comes from while binding: GGUF or HF names. */
@@ -98,6 +102,8 @@ typedef struct ak__forward_ws ak__forward_ws;
 ak_status ak__forward_ws_create(const ak_llm_model *m, int32_t max_tokens, int32_t max_out,
                                 int32_t max_context, int n_threads, ak__forward_ws **out);
 void ak__forward_ws_free(ak__forward_ws *ws);
+/* embeddings: after ak__forward, the final-norm hidden states of the n_out rows */
+const float *ak__forward_ws_hidden(const ak__forward_ws *ws);
 /* Runs the batch through the model, writing K/V into `kv` and n_out × n_vocab logits. */
 ak_status ak__forward(const ak_llm_model *m, ak__forward_ws *ws, struct ak__kv_cache *kv,
                       const ak__batch *b, float *logits, ak_threadpool *pool);

@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "llm/base/tensor_names.h"
 #include "llm/gguf/gguf.h"
+#include "llm/model/encoder.h"
 #include "llm/model/model.h"
 #include "llm/model/model_files.h"
 
@@ -73,7 +74,17 @@ static ak_status load_gguf(ak_llm_model *m, const char *path, const ak_llm_load_
         AK_CHECK(ak_gguf_open(path, &m->gguf));
     else
         AK_CHECK(ak__gguf_open_private(path, &m->gguf));
-    AK_CHECK(ak__gguf_hparams(m->gguf, &m->hp));
+    const char *arch;
+    size_t arch_len;
+    int encoder = 0;
+    if (ak_gguf_get_string(m->gguf, "general.architecture", &arch, &arch_len) == AK_OK &&
+        arch_len < sizeof m->hp.arch) { /* embeddings: bert, nomic-bert (encoder_load.c) */
+        ak__hp_init(&m->hp);
+        memcpy(m->hp.arch, arch, arch_len);
+        encoder = ak__encoder_arch(m->hp.arch);
+    }
+    if (encoder) AK_CHECK(ak__encoder_load_gguf(m));
+    else AK_CHECK(ak__gguf_hparams(m->gguf, &m->hp));
     AK_CHECK(ak_tokenizer_from_gguf(m->gguf, &m->tokenizer));
     ak_tokenizer_info ti;
     AK_CHECK(ak_tokenizer_get_info(m->tokenizer, &ti));
@@ -84,6 +95,7 @@ static ak_status load_gguf(ak_llm_model *m, const char *path, const ak_llm_load_
     size_t len;
     if (ak_gguf_get_string(m->gguf, "tokenizer.chat_template", &tmpl, &len) == AK_OK)
         AK_CHECK(copy_template(m, tmpl, len));
+    if (encoder) return AK_OK;
     ak__tensor_source src = {m->gguf, gguf_lookup, ak__tensor_name_gguf, NULL};
     return ak__model_bind(m, &src);
 }
@@ -147,8 +159,11 @@ ak_status ak_llm_model_get_info(const ak_llm_model *m, ak_llm_model_info *info) 
     info->rope_theta = hp->rope_theta;
     info->norm_eps = hp->norm_eps;
     /* an MoE layer has no dense FFN: its attention's type stands for the model's */
-    info->weight_type = (uint32_t)(hp->n_experts > 0 || hp->plain_mlp ? m->layers[0].wq.type
-                                                                      : m->layers[0].w_gate.type);
+    info->weight_type = (uint32_t)(m->enc ? m->enc->layers[0].w_up.type
+                                   : hp->n_experts > 0 || hp->plain_mlp ? m->layers[0].wq.type
+                                                                        : m->layers[0].w_gate.type);
+    info->embedding_only = m->enc != NULL;
+    AK_CHECK(ak_llm_model_embed_pooling(m, &info->pooling));
     info->n_params = m->n_params;
     info->weight_bytes = m->weight_bytes;
     return AK_OK;

@@ -45,6 +45,8 @@ static ak_status run_prepare(ak_llm_model *m, int32_t n, int32_t n_threads, logi
 ak_status ak_llm_model_logits(ak_llm_model *m, const int32_t *ids, size_t n_ids, float *logits,
                               int32_t n_threads) {
     AK_ARG_CHECK(m != NULL && ids != NULL && logits != NULL, "model, ids or logits is NULL");
+    if (m->enc) return AK_FAIL(AK_ERR_UNSUPPORTED, "logits: '%s' is an embedding-only encoder",
+                               m->hp.arch);
     AK_ARG_CHECK(n_ids >= 1 && n_ids <= (size_t)m->hp.max_context,
                  "logits: %zu ids (1..%d, the model's context)", n_ids, m->hp.max_context);
     int32_t n = (int32_t)n_ids;

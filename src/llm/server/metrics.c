@@ -17,7 +17,8 @@ static const double k_e2e_le[AK__METRICS_BUCKETS - 1] = {
 static const int k_codes[AK__CODE_SLOTS - 1] = {200, 400, 404, 405, 408, 413,
                                                 429, 500, 503, 504, 499};
 static const char *const k_endpoints[AK__EP_COUNT] = {
-    "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "other"};
+    "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics",
+    "/v1/embeddings", "other"};
 
 ak_status ak__metrics_init(ak__metrics *m) {
     memset(m, 0, sizeof *m);

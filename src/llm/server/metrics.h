@@ -20,7 +20,8 @@ typedef struct ak__histogram {
     uint64_t count;
 } ak__histogram;
 
-enum { AK__EP_COMPLETIONS, AK__EP_CHAT, AK__EP_MODELS, AK__EP_HEALTH, AK__EP_METRICS, AK__EP_OTHER,
+enum { AK__EP_COMPLETIONS, AK__EP_CHAT, AK__EP_MODELS, AK__EP_HEALTH, AK__EP_METRICS,
+       AK__EP_EMBEDDINGS, AK__EP_OTHER,
        AK__EP_COUNT };
 enum { AK__CODE_SLOTS = 12 };
 

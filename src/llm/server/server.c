@@ -13,6 +13,7 @@
 #include <microhttpd.h>
 
 #include "core/check.h"
+#include "llm/server/embeddings.h"
 #include "llm/server/server_internal.h"
 
 #define STREAM_BLOCK 16384   /* bytes MHD asks a stream for at most */
@@ -188,6 +189,18 @@ static enum MHD_Result generate(ak__server *s, struct MHD_Connection *c, conn *s
     return g->req.stream ? start_stream(s, c, st->ep, g) : run_whole(s, c, st->ep, g);
 }
 
+/* embeddings: the whole answer at once (embeddings.c) */
+static enum MHD_Result post_embeddings(ak__server *s, struct MHD_Connection *c, conn *st) {
+    ak__bytes b = {NULL, 0, 0};
+    ak__oai_error err;
+    enum MHD_Result ok =
+        ak__embeddings_handle(s, st->body.v, st->body.len, &b, &err) == AK_OK
+            ? respond(s, c, st->ep, 200, "application/json", &b, NULL)
+            : respond_error(s, c, st->ep, &err, NULL);
+    ak__bytes_free(&b);
+    return ok;
+}
+
 /* ---- routing and the body ------------------------------------------------------------ */
 
 static const struct route {
@@ -197,6 +210,7 @@ static const struct route {
     {"/v1/completions", "POST", AK__EP_COMPLETIONS}, {"/v1/chat/completions", "POST", AK__EP_CHAT},
     {"/v1/models", "GET", AK__EP_MODELS},            {"/health", "GET", AK__EP_HEALTH},
     {"/metrics", "GET", AK__EP_METRICS},
+    {"/v1/embeddings", "POST", AK__EP_EMBEDDINGS}, /* embeddings.c */
 };
 
 static const struct route *route_of(const char *url) {
@@ -225,7 +239,13 @@ static enum MHD_Result first_call(ak__server *s, struct MHD_Connection *c, const
                           "Method %s is not allowed on %s (use %s)", method, r->path, r->method);
         return respond_error(s, c, st->ep, &e, r->method);
     }
-    if (st->ep != AK__EP_COMPLETIONS && st->ep != AK__EP_CHAT) return MHD_YES;
+    if (s->embedder.embedding_only && (st->ep == AK__EP_COMPLETIONS || st->ep == AK__EP_CHAT)) {
+        snprintf(msg, sizeof msg, "The model '%.100s' is an embedding model: it serves "
+                 "/v1/embeddings only, not %s", s->name, r->path);
+        return fail(s, c, st->ep, 400, "model", "embedding_model", msg);
+    }
+    if (st->ep != AK__EP_COMPLETIONS && st->ep != AK__EP_CHAT && st->ep != AK__EP_EMBEDDINGS)
+        return MHD_YES;
     const char *cl =
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > s->max_body) {
@@ -280,6 +300,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case AK__EP_MODELS: return get_models(s, c);
     case AK__EP_HEALTH: return get_health(s, c);
     case AK__EP_METRICS: return get_metrics(s, c);
+    case AK__EP_EMBEDDINGS: return post_embeddings(s, c, st);
     default: return generate(s, c, st);
     }
 }
@@ -374,8 +395,9 @@ static ak_status setup_model(ak__server *s, const ak__server_model *m,
         s->tool_format = ak__tools_detect(m->chat_template); /* tools.c */
     } else {
         s->chat_format = "chatml";
-        AK_LOG_WARN(AK_SUBSYS_LLM, "the model has no chat template: chat requests use the "
-                    "built-in chatml preset (--chat-format NAME picks another)");
+        if (!s->embedder.embedding_only) /* embeddings: an encoder has no chat */
+            AK_LOG_WARN(AK_SUBSYS_LLM, "the model has no chat template: chat requests use "
+                        "the built-in chatml preset (--chat-format NAME picks another)");
     }
     /* the turn-end token: the preset's, or the one of the family the template looks like */
     const char *family = s->chat_format;
@@ -441,8 +463,16 @@ static void server_free(ak__server *s) {
 
 ak_status ak__server_start(const ak__server_backend *backend, const ak__server_model *model,
                            const ak__server_options *options, ak__server **out) {
+    return ak__server_start_embeddings(backend, model, options, NULL, out);
+}
+
+ak_status ak__server_start_embeddings(const ak__server_backend *backend,
+                                      const ak__server_model *model,
+                                      const ak__server_options *options,
+                                      const ak__server_embedder *embedder, ak__server **out) {
     AK_ENSURE_INIT();
-    AK_ARG_CHECK(backend && backend->submit && backend->cancel, "server: no backend");
+    AK_ARG_CHECK(backend && ((backend->submit && backend->cancel) ||
+                             (embedder && embedder->embedding_only)), "server: no backend");
     AK_ARG_CHECK(model && model->tokenizer, "server: no tokenizer");
     AK_ARG_CHECK(model->n_ctx >= 2, "server: context of %d tokens", model->n_ctx);
     AK_ARG_CHECK(options && options->port >= 0 && options->port <= 65535, "server: bad port");
@@ -457,6 +487,7 @@ ak_status ak__server_start(const ak__server_backend *backend, const ak__server_m
         return AK_FAIL(AK_ERR_INTERNAL, "server: mutex");
     }
     s->be = *backend;
+    if (embedder) s->embedder = *embedder; /* embeddings */
     s->max_body = options->max_body;
     s->max_concurrent = options->max_concurrent;
     s->started = (int64_t)time(NULL);

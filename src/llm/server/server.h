@@ -26,6 +26,17 @@ typedef struct ak__server_backend {
 /* The engine as a backend (the engine must outlive the server). */
 ak__server_backend ak__server_engine_backend(ak_llm_engine *e);
 
+/* embeddings: what answers /v1/embeddings (embed NULL: the endpoint answers 404) */
+typedef struct ak__server_embedder {
+    ak_status (*embed)(void *ctx, const int32_t *ids, size_t n, float *out, size_t cap);
+    void *ctx;
+    int32_t dim, pooling;   /* pooling: ak_llm_model_embed's (0 none is refused) */
+    int embedding_only;     /* an encoder: /v1/completions and /v1/chat/completions refused */
+} ak__server_embedder;
+
+/* embeddings: the model as the embedder (the model must outlive the server). */
+ak__server_embedder ak__server_model_embedder(ak_llm_model *m);
+
 typedef struct ak__server_model {
     const char *name;              /* the model id of /v1/models and responses (copied) */
     const ak_tokenizer *tokenizer; /* borrowed for the server's life */
@@ -51,6 +62,12 @@ ak_status ak__server_start(const ak__server_backend *backend, const ak__server_m
 int ak__server_port(const ak__server *s);
 /* The chat format in use ("chatml", ...). */
 const char *ak__server_chat_format(const ak__server *s);
+/* embeddings: ak__server_start with /v1/embeddings answered by `embedder`; an
+ * embedding-only one needs no generation backend (backend may be all NULL). */
+ak_status ak__server_start_embeddings(const ak__server_backend *backend,
+                                      const ak__server_model *model,
+                                      const ak__server_options *options,
+                                      const ak__server_embedder *embedder, ak__server **out);
 /* Stops listening, cancels requests in flight, waits for their threads, frees. */
 ak_status ak__server_stop(ak__server *s);
 

@@ -38,6 +38,7 @@ struct ak__server {
     int port;
     /* tools: the call format of the model's template (tools.c) */
     ak__tool_format tool_format;
+    ak__server_embedder embedder;  /* embeddings (embeddings.c); zero = none */
 };
 
 /* One event as the engine reported it, copied on the engine thread. */

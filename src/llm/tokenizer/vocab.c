@@ -406,6 +406,10 @@ static ak_status read_flag(const ak_gguf *g, const char *key, int *flag) {
 static ak_status read_specials(const ak_gguf *g, ak__tok_spec *s) {
     AK_CHECK(read_id(g, s, "tokenizer.ggml.bos_token_id", &s->bos));
     AK_CHECK(read_id(g, s, "tokenizer.ggml.eos_token_id", &s->eos));
+    /* embeddings: llama.cpp ends a WordPiece sequence with the separator ([SEP]) the file
+     * names (its [CLS] is the BOS id; cls_token_id is not read, as in llama.cpp) */
+    if (s->kind == AK_TOKENIZER_WPM)
+        AK_CHECK(read_id(g, s, "tokenizer.ggml.seperator_token_id", &s->eos));
     AK_CHECK(read_id(g, s, "tokenizer.ggml.unknown_token_id", &s->unk));
     AK_CHECK(read_id(g, s, "tokenizer.ggml.padding_token_id", &s->pad));
     AK_CHECK(read_flag(g, "tokenizer.ggml.add_bos_token", &s->add_bos));
