@@ -482,6 +482,12 @@ static ak_status sample_error(const ak__gen *g) {
     return AK_OK;
 }
 
+/* A sample cancelled because the server's drain time ran out (server.c). */
+static int cut_by_shutdown(const ak__gen *g, const ak__gen_sample *s) {
+    return s->finish == AK_FINISH_CANCELLED &&
+           __atomic_load_n(&g->srv->drain_cancelled, __ATOMIC_ACQUIRE);
+}
+
 /* ---- whole responses ----------------------------------------------------------------- */
 
 ak_status ak__gen_run_whole(ak__gen *g, ak__bytes *body, int *http, ak__oai_error *err) {
@@ -493,6 +499,13 @@ ak_status ak__gen_run_whole(ak__gen *g, ak__bytes *body, int *http, ak__oai_erro
             return AK_ERR_REMOTE;
         }
     if (st == AK_OK) st = sample_error(g);
+    for (int32_t i = 0; st == AK_OK && i < g->req.n; i++)
+        if (cut_by_shutdown(g, &g->samples[i])) {
+            ak__oai_error_set(err, 503, NULL, "server_shutting_down",
+                              "the server is shutting down: the request was cancelled");
+            *http = 503;
+            return AK_ERR_TIMEOUT;
+        }
     if (st != AK_OK) {
         ak__oai_error_set(err, 500, NULL, NULL, "%s", ak_last_error());
         *http = 500;
@@ -528,12 +541,26 @@ static ak_status error_event(ak__gen *g, ak_status st) {
     return ak__bytes_append(&g->out, "\n\n", 2);
 }
 
+static ak_status shutdown_event(ak__gen *g) {
+    ak__oai_error e;
+    ak__oai_error_set(&e, 503, NULL, "server_shutting_down",
+                      "the server is shutting down: the request was cancelled");
+    AK_CHECK(ak__bytes_append(&g->out, "data: ", 6));
+    AK_CHECK(ak__oai_error_json(&e, &g->out));
+    return ak__bytes_append(&g->out, "\n\n", 2);
+}
+
 /* One chunk per sample with new text, logprobs or its end. */
 static ak_status emit_chunks(ak__gen *g) {
     for (int32_t i = 0; i < g->req.n; i++) {
         ak__gen_sample *s = &g->samples[i];
         int ending = s->finish != AK_FINISH_NONE && !s->finished;
         if (!s->text.len && !s->n_lps && !ending) continue;
+        if (ending && cut_by_shutdown(g, s)) {
+            s->finished = 1;
+            AK_CHECK(shutdown_event(g));
+            continue;
+        }
         if (s->finish == AK_FINISH_ERROR) {
             s->finished = 1;
             AK_CHECK(error_event(g, s->status ? s->status : AK_ERR_INTERNAL));

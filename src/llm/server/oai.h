@@ -52,6 +52,8 @@ typedef struct ak__oai_request {
     int32_t *stop_ids;
     size_t n_stop_ids;
     int ignore_eos;
+    /* the end user's id ("user"): written to the access log, nothing else */
+    const char *user;
 } ak__oai_request;
 
 /* Fills `e` (message formatted like printf); type follows from http. */

@@ -179,6 +179,9 @@ static ak_status parse_common(const cJSON *obj, int32_t n_vocab, ak__oai_request
     if (ids && !cJSON_IsArray(ids)) return wrong_type(err, "stop_token_ids", "an array", ids);
     if (ids)
         AK_CHECK(get_ids(ids, "stop_token_ids", n_vocab, 1, &r->stop_ids, &r->n_stop_ids, err));
+    const cJSON *user = field(obj, "user");
+    if (user && !cJSON_IsString(user)) return wrong_type(err, "user", "a string", user);
+    if (user) r->user = user->valuestring;
     const cJSON *bias = field(obj, "logit_bias");
     if (bias && (!cJSON_IsObject(bias) || bias->child))
         return BAD(err, "logit_bias", "'logit_bias' is not supported.");
