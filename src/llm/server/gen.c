@@ -211,6 +211,33 @@ static ak_status check_lengths(ak__gen *g, ak__oai_error *err) {
     return AK_OK;
 }
 
+/* Completions' echo: every sample's output starts with the prompt, as the client wrote
+ * it (a token prompt decoded, invalid UTF-8 replaced). */
+static ak_status echo_prompt(ak__gen *g) {
+    ak__bytes text = {NULL, 0, 0};
+    ak_status st = AK_OK;
+    if (g->req.prompt) {
+        st = ak__bytes_append(&text, g->req.prompt, strlen(g->req.prompt));
+    } else {
+        size_t need = 0;
+        char *raw = NULL;
+        st = ak_tokenizer_decode(g->srv->tok, g->prompt, g->n_prompt, 0, NULL, 0, &need);
+        if (st == AK_OK || st == AK_ERR_INVALID_ARG) {
+            ak_clear_error();
+            raw = malloc(need + 1);
+            st = raw ? ak_tokenizer_decode(g->srv->tok, g->prompt, g->n_prompt, 0, raw, need + 1,
+                                           &need)
+                     : AK_FAIL(AK_ERR_NO_MEMORY, "echo");
+        }
+        if (st == AK_OK) st = ak__utf8_sanitize(raw, need, &text);
+        free(raw);
+    }
+    for (int32_t i = 0; st == AK_OK && i < g->req.n; i++)
+        st = ak__bytes_append(&g->samples[i].text, text.v ? text.v : "", text.len);
+    ak__bytes_free(&text);
+    return st;
+}
+
 static ak_status setup_output(ak__gen *g) {
     const ak__server *srv = g->srv;
     const ak__oai_request *r = &g->req;
@@ -226,7 +253,7 @@ static ak_status setup_output(ak__gen *g) {
     g->meta.tok = srv->tok;
     for (int32_t i = 0; i < r->n; i++)
         AK_CHECK(ak__detok_init(&g->samples[i].detok, srv->tok, r->stops, r->n_stops));
-    return AK_OK;
+    return r->echo ? echo_prompt(g) : AK_OK;
 }
 
 ak_status ak__gen_create(ak__server *srv, ak__oai_request *req, int fd, ak__gen **out,
@@ -308,6 +335,9 @@ ak_status ak__gen_submit(ak__gen *g, ak__oai_error *err) {
     q.stop_strings = r->stops;
     q.n_stop_strings = r->n_stops;
     q.ignore_eos = r->ignore_eos;
+    q.logit_bias_ids = r->bias_ids;
+    q.logit_bias = r->bias;
+    q.n_logit_bias = r->n_bias;
     q.on_event = on_event;
     q.user = g;
     pthread_mutex_lock(&g->mu);
