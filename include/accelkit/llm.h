@@ -289,6 +289,12 @@ typedef struct ak_llm_request {
     void *user;
     /* constrained decoding */
     const ak_llm_grammar *grammar; /* NULL = unconstrained; read-only, shared by the request's samples, must outlive the request */
+    /* logit bias (OpenAI's logit_bias): logit_bias[i] is added to the logit of token
+     * logit_bias_ids[i] before penalties and sampling (-100 all but bans a token, +100 all
+     * but forces it). Copied at submit; n_logit_bias = 0: none. */
+    const int32_t *logit_bias_ids;
+    const float *logit_bias;
+    size_t n_logit_bias;
 } ak_llm_request;
 
 AK_API ak_status ak_llm_request_default(ak_llm_request *r);

@@ -1,12 +1,14 @@
 /* `ak serve MODEL`: loads the model (GGUF file or Hugging Face folder), starts the engine's
  * step loop on a background thread and the OpenAI-compatible HTTP server in front of it,
- * prints the URL, and stops cleanly on SIGINT/SIGTERM. */
+ * prints the URL, and on SIGINT/SIGTERM drains (no new requests, running ones get
+ * --drain-seconds to finish) and stops. */
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
@@ -19,6 +21,11 @@ typedef struct serve_args {
     long port, threads, max_seqs, ctx, max_concurrent, gamma, ngram, kv_mib;
     size_t max_body;
     int kv_f32, mmap;
+    /* network security, access log, shutdown */
+    const char *api_key, *api_key_file, *ssl_cert, *ssl_key, *access_log;
+    int public_health, public_metrics, limit_loopback, log_format;
+    long max_connections, max_per_client;
+    double request_timeout, drain_seconds;
 } serve_args;
 
 /* Parses the flags into a; AK_CLI_CONTINUE or an exit code. */
@@ -43,6 +50,19 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         {"name", 0, AK_OPT_STRING, &a->name, "ID", .help = "model id clients see (default: the file or folder name)"},
         {"max-body", 0, AK_OPT_SIZE, &a->max_body, "BYTES", .help = "largest request body (default: the server's)", .min = 64, .max = 1e15},
         {"max-concurrent", 0, AK_OPT_INT, &a->max_concurrent, "N", .help = "requests served at once, more wait (default: the server's)", .min = 1, .max = 4096},
+        {"api-key", 0, AK_OPT_STRING, &a->api_key, "KEY", .help = "clients must send 'Authorization: Bearer KEY' (default: $AK_API_KEY)"},
+        {"api-key-file", 0, AK_OPT_STRING, &a->api_key_file, "FILE", .help = "more API keys, one a line (keep it chmod 600)"},
+        {"public-health", 0, AK_OPT_FLAG, &a->public_health, .help = "GET /health answers without a key"},
+        {"public-metrics", 0, AK_OPT_FLAG, &a->public_metrics, .help = "GET /metrics answers without a key"},
+        {"ssl-cert", 0, AK_OPT_STRING, &a->ssl_cert, "FILE", .help = "HTTPS with this PEM certificate (with --ssl-key)"},
+        {"ssl-key", 0, AK_OPT_STRING, &a->ssl_key, "FILE", .help = "the certificate's PEM private key"},
+        {"max-connections", 0, AK_OPT_INT, &a->max_connections, "N", .help = "open connections at most (a few more are kept for /health)", .def = "2048", .min = 1, .max = 1 << 20},
+        {"max-conns-per-client", 0, AK_OPT_INT, &a->max_per_client, "N", .help = "open connections per client address (0: no limit; loopback exempt unless --limit-loopback)", .def = "256", .min = 0, .max = 1 << 20},
+        {"limit-loopback", 0, AK_OPT_FLAG, &a->limit_loopback, .help = "apply --max-conns-per-client to 127.0.0.1 and ::1 too"},
+        {"request-timeout", 0, AK_OPT_DOUBLE, &a->request_timeout, "S", .help = "seconds to receive a request's header and body (trickling does not extend it)", .def = "10", .min = 0.05, .max = 86400},
+        {"log-format", 0, AK_OPT_ENUM, &a->log_format, .choices = "text|json", .help = "access log lines", .def = "text"},
+        {"access-log", 0, AK_OPT_STRING, &a->access_log, "FILE", .help = "where the access log goes: a file, - (stderr) or off", .def = "-"},
+        {"drain-seconds", 0, AK_OPT_DOUBLE, &a->drain_seconds, "S", .help = "at SIGTERM/SIGINT, how long running requests may finish before they are cancelled", .def = "30", .min = 0, .max = 86400},
         AK_OPT_END};
     const ak_cli_cmd cmd = {.name = "serve", .opts = opts};
     int rc = ak_cli_parse(&cmd, argc, argv, &first);
@@ -65,6 +85,7 @@ static const char *model_name(const serve_args *a) {
 }
 
 typedef struct serve_state {
+    FILE *access_log;
     ak_llm_model *model, *draft;
     ak_llm_engine *engine;
     ak__server *server;
@@ -92,6 +113,45 @@ static ak_status start_engine(const serve_args *a, serve_state *s) {
     return ak_llm_engine_start(s->engine);
 }
 
+static ak_status open_access_log(const serve_args *a, serve_state *s) {
+    if (!strcmp(a->access_log, "off")) return AK_OK;
+    if (!strcmp(a->access_log, "-")) {
+        s->access_log = stderr;
+        return AK_OK;
+    }
+    s->access_log = fopen(a->access_log, "a");
+    if (!s->access_log) return AK_FAIL(AK_ERR_IO, "cannot open the access log %s", a->access_log);
+    return AK_OK;
+}
+
+static ak_status security_options(const serve_args *a, serve_state *s, ak__server_options *o) {
+    const char *env_key = getenv("AK_API_KEY");
+    o->api_key = a->api_key ? a->api_key : env_key && env_key[0] ? env_key : NULL;
+    o->api_key_file = a->api_key_file;
+    o->public_health = a->public_health;
+    o->public_metrics = a->public_metrics;
+    o->tls_cert_file = a->ssl_cert;
+    o->tls_key_file = a->ssl_key;
+    o->max_connections = (int32_t)a->max_connections;
+    o->max_per_client = a->max_per_client ? (int32_t)a->max_per_client : -1;
+    o->limit_loopback = a->limit_loopback;
+    o->request_timeout_s = a->request_timeout;
+    o->access_log_json = a->log_format == 1;
+    AK_CHECK(open_access_log(a, s));
+    o->access_log = s->access_log;
+    return AK_OK;
+}
+
+/* Every connection is a socket and a thread: the soft descriptor limit (often 1024) is
+ * raised to the hard one so --max-connections can be reached. */
+static void raise_fd_limit(void) {
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+        r.rlim_cur = r.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &r);
+    }
+}
+
 static ak_status start_server(const serve_args *a, serve_state *s) {
     ak_llm_model_info info;
     const ak_tokenizer *tok = NULL;
@@ -110,12 +170,13 @@ static ak_status start_server(const serve_args *a, serve_state *s) {
     if (a->max_concurrent) o.max_concurrent = (int32_t)a->max_concurrent;
     o.chat_format = a->chat_format;
     o.hooks = a->hooks ? &s->hooks : NULL;
+    AK_CHECK(security_options(a, s, &o));
     ak__server_backend be = s->engine ? ak__server_engine_backend(s->engine)
                                       : (ak__server_backend){0}; /* embedding-only */
     AK_CHECK(ak__server_start_embeddings(&be, &m, &o, &emb, &s->server));
-    printf("ak serve: %s (%s, %d layers, context %d, chat format %s) on http://%s:%d/v1\n",
-           m.name, info.arch, info.n_layers, ctx, ak__server_chat_format(s->server), a->host,
-           ak__server_port(s->server));
+    printf("ak serve: %s (%s, %d layers, context %d, chat format %s) on %s://%s:%d/v1\n",
+           m.name, info.arch, info.n_layers, ctx, ak__server_chat_format(s->server),
+           a->ssl_cert ? "https" : "http", a->host, ak__server_port(s->server));
     fflush(stdout);
     return AK_OK;
 }
@@ -132,6 +193,7 @@ static void stop_all(serve_state *s) {
     }
     ak_llm_model_free(s->draft);
     ak_llm_model_free(s->model);
+    if (s->access_log && s->access_log != stderr) fclose(s->access_log);
 }
 
 int ak_cli_serve(int argc, char **argv) {
@@ -150,6 +212,7 @@ int ak_cli_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     serve_state s;
     memset(&s, 0, sizeof s);
+    raise_fd_limit();
     ak_status st = start_engine(&a, &s);
     if (st == AK_OK) st = start_server(&a, &s);
     if (st != AK_OK) {
@@ -159,7 +222,10 @@ int ak_cli_serve(int argc, char **argv) {
     }
     int sig = 0;
     sigwait(&sigs, &sig);
-    fprintf(stderr, "ak serve: %s, stopping\n", sig == SIGINT ? "interrupted" : "terminated");
+    fprintf(stderr, "ak serve: %s, draining (up to %g s)\n",
+            sig == SIGINT ? "interrupted" : "terminated", a.drain_seconds);
+    int cancelled = ak__server_drain(s.server, a.drain_seconds);
+    fprintf(stderr, "ak serve: drained (%d requests cancelled), stopping\n", cancelled);
     stop_all(&s);
     return AK_EXIT_OK;
 }

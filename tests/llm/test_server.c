@@ -573,7 +573,7 @@ static void test_get_endpoints(void **state) {
     (void)state;
     reply r = call(g_port, "GET", "/health", NULL);
     assert_int_equal(r.status, 200);
-    assert_string_equal(get(r.json, "status")->valuestring, "ok");
+    assert_string_equal(get(r.json, "status")->valuestring, "ready");
     reply_free(&r);
     r = call(g_port, "GET", "/v1/models", NULL);
     assert_int_equal(r.status, 200);

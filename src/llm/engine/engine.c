@@ -212,7 +212,7 @@ static ak_status copy_request(ak__req *q, const ak_llm_request *r) {
     q->r.prompt = q->prompt;
     q->r.stop_ids = q->stop_ids;
     q->r.stop_strings = (const char *const *)q->stop_strings;
-    return AK_OK;
+    return AK_OK; /* the logit bias is copied by each sample's sampler (init_seq) */
 }
 
 static ak_status init_seq(const ak_llm_engine *e, ak__req *q, int32_t i) {
@@ -227,6 +227,8 @@ static ak_status init_seq(const ak_llm_engine *e, ak__req *q, int32_t i) {
     if (!s->tokens || !s->blocks) return AK_FAIL(AK_ERR_NO_MEMORY, "request: out of memory");
     memcpy(s->tokens, q->prompt, q->r.n_prompt * sizeof *s->tokens);
     AK_CHECK(ak__sampler_init(&s->sampler, e->model->hp.n_vocab, &q->r.sampling, (uint64_t)i));
+    AK_CHECK(ak__sampler_set_bias(&s->sampler, q->r.logit_bias_ids, q->r.logit_bias,
+                                  q->r.n_logit_bias));
     for (size_t k = 0; k < q->r.n_prompt; ++k) ak__sampler_accept(&s->sampler, q->prompt[k], 1);
     if (q->r.grammar) AK_CHECK(ak__engine_grammar_init(s, q->r.grammar));
     return ak__stop_init(&s->stop, q->r.stop_strings, q->r.n_stop_strings);
@@ -241,6 +243,9 @@ static ak_status build_request(const ak_llm_engine *e, const ak_llm_request *r, 
         if (!q->seqs) st = AK_FAIL(AK_ERR_NO_MEMORY, "request: out of memory");
     }
     for (int32_t i = 0; st == AK_OK && i < r->n; ++i) st = init_seq(e, q, i);
+    q->r.logit_bias_ids = NULL; /* the caller's arrays: the samplers hold copies */
+    q->r.logit_bias = NULL;
+    q->r.n_logit_bias = 0;
     if (st != AK_OK) {
         req_free(q);
         return st;

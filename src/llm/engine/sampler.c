@@ -118,6 +118,11 @@ void ak__sampler_free(ak__sampler *s) {
     free(s->idx);
     free(s->bucket_count);
     free(s->bucket_mass);
+    free(s->bias_ids);
+    free(s->bias);
+    s->bias_ids = NULL;
+    s->bias = NULL;
+    s->n_bias = 0;
     s->hist = NULL;
     s->touched = NULL;
     s->work = NULL;
@@ -125,6 +130,31 @@ void ak__sampler_free(ak__sampler *s) {
     s->bucket_count = NULL;
     s->bucket_mass = NULL;
     s->n_touched = 0;
+}
+
+ak_status ak__sampler_set_bias(ak__sampler *s, const int32_t *ids, const float *bias, size_t n) {
+    AK_ARG_CHECK(n == 0 || (ids && bias), "logit bias: ids or values are NULL");
+    AK_ARG_CHECK(n <= (size_t)s->n_vocab, "logit bias: %zu entries for %d tokens", n,
+                 (int)s->n_vocab);
+    for (size_t i = 0; i < n; i++) {
+        AK_ARG_CHECK(ids[i] >= 0 && ids[i] < s->n_vocab,
+                     "logit bias: token %d outside the vocabulary [0, %d)", ids[i], s->n_vocab);
+        AK_ARG_CHECK(isfinite(bias[i]), "logit bias: the bias of token %d is not finite",
+                     ids[i]);
+    }
+    free(s->bias_ids);
+    free(s->bias);
+    s->bias_ids = NULL;
+    s->bias = NULL;
+    s->n_bias = 0;
+    if (n == 0) return AK_OK;
+    s->bias_ids = malloc(n * sizeof *s->bias_ids);
+    s->bias = malloc(n * sizeof *s->bias);
+    if (!s->bias_ids || !s->bias) return AK_FAIL(AK_ERR_NO_MEMORY, "logit bias");
+    memcpy(s->bias_ids, ids, n * sizeof *ids);
+    memcpy(s->bias, bias, n * sizeof *bias);
+    s->n_bias = (int32_t)n;
+    return AK_OK;
 }
 
 void ak__sampler_reset(ak__sampler *s) {
@@ -185,6 +215,8 @@ static float penalize(const ak__sampler *s, float x, uint32_t h) {
 static void load_logits(ak__sampler *s, const float *logits) {
     float *w = s->work;
     memcpy(w, logits, (size_t)s->n_vocab * sizeof *w);
+    for (int32_t j = 0; j < s->n_bias; j++)
+        w[s->bias_ids[j]] = sanitize(sanitize(w[s->bias_ids[j]]) + s->bias[j]);
     if (!penalties_on(s)) return;
     for (int32_t j = 0; j < s->n_touched; j++) {
         int32_t t = s->touched[j];
@@ -659,6 +691,8 @@ static int32_t top_n(const float *val, int32_t n_vocab, cutoff c, float floor, i
 /* The scaled, penalized logit of one token: z_t as in work before exponentiation. */
 static float score(const ak__sampler *s, const float *logits, int32_t t, float inv_t) {
     float x = sanitize(logits[t]);
+    for (int32_t j = 0; j < s->n_bias; j++)
+        if (s->bias_ids[j] == t) x = sanitize(x + s->bias[j]);
     if (penalties_on(s)) x = penalize(s, x, s->hist[t]);
     return sanitize(x * inv_t);
 }
@@ -693,7 +727,8 @@ static void greedy_logprobs(ak__sampler *s, int32_t tok, float *logprob, ak_llm_
 static int32_t sample_greedy(ak__sampler *s, const float *logits, float *logprob,
                              ak_llm_logprob *top, int32_t *n_top) {
     int want_top = top && n_top && s->p.n_logprobs > 0;
-    if (!logprob && !want_top && !penalties_on(s)) return ak__argmax_f32(logits, s->n_vocab);
+    if (!logprob && !want_top && !penalties_on(s) && !s->n_bias)
+        return ak__argmax_f32(logits, s->n_vocab);
     load_logits(s, logits);
     int32_t tok = ak__argmax_f32(s->work, s->n_vocab);
     if (logprob || want_top) greedy_logprobs(s, tok, logprob, want_top ? top : NULL, n_top);

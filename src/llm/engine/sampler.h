@@ -48,6 +48,10 @@ typedef struct ak__sampler {
     int32_t *idx;
     uint32_t *bucket_count; /* AK__SAMPLER_BUCKETS */
     double *bucket_mass;    /* AK__SAMPLER_BUCKETS */
+    /* logit bias: added to these tokens' logits before the penalties (set_bias) */
+    int32_t *bias_ids;
+    float *bias;
+    int32_t n_bias;
 } ak__sampler;
 
 /* Validates `p` (a clear message naming the field) and allocates the scratch. `stream`
@@ -55,6 +59,9 @@ typedef struct ak__sampler {
  * results are reproducible whatever the batching. */
 ak_status ak__sampler_init(ak__sampler *s, int32_t n_vocab, const ak_sampling_params *p,
                            uint64_t stream);
+/* Logit bias: bias[i] is added to the logit of token ids[i] before everything else
+ * (copied; ids in [0, n_vocab), biases finite; a repeated id adds up). */
+ak_status ak__sampler_set_bias(ak__sampler *s, const int32_t *ids, const float *bias, size_t n);
 /* Frees the arrays; the struct may be freed or re-initialized afterwards. NULL-safe, and
  * safe on a zeroed struct. */
 void ak__sampler_free(ak__sampler *s);

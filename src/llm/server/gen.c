@@ -205,6 +205,33 @@ static ak_status check_lengths(ak__gen *g, ak__oai_error *err) {
     return AK_OK;
 }
 
+/* Completions' echo: every sample's output starts with the prompt, as the client wrote
+ * it (a token prompt decoded, invalid UTF-8 replaced). */
+static ak_status echo_prompt(ak__gen *g) {
+    ak__bytes text = {NULL, 0, 0};
+    ak_status st = AK_OK;
+    if (g->req.prompt) {
+        st = ak__bytes_append(&text, g->req.prompt, strlen(g->req.prompt));
+    } else {
+        size_t need = 0;
+        char *raw = NULL;
+        st = ak_tokenizer_decode(g->srv->tok, g->prompt, g->n_prompt, 0, NULL, 0, &need);
+        if (st == AK_OK || st == AK_ERR_INVALID_ARG) {
+            ak_clear_error();
+            raw = malloc(need + 1);
+            st = raw ? ak_tokenizer_decode(g->srv->tok, g->prompt, g->n_prompt, 0, raw, need + 1,
+                                           &need)
+                     : AK_FAIL(AK_ERR_NO_MEMORY, "echo");
+        }
+        if (st == AK_OK) st = ak__utf8_sanitize(raw, need, &text);
+        free(raw);
+    }
+    for (int32_t i = 0; st == AK_OK && i < g->req.n; i++)
+        st = ak__bytes_append(&g->samples[i].text, text.v ? text.v : "", text.len);
+    ak__bytes_free(&text);
+    return st;
+}
+
 static ak_status setup_output(ak__gen *g) {
     const ak__server *srv = g->srv;
     const ak__oai_request *r = &g->req;
@@ -220,7 +247,7 @@ static ak_status setup_output(ak__gen *g) {
     g->meta.tok = srv->tok;
     for (int32_t i = 0; i < r->n; i++)
         AK_CHECK(ak__detok_init(&g->samples[i].detok, srv->tok, r->stops, r->n_stops));
-    return AK_OK;
+    return r->echo ? echo_prompt(g) : AK_OK;
 }
 
 ak_status ak__gen_create(ak__server *srv, ak__oai_request *req, int fd, ak__gen **out,
@@ -304,6 +331,9 @@ ak_status ak__gen_submit(ak__gen *g, ak__oai_error *err) {
     q.n_stop_strings = r->n_stops;
     q.ignore_eos = r->ignore_eos;
     q.grammar = ak__gen_tools_grammar(g); /* forced tool calls */
+    q.logit_bias_ids = r->bias_ids;
+    q.logit_bias = r->bias;
+    q.n_logit_bias = r->n_bias;
     q.on_event = on_event;
     q.user = g;
     if (r->grammar_text) {
@@ -482,6 +512,12 @@ static ak_status sample_error(const ak__gen *g) {
     return AK_OK;
 }
 
+/* A sample cancelled because the server's drain time ran out (server.c). */
+static int cut_by_shutdown(const ak__gen *g, const ak__gen_sample *s) {
+    return s->finish == AK_FINISH_CANCELLED &&
+           __atomic_load_n(&g->srv->drain_cancelled, __ATOMIC_ACQUIRE);
+}
+
 /* ---- whole responses ----------------------------------------------------------------- */
 
 ak_status ak__gen_run_whole(ak__gen *g, ak__bytes *body, int *http, ak__oai_error *err) {
@@ -493,6 +529,13 @@ ak_status ak__gen_run_whole(ak__gen *g, ak__bytes *body, int *http, ak__oai_erro
             return AK_ERR_REMOTE;
         }
     if (st == AK_OK) st = sample_error(g);
+    for (int32_t i = 0; st == AK_OK && i < g->req.n; i++)
+        if (cut_by_shutdown(g, &g->samples[i])) {
+            ak__oai_error_set(err, 503, NULL, "server_shutting_down",
+                              "the server is shutting down: the request was cancelled");
+            *http = 503;
+            return AK_ERR_TIMEOUT;
+        }
     if (st != AK_OK) {
         ak__oai_error_set(err, 500, NULL, NULL, "%s", ak_last_error());
         *http = 500;
@@ -534,6 +577,15 @@ static ak_status error_event(ak__gen *g, ak_status st) {
     return ak__bytes_append(&g->out, "\n\n", 2);
 }
 
+static ak_status shutdown_event(ak__gen *g) {
+    ak__oai_error e;
+    ak__oai_error_set(&e, 503, NULL, "server_shutting_down",
+                      "the server is shutting down: the request was cancelled");
+    AK_CHECK(ak__bytes_append(&g->out, "data: ", 6));
+    AK_CHECK(ak__oai_error_json(&e, &g->out));
+    return ak__bytes_append(&g->out, "\n\n", 2);
+}
+
 /* One chunk per sample with new text, logprobs or its end. */
 static ak_status emit_chunks(ak__gen *g) {
     for (int32_t i = 0; i < g->req.n; i++) {
@@ -541,6 +593,11 @@ static ak_status emit_chunks(ak__gen *g) {
         int ending = s->finish != AK_FINISH_NONE && !s->finished;
         if (g->tools && s->finish != AK_FINISH_ERROR) AK_CHECK(ak__gen_tools_stream(g, i, ending));
         if (!s->text.len && !s->n_lps && !ending) continue;
+        if (ending && cut_by_shutdown(g, s)) {
+            s->finished = 1;
+            AK_CHECK(shutdown_event(g));
+            continue;
+        }
         if (s->finish == AK_FINISH_ERROR) {
             s->finished = 1;
             AK_CHECK(error_event(g, s->status ? s->status : AK_ERR_INTERNAL));

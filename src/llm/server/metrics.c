@@ -14,11 +14,11 @@ static const double k_itl_le[AK__METRICS_BUCKETS - 1] = {
 static const double k_e2e_le[AK__METRICS_BUCKETS - 1] = {
     0.1, 0.25, 0.5, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60};
 
-static const int k_codes[AK__CODE_SLOTS - 1] = {200, 400, 404, 405, 408, 413,
-                                                429, 500, 503, 504, 499};
+static const int k_codes[AK__CODE_SLOTS - 1] = {200, 400, 401, 404, 405, 413,
+                                                429, 431, 500, 503, 499};
 static const char *const k_endpoints[AK__EP_COUNT] = {
     "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics",
-    "/v1/embeddings", "other"};
+    "/v1/embeddings", "/tokenize", "/detokenize", "other"};
 
 ak_status ak__metrics_init(ak__metrics *m) {
     memset(m, 0, sizeof *m);
@@ -75,6 +75,27 @@ void ak__metrics_in_flight(ak__metrics *m, int delta) {
     pthread_mutex_unlock(&m->mu);
 }
 
+static const char *const k_reject_names[AK__REJECT_COUNT] = {
+    "auth", "per_client_limit", "total_cap", "reserved_slot", "request_deadline",
+    "header_too_large", "body_too_large", "malformed", "draining"};
+
+const char *ak__reject_name(ak__reject r) {
+    return r >= 0 && r < AK__REJECT_COUNT ? k_reject_names[r] : "unknown";
+}
+
+void ak__metrics_reject(ak__metrics *m, ak__reject reason) {
+    if (reason < 0 || reason >= AK__REJECT_COUNT) return;
+    pthread_mutex_lock(&m->mu);
+    m->rejected[reason]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void ak__metrics_connections(ak__metrics *m, int delta) {
+    pthread_mutex_lock(&m->mu);
+    m->connections += delta;
+    pthread_mutex_unlock(&m->mu);
+}
+
 /* ---- rendering ----------------------------------------------------------------------- */
 
 static ak_status header(ak__bytes *o, const char *name, const char *type, const char *help) {
@@ -125,6 +146,17 @@ static ak_status requests(ak__bytes *o, const ak__metrics *m) {
     return AK_OK;
 }
 
+/* Every reason is listed, also at 0, so alerts can be written before the first one. */
+static ak_status rejections(ak__bytes *o, const ak__metrics *m) {
+    AK_CHECK(header(o, "ak_llm_rejected_total", "counter",
+                    "Connections and requests turned away before an endpoint, by reason."));
+    for (int r = 0; r < AK__REJECT_COUNT; r++)
+        AK_CHECK(ak__bytes_appendf(o, "ak_llm_rejected_total{reason=\"%s\"} %llu\n",
+                                   k_reject_names[r], (unsigned long long)m->rejected[r]));
+    return scalar(o, "ak_llm_http_connections", "gauge", "Open client connections.",
+                  m->connections);
+}
+
 static ak_status engine_gauges(ak__bytes *o, const ak_llm_engine_stats *s) {
     double usage = s->kv_blocks_total > 0 ? (double)s->kv_blocks_used / s->kv_blocks_total : 0;
     double live =
@@ -154,6 +186,7 @@ ak_status ak__metrics_render(ak__metrics *m, const ak_llm_engine_stats *stats, a
     ak__metrics snap = *m; /* render from a copy: the lock is not held across allocations */
     pthread_mutex_unlock(&m->mu);
     AK_CHECK(requests(out, &snap));
+    AK_CHECK(rejections(out, &snap));
     AK_CHECK(scalar(out, "ak_llm_prompt_tokens_total", "counter",
                     "Prompt tokens of finished requests.", (double)snap.prompt_tokens));
     AK_CHECK(scalar(out, "ak_llm_prompt_tokens_cached_total", "counter",

@@ -58,6 +58,14 @@ typedef struct ak__oai_request {
     char *grammar_text;
     /* tools / function calling (tools.c) */
     ak__oai_tools tools;
+    /* the end user's id ("user"): written to the access log, nothing else */
+    const char *user;
+    /* logit bias: token ids and the biases in [-100, 100] added to their logits */
+    int32_t *bias_ids;
+    float *bias;
+    size_t n_bias;
+    /* completions' echo: the prompt text comes before the generated text */
+    int echo;
 } ak__oai_request;
 
 /* Fills `e` (message formatted like printf); type follows from http. */

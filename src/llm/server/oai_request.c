@@ -1,8 +1,9 @@
 /* Parsing and validation of OpenAI request bodies (/v1/completions and
  * /v1/chat/completions). Every known field is checked for its JSON type and range; a
- * null value counts as absent, as in OpenAI's API; unknown fields are ignored. A field
- * we cannot honour (echo, suffix, best_of != n, logit_bias) is refused rather than
- * silently ignored. The tool fields and tool messages are checked in tools.c. */
+ * null value counts as absent, as in OpenAI's API. A field we cannot honour (suffix,
+ * best_of != n, echo with logprobs, and the OpenAI fields listed in k_refused) is refused
+ * with a 400 naming it rather than silently ignored; docs/server.md lists every field. The
+ * tool fields and tool messages are checked in tools.c. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -165,6 +166,64 @@ static ak_status parse_sampling(const cJSON *obj, ak__oai_request *r, ak__oai_er
     return AK_OK;
 }
 
+/* {"token id": bias, ...}: ids as decimal strings below n_vocab, biases in [-100, 100]. */
+static ak_status parse_logit_bias(const cJSON *obj, int32_t n_vocab, ak__oai_request *r,
+                                  ak__oai_error *err) {
+    const cJSON *bias = field(obj, "logit_bias");
+    if (!bias) return AK_OK;
+    if (!cJSON_IsObject(bias)) return wrong_type(err, "logit_bias", "an object", bias);
+    size_t n = (size_t)cJSON_GetArraySize(bias);
+    if (n > (size_t)n_vocab)
+        return BAD(err, "logit_bias", "'logit_bias' has more entries than the vocabulary.");
+    r->bias_ids = malloc((n ? n : 1) * sizeof *r->bias_ids);
+    r->bias = malloc((n ? n : 1) * sizeof *r->bias);
+    if (!r->bias_ids || !r->bias) return AK_FAIL(AK_ERR_NO_MEMORY, "logit_bias");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, bias) {
+        char *end = NULL;
+        long id = strtol(e->string, &end, 10);
+        if (!e->string[0] || *end || id < 0 || id >= n_vocab)
+            return BAD(err, "logit_bias", "'logit_bias' keys must be token ids between 0 and %d "
+                       "(got '%.40s').", n_vocab - 1, e->string);
+        if (!cJSON_IsNumber(e) || !(e->valuedouble >= -100 && e->valuedouble <= 100))
+            return BAD(err, "logit_bias", "'logit_bias' values must be numbers between -100 and "
+                       "100 (token %ld).", id);
+        r->bias_ids[r->n_bias] = (int32_t)id;
+        r->bias[r->n_bias++] = (float)e->valuedouble;
+    }
+    return AK_OK;
+}
+
+/* OpenAI fields this server cannot honour: a 400 naming the field, never silently
+ * ignored (false / empty / "auto" values that ask for nothing are accepted). The fields
+ * of structured output, tools and embeddings are not listed: they have their own code. */
+static const char *const k_refused[] = {
+    "audio", "modalities", "prediction", "web_search_options", "reasoning_effort",
+};
+
+static int asks_nothing(const cJSON *v) {
+    return cJSON_IsFalse(v) || (cJSON_IsArray(v) && !v->child) ||
+           (cJSON_IsObject(v) && !v->child) ||
+           (cJSON_IsString(v) && (!strcmp(v->valuestring, "auto") ||
+                                  !strcmp(v->valuestring, "default")));
+}
+
+static ak_status refuse_unsupported(const cJSON *obj, ak__oai_error *err) {
+    for (size_t i = 0; i < sizeof k_refused / sizeof k_refused[0]; i++) {
+        const cJSON *v = field(obj, k_refused[i]);
+        if (v && !asks_nothing(v))
+            return BAD(err, k_refused[i], "'%s' is not supported by this server.", k_refused[i]);
+    }
+    /* "store" asks OpenAI to keep the completion; "service_tier" picks a paid tier */
+    const cJSON *store = field(obj, "store");
+    if (store && !cJSON_IsFalse(store))
+        return BAD(err, "store", "'store' is not supported (completions are not stored).");
+    const cJSON *tier = field(obj, "service_tier");
+    if (tier && !asks_nothing(tier))
+        return BAD(err, "service_tier", "'service_tier' is not supported (only \"auto\").");
+    return AK_OK;
+}
+
 static ak_status parse_common(const cJSON *obj, int32_t n_vocab, ak__oai_request *r,
                               ak__oai_error *err) {
     AK_CHECK(parse_sampling(obj, r, err));
@@ -180,10 +239,11 @@ static ak_status parse_common(const cJSON *obj, int32_t n_vocab, ak__oai_request
     if (ids && !cJSON_IsArray(ids)) return wrong_type(err, "stop_token_ids", "an array", ids);
     if (ids)
         AK_CHECK(get_ids(ids, "stop_token_ids", n_vocab, 1, &r->stop_ids, &r->n_stop_ids, err));
-    const cJSON *bias = field(obj, "logit_bias");
-    if (bias && (!cJSON_IsObject(bias) || bias->child))
-        return BAD(err, "logit_bias", "'logit_bias' is not supported.");
-    return AK_OK;
+    const cJSON *user = field(obj, "user");
+    if (user && !cJSON_IsString(user)) return wrong_type(err, "user", "a string", user);
+    if (user) r->user = user->valuestring;
+    AK_CHECK(parse_logit_bias(obj, n_vocab, r, err));
+    return refuse_unsupported(obj, err);
 }
 
 /* ---- /v1/completions ----------------------------------------------------------------- */
@@ -216,7 +276,11 @@ static ak_status parse_completion(const cJSON *obj, int32_t n_vocab, ak__oai_req
     r->logprobs = (int)logprobs;
     r->sampling.n_logprobs = logprobs > 0 ? (int32_t)logprobs : 0;
     AK_CHECK(get_bool(obj, "echo", &echo, err));
-    if (echo) return BAD(err, "echo", "'echo' is not supported.");
+    /* echo with logprobs wants the prompt tokens' log-probabilities, which the engine
+     * does not compute */
+    if (echo && logprobs >= 0)
+        return BAD(err, "echo", "'echo' together with 'logprobs' is not supported.");
+    r->echo = echo;
     if (field(obj, "suffix")) return BAD(err, "suffix", "'suffix' is not supported.");
     AK_CHECK(get_int(obj, "best_of", 1, AK__OAI_MAX_N, &best_of, NULL, err));
     if (best_of != r->n)
@@ -347,5 +411,7 @@ void ak__oai_request_free(ak__oai_request *r) {
     free(r->stops);
     free(r->stop_ids);
     free(r->grammar_text);
+    free(r->bias_ids);
+    free(r->bias);
     memset(r, 0, sizeof *r);
 }

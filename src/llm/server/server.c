@@ -1,8 +1,19 @@
 /* The HTTP side of `ak serve`: libmicrohttpd with one thread per connection, routing,
- * request bodies under a size limit, the concurrency limit (429), and the small GET
- * endpoints (/health, /v1/models, /metrics). Generation requests are handed to gen.c;
- * streams are MHD callback responses that block on the request's event queue. */
+ * API keys, request bodies under a size limit, the concurrency limit (429), draining at
+ * shutdown, the access log, and the small endpoints (/health, /v1/models, /metrics,
+ * /tokenize, /detokenize). Generation requests are handed to gen.c; streams are MHD
+ * callback responses that block on the request's event queue. Connection admission and
+ * request deadlines live in net_guard.c.
+ *
+ * Why /health used to fail under slow-header clients: every connection holds a thread
+ * and a slot of MHD's connection limit (then 2 x max_concurrent + 64), MHD's timeout is
+ * an idle one that each trickled byte restarts, and nothing limited one client — so a few
+ * hundred trickling sockets held every slot for as long as they liked and MHD refused
+ * the rest, /health included. Now a deadline ends each request's reception, one client
+ * address gets at most --max-conns-per-client sockets, and slots are kept for /health. */
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,21 +25,49 @@
 
 #include "core/check.h"
 #include "llm/server/embeddings.h"
+#include "llm/server/net_guard.h"
+#include "llm/server/server_extras.h"
 #include "llm/server/server_internal.h"
 
 #define STREAM_BLOCK 16384   /* bytes MHD asks a stream for at most */
 #define IDLE_TIMEOUT_S 120   /* idle keep-alive connections are closed after this */
 #define STOP_WAIT_MS 5000    /* at stop, how long the engine gets to end cancelled requests */
 
+typedef struct stream_ctx stream_ctx;
+
+/* One request on a connection: made when its request line arrives (the URI log callback
+ * of MHD), freed when MHD reports it completed. */
 typedef struct conn {
+    int routed;     /* the access handler saw it */
     int ep;         /* AK__EP_* */
     int slot;       /* holds one of max_concurrent */
     int too_big;    /* body over max_body: the rest is discarded, then 413 */
     ak__bytes body;
+    /* for the access log */
+    uint64_t t_start_ns;
+    char method[16];
+    char *path;
+    char request_id[32];
+    char *user;
+    int status;         /* the answer's HTTP status, 0 = none */
+    uint64_t bytes_out; /* body bytes handed to MHD */
+    const char *reject; /* a reason it was refused, for the log */
+    stream_ctx *stream; /* a stream response still reading through this request */
 } conn;
+
+/* With one thread per connection, the request a thread is serving is its own: MHD's
+ * logger (which gets no connection) and respond() find it here. */
+static _Thread_local conn *t_conn;
+
+static uint64_t mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
 
 /* ---- answers ------------------------------------------------------------------------- */
 
+/* `allow`: the Allow header of a 405; a 401 gets WWW-Authenticate instead. */
 static enum MHD_Result respond(ak__server *s, struct MHD_Connection *c, int ep, int http,
                                const char *type, const ak__bytes *body, const char *allow) {
     struct MHD_Response *r = MHD_create_response_from_buffer(
@@ -36,6 +75,14 @@ static enum MHD_Result respond(ak__server *s, struct MHD_Connection *c, int ep, 
     if (!r) return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    if (http == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    conn *st = t_conn;
+    if (st) {
+        MHD_add_response_header(r, "X-Request-Id", st->request_id);
+        st->status = http;
+        st->bytes_out = body->len;
+    }
+    ak__guard_request_received(c);
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)http, r);
     MHD_destroy_response(r);
     ak__metrics_request(&s->metrics, ep, http);
@@ -109,36 +156,77 @@ static enum MHD_Result get_metrics(ak__server *s, struct MHD_Connection *c) {
     return ok;
 }
 
+/* {"status": "ready"} 200, or "draining" 503 once shutdown began (load balancers take
+ * the instance out while its running requests finish). */
 static enum MHD_Result get_health(ak__server *s, struct MHD_Connection *c) {
     ak__bytes b = {NULL, 0, 0};
-    int stopping = __atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE);
-    const char *text = stopping ? "{\"status\":\"stopping\"}" : "{\"status\":\"ok\"}";
+    int draining = __atomic_load_n(&s->draining, __ATOMIC_ACQUIRE) ||
+                   __atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE);
+    const char *text = draining ? "{\"status\":\"draining\"}" : "{\"status\":\"ready\"}";
     ak_status st = ak__bytes_append(&b, text, strlen(text));
-    if (st != AK_OK || !stopping) return respond_json(s, c, AK__EP_HEALTH, &b, st);
+    if (st != AK_OK || !draining) return respond_json(s, c, AK__EP_HEALTH, &b, st);
     enum MHD_Result ok = respond(s, c, AK__EP_HEALTH, 503, "application/json", &b, NULL);
     ak__bytes_free(&b);
     return ok;
 }
 
+/* /tokenize and /detokenize (tokenize_ep.c). */
+static enum MHD_Result tokenizer_endpoint(ak__server *s, struct MHD_Connection *c, conn *st) {
+    ak__bytes b = {NULL, 0, 0};
+    ak__oai_error err;
+    ak_status rc = st->ep == AK__EP_TOKENIZE
+                       ? ak__tokenize_json(s->tok, st->body.v, st->body.len, &b, &err)
+                       : ak__detokenize_json(s->tok, s->n_vocab, st->body.v, st->body.len, &b, &err);
+    if (rc == AK_ERR_INVALID_ARG) {
+        ak__bytes_free(&b);
+        return respond_error(s, c, st->ep, &err, NULL);
+    }
+    return respond_json(s, c, st->ep, &b, rc);
+}
+
 /* ---- generation endpoints ------------------------------------------------------------ */
+
+/* A stream response's state: the request, and the conn whose byte count it feeds (the
+ * two may end in either order; both run on the connection's thread). */
+struct stream_ctx {
+    ak__gen *g;
+    conn *st;
+};
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
-    long n = ak__gen_stream_read(cls, buf, max);
+    stream_ctx *x = cls;
+    long n = ak__gen_stream_read(x->g, buf, max);
+    if (n > 0 && x->st) x->st->bytes_out += (uint64_t)n;
     return n > 0    ? (ssize_t)n
            : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM
                     : MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
 /* MHD is done with the stream (finished, or the client is gone): the request goes. */
-static void stream_free(void *cls) { ak__gen_release(cls); }
+static void stream_free(void *cls) {
+    stream_ctx *x = cls;
+    if (x->st) x->st->stream = NULL;
+    ak__gen_release(x->g);
+    free(x);
+}
 
 static enum MHD_Result start_stream(ak__server *s, struct MHD_Connection *c, int ep, ak__gen *g) {
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK,
-                                                               stream_reader, g, stream_free);
+    stream_ctx *x = calloc(1, sizeof *x);
+    struct MHD_Response *r = x ? MHD_create_response_from_callback(
+                                     MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_reader, x, stream_free)
+                               : NULL;
     if (!r) {
+        free(x);
         ak__gen_release(g);
         return fail(s, c, ep, 500, NULL, NULL, "out of memory");
+    }
+    x->g = g;
+    x->st = t_conn;
+    if (t_conn) {
+        t_conn->stream = x;
+        t_conn->status = 200;
+        MHD_add_response_header(r, "X-Request-Id", t_conn->request_id);
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
@@ -157,6 +245,7 @@ static enum MHD_Result run_whole(ak__server *s, struct MHD_Connection *c, int ep
     ak__gen_release(g);
     if (st == AK_ERR_REMOTE) { /* the client left: nobody to answer */
         ak__bytes_free(&b);
+        if (t_conn) t_conn->status = 499;
         ak__metrics_request(&s->metrics, ep, 499);
         return MHD_NO;
     }
@@ -177,6 +266,7 @@ static enum MHD_Result generate(ak__server *s, struct MHD_Connection *c, conn *s
             ak__oai_error_set(&err, 500, NULL, NULL, "%s", ak_last_error());
         return respond_error(s, c, st->ep, &err, NULL);
     }
+    if (req.user && !st->user) st->user = strdup(req.user); /* for the access log */
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     ak__gen *g = NULL;
@@ -211,6 +301,7 @@ static const struct route {
     {"/v1/models", "GET", AK__EP_MODELS},            {"/health", "GET", AK__EP_HEALTH},
     {"/metrics", "GET", AK__EP_METRICS},
     {"/v1/embeddings", "POST", AK__EP_EMBEDDINGS}, /* embeddings.c */
+    {"/tokenize", "POST", AK__EP_TOKENIZE},          {"/detokenize", "POST", AK__EP_DETOKENIZE},
 };
 
 static const struct route *route_of(const char *url) {
@@ -223,11 +314,46 @@ static int method_ok(const struct route *r, const char *method) {
     return !strcmp(method, r->method) || (!strcmp(r->method, "GET") && !strcmp(method, "HEAD"));
 }
 
+static enum MHD_Result reject(ak__server *s, struct MHD_Connection *c, conn *st, ak__reject why,
+                             int http, const char *code, const char *msg) {
+    ak__metrics_reject(&s->metrics, why);
+    st->reject = ak__reject_name(why);
+    return fail(s, c, st->ep, http, NULL, code, msg);
+}
+
+static int is_public(const ak__server *s, int ep) {
+    return (ep == AK__EP_HEALTH && s->public_health) || (ep == AK__EP_METRICS && s->public_metrics);
+}
+
+/* Refusals before routing: a slot kept for /health used for something else, the API
+ * key, shutdown. */
+static enum MHD_Result gate(ak__server *s, struct MHD_Connection *c, conn *st, int *done) {
+    *done = 1;
+    if (ak__guard_on_reserved_slot(c) && st->ep != AK__EP_HEALTH)
+        return reject(s, c, st, AK__REJECT_RESERVED_SLOT, 503, "server_busy",
+                      "The server holds its connection limit; only GET /health is served on "
+                      "this connection.");
+    if (!is_public(s, st->ep) &&
+        !ak__auth_check(&s->auth, MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                              MHD_HTTP_HEADER_AUTHORIZATION)))
+        return reject(s, c, st, AK__REJECT_AUTH, 401, "invalid_api_key",
+                      "Incorrect or missing API key: send it as 'Authorization: Bearer KEY'.");
+    if (__atomic_load_n(&s->draining, __ATOMIC_ACQUIRE) && st->ep != AK__EP_HEALTH &&
+        st->ep != AK__EP_METRICS)
+        return reject(s, c, st, AK__REJECT_DRAINING, 503, "server_shutting_down",
+                      "The server is shutting down and takes no new requests.");
+    *done = 0;
+    return MHD_YES;
+}
+
 /* The first call (headers read): refusals that need no body. */
 static enum MHD_Result first_call(ak__server *s, struct MHD_Connection *c, const char *url,
                                   const char *method, conn *st) {
     const struct route *r = route_of(url);
     st->ep = r ? r->ep : AK__EP_OTHER;
+    int done = 0;
+    enum MHD_Result g = gate(s, c, st, &done);
+    if (done) return g;
     char msg[256];
     if (!r) {
         snprintf(msg, sizeof msg, "Invalid URL (%s %.200s)", method, url);
@@ -244,15 +370,15 @@ static enum MHD_Result first_call(ak__server *s, struct MHD_Connection *c, const
                  "/v1/embeddings only, not %s", s->name, r->path);
         return fail(s, c, st->ep, 400, "model", "embedding_model", msg);
     }
-    if (st->ep != AK__EP_COMPLETIONS && st->ep != AK__EP_CHAT && st->ep != AK__EP_EMBEDDINGS)
-        return MHD_YES;
+    if (!strcmp(r->method, "GET")) return MHD_YES;
     const char *cl =
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > s->max_body) {
         snprintf(msg, sizeof msg, "The request body is larger than the limit of %zu bytes",
                  s->max_body);
-        return fail(s, c, st->ep, 413, NULL, "request_too_large", msg);
+        return reject(s, c, st, AK__REJECT_BODY_TOO_LARGE, 413, "request_too_large", msg);
     }
+    if (st->ep != AK__EP_COMPLETIONS && st->ep != AK__EP_CHAT) return MHD_YES;
     pthread_mutex_lock(&s->mu);
     int full = s->in_flight >= s->max_concurrent;
     if (!full) s->in_flight++;
@@ -277,16 +403,54 @@ static enum MHD_Result take_body(ak__server *s, conn *st, const char *data, size
     return MHD_YES;
 }
 
+static conn *conn_new(ak__server *s) {
+    conn *st = calloc(1, sizeof *st);
+    if (!st) return NULL;
+    st->t_start_ns = mono_ns();
+    uint64_t n = __atomic_add_fetch(&s->next_request, 1, __ATOMIC_RELAXED);
+    snprintf(st->request_id, sizeof st->request_id, "req-%llx-%llu",
+             (unsigned long long)s->started, (unsigned long long)n);
+    return st;
+}
+
+/* MHD_OPTION_URI_LOG_CALLBACK: the request line arrived; its conn is made here (so the
+ * access log sees also the requests MHD refuses itself) and becomes the handler's con_cls. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *c) {
+    conn *st = conn_new(cls);
+    if (st) st->path = strdup(uri ? uri : "");
+    ak__guard_request_line(c);
+    t_conn = st;
+    return st;
+}
+
+static enum MHD_Result dispatch(ak__server *s, struct MHD_Connection *c, conn *st) {
+    ak__guard_request_received(c); /* answering can take long: no deadline now */
+    switch (st->ep) {
+    case AK__EP_MODELS: return get_models(s, c);
+    case AK__EP_HEALTH: return get_health(s, c);
+    case AK__EP_METRICS: return get_metrics(s, c);
+    case AK__EP_TOKENIZE:
+    case AK__EP_DETOKENIZE: return tokenizer_endpoint(s, c, st);
+    case AK__EP_EMBEDDINGS: return post_embeddings(s, c, st);
+    default: return generate(s, c, st);
+    }
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *data,
                                   size_t *size, void **con_cls) {
     (void)version;
     ak__server *s = cls;
     conn *st = *con_cls;
-    if (!st) {
-        st = calloc(1, sizeof *st);
+    if (!st) { /* no request-line callback ran (out of memory there) */
+        st = conn_new(s);
         if (!st) return MHD_NO;
         *con_cls = st;
+    }
+    t_conn = st;
+    if (!st->routed) {
+        st->routed = 1;
+        snprintf(st->method, sizeof st->method, "%s", method);
         return first_call(s, c, url, method, st);
     }
     if (*size) return take_body(s, st, data, size);
@@ -294,22 +458,33 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         char msg[128];
         snprintf(msg, sizeof msg, "The request body is larger than the limit of %zu bytes",
                  s->max_body);
-        return fail(s, c, st->ep, 413, NULL, "request_too_large", msg);
+        return reject(s, c, st, AK__REJECT_BODY_TOO_LARGE, 413, "request_too_large", msg);
     }
-    switch (st->ep) {
-    case AK__EP_MODELS: return get_models(s, c);
-    case AK__EP_HEALTH: return get_health(s, c);
-    case AK__EP_METRICS: return get_metrics(s, c);
-    case AK__EP_EMBEDDINGS: return post_embeddings(s, c, st);
-    default: return generate(s, c, st);
-    }
+    return dispatch(s, c, st);
+}
+
+static void access_log(ak__server *s, struct MHD_Connection *c, const conn *st) {
+    ak__access_entry e = {
+        .client = ak__guard_client(c),
+        .method = st->method[0] ? st->method : NULL,
+        .path = st->path,
+        .status = st->status,
+        .bytes = st->bytes_out,
+        .latency_s = (double)(mono_ns() - st->t_start_ns) * 1e-9,
+        .request_id = st->request_id,
+        .user = st->user,
+        .rejected = st->reject != NULL,
+        .reason = st->reject,
+    };
+    ak__access_log_write(&s->access, &e);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)c, (void)toe;
+    (void)toe;
     ak__server *s = cls;
     conn *st = *con_cls;
+    ak__guard_request_done(c);
     if (!st) return;
     if (st->slot) {
         pthread_mutex_lock(&s->mu);
@@ -317,17 +492,44 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         pthread_mutex_unlock(&s->mu);
         ak__metrics_in_flight(&s->metrics, -1);
     }
+    access_log(s, c, st);
+    if (st->stream) st->stream->st = NULL;
+    if (t_conn == st) t_conn = NULL;
     ak__bytes_free(&st->body);
+    free(st->path);
+    free(st->user);
     free(st);
     *con_cls = NULL;
 }
 
+/* MHD answers some requests itself (431 header too large, 400 unparsable, 413, 505...)
+ * and says so only in its log: "... (HTTP response code is NNN ...". Those are counted
+ * here, and noted on the thread's request for its access log line. */
+static void count_mhd_refusal(ak__server *s, const char *line) {
+    const char *p = strstr(line, "HTTP response code is ");
+    if (!p) return;
+    int code = atoi(p + 22);
+    if (code < 400) return;
+    ak__reject why = code == 431   ? AK__REJECT_HEADER_TOO_LARGE
+                     : code == 413 ? AK__REJECT_BODY_TOO_LARGE
+                                   : AK__REJECT_MALFORMED;
+    ak__metrics_reject(&s->metrics, why);
+    conn *st = t_conn;
+    if (st && !st->status) {
+        st->status = code;
+        st->reject = ak__reject_name(why);
+        return;
+    }
+    ak__access_entry e = {.status = code, .rejected = 1, .reason = ak__reject_name(why)};
+    ak__access_log_write(&s->access, &e);
+}
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
-    (void)cls;
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     size_t n = strlen(line);
     if (n && line[n - 1] == '\n') line[n - 1] = '\0';
+    count_mhd_refusal(cls, line);
     AK_LOG_DEBUG(AK_SUBSYS_LLM, "http: %s", line);
 }
 
@@ -427,31 +629,69 @@ static ak_status resolve(const char *host, int port, struct sockaddr_storage *ad
     return AK_OK;
 }
 
+/* 0 when the address is a loopback one or unresolvable (we then do not warn). */
+static int is_public_address(const struct sockaddr_storage *a) {
+    if (a->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) != 127;
+    if (a->ss_family == AF_INET6)
+        return !IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)a)->sin6_addr);
+    return 0;
+}
+
+static ak_status start_guard(ak__server *s, const ak__server_options *o) {
+    ak__guard_options g = {
+        o->max_connections ? o->max_connections : AK__SERVER_DEFAULT_MAX_CONNECTIONS,
+        o->reserved_health < 0 ? 0 : o->reserved_health ? o->reserved_health
+                                                        : AK__SERVER_DEFAULT_RESERVED_HEALTH,
+        o->max_per_client < 0 ? 0 : o->max_per_client ? o->max_per_client
+                                                      : AK__SERVER_DEFAULT_PER_CLIENT,
+        o->limit_loopback,
+        o->request_timeout_s > 0 ? o->request_timeout_s : AK__SERVER_DEFAULT_REQUEST_TIMEOUT_S};
+    return ak__guard_create(&g, &s->metrics, &s->access, &s->guard);
+}
+
 static ak_status start_daemon(ak__server *s, const ak__server_options *o) {
     struct sockaddr_storage addr;
-    AK_CHECK(resolve(o->host ? o->host : "127.0.0.1", o->port, &addr));
+    const char *host = o->host ? o->host : "127.0.0.1";
+    AK_CHECK(resolve(host, o->port, &addr));
+    if (is_public_address(&addr) && s->auth.n == 0)
+        AK_LOG_WARN(AK_SUBSYS_LLM, "listening on %s, reachable from other machines, without an "
+                    "API key: anyone who can connect can use the model (--api-key or "
+                    "--api-key-file)", host);
+    AK_CHECK(start_guard(s, o));
     unsigned flags =
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-    unsigned limit = (unsigned)s->max_concurrent * 2 + 64; /* room to answer 429s */
-    s->mhd = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, s,
-                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                              MHD_OPTION_CONNECTION_LIMIT, limit,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
-                              MHD_OPTION_THREAD_STACK_SIZE, (size_t)1 << 20,
-                              MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
-                              MHD_OPTION_END);
+    if (s->tls.cert) flags |= MHD_USE_TLS;
+    struct MHD_OptionItem opts[] = {
+        {MHD_OPTION_SOCK_ADDR, 0, &addr},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_request_line, s},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)ak__guard_notify, s->guard},
+        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)ak__guard_mhd_limit(s->guard), NULL},
+        {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)IDLE_TIMEOUT_S, NULL},
+        {MHD_OPTION_THREAD_STACK_SIZE, (intptr_t)((size_t)1 << 20), NULL},
+        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s},
+        {s->tls.cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, s->tls.cert},
+        {s->tls.cert ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, s->tls.key},
+        {MHD_OPTION_END, 0, NULL}};
+    s->mhd = MHD_start_daemon(flags, (uint16_t)o->port, ak__guard_accept, s->guard, on_request, s,
+                              MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     if (!s->mhd)
         return AK_FAIL(AK_ERR_IO,
-                       "server: cannot listen on %s:%d (in use, or not an address here?)",
-                       o->host ? o->host : "127.0.0.1", o->port);
+                       "server: cannot listen on %s:%d (in use, not an address here, or a bad "
+                       "TLS certificate/key?)",
+                       host, o->port);
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : o->port;
     return AK_OK;
 }
 
 static void server_free(ak__server *s) {
+    ak__guard_free(s->guard);
+    ak__auth_free(&s->auth);
+    ak__tls_free(&s->tls);
+    ak__access_log_destroy(&s->access);
     ak__metrics_destroy(&s->metrics);
     pthread_mutex_destroy(&s->mu);
     ak_chat_template_free(s->chat_template);
@@ -482,10 +722,13 @@ ak_status ak__server_start_embeddings(const ak__server_backend *backend,
     AK_ARG_CHECK(out != NULL, "out is NULL");
     ak__server *s = calloc(1, sizeof *s);
     if (!s) return AK_FAIL(AK_ERR_NO_MEMORY, "server");
-    if (pthread_mutex_init(&s->mu, NULL) != 0 || ak__metrics_init(&s->metrics) != AK_OK) {
+    if (pthread_mutex_init(&s->mu, NULL) != 0 || ak__metrics_init(&s->metrics) != AK_OK ||
+        ak__access_log_init(&s->access, options->access_log, options->access_log_json) != AK_OK) {
         free(s);
         return AK_FAIL(AK_ERR_INTERNAL, "server: mutex");
     }
+    s->public_health = options->public_health;
+    s->public_metrics = options->public_metrics;
     s->be = *backend;
     if (embedder) s->embedder = *embedder; /* embeddings */
     s->max_body = options->max_body;
@@ -493,6 +736,8 @@ ak_status ak__server_start_embeddings(const ak__server_backend *backend,
     s->started = (int64_t)time(NULL);
     if (options->hooks) s->hooks = *options->hooks, s->has_hooks = 1;
     ak_status st = setup_model(s, model, options);
+    if (st == AK_OK) st = ak__auth_load(&s->auth, options->api_key, options->api_key_file);
+    if (st == AK_OK) st = ak__tls_load(&s->tls, options->tls_cert_file, options->tls_key_file);
     if (st == AK_OK) st = start_daemon(s, options);
     if (st != AK_OK) {
         server_free(s);
@@ -517,6 +762,35 @@ static int wait_live_empty(ak__server *s) {
         nanosleep(&t, NULL);
     }
     return 0;
+}
+
+static int32_t in_flight(ak__server *s) {
+    pthread_mutex_lock(&s->mu);
+    int32_t n = s->in_flight;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+int ak__server_drain(ak__server *s, double seconds) {
+    if (!s) return 0;
+    __atomic_store_n(&s->draining, 1, __ATOMIC_RELEASE);
+    uint64_t end = mono_ns() + (uint64_t)(seconds > 0 ? seconds * 1e9 : 0);
+    while (in_flight(s) > 0 && mono_ns() < end) {
+        struct timespec t = {0, 10 * 1000000L};
+        nanosleep(&t, NULL);
+    }
+    int left = in_flight(s);
+    if (left == 0) return 0;
+    AK_LOG_WARN(AK_SUBSYS_LLM, "server: %d requests still running after %g s of draining: "
+                "cancelling them", left, seconds);
+    __atomic_store_n(&s->drain_cancelled, 1, __ATOMIC_RELEASE);
+    ak__gen_cancel_all(s);
+    /* their connections write the error event and [DONE], then let go of their slots */
+    for (int waited = 0; in_flight(s) > 0 && waited < STOP_WAIT_MS; waited += 10) {
+        struct timespec t = {0, 10 * 1000000L};
+        nanosleep(&t, NULL);
+    }
+    return left;
 }
 
 ak_status ak__server_stop(ak__server *s) {

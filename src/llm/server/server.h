@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "accelkit/llm.h"
 
@@ -51,9 +52,27 @@ typedef struct ak__server_options {
     int32_t max_concurrent;     /* generation requests in flight; more get 429 (default 64) */
     const char *chat_format;    /* overrides the template's format (NULL = detect, chatml) */
     const ak_llm_hooks *hooks;  /* NULL = none (copied) */
+    /* network security and the access log; zeros = the defaults below */
+    const char *api_key;        /* Bearer key clients must send, or NULL */
+    const char *api_key_file;   /* more keys, one a line, or NULL */
+    int public_health, public_metrics; /* those answer without a key */
+    const char *tls_cert_file, *tls_key_file; /* PEM files: HTTPS (both or neither) */
+    int32_t max_connections;    /* sockets for any request (default 2048) */
+    int32_t reserved_health;    /* more sockets only for GET /health (default 16; -1 = 0) */
+    int32_t max_per_client;     /* sockets per client address (default 256; -1 = no limit) */
+    int limit_loopback;         /* the per-client limit applies to 127.0.0.1 / ::1 too */
+    double request_timeout_s;   /* header + body within this (default 10 s) */
+    FILE *access_log;           /* NULL = no access log */
+    int access_log_json;        /* JSON lines instead of text */
 } ak__server_options;
 
-#define AK__SERVER_OPTIONS_INIT {"127.0.0.1", 8080, (size_t)1 << 20, 64, NULL, NULL}
+#define AK__SERVER_DEFAULT_MAX_CONNECTIONS 2048
+#define AK__SERVER_DEFAULT_RESERVED_HEALTH 16
+#define AK__SERVER_DEFAULT_PER_CLIENT 256
+#define AK__SERVER_DEFAULT_REQUEST_TIMEOUT_S 10.0
+
+#define AK__SERVER_OPTIONS_INIT \
+    {.host = "127.0.0.1", .port = 8080, .max_body = (size_t)1 << 20, .max_concurrent = 64}
 
 /* Binds and starts serving; returns once the socket listens. */
 ak_status ak__server_start(const ak__server_backend *backend, const ak__server_model *model,
@@ -68,6 +87,10 @@ ak_status ak__server_start_embeddings(const ak__server_backend *backend,
                                       const ak__server_model *model,
                                       const ak__server_options *options,
                                       const ak__server_embedder *embedder, ak__server **out);
+/* Shutdown, first part: new requests get 503 and /health says "draining"; waits up to
+ * `seconds` for the generation requests in flight to finish, then cancels the rest
+ * (their streams end with an error event and [DONE]). Returns how many were cancelled. */
+int ak__server_drain(ak__server *s, double seconds);
 /* Stops listening, cancels requests in flight, waits for their threads, frees. */
 ak_status ak__server_stop(ak__server *s);
 

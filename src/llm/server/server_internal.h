@@ -6,13 +6,16 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "llm/server/access_log.h"
 #include "llm/server/detok.h"
 #include "llm/server/metrics.h"
 #include "llm/server/oai.h"
 #include "llm/server/server.h"
+#include "llm/server/server_extras.h"
 
 struct MHD_Daemon;
 typedef struct ak__gen ak__gen;
+typedef struct ak__guard ak__guard;
 
 struct ak__server {
     struct MHD_Daemon *mhd;
@@ -39,6 +42,15 @@ struct ak__server {
     /* tools: the call format of the model's template (tools.c) */
     ak__tool_format tool_format;
     ak__server_embedder embedder;  /* embeddings (embeddings.c); zero = none */
+    /* network security and shutdown (net_guard.c, auth.c, tls.c, access_log.c) */
+    ak__guard *guard;
+    ak__auth auth;
+    ak__tls tls;
+    ak__access_log access;
+    int public_health, public_metrics;
+    int draining;                  /* shutdown began: new requests get 503 (atomic) */
+    int drain_cancelled;           /* the drain time ran out: streams end with an error */
+    uint64_t next_request;         /* request ids (atomic) */
 };
 
 /* One event as the engine reported it, copied on the engine thread. */
