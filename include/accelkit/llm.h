@@ -222,6 +222,9 @@ typedef struct ak_llm_engine_options {
     ak_llm_model *draft;      /* speculative decoding: a smaller model, same vocabulary */
     int32_t spec_gamma;       /* draft tokens per step (default 4; 0 = no speculation) */
     int32_t spec_ngram;       /* no draft model: prompt-lookup n-gram size (0 = off) */
+    /* q8_0 KV cache */
+    int32_t kv_q8_0;          /* 1: K and V in ggml's q8_0 blocks (kv_dtype is then unused;
+                                 head_dim must be a multiple of 32) — half f16's bytes */
 } ak_llm_engine_options;
 
 AK_API ak_status ak_llm_engine_options_default(ak_llm_engine_options *o);

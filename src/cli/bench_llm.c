@@ -21,6 +21,7 @@ typedef struct llm_bench_args {
     long threads, pp, tg, seqs, reps, gamma;
     long prompt_tokens; /* of each --seqs sequence (not --mixed) */
     int json, kv_f32, mixed, mmap;
+    int kv_type; /* --kv-type: 0 f32, 1 f16, 2 q8_0; -1 not given */
     ak_llm_model *draft; /* loaded from draft_path */
 } llm_bench_args;
 
@@ -53,7 +54,8 @@ static ak_status make_engine(ak_llm_model *m, const llm_bench_args *a, int32_t s
     o.max_seqs = seqs;
     int32_t batch = (int32_t)(a->pp > seqs ? a->pp : seqs);
     o.max_batch_tokens = batch > 512 ? batch : 512;
-    o.kv_dtype = a->kv_f32 ? AK_DTYPE_F32 : AK_DTYPE_F16;
+    o.kv_dtype = a->kv_f32 || a->kv_type == 0 ? AK_DTYPE_F32 : AK_DTYPE_F16;
+    o.kv_q8_0 = a->kv_type == 2;
     o.prefix_caching = 0; /* every run computes its prompt */
     return ak_llm_engine_create(m, &o, e);
 }
@@ -329,7 +331,7 @@ static int wants_server(int argc, char **argv) {
 
 int ak_bench_llm(int argc, char **argv) {
     if (wants_server(argc, argv)) return ak_bench_llm_server(argc, argv);
-    llm_bench_args a = {.threads = ak_cli_bench_threads()};
+    llm_bench_args a = {.threads = ak_cli_bench_threads(), .kv_type = -1};
     int first;
     const ak_opt opts[] = {
         {"model", 'm', AK_OPT_STRING, &a.model, "MODEL", .help = "GGUF file or Hugging Face folder (required)"},
@@ -341,6 +343,7 @@ int ak_bench_llm(int argc, char **argv) {
         {"mixed", 0, AK_OPT_FLAG, &a.mixed, .help = "--seqs with mixed prompt and completion lengths"},
         {"reps", 0, AK_OPT_INT, &a.reps, "N", .help = "runs of each measurement (medians)", .def = "3", .min = 1, .max = 16},
         {"kv-f32", 0, AK_OPT_FLAG, &a.kv_f32, .help = "f32 KV cache (default: f16)"},
+        {"kv-type", 0, AK_OPT_ENUM, &a.kv_type, "TYPE", .choices = "f32|f16|q8_0", .help = "KV cache storage: f32, f16 (default) or q8_0 (ggml blocks, half of f16's bytes; head_dim a multiple of 32)"},
         {"mmap", 0, AK_OPT_FLAG, &a.mmap, .help = "map the weights instead of reading them"},
         {"draft", 0, AK_OPT_STRING, &a.draft_path, "MODEL", .help = "also time speculative decoding with this draft model"},
         {"gamma", 0, AK_OPT_INT, &a.gamma, "G", .help = "draft tokens per step", .def = "4", .min = 1, .max = 16},

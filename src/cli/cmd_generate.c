@@ -12,6 +12,7 @@ typedef struct gen_args {
     const char *model, *draft, *prompt, *ids, *hooks_path;
     long n, threads, gamma, ngram, ctx;
     int print_ids, ignore_eos, stats, mmap, kv_f32;
+    int kv_type; /* --kv-type: 0 f32, 1 f16, 2 q8_0; -1 not given */
     const char *stops[16];
     size_t n_stops;
     ak_cli_sampling sampling_flags;
@@ -40,7 +41,7 @@ static const char *parse_stop(void *dest, char *value, ak_opt_more *more) {
 
 /* Parses the flags into a; AK_CLI_CONTINUE or an exit code. */
 static int parse_args(int argc, char **argv, gen_args *a) {
-    enum { OWN = 17 };
+    enum { OWN = 18 };
     const ak_opt own[OWN] = {
         {"model", 'm', AK_OPT_STRING, &a->model, "MODEL", .help = "GGUF file or Hugging Face folder (required)"},
         {"prompt", 'p', AK_OPT_STRING, &a->prompt, "TEXT", .help = "the prompt (or --ids)"},
@@ -55,7 +56,8 @@ static int parse_args(int argc, char **argv, gen_args *a) {
         {"ctx", 0, AK_OPT_INT, &a->ctx, "N", .help = "context length (0: the model's)", .def = "0", .min = 0, .max = 1 << 24},
         {"hooks", 0, AK_OPT_STRING, &a->hooks_path, "LIB.so", .help = "pre/post-processing hooks from a shared library"},
         {"mmap", 0, AK_OPT_FLAG, &a->mmap, .help = "map the weights instead of reading them"},
-        {"kv-f32", 0, AK_OPT_FLAG, &a->kv_f32, .help = "keep the KV cache in f32 instead of f16 (precision checks)"},
+        {"kv-f32", 0, AK_OPT_FLAG, &a->kv_f32, .help = "keep the KV cache in f32 instead of f16 (precision checks; the same as --kv-type f32)"},
+        {"kv-type", 0, AK_OPT_ENUM, &a->kv_type, "TYPE", .choices = "f32|f16|q8_0", .help = "KV cache storage: f32, f16 (default) or q8_0 (ggml blocks, half of f16's bytes; head_dim a multiple of 32)"},
         {"print-ids", 0, AK_OPT_FLAG, &a->print_ids, .help = "print the generated token ids instead of text"},
         {"stats", 0, AK_OPT_FLAG, &a->stats, .help = "tokens and speed on stderr at the end"},
     };
@@ -70,6 +72,8 @@ static int parse_args(int argc, char **argv, gen_args *a) {
     if (rc != AK_CLI_CONTINUE) return rc;
     if (first < argc) return ak_cli_usage_error(&cmd, "unexpected argument '%s'", argv[first]);
     if (!a->model) return ak_cli_usage_error(&cmd, "-m MODEL is required");
+    if (a->kv_f32 && a->kv_type >= 0 && a->kv_type != 0)
+        return ak_cli_usage_error(&cmd, "--kv-f32 and --kv-type %s disagree", a->kv_type == 1 ? "f16" : "q8_0");
     if (!a->prompt == !a->ids) return ak_cli_usage_error(&cmd, "give the prompt as -p TEXT or --ids, one of them");
     ak_cli_sampling_apply(&a->sampling_flags, &a->sampling);
     return AK_CLI_CONTINUE;
@@ -160,7 +164,8 @@ static int run_engine(const gen_args *a, ak_llm_model *m, ak_llm_model *draft,
     eo.draft = draft;
     eo.spec_gamma = (int32_t)a->gamma;
     eo.spec_ngram = (int32_t)a->ngram;
-    if (a->kv_f32) eo.kv_dtype = AK_DTYPE_F32;
+    if (a->kv_f32 || a->kv_type == 0) eo.kv_dtype = AK_DTYPE_F32;
+    eo.kv_q8_0 = a->kv_type == 2;
     ak_llm_engine *e;
     ak_status st = ak_llm_engine_create(m, &eo, &e);
     if (st != AK_OK) return ak_cli_report("engine", st);
@@ -232,7 +237,7 @@ static int generate(const gen_args *a) {
 }
 
 int ak_cli_generate(int argc, char **argv) {
-    gen_args a = {0};
+    gen_args a = {.kv_type = -1};
     int rc = parse_args(argc, argv, &a);
     return rc != AK_CLI_CONTINUE ? rc : generate(&a);
 }

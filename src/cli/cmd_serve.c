@@ -26,6 +26,7 @@ typedef struct serve_args {
     int public_health, public_metrics, limit_loopback, log_format;
     long max_connections, max_per_client;
     double request_timeout, drain_seconds;
+    int kv_type; /* --kv-type: 0 f32, 1 f16, 2 q8_0; -1 not given */
 } serve_args;
 
 /* Parses the flags into a; AK_CLI_CONTINUE or an exit code. */
@@ -40,7 +41,8 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         {"max-seqs", 0, AK_OPT_INT, &a->max_seqs, "N", .help = "sequences decoded together (default: the engine's)", .min = 1, .max = 4096},
         {"ctx", 0, AK_OPT_INT, &a->ctx, "N", .help = "context length per sequence (0: the model's)", .def = "0", .min = 0, .max = 1 << 24},
         {"kv-mib", 0, AK_OPT_INT, &a->kv_mib, "MiB", .help = "KV cache size (0: the engine's choice)", .def = "0", .min = 0, .max = 1 << 20},
-        {"kv-f32", 0, AK_OPT_FLAG, &a->kv_f32, .help = "f32 KV cache (default: f16)"},
+        {"kv-f32", 0, AK_OPT_FLAG, &a->kv_f32, .help = "f32 KV cache (default: f16; the same as --kv-type f32)"},
+        {"kv-type", 0, AK_OPT_ENUM, &a->kv_type, "TYPE", .choices = "f32|f16|q8_0", .help = "KV cache storage: f32, f16 (default) or q8_0 (ggml blocks, half of f16's bytes; head_dim a multiple of 32)"},
         {"mmap", 0, AK_OPT_FLAG, &a->mmap, .help = "map the weights instead of reading them"},
         {"draft", 0, AK_OPT_STRING, &a->draft, "MODEL", .help = "speculative decoding with this draft model"},
         {"gamma", 0, AK_OPT_INT, &a->gamma, "G", .help = "draft tokens per step (default: the engine's)", .min = 0, .max = 16},
@@ -71,6 +73,8 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     a->model = first < argc ? argv[first] : model_flag;
     if (first < argc && model_flag) return ak_cli_usage_error(&cmd, "the model is given twice");
     if (!a->model) return ak_cli_usage_error(&cmd, "no model given");
+    if (a->kv_f32 && a->kv_type >= 0 && a->kv_type != 0)
+        return ak_cli_usage_error(&cmd, "--kv-f32 and --kv-type %s disagree", a->kv_type == 1 ? "f16" : "q8_0");
     return AK_CLI_CONTINUE;
 }
 
@@ -105,7 +109,8 @@ static ak_status start_engine(const serve_args *a, serve_state *s) {
     if (a->max_seqs) o.max_seqs = (int32_t)a->max_seqs;
     o.max_context = (int32_t)a->ctx;
     o.kv_bytes = (uint64_t)a->kv_mib << 20;
-    if (a->kv_f32) o.kv_dtype = AK_DTYPE_F32;
+    if (a->kv_f32 || a->kv_type == 0) o.kv_dtype = AK_DTYPE_F32;
+    o.kv_q8_0 = a->kv_type == 2;
     o.draft = s->draft;
     if (a->gamma >= 0) o.spec_gamma = (int32_t)a->gamma;
     o.spec_ngram = (int32_t)a->ngram;
@@ -197,7 +202,7 @@ static void stop_all(serve_state *s) {
 }
 
 int ak_cli_serve(int argc, char **argv) {
-    serve_args a = {.gamma = -1};
+    serve_args a = {.gamma = -1, .kv_type = -1};
     int rc = parse_args(argc, argv, &a);
     if (rc != AK_CLI_CONTINUE) return rc;
     /* every thread started from here on inherits the mask; this one waits for the signal.

@@ -66,6 +66,13 @@ typedef void ak__kf_dot_rows(float *out, const float *q, const uint16_t *rows, s
                              size_t dim, float scale);
 typedef void ak__kf_madd_rows(float *o, const float *p, const uint16_t *rows, size_t n,
                               size_t dim);
+/* q8_0 rows (ggml blocks: f16 scale + 32 int8), kernels/ref/attn_q8_ref.c */
+typedef void ak__kf_q8_dot_rows(float *out, const float *q, const void *rows, size_t n,
+                                size_t dim, float scale);
+typedef void ak__kf_q8_dot_rows_q8(float *out, const float *qd, const int8_t *qq,
+                                   const void *rows, size_t n, size_t dim, float scale);
+typedef void ak__kf_q8_madd_rows(float *o, const float *p, const void *rows, size_t n,
+                                 size_t dim);
 typedef uint64_t ak__kf_u64_read_sum(const uint64_t *p, size_t n);
 typedef void ak__kf_f32_dot_rows(float *out, const float *q, const float *rows, size_t n,
                                  size_t dim, float scale);

@@ -326,6 +326,121 @@ static void check_madd_rows(const sweep_case *c) {
         }
 }
 
+/* ---- attention over q8_0 rows (the q8_0 KV cache) ------------------------------------ */
+
+static const size_t q8_dims[] = {32, 64, 96, 128, 256};
+static const size_t q8_ns[] = {1, 3, 4, 5, 16};
+
+/* n rows of dim values as the q8_0 cache stores them (quantized from random floats, so
+ * every block is one ggml's quantizer can write), and their exact f32 values. */
+static void *q8_rows_make(size_t n, size_t dim, uint64_t *seed, float **values) {
+    float *x = xmalloc(n * dim * 4);
+    fill_random("F32", x, n * dim, seed, 4.0f);
+    if (n * dim >= 64) x[3] = 0, x[37] = 0; /* zeros (and an all-small block) included */
+    void *rows = xmalloc(n * dim / AK__QK * sizeof(ak__block_q8_0));
+    ak__quantize_row_ref(AK_WTYPE_Q8_0, x, rows, n * dim);
+    ak__dequantize_row_ref(AK_WTYPE_Q8_0, rows, x, n * dim);
+    *values = x;
+    return rows;
+}
+
+/* scores with the f32 query: out[j] = scale·q·rows[j] */
+static void check_q8_dot_rows(const sweep_case *c) {
+    uint64_t seed = 41;
+    for (size_t l = 0; l < sizeof q8_dims / sizeof *q8_dims; l++)
+        for (size_t r = 0; r < sizeof q8_ns / sizeof *q8_ns; r++) {
+            size_t dim = q8_dims[l], n = q8_ns[r];
+            float *vals, *q = xmalloc(dim * 4), *want = xmalloc(n * 4);
+            void *rows = q8_rows_make(n, dim, &seed, &vals);
+            fill_random("F32", q, dim, &seed, 1.0f);
+            guarded_buf g = out_alloc(n * 4, 4);
+            KERNEL(c, c->ref, ak__kf_q8_dot_rows)(want, q, rows, n, dim, 0.125f);
+            KERNEL(c, c->k, ak__kf_q8_dot_rows)(g.data, q, rows, n, dim, 0.125f);
+            for (size_t j = 0; j < n; j++) {
+                double mag = 0, exact = 0;
+                for (size_t d = 0; d < dim; d++) {
+                    mag += fabs(q[d] * vals[j * dim + d]);
+                    exact += (double)q[d] * vals[j * dim + d];
+                }
+                char where[96];
+                snprintf(where, sizeof where, "n=%zu dim=%zu row %zu", n, dim, j);
+                double bound = 0.125 * mag * FLT_EPSILON * (double)(dim + 2) + 1e-30;
+                expect_within(c, ((float *)g.data)[j], want[j], bound, where);
+                expect_within(c, want[j], 0.125 * exact, bound, where); /* the reference too */
+            }
+            expect_guards(c, &g, dim);
+            guarded_free(&g);
+            free(rows), free(vals), free(q), free(want);
+        }
+}
+
+/* scores with the query quantized (linear_quantize_x's reference): integer per block */
+static void check_q8_dot_rows_q8(const sweep_case *c) {
+    uint64_t seed = 42;
+    for (size_t l = 0; l < sizeof q8_dims / sizeof *q8_dims; l++)
+        for (size_t r = 0; r < sizeof q8_ns / sizeof *q8_ns; r++) {
+            size_t dim = q8_dims[l], n = q8_ns[r], nb = dim / AK__QK;
+            float *vals, *q = xmalloc(dim * 4), *want = xmalloc(n * 4), *qd = xmalloc(nb * 4);
+            int32_t *qs = xmalloc(nb * 4);
+            int8_t *qq = xmalloc(dim);
+            void *rows = q8_rows_make(n, dim, &seed, &vals);
+            fill_random("F32", q, dim, &seed, 1.0f);
+            ak_f32_quantize_q8_0__ref(q, dim, qd, qs, qq);
+            guarded_buf g = out_alloc(n * 4, 4);
+            KERNEL(c, c->ref, ak__kf_q8_dot_rows_q8)(want, qd, qq, rows, n, dim, 0.125f);
+            KERNEL(c, c->k, ak__kf_q8_dot_rows_q8)(g.data, qd, qq, rows, n, dim, 0.125f);
+            for (size_t j = 0; j < n; j++) {
+                double mag = 0, exact = 0;
+                for (size_t d = 0; d < dim; d++) {
+                    double qv = (double)qd[d / AK__QK] * qq[d];
+                    mag += fabs(qv * vals[j * dim + d]);
+                    exact += qv * vals[j * dim + d];
+                }
+                char where[96];
+                snprintf(where, sizeof where, "n=%zu dim=%zu row %zu", n, dim, j);
+                double bound = 0.125 * mag * FLT_EPSILON * (double)(nb + 10) + 1e-30;
+                expect_within(c, ((float *)g.data)[j], want[j], bound, where);
+                expect_within(c, want[j], 0.125 * exact, bound, where);
+            }
+            expect_guards(c, &g, dim);
+            guarded_free(&g);
+            free(rows), free(vals), free(q), free(want), free(qd), free(qs), free(qq);
+        }
+}
+
+/* values: o[d] += Σ_j p[j]·rows[j][d] */
+static void check_q8_madd_rows(const sweep_case *c) {
+    uint64_t seed = 43;
+    for (size_t l = 0; l < sizeof q8_dims / sizeof *q8_dims; l++)
+        for (size_t r = 0; r < sizeof q8_ns / sizeof *q8_ns; r++) {
+            size_t dim = q8_dims[l], n = q8_ns[r];
+            float *vals, *p = xmalloc(n * 4), *o0 = xmalloc(dim * 4), *want = xmalloc(dim * 4);
+            void *rows = q8_rows_make(n, dim, &seed, &vals);
+            fill_random("F32", p, n, &seed, 1.0f);
+            fill_random("F32", o0, dim, &seed, 1.0f);
+            guarded_buf g = out_alloc(dim * 4, 4);
+            memcpy(want, o0, dim * 4);
+            memcpy(g.data, o0, dim * 4);
+            KERNEL(c, c->ref, ak__kf_q8_madd_rows)(want, p, rows, n, dim);
+            KERNEL(c, c->k, ak__kf_q8_madd_rows)(g.data, p, rows, n, dim);
+            for (size_t d = 0; d < dim; d++) {
+                double mag = fabs(o0[d]), exact = o0[d];
+                for (size_t j = 0; j < n; j++) {
+                    mag += fabs(p[j] * vals[j * dim + d]);
+                    exact += (double)p[j] * vals[j * dim + d];
+                }
+                char where[96];
+                snprintf(where, sizeof where, "n=%zu dim=%zu [%zu]", n, dim, d);
+                double bound = 2 * mag * FLT_EPSILON * (double)(n + 2) + 1e-30;
+                expect_within(c, ((float *)g.data)[d], want[d], bound, where);
+                expect_within(c, want[d], exact, bound, where);
+            }
+            expect_guards(c, &g, dim);
+            guarded_free(&g);
+            free(rows), free(vals), free(p), free(o0), free(want);
+        }
+}
+
 /* ---- the LLM decoder's elementwise loops ------------------------------------------- */
 
 /* softmax in place over scores of a wide range: |got − ref| ≤ 1e-5·ref + 1e-9 (e^x to
@@ -940,6 +1055,8 @@ static const checker checkers[] = {
     {"softcap", check_softcap},     {"gelu", check_gelu},
     {"layernorm", check_layernorm}, {"moe_route", check_moe_route},
     {"rmsnorm", check_rmsnorm},     {"read_sum", check_read_sum},
+    {"q8_dot_rows", check_q8_dot_rows}, {"q8_dot_rows_q8", check_q8_dot_rows_q8},
+    {"q8_madd_rows", check_q8_madd_rows},
 
     SWEEP_INFER_CHECKERS
 };

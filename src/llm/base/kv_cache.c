@@ -6,17 +6,30 @@
 
 #include "core/check.h"
 #include "core/hash.h"
+#include "kernels/linear.h"
 #include "llm/base/kv_cache.h"
 
+const char *ak__kv_type_name(ak__kv_type type) {
+    return type == AK__KV_F32 ? "f32" : type == AK__KV_F16 ? "f16" : "q8_0";
+}
+
+size_t ak__kv_row_bytes(int32_t head_dim, ak__kv_type type) {
+    switch (type) {
+    case AK__KV_F32: return (size_t)head_dim * 4;
+    case AK__KV_F16: return (size_t)head_dim * 2;
+    default: return (size_t)head_dim / AK__QK * sizeof(ak__block_q8_0);
+    }
+}
+
 size_t ak__kv_block_bytes(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
-                          int32_t block_size, ak_dtype dtype) {
-    size_t elem = dtype == AK_DTYPE_F16 ? 2 : 4;
-    return 2 * (size_t)n_layers * (size_t)n_kv_heads * (size_t)head_dim * (size_t)block_size * elem;
+                          int32_t block_size, ak__kv_type type) {
+    return 2 * (size_t)n_layers * (size_t)n_kv_heads * (size_t)block_size *
+           ak__kv_row_bytes(head_dim, type);
 }
 
 static ak_status alloc_arrays(ak__kv_cache *kv) {
     size_t nb = (size_t)kv->n_blocks;
-    size_t bytes = (size_t)kv->n_layers * nb * kv->block_stride * kv->elem_bytes;
+    size_t bytes = (size_t)kv->n_layers * nb * kv->block_stride * kv->row_bytes;
     kv->k = malloc(bytes ? bytes : 1);
     kv->v = malloc(bytes ? bytes : 1);
     kv->ref = calloc(nb, sizeof *kv->ref);
@@ -37,14 +50,17 @@ static ak_status alloc_arrays(ak__kv_cache *kv) {
 }
 
 ak_status ak__kv_create(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
-                        int32_t block_size, int32_t n_blocks, ak_dtype dtype,
+                        int32_t block_size, int32_t n_blocks, ak__kv_type type,
                         ak__kv_cache **out) {
     AK_ARG_CHECK(n_layers > 0 && n_kv_heads > 0 && head_dim > 0, "KV cache: bad model shape");
     AK_ARG_CHECK(block_size >= 1 && block_size <= 1024, "KV cache: block_size %d not in [1, 1024]",
                  block_size);
     AK_ARG_CHECK(n_blocks >= 1, "KV cache: the budget holds no block (n_blocks = %d)", n_blocks);
-    AK_ARG_CHECK(dtype == AK_DTYPE_F32 || dtype == AK_DTYPE_F16,
-                 "KV cache: dtype must be f32 or f16");
+    AK_ARG_CHECK(type == AK__KV_F32 || type == AK__KV_F16 || type == AK__KV_Q8_0,
+                 "KV cache: type %d is not f32, f16 or q8_0", (int)type);
+    AK_ARG_CHECK(type != AK__KV_Q8_0 || head_dim % AK__QK == 0,
+                 "KV cache: q8_0 needs a head_dim that is a multiple of %d; this model's "
+                 "head_dim is %d (use an f16 or f32 KV cache)", AK__QK, head_dim);
     ak__kv_cache *kv = calloc(1, sizeof *kv);
     if (!kv) return AK_FAIL(AK_ERR_NO_MEMORY, "KV cache: out of memory");
     kv->n_layers = n_layers;
@@ -52,9 +68,9 @@ ak_status ak__kv_create(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
     kv->head_dim = head_dim;
     kv->block_size = block_size;
     kv->n_blocks = n_blocks;
-    kv->dtype = dtype;
-    kv->elem_bytes = dtype == AK_DTYPE_F16 ? 2 : 4;
-    kv->block_stride = (size_t)n_kv_heads * (size_t)block_size * (size_t)head_dim;
+    kv->type = type;
+    kv->row_bytes = ak__kv_row_bytes(head_dim, type);
+    kv->block_stride = (size_t)n_kv_heads * (size_t)block_size;
     ak_status st = alloc_arrays(kv);
     if (st != AK_OK) {
         ak__kv_free(kv);
@@ -177,10 +193,10 @@ void ak__kv_unref(ak__kv_cache *kv, int32_t block) {
 int32_t ak__kv_available(const ak__kv_cache *kv) { return kv->n_free + kv->n_evictable; }
 
 void ak__kv_copy(ak__kv_cache *kv, int32_t dst, int32_t src) {
-    size_t bytes = kv->block_stride * kv->elem_bytes;
+    size_t bytes = kv->block_stride * kv->row_bytes;
     for (int32_t l = 0; l < kv->n_layers; ++l) {
-        size_t d = ak__kv_at(kv, l, dst, 0, 0) * kv->elem_bytes;
-        size_t s = ak__kv_at(kv, l, src, 0, 0) * kv->elem_bytes;
+        size_t d = ak__kv_at(kv, l, dst, 0, 0);
+        size_t s = ak__kv_at(kv, l, src, 0, 0);
         memcpy((char *)kv->k + d, (const char *)kv->k + s, bytes);
         memcpy((char *)kv->v + d, (const char *)kv->v + s, bytes);
     }

@@ -41,6 +41,15 @@ static ak_status check_options(const ak_llm_model *m, ak_llm_engine_options *o) 
                  "engine: block_size %d not in [1, 1024]", o->block_size);
     AK_ARG_CHECK(o->kv_dtype == AK_DTYPE_F32 || o->kv_dtype == AK_DTYPE_F16,
                  "engine: kv_dtype must be AK_DTYPE_F32 or AK_DTYPE_F16");
+    AK_ARG_CHECK(o->kv_q8_0 == 0 || o->kv_q8_0 == 1, "engine: kv_q8_0 %d is not 0 or 1",
+                 o->kv_q8_0);
+    AK_ARG_CHECK(!o->kv_q8_0 || m->hp.head_dim % 32 == 0,
+                 "engine: a q8_0 KV cache needs a head_dim that is a multiple of 32; this "
+                 "model's head_dim is %d (use kv type f16 or f32)", m->hp.head_dim);
+    AK_ARG_CHECK(!o->kv_q8_0 || !o->draft || o->draft->hp.head_dim % 32 == 0,
+                 "engine: a q8_0 KV cache needs a head_dim that is a multiple of 32; the draft "
+                 "model's head_dim is %d (use kv type f16 or f32)",
+                 o->draft ? o->draft->hp.head_dim : 0);
     AK_ARG_CHECK(o->spec_gamma >= 0 && o->spec_gamma <= 16, "engine: spec_gamma %d not in [0, 16]",
                  o->spec_gamma);
     AK_ARG_CHECK(o->spec_ngram >= 0 && o->spec_ngram <= 16, "engine: spec_ngram %d not in [0, 16]",
@@ -48,9 +57,15 @@ static ak_status check_options(const ak_llm_model *m, ak_llm_engine_options *o) 
     return AK_OK;
 }
 
+/* The KV storage the options ask for. */
+static ak__kv_type kv_type_of(const ak_llm_engine_options *o) {
+    if (o->kv_q8_0) return AK__KV_Q8_0;
+    return o->kv_dtype == AK_DTYPE_F32 ? AK__KV_F32 : AK__KV_F16;
+}
+
 static int32_t kv_block_count(const ak_llm_model *m, const ak_llm_engine_options *o) {
     size_t per_block = ak__kv_block_bytes(m->hp.n_layers, m->hp.n_kv_heads, m->hp.head_dim,
-                                          o->block_size, o->kv_dtype);
+                                          o->block_size, kv_type_of(o));
     uint64_t budget = o->kv_bytes;
     if (budget == 0) {
         uint64_t seqs = o->max_seqs / 4 > 4 ? (uint64_t)o->max_seqs / 4 : 4;
@@ -93,7 +108,7 @@ static ak_status create_parts(ak_llm_engine *e) {
     AK_CHECK(ak_threadpool_size(e->pool, &threads));
     int32_t n_blocks = kv_block_count(e->model, &e->o);
     AK_CHECK(ak__kv_create(hp->n_layers, hp->n_kv_heads, hp->head_dim, e->o.block_size, n_blocks,
-                           e->o.kv_dtype, &e->kv));
+                           kv_type_of(&e->o), &e->kv));
     int32_t spec = e->o.draft || e->o.spec_ngram ? e->o.spec_gamma : 0;
     e->max_out = e->o.max_seqs * (spec + 1);
     if (e->max_out > e->o.max_batch_tokens) e->max_out = e->o.max_batch_tokens;
@@ -102,7 +117,7 @@ static ak_status create_parts(ak_llm_engine *e) {
     if (e->draft) {
         const ak__llm_hparams *dh = &e->draft->hp;
         AK_CHECK(ak__kv_create(dh->n_layers, dh->n_kv_heads, dh->head_dim, e->o.block_size,
-                               n_blocks, e->o.kv_dtype, &e->draft_kv));
+                               n_blocks, kv_type_of(&e->o), &e->draft_kv));
         AK_CHECK(ak__forward_ws_create(e->draft, e->o.max_batch_tokens, e->max_out,
                                        e->o.max_context, threads, &e->draft_ws));
     }

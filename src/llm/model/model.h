@@ -107,5 +107,10 @@ const float *ak__forward_ws_hidden(const ak__forward_ws *ws);
 /* Runs the batch through the model, writing K/V into `kv` and n_out × n_vocab logits. */
 ak_status ak__forward(const ak_llm_model *m, ak__forward_ws *ws, struct ak__kv_cache *kv,
                       const ak__batch *b, float *logits, ak_threadpool *pool);
+/* Every position's logits of ids decoded one token at a time (as the engine decodes) over a
+ * KV cache of `type` (an ak__kv_type of llm/base/kv_cache.h): q8_0 and f16 caches against
+ * f32 in tests and tools. */
+ak_status ak__model_logits_stepwise(ak_llm_model *m, const int32_t *ids, size_t n_ids,
+                                    float *logits, int32_t n_threads, int type);
 
 #endif /* AK_LLM_MODEL_MODEL_H */
