@@ -57,7 +57,7 @@ static ak_status decoder_hidden(ak_llm_model *m, const int32_t *ids, int32_t n,
     ak_status st = table && pos && seq && logits
                        ? AK_OK : AK_FAIL(AK_ERR_NO_MEMORY, "embed: out of memory");
     if (st == AK_OK) st = ak__kv_create(m->hp.n_layers, m->hp.n_kv_heads, m->hp.head_dim, bs,
-                                        n_blocks, AK_DTYPE_F32, &kv);
+                                        n_blocks, AK__KV_F32, &kv);
     if (st == AK_OK) st = ak__forward_ws_create(m, n, n_rows, n, threads, &ws);
     if (st == AK_OK) {
         for (int32_t i = 0; i < n_blocks; ++i) table[i] = ak__kv_alloc(kv);
