@@ -157,6 +157,7 @@ static void req_free(ak__req *q) {
             free(q->seqs[i].blocks);
             ak__sampler_free(&q->seqs[i].sampler);
             ak__stop_free(&q->seqs[i].stop);
+            ak__engine_grammar_free(&q->seqs[i]);
         }
     }
     free(q->seqs);
@@ -188,7 +189,7 @@ static ak_status check_request(const ak_llm_engine *e, const ak_llm_request *r) 
     int64_t need = ((int64_t)r->n_prompt + r->max_tokens + 2 * e->o.spec_gamma + bs) / bs;
     AK_ARG_CHECK(need <= e->kv->n_blocks, "request: needs %lld KV blocks, the cache has %d",
                  (long long)need, e->kv->n_blocks);
-    return AK_OK;
+    return ak__engine_grammar_check(e, r);
 }
 
 static ak_status copy_request(ak__req *q, const ak_llm_request *r) {
@@ -224,6 +225,7 @@ static ak_status init_seq(const ak_llm_engine *e, ak__req *q, int32_t i) {
     memcpy(s->tokens, q->prompt, q->r.n_prompt * sizeof *s->tokens);
     AK_CHECK(ak__sampler_init(&s->sampler, e->model->hp.n_vocab, &q->r.sampling, (uint64_t)i));
     for (size_t k = 0; k < q->r.n_prompt; ++k) ak__sampler_accept(&s->sampler, q->prompt[k], 1);
+    if (q->r.grammar) AK_CHECK(ak__engine_grammar_init(s, q->r.grammar));
     return ak__stop_init(&s->stop, q->r.stop_strings, q->r.n_stop_strings);
 }
 
@@ -434,7 +436,7 @@ ak_status ak_llm_engine_free(ak_llm_engine *e) {
     if (e->pool) ak_threadpool_free(e->pool);
     void *bufs[] = {e->b_tokens, e->b_pos, e->b_seq, e->b_out, e->b_len, (void *)e->b_tables,
                     e->b_seqs, e->running, e->waiting, e->logits, e->probs, e->draft_probs,
-                    e->draft_logits, e->cancel_ids};
+                    e->draft_logits, e->cancel_ids, e->grammar_row};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; ++i) free(bufs[i]);
     pthread_mutex_destroy(&e->lock);
     pthread_cond_destroy(&e->wake);

@@ -43,6 +43,8 @@ typedef struct ak__seq {
     int32_t spec_slot;            /* this step: index into the draft distributions */
     ak__sampler sampler;
     ak__stop stop;
+    /* constrained decoding: this sample's grammar state (NULL = unconstrained) */
+    struct ak__grammar_state *grammar;
 } ak__seq;
 
 struct ak__req {
@@ -90,6 +92,8 @@ struct ak_llm_engine {
     ak_llm_engine_stats stats;
     pthread_t thread;
     int32_t thread_running, stop_requested;
+    /* constrained decoding: a logits row masked by a grammar (n_vocab, made on first use) */
+    float *grammar_row;
 };
 
 /* engine_sched.c: picks this step's chunks; returns the number of tokens scheduled. */
@@ -123,5 +127,17 @@ ak_status ak__engine_run_step(ak_llm_engine *e);
 /* Ends a sequence with `reason` (event sent, blocks freed). */
 void ak__engine_finish(ak_llm_engine *e, ak__seq *s, ak_finish_reason reason, size_t trim,
                        ak_status status);
+
+/* engine_grammar.c: constrained decoding */
+ak_status ak__engine_grammar_check(const ak_llm_engine *e, const ak_llm_request *r);
+ak_status ak__engine_grammar_init(ak__seq *s, const ak_llm_grammar *g);
+void ak__engine_grammar_free(ak__seq *s);
+/* The row to sample from: `row` itself, or a copy with the tokens the grammar refuses at
+ * -inf; NULL when the sequence was ended with an error. */
+const float *ak__engine_grammar_mask(ak_llm_engine *e, ak__seq *s, const float *row);
+/* Advances the grammar by the sampled token; 0 when the sequence was ended (error). */
+int ak__engine_grammar_accept(ak_llm_engine *e, ak__seq *s, int32_t token);
+/* 1 when the grammar is complete (the sample ends with "stop"). */
+int ak__engine_grammar_done(const ak__seq *s);
 
 #endif /* AK_LLM_ENGINE_INTERNAL_H */

@@ -67,10 +67,14 @@ static void sample_and_deliver(ak_llm_engine *e, ak__seq *s, const float *row) {
     int32_t n_top = 0;
     float logprob = 0.0f;
     int want = s->req->r.sampling.n_logprobs > 0;
+    if (s->grammar && !(row = ak__engine_grammar_mask(e, s, row))) return;
     int32_t token = ak__sampler_sample(&s->sampler, row, &logprob, want ? top : NULL,
                                        want ? &n_top : NULL);
     ak__sampler_accept(&s->sampler, token, 0);
+    if (s->grammar && !ak__engine_grammar_accept(e, s, token)) return;
     ak__engine_deliver(e, s, token, logprob, top, n_top);
+    if (s->grammar && !s->done && ak__engine_grammar_done(s))
+        ak__engine_finish(e, s, AK_FINISH_STOP, 0, AK_OK);
 }
 
 /* The first sample finished the prompt: the others share its blocks from here on. */

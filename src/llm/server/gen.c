@@ -15,6 +15,7 @@
 #include "core/check.h"
 #include "llm/chat/chat.h"
 #include "llm/hooks/hooks.h"
+#include "llm/server/oai_format.h"
 #include "llm/server/server_internal.h"
 
 #define WAIT_SLICE_MS 50 /* how often a waiting connection checks its client and the server */
@@ -45,6 +46,7 @@ static void gen_free(ak__gen *g) {
     }
     ak__gen_tools_free(g);
     ak__oai_request_free(&g->req);
+    ak__oai_grammar_release(g->grammar);
     ak__bytes_free(&g->out);
     free(g->prompt);
     free(g->q);
@@ -304,6 +306,10 @@ ak_status ak__gen_submit(ak__gen *g, ak__oai_error *err) {
     q.grammar = ak__gen_tools_grammar(g); /* forced tool calls */
     q.on_event = on_event;
     q.user = g;
+    if (r->grammar_text) {
+        AK_CHECK(ak__oai_grammar_acquire(g->srv->tok, r->grammar_text, &g->grammar, err));
+        q.grammar = g->grammar;
+    }
     pthread_mutex_lock(&g->mu);
     g->refs++; /* the backend's, dropped with the last final event */
     g->samples_open = r->n;

@@ -55,6 +55,9 @@ typedef struct ak__oai_request {
     int ignore_eos;
     /* tools / function calling (tools.c) */
     ak__oai_tools tools;
+    /* constrained decoding (oai_format.c): response_format / grammar / json_schema as GBNF,
+     * NULL = unconstrained */
+    char *grammar_text;
 } ak__oai_request;
 
 /* Fills `e` (message formatted like printf); type follows from http. */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "llm/server/oai_format.h"
 #include "llm/server/oai.h"
 
 void ak__oai_error_set(ak__oai_error *e, int http, const char *param, const char *code,
@@ -331,6 +332,7 @@ ak_status ak__oai_parse(ak__oai_kind kind, const char *body, size_t len, int32_t
         return BAD(err, NULL, "The request body must be a JSON object.");
     /* max_tokens before the chat fields, so max_completion_tokens overrides it */
     AK_CHECK(parse_common(out->root, n_vocab, out, err));
+    AK_CHECK(ak__oai_parse_format(out->root, &out->grammar_text, err));
     if (kind == AK__OAI_CHAT) return parse_chat(out->root, out, err);
     return parse_completion(out->root, n_vocab, out, err);
 }
@@ -344,5 +346,6 @@ void ak__oai_request_free(ak__oai_request *r) {
     free(r->owned);
     free(r->stops);
     free(r->stop_ids);
+    free(r->grammar_text);
     memset(r, 0, sizeof *r);
 }

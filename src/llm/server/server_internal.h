@@ -100,6 +100,8 @@ struct ak__gen {
     ak__gen *live_prev, *live_next;
     /* tools: call parsers and the forced-call grammar (gen_tools.c), NULL without tools */
     struct ak__gen_tools *tools;
+    /* constrained decoding: held from the grammar cache until gen_free */
+    const ak_llm_grammar *grammar;
 };
 
 /* Builds the request from a parsed body: the prompt is rendered (chat), pre-processed and
