@@ -784,6 +784,11 @@ static void test_http_tool_messages(void **state) {
                    "\"function\",\"function\":{\"name\":\"nope\"}}}", 400);
     assert_string_equal(str_at(j, "error.param"), "tool_choice");
     cJSON_Delete(j);
+    /* a forced call and another constraint on the output cannot both hold */
+    j = post(port, "{\"messages\":[" USER "],\"tools\":" TOOLS ",\"tool_choice\":\"required\","
+                   "\"response_format\":{\"type\":\"json_object\"}}", 400);
+    assert_string_equal(str_at(j, "error.param"), "tool_choice");
+    cJSON_Delete(j);
     assert_int_equal(ak__server_stop(s), AK_OK);
     /* a built-in preset has no tool format: tools and tool messages are refused by name */
     s = start_scripted(&sc, NULL);
