@@ -66,7 +66,7 @@ static int setup(void **state) {
     snprintf(g_model_path, sizeof g_model_path, "/tmp/ak_test_server_tools_%d.gguf", (int)getpid());
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 %s/scripts/llm-make-model --dim 64 --layers 2 --heads 4 "
-             "--kv-heads 2 --ffn 172 --ctx 512 --seed 11 --out %s >/dev/null",
+             "--kv-heads 2 --ffn 172 --ctx 1024 --seed 11 --out %s >/dev/null",
              AK_SOURCE_DIR, g_model_path);
     if (system(cmd) != 0) {
         print_message("scripts/llm-make-model failed: %s\n", cmd);
@@ -78,8 +78,14 @@ static int setup(void **state) {
     return g_qwen_template ? 0 : -1;
 }
 
+static ak_llm_engine *g_engine;
+
 static int teardown(void **state) {
     (void)state;
+    if (g_engine) {
+        ak_llm_engine_stop(g_engine);
+        ak_llm_engine_free(g_engine);
+    }
     ak_llm_model_free(g_model);
     remove(g_model_path);
     free(g_qwen_template);
@@ -597,7 +603,11 @@ static cJSON *post(int port, const char *body, int want_status) {
     assert_int_equal(ak__http_request("127.0.0.1", port, "POST", "/v1/chat/completions", body,
                                       strlen(body), &status, &out),
                      AK_OK);
-    if (status != want_status) fail_msg("status %d for %s: %s", status, body, out.v);
+    if (status != want_status) {
+        print_error("status %d for %s: %s\n", status, body, out.v);
+        ak__bytes_free(&out);
+        fail();
+    }
     cJSON *j = cJSON_ParseWithLength(out.v, out.len);
     ak__bytes_free(&out);
     assert_non_null(j);
@@ -774,6 +784,11 @@ static void test_http_tool_messages(void **state) {
                    "\"function\",\"function\":{\"name\":\"nope\"}}}", 400);
     assert_string_equal(str_at(j, "error.param"), "tool_choice");
     cJSON_Delete(j);
+    /* a forced call and another constraint on the output cannot both hold */
+    j = post(port, "{\"messages\":[" USER "],\"tools\":" TOOLS ",\"tool_choice\":\"required\","
+                   "\"response_format\":{\"type\":\"json_object\"}}", 400);
+    assert_string_equal(str_at(j, "error.param"), "tool_choice");
+    cJSON_Delete(j);
     assert_int_equal(ak__server_stop(s), AK_OK);
     /* a built-in preset has no tool format: tools and tool messages are refused by name */
     s = start_scripted(&sc, NULL);
@@ -799,6 +814,129 @@ static void test_http_tool_messages(void **state) {
     assert_int_equal(ak__server_stop(s), AK_OK);
 }
 
+/* ---- forced calls on the real engine (grammar-constrained) ------------------------------ */
+
+#define TOOL_LIGHT                                                                               \
+    "{\"type\":\"function\",\"function\":{\"name\":\"set_light\",\"parameters\":{\"type\":"      \
+    "\"object\",\"properties\":{\"room\":{\"enum\":[\"hall\",\"kitchen\"]},\"on\":{\"type\":"      \
+    "\"boolean\"}},\"required\":[\"room\",\"on\"],\"additionalProperties\":false}}}"
+#define TOOL_ZONE                                                                                \
+    "{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"parameters\":{\"type\":"       \
+    "\"object\",\"properties\":{\"zone\":{\"enum\":[\"utc\",\"cet\"]}},\"required\":[\"zone\"],"   \
+    "\"additionalProperties\":false}}}"
+#define FORCED_TOOLS "[" TOOL_LIGHT "," TOOL_ZONE "]"
+
+/* Validates `args` (JSON text) against the schema subset of FORCED_TOOLS: an object whose
+ * keys are all declared, the required ones present, enums and booleans respected. */
+static void check_against_schema(const char *name, const char *args) {
+    cJSON *tools = cJSON_Parse(FORCED_TOOLS), *tool, *schema = NULL;
+    cJSON_ArrayForEach(tool, tools) {
+        cJSON *fn = cJSON_GetObjectItem(tool, "function");
+        if (!strcmp(cJSON_GetObjectItem(fn, "name")->valuestring, name))
+            schema = cJSON_GetObjectItem(fn, "parameters");
+    }
+    if (!schema) fail_msg("call of an unknown function '%s'", name);
+    cJSON *v = cJSON_Parse(args);
+    if (!cJSON_IsObject(v)) fail_msg("%s: arguments '%s' are not a JSON object", name, args);
+    const cJSON *props = cJSON_GetObjectItem(schema, "properties"), *req, *kv;
+    cJSON_ArrayForEach(req, cJSON_GetObjectItem(schema, "required"))
+        if (!cJSON_GetObjectItem(v, req->valuestring))
+            fail_msg("%s: '%s' lacks the required '%s'", name, args, req->valuestring);
+    cJSON_ArrayForEach(kv, v) {
+        const cJSON *ps = cJSON_GetObjectItem(props, kv->string);
+        if (!ps) fail_msg("%s: '%s' has the undeclared key '%s'", name, args, kv->string);
+        const cJSON *en = cJSON_GetObjectItem(ps, "enum"), *e;
+        int found = !en;
+        cJSON_ArrayForEach(e, en) found |= cJSON_IsString(kv) && !strcmp(e->valuestring,
+                                                                         kv->valuestring);
+        if (!found) fail_msg("%s: '%s': '%s' is outside its enum", name, args, kv->string);
+        const cJSON *type = cJSON_GetObjectItem(ps, "type");
+        if (type && !strcmp(type->valuestring, "boolean") && !cJSON_IsBool(kv))
+            fail_msg("%s: '%s': '%s' is not a boolean", name, args, kv->string);
+    }
+    cJSON_Delete(v);
+    cJSON_Delete(tools);
+}
+
+static ak__server *start_engine_server(void) {
+    if (!g_engine) {
+        ak_llm_engine_options eo;
+        ak_llm_engine_options_default(&eo);
+        eo.n_threads = 1;
+        eo.max_seqs = 8;
+        assert_int_equal(ak_llm_engine_create(g_model, &eo, &g_engine), AK_OK);
+        assert_int_equal(ak_llm_engine_start(g_engine), AK_OK);
+    }
+    ak__server_backend be = ak__server_engine_backend(g_engine);
+    ak__server_model m = {"tiny", g_tok, 1024, g_qwen_template};
+    ak__server_options o = AK__SERVER_OPTIONS_INIT;
+    o.port = 0;
+    ak__server *s = NULL;
+    assert_int_equal(ak__server_start(&be, &m, &o, &s), AK_OK);
+    return s;
+}
+
+static void test_forced_calls(void **state) {
+    (void)state;
+    ak__server *s = start_engine_server();
+    int port = ak__server_port(s);
+    char body[4096];
+    /* a named function, several seeds: exactly one call of it, valid for its schema */
+    for (int seed = 1; seed <= 6; seed++) {
+        snprintf(body, sizeof body,
+                 "{\"messages\":[" USER "],\"tools\":" FORCED_TOOLS ",\"tool_choice\":{\"type\":"
+                 "\"function\",\"function\":{\"name\":\"%s\"}},\"seed\":%d,\"max_tokens\":200}",
+                 seed % 2 ? "set_light" : "get_time", seed);
+        cJSON *j = post(port, body, 200);
+        assert_string_equal(str_at(j, "choices.0.finish_reason"), "tool_calls");
+        const cJSON *calls = at(j, "choices.0.message.tool_calls");
+        assert_int_equal(cJSON_GetArraySize(calls), 1);
+        assert_string_equal(str_at(calls, "0.function.name"), seed % 2 ? "set_light" : "get_time");
+        check_against_schema(str_at(calls, "0.function.name"), str_at(calls, "0.function.arguments"));
+        assert_true(cJSON_IsNull(at(j, "choices.0.message.content")));
+        cJSON_Delete(j);
+    }
+    /* required, parallel: one call or more, each of a tool and valid */
+    for (int seed = 1; seed <= 6; seed++) {
+        snprintf(body, sizeof body,
+                 "{\"messages\":[" USER "],\"tools\":" FORCED_TOOLS ",\"tool_choice\":"
+                 "\"required\",\"seed\":%d,\"max_tokens\":400}", seed);
+        cJSON *j = post(port, body, 200);
+        const cJSON *calls = at(j, "choices.0.message.tool_calls"), *c;
+        assert_true(cJSON_GetArraySize(calls) >= 1);
+        cJSON_ArrayForEach(c, calls)
+            check_against_schema(str_at(c, "function.name"), str_at(c, "function.arguments"));
+        cJSON_Delete(j);
+    }
+    /* greedy: the stream's deltas reassemble to the whole response's call */
+    const char *greedy = "{\"messages\":[" USER "],\"tools\":" FORCED_TOOLS ",\"tool_choice\":"
+                         "\"required\",\"parallel_tool_calls\":false,\"temperature\":0,"
+                         "\"max_tokens\":200%s}";
+    snprintf(body, sizeof body, greedy, "");
+    cJSON *j = post(port, body, 200);
+    const cJSON *calls = at(j, "choices.0.message.tool_calls");
+    assert_int_equal(cJSON_GetArraySize(calls), 1);
+    snprintf(body, sizeof body, greedy, ",\"stream\":true");
+    reassembled r;
+    reassemble(port, body, &r);
+    assert_int_equal(r.n_calls, 1);
+    assert_int_equal(r.marker_leaked, 0);
+    assert_string_equal(r.content.v, "");
+    assert_string_equal(r.name[0], str_at(calls, "0.function.name"));
+    assert_string_equal(r.args[0].v, str_at(calls, "0.function.arguments"));
+    assert_string_equal(r.finish, "tool_calls");
+    check_against_schema(r.name[0], r.args[0].v);
+    reassembled_free(&r);
+    cJSON_Delete(j);
+    /* tool_choice none on the same engine: plain content, no calls */
+    j = post(port, "{\"messages\":[" USER "],\"tools\":" FORCED_TOOLS ",\"tool_choice\":\"none\","
+                   "\"max_tokens\":8,\"seed\":3}", 200);
+    assert_true(cJSON_IsString(at(j, "choices.0.message.content")));
+    assert_null(cJSON_GetObjectItem(at(j, "choices.0.message"), "tool_calls"));
+    cJSON_Delete(j);
+    assert_int_equal(ak__server_stop(s), AK_OK);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_detect),
@@ -811,6 +949,7 @@ int main(void) {
         cmocka_unit_test(test_gbnf),
         cmocka_unit_test(test_http_auto),
         cmocka_unit_test(test_http_tool_messages),
+        cmocka_unit_test(test_forced_calls),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -8,13 +8,15 @@
 
 #include "core/check.h"
 #include "llm/grammar/json_schema.h"
+#include "llm/server/oai_format.h"
 #include "llm/server/server_internal.h"
 
 struct ak__gen_tools {
     ak__tool_parser parsers[AK__OAI_MAX_N];
     ak__bytes content[AK__OAI_MAX_N]; /* whole: each sample's content */
     int32_t n;
-    ak_llm_grammar *grammar; /* forced calls; freed with the request, after the engine */
+    const ak_llm_grammar *grammar; /* forced calls: from the server's grammar cache, released
+                                    * with the request (after the engine's last event) */
 };
 
 #define BAD(err, param, ...) \
@@ -44,15 +46,16 @@ static uint64_t seed_of(const ak__gen *g, int32_t i) {
 /* tool_choice "required" or a named function: the output is held to the format's call
  * syntax, with each function's arguments valid for its schema. */
 static ak_status forced_grammar(ak__gen *g, ak__oai_error *err) {
+    if (g->req.grammar_text)
+        return BAD(err, "tool_choice", "a forced tool call ('tool_choice' \"required\" or a "
+                   "function) cannot be combined with response_format, grammar or json_schema.");
     char *gbnf = NULL;
     ak_status st = ak__tools_gbnf(g->srv->tool_format, &g->req.tools, ak__json_schema_rules,
                                   &gbnf, err);
     if (st != AK_OK) return st;
-    st = ak_llm_grammar_compile(g->srv->tok, gbnf, strlen(gbnf), &g->tools->grammar);
+    st = ak__oai_grammar_acquire(g->srv->tok, gbnf, &g->tools->grammar, err);
     free(gbnf);
-    if (st == AK_ERR_INVALID_ARG || st == AK_ERR_UNSUPPORTED)
-        return BAD(err, "tool_choice", "the grammar of the forced tool call cannot be compiled: "
-                   "%s", ak_last_error());
+    if (st == AK_ERR_INVALID_ARG) err->param = "tools"; /* the functions' schemas made it */
     return st;
 }
 
@@ -146,7 +149,7 @@ void ak__gen_tools_free(ak__gen *g) {
         ak__tool_parser_free(&gt->parsers[i]);
         ak__bytes_free(&gt->content[i]);
     }
-    ak_llm_grammar_free(gt->grammar);
+    if (gt->grammar) ak__oai_grammar_release(gt->grammar);
     free(gt);
     g->tools = NULL;
 }
