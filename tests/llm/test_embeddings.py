@@ -3,9 +3,10 @@ GGUF files written by scripts/llm-make-model into <build>/llm-embed/:
 - the NumPy encoder (tests/llm/bert_ref.py, float64): bert and nomic-bert, every pooling
   (none, mean, cls, last), f32 and f16 matrices — max |ak − ref| and cosine per vector;
 - llama.cpp's libllama (python/accelkit/llamacpp.py: llama_set_embeddings,
-  llama_get_embeddings_seq / _ith, the pooling from the GGUF) on the same files: the same
-  token ids ([CLS] … [SEP] from the WordPiece tokenizer) and the same vectors within
-  llama.cpp's own rounding (its GELU goes through an f16 table: ~3e-4);
+  llama_get_embeddings_seq / _ith, the pooling from the GGUF; f32 KV, no flash attention)
+  on the same files: the same token ids ([CLS] … [SEP] from the WordPiece tokenizer) and
+  the same vectors within llama.cpp's own rounding (bert: its GELU goes through an f16
+  table, measured 1.5e-4; nomic-bert and llama ~2e-7);
 - a llama decoder with {arch}.pooling_type mean / last / cls, and without the key (accelkit
   pools the last token; llama.cpp returns every token's: its last row is compared);
 - refusals: rank pooling and a causal encoder are refused naming the key;
@@ -119,7 +120,7 @@ class TestEncoderReference(unittest.TestCase):
 class TestLlamaCpp(unittest.TestCase):
     """ak embed == libllama's embeddings of the same file (and the same token ids)."""
 
-    def compare(self, path, texts, last_row_of_none=False, tol=2e-3):
+    def compare(self, path, texts, last_row_of_none=False, tol=1e-3):
         got = ak_embed(path, texts)
         with llamacpp.Model(path) as m, m.context(n_ctx=256, n_batch=256, kv_type="f32", flash_attn=False) as ctx:
             for d, text in zip(got["data"], texts):
@@ -136,8 +137,10 @@ class TestLlamaCpp(unittest.TestCase):
     def test_encoders(self):
         for arch in ("bert", "nomic-bert"):
             for pooling in POOLINGS:
+                # bert: llama.cpp's GELU goes through an f16 table (measured 1.5e-4)
                 self.compare(make(f"{arch}-{pooling}-f32.gguf", "--arch", arch, "--pooling",
-                                  pooling, "--type", "f32", "--seed", "3"), TEXTS)
+                                  pooling, "--type", "f32", "--seed", "3"), TEXTS,
+                             tol=1e-3 if arch == "bert" else 1e-5)
 
     def test_separator_id(self):
         """[SEP] where tokenizer.ggml.seperator_token_id says (not BERT's 102): llama.cpp
