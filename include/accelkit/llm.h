@@ -165,7 +165,8 @@ typedef struct ak_llm_model_info {
     uint64_t n_params;
     uint64_t weight_bytes;  /* bytes read per token by a decode step (all matrices) */
     /* embeddings */
-    int32_t pooling;        /* ak_llm_model_embed's pooling: 0 none, 1 mean, 2 cls, 3 last */
+    int32_t pooling;        /* ak_llm_model_embed's pooling: 0 none, 1 mean, 2 cls, 3 last;
+                             * −1: a decoder whose pooling_type is refused (embed says why) */
     int32_t embedding_only; /* 1: an encoder (bert, nomic-bert): embeddings, no text */
 } ak_llm_model_info;
 

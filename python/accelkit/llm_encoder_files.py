@@ -129,3 +129,88 @@ def write_encoder_gguf(path, arch, dim=32, layers=2, heads=4, ffn=64, context=64
         out.append(lf.GGUFTensorOut(name, gtype, x.shape, lf.encode_tensor(x, gtype)))
     lf.write_gguf(path, meta, out)
     return weights
+
+
+# ---- Hugging Face BertModel folders ---------------------------------------------------------
+
+# GGUF name piece → transformers' BertModel name piece (layer tensors under encoder.layer.N.)
+HF_NAMES = [("token_embd_norm.", "embeddings.LayerNorm."),
+            ("token_embd.", "embeddings.word_embeddings."),
+            ("token_types.", "embeddings.token_type_embeddings."),
+            ("position_embd.", "embeddings.position_embeddings."),
+            ("attn_q.", "attention.self.query."), ("attn_k.", "attention.self.key."),
+            ("attn_v.", "attention.self.value."),
+            ("attn_output_norm.", "attention.output.LayerNorm."),
+            ("attn_output.", "attention.output.dense."),
+            ("ffn_up.", "intermediate.dense."), ("ffn_down.", "output.dense."),
+            ("layer_output_norm.", "output.LayerNorm.")]
+
+
+def hf_name(gguf):
+    layer = None
+    if gguf.startswith("blk."):
+        _, layer, gguf = gguf.split(".", 2)
+    for g, h in HF_NAMES:
+        if gguf.startswith(g):
+            name = h + gguf[len(g):]
+            return f"encoder.layer.{layer}.{name}" if layer is not None else name
+    raise KeyError(gguf)
+
+
+def _tokenizer_json(tokens):
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    return {"version": "1.0", "truncation": None, "padding": None,
+            "added_tokens": [{"id": tokens.index(t), "content": t, "single_word": False,
+                              "lstrip": False, "rstrip": False, "normalized": False,
+                              "special": True} for t in specials],
+            "normalizer": {"type": "BertNormalizer", "clean_text": True,
+                           "handle_chinese_chars": True, "strip_accents": None,
+                           "lowercase": True},
+            "pre_tokenizer": {"type": "BertPreTokenizer"},
+            "post_processor": {"type": "TemplateProcessing",
+                               "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                                          {"Sequence": {"id": "A", "type_id": 0}},
+                                          {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+                               "pair": [], "special_tokens": {}},
+            "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+            "model": {"type": "WordPiece", "unk_token": "[UNK]",
+                      "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
+                      "vocab": {t: i for i, t in enumerate(tokens)}}}
+
+
+def write_encoder_hf(folder, dim=32, layers=2, heads=4, ffn=64, context=64, pooling="mean",
+                     hidden_act="gelu", seed=0, eps=1e-12, dtype="F32"):
+    """A random BertModel folder as sentence-transformers saves one: config.json,
+    model.safetensors, tokenizer.json (WordPiece), modules.json and 1_Pooling/config.json
+    (no pooling folder for pooling "none"). The same seed gives write_encoder_gguf's
+    weights."""
+    import json
+    folder = Path(folder)
+    (folder / "1_Pooling").mkdir(parents=True, exist_ok=True)
+    tokens = wordpiece_vocab()
+    weights = random_encoder("bert", dim, layers, heads, ffn, context, len(tokens), seed)
+    lf.write_safetensors(folder / "model.safetensors",
+                         [(hf_name(n), dtype, x) for n, x in weights.items()])
+    config = {"architectures": ["BertModel"], "model_type": "bert", "hidden_size": dim,
+              "num_hidden_layers": layers, "num_attention_heads": heads,
+              "intermediate_size": ffn, "max_position_embeddings": context,
+              "type_vocab_size": 2, "vocab_size": len(tokens), "layer_norm_eps": eps,
+              "hidden_act": hidden_act, "position_embedding_type": "absolute",
+              "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    (folder / "tokenizer.json").write_text(json.dumps(_tokenizer_json(tokens)))
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"do_lower_case": True, "cls_token": "[CLS]", "sep_token": "[SEP]",
+         "pad_token": "[PAD]", "unk_token": "[UNK]", "mask_token": "[MASK]",
+         "tokenizer_class": "BertTokenizer"}))
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
+    if pooling != "none":
+        modules.append({"idx": 1, "name": "1", "path": "1_Pooling",
+                        "type": "sentence_transformers.models.Pooling"})
+        modes = {"mean": "pooling_mode_mean_tokens", "cls": "pooling_mode_cls_token",
+                 "last": "pooling_mode_lasttoken"}
+        (folder / "1_Pooling" / "config.json").write_text(json.dumps(
+            {"word_embedding_dimension": dim,
+             **{m: m == modes[pooling] for m in modes.values()}}))
+    (folder / "modules.json").write_text(json.dumps(modules))
+    return weights

@@ -10,6 +10,7 @@ independently of the engine's C code:
     nomic-bert: q, k from one fused matrix (q rows first), rotated by RoPE in NEOX halves.
 
     model = load("model.gguf"); embedding(model, ids)  # pooled as the GGUF says, L2-normed
+    load("bert-folder")  # a Hugging Face BertModel folder (hidden_act "gelu": erf GELU)
 """
 import importlib.util
 import math
@@ -34,6 +35,10 @@ lf = _load_llm_files()
 
 class Encoder:
     def __init__(self, path):
+        self.gelu = gelu_tanh  # llama.cpp's GELU for GGUF
+        if Path(path).is_dir():
+            self._load_hf(Path(path))
+            return
         with lf.GGUFFile(path) as g:
             self.arch = g.get("general.architecture")
             a = self.arch
@@ -45,6 +50,49 @@ class Encoder:
             self.theta = float(g.get(f"{a}.rope.freq_base", 10000.0))
             self.w = {n: g.tensor(n, np.float64) for n in g.tensors}
 
+    def _load_hf(self, folder):
+        """A BertModel folder: transformers' names mapped onto GGUF's, sentence-transformers'
+        pooling, hidden_act "gelu" = the exact erf GELU."""
+        import json
+        cfg = json.loads((folder / "config.json").read_text())
+        self.arch, self.theta = "bert", 10000.0
+        self.dim, self.n_layers = cfg["hidden_size"], cfg["num_hidden_layers"]
+        self.n_heads, self.eps = cfg["num_attention_heads"], cfg.get("layer_norm_eps", 1e-12)
+        if cfg.get("hidden_act", "gelu") == "gelu":
+            self.gelu = gelu_erf
+        names = {}
+        for gguf, hf in HF_NAMES:
+            names[hf] = gguf
+        self.w = {}
+        for name, x in lf.read_hf_tensors(folder, np.float64).items():
+            layer = None
+            if name.startswith("encoder.layer."):
+                _, _, layer, name = name.split(".", 3)
+            for hf, gguf in names.items():
+                if name.startswith(hf):
+                    key = gguf + name[len(hf):]
+                    self.w[f"blk.{layer}.{key}" if layer is not None else key] = x
+        self.pooling = 0
+        modules = folder / "modules.json"
+        for mod in json.loads(modules.read_text()) if modules.exists() else []:
+            if "Pooling" in mod["type"]:
+                p = json.loads((folder / mod["path"] / "config.json").read_text())
+                self.pooling = 1 if p.get("pooling_mode_mean_tokens") else \
+                    2 if p.get("pooling_mode_cls_token") else 3 if p.get("pooling_mode_lasttoken") else 0
+
+
+# transformers' BertModel names of GGUF's (the reference's own table)
+HF_NAMES = [("token_embd_norm.", "embeddings.LayerNorm."),
+            ("token_embd.", "embeddings.word_embeddings."),
+            ("token_types.", "embeddings.token_type_embeddings."),
+            ("position_embd.", "embeddings.position_embeddings."),
+            ("attn_q.", "attention.self.query."), ("attn_k.", "attention.self.key."),
+            ("attn_v.", "attention.self.value."),
+            ("attn_output_norm.", "attention.output.LayerNorm."),
+            ("attn_output.", "attention.output.dense."),
+            ("ffn_up.", "intermediate.dense."), ("ffn_down.", "output.dense."),
+            ("layer_output_norm.", "output.LayerNorm.")]
+
 
 def layer_norm(x, w, b, eps):
     mu = x.mean(-1, keepdims=True)
@@ -54,6 +102,10 @@ def layer_norm(x, w, b, eps):
 
 def gelu_tanh(x):
     return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def gelu_erf(x):
+    return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
 
 
 def rope_neox(x, theta):
@@ -93,7 +145,7 @@ def hidden(m, ids):
         x = layer_norm(x + o, w[p + "attn_output_norm.weight"], w[p + "attn_output_norm.bias"], m.eps)
         up = x @ w[p + "ffn_up.weight"].T
         if m.arch == "bert":
-            h = gelu_tanh(up + w[p + "ffn_up.bias"])
+            h = m.gelu(up + w[p + "ffn_up.bias"])
             f = h @ w[p + "ffn_down.weight"].T + w[p + "ffn_down.bias"]
         else:
             g = x @ w[p + "ffn_gate.weight"].T

@@ -672,14 +672,108 @@ static ak_status read_files(hf_tok *x) {
     if (!cJSON_IsObject(x->model))
         return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json has no model", x->dir);
     const cJSON *type = ak__json_get(x->model, "type");
-    if (type && !json_type_is(x->model, "BPE"))
-        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: model type '%s' (only BPE)", x->dir,
-                       cJSON_IsString(type) ? type->valuestring : "?");
+    if (type && !json_type_is(x->model, "BPE") && !json_type_is(x->model, "WordPiece"))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: model type '%s' (only BPE and "
+                       "WordPiece)", x->dir, cJSON_IsString(type) ? type->valuestring : "?");
+    return AK_OK;
+}
+
+/* ---- WordPiece (embeddings: BERT) ----------------------------------------------------
+ * The `bert` tokenizer (wpm.c) is llama.cpp's: NFD, lowercase, accents stripped, split on
+ * whitespace, punctuation and CJK characters, greedy longest match. That is exactly
+ * BertNormalizer (lowercase, clean_text, handle_chinese_chars, strip_accents unset or
+ * true) + BertPreTokenizer + WordPiece with "##" continuations; anything else is refused.
+ * Tokens get llama.cpp's converter's spelling (▁ before word starts, ## dropped). */
+
+static int json_flag(const cJSON *obj, const char *key, int fallback) {
+    const cJSON *v = ak__json_get(obj, key);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : fallback;
+}
+
+static ak_status check_wordpiece(const hf_tok *x) {
+    const cJSON *norm = ak__json_get(x->json, "normalizer");
+    const cJSON *pre = ak__json_get(x->json, "pre_tokenizer");
+    const cJSON *dec = ak__json_get(x->json, "decoder");
+    const cJSON *prefix = ak__json_get(x->model, "continuing_subword_prefix");
+    if (!norm || !json_type_is(norm, "BertNormalizer"))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: WordPiece with normalizer '%s' "
+                       "(only BertNormalizer)", x->dir, norm ? type_of(norm) : "none");
+    if (!json_flag(norm, "lowercase", 1) || !json_flag(norm, "strip_accents", 1) ||
+        !json_flag(norm, "clean_text", 1) || !json_flag(norm, "handle_chinese_chars", 1))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: BertNormalizer without "
+                       "lowercase, strip_accents, clean_text or handle_chinese_chars (a cased "
+                       "WordPiece model) is not supported", x->dir);
+    if (!pre || !json_type_is(pre, "BertPreTokenizer"))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: WordPiece with pre_tokenizer "
+                       "'%s' (only BertPreTokenizer)", x->dir, pre ? type_of(pre) : "none");
+    if (dec && !json_type_is(dec, "WordPiece"))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: WordPiece with decoder '%s'",
+                       x->dir, type_of(dec));
+    if (prefix && !(cJSON_IsString(prefix) && strcmp(prefix->valuestring, "##") == 0))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: WordPiece "
+                       "continuing_subword_prefix other than \"##\"", x->dir);
+    return AK_OK;
+}
+
+/* llama.cpp's spelling of vocab.txt entries: [X] stays, ##piece → piece, word → ▁word */
+static ak_status wordpiece_spelling(hf_tok *x, int32_t n) {
+    for (int32_t i = 0; i < n; i++) {
+        const char *t = x->tokens[i];
+        size_t len = strlen(t);
+        if (x->types[i] != AK_TOKTYPE_NORMAL || (len >= 2 && t[0] == '[' && t[len - 1] == ']'))
+            continue;
+        if (len >= 2 && t[0] == '#' && t[1] == '#') {
+            x->tokens[i] = t + 2;
+            continue;
+        }
+        char *s = malloc(len + 4);
+        if (!s) return AK_FAIL(AK_ERR_NO_MEMORY, "vocabulary");
+        memcpy(s, "\xe2\x96\x81", 3);
+        memcpy(s + 3, t, len + 1);
+        AK_CHECK(own(x, s));
+        x->tokens[i] = s;
+    }
+    return AK_OK;
+}
+
+/* [CLS] and [SEP]: TemplateProcessing's single, or BertProcessing's cls / sep pairs. */
+static void wordpiece_specials(hf_tok *x) {
+    ak__tok_spec *s = &x->spec;
+    s->unk = lookup(x, token_setting(x->model, "unk_token"));
+    s->pad = lookup(x, token_setting(x->tcfg, "pad_token"));
+    s->bos = s->eos = -1;
+    int add_bos = 0, add_eos = 0;
+    template_flags(x, &add_bos, &add_eos);
+    const cJSON *bp = find_part(ak__json_get(x->json, "post_processor"), "processors",
+                                "BertProcessing");
+    const cJSON *cls = bp ? ak__json_get(bp, "cls") : NULL, *sep = bp ? ak__json_get(bp, "sep") : NULL;
+    if (cJSON_IsArray(cls) && cJSON_IsString(cls->child))
+        s->bos = lookup(x, cls->child->valuestring), add_bos = 1;
+    if (cJSON_IsArray(sep) && cJSON_IsString(sep->child))
+        s->eos = lookup(x, sep->child->valuestring), add_eos = 1;
+    s->add_bos = add_bos;
+    s->add_eos = add_eos;
+}
+
+static ak_status assemble_wordpiece(hf_tok *x, int32_t min_vocab) {
+    ak__tok_spec_defaults(&x->spec, AK_TOKENIZER_WPM);
+    AK_CHECK(check_wordpiece(x));
+    int32_t n = 0;
+    AK_CHECK(vocab_size(x, min_vocab, &n));
+    x->spec.n_vocab = n;
+    AK_CHECK(fill_vocab(x, n));
+    AK_CHECK(wordpiece_spelling(x, n));
+    AK_CHECK(map_tokens(x, n));
+    x->spec.tokens = x->tokens;
+    x->spec.types = x->types;
+    x->spec.strip = x->strip;
+    wordpiece_specials(x);
     return AK_OK;
 }
 
 static ak_status assemble(hf_tok *x, int32_t min_vocab) {
     AK_CHECK(read_files(x));
+    if (json_type_is(x->model, "WordPiece")) return assemble_wordpiece(x, min_vocab);
     int spm = is_spm_style(x);
     ak__tok_spec_defaults(&x->spec, spm ? AK_TOKENIZER_SPM : AK_TOKENIZER_BPE);
     AK_CHECK(check_components(x));

@@ -91,6 +91,11 @@ static ak_status embed_tokens(const ak_llm_model *m, const int32_t *ids, int32_t
     return AK_OK;
 }
 
+/* transformers' "gelu": x·Φ(x) = ½x(1 + erf(x/√2)), exactly (not the tanh form) */
+static void gelu_erf(float *x, size_t n) {
+    for (size_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+}
+
 /* ---- attention --------------------------------------------------------------------- */
 
 typedef struct attn_ctx {
@@ -181,7 +186,8 @@ static ak_status layer(const ak_llm_model *m, const ak__enc_layer *l, enc_ws *w,
         AK_CHECK(linear(&l->w_down, w->gate, T, w->xb, pool));
     } else {
         add_bias(w->up, l->b_up, T, hp->ffn_dim);
-        ak__kernels_active()->f32_gelu(w->up, n);
+        if (m->enc->gelu_erf) gelu_erf(w->up, n);
+        else ak__kernels_active()->f32_gelu(w->up, n);
         AK_CHECK(linear(&l->w_down, w->up, T, w->xb, pool));
         add_bias(w->xb, l->b_down, T, hp->dim);
     }

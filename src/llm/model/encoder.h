@@ -19,6 +19,7 @@ typedef struct ak__enc_layer {
 
 struct ak__encoder {
     int nomic;                  /* 1: nomic-bert (rotary, SwiGLU, fused QKV, no biases) */
+    int gelu_erf;               /* HF hidden_act "gelu": exact erf GELU (GGUF: tanh form) */
     ak__matrix tok_embd, type_embd, pos_embd; /* pos_embd: bert only */
     const float *embd_norm, *embd_norm_b;
     ak__enc_layer *layers;
@@ -26,6 +27,11 @@ struct ak__encoder {
 
 /* Binds a GGUF `bert` / `nomic-bert` file into m (hp, m->enc, m->embed_pooling). */
 ak_status ak__encoder_load_gguf(ak_llm_model *m);
+struct ak__hf;
+/* Binds a Hugging Face BertModel folder (m->hf open) into m. */
+ak_status ak__encoder_load_hf(ak_llm_model *m);
+/* 1 when the folder's config.json is a BertModel's. */
+int ak__encoder_hf_arch(const struct ak__hf *h);
 /* 1 when the GGUF's general.architecture is an encoder this engine runs. */
 int ak__encoder_arch(const char *arch);
 /* The last hidden states of one sequence (n rows × dim) into out. */

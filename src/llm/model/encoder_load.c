@@ -4,13 +4,15 @@
  * LayerNorm with bias, token-type embeddings (type 0 is added) and a LayerNorm of the
  * embeddings. Every `{arch}.*` key must be one read here or one that does not change the
  * math, as for the decoders (gguf_hparams.c); rank pooling and causal attention are
- * refused by name. */
+ * refused by name. Hugging Face BertModel folders (config.json, safetensors, the pooling of
+ * sentence-transformers' modules.json) bind the same tensors under transformers' names. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/check.h"
 #include "llm/gguf/gguf.h"
+#include "llm/hf/hf_internal.h"
 #include "llm/model/encoder.h"
 #include "llm/model/model_files.h"
 
@@ -141,8 +143,59 @@ static ak_status read_hparams(const ak_gguf *g, ak__llm_hparams *hp, int32_t *po
 
 /* ---- tensors ------------------------------------------------------------------------- */
 
-static ak_status view(const ak_llm_model *m, const char *name, ak__tensor_view *v, int required) {
-    ak_status st = ak__gguf_tensor_view(m->gguf, name, v);
+/* transformers' BertModel name of a GGUF name (suffix .weight / .bias kept) */
+static const struct {
+    const char *gguf, *hf;
+} k_hf_names[] = {
+    {"token_embd.", "embeddings.word_embeddings."},
+    {"token_types.", "embeddings.token_type_embeddings."},
+    {"position_embd.", "embeddings.position_embeddings."},
+    {"token_embd_norm.", "embeddings.LayerNorm."},
+    {"attn_q.", "attention.self.query."},
+    {"attn_k.", "attention.self.key."},
+    {"attn_v.", "attention.self.value."},
+    {"attn_output.", "attention.output.dense."},
+    {"attn_output_norm.", "attention.output.LayerNorm."},
+    {"ffn_up.", "intermediate.dense."},
+    {"ffn_down.", "output.dense."},
+    {"layer_output_norm.", "output.LayerNorm."},
+};
+
+static void hf_name(const char *gguf, const char *prefix, char *out, size_t cap) {
+    int layer = -1, used = 0;
+    if (sscanf(gguf, "blk.%d.%n", &layer, &used) == 1 && used > 0) gguf += used;
+    else layer = -1;
+    for (size_t i = 0; i < sizeof k_hf_names / sizeof k_hf_names[0]; ++i) {
+        size_t n = strlen(k_hf_names[i].gguf);
+        if (strncmp(gguf, k_hf_names[i].gguf, n) != 0) continue;
+        if (layer >= 0)
+            snprintf(out, cap, "%sencoder.layer.%d.%s%s", prefix, layer, k_hf_names[i].hf, gguf + n);
+        else
+            snprintf(out, cap, "%s%s%s", prefix, k_hf_names[i].hf, gguf + n);
+        return;
+    }
+    snprintf(out, cap, "%s%s", prefix, gguf);
+}
+
+/* A tensor by its GGUF name; in a Hugging Face folder by BertModel's name, with or without
+ * the "bert." of checkpoints saved from a task model. */
+static ak_status lookup(const ak_llm_model *m, const char *name, ak__tensor_view *v,
+                        char *shown, size_t cap) {
+    snprintf(shown, cap, "%s", name);
+    if (!m->hf) return ak__gguf_tensor_view(m->gguf, name, v);
+    hf_name(name, "", shown, cap);
+    if (!ak__hf_has_tensor(m->hf, shown)) {
+        char prefixed[160];
+        hf_name(name, "bert.", prefixed, sizeof prefixed);
+        if (ak__hf_has_tensor(m->hf, prefixed)) snprintf(shown, cap, "%s", prefixed);
+    }
+    return ak__hf_tensor(m->hf, shown, v);
+}
+
+static ak_status view(const ak_llm_model *m, const char *gguf_name, ak__tensor_view *v,
+                      int required) {
+    char name[160];
+    ak_status st = lookup(m, gguf_name, v, name, sizeof name);
     if (st == AK_ERR_INVALID_ARG) {
         ak_clear_error();
         if (!required) return AK_ERR_INVALID_ARG;
@@ -165,6 +218,14 @@ static ak_status bind_matrix(ak_llm_model *m, const char *name, int64_t rows, in
         v.bytes != row_bytes * (uint64_t)rows)
         return AK_FAIL(AK_ERR_INVALID_MODEL, "model: tensor '%s' has a bad size", name);
     *out = (ak__matrix){v.type, v.data, rows, cols, row_bytes};
+    size_t align = v.type == AK_WTYPE_F32 ? 4 : 2;
+    if ((uintptr_t)v.data % align != 0) { /* safetensors need not align */
+        float *copy = malloc(v.bytes + 4);
+        if (!copy) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory copying '%s'", name);
+        memcpy(copy, v.data, v.bytes);
+        AK_CHECK(ak__model_own(m, copy));
+        out->data = copy;
+    }
     m->n_params += (uint64_t)rows * (uint64_t)cols;
     m->weight_bytes += v.bytes;
     return AK_OK;
@@ -236,22 +297,19 @@ static ak_status check_tensor_names(const ak_llm_model *m) {
     return AK_OK;
 }
 
-ak_status ak__encoder_load_gguf(ak_llm_model *m) {
+/* Everything after the hyper-parameters: the same for GGUF and HF. */
+static ak_status bind_encoder(ak_llm_model *m, struct ak__encoder *e) {
     ak__llm_hparams *hp = &m->hp;
-    AK_CHECK(read_hparams(m->gguf, hp, &m->embed_pooling));
-    struct ak__encoder *e = calloc(1, sizeof *e);
-    if (!e) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory");
-    AK_CHECK(ak__model_own(m, (float *)(void *)e));
     m->enc = e;
     e->nomic = strcmp(hp->arch, "nomic-bert") == 0;
-    AK_CHECK(check_tensor_names(m));
+    if (m->gguf) AK_CHECK(check_tensor_names(m));
     int64_t D = hp->dim;
     AK_CHECK(bind_matrix(m, "token_embd.weight", hp->n_vocab, D, &e->tok_embd));
     ak__tensor_view tv;
     AK_CHECK(view(m, "token_types.weight", &tv, 1));
     int64_t n_types = tv.n_dims == 2 ? (int64_t)tv.dims[1] : 0;
     if (n_types < 1)
-        return AK_FAIL(AK_ERR_INVALID_MODEL, "model: tensor 'token_types.weight' is not a "
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "model: the token type embeddings are not a "
                        "[dim, types] matrix");
     AK_CHECK(bind_matrix(m, "token_types.weight", n_types, D, &e->type_embd));
     if (!e->nomic)
@@ -264,4 +322,127 @@ ak_status ak__encoder_load_gguf(ak_llm_model *m) {
     for (int li = 0; li < hp->n_layers; ++li) AK_CHECK(bind_layer(m, li, &e->layers[li]));
     if (e->nomic) AK_CHECK(ak__model_rope_init(m, NULL));
     return AK_OK;
+}
+
+static ak_status new_encoder(ak_llm_model *m, struct ak__encoder **out) {
+    struct ak__encoder *e = calloc(1, sizeof *e);
+    if (!e) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory");
+    AK_CHECK(ak__model_own(m, (float *)(void *)e));
+    *out = e;
+    return AK_OK;
+}
+
+ak_status ak__encoder_load_gguf(ak_llm_model *m) {
+    AK_CHECK(read_hparams(m->gguf, &m->hp, &m->embed_pooling));
+    struct ak__encoder *e = NULL;
+    AK_CHECK(new_encoder(m, &e));
+    return bind_encoder(m, e);
+}
+
+/* ---- Hugging Face BertModel ---------------------------------------------------------- */
+
+int ak__encoder_hf_arch(const ak__hf *h) {
+    const cJSON *archs = ak__json_get(h->config, "architectures");
+    const cJSON *first = cJSON_IsArray(archs) ? archs->child : NULL;
+    const cJSON *mt = ak__json_get(h->config, "model_type");
+    return cJSON_IsString(first) ? strcmp(first->valuestring, "BertModel") == 0
+                                 : cJSON_IsString(mt) && strcmp(mt->valuestring, "bert") == 0;
+}
+
+static ak_status cfg_int(const ak__hf *h, const char *key, int64_t fallback, int64_t lo,
+                         int64_t hi, int32_t *out) {
+    const cJSON *v = ak__json_get(h->config, key);
+    double d = (double)fallback;
+    if (v && !cJSON_IsNumber(v))
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/config.json: '%s' is not a number", h->dir, key);
+    if (v) d = v->valuedouble;
+    else if (fallback < lo)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/config.json lacks '%s'", h->dir, key);
+    if (!(d >= (double)lo && d <= (double)hi) || d != (double)(int64_t)d)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/config.json: '%s' = %g is out of range "
+                       "[%lld, %lld]", h->dir, key, d, (long long)lo, (long long)hi);
+    *out = (int32_t)d;
+    return AK_OK;
+}
+
+/* config.json fields that change the math, each implemented or refused */
+static ak_status hf_features(const ak__hf *h, struct ak__encoder *e) {
+    const cJSON *act = ak__json_get(h->config, "hidden_act");
+    const char *a = cJSON_IsString(act) ? act->valuestring : "gelu";
+    if (strcmp(a, "gelu") == 0) e->gelu_erf = 1; /* transformers' exact GELU */
+    else if (strcmp(a, "gelu_new") && strcmp(a, "gelu_pytorch_tanh"))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/config.json: hidden_act '%s' is not implemented "
+                       "(gelu, gelu_new, gelu_pytorch_tanh)", h->dir, a);
+    const cJSON *pos = ak__json_get(h->config, "position_embedding_type");
+    if (pos && !(cJSON_IsString(pos) && strcmp(pos->valuestring, "absolute") == 0))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/config.json: position_embedding_type other than "
+                       "absolute is not implemented", h->dir);
+    static const char *const k_off[] = {"is_decoder", "add_cross_attention"};
+    for (size_t i = 0; i < 2; ++i)
+        if (cJSON_IsTrue(ak__json_get(h->config, k_off[i])))
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/config.json: %s is not implemented (a "
+                           "causal or cross-attending BERT)", h->dir, k_off[i]);
+    return AK_OK;
+}
+
+/* sentence-transformers' pooling (modules.json → its Pooling folder's config.json), as
+ * llama.cpp's converter reads it; none without one. */
+static ak_status hf_pooling(const ak__hf *h, int32_t *pooling) {
+    *pooling = AK__POOL_NONE;
+    cJSON *modules = NULL, *cfg = NULL;
+    AK_CHECK(ak__hf_read_json(h->dir, "modules.json", 1, &modules));
+    const char *path = NULL;
+    for (const cJSON *mod = cJSON_IsArray(modules) ? modules->child : NULL; mod; mod = mod->next) {
+        const cJSON *type = ak__json_get(mod, "type"), *p = ak__json_get(mod, "path");
+        if (cJSON_IsString(type) && strstr(type->valuestring, "Pooling") && cJSON_IsString(p))
+            path = p->valuestring;
+    }
+    ak_status st = AK_OK;
+    if (path) {
+        char name[256];
+        snprintf(name, sizeof name, "%s/config.json", path);
+        st = ak__hf_read_json(h->dir, name, 0, &cfg);
+    }
+    static const struct { const char *key; int32_t pooling; } k_modes[] = {
+        {"pooling_mode_mean_tokens", AK__POOL_MEAN}, {"pooling_mode_cls_token", AK__POOL_CLS},
+        {"pooling_mode_lasttoken", AK__POOL_LAST}};
+    static const char *const k_refused[] = {"pooling_mode_max_tokens",
+                                            "pooling_mode_mean_sqrt_len_tokens",
+                                            "pooling_mode_weightedmean_tokens"};
+    for (size_t i = 0; st == AK_OK && cfg && i < 3; ++i) {
+        if (cJSON_IsTrue(ak__json_get(cfg, k_modes[i].key))) *pooling = k_modes[i].pooling;
+        if (cJSON_IsTrue(ak__json_get(cfg, k_refused[i])))
+            st = AK_FAIL(AK_ERR_UNSUPPORTED, "%s/%s/config.json: %s is not implemented",
+                         h->dir, path, k_refused[i]);
+    }
+    cJSON_Delete(modules);
+    cJSON_Delete(cfg);
+    return st;
+}
+
+ak_status ak__encoder_load_hf(ak_llm_model *m) {
+    const ak__hf *h = m->hf;
+    ak__llm_hparams *hp = &m->hp;
+    ak__hp_init(hp);
+    snprintf(hp->arch, sizeof hp->arch, "bert");
+    AK_CHECK(cfg_int(h, "vocab_size", -1, 1, 1 << 24, &hp->n_vocab));
+    AK_CHECK(cfg_int(h, "hidden_size", -1, 1, 1 << 16, &hp->dim));
+    AK_CHECK(cfg_int(h, "num_hidden_layers", -1, 1, 1024, &hp->n_layers));
+    AK_CHECK(cfg_int(h, "num_attention_heads", -1, 1, 1024, &hp->n_heads));
+    AK_CHECK(cfg_int(h, "intermediate_size", -1, 1, 1 << 18, &hp->ffn_dim));
+    AK_CHECK(cfg_int(h, "max_position_embeddings", -1, 1, 1 << 20, &hp->max_context));
+    const cJSON *eps = ak__json_get(h->config, "layer_norm_eps");
+    hp->norm_eps = cJSON_IsNumber(eps) ? (float)eps->valuedouble : 1e-12f;
+    if (!(hp->norm_eps >= 0 && hp->norm_eps < 1))
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/config.json: layer_norm_eps out of range", h->dir);
+    if (hp->dim % hp->n_heads)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/config.json: hidden_size %d is not a multiple "
+                       "of the %d heads", h->dir, hp->dim, hp->n_heads);
+    hp->n_kv_heads = hp->n_heads;
+    hp->head_dim = hp->dim / hp->n_heads;
+    struct ak__encoder *e = NULL;
+    AK_CHECK(new_encoder(m, &e));
+    AK_CHECK(hf_features(h, e));
+    AK_CHECK(hf_pooling(h, &m->embed_pooling));
+    return bind_encoder(m, e);
 }

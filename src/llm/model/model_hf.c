@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "llm/base/tensor_names.h"
 #include "llm/hf/hf.h"
+#include "llm/model/encoder.h"
 #include "llm/model/model.h"
 
 ak_status ak__model_load_hf(ak_llm_model *m, const char *dir);
@@ -22,7 +23,9 @@ ak_status ak__model_load_hf(ak_llm_model *m, const char *dir) {
     ak__hf *h;
     AK_CHECK(ak__hf_open(dir, &h));
     m->hf = h;
-    AK_CHECK(ak__hf_hparams(h, &m->hp));
+    int encoder = ak__encoder_hf_arch(h); /* embeddings: BertModel (encoder_load.c) */
+    if (encoder) AK_CHECK(ak__encoder_load_hf(m));
+    else AK_CHECK(ak__hf_hparams(h, &m->hp));
     AK_CHECK(ak__hf_tokenizer(h, &m->tokenizer));
     ak_tokenizer_info ti;
     AK_CHECK(ak_tokenizer_get_info(m->tokenizer, &ti));
@@ -34,6 +37,7 @@ ak_status ak__model_load_hf(ak_llm_model *m, const char *dir) {
         m->chat_template = strdup(tmpl);
         if (!m->chat_template) return AK_FAIL(AK_ERR_NO_MEMORY, "model: out of memory");
     }
+    if (encoder) return AK_OK;
     /* Gemma names its norms differently (tensor_names.h) */
     int mixtral = strcmp(m->hp.arch, "mixtral") == 0;
     ak__tensor_source src = {h, hf_lookup,

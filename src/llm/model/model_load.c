@@ -163,7 +163,10 @@ ak_status ak_llm_model_get_info(const ak_llm_model *m, ak_llm_model_info *info) 
                                    : hp->n_experts > 0 || hp->plain_mlp ? m->layers[0].wq.type
                                                                         : m->layers[0].w_gate.type);
     info->embedding_only = m->enc != NULL;
-    AK_CHECK(ak_llm_model_embed_pooling(m, &info->pooling));
+    if (ak_llm_model_embed_pooling(m, &info->pooling) != AK_OK) { /* text still works */
+        info->pooling = -1;
+        ak_clear_error();
+    }
     info->n_params = m->n_params;
     info->weight_bytes = m->weight_bytes;
     return AK_OK;
