@@ -9,7 +9,7 @@
 #   3 cli
 # Inside llm, sub-layers (same rule among llm's folders):
 #   0 llm (strmap, atomic_file)   1 llm/gguf   2 llm/tokenizer   3 llm/base (hyper-parameters,
-#   KV cache), llm/grammar   4 llm/hf   5 llm/model   6 llm/convert, llm/engine   7 llm/chat, llm/hooks
+#   KV cache), llm/grammar (GBNF, JSON schema)   4 llm/hf   5 llm/model   6 llm/convert, llm/engine   7 llm/chat, llm/hooks
 #   8 llm/server
 #
 # Include circles are checked between modules: src/X for the files directly in src/X, and

@@ -255,19 +255,22 @@ static ak_status repeat_item(parser *p, uint32_t parent, elems *out, uint32_t it
 }
 
 static ak_status parse_literal(parser *p, elems *out) {
-    p->pos++; /* " */
+    size_t start = p->pos++; /* " */
     while (p->pos < p->n && p->s[p->pos] != '"') {
         uint32_t cp;
         AK_CHECK(read_char(p, &cp));
         AK_CHECK(push(p, out, AK__GE_CHAR, cp));
     }
-    if (p->pos >= p->n) return SYNTAX(p, "unterminated string literal");
+    if (p->pos >= p->n) {
+        p->pos = start; /* name the line where it began */
+        return SYNTAX(p, "unterminated string literal");
+    }
     p->pos++;
     return AK_OK;
 }
 
 static ak_status parse_class(parser *p, elems *out) {
-    p->pos++; /* [ */
+    size_t start = p->pos++; /* [ */
     uint32_t start_type = AK__GE_CHAR;
     if (p->pos < p->n && p->s[p->pos] == '^') start_type = AK__GE_CHAR_NOT, p->pos++;
     uint32_t first = out->n;
@@ -283,7 +286,10 @@ static ak_status parse_class(parser *p, elems *out) {
             AK_CHECK(push(p, out, AK__GE_RNG_UPPER, hi));
         }
     }
-    if (p->pos >= p->n) return SYNTAX(p, "unterminated character class");
+    if (p->pos >= p->n) {
+        p->pos = start;
+        return SYNTAX(p, "unterminated character class");
+    }
     p->pos++;
     /* [] matches nothing and [^] anything: llama.cpp accepts both; keep them expressible */
     if (out->n == first) {

@@ -48,7 +48,8 @@ typedef struct mark {
 static void *arena_alloc(arena *a, size_t size) {
     size = (size + 15) & ~(size_t)15;
     if (!a->head || a->head->used + size > a->head->cap) {
-        size_t cap = size > (1u << 18) ? size : (1u << 18);
+        size_t min = a->head ? (1u << 18) : (1u << 14); /* small states stay small */
+        size_t cap = size > min ? size : min;
         chunk *c = malloc(sizeof *c + cap);
         if (!c) return NULL;
         c->next = a->head, c->used = 0, c->cap = cap;
@@ -58,8 +59,6 @@ static void *arena_alloc(arena *a, size_t size) {
     a->head->used += size;
     return p;
 }
-
-static mark arena_mark(const arena *a) { return (mark){a->head, a->head ? a->head->used : 0}; }
 
 static void arena_release(arena *a, mark m) {
     while (a->head != m.c) {
@@ -407,10 +406,31 @@ ak_status ak__grammar_state_accept_token(ak__grammar_state *s, int32_t token) {
 
 /* ---- the mask ---------------------------------------------------------------------------- */
 
+/* During one mask walk, stack sets are interned (one object per distinct content) and
+ * the transition (set, code point) → set is memoized: most trie nodes then cost one table
+ * look-up, since generation keeps returning to the same few sets (inside a string, every
+ * ordinary character leads back to the set it came from). */
+typedef struct iset {
+    const gnode **v;
+    uint32_t n;
+    uint64_t hash;
+    struct iset *next_same_hash;
+} iset;
+
+typedef struct memo_slot {
+    const iset *from;
+    uint32_t cp;
+    const iset *to; /* NULL: no stack survives */
+} memo_slot;
+
 typedef struct walk {
     ctx c;
     const ak__trie *t;
     uint32_t *allowed;
+    iset **interned; /* hash table of sets, chained */
+    uint32_t interned_mask;
+    memo_slot *memo;
+    uint32_t memo_mask, memo_used;
 } walk;
 
 static void allow_tokens(walk *w, uint32_t node) {
@@ -418,9 +438,68 @@ static void allow_tokens(walk *w, uint32_t node) {
         w->allowed[t >> 5] |= 1u << (t & 31);
 }
 
-static void walk_node(walk *w, uint32_t node, const gset *set, uint32_t value, int32_t remain);
+/* The interned copy of `s` (its stacks sorted by hash: the content decides). */
+static const iset *intern(walk *w, gset *s) {
+    for (uint32_t i = 1; i < s->n; ++i) { /* insertion sort: sets are small */
+        const gnode *x = s->v[i];
+        uint32_t k = i;
+        for (; k > 0 && stack_hash(s->v[k - 1]) > stack_hash(x); --k) s->v[k] = s->v[k - 1];
+        s->v[k] = x;
+    }
+    uint64_t h = 0x51ED27ull + s->n;
+    for (uint32_t i = 0; i < s->n; ++i) h = (h ^ stack_hash(s->v[i])) * 0x9E3779B97F4A7C15ull;
+    for (iset *e = w->interned[h & w->interned_mask]; e; e = e->next_same_hash) {
+        if (e->hash != h || e->n != s->n) continue;
+        uint32_t i = 0;
+        while (i < s->n && same_stack(e->v[i], s->v[i])) ++i;
+        if (i == s->n) return e;
+    }
+    iset *e = arena_alloc(&w->c.a, sizeof *e);
+    if (!e) {
+        if (w->c.st == AK_OK) w->c.st = AK_FAIL(AK_ERR_NO_MEMORY, "grammar: out of memory");
+        return NULL;
+    }
+    e->v = s->v, e->n = s->n, e->hash = h;
+    e->next_same_hash = w->interned[h & w->interned_mask];
+    w->interned[h & w->interned_mask] = e;
+    return e;
+}
 
-static void walk_child(walk *w, uint32_t child, const gset *set, uint32_t value, int32_t remain) {
+static int memo_grow(walk *w) {
+    uint32_t cap = (w->memo_mask + 1) * 2;
+    memo_slot *m = calloc(cap, sizeof *m);
+    if (!m) return 0;
+    for (uint32_t i = 0; i <= w->memo_mask; ++i) {
+        memo_slot *o = &w->memo[i];
+        if (!o->from) continue;
+        uint32_t k = (uint32_t)(((uintptr_t)o->from >> 4) * 31 + o->cp * 0x9E3779B1u) & (cap - 1);
+        while (m[k].from) k = (k + 1) & (cap - 1);
+        m[k] = *o;
+    }
+    free(w->memo);
+    w->memo = m, w->memo_mask = cap - 1;
+    return 1;
+}
+
+/* advance, memoized on interned sets */
+static const iset *step(walk *w, const iset *from, uint32_t cp) {
+    uint32_t k = (uint32_t)(((uintptr_t)from >> 4) * 31 + cp * 0x9E3779B1u) & w->memo_mask;
+    while (w->memo[k].from) {
+        if (w->memo[k].from == from && w->memo[k].cp == cp) return w->memo[k].to;
+        k = (k + 1) & w->memo_mask;
+    }
+    gset in = {(const gnode **)from->v, from->n, from->n}, out = {0};
+    advance(&w->c, &in, cp, &out);
+    const iset *to = out.n && w->c.st == AK_OK ? intern(w, &out) : NULL;
+    w->memo[k] = (memo_slot){from, cp, to};
+    if (++w->memo_used * 2 > w->memo_mask && !memo_grow(w) && w->c.st == AK_OK)
+        w->c.st = AK_FAIL(AK_ERR_NO_MEMORY, "grammar: out of memory");
+    return to;
+}
+
+static void walk_node(walk *w, uint32_t node, const iset *set, uint32_t value, int32_t remain);
+
+static void walk_child(walk *w, uint32_t child, const iset *set, uint32_t value, int32_t remain) {
     uint8_t b = w->t->byte[child];
     if (b == 0) return;
     if (remain > 0) {
@@ -433,31 +512,28 @@ static void walk_child(walk *w, uint32_t child, const gset *set, uint32_t value,
         remain = n - 1;
         value = b & ((1u << (7 - remain)) - 1);
     }
-    mark m = arena_mark(&w->c.a);
     if (remain == 0) {
-        gset next = {0};
-        advance(&w->c, set, value, &next);
-        if (next.n > 0 && w->c.st == AK_OK) {
+        const iset *next = step(w, set, value);
+        if (next && w->c.st == AK_OK) {
             allow_tokens(w, child);
-            walk_node(w, child, &next, 0, 0);
+            walk_node(w, child, next, 0, 0);
         }
-    } else {
-        uint32_t low, high;
-        int keep = 0, end_ok = 0;
-        if (partial_range(value, remain, &low, &high))
-            for (uint32_t i = 0; i < set->n; ++i) {
-                if (!set->v[i]) continue;
-                const ak__gelem *e = w->c.elems + set->v[i]->pos;
-                keep |= may_match_range(e, low, high);
-                end_ok |= match_partial(e, value, remain);
-            }
-        if (end_ok) allow_tokens(w, child);
-        if (keep) walk_node(w, child, set, value, remain);
+        return;
     }
-    arena_release(&w->c.a, m);
+    uint32_t low, high;
+    int keep = 0, end_ok = 0;
+    if (partial_range(value, remain, &low, &high))
+        for (uint32_t i = 0; i < set->n; ++i) {
+            if (!set->v[i]) continue;
+            const ak__gelem *e = w->c.elems + set->v[i]->pos;
+            keep |= may_match_range(e, low, high);
+            end_ok |= match_partial(e, value, remain);
+        }
+    if (end_ok) allow_tokens(w, child);
+    if (keep) walk_node(w, child, set, value, remain);
 }
 
-static void walk_node(walk *w, uint32_t node, const gset *set, uint32_t value, int32_t remain) {
+static void walk_node(walk *w, uint32_t node, const iset *set, uint32_t value, int32_t remain) {
     for (uint32_t ch = w->t->child[node]; ch != 0 && w->c.st == AK_OK; ch = w->t->sibling[ch])
         walk_child(w, ch, set, value, remain);
 }
@@ -564,10 +640,17 @@ static ak_status compute_mask(const ak__grammar_state *s, uint32_t *allowed) {
     size_t words = ((size_t)gr->n_vocab + 31) / 32;
     memset(allowed, 0, words * sizeof *allowed);
     walk w = {.c = {.gr = gr, .elems = gr->g.elems}, .t = &gr->trie, .allowed = allowed};
+    w.interned_mask = 4095;
+    w.memo_mask = 4095;
+    w.interned = calloc(w.interned_mask + 1, sizeof *w.interned);
+    w.memo = calloc(w.memo_mask + 1, sizeof *w.memo);
+    if (!w.interned || !w.memo) w.c.st = AK_FAIL(AK_ERR_NO_MEMORY, "grammar: out of memory");
     gset set = {0};
-    load_stacks(&w.c, s, &set);
-    if (w.c.st == AK_OK) walk_node(&w, 0, &set, s->partial_value, s->partial_remain);
+    if (w.c.st == AK_OK) load_stacks(&w.c, s, &set);
+    const iset *start = w.c.st == AK_OK ? intern(&w, &set) : NULL;
+    if (start) walk_node(&w, 0, start, s->partial_value, s->partial_remain);
     arena_free(&w.c.a);
+    free(w.interned), free(w.memo);
     if (w.c.st != AK_OK) return w.c.st;
     if (ak__grammar_state_can_end(s))
         for (int32_t t = 0; t < gr->n_vocab; ++t)
