@@ -7,8 +7,8 @@ Starts `ak serve MODEL` (or attaches to --url with --pid), then for --duration s
 connection:
   - well-formed completions and chat completions, streaming and not;
   - streams the client abandons after the first event (a disconnect mid-stream);
-  - malformed requests: bad JSON, wrong field types, an oversized body, garbage bytes,
-    headers sent halfway and the socket closed;
+  - malformed requests: bad JSON, wrong field types, an oversized body, garbage bytes
+    (and garbage starting with a NUL byte), headers sent halfway and the socket closed;
 while /health is polled every --health-interval seconds on its own connection and the
 server's resident memory (VmRSS of /proc/PID/status) is sampled every second.
 --slow-headers N also holds N sockets that trickle a request header one byte a second
@@ -214,7 +214,9 @@ def well_formed(kind, stream, model, max_tokens, rng):
     return "/v1/completions", json.dumps(body).encode()
 
 
-MALFORMED = ["bad_json", "wrong_types", "oversized", "garbage", "half_headers"]
+# nul_start: garbage whose first byte is NUL — libmicrohttpd keeps such a connection open
+# without an answer until its idle timeout (found by this tool), so it is its own kind
+MALFORMED = ["bad_json", "wrong_types", "oversized", "garbage", "nul_start", "half_headers"]
 
 
 def malformed_payload(target, kind, rng, max_body):
@@ -231,8 +233,9 @@ def malformed_payload(target, kind, rng, max_body):
         filler = b"a" * (max_body + 1024)
         return http_request(target, "POST", "/v1/completions",
                             b'{"prompt": "' + filler + b'", "max_tokens": 4}')
-    if kind == "garbage":
-        return bytes(rng.getrandbits(8) for _ in range(rng.randint(16, 512))) + b"\r\n\r\n"
+    if kind in ("garbage", "nul_start"):
+        first = b"\x00" if kind == "nul_start" else bytes([rng.randint(1, 255)])
+        return first + bytes(rng.getrandbits(8) for _ in range(rng.randint(16, 512))) + b"\r\n\r\n"
     # half_headers: the request line and part of the headers, then the client closes
     return http_request(target, "POST", "/v1/completions", b"{}")[:rng.randint(10, 40)]
 
@@ -267,7 +270,7 @@ async def one_malformed(target, kind, rng, args, stats):
         status, _, body = parse_response(raw)
     except ValueError as e:
         stats.count(kind, "unparsable")
-        if kind != "garbage":  # garbage may get anything but a success or a server error
+        if kind not in ("garbage", "nul_start"):  # garbage may get anything but 2xx/5xx
             stats.bad_malformed.append((kind, f"unparsable answer: {e}"))
         return
     stats.count(kind, str(status))
@@ -316,7 +319,7 @@ async def client(target, idx, deadline, args, stats, model):
     while time.monotonic() < deadline:
         r = rng.random()
         if r < args.malformed:
-            await one_malformed(target, rng.choice(MALFORMED), rng, args, stats)
+            await one_malformed(target, rng.choice(args.malformed_kinds), rng, args, stats)
         else:
             kind = rng.choice(["completion", "chat"])
             stream = rng.random() < 0.5
@@ -542,6 +545,8 @@ def main():
     ap.add_argument("--max-body", type=int, default=1 << 20,
                     help="the server's body limit (oversized requests exceed it)")
     ap.add_argument("--malformed", type=float, default=0.15, help="fraction of malformed requests")
+    ap.add_argument("--skip-malformed", action="append", default=[], choices=MALFORMED,
+                    help="leave out a kind of malformed request (repeatable)")
     ap.add_argument("--disconnects", type=float, default=0.2,
                     help="fraction of streams abandoned after the first bytes")
     ap.add_argument("--request-timeout", type=float, default=120.0)
@@ -556,6 +561,9 @@ def main():
     args = ap.parse_args()
     if not args.model and not args.url:
         ap.error("give --model (the server is started) or --url")
+    args.malformed_kinds = [k for k in MALFORMED if k not in args.skip_malformed]
+    if not args.malformed_kinds:
+        args.malformed = 0.0
 
     need = args.connections + args.slow_headers + 256
     have = raise_nofile(2 * need)  # the server started below inherits it
