@@ -23,7 +23,8 @@ The run passes only if all of these hold (each failure is printed with what was 
      that is not HTTP);
   3. every /health poll answered 200 within --health-timeout;
   4. resident memory grew at most --max-rss-growth (5 %) over the last minute of the run
-     (the last half of a run shorter than two minutes);
+     (the last half of a run shorter than two minutes): the median of the window's last
+     quarter of samples against the median of its first quarter;
   5. the server process is still alive at the end.
 Exit status: 0 pass, 1 a criterion failed, 2 the run could not start.
 --json FILE writes every figure measured (request counts by kind and outcome, latencies,
@@ -494,11 +495,16 @@ def rss_window(duration):
 
 
 def rss_growth(stats, duration):
+    """Growth over the window: the median of its last quarter of samples against the
+    median of its first quarter (single samples move by a few % as connection threads
+    come and go; a leak moves the whole level)."""
     if len(stats.rss) < 2:
         return None
     end = stats.rss[-1][0]
     window = [kb for t, kb in stats.rss if t >= end - rss_window(duration)]
-    return (window[-1] - window[0]) / window[0] if window and window[0] else None
+    k = max(1, len(window) // 4)
+    first, last = statistics.median(window[:k]), statistics.median(window[-k:])
+    return (last - first) / first if first else None
 
 
 def report(args, stats, problems):
