@@ -65,6 +65,7 @@ bench: build
 	BUILD=$(abspath $(BUILD)) bench/comm/vs_peers.sh shm 3 2
 	bench/infer/vs_peers.sh $(BUILD) 3 2
 	for a in ring hier auto; do scripts/netns-cluster -H 2 -G 2 -- $(BUILD)/ak bench comm -b 8 -e 64M -f 8 -n 5 -w 1 --algo $$a; done
+	bench/llm/server_load.sh $(BUILD)
 
 fuzz: setup
 	@$(call CONFIGURE,$(FUZZ_BUILD)) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DAK_FUZZ=ON -DAK_BUILD_TESTS=OFF

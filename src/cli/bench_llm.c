@@ -22,6 +22,7 @@ typedef struct llm_bench_args {
     long prompt_tokens; /* of each --seqs sequence (not --mixed) */
     int json, kv_f32, mixed, mmap;
     int kv_type; /* --kv-type: 0 f32, 1 f16, 2 q8_0; -1 not given */
+    long context; /* --context: the single-sequence decode starts after this many prompt tokens */
     ak_llm_model *draft; /* loaded from draft_path */
 } llm_bench_args;
 
@@ -128,11 +129,18 @@ static ak_status run_decode_with(ak_llm_model *m, const llm_bench_args *a, int32
     double secs = 0;
     int32_t tokens = 0;
     int mixed = a->mixed && seqs > 1;
-    int32_t prompt = seqs > 1 ? (int32_t)a->prompt_tokens : 1;
+    int32_t prompt = seqs > 1 ? (int32_t)a->prompt_tokens : a->context > 0 ? (int32_t)a->context : 1;
     ak_status st = submit_n(e, seqs, prompt, (int32_t)a->tg, mixed, &c);
     /* one-token prompts: step 1 computes them all and is left out; longer prompts (and
-     * mixed loads) are timed with their prefill chunks, as a server's clients see them */
-    if (st == AK_OK) st = time_steps(e, mixed || prompt > 1 ? 0 : 1, &c, &secs, &tokens);
+     * mixed loads) are timed with their prefill chunks, as a server's clients see them;
+     * --context: the prefill chunks are left out, so the decode at that depth is timed */
+    int skip = mixed || prompt > 1 ? 0 : 1;
+    if (seqs == 1 && a->context > 0) {
+        int32_t batch = (int32_t)(a->pp > seqs ? a->pp : seqs);
+        batch = batch > 512 ? batch : 512;
+        skip = (prompt + batch - 1) / batch;
+    }
+    if (st == AK_OK) st = time_steps(e, skip, &c, &secs, &tokens);
     *tps = secs > 0 ? tokens / secs : 0;
     if (seqs > 1) g_kv_util = c.util_steps ? c.util_sum / (double)c.util_steps : 0;
     if (stats) ak_llm_engine_get_stats(e, stats);
@@ -343,6 +351,7 @@ int ak_bench_llm(int argc, char **argv) {
         {"mixed", 0, AK_OPT_FLAG, &a.mixed, .help = "--seqs with mixed prompt and completion lengths"},
         {"reps", 0, AK_OPT_INT, &a.reps, "N", .help = "runs of each measurement (medians)", .def = "3", .min = 1, .max = 16},
         {"kv-f32", 0, AK_OPT_FLAG, &a.kv_f32, .help = "f32 KV cache (default: f16)"},
+        {"context", 0, AK_OPT_INT, &a.context, "N", .help = "the decode run starts after an N-token prompt (long-context decode; 0: a 1-token prompt)", .def = "0", .min = 0, .max = 1 << 20},
         {"kv-type", 0, AK_OPT_ENUM, &a.kv_type, "TYPE", .choices = "f32|f16|q8_0", .help = "KV cache storage: f32, f16 (default) or q8_0 (ggml blocks, half of f16's bytes; head_dim a multiple of 32)"},
         {"mmap", 0, AK_OPT_FLAG, &a.mmap, .help = "map the weights instead of reading them"},
         {"draft", 0, AK_OPT_STRING, &a.draft_path, "MODEL", .help = "also time speculative decoding with this draft model"},

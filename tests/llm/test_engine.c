@@ -284,6 +284,38 @@ static void test_stop_string_and_cancel(void **state) {
     assert_true(cancelled.n[0] < 200);
 }
 
+/* A request cancelled while it waits behind others (all max_seqs slots busy) is freed
+ * once finished; the waiting queue must not keep a pointer to it (a use-after-free that
+ * crashed `ak serve` when clients hung up under load). */
+static void test_cancel_while_queued(void **state) {
+    (void)state;
+    enum { N = 20 }; /* engine(): 16 sequences at once, so 4 wait */
+    static collected c[N];
+    memset(c, 0, sizeof c);
+    int32_t p[N][8];
+    uint64_t ids[N];
+    ak_llm_engine *e = engine(512, 0, AK_DTYPE_F32);
+    for (int k = 0; k < N; ++k) {
+        prompt_of(p[k], 8, k + 1);
+        ak_llm_request r = greedy_request(p[k], 8, 30, &c[k]);
+        assert_int_equal(ak_llm_engine_submit(e, &r, &ids[k]), AK_OK);
+    }
+    int32_t pending;
+    assert_int_equal(ak_llm_engine_step(e, &pending), AK_OK);
+    assert_int_equal(ak_llm_engine_cancel(e, ids[17]), AK_OK); /* second in the queue */
+    assert_int_equal(ak_llm_engine_cancel(e, ids[19]), AK_OK); /* last */
+    drain(e);
+    ak_llm_engine_free(e);
+    for (int k = 0; k < N; ++k) {
+        if (k == 17 || k == 19) {
+            assert_int_equal(c[k].finish[0], AK_FINISH_CANCELLED);
+            assert_int_equal(c[k].n[0], 0);
+        } else {
+            assert_int_equal(c[k].n[0], 30);
+        }
+    }
+}
+
 static void test_bad_requests(void **state) {
     (void)state;
     int32_t p[4] = {1, 2, 3, 4}, bad[2] = {1, 999999};
@@ -425,6 +457,7 @@ int main(void) {
         cmocka_unit_test(test_prefix_cache),
         cmocka_unit_test(test_n_samples_share_prompt),
         cmocka_unit_test(test_stop_string_and_cancel),
+        cmocka_unit_test(test_cancel_while_queued),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_speculative_greedy_identical),
         cmocka_unit_test(test_speculative_sampled_runs),

@@ -353,6 +353,7 @@ static void reap(ak_llm_engine *e) {
         ak__req *q = *link;
         if (q->n_done == q->r.n) {
             *link = q->next;
+            ak__engine_waiting_forget(e, q);
             req_free(q);
         } else {
             link = &q->next;

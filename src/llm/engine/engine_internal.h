@@ -109,6 +109,9 @@ void ak__engine_publish(ak_llm_engine *e, ak__seq *s);
 int ak__engine_reserve(ak_llm_engine *e, ak__seq *s, int32_t need);
 void ak__engine_waiting_push_front(ak_llm_engine *e, ak__seq *s);
 void ak__engine_waiting_push_back(ak_llm_engine *e, ak__seq *s);
+/* Drops the finished (cancelled) sequences of request q from the waiting queue, wherever
+ * they are in it, before q is freed. */
+void ak__engine_waiting_forget(ak_llm_engine *e, const ak__req *q);
 
 /* engine_spec.c: proposes draft tokens for decoding sequences (draft model or n-gram
  * lookup) and widens their chunks; after the target pass, verifies them. */

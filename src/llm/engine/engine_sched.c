@@ -20,6 +20,18 @@ void ak__engine_waiting_push_back(ak_llm_engine *e, ak__seq *s) {
     e->n_waiting++;
 }
 
+void ak__engine_waiting_forget(ak_llm_engine *e, const ak__req *q) {
+    /* a request cancelled while waiting behind others stays queued (waiting_front skips
+     * it once at the head); freeing it without this left a dangling pointer there */
+    int32_t kept = 0;
+    for (int32_t i = 0; i < e->n_waiting; ++i) {
+        ak__seq *s = e->waiting[(e->waiting_head + i) % e->waiting_cap];
+        if (s->req == q) continue;
+        e->waiting[(e->waiting_head + kept++) % e->waiting_cap] = s;
+    }
+    e->n_waiting = kept;
+}
+
 static ak__seq *waiting_front(ak_llm_engine *e) {
     while (e->n_waiting > 0 && e->waiting[e->waiting_head]->done) { /* cancelled meanwhile */
         e->waiting_head = (e->waiting_head + 1) % e->waiting_cap;

@@ -8,9 +8,10 @@
  *
  * A q8_0 cache (kv_cache.h) is read like f16: thin tiles (decode) run the q8_0 kernels on
  * the stored blocks, wide ones widen a block once (exactly: f16 scale × int8 fits f32)
- * and use the f32 kernels. Decode scores quantize each query to q8_0 once per tile and
- * take integer dot products (q8_0_dot_rows_q8, llama.cpp's way) unless
- * AK_ATTN_Q8_QUERY=f32 asks for the f32 query against keys widened in registers. */
+ * and use the f32 kernels. Decode scores take the f32 query against keys widened in
+ * registers (q8_0_dot_rows); AK_ATTN_Q8_QUERY=int quantizes each query to q8_0 once per
+ * tile for integer dot products instead (q8_0_dot_rows_q8, llama.cpp's way) — as fast
+ * here (docs/kernels.md), less accurate, and unlike the prefill path's scores. */
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
@@ -39,12 +40,13 @@ size_t ak__attention_scratch_floats(int32_t n_heads, int32_t n_kv_heads, int32_t
            2u * (size_t)block_size * (size_t)head_dim + q8_floats;
 }
 
-/* How decode tokens score against q8_0 keys: 1 = query quantized, integer dot products. */
+/* How decode tokens score against q8_0 keys: 1 = query quantized, integer dot products
+ * (AK_ATTN_Q8_QUERY=int), 0 = the f32 query (the default). */
 static int q8_integer_scores(void) {
     static int chosen = -1;
     if (chosen < 0) {
         const char *e = getenv("AK_ATTN_Q8_QUERY");
-        chosen = !(e && strcmp(e, "f32") == 0);
+        chosen = e && strcmp(e, "int") == 0;
     }
     return chosen;
 }
