@@ -247,6 +247,37 @@ static void test_n_samples_share_prompt(void **state) {
     assert_true(distinct >= 2);
 }
 
+/* n samples of one prompt hold its KV blocks once (copy-on-write): mid-generation, the
+ * cache holds the prompt's full blocks plus one block per sample for its own tokens,
+ * not n copies of the prompt. */
+static void test_n_samples_share_blocks(void **state) {
+    (void)state;
+    int32_t p[64];
+    prompt_of(p, 64, 9);
+    static collected c;
+    memset(&c, 0, sizeof c);
+    ak_llm_engine *e = engine(512, 0, AK_DTYPE_F16);
+    ak_llm_request r = greedy_request(p, 64, 8, &c);
+    r.n = 4;
+    r.sampling.temperature = 1.0f;
+    assert_int_equal(ak_llm_engine_submit(e, &r, NULL), AK_OK);
+    int32_t pending = 1;
+    ak_llm_engine_stats s;
+    memset(&s, 0, sizeof s);
+    for (int guard = 0; guard < 100 && s.generated_tokens < 8; guard++) {
+        assert_int_equal(ak_llm_engine_step(e, &pending), AK_OK);
+        ak_llm_engine_get_stats(e, &s);
+    }
+    assert_true(s.generated_tokens >= 8 && s.running == 4);
+    assert_true(s.kv_tokens_live >= 4 * 65); /* every sample sees the whole prompt */
+    int32_t prompt_blocks = 64 / 16, unshared = 4 * (prompt_blocks + 1);
+    print_message("n = 4 on a 64-token prompt: %d KV blocks used (%d unshared)\n",
+                  s.kv_blocks_used, unshared);
+    assert_true(s.kv_blocks_used <= prompt_blocks + 4 + 1);
+    drain(e);
+    ak_llm_engine_free(e);
+}
+
 static void test_stop_string_and_cancel(void **state) {
     (void)state;
     int32_t p[16];
@@ -456,6 +487,7 @@ int main(void) {
         cmocka_unit_test(test_batched_equals_alone),
         cmocka_unit_test(test_prefix_cache),
         cmocka_unit_test(test_n_samples_share_prompt),
+        cmocka_unit_test(test_n_samples_share_blocks),
         cmocka_unit_test(test_stop_string_and_cancel),
         cmocka_unit_test(test_cancel_while_queued),
         cmocka_unit_test(test_bad_requests),

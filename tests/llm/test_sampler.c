@@ -665,6 +665,54 @@ static double time_case(const float *x, int32_t n, ak_sampling_params sp, int wi
     return us / TIME_SCALE;
 }
 
+/* Logit bias: the reference is the sampler on logits with the bias added by hand; +100
+ * forces a token, -100 bans the greedy one, and bad entries are refused. */
+static void test_logit_bias(void **state) {
+    (void)state;
+    const int32_t n = 1000;
+    float *logits = random_logits(n, 77, 3.0f);
+    float *biased = malloc((size_t)n * sizeof *biased);
+    float *p_ref = malloc((size_t)n * sizeof *p_ref), *p_got = malloc((size_t)n * sizeof *p_got);
+    memcpy(biased, logits, (size_t)n * sizeof *biased);
+    const int32_t ids[3] = {5, 500, 5};
+    const float bias[3] = {1.5f, -2.0f, 0.5f}; /* a repeated id adds up */
+    biased[5] += 2.0f;
+    biased[500] -= 2.0f;
+    ak__sampler with, ref;
+    ak_sampling_params p = params(0.8f, 0, 1.0f, 0.0f);
+    init(&with, n, &p, 0);
+    init(&ref, n, &p, 0);
+    assert_int_equal(ak__sampler_set_bias(&with, ids, bias, 3), AK_OK);
+    ak__sampler_dist(&with, logits, p_got);
+    ak__sampler_dist(&ref, biased, p_ref);
+    for (int32_t i = 0; i < n; i++) assert_float_equal(p_got[i], p_ref[i], 1e-6);
+    /* greedy: -100 on the argmax bans it, +100 on another token forces that one */
+    ak__sampler g;
+    ak_sampling_params pg = params(0.0f, 0, 1.0f, 0.0f);
+    init(&g, n, &pg, 0);
+    int32_t top = ak__sampler_sample(&g, logits, NULL, NULL, NULL);
+    const float ban = -100.0f, force = 100.0f;
+    assert_int_equal(ak__sampler_set_bias(&g, &top, &ban, 1), AK_OK);
+    assert_int_not_equal(ak__sampler_sample(&g, logits, NULL, NULL, NULL), top);
+    int32_t other = (top + 1) % n;
+    assert_int_equal(ak__sampler_set_bias(&g, &other, &force, 1), AK_OK);
+    for (int k = 0; k < 5; k++) assert_int_equal(ak__sampler_sample(&g, logits, NULL, NULL, NULL), other);
+    assert_int_equal(ak__sampler_set_bias(&with, &other, &force, 1), AK_OK);
+    for (int k = 0; k < 20; k++) assert_int_equal(ak__sampler_sample(&with, logits, NULL, NULL, NULL), other);
+    /* bad entries */
+    const int32_t bad_id = n;
+    const float nan_bias = NAN;
+    assert_int_equal(ak__sampler_set_bias(&g, &bad_id, &force, 1), AK_ERR_INVALID_ARG);
+    assert_int_equal(ak__sampler_set_bias(&g, &other, &nan_bias, 1), AK_ERR_INVALID_ARG);
+    ak__sampler_free(&with);
+    ak__sampler_free(&ref);
+    ak__sampler_free(&g);
+    free(logits);
+    free(biased);
+    free(p_ref);
+    free(p_got);
+}
+
 static void test_speed(void **state) {
     (void)state;
     const int32_t n = 32000;
@@ -701,6 +749,7 @@ int main(void) {
         cmocka_unit_test(test_sample_statistics),
         cmocka_unit_test(test_reproducible),
         cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_logit_bias),
         cmocka_unit_test(test_speed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

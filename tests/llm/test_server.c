@@ -310,9 +310,27 @@ static void test_parse_errors(void **state) {
         {0, "{\"prompt\":\"x\",\"seed\":\"1\"}", "seed"},
         {0, "{\"prompt\":\"x\",\"logprobs\":21}", "logprobs"},
         {0, "{\"prompt\":\"x\",\"logprobs\":true}", "logprobs"},
-        {0, "{\"prompt\":\"x\",\"echo\":true}", "echo"},
+        {0, "{\"prompt\":\"x\",\"echo\":true,\"logprobs\":0}", "echo"},
         {0, "{\"prompt\":\"x\",\"best_of\":2}", "best_of"},
-        {0, "{\"prompt\":\"x\",\"logit_bias\":{\"5\":1}}", "logit_bias"},
+        {0, "{\"prompt\":\"x\",\"logit_bias\":{\"100\":1}}", "logit_bias"},
+        {0, "{\"prompt\":\"x\",\"logit_bias\":{\"-1\":1}}", "logit_bias"},
+        {0, "{\"prompt\":\"x\",\"logit_bias\":{\"5x\":1}}", "logit_bias"},
+        {0, "{\"prompt\":\"x\",\"logit_bias\":{\"5\":100.5}}", "logit_bias"},
+        {0, "{\"prompt\":\"x\",\"logit_bias\":{\"5\":\"1\"}}", "logit_bias"},
+        {0, "{\"prompt\":\"x\",\"logit_bias\":[5]}", "logit_bias"},
+        {0, "{\"prompt\":\"x\",\"user\":5}", "user"},
+        {0, "{\"prompt\":\"x\",\"store\":true}", "store"},
+        {0, "{\"prompt\":\"x\",\"service_tier\":\"flex\"}", "service_tier"},
+        {1, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"audio\":{\"voice\":\"a\"}}",
+         "audio"},
+        {1, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"modalities\":[\"audio\"]}",
+         "modalities"},
+        {1, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"prediction\":{\"type\":\"content\"}}",
+         "prediction"},
+        {1, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_effort\":\"low\"}",
+         "reasoning_effort"},
+        {1, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"web_search_options\":{\"a\":1}}",
+         "web_search_options"},
         {0, "{\"prompt\":\"x\",\"stop_token_ids\":[100]}", "stop_token_ids"},
         {0, "{\"prompt\":\"x\",\"stream_options\":3}", "stream_options"},
         {1, "{}", "messages"},
@@ -1010,6 +1028,211 @@ static void test_scripted_backend(void **state) {
     assert_int_equal(ak__server_start(&be, &m, &o, &s), AK_ERR_IO);
 }
 
+/* ---- logit bias, echo ---------------------------------------------------------------- */
+
+/* Every token id whose bytes are `piece`. */
+static int32_t ids_of_piece(const char *piece, int32_t *ids, int32_t cap) {
+    ak_tokenizer_info info;
+    ak_tokenizer_get_info(g_tok, &info);
+    ak__bytes b = {NULL, 0, 0};
+    int32_t n = 0;
+    for (int32_t id = 0; id < info.n_vocab && n < cap; id++)
+        if (ak__token_bytes(g_tok, id, &b) == AK_OK && b.len == strlen(piece) &&
+            !memcmp(b.v, piece, b.len))
+            ids[n++] = id;
+    ak__bytes_free(&b);
+    return n;
+}
+
+static void test_logit_bias(void **state) {
+    (void)state;
+    char body[512];
+    /* +100 forces " Hello" even at temperature 1 */
+    int32_t hello[4];
+    assert_true(ids_of_piece(" Hello", hello, 4) >= 1);
+    snprintf(body, sizeof body,
+             "{\"prompt\":[1,3186],\"max_tokens\":3,\"temperature\":1,\"seed\":3,"
+             "\"ignore_eos\":true,\"logit_bias\":{\"%d\":100}}", hello[0]);
+    reply r = call(g_port, "POST", "/v1/completions", body);
+    assert_int_equal(r.status, 200);
+    const char *text = get(r.json, "choices.0.text")->valuestring;
+    if (strcmp(text, " Hello Hello Hello") && strcmp(text, "Hello Hello Hello"))
+        fail_msg("+100 on ' Hello' gave '%s'", text);
+    reply_free(&r);
+    /* -100 on the greedy first token: another one comes */
+    const char *greedy = "{\"prompt\":[1,15043,3186],\"max_tokens\":1,\"temperature\":0,"
+                         "\"ignore_eos\":true,\"logprobs\":1%s}";
+    snprintf(body, sizeof body, greedy, "");
+    r = call(g_port, "POST", "/v1/completions", body);
+    char first[64];
+    snprintf(first, sizeof first, "%s", get(r.json, "choices.0.logprobs.tokens.0")->valuestring);
+    reply_free(&r);
+    int32_t ids[8];
+    int32_t n = ids_of_piece(first, ids, 8);
+    assert_true(n >= 1);
+    char bias[256] = ",\"logit_bias\":{";
+    for (int32_t i = 0; i < n; i++)
+        snprintf(bias + strlen(bias), sizeof bias - strlen(bias), "%s\"%d\":-100", i ? "," : "",
+                 ids[i]);
+    strcat(bias, "}");
+    snprintf(body, sizeof body, greedy, bias);
+    r = call(g_port, "POST", "/v1/completions", body);
+    assert_int_equal(r.status, 200);
+    assert_string_not_equal(get(r.json, "choices.0.logprobs.tokens.0")->valuestring, first);
+    reply_free(&r);
+    /* ids outside the vocabulary */
+    expect_error(g_port, "POST", "/v1/completions",
+                 "{\"prompt\":\"x\",\"logit_bias\":{\"32000\":1}}", 400, "logit_bias");
+}
+
+static void test_echo(void **state) {
+    (void)state;
+    const char *plain = "{\"prompt\":\"Hello world\",\"max_tokens\":4,\"temperature\":0,"
+                        "\"ignore_eos\":true%s}";
+    char body[256];
+    snprintf(body, sizeof body, plain, "");
+    reply a = call(g_port, "POST", "/v1/completions", body);
+    snprintf(body, sizeof body, plain, ",\"echo\":true");
+    reply b = call(g_port, "POST", "/v1/completions", body);
+    char want[256];
+    snprintf(want, sizeof want, "Hello world%s", get(a.json, "choices.0.text")->valuestring);
+    assert_string_equal(get(b.json, "choices.0.text")->valuestring, want);
+    assert_int_equal(get(b.json, "usage.completion_tokens")->valueint, 4);
+    reply_free(&a);
+    reply_free(&b);
+    snprintf(body, sizeof body, plain, ",\"echo\":true,\"stream\":true");
+    streamed st = stream(g_port, "/v1/completions", body);
+    assert_string_equal(st.text.v, want);
+    ak__bytes_free(&st.text);
+    /* a token prompt is echoed decoded */
+    int32_t ids[16];
+    size_t n = 0;
+    assert_int_equal(ak_tokenizer_encode(g_tok, "Hello world", 11, 0, ids, 16, &n), AK_OK);
+    snprintf(body, sizeof body, "{\"prompt\":[");
+    for (size_t i = 0; i < n; i++)
+        snprintf(body + strlen(body), sizeof body - strlen(body), "%s%d", i ? "," : "", ids[i]);
+    strcat(body, "],\"max_tokens\":1,\"echo\":true}");
+    reply c = call(g_port, "POST", "/v1/completions", body);
+    assert_int_equal(c.status, 200);
+    const char *echoed = get(c.json, "choices.0.text")->valuestring;
+    if (strncmp(echoed, "Hello world", 11) && strncmp(echoed, " Hello world", 12))
+        fail_msg("echo of a token prompt: '%s'", echoed);
+    reply_free(&c);
+    expect_error(g_port, "POST", "/v1/completions",
+                 "{\"prompt\":\"x\",\"echo\":true,\"logprobs\":1}", 400, "echo");
+}
+
+/* ---- drain: a backend that makes a token every 10 ms until cancelled ------------------ */
+
+typedef struct slow_req {
+    ak_llm_request r;
+    int32_t n;
+    int cancelled; /* atomic */
+    pthread_t th;
+} slow_req;
+
+static slow_req g_slow[4];
+static int g_n_slow;
+
+static void *slow_run(void *arg) {
+    slow_req *q = arg;
+    int32_t i = 0;
+    for (; i < q->n && !__atomic_load_n(&q->cancelled, __ATOMIC_ACQUIRE); i++) {
+        struct timespec t = {0, 10 * 1000000L};
+        nanosleep(&t, NULL);
+        ak_llm_event ev = {.request_id = 1, .token = byte_token('a'), .n_prompt = 1};
+        q->r.on_event(q->r.user, &ev);
+    }
+    ak_llm_event end = {.request_id = 1, .token = -1, .n_prompt = 1,
+                        .finish = i < q->n ? AK_FINISH_CANCELLED : AK_FINISH_LENGTH};
+    q->r.on_event(q->r.user, &end);
+    return NULL;
+}
+
+static ak_status slow_submit(void *ctx, const ak_llm_request *r, uint64_t *id) {
+    (void)ctx;
+    if (g_n_slow == 4) return AK_ERR_UNSUPPORTED;
+    slow_req *q = &g_slow[g_n_slow++];
+    q->r = *r;
+    q->n = r->max_tokens;
+    q->cancelled = 0;
+    *id = (uint64_t)g_n_slow;
+    return pthread_create(&q->th, NULL, slow_run, q) == 0 ? AK_OK : AK_ERR_INTERNAL;
+}
+
+static ak_status slow_cancel(void *ctx, uint64_t id) {
+    (void)ctx;
+    if (id >= 1 && id <= 4) __atomic_store_n(&g_slow[id - 1].cancelled, 1, __ATOMIC_RELEASE);
+    return AK_OK;
+}
+
+typedef struct drain_arg {
+    ak__server *s;
+    double seconds;
+    int cancelled;
+} drain_arg;
+
+static void *drain_thread(void *arg) {
+    drain_arg *d = arg;
+    d->cancelled = ak__server_drain(d->s, d->seconds);
+    return NULL;
+}
+
+/* A stream running at SIGTERM time: with time enough it finishes (and new requests get
+ * 503, /health "draining"); without, it ends with an error event and [DONE]. */
+static void test_drain(void **state) {
+    (void)state;
+    ak__server_backend be = {slow_submit, slow_cancel, NULL, NULL};
+    ak__server_model m = {"slow", g_tok, 2048, NULL};
+    for (int round = 0; round < 2; round++) {
+        g_n_slow = 0;
+        ak__server_options o = AK__SERVER_OPTIONS_INIT;
+        o.port = 0;
+        ak__server *s = NULL;
+        assert_int_equal(ak__server_start(&be, &m, &o, &s), AK_OK);
+        int port = ak__server_port(s);
+        /* round 0: 30 tokens (0.3 s) within 5 s of draining; round 1: 1000 tokens, 0.3 s */
+        const char *body = round == 0
+            ? "{\"prompt\":\"x\",\"stream\":true,\"max_tokens\":30}"
+            : "{\"prompt\":\"x\",\"stream\":true,\"max_tokens\":1000}";
+        ak__http_conn c;
+        assert_int_equal(ak__http_connect(&c, "127.0.0.1", port, 10000), AK_OK);
+        assert_int_equal(ak__http_begin(&c, "POST", "/v1/completions", body, strlen(body)), AK_OK);
+        assert_int_equal(c.status, 200);
+        ak__bytes ev = {NULL, 0, 0};
+        int end = 0;
+        assert_int_equal(ak__http_next_event(&c, &ev, &end), AK_OK); /* it runs */
+        drain_arg d = {s, round == 0 ? 5.0 : 0.3, -1};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, drain_thread, &d), 0);
+        struct timespec t = {0, 50 * 1000000L};
+        nanosleep(&t, NULL);
+        expect_error(port, "POST", "/v1/completions", "{\"prompt\":\"x\"}", 503, NULL);
+        reply h = call(port, "GET", "/health", NULL);
+        assert_int_equal(h.status, 503);
+        assert_string_equal(get(h.json, "status")->valuestring, "draining");
+        reply_free(&h);
+        ak__bytes all = {NULL, 0, 0};
+        assert_int_equal(ak__http_read_all(&c, &all), AK_OK);
+        ak__bytes_append(&all, "", 1);
+        assert_non_null(strstr(all.v, "data: [DONE]\n\n"));
+        if (round == 0) {
+            assert_non_null(strstr(all.v, "\"finish_reason\":\"length\""));
+            assert_null(strstr(all.v, "\"error\""));
+        } else {
+            assert_non_null(strstr(all.v, "server_shutting_down"));
+            assert_true(strstr(all.v, "server_shutting_down") < strstr(all.v, "[DONE]"));
+        }
+        ak__bytes_free(&all);
+        ak__bytes_free(&ev);
+        ak__http_close(&c);
+        pthread_join(th, NULL);
+        assert_int_equal(d.cancelled, round == 0 ? 0 : 1);
+        assert_int_equal(ak__server_stop(s), AK_OK);
+        for (int i = 0; i < g_n_slow; i++) pthread_join(g_slow[i].th, NULL);
+    }
+}
+
 /* ---- mutated bodies: never a crash, always an answer --------------------------------- */
 
 static const char *const k_seed_bodies[] = {
@@ -1130,6 +1353,9 @@ int main(void) {
         cmocka_unit_test(test_concurrent),
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_scripted_backend),
+        cmocka_unit_test(test_logit_bias),
+        cmocka_unit_test(test_echo),
+        cmocka_unit_test(test_drain),
         cmocka_unit_test(test_parse_fuzz),
         cmocka_unit_test(test_http_fuzz),
     };
