@@ -215,8 +215,8 @@ def well_formed(kind, stream, model, max_tokens, rng):
     return "/v1/completions", json.dumps(body).encode()
 
 
-# nul_start: garbage whose first byte is NUL — libmicrohttpd keeps such a connection open
-# without an answer until its idle timeout (found by this tool), so it is its own kind
+# nul_start: garbage whose first byte is NUL — libmicrohttpd waits for more on such a connection
+# (found by this tool): only the request deadline of ak serve ends it, so it is its own kind
 MALFORMED = ["bad_json", "wrong_types", "oversized", "garbage", "nul_start", "half_headers"]
 
 
