@@ -16,6 +16,7 @@ computing while a bucket is reduced: DDP's overlap). Futures are completed on a 
 thread so that a comm hook's `then` callback may itself wait for another operation.
 """
 import collections
+import ctypes
 import datetime
 import os
 import queue
@@ -48,6 +49,27 @@ def _env_from_ak_launch():
     env.setdefault("LOCAL_WORLD_SIZE", env.get("AK_LOCAL_SIZE", "1"))
     env.setdefault("MASTER_ADDR", env.get("AK_MASTER_ADDR", "127.0.0.1"))
     env.setdefault("MASTER_PORT", str(int(env.get("AK_MASTER_PORT", "29500")) + 1))
+
+
+def _keep_heap():
+    """AK_TRAIN_KEEP_HEAP (default 1), as hvd.init() applies it (src/train/train_heap.c):
+    glibc's malloc serves large blocks from the heap and keeps freed pages, so a step's
+    gradient buckets and staging copies reuse the last step's pages instead of faulting in
+    fresh ones. Skipped when the environment already configures malloc."""
+    env = os.environ
+    if env.get("AK_TRAIN_KEEP_HEAP", "1").strip() in ("0", ""):
+        return False
+    if any(env.get(v) for v in ("MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_",
+                                "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")) or \
+            "glibc.malloc." in env.get("GLIBC_TUNABLES", ""):
+        return False
+    try:
+        libc = ctypes.CDLL(None)
+        m_trim_threshold, m_top_pad, m_mmap_max = -1, -2, -4  # <malloc.h>
+        return bool(libc.mallopt(m_mmap_max, 0) and libc.mallopt(m_trim_threshold, 2**31 - 1)
+                    and libc.mallopt(m_top_pad, 64 << 20))
+    except (OSError, AttributeError):  # not glibc: nothing to tune
+        return False
 
 
 # ---- tensors --------------------------------------------------------------------------
@@ -209,6 +231,7 @@ class ProcessGroupAccelkit(ProcessGroup):
         self._p2p_stash = collections.defaultdict(collections.deque)
         self._mb_seq = 0
         self._comm = _comm.Comm(rank, size, *self._rendezvous(store, rank), _ms(timeout))
+        _keep_heap()
         self._works = collections.deque(maxlen=_KEEP_WORKS)
         self._jobs = queue.Queue()
         self._done = queue.Queue()
