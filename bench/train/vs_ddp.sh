@@ -23,6 +23,7 @@
 #   usage: bench/train/vs_ddp.sh [R=3] [RESULTS=/tmp/ak-vs-ddp.jsonl] [cases="ctr resnet"]
 #   env:   PY=/usr/bin/python3  AK_LIBRARY=build-bench/libaccelkit.so  RATE=1gbit
 #          CTR_STEPS=10 RESNET_STEPS=8 WARMUP=3  FUSED=0  RANK_TIMEOUT=900  (seconds)
+#          LOCK=/tmp/ak.lock (the lock each run holds)  SKIP_COMPUTE=1 (no compute-only runs)
 # Needs root (network namespaces). torch.set_num_threads(1) in every rank of both peers.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -85,8 +86,10 @@ for c in $CASES; do
     *) echo "vs_ddp: unknown case $c" >&2; exit 2 ;;
   esac
   common=(--model "$M" --warmup "$WARMUP" --steps "$STEPS")
+  if [ "${SKIP_COMPUTE:-0}" != 1 ]; then
   run "$RUN_ID/$c/compute-1proc/0" 0 1 none bench/train/ddp_train.py --local "${common[@]}"
   run "$RUN_ID/$c/compute-$((H * G))procs/0" "$H" "$G" none bench/train/ddp_train.py --local "${common[@]}"
+  fi
   for ((rep = 1; rep <= R; rep++)); do
     for v in $VARIANTS; do
       case $v in
