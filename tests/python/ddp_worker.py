@@ -259,6 +259,7 @@ def train_sharded(model, out):
     each rank updates its shard, the parameters are all-gathered back
     (all_gather_into_tensor / _all_gather_base)."""
     n, rank = dist.get_world_size(), dist.get_rank()
+    gloo = dist.get_backend() == "gloo"
     params = list(model.parameters())
     flat = torch.cat([p.detach().reshape(-1) for p in params])
     pad = (-flat.numel()) % n
@@ -274,12 +275,19 @@ def train_sharded(model, out):
         loss.backward()
         grad = torch.cat([p.grad.reshape(-1) for p in params] + [flat.new_zeros(pad)])
         gshard = torch.empty(shard_len, dtype=flat.dtype)
-        dist._reduce_scatter_base(gshard, grad)
+        if gloo:  # gloo of torch 1.13 has neither call: the same sums another way
+            dist.all_reduce(grad)
+            gshard.copy_(grad[rank * shard_len:(rank + 1) * shard_len])
+        else:
+            dist._reduce_scatter_base(gshard, grad)
         gshard /= n
         velocity.mul_(0.9).add_(gshard)
         full = torch.cat([p.detach().reshape(-1) for p in params] + [flat.new_zeros(pad)])
         mine = full[rank * shard_len:(rank + 1) * shard_len] - 0.05 * velocity
-        dist._all_gather_base(full, mine.contiguous())
+        if gloo:
+            dist.all_gather(list(full.chunk(n)), mine.contiguous())
+        else:
+            dist._all_gather_base(full, mine.contiguous())
         off = 0
         with torch.no_grad():
             for p in params:
