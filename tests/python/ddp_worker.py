@@ -315,6 +315,21 @@ def timeout_case():
         check(took < 10, f"error took {took:.1f} s (timeout 3 s)")
 
 
+def exit_race_case():
+    """Exits while the future of the last operation is still being completed (its callback
+    keeps taking and releasing the GIL for 2 s, so it is running whenever the interpreter
+    finalizes): the process must exit cleanly, not die in torch's C++ (std::terminate)."""
+    def slow_callback(fut):
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:
+            time.sleep(0.001)
+    work = dist.barrier(async_op=True)
+    work.get_future().then(slow_callback)
+    work.wait()
+    print(f"[rank {dist.get_rank()}] exiting", flush=True)
+    sys.exit(1 if FAILURES else 0)
+
+
 def main():
     mode = sys.argv[1]
     backend = sys.argv[2] if mode == "train" else "accelkit"
@@ -324,6 +339,8 @@ def main():
         collectives()
     elif mode == "train":
         train(backend, sys.argv[3], sys.argv[4])
+    elif mode == "exit_race":
+        exit_race_case()
     elif mode == "timeout":
         timeout_case()
         print(f"[rank {dist.get_rank()}] done", flush=True)

@@ -112,6 +112,14 @@ class TestBackend(unittest.TestCase):
         dgc = self.train("accelkit", "dgc")
         self.assertLess(dgc[-1], dgc[0], f"DGC hook did not train: {dgc}")
 
+    def test_exit_while_a_future_completes(self):
+        """The script exits right after wait() while the operation's future (with a slow
+        callback) is still being completed on the group's thread: clean exit on every
+        rank, not "terminate called without an active exception"."""
+        for r, (rc, out) in enumerate(run_ranks(2, ["exit_race"], timeout=60)):
+            self.assertNotIn("terminate called", out, f"rank {r}:\n{out[-2000:]}")
+            self.assertEqual(rc, 0, f"rank {r} failed:\n{out[-2000:]}")
+
     def test_rank_that_does_not_join(self):
         """A rank that never calls the allreduce: rank 0 fails naming it, within the
         process group's 3 s timeout (plus slack), no hang."""

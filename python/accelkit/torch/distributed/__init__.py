@@ -14,7 +14,9 @@ Each process group owns one libaccelkit communicator and one worker thread that 
 operations in submission order (ctypes releases the GIL, so the backward pass keeps
 computing while a bucket is reduced: DDP's overlap). Futures are completed on a second
 thread so that a comm hook's `then` callback may itself wait for another operation.
+Both threads are stopped and joined at interpreter exit (_shutdown_all), see there why.
 """
+import atexit
 import collections
 import ctypes
 import datetime
@@ -240,6 +242,7 @@ class ProcessGroupAccelkit(ProcessGroup):
                                            name="accelkit-pg-futures", daemon=True)
         self._worker.start()
         self._completer.start()
+        _LIVE_GROUPS.add(self)
 
     @staticmethod
     def _rendezvous(store, rank):
@@ -301,12 +304,19 @@ class ProcessGroupAccelkit(ProcessGroup):
                 break
             work._complete_future()
 
-    def shutdown(self):
+    def shutdown(self, timeout_s=None):
+        """Runs the queued operations, completes their futures, stops both threads and
+        closes the communicator. With a timeout, a thread still busy after it is left
+        running and the communicator stays open (it may still be in use)."""
+        if self not in _LIVE_GROUPS:
+            return
+        _LIVE_GROUPS.discard(self)
         self._jobs.put((None, None))
-        self._worker.join()
-        self._done.put(None)
-        self._completer.join()
-        self._comm.close()
+        self._worker.join(timeout_s)
+        self._done.put(None)  # after the worker's last completion: FIFO drains them first
+        self._completer.join(timeout_s)
+        if not self._worker.is_alive():
+            self._comm.close()
 
     # -- reductions --
 
@@ -668,6 +678,26 @@ class ProcessGroupAccelkit(ProcessGroup):
             raise RuntimeError(f"accelkit {what}: rank(s) {missing} did not join within "
                                f"{timeout}")
         self._store.set(f"{key}/done", b"1")
+
+
+# Groups whose threads run. torch 1.13's destroy_process_group() only forgets a group, so
+# they are stopped at exit: the completer thread completes futures through torch's C++
+# Future.set_result, which releases the GIL and takes it back on return. Were the
+# interpreter already finalizing at that moment (the main thread's wait() returns as soon
+# as the operation ran, and the script may exit right then), taking the GIL back ends the
+# thread with pthread_exit, whose forced unwind through torch's noexcept C++ frames is
+# std::terminate: "terminate called without an active exception", exit status 134.
+# atexit handlers run before finalization starts, so joining the threads here closes that.
+_LIVE_GROUPS = set()
+_EXIT_JOIN_S = 10.0  # per thread; an operation still blocked after that is abandoned
+
+
+def _shutdown_all():
+    for pg in list(_LIVE_GROUPS):
+        pg.shutdown(_EXIT_JOIN_S)
+
+
+atexit.register(_shutdown_all)
 
 
 def _comm_failed(exc):
