@@ -1,4 +1,5 @@
-"""PyTorch DDP (gloo backend) training benchmark: the peer of hvd_train.py.
+"""PyTorch DDP training benchmark: the peer of hvd_train.py, on gloo or on accelkit's
+torch.distributed backend (--backend accelkit), optionally with a comm hook (--hook).
 
 Started once per rank with the torchrun variables RANK, WORLD_SIZE, LOCAL_RANK,
 MASTER_ADDR, MASTER_PORT (torchrun, or scripts/netns-cluster: when RANK is unset the
@@ -66,6 +67,11 @@ def main():
     ap.add_argument("--local", action="store_true", help="no DDP: compute-only baseline")
     ap.add_argument("--keep-heap", action="store_true",
                     help="set glibc's malloc as accelkit's AK_TRAIN_KEEP_HEAP does")
+    ap.add_argument("--backend", choices=("gloo", "accelkit"), default="gloo",
+                    help="torch.distributed backend (accelkit: accelkit.torch.distributed)")
+    ap.add_argument("--hook", choices=("none", "fp16", "bf16", "dgc"), default="none",
+                    help="DDP comm hook: accelkit.torch.distributed.hooks (any backend)")
+    ap.add_argument("--sparsity", type=float, default=0.999, help="--hook dgc's sparsity")
     ap.add_argument("--tag", default="", help="copied into the JSON line")
     a = ap.parse_args()
     batch = a.batch or (64 if a.model == "ctr" else 32)
@@ -82,8 +88,15 @@ def main():
         net, harness, world_eff = model, "local", 1
     else:
         import torch.distributed as dist
-        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+        if a.backend == "accelkit" or a.hook != "none":
+            import accelkit.torch.distributed  # noqa: F401 - registers the backend
+            from accelkit.torch.distributed import hooks
+        dist.init_process_group(a.backend, timeout=datetime.timedelta(seconds=300))
         net = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_mb)
+        if a.hook == "dgc":
+            net.register_comm_hook(hooks.DGCState(sparsity=a.sparsity), hooks.dgc_hook)
+        elif a.hook != "none":
+            net.register_comm_hook(None, getattr(hooks, f"{a.hook}_compress_hook"))
         harness, world_eff = "ddp", world
     opt = models.make_optimizer(a.optimizer, net.parameters())
     batches = models.make_batches(a.model, batch, rank, image_size=a.image_size)
@@ -97,7 +110,7 @@ def main():
     if rank == 0:
         models.emit(models.summary(
             times, batch, world_eff, harness=harness, model=a.model, params=nparams,
-            optimizer=a.optimizer, compression="none", loss_first=round(loss0, 5),
+            optimizer=a.optimizer, compression=a.hook, backend=a.backend, loss_first=round(loss0, 5),
             loss_last=round(loss1, 5), params_in_sync=in_sync, tag=a.tag, **cpu,
             bucket_mb=None if a.local else a.bucket_mb, host=socket.gethostname(),
             gloo_ifname=os.environ.get("GLOO_SOCKET_IFNAME")))

@@ -5,6 +5,10 @@
 #   ctr     CTR model (55.75 M params, batch 64 per rank), 2 hosts x 2 ranks:
 #           ddp | ak (defaults) | ak-fp16 | ak-dgc (99.9 % sparsity)
 #   resnet  ResNet-18 (batch 32 per rank, 224x224), 2 hosts x 1 rank: ddp | ak
+#   ctr-pg  CTR model, 2 hosts x 2 ranks, the same DDP script on gloo and on backend
+#           "accelkit" (accelkit.torch.distributed): ddp | ddp-ak | ddp-ak-fp16 (accelkit's
+#           fp16 comm hook) ; ddp-fp16 (gloo with the same hook) and ddp-ak-bf16 on request
+#   resnet-pg  ResNet-18, 2 hosts x 2 ranks: ddp | ddp-ak
 #   FUSED=1 adds the same with accelkit.torch.FusedSGD (update overlapped with communication):
 #   ak-fused, ak-fp16-fused, ak-dgc-fused (ctr), ak-fused (resnet). CTR_VARIANTS and
 #   RESNET_VARIANTS replace the lists (e.g. CTR_VARIANTS="ddp ak-dgc ak-dgc-fused");
@@ -12,13 +16,14 @@
 #   sets it (a reference: how much of a lead is that setting).
 # Each case first times the compute alone (ddp_train.py --local: one process, then as many
 # concurrent processes as the case has ranks), then runs its variants in turn R times
-# (A B C D A B C D ...). Every run holds /tmp/ak.lock (no run overlaps a build). Prints
+# (A B C D A B C D ...). Every run holds $LOCK (/tmp/ak.lock; no run overlaps a build). Prints
 # medians over the R runs (each run's figure is the median of its steps after warm-up)
 # and ratios to DDP; the raw JSON lines (one per run, from rank 0) are appended to RESULTS,
 # and every rank's output to RESULTS.log.
 #   usage: bench/train/vs_ddp.sh [R=3] [RESULTS=/tmp/ak-vs-ddp.jsonl] [cases="ctr resnet"]
 #   env:   PY=/usr/bin/python3  AK_LIBRARY=build-bench/libaccelkit.so  RATE=1gbit
 #          CTR_STEPS=10 RESNET_STEPS=8 WARMUP=3  FUSED=0  RANK_TIMEOUT=900  (seconds)
+#          LOCK=/tmp/ak.lock (the lock each run holds)  SKIP_COMPUTE=1 (no compute-only runs)
 # Needs root (network namespaces). torch.set_num_threads(1) in every rank of both peers.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,6 +37,7 @@ RESNET_STEPS=${RESNET_STEPS:-8}
 WARMUP=${WARMUP:-3}
 FUSED=${FUSED:-0}
 RANK_TIMEOUT=${RANK_TIMEOUT:-900}
+LOCK=${LOCK:-/tmp/ak.lock}
 if [ -z "${AK_LIBRARY:-}" ]; then
   for b in build-bench build; do
     [ -f "$b/libaccelkit.so" ] && { AK_LIBRARY=$PWD/$b/libaccelkit.so; break; }
@@ -51,9 +57,9 @@ run() {
   local out rc line
   echo "== $tag" >>"$LOG"
   if [ "$hosts" = 0 ]; then # one plain process, no namespaces
-    out=$(flock /tmp/ak.lock timeout -k 10 "$RANK_TIMEOUT" "$PY" "$@" --tag "$tag" 2>&1 | sed -u 's/^/[0] /')
+    out=$(flock "$LOCK" timeout -k 10 "$RANK_TIMEOUT" "$PY" "$@" --tag "$tag" 2>&1 | sed -u 's/^/[0] /')
   else
-    out=$(flock /tmp/ak.lock scripts/netns-cluster -H "$hosts" -G "$per_host" --rate "$rate" -- \
+    out=$(flock "$LOCK" scripts/netns-cluster -H "$hosts" -G "$per_host" --rate "$rate" -- \
           timeout -k 10 "$RANK_TIMEOUT" "$PY" "$@" --tag "$tag" 2>&1)
   fi
   rc=$?
@@ -75,15 +81,23 @@ for c in $CASES; do
          [ "$FUSED" = 1 ] && VARIANTS="$VARIANTS ak-fused ak-fp16-fused ak-dgc-fused" ;;
     resnet) H=2 G=1 STEPS=$RESNET_STEPS M=resnet18 VARIANTS=${RESNET_VARIANTS:-ddp ak}
          [ "$FUSED" = 1 ] && VARIANTS="$VARIANTS ak-fused" ;;
+    ctr-pg) H=2 G=2 STEPS=$CTR_STEPS M=ctr VARIANTS=${CTR_PG_VARIANTS:-ddp ddp-ak ddp-ak-fp16} ;;
+    resnet-pg) H=2 G=2 STEPS=$RESNET_STEPS M=resnet18 VARIANTS=${RESNET_PG_VARIANTS:-ddp ddp-ak} ;;
     *) echo "vs_ddp: unknown case $c" >&2; exit 2 ;;
   esac
   common=(--model "$M" --warmup "$WARMUP" --steps "$STEPS")
+  if [ "${SKIP_COMPUTE:-0}" != 1 ]; then
   run "$RUN_ID/$c/compute-1proc/0" 0 1 none bench/train/ddp_train.py --local "${common[@]}"
   run "$RUN_ID/$c/compute-$((H * G))procs/0" "$H" "$G" none bench/train/ddp_train.py --local "${common[@]}"
+  fi
   for ((rep = 1; rep <= R; rep++)); do
     for v in $VARIANTS; do
       case $v in
         ddp) args=(bench/train/ddp_train.py) ;;
+        ddp-ak) args=(bench/train/ddp_train.py --backend accelkit) ;;
+        ddp-ak-fp16) args=(bench/train/ddp_train.py --backend accelkit --hook fp16) ;;
+        ddp-ak-bf16) args=(bench/train/ddp_train.py --backend accelkit --hook bf16) ;;
+        ddp-fp16) args=(bench/train/ddp_train.py --hook fp16) ;;
         ddp-keepheap) args=(bench/train/ddp_train.py --keep-heap) ;;
         ak) args=(bench/train/hvd_train.py --compression none) ;;
         ak-fp16) args=(bench/train/hvd_train.py --compression fp16) ;;
@@ -113,7 +127,9 @@ for line in open(path):
         recs.setdefault((parts[1], parts[2]), []).append((int(parts[3]), r))
 targets = {("ctr", "ak"): 1.3, ("ctr", "ak-fp16"): 2.0, ("ctr", "ak-dgc"): 5.0,
            ("ctr", "ak-fused"): 1.3, ("ctr", "ak-fp16-fused"): 2.0, ("ctr", "ak-dgc-fused"): 5.0,
-           ("resnet", "ak"): 1.1, ("resnet", "ak-fused"): 1.1}
+           ("resnet", "ak"): 1.1, ("resnet", "ak-fused"): 1.1,
+           ("ctr-pg", "ddp-ak"): 1.5, ("ctr-pg", "ddp-ak-fp16"): 2.0,
+           ("resnet-pg", "ddp-ak"): 1.1}
 print()
 print(f"{'case':7} {'variant':15} {'runs':>4} {'samples/s':>10} {'ms/step':>9} "
       f"{'vs DDP':>7} {'per-run ratios':>22} {'target':>7}")

@@ -14,8 +14,11 @@ Each process group owns one libaccelkit communicator and one worker thread that 
 operations in submission order (ctypes releases the GIL, so the backward pass keeps
 computing while a bucket is reduced: DDP's overlap). Futures are completed on a second
 thread so that a comm hook's `then` callback may itself wait for another operation.
+Both threads are stopped and joined at interpreter exit (_shutdown_all), see there why.
 """
+import atexit
 import collections
+import ctypes
 import datetime
 import os
 import queue
@@ -48,6 +51,27 @@ def _env_from_ak_launch():
     env.setdefault("LOCAL_WORLD_SIZE", env.get("AK_LOCAL_SIZE", "1"))
     env.setdefault("MASTER_ADDR", env.get("AK_MASTER_ADDR", "127.0.0.1"))
     env.setdefault("MASTER_PORT", str(int(env.get("AK_MASTER_PORT", "29500")) + 1))
+
+
+def _keep_heap():
+    """AK_TRAIN_KEEP_HEAP (default 1), as hvd.init() applies it (src/train/train_heap.c):
+    glibc's malloc serves large blocks from the heap and keeps freed pages, so a step's
+    gradient buckets and staging copies reuse the last step's pages instead of faulting in
+    fresh ones. Skipped when the environment already configures malloc."""
+    env = os.environ
+    if env.get("AK_TRAIN_KEEP_HEAP", "1").strip() in ("0", ""):
+        return False
+    if any(env.get(v) for v in ("MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_",
+                                "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")) or \
+            "glibc.malloc." in env.get("GLIBC_TUNABLES", ""):
+        return False
+    try:
+        libc = ctypes.CDLL(None)
+        m_trim_threshold, m_top_pad, m_mmap_max = -1, -2, -4  # <malloc.h>
+        return bool(libc.mallopt(m_mmap_max, 0) and libc.mallopt(m_trim_threshold, 2**31 - 1)
+                    and libc.mallopt(m_top_pad, 64 << 20))
+    except (OSError, AttributeError):  # not glibc: nothing to tune
+        return False
 
 
 # ---- tensors --------------------------------------------------------------------------
@@ -209,6 +233,7 @@ class ProcessGroupAccelkit(ProcessGroup):
         self._p2p_stash = collections.defaultdict(collections.deque)
         self._mb_seq = 0
         self._comm = _comm.Comm(rank, size, *self._rendezvous(store, rank), _ms(timeout))
+        _keep_heap()
         self._works = collections.deque(maxlen=_KEEP_WORKS)
         self._jobs = queue.Queue()
         self._done = queue.Queue()
@@ -217,6 +242,7 @@ class ProcessGroupAccelkit(ProcessGroup):
                                            name="accelkit-pg-futures", daemon=True)
         self._worker.start()
         self._completer.start()
+        _LIVE_GROUPS.add(self)
 
     @staticmethod
     def _rendezvous(store, rank):
@@ -278,12 +304,19 @@ class ProcessGroupAccelkit(ProcessGroup):
                 break
             work._complete_future()
 
-    def shutdown(self):
+    def shutdown(self, timeout_s=None):
+        """Runs the queued operations, completes their futures, stops both threads and
+        closes the communicator. With a timeout, a thread still busy after it is left
+        running and the communicator stays open (it may still be in use)."""
+        if self not in _LIVE_GROUPS:
+            return
+        _LIVE_GROUPS.discard(self)
         self._jobs.put((None, None))
-        self._worker.join()
-        self._done.put(None)
-        self._completer.join()
-        self._comm.close()
+        self._worker.join(timeout_s)
+        self._done.put(None)  # after the worker's last completion: FIFO drains them first
+        self._completer.join(timeout_s)
+        if not self._worker.is_alive():
+            self._comm.close()
 
     # -- reductions --
 
@@ -645,6 +678,26 @@ class ProcessGroupAccelkit(ProcessGroup):
             raise RuntimeError(f"accelkit {what}: rank(s) {missing} did not join within "
                                f"{timeout}")
         self._store.set(f"{key}/done", b"1")
+
+
+# Groups whose threads run. torch 1.13's destroy_process_group() only forgets a group, so
+# they are stopped at exit: the completer thread completes futures through torch's C++
+# Future.set_result, which releases the GIL and takes it back on return. Were the
+# interpreter already finalizing at that moment (the main thread's wait() returns as soon
+# as the operation ran, and the script may exit right then), taking the GIL back ends the
+# thread with pthread_exit, whose forced unwind through torch's noexcept C++ frames is
+# std::terminate: "terminate called without an active exception", exit status 134.
+# atexit handlers run before finalization starts, so joining the threads here closes that.
+_LIVE_GROUPS = set()
+_EXIT_JOIN_S = 10.0  # per thread; an operation still blocked after that is abandoned
+
+
+def _shutdown_all():
+    for pg in list(_LIVE_GROUPS):
+        pg.shutdown(_EXIT_JOIN_S)
+
+
+atexit.register(_shutdown_all)
 
 
 def _comm_failed(exc):
