@@ -127,6 +127,12 @@ static ak_status emit_rule_for(conv *c, const char *name, const cJSON *s) {
 /* Same-length decimal strings a <= b (digits only): an expression for [a, b]. */
 static void digits_range(sbuf *o, const char *a, const char *b, size_t n) {
     if (n == 0) return;
+    size_t k = 0;
+    while (k < n && a[k] == '0' && b[k] == '9') ++k;
+    if (k == n) { /* every n-digit string: no recursion (it would double at each digit) */
+        sb_printf(o, "[0-9]{%zu}", n);
+        return;
+    }
     if (n == 1) {
         if (a[0] == b[0]) sb_printf(o, "\"%c\"", a[0]);
         else sb_printf(o, "[%c-%c]", a[0], b[0]);
@@ -707,7 +713,7 @@ static void emit_helpers(conv *c) {
     sb_printf(r, "%s-ws ::= \" \"?\n", p);
     if (c->need & NEED_VALUE) c->need |= NEED_STRING | NEED_NUMBER;
     if (c->need & NEED_STRING) {
-        sb_printf(r, "%s-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-CeEfF] "
+        sb_printf(r, "%s-char ::= [^\"\\\\\\x00-\\x1F\\uD800-\\uDFFF] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-CeEfF] "
                      "[0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))\n", p);
         sb_printf(r, "%s-string ::= \"\\\"\" %s-char* \"\\\"\"\n", p, p);
     }
