@@ -6,7 +6,7 @@
  * a grammar cannot express exactly, the grammar picks a valid subset, as llama.cpp does:
  *   - properties keep the schema's order; optional ones may be left out;
  *   - additionalProperties absent next to `properties` means none (true / a schema: extra
- *     keys of [A-Za-z0-9_] that are none of the named properties);
+ *     keys of 1..24 [A-Za-z0-9_] that are none of the named properties);
  *   - numbers with minimum/maximum are integral values of the range; integers have at
  *     most 16 digits; strings escape with \uXXXX only outside the surrogates;
  *   - oneOf is generated as anyOf (the branches should not overlap).
@@ -281,8 +281,13 @@ static ak_status string_expr(conv *c, const cJSON *s, sbuf *o) {
 
 /* ---- objects -------------------------------------------------------------------------------- */
 
-/* Extra property names: [A-Za-z0-9_]+ strings that are none of `names` (a trie walk: at
- * each node, either leave the names' paths or end where no name ends). */
+/* Extra property names are at most this many characters. Unbounded names let a sampler
+ * that rarely picks the closing quote (most tokens are word pieces) write one name until
+ * max_tokens: a valid subset, like the 16-digit bound on integers. */
+#define EXTRA_NAME_MAX 24
+
+/* Extra property names: [A-Za-z0-9_]{1,EXTRA_NAME_MAX} strings that are none of `names` (a
+ * trie walk: at each node, either leave the names' paths or end where no name ends). */
 static void not_names_expr(conv *c, const cJSON *props, const char *prefix, size_t plen, sbuf *o) {
     /* the characters that continue some name after `prefix`, and whether a name ends here */
     char next[256] = {0};
@@ -304,11 +309,11 @@ static void not_names_expr(conv *c, const cJSON *props, const char *prefix, size
         if (!next[(unsigned char)*w]) sb_add(&cls, w, 1);
     if (cls.n) {
         if (!first) sb_puts(o, " | ");
-        sb_printf(o, "[%s] [A-Za-z0-9_]*", cls.v);
+        sb_printf(o, "[%s] [A-Za-z0-9_]{0,%zu}", cls.v, (size_t)EXTRA_NAME_MAX - plen - 1);
         first = 0;
     }
     free(cls.v);
-    if (any && plen < 200) {
+    if (any && plen + 1 < EXTRA_NAME_MAX) { /* longer names are never extra names */
         char *pre = malloc(plen + 2);
         if (pre) {
             memcpy(pre, prefix, plen);
