@@ -207,8 +207,11 @@ class TestGrammarSchemas(unittest.TestCase):
                         "--layers", "2", "--heads", "4", "--kv-heads", "2", "--ffn", "192", "--ctx", "1024",
                         "--seed", "5", "--type", "f32", "--out", model], check=True, stdout=subprocess.DEVNULL)
         cls.port = free_port()
+        # --max-concurrent above the 16 client threads: the server frees a request's slot
+        # only after its response is sent, so a thread that got its answer and posts at once
+        # may otherwise race its own previous request into a 429
         cls.proc = subprocess.Popen([ak, "serve", model, "--port", str(cls.port), "--max-seqs", "16",
-                                     "--max-concurrent", "16"],
+                                     "--max-concurrent", "32"],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for _ in range(300):
             try:

@@ -24,7 +24,7 @@ typedef struct rule {
     char *name;
     elems body;
     int defined;
-    uint32_t line; /* where it was defined or first referenced */
+    size_t pos; /* where it was defined or first referenced (the line is computed on error) */
 } rule;
 
 typedef struct parser {
@@ -96,7 +96,7 @@ static ak_status rule_index(parser *p, const char *name, size_t len, uint32_t *o
     if (!r->name) return AK_FAIL(AK_ERR_NO_MEMORY, "grammar: out of memory");
     memcpy(r->name, name, len);
     r->name[len] = 0;
-    r->line = line_of(p, p->pos);
+    r->pos = p->pos;
     *out = p->n_rules++;
     return AK_OK;
 }
@@ -398,7 +398,7 @@ static ak_status parse_rule(parser *p) {
         return SYNTAX(p, msg);
     }
     p->rules[id].defined = 1;
-    p->rules[id].line = line_of(p, start);
+    p->rules[id].pos = start;
     elems body = {0};
     ak_status st = parse_alternates(p, id, &body);
     if (st != AK_OK) {
@@ -531,7 +531,7 @@ ak_status ak__gbnf_parse(const char *text, size_t len, ak__gbnf *out) {
     if (st == AK_OK && p.n_rules == 0) st = AK_FAIL(AK_ERR_INVALID_ARG, "grammar: empty (no rules)");
     for (uint32_t i = 0; st == AK_OK && i < p.n_rules; ++i)
         if (!p.rules[i].defined)
-            st = AK_FAIL(AK_ERR_INVALID_ARG, "grammar: line %u: undefined rule '%s'", p.rules[i].line,
+            st = AK_FAIL(AK_ERR_INVALID_ARG, "grammar: line %u: undefined rule '%s'", line_of(&p, p.rules[i].pos),
                          p.rules[i].name);
     uint32_t root = UINT32_MAX;
     for (uint32_t i = 0; st == AK_OK && i < p.n_rules; ++i)

@@ -195,6 +195,8 @@ static int partial_range(uint32_t value, int32_t remain, uint32_t *low, uint32_t
     *low = value << (remain * 6);
     *high = *low | ((1u << (remain * 6)) - 1);
     if (*low == 0) *low = remain == 2 ? 1u << 11 : remain == 3 ? 1u << 16 : *low;
+    if (*low > 0x10FFFF) return 0; /* F4 90.. : beyond Unicode */
+    if (*high > 0x10FFFF) *high = 0x10FFFF;
     return 1;
 }
 
@@ -339,6 +341,12 @@ int ak__grammar_state_must_end(const ak__grammar_state *s) {
 
 static const int utf8_len_of_nibble[16] = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 3, 4};
 
+/* Strict UTF-8, as the detokenizer decodes it: a byte it would turn into U+FFFD must not
+ * pass the grammar as a character. Leads C0/C1 (overlong) and F5..FF (beyond U+10FFFF or
+ * no UTF-8 at all) are invalid; a completed value must be a scalar value. */
+static int utf8_lead_ok(uint8_t b) { return b < 0x80 || (b >= 0xC2 && b <= 0xF4); }
+static int utf8_scalar_ok(uint32_t v) { return v <= 0x10FFFF && !(v >= 0xD800 && v <= 0xDFFF); }
+
 ak_status ak__grammar_state_accept_bytes(ak__grammar_state *s, const char *bytes, size_t len) {
     ctx c = {.gr = s->gr, .elems = s->gr->g.elems};
     gset cur = {0};
@@ -360,7 +368,7 @@ ak_status ak__grammar_state_accept_bytes(ak__grammar_state *s, const char *bytes
             value = (value << 6) | (b & 0x3Fu);
             remain--;
         } else {
-            int n = utf8_len_of_nibble[b >> 4];
+            int n = utf8_lead_ok(b) ? utf8_len_of_nibble[b >> 4] : 0;
             if (n == 0) {
                 st = AK_FAIL(AK_ERR_INVALID_ARG, "grammar: invalid UTF-8 lead byte 0x%02x", b);
                 break;
@@ -369,6 +377,10 @@ ak_status ak__grammar_state_accept_bytes(ak__grammar_state *s, const char *bytes
             value = b & ((1u << (7 - remain)) - 1);
         }
         if (remain > 0) continue;
+        if (!utf8_scalar_ok(value)) {
+            st = AK_FAIL(AK_ERR_INVALID_ARG, "grammar: invalid UTF-8 (U+%04X is no scalar value)", value);
+            break;
+        }
         gset next = {0};
         advance(&c, &cur, value, &next);
         if (c.st == AK_OK && next.n == 0)
@@ -507,12 +519,13 @@ static void walk_child(walk *w, uint32_t child, const iset *set, uint32_t value,
         value = (value << 6) | (b & 0x3Fu);
         remain--;
     } else {
-        int n = utf8_len_of_nibble[b >> 4];
+        int n = utf8_lead_ok(b) ? utf8_len_of_nibble[b >> 4] : 0;
         if (n == 0) return;
         remain = n - 1;
         value = b & ((1u << (7 - remain)) - 1);
     }
     if (remain == 0) {
+        if (!utf8_scalar_ok(value)) return;
         const iset *next = step(w, set, value);
         if (next && w->c.st == AK_OK) {
             allow_tokens(w, child);

@@ -6,7 +6,7 @@
  * a grammar cannot express exactly, the grammar picks a valid subset, as llama.cpp does:
  *   - properties keep the schema's order; optional ones may be left out;
  *   - additionalProperties absent next to `properties` means none (true / a schema: extra
- *     keys of [A-Za-z0-9_] that are none of the named properties);
+ *     keys of 1..24 [A-Za-z0-9_] that are none of the named properties);
  *   - numbers with minimum/maximum are integral values of the range; integers have at
  *     most 16 digits; strings escape with \uXXXX only outside the surrogates;
  *   - oneOf is generated as anyOf (the branches should not overlap).
@@ -127,6 +127,12 @@ static ak_status emit_rule_for(conv *c, const char *name, const cJSON *s) {
 /* Same-length decimal strings a <= b (digits only): an expression for [a, b]. */
 static void digits_range(sbuf *o, const char *a, const char *b, size_t n) {
     if (n == 0) return;
+    size_t k = 0;
+    while (k < n && a[k] == '0' && b[k] == '9') ++k;
+    if (k == n) { /* every n-digit string: no recursion (it would double at each digit) */
+        sb_printf(o, "[0-9]{%zu}", n);
+        return;
+    }
     if (n == 1) {
         if (a[0] == b[0]) sb_printf(o, "\"%c\"", a[0]);
         else sb_printf(o, "[%c-%c]", a[0], b[0]);
@@ -275,8 +281,13 @@ static ak_status string_expr(conv *c, const cJSON *s, sbuf *o) {
 
 /* ---- objects -------------------------------------------------------------------------------- */
 
-/* Extra property names: [A-Za-z0-9_]+ strings that are none of `names` (a trie walk: at
- * each node, either leave the names' paths or end where no name ends). */
+/* Extra property names are at most this many characters. Unbounded names let a sampler
+ * that rarely picks the closing quote (most tokens are word pieces) write one name until
+ * max_tokens: a valid subset, like the 16-digit bound on integers. */
+#define EXTRA_NAME_MAX 24
+
+/* Extra property names: [A-Za-z0-9_]{1,EXTRA_NAME_MAX} strings that are none of `names` (a
+ * trie walk: at each node, either leave the names' paths or end where no name ends). */
 static void not_names_expr(conv *c, const cJSON *props, const char *prefix, size_t plen, sbuf *o) {
     /* the characters that continue some name after `prefix`, and whether a name ends here */
     char next[256] = {0};
@@ -298,11 +309,11 @@ static void not_names_expr(conv *c, const cJSON *props, const char *prefix, size
         if (!next[(unsigned char)*w]) sb_add(&cls, w, 1);
     if (cls.n) {
         if (!first) sb_puts(o, " | ");
-        sb_printf(o, "[%s] [A-Za-z0-9_]*", cls.v);
+        sb_printf(o, "[%s] [A-Za-z0-9_]{0,%zu}", cls.v, (size_t)EXTRA_NAME_MAX - plen - 1);
         first = 0;
     }
     free(cls.v);
-    if (any && plen < 200) {
+    if (any && plen + 1 < EXTRA_NAME_MAX) { /* longer names are never extra names */
         char *pre = malloc(plen + 2);
         if (pre) {
             memcpy(pre, prefix, plen);
@@ -707,7 +718,7 @@ static void emit_helpers(conv *c) {
     sb_printf(r, "%s-ws ::= \" \"?\n", p);
     if (c->need & NEED_VALUE) c->need |= NEED_STRING | NEED_NUMBER;
     if (c->need & NEED_STRING) {
-        sb_printf(r, "%s-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-CeEfF] "
+        sb_printf(r, "%s-char ::= [^\"\\\\\\x00-\\x1F\\uD800-\\uDFFF] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-CeEfF] "
                      "[0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))\n", p);
         sb_printf(r, "%s-string ::= \"\\\"\" %s-char* \"\\\"\"\n", p, p);
     }
