@@ -193,11 +193,25 @@ struct stream_ctx {
     conn *st;
 };
 
+/* Gives back the request's generation slot once its generation is over — before the answer
+ * is sent, not when MHD reports the connection's request complete: a client that posts
+ * again as soon as it has its answer must not find its own finished request still counted
+ * (a spurious 429). Runs on the connection's thread; idempotent. */
+static void release_slot(ak__server *s, conn *st) {
+    if (!st || !st->slot) return;
+    st->slot = 0;
+    pthread_mutex_lock(&s->mu);
+    s->in_flight--;
+    pthread_mutex_unlock(&s->mu);
+    ak__metrics_in_flight(&s->metrics, -1);
+}
+
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     stream_ctx *x = cls;
     long n = ak__gen_stream_read(x->g, buf, max);
     if (n > 0 && x->st) x->st->bytes_out += (uint64_t)n;
+    if (n <= 0) release_slot(x->g->srv, x->st); /* the stream ended */
     return n > 0    ? (ssize_t)n
            : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM
                     : MHD_CONTENT_READER_END_WITH_ERROR;
@@ -243,6 +257,7 @@ static enum MHD_Result run_whole(ak__server *s, struct MHD_Connection *c, int ep
     int http = 500;
     ak_status st = ak__gen_run_whole(g, &b, &http, &err);
     ak__gen_release(g);
+    release_slot(s, t_conn);
     if (st == AK_ERR_REMOTE) { /* the client left: nobody to answer */
         ak__bytes_free(&b);
         if (t_conn) t_conn->status = 499;
@@ -486,12 +501,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     conn *st = *con_cls;
     ak__guard_request_done(c);
     if (!st) return;
-    if (st->slot) {
-        pthread_mutex_lock(&s->mu);
-        s->in_flight--;
-        pthread_mutex_unlock(&s->mu);
-        ak__metrics_in_flight(&s->metrics, -1);
-    }
+    release_slot(s, st);
     access_log(s, c, st);
     if (st->stream) st->stream->st = NULL;
     if (t_conn == st) t_conn = NULL;
