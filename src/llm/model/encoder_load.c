@@ -50,45 +50,10 @@ static ak_status check_keys(const ak_gguf *g, const char *arch) {
     return AK_OK;
 }
 
-static ak_status get_int(const ak_gguf *g, const char *arch, const char *suffix,
-                         int64_t fallback, int64_t lo, int64_t hi, int32_t *out) {
-    char key[96];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    ak_gguf_type t;
-    AK_CHECK(ak_gguf_key_type(g, key, &t));
-    int64_t v = fallback;
-    if (t == AK_GGUF_NONE) {
-        if (fallback < lo) return AK_FAIL(AK_ERR_INVALID_MODEL, "GGUF lacks the key '%s'", key);
-    } else if (ak_gguf_get_int(g, key, &v) != AK_OK) {
-        return AK_FAIL(AK_ERR_INVALID_MODEL, "GGUF key '%s' is not an integer", key);
-    }
-    if (v < lo || v > hi)
-        return AK_FAIL(AK_ERR_INVALID_MODEL, "GGUF key '%s' = %lld is out of range [%lld, %lld]",
-                       key, (long long)v, (long long)lo, (long long)hi);
-    *out = (int32_t)v;
-    return AK_OK;
-}
-
-static ak_status get_real(const ak_gguf *g, const char *arch, const char *suffix,
-                          double fallback, double lo, double hi, float *out) {
-    char key[96];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    ak_gguf_type t;
-    AK_CHECK(ak_gguf_key_type(g, key, &t));
-    double v = fallback;
-    if (t != AK_GGUF_NONE && ak_gguf_get_float(g, key, &v) != AK_OK)
-        return AK_FAIL(AK_ERR_INVALID_MODEL, "GGUF key '%s' is not a float", key);
-    if (!(v >= lo && v <= hi))
-        return AK_FAIL(AK_ERR_INVALID_MODEL, "GGUF key '%s' = %g is out of range [%g, %g]", key,
-                       v, lo, hi);
-    *out = (float)v;
-    return AK_OK;
-}
-
 /* pooling_type and attention.causal: the two keys that decide what an embedding is. */
 static ak_status read_pooling(const ak_gguf *g, const char *arch, int32_t *pooling) {
     int32_t p;
-    AK_CHECK(get_int(g, arch, "pooling_type", AK__POOL_CLS, 0, 1 << 20, &p));
+    AK_CHECK(ak__gguf_arch_int(g, arch, "pooling_type", AK__POOL_CLS, 0, 1 << 20, &p));
     if (p == 4)
         return AK_FAIL(AK_ERR_UNSUPPORTED, "GGUF %s.pooling_type = 4 (rank: a reranker's "
                        "classifier head) is not implemented", arch);
@@ -116,23 +81,23 @@ static ak_status read_hparams(const ak_gguf *g, ak__llm_hparams *hp, int32_t *po
     uint64_t n_tokens = 0;
     if (ak_gguf_get_array(g, "tokenizer.ggml.tokens", &et, &n_tokens) != AK_OK)
         return AK_FAIL(AK_ERR_INVALID_MODEL, "GGUF lacks the vocabulary tokenizer.ggml.tokens");
-    AK_CHECK(get_int(g, a, "vocab_size", (int64_t)n_tokens, 1, 1 << 24, &hp->n_vocab));
-    AK_CHECK(get_int(g, a, "embedding_length", -1, 1, 1 << 16, &hp->dim));
-    AK_CHECK(get_int(g, a, "block_count", -1, 1, 1024, &hp->n_layers));
-    AK_CHECK(get_int(g, a, "feed_forward_length", -1, 1, 1 << 18, &hp->ffn_dim));
-    AK_CHECK(get_int(g, a, "attention.head_count", -1, 1, 1024, &hp->n_heads));
-    AK_CHECK(get_int(g, a, "attention.head_count_kv", hp->n_heads, hp->n_heads, hp->n_heads,
+    AK_CHECK(ak__gguf_arch_int(g, a, "vocab_size", (int64_t)n_tokens, 1, 1 << 24, &hp->n_vocab));
+    AK_CHECK(ak__gguf_arch_int(g, a, "embedding_length", -1, 1, 1 << 16, &hp->dim));
+    AK_CHECK(ak__gguf_arch_int(g, a, "block_count", -1, 1, 1024, &hp->n_layers));
+    AK_CHECK(ak__gguf_arch_int(g, a, "feed_forward_length", -1, 1, 1 << 18, &hp->ffn_dim));
+    AK_CHECK(ak__gguf_arch_int(g, a, "attention.head_count", -1, 1, 1024, &hp->n_heads));
+    AK_CHECK(ak__gguf_arch_int(g, a, "attention.head_count_kv", hp->n_heads, hp->n_heads, hp->n_heads,
                      &hp->n_kv_heads));
-    AK_CHECK(get_int(g, a, "context_length", -1, 1, 1 << 20, &hp->max_context));
-    AK_CHECK(get_real(g, a, "attention.layer_norm_epsilon", -1.0, 0.0, 1.0, &hp->norm_eps));
+    AK_CHECK(ak__gguf_arch_int(g, a, "context_length", -1, 1, 1 << 20, &hp->max_context));
+    AK_CHECK(ak__gguf_arch_real(g, a, "attention.layer_norm_epsilon", -1.0, 0.0, 1.0, &hp->norm_eps));
     if (hp->dim % hp->n_heads != 0)
         return AK_FAIL(AK_ERR_INVALID_MODEL, "GGUF %s.embedding_length %d is not a multiple of "
                        "the %d heads", a, hp->dim, hp->n_heads);
     hp->head_dim = hp->dim / hp->n_heads;
     if (strcmp(a, "nomic-bert") == 0) {
-        AK_CHECK(get_real(g, a, "rope.freq_base", 10000.0, 1.0, 1e9, &hp->rope_theta));
+        AK_CHECK(ak__gguf_arch_real(g, a, "rope.freq_base", 10000.0, 1.0, 1e9, &hp->rope_theta));
         int32_t rot;
-        AK_CHECK(get_int(g, a, "rope.dimension_count", hp->head_dim, hp->head_dim,
+        AK_CHECK(ak__gguf_arch_int(g, a, "rope.dimension_count", hp->head_dim, hp->head_dim,
                          hp->head_dim, &rot)); /* partial rotary: refused by the range */
         hp->rope_neox = 1;
         if (hp->head_dim % 2)

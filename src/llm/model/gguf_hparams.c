@@ -12,17 +12,17 @@
 #include "llm/base/tensor_names.h"
 #include "llm/model/model_files.h"
 
-static ak_status arch_key(const ak__llm_hparams *hp, const char *suffix, char *key, size_t cap) {
-    int n = snprintf(key, cap, "%s.%s", hp->arch, suffix);
+/* Writes "{arch}.{suffix}" into key (cap bytes). */
+static ak_status arch_key(const char *arch, const char *suffix, char *key, size_t cap) {
+    int n = snprintf(key, cap, "%s.%s", arch, suffix);
     if (n < 0 || (size_t)n >= cap) return AK_FAIL(AK_ERR_INVALID_MODEL, "GGUF key too long");
     return AK_OK;
 }
 
-/* Reads {arch}.suffix as an int in [lo, hi]; absent → `fallback` unless fallback < 0. */
-static ak_status get_dim(const ak_gguf *g, const ak__llm_hparams *hp, const char *suffix,
-                         int64_t fallback, int64_t lo, int64_t hi, int32_t *out) {
+ak_status ak__gguf_arch_int(const ak_gguf *g, const char *arch, const char *suffix,
+                            int64_t fallback, int64_t lo, int64_t hi, int32_t *out) {
     char key[96];
-    AK_CHECK(arch_key(hp, suffix, key, sizeof key));
+    AK_CHECK(arch_key(arch, suffix, key, sizeof key));
     ak_gguf_type t;
     AK_CHECK(ak_gguf_key_type(g, key, &t));
     int64_t v = fallback;
@@ -38,10 +38,10 @@ static ak_status get_dim(const ak_gguf *g, const ak__llm_hparams *hp, const char
     return AK_OK;
 }
 
-static ak_status get_real(const ak_gguf *g, const ak__llm_hparams *hp, const char *suffix,
-                          double fallback, double lo, double hi, float *out) {
+ak_status ak__gguf_arch_real(const ak_gguf *g, const char *arch, const char *suffix,
+                             double fallback, double lo, double hi, float *out) {
     char key[96];
-    AK_CHECK(arch_key(hp, suffix, key, sizeof key));
+    AK_CHECK(arch_key(arch, suffix, key, sizeof key));
     ak_gguf_type t;
     AK_CHECK(ak_gguf_key_type(g, key, &t));
     double v = fallback;
@@ -52,6 +52,16 @@ static ak_status get_real(const ak_gguf *g, const ak__llm_hparams *hp, const cha
                        v, lo, hi);
     *out = (float)v;
     return AK_OK;
+}
+
+static ak_status get_dim(const ak_gguf *g, const ak__llm_hparams *hp, const char *suffix,
+                         int64_t fallback, int64_t lo, int64_t hi, int32_t *out) {
+    return ak__gguf_arch_int(g, hp->arch, suffix, fallback, lo, hi, out);
+}
+
+static ak_status get_real(const ak_gguf *g, const ak__llm_hparams *hp, const char *suffix,
+                          double fallback, double lo, double hi, float *out) {
+    return ak__gguf_arch_real(g, hp->arch, suffix, fallback, lo, hi, out);
 }
 
 /* The architectures this reader builds, with the RoPE layout llama.cpp gives them
@@ -85,7 +95,7 @@ static ak_status read_arch(const ak_gguf *g, ak__llm_hparams *hp) {
 
 static ak_status read_rope_scaling(const ak_gguf *g, ak__llm_hparams *hp) {
     char key[96];
-    AK_CHECK(arch_key(hp, "rope.scaling.type", key, sizeof key));
+    AK_CHECK(arch_key(hp->arch, "rope.scaling.type", key, sizeof key));
     hp->rope_scaling = AK_ROPE_SCALING_NONE;
     hp->rope_factor = 1.0f;
     const char *s;
@@ -256,7 +266,7 @@ static ak_status read_arch_features(const ak_gguf *g, ak__llm_hparams *hp) {
     } else {
         char key[96];
         ak_gguf_type t;
-        AK_CHECK(arch_key(hp, "attention.layer_norm_epsilon", key, sizeof key));
+        AK_CHECK(arch_key(hp->arch, "attention.layer_norm_epsilon", key, sizeof key));
         AK_CHECK(ak_gguf_key_type(g, key, &t));
         if (t != AK_GGUF_NONE)
             return AK_FAIL(AK_ERR_UNSUPPORTED, "GGUF key '%s': LayerNorm is not implemented "
@@ -270,7 +280,7 @@ static ak_status read_arch_features(const ak_gguf *g, ak__llm_hparams *hp) {
     else {
         ak_gguf_type t;
         char key[96];
-        AK_CHECK(arch_key(hp, "attention.sliding_window", key, sizeof key));
+        AK_CHECK(arch_key(hp->arch, "attention.sliding_window", key, sizeof key));
         AK_CHECK(ak_gguf_key_type(g, key, &t));
         if (t != AK_GGUF_NONE)
             return AK_FAIL(AK_ERR_UNSUPPORTED, "GGUF key '%s': a sliding window is not "
