@@ -23,6 +23,7 @@
 #include "accelkit/llm.h"
 #include "llm/server/http_client.h"
 #include "llm/server/oai.h"
+#include "byte_token.h"
 #include "llm/server/server.h"
 #include "llm/server/tools.h"
 
@@ -528,30 +529,7 @@ static void test_gbnf(void **state) {
 
 /* ---- over HTTP: a scripted backend "generates" a given text ------------------------------ */
 
-/* The vocabulary's byte-fallback token <0xXX> for byte b (SPM vocabularies have all 256). */
-static int32_t byte_token(unsigned b) {
-    static int32_t ids[256];
-    static int ready;
-    if (!ready) {
-        ak_tokenizer_info info;
-        ak_tokenizer_get_info(g_tok, &info);
-        for (int32_t id = 0; id < info.n_vocab; id++) {
-            const char *t;
-            size_t n;
-            unsigned v;
-            char nul[8];
-            if (ak_tokenizer_token_text(g_tok, id, &t, &n) == AK_OK && n == 6 &&
-                !strncmp(t, "<0x", 3)) {
-                memcpy(nul, t, 6);
-                nul[6] = '\0';
-                if (sscanf(nul, "<0x%2X>", &v) == 1) ids[v & 255] = id;
-            }
-        }
-        ready = 1;
-    }
-    if (!ids[b & 255]) fail_msg("the vocabulary has no <0x%02X> token", b);
-    return ids[b & 255];
-}
+static int32_t byte_token(unsigned b) { return byte_token_of(g_tok, b); }
 
 typedef struct script {
     const char *text;   /* what every sample generates */
