@@ -12,25 +12,12 @@ independently of the engine's C code:
     model = load("model.gguf"); embedding(model, ids)  # pooled as the GGUF says, L2-normed
     load("bert-folder")  # a Hugging Face BertModel folder (hidden_act "gelu": erf GELU)
 """
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 
-
-def _load_llm_files():
-    name = "accelkit_llm_files"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parents[2] / "python" / "accelkit" / "llm_files.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
-
-
-lf = _load_llm_files()
+from llama_ref import llm_files as lf  # python/accelkit/llm_files.py, loaded by path
 
 
 class Encoder:
