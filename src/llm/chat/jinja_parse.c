@@ -881,6 +881,18 @@ static ak_status parse_targets(parser *P, jj_node *n) {
     return AK_OK;
 }
 
+/* The tail of an if or for block, after its body: an optional {% else %} body up to the
+ * block's end tag (else_ends), then that end tag. */
+static ak_status parse_else_and_end(parser *P, const char *const *else_ends, jj_node *n) {
+    if (at_end(P, "else")) {
+        skip_end_tag(P);
+        AK_CHECK(block_end(P));
+        AK_CHECK(parse_body(P, else_ends, &n->else_body));
+    }
+    skip_end_tag(P);
+    return block_end(P);
+}
+
 static ak_status parse_if(parser *P, jj_node **out) {
     jj_node *n;
     AK_CHECK(new_node(P, JN_IF, &n));
@@ -897,14 +909,8 @@ static ak_status parse_if(parser *P, jj_node **out) {
         *out = n;
         return AK_OK;
     }
-    if (at_end(P, "else")) {
-        skip_end_tag(P);
-        AK_CHECK(block_end(P));
-        static const char *const ends2[] = {"endif", NULL};
-        AK_CHECK(parse_body(P, ends2, &n->else_body));
-    }
-    skip_end_tag(P);
-    AK_CHECK(block_end(P));
+    static const char *const else_ends[] = {"endif", NULL};
+    AK_CHECK(parse_else_and_end(P, else_ends, n));
     *out = n;
     return AK_OK;
 }
@@ -922,14 +928,8 @@ static ak_status parse_for(parser *P, jj_node **out) {
     AK_CHECK(block_end(P));
     static const char *const ends[] = {"else", "endfor", NULL};
     AK_CHECK(parse_body(P, ends, &n->body));
-    if (at_end(P, "else")) {
-        skip_end_tag(P);
-        AK_CHECK(block_end(P));
-        static const char *const ends2[] = {"endfor", NULL};
-        AK_CHECK(parse_body(P, ends2, &n->else_body));
-    }
-    skip_end_tag(P);
-    AK_CHECK(block_end(P));
+    static const char *const else_ends[] = {"endfor", NULL};
+    AK_CHECK(parse_else_and_end(P, else_ends, n));
     *out = n;
     return AK_OK;
 }
