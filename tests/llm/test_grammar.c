@@ -299,6 +299,30 @@ static void test_json_schema(void **state) {
     expect_refused("{\"allOf\":[{\"type\":\"string\"}]}", "allOf");
     expect_refused("{\"type\":\"tuple\"}", "'tuple'");
     expect_refused("[1,", "not valid JSON");
+    /* oneOf: only branches that provably cannot both match (a grammar's "|" is anyOf) */
+    expect_refused("{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "oneOf branches 0 and 1");
+    expect_refused("{\"oneOf\":[{\"type\":\"string\"},{\"enum\":[1,2]},{\"enum\":[2,3]}]}",
+                   "oneOf branches 1 and 2");
+    expect_refused("{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"a\":{}}},"
+                   "{\"type\":\"object\",\"properties\":{\"b\":{}}}]}", "may match the same value");
+    expect_refused("{\"oneOf\":[{\"properties\":{\"a\":{}}},{\"type\":\"string\"}]}", "oneOf branches 0 and 1");
+    expect_refused("{\"anyOf\":[{\"type\":\"string\"}],\"oneOf\":[{\"type\":\"null\"}]}", "anyOf next to oneOf");
+    const char *disjoint[] = {
+        "{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"integer\"},{\"type\":[\"null\",\"boolean\"]}]}",
+        "{\"oneOf\":[{\"enum\":[1,\"x\"]},{\"enum\":[2,\"y\"]},{\"const\":null}]}",
+        /* a discriminator property, the second branch through $defs */
+        "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"cat\"},\"lives\":{\"type\":\"integer\"}},"
+        "\"required\":[\"kind\"]},{\"$ref\":\"#/$defs/dog\"}],\"$defs\":{\"dog\":{\"type\":\"object\","
+        "\"properties\":{\"kind\":{\"enum\":[\"dog\",\"puppy\"]}},\"required\":[\"kind\"]}}}",
+        /* closed objects each requiring a property the other does not list */
+        "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"a\"],\"additionalProperties\":false},"
+        "{\"type\":\"object\",\"properties\":{\"b\":{}},\"required\":[\"b\"],\"additionalProperties\":false}]}"};
+    for (size_t i = 0; i < sizeof disjoint / sizeof disjoint[0]; ++i) {
+        char *gbnf = NULL;
+        if (ak_llm_json_schema_to_gbnf(disjoint[i], strlen(disjoint[i]), &gbnf) != AK_OK)
+            print_message("refused %s: %s\n", disjoint[i], ak_last_error()), fail();
+        ak_free(gbnf);
+    }
     /* prefixed rules: no root, every rule named prefix..., usable inside a larger grammar */
     char *rules = NULL;
     const char *s = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":12}},"

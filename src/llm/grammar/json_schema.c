@@ -9,7 +9,8 @@
  *     keys of 1..24 [A-Za-z0-9_] that are none of the named properties);
  *   - numbers with minimum/maximum are integral values of the range; integers have at
  *     most 16 digits; strings escape with \uXXXX only outside the surrogates;
- *   - oneOf is generated as anyOf (the branches should not overlap).
+ *   - oneOf is generated as anyOf, and only accepted when its branches provably cannot
+ *     match the same value (json_schema_oneof.c); otherwise it is refused.
  * Anything else (multipleOf, not, if/then, patternProperties, uniqueItems, ...) is refused
  * with AK_ERR_UNSUPPORTED naming the keyword. */
 #include <math.h>
@@ -611,6 +612,29 @@ static ak_status alternatives(conv *c, const cJSON *list, sbuf *o) {
     return AK_OK;
 }
 
+/* oneOf: refused unless every pair of branches is provably disjoint (a grammar's "|" is
+ * anyOf, which equals oneOf only then). */
+static ak_status check_one_of(conv *c, const cJSON *list) {
+    if (!cJSON_IsArray(list)) return AK_OK; /* alternatives() refuses it by name */
+    int i = 0;
+    for (const cJSON *a = list->child; a; a = a->next, ++i) {
+        int j = i + 1;
+        for (const cJSON *b = a->next; b; b = b->next, ++j) {
+            const cJSON *ra = a, *rb = b, *ref;
+            if ((ref = cJSON_GetObjectItemCaseSensitive(a, "$ref")) && cJSON_IsString(ref))
+                AK_CHECK(resolve_ref(c, ref->valuestring, &ra));
+            if ((ref = cJSON_GetObjectItemCaseSensitive(b, "$ref")) && cJSON_IsString(ref))
+                AK_CHECK(resolve_ref(c, ref->valuestring, &rb));
+            if (!ak__json_schema_disjoint(ra, rb))
+                return AK_FAIL(AK_ERR_UNSUPPORTED,
+                               "json schema: oneOf branches %d and %d may match the same value, and a "
+                               "grammar cannot make them exclusive (give them different types or a "
+                               "required const property that tells them apart, or use anyOf)", i, j);
+        }
+    }
+    return AK_OK;
+}
+
 /* allOf of object schemas (after $ref): one object with every property and requirement. */
 static ak_status all_of(conv *c, const cJSON *s, const cJSON *list, sbuf *o) {
     if (!cJSON_IsArray(list)) return refuse("allOf (not an array)");
@@ -682,8 +706,13 @@ static ak_status schema_body(conv *c, const cJSON *s, sbuf *o) {
         return AK_OK;
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(s, "allOf"))) return all_of(c, s, v, o);
-    if ((v = cJSON_GetObjectItemCaseSensitive(s, "anyOf")) || (v = cJSON_GetObjectItemCaseSensitive(s, "oneOf")))
+    if (cJSON_GetObjectItemCaseSensitive(s, "anyOf") && cJSON_GetObjectItemCaseSensitive(s, "oneOf"))
+        return refuse("anyOf next to oneOf");
+    if ((v = cJSON_GetObjectItemCaseSensitive(s, "anyOf"))) return alternatives(c, v, o);
+    if ((v = cJSON_GetObjectItemCaseSensitive(s, "oneOf"))) {
+        AK_CHECK(check_one_of(c, v));
         return alternatives(c, v, o);
+    }
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
     if (!type) {
         if (cJSON_GetObjectItemCaseSensitive(s, "properties")) return object_expr(c, s, o);

@@ -14,4 +14,10 @@
 ak_status ak__json_schema_rules(const char *schema_json, size_t len, const char *prefix,
                                 char **gbnf);
 
+/* 1 when no value generated for branch a validates against branch b nor the reverse, as far
+ * as the rules in json_schema_oneof.c can prove; 0 when they may overlap. Both are
+ * schemas with their top-level $ref already resolved. */
+struct cJSON;
+int ak__json_schema_disjoint(const struct cJSON *a, const struct cJSON *b);
+
 #endif
