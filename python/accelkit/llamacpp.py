@@ -1,8 +1,8 @@
 """llama.cpp as a reference engine: a ctypes binding of libllama (the prebuilt libraries
 of node-llama-cpp that scripts/setup installs) for precision checks of accelkit's LLM
 engine — load a GGUF file, tokenize and detokenize, the logits of every position of a
-prompt, greedy generation (one sequence or several decoded together), and
-llama_model_quantize.
+prompt, greedy generation (one sequence or several decoded together), the GBNF grammar
+sampler (Grammar: allowed tokens, accept), and llama_model_quantize.
 
     from accelkit import llamacpp
     with llamacpp.Model("m.gguf") as m:
@@ -74,6 +74,17 @@ class _Batch(C.Structure):
 
 
 assert C.sizeof(_Batch) == 56, "struct llama_batch is 56 bytes on x86-64"
+
+
+class _TokenData(C.Structure):
+    """struct llama_token_data."""
+    _fields_ = [("id", C.c_int32), ("logit", C.c_float), ("p", C.c_float)]
+
+
+class _TokenDataArray(C.Structure):
+    """struct llama_token_data_array (a sampler's candidates)."""
+    _fields_ = [("data", C.POINTER(_TokenData)), ("size", C.c_size_t),
+                ("selected", C.c_int64), ("sorted", C.c_bool)]
 
 # Field offsets (x86-64) in llama.h of this release, and what check_layouts expects there
 # in the library's defaults.
@@ -154,6 +165,11 @@ class _Library:
             "llama_get_embeddings_seq": ([P, I32], C.POINTER(C.c_float)),
             "llama_get_embeddings_ith": ([P, I32], C.POINTER(C.c_float)),
             "llama_model_n_embd": ([P], I32),
+            # grammar-constrained sampling (the GBNF oracle)
+            "llama_sampler_init_grammar": ([P, C.c_char_p, C.c_char_p], P),
+            "llama_sampler_apply": ([P, C.POINTER(_TokenDataArray)], V),
+            "llama_sampler_accept": ([P, I32], V),
+            "llama_sampler_free": ([P], V),
         }
         for name, (args, res) in sig.items():
             fn = getattr(self.lib, name)
@@ -414,6 +430,51 @@ class Context:
                 step_batch = [(outs[s][-1], len(prompts[s]) + step, s) for s in range(len(prompts))]
                 last = self._decode(step_batch, [True] * len(prompts))
         return (outs, [np.stack(x) for x in seen]) if with_logits else outs
+
+
+class Grammar:
+    """llama.cpp's GBNF grammar sampler over a model's vocabulary: which tokens may come
+    next (allowed()), and advancing by one of them (accept()). Accepting a token the grammar
+    rejects makes llama.cpp throw through C, so accept() refuses it here first."""
+
+    def __init__(self, model, gbnf, root="root"):
+        self._model = model
+        self._lib = model._lib
+        self._lib.errors.clear()
+        self.handle = self._lib.lib.llama_sampler_init_grammar(model.vocab, gbnf.encode(), root.encode())
+        if not self.handle:
+            raise LlamaCppError(f"llama.cpp refused the grammar: {self._lib.last_errors()}")
+        # the candidates, as numpy records laid out like llama_token_data
+        self._data = np.zeros(model.n_vocab, np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")]))
+        assert self._data.itemsize == C.sizeof(_TokenData)
+        self._allowed = None
+
+    def allowed(self):
+        """The token ids the grammar accepts next, ascending."""
+        d = self._data
+        d["id"], d["logit"], d["p"] = np.arange(len(d)), 0.0, 0.0
+        arr = _TokenDataArray(C.cast(d.ctypes.data, C.POINTER(_TokenData)), len(d), -1, False)
+        self._lib.lib.llama_sampler_apply(self.handle, C.byref(arr))
+        kept = d[:arr.size]
+        self._allowed = set(kept["id"][np.isfinite(kept["logit"])].tolist())
+        return sorted(self._allowed)
+
+    def accept(self, token):
+        if self._allowed is None or token not in self._allowed:
+            raise LlamaCppError(f"token {token} is not one the grammar allows now")
+        self._lib.lib.llama_sampler_accept(self.handle, int(token))
+        self._allowed = None
+
+    def close(self):
+        if self.handle:
+            self._lib.lib.llama_sampler_free(self.handle)
+            self.handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def embed(ctx, ids):

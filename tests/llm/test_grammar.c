@@ -252,6 +252,34 @@ static void test_mask_time(void **state) {
     }
 }
 
+/* Strict UTF-8: what the detokenizer would turn into U+FFFD never passes, and the grammar
+ * cannot end inside a character (llama.cpp's looser decoder differs exactly here). */
+static void test_strict_utf8(void **state) {
+    (void)state;
+    ak_llm_grammar *g = compile("root ::= [^\"]*\n");
+    const char *valid[] = {"\xc3\xa9", "\xe0\xa0\x80", "\xed\x9f\xbf", "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf"};
+    const char *invalid[] = {"\xc1\xbf",         /* overlong 2-byte */
+                             "\xe0\x9f\xbf",     /* overlong 3-byte */
+                             "\xed\xa0\x80",     /* a surrogate */
+                             "\xf0\x8f\xbf\xbf", /* overlong 4-byte */
+                             "\xf4\x90\x80\x80", /* beyond U+10FFFF */
+                             "\xf8\x88\x80\x80", "\xff", "\x80"};
+    for (size_t i = 0; i < sizeof valid / sizeof *valid; ++i)
+        assert_int_equal(state_accepts(g, valid[i], strlen(valid[i])), 1);
+    for (size_t i = 0; i < sizeof invalid / sizeof *invalid; ++i)
+        assert_int_equal(state_accepts(g, invalid[i], strlen(invalid[i])), 0);
+    /* inside a character: bytes accepted, but no end (EOS) until it is complete */
+    ak__grammar_state s;
+    assert_int_equal(ak__grammar_state_init(&s, g), AK_OK);
+    assert_int_equal(ak__grammar_state_can_end(&s), 1);
+    assert_int_equal(ak__grammar_state_accept_bytes(&s, "\xe4\xbc", 2), AK_OK);
+    assert_int_equal(ak__grammar_state_can_end(&s), 0);
+    assert_int_equal(ak__grammar_state_accept_bytes(&s, "\x9a", 1), AK_OK);
+    assert_int_equal(ak__grammar_state_can_end(&s), 1);
+    ak__grammar_state_free(&s);
+    ak_llm_grammar_free(g);
+}
+
 static void test_limits(void **state) {
     (void)state;
     /* an exponentially ambiguous grammar: bounded by the stack limit, an error not a hang */
@@ -411,6 +439,7 @@ int main(void) {
         cmocka_unit_test(test_state_matches_reference),
         cmocka_unit_test(test_masks_match_definition),
         cmocka_unit_test(test_mask_time),
+        cmocka_unit_test(test_strict_utf8),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_json_schema),
         cmocka_unit_test(test_engine_generates_in_the_grammar),

@@ -6,10 +6,13 @@
  * shares the rest; the nodes live in a scratch arena released as the trie walk returns.
  * Between calls a sample keeps its stacks as flat position arrays (grammar.h).
  *
- * UTF-8 follows llama.cpp's decoder, so that masks are the reference's: the lead byte's
- * high nibble gives the sequence length (F8..FF count as 4-byte leads), a stray
- * continuation byte rejects the token, a token may end inside a sequence and is kept when
- * the code points that sequence could still become can match. */
+ * UTF-8 follows llama.cpp's decoder where the text is valid UTF-8, so that masks are the
+ * reference's there (tests/llm/test_grammar_oracle.py compares them): a stray continuation
+ * byte rejects the token, a token may end inside a sequence and is kept when the code
+ * points that sequence could still become can match. Unlike llama.cpp's decoder it is
+ * strict: a byte sequence the detokenizer would turn into U+FFFD (leads C0, C1, F5..FF,
+ * overlong forms, surrogates, beyond U+10FFFF) never passes the grammar, and the grammar
+ * cannot end inside a sequence. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,6 +331,7 @@ ak_status ak__grammar_state_copy(ak__grammar_state *dst, const ak__grammar_state
 }
 
 int ak__grammar_state_can_end(const ak__grammar_state *s) {
+    if (s->partial_remain > 0) return 0; /* ending here would leave a broken character */
     for (uint32_t i = 0; i < s->n_stacks; ++i)
         if (s->stack_len[i] == 0) return 1;
     return 0;
@@ -347,6 +351,29 @@ static const int utf8_len_of_nibble[16] = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2
 static int utf8_lead_ok(uint8_t b) { return b < 0x80 || (b >= 0xC2 && b <= 0xF4); }
 static int utf8_scalar_ok(uint32_t v) { return v <= 0x10FFFF && !(v >= 0xD800 && v <= 0xDFFF); }
 
+/* Adds byte b to the code point being decoded (*value, with *remain bytes to come);
+ * 0 when b makes the sequence invalid. The first continuation byte after E0, ED, F0 and
+ * F4 is range-checked, which rules out overlong forms, surrogates and code points beyond
+ * U+10FFFF before they complete (so no partial token can lead only to them). */
+static int utf8_add_byte(uint8_t b, uint32_t *value, int32_t *remain) {
+    if (*remain == 0) {
+        int n = utf8_lead_ok(b) ? utf8_len_of_nibble[b >> 4] : 0;
+        if (n == 0) return 0;
+        *remain = n - 1;
+        *value = b & ((1u << (7 - *remain)) - 1);
+        return 1;
+    }
+    if ((b >> 6) != 2) return 0;
+    if (*remain == 2 && *value < 16) { /* first continuation of a 3-byte sequence */
+        if ((*value == 0 && b < 0xA0) || (*value == 0xD && b >= 0xA0)) return 0;
+    } else if (*remain == 3) { /* first continuation of a 4-byte sequence */
+        if ((*value == 0 && b < 0x90) || (*value == 4 && b >= 0x90)) return 0;
+    }
+    *value = (*value << 6) | (b & 0x3Fu);
+    (*remain)--;
+    return 1;
+}
+
 ak_status ak__grammar_state_accept_bytes(ak__grammar_state *s, const char *bytes, size_t len) {
     ctx c = {.gr = s->gr, .elems = s->gr->g.elems};
     gset cur = {0};
@@ -360,21 +387,9 @@ ak_status ak__grammar_state_accept_bytes(ak__grammar_state *s, const char *bytes
             st = AK_FAIL(AK_ERR_INVALID_ARG, "grammar: a NUL byte is never accepted");
             break;
         }
-        if (remain > 0) {
-            if ((b >> 6) != 2) {
-                st = AK_FAIL(AK_ERR_INVALID_ARG, "grammar: invalid UTF-8 continuation");
-                break;
-            }
-            value = (value << 6) | (b & 0x3Fu);
-            remain--;
-        } else {
-            int n = utf8_lead_ok(b) ? utf8_len_of_nibble[b >> 4] : 0;
-            if (n == 0) {
-                st = AK_FAIL(AK_ERR_INVALID_ARG, "grammar: invalid UTF-8 lead byte 0x%02x", b);
-                break;
-            }
-            remain = n - 1;
-            value = b & ((1u << (7 - remain)) - 1);
+        if (!utf8_add_byte(b, &value, &remain)) {
+            st = AK_FAIL(AK_ERR_INVALID_ARG, "grammar: invalid UTF-8 (byte 0x%02x)", b);
+            break;
         }
         if (remain > 0) continue;
         if (!utf8_scalar_ok(value)) {
@@ -513,17 +528,7 @@ static void walk_node(walk *w, uint32_t node, const iset *set, uint32_t value, i
 
 static void walk_child(walk *w, uint32_t child, const iset *set, uint32_t value, int32_t remain) {
     uint8_t b = w->t->byte[child];
-    if (b == 0) return;
-    if (remain > 0) {
-        if ((b >> 6) != 2) return;
-        value = (value << 6) | (b & 0x3Fu);
-        remain--;
-    } else {
-        int n = utf8_lead_ok(b) ? utf8_len_of_nibble[b >> 4] : 0;
-        if (n == 0) return;
-        remain = n - 1;
-        value = b & ((1u << (7 - remain)) - 1);
-    }
+    if (b == 0 || !utf8_add_byte(b, &value, &remain)) return;
     if (remain == 0) {
         if (!utf8_scalar_ok(value)) return;
         const iset *next = step(w, set, value);
