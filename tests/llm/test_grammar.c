@@ -280,6 +280,38 @@ static void test_strict_utf8(void **state) {
     ak_llm_grammar_free(g);
 }
 
+/* JSON Schema `pattern`: a search unless anchored; quotes, backslashes and controls the
+ * regex allows are written as JSON escapes. */
+static void expect_pattern(const char *pattern, const char *const *good, const char *const *bad) {
+    char schema[512], *gbnf = NULL;
+    snprintf(schema, sizeof schema, "{\"type\":\"string\",\"pattern\":%s}", pattern);
+    if (ak_llm_json_schema_to_gbnf(schema, strlen(schema), &gbnf) != AK_OK)
+        print_message("refused %s: %s\n", schema, ak_last_error()), fail();
+    ak_llm_grammar *g = compile(gbnf);
+    ak_free(gbnf);
+    for (; *good; ++good)
+        if (!state_accepts(g, *good, strlen(*good))) print_message("%s rejects %s\n", pattern, *good), fail();
+    for (; *bad; ++bad)
+        if (state_accepts(g, *bad, strlen(*bad))) print_message("%s accepts %s\n", pattern, *bad), fail();
+    ak_llm_grammar_free(g);
+}
+
+static void test_json_pattern(void **state) {
+    (void)state;
+    expect_pattern("\"^(?<y>\\\\d{2})-[a-c]+$\"", (const char *[]){"\"12-abca\"", NULL},
+                   (const char *[]){"\"12-\"", "\"1-a\"", "\"x12-a\"", "\"12-ad\"", NULL});
+    expect_pattern("\"ab\"", (const char *[]){"\"ab\"", "\"xxaby\"", "\"\\\"ab\\n\"", NULL},
+                   (const char *[]){"\"a b\"", "\"\"", NULL});
+    expect_pattern("\"^a|b$\"", (const char *[]){"\"a\"", "\"axy\"", "\"xyb\"", NULL},
+                   (const char *[]){"\"ba\"", "\"xa\"", NULL});
+    /* a quote, a backslash and a tab in the set: only as JSON escapes */
+    expect_pattern("\"^[\\\"\\\\\\\\\\t]{2}$\"", (const char *[]){"\"\\\"\\\\\"", "\"\\t\\t\"", NULL},
+                   (const char *[]){"\"\"\"\"", "\"\t\t\"", NULL});
+    /* negated shorthands generate ASCII only; `.` no line breaks */
+    expect_pattern("\"^\\\\W.$\"", (const char *[]){"\"-x\"", "\"!\xc3\xa9\"", NULL},
+                   (const char *[]){"\"\xc3\xa9x\"", "\"a-\"", "\"-\\n\"", NULL});
+}
+
 static void test_limits(void **state) {
     (void)state;
     /* an exponentially ambiguous grammar: bounded by the stack limit, an error not a hang */
@@ -319,7 +351,14 @@ static void test_json_schema(void **state) {
     (void)state;
     expect_refused("{\"type\":\"integer\",\"multipleOf\":3}", "'multipleOf'");
     expect_refused("{\"not\":{}}", "'not'");
-    expect_refused("{\"type\":\"string\",\"pattern\":\"a\"}", "'pattern'");
+    expect_refused("{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "backreference");
+    expect_refused("{\"type\":\"string\",\"pattern\":\"a(?=b)\"}", "lookaround");
+    expect_refused("{\"type\":\"string\",\"pattern\":\"\\\\bx\"}", "word boundary");
+    expect_refused("{\"type\":\"string\",\"pattern\":\"a^b\"}", "anchor");
+    expect_refused("{\"type\":\"string\",\"pattern\":\"[]a]\"}", "empty class");
+    expect_refused("{\"type\":\"string\",\"pattern\":\"a**\"}", "quantifier on a quantifier");
+    expect_refused("{\"type\":\"string\",\"pattern\":\"(ab\"}", "unclosed group");
+    expect_refused("{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "pattern together");
     expect_refused("{\"type\":\"string\",\"format\":\"email\"}", "'email'");
     expect_refused("{\"$ref\":\"#/properties/a\"}", "$ref");
     expect_refused("{\"type\":\"object\",\"patternProperties\":{}}", "'patternProperties'");
@@ -440,6 +479,7 @@ int main(void) {
         cmocka_unit_test(test_masks_match_definition),
         cmocka_unit_test(test_mask_time),
         cmocka_unit_test(test_strict_utf8),
+        cmocka_unit_test(test_json_pattern),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_json_schema),
         cmocka_unit_test(test_engine_generates_in_the_grammar),

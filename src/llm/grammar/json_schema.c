@@ -9,6 +9,7 @@
  *     keys of 1..24 [A-Za-z0-9_] that are none of the named properties);
  *   - numbers with minimum/maximum are integral values of the range; integers have at
  *     most 16 digits; strings escape with \uXXXX only outside the surrogates;
+ *   - pattern: the regular-expression subset of json_pattern.c, alone on its string;
  *   - oneOf is generated as anyOf, and only accepted when its branches provably cannot
  *     match the same value (json_schema_oneof.c); otherwise it is refused.
  * Anything else (multipleOf, not, if/then, patternProperties, uniqueItems, ...) is refused
@@ -22,68 +23,9 @@
 #include <cjson/cJSON.h>
 
 #include "core/check.h"
+#include "llm/grammar/gbnf_text.h"
+#include "llm/grammar/json_pattern.h"
 #include "llm/grammar/json_schema.h"
-
-typedef struct sbuf {
-    char *v;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *v = realloc(b->v, cap);
-        if (!v) {
-            b->oom = 1;
-            return;
-        }
-        b->v = v, b->cap = cap;
-    }
-    memcpy(b->v + b->n, s, n);
-    b->n += n;
-    b->v[b->n] = 0;
-}
-
-static void sb_puts(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-
-static void sb_printf(sbuf *b, const char *fmt, ...) AK_PRINTF(2, 3);
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n < sizeof tmp) {
-        sb_add(b, tmp, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_add(b, big, (size_t)n);
-    free(big);
-}
-
-/* A GBNF string literal of `n` bytes: quotes, backslashes and controls escaped. */
-static void sb_literal(sbuf *b, const char *s, size_t n) {
-    sb_puts(b, "\"");
-    for (size_t i = 0; i < n; ++i) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') sb_printf(b, "\\%c", c);
-        else if (c < 0x20 || c == 0x7F) sb_printf(b, "\\x%02X", c);
-        else sb_add(b, (const char *)&c, 1);
-    }
-    sb_puts(b, "\"");
-}
 
 enum { NEED_STRING = 1, NEED_NUMBER = 2, NEED_VALUE = 4, NEED_INTEGER = 8 };
 
@@ -254,7 +196,14 @@ static ak_status string_expr(conv *c, const cJSON *s, sbuf *o) {
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
     const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minLength");
     const cJSON *mx = cJSON_GetObjectItemCaseSensitive(s, "maxLength");
-    if (pat) return refuse("pattern");
+    if (pat) {
+        if (!cJSON_IsString(pat)) return refuse("pattern (not a string)");
+        if (fmt || mn || mx) return refuse("pattern together with format, minLength or maxLength");
+        c->need |= NEED_STRING;
+        char any_char[256];
+        snprintf(any_char, sizeof any_char, "%s-char", c->prefix);
+        return ak__json_pattern_expr(pat->valuestring, strlen(pat->valuestring), any_char, o);
+    }
     if (fmt) {
         if (!cJSON_IsString(fmt)) return refuse("format (not a string)");
         if (mn || mx) return refuse("minLength/maxLength together with format");
