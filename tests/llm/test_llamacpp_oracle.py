@@ -317,7 +317,21 @@ def setUpModule():
             f.result()
 
 
+# RoPE scalings read from the GGUF file (f32: exact bounds): YaRN with an original context
+# shorter than the prompt + generated tokens, in both RoPE layouts (qwen2 rotates halves,
+# llama adjacent pairs)
+ROPE_VARIANTS = {"qwen2-yarn": ("qwen2", "--rope-scaling yarn:4:32"),
+                 "llama-yarn": ("llama", "--rope-scaling yarn:2.5:48")}
+
+
 class TestOracle(unittest.TestCase):
+    def test_rope_scaling(self):
+        for name, (arch, extra) in ROPE_VARIANTS.items():
+            with self.subTest(variant=name):
+                run = Run(cached_model(f"{model_args(arch, 'f32')} {extra}", f"{name}-f32"))
+                run.report(f"{name} f32")
+                run.check(self, bounds(arch, "f32"))
+
     def test_cases(self):
         for arch, type_name in CASES:
             with self.subTest(arch=arch, type=type_name):

@@ -15,9 +15,13 @@ typedef enum ak__rope_scaling {
     AK_ROPE_SCALING_NONE = 0,
     AK_ROPE_SCALING_LINEAR = 1, /* positions divided by `factor` */
     AK_ROPE_SCALING_LLAMA3 = 2, /* Llama 3.1: frequencies scaled by wavelength band */
-    AK_ROPE_SCALING_LONGROPE = 3 /* Phi-3: per-frequency divisors (the short factors, the
-                                  * context capped at the original length) and cos/sin
-                                  * scaled by rope_attn_factor */
+    AK_ROPE_SCALING_LONGROPE = 3, /* Phi-3: per-frequency divisors (the short factors, the
+                                   * context capped at the original length) and cos/sin
+                                   * scaled by rope_attn_factor */
+    AK_ROPE_SCALING_YARN = 4 /* YaRN: each frequency blends its interpolated (÷ factor) and
+                              * original value by a ramp over the dimensions between
+                              * beta_fast and beta_slow rotations in rope_orig_context
+                              * positions; cos/sin × rope_attn_factor (1 + 0.1 ln factor) */
 } ak__rope_scaling;
 
 typedef struct ak__llm_hparams {
@@ -63,7 +67,8 @@ typedef struct ak__llm_hparams {
     int32_t n_experts, n_experts_used, expert_ffn_dim, norm_topk, shared_ffn_dim;
     /* Phi-3: q/k/v in one matrix, gate and up in one (gate rows first) */
     int32_t fused_qkv, fused_gate_up;
-    float rope_attn_factor; /* cos/sin × this (longrope); 0: 1 */
+    float rope_attn_factor; /* cos/sin × this (longrope, yarn); 0: 1 */
+    float rope_yarn_beta_fast, rope_yarn_beta_slow; /* yarn: the ramp's ends, in rotations */
     int32_t n_rope_factors; /* HF longrope: head_dim/2 short factors from config.json */
     float rope_factors[512];
 } ak__llm_hparams;

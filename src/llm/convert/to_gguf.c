@@ -203,6 +203,13 @@ static ak_status write_hparams(to_gguf *c) {
         AK_CHECK(kv_arch_f32(c, "rope.scaling.factor", hp->rope_factor));
     }
     if (hp->rope_scaling == AK_ROPE_SCALING_LLAMA3) AK_CHECK(write_llama3_keys(c));
+    if (hp->rope_scaling == AK_ROPE_SCALING_YARN) {
+        char key[96];
+        snprintf(key, sizeof key, "%s.rope.scaling.type", c->arch);
+        AK_CHECK(ak__gguf_kv_string(c->w, key, "yarn", 4));
+        AK_CHECK(kv_arch_f32(c, "rope.scaling.factor", hp->rope_factor));
+        AK_CHECK(kv_arch_u32(c, "rope.scaling.original_context_length", (uint32_t)hp->rope_orig_context));
+    }
     return AK_OK;
 }
 

@@ -295,6 +295,9 @@ static ak_status open_source(to_hf *c) {
     if (strcmp(c->hp.arch, "granite") == 0)
         return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: granite models have no Hugging Face Llama "
                        "equivalent", c->src);
+    if (c->hp.rope_scaling == AK_ROPE_SCALING_YARN) /* transformers' yarn differs between releases */
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: yarn RoPE scaling is not written as a Hugging Face "
+                       "rope_scaling (keep the GGUF file)", c->src);
     /* a Llama config with attention_bias would also need an o_proj bias */
     if (c->hp.qkv_bias && strcmp(c->hp.arch, "qwen2") != 0)
         return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: q/k/v biases are only written for qwen2", c->src);

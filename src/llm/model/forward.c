@@ -169,7 +169,7 @@ static void add_bias(float *y, const float *bias, int32_t T, int32_t n) {
 static void rope_tables(const ak_llm_model *m, const float *inv_freq, const ak__batch *b,
                         float *cs) {
     int32_t half = m->hp.head_dim / 2;
-    double af = m->hp.rope_attn_factor > 0 ? m->hp.rope_attn_factor : 1.0; /* longrope */
+    double af = m->hp.rope_attn_factor > 0 ? m->hp.rope_attn_factor : 1.0; /* longrope, yarn */
     for (int32_t t = 0; t < b->n_tokens; ++t) {
         float *row = cs + (size_t)t * (size_t)m->hp.head_dim;
         for (int32_t i = 0; i < half; ++i) {

@@ -93,6 +93,25 @@ static ak_status read_arch(const ak_gguf *g, ak__llm_hparams *hp) {
                    "mistral, granite, qwen2, qwen3, gemma2, gemma3, qwen2moe, qwen3moe, olmo2, phi3, starcoder2)", hp->arch);
 }
 
+/* YaRN as llama.cpp runs it: the factor and the original context from the file, the ramp
+ * between 32 and 1 rotations (its defaults), cos/sin × (1 + 0.1 ln factor). An attention
+ * factor of the file's own (other than 1) is refused: how llama.cpp combines it with that
+ * scale has changed between its releases. */
+static ak_status read_yarn(const ak_gguf *g, ak__llm_hparams *hp) {
+    hp->rope_scaling = AK_ROPE_SCALING_YARN;
+    AK_CHECK(get_real(g, hp, "rope.scaling.factor", -1.0, 1.0, 1e6, &hp->rope_factor));
+    AK_CHECK(get_dim(g, hp, "rope.scaling.original_context_length", -1, 1, 1 << 24,
+                     &hp->rope_orig_context));
+    float attn = 1.0f;
+    AK_CHECK(get_real(g, hp, "rope.scaling.attn_factor", 1.0, 1e-3, 1e3, &attn));
+    if (attn != 1.0f)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "GGUF %s.rope.scaling.attn_factor %g with yarn (only 1)",
+                       hp->arch, attn);
+    hp->rope_attn_factor = 1.0f + 0.1f * logf(hp->rope_factor);
+    hp->rope_yarn_beta_fast = 32.0f, hp->rope_yarn_beta_slow = 1.0f;
+    return AK_OK;
+}
+
 static ak_status read_rope_scaling(const ak_gguf *g, ak__llm_hparams *hp) {
     char key[96];
     AK_CHECK(arch_key(hp->arch, "rope.scaling.type", key, sizeof key));
@@ -106,8 +125,9 @@ static ak_status read_rope_scaling(const ak_gguf *g, ak__llm_hparams *hp) {
         hp->rope_scaling = AK_ROPE_SCALING_LINEAR;
         return get_real(g, hp, "rope.scaling.factor", 1.0, 1e-3, 1e6, &hp->rope_factor);
     }
-    return AK_FAIL(AK_ERR_UNSUPPORTED, "GGUF %s '%.*s' (supported: none, linear; llama3 comes "
-                   "as a rope_freqs tensor)", key, (int)len, s);
+    if (len == 4 && memcmp(s, "yarn", 4) == 0) return read_yarn(g, hp);
+    return AK_FAIL(AK_ERR_UNSUPPORTED, "GGUF %s '%.*s' (supported: none, linear, yarn; llama3 "
+                   "comes as a rope_freqs tensor)", key, (int)len, s);
 }
 
 static ak_status read_vocab_size(const ak_gguf *g, ak__llm_hparams *hp) {

@@ -30,6 +30,25 @@ static double llama3_scale(const ak__llm_hparams *hp, double freq) {
     return (1.0 - smooth) * freq / hp->rope_factor + smooth * freq;
 }
 
+/* YaRN's dimension (pair index) where frequencies make n_rot rotations over the original
+ * context: d·ln(ctx / (2π n_rot)) / (2 ln base). */
+static double yarn_corr_dim(const ak__llm_hparams *hp, double n_rot) {
+    return hp->head_dim * log(hp->rope_orig_context / (n_rot * 2.0 * pi)) / (2.0 * log(hp->rope_theta));
+}
+
+/* Pair i's frequency: the interpolated one (÷ factor) for slow pairs, the original for
+ * fast ones, blended by a linear ramp between the two correction dimensions. */
+static double yarn_scale(const ak__llm_hparams *hp, int i, double freq) {
+    double low = floor(yarn_corr_dim(hp, hp->rope_yarn_beta_fast));
+    double high = ceil(yarn_corr_dim(hp, hp->rope_yarn_beta_slow));
+    if (low < 0) low = 0;
+    if (high > hp->head_dim - 1) high = hp->head_dim - 1;
+    double y = (i - low) / fmax(0.001, high - low);
+    double extrapolate = 1.0 - fmin(1.0, fmax(0.0, y)); /* 1: keep the original */
+    double interp = freq / hp->rope_factor;
+    return interp * (1.0 - extrapolate) + freq * extrapolate;
+}
+
 ak_status ak__model_rope_init(ak_llm_model *m, const float *freq_factors) {
     const ak__llm_hparams *hp = &m->hp;
     int half = hp->head_dim / 2;
@@ -39,6 +58,7 @@ ak_status ak__model_rope_init(ak_llm_model *m, const float *freq_factors) {
         double freq = pow((double)hp->rope_theta, -2.0 * i / hp->head_dim);
         if (hp->rope_scaling == AK_ROPE_SCALING_LINEAR) freq /= hp->rope_factor;
         else if (hp->rope_scaling == AK_ROPE_SCALING_LLAMA3) freq = llama3_scale(hp, freq);
+        else if (hp->rope_scaling == AK_ROPE_SCALING_YARN) freq = yarn_scale(hp, i, freq);
         if (freq_factors) freq /= freq_factors[i];
         f[i] = (float)freq;
     }
