@@ -93,6 +93,7 @@ typedef struct serve_state {
     ak_llm_model *model, *draft;
     ak_llm_engine *engine;
     ak__server *server;
+    ak__server_options options; /* kept from listening to attaching the model */
     ak_llm_hooks hooks;
 } serve_state;
 
@@ -157,7 +158,25 @@ static void raise_fd_limit(void) {
     }
 }
 
-static ak_status start_server(const serve_args *a, serve_state *s) {
+/* Listens before the model loads, so /health can say "loading" (503) meanwhile. */
+static ak_status listen_early(const serve_args *a, serve_state *s) {
+    ak__server_options *o = &s->options;
+    *o = (ak__server_options)AK__SERVER_OPTIONS_INIT;
+    o->host = a->host;
+    o->port = (int)a->port;
+    if (a->max_body) o->max_body = a->max_body;
+    if (a->max_concurrent) o->max_concurrent = (int32_t)a->max_concurrent;
+    o->chat_format = a->chat_format;
+    o->hooks = a->hooks ? &s->hooks : NULL;
+    AK_CHECK(security_options(a, s, o));
+    AK_CHECK(ak__server_listen(o, &s->server));
+    fprintf(stderr, "ak serve: listening on %s://%s:%d, loading %s (GET /health: \"loading\")\n",
+            a->ssl_cert ? "https" : "http", a->host, ak__server_port(s->server), a->model);
+    return AK_OK;
+}
+
+/* The loaded model goes behind the listening server; the banner line says it is ready. */
+static ak_status attach_model(const serve_args *a, serve_state *s) {
     ak_llm_model_info info;
     const ak_tokenizer *tok = NULL;
     const char *tmpl = NULL;
@@ -168,17 +187,9 @@ static ak_status start_server(const serve_args *a, serve_state *s) {
     int32_t ctx = a->ctx > 0 && a->ctx < info.max_context ? (int32_t)a->ctx : info.max_context;
     ak__server_model m = {model_name(a), tok, ctx, tmpl};
     ak__server_embedder emb = ak__server_model_embedder(s->model); /* embeddings */
-    ak__server_options o = AK__SERVER_OPTIONS_INIT;
-    o.host = a->host;
-    o.port = (int)a->port;
-    if (a->max_body) o.max_body = a->max_body;
-    if (a->max_concurrent) o.max_concurrent = (int32_t)a->max_concurrent;
-    o.chat_format = a->chat_format;
-    o.hooks = a->hooks ? &s->hooks : NULL;
-    AK_CHECK(security_options(a, s, &o));
     ak__server_backend be = s->engine ? ak__server_engine_backend(s->engine)
                                       : (ak__server_backend){0}; /* embedding-only */
-    AK_CHECK(ak__server_start_embeddings(&be, &m, &o, &emb, &s->server));
+    AK_CHECK(ak__server_attach(s->server, &be, &m, &s->options, &emb));
     printf("ak serve: %s (%s, %d layers, context %d, chat format %s) on %s://%s:%d/v1\n",
            m.name, info.arch, info.n_layers, ctx, ak__server_chat_format(s->server),
            a->ssl_cert ? "https" : "http", a->host, ak__server_port(s->server));
@@ -218,8 +229,9 @@ int ak_cli_serve(int argc, char **argv) {
     serve_state s;
     memset(&s, 0, sizeof s);
     raise_fd_limit();
-    ak_status st = start_engine(&a, &s);
-    if (st == AK_OK) st = start_server(&a, &s);
+    ak_status st = listen_early(&a, &s);
+    if (st == AK_OK) st = start_engine(&a, &s);
+    if (st == AK_OK) st = attach_model(&a, &s);
     if (st != AK_OK) {
         rc = ak_cli_report("start", st);
         stop_all(&s);

@@ -415,6 +415,8 @@ class Drain(unittest.TestCase):
             rc = s.stop()
         self.assertEqual(rc, 0)
         self.assertIn("draining", s.stderr())
+        # it listened before loading the model (/health said "loading" meanwhile: test_server.c)
+        self.assertIn("ak serve: listening on http://127.0.0.1:%d, loading" % s.port, s.stderr())
 
 
 class SlowHeaders(unittest.TestCase):

@@ -1159,6 +1159,39 @@ static void *drain_thread(void *arg) {
 
 /* A stream running at SIGTERM time: with time enough it finishes (and new requests get
  * 503, /health "draining"); without, it ends with an error event and [DONE]. */
+/* Listening while the model loads: /health "loading" (503), /metrics served, generation
+ * refused with 503 and counted; then attached, everything is served. */
+static void test_loading(void **state) {
+    (void)state;
+    ak__server_options o = AK__SERVER_OPTIONS_INIT;
+    o.port = 0;
+    ak__server *s = NULL;
+    assert_int_equal(ak__server_listen(&o, &s), AK_OK);
+    int port = ak__server_port(s);
+    reply h = call(port, "GET", "/health", NULL);
+    assert_int_equal(h.status, 503);
+    assert_string_equal(get(h.json, "status")->valuestring, "loading");
+    reply_free(&h);
+    expect_error(port, "POST", "/v1/completions", "{\"prompt\":\"x\"}", 503, NULL);
+    expect_error(port, "GET", "/v1/models", NULL, 503, NULL);
+    reply m = call(port, "GET", "/metrics", NULL);
+    assert_int_equal(m.status, 200);
+    assert_non_null(strstr(m.body.v, "ak_llm_rejected_total{reason=\"loading\"} 2"));
+    reply_free(&m);
+    ak__server_model model = {"tiny", g_tok, 256, NULL};
+    ak__server_backend be = ak__server_engine_backend(g_engine);
+    assert_int_equal(ak__server_attach(s, &be, &model, &o, NULL), AK_OK);
+    h = call(port, "GET", "/health", NULL);
+    assert_int_equal(h.status, 200);
+    assert_string_equal(get(h.json, "status")->valuestring, "ready");
+    reply_free(&h);
+    reply r = call(port, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}");
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+    assert_int_equal(ak__server_attach(s, &be, &model, &o, NULL), AK_ERR_INVALID_ARG); /* once */
+    assert_int_equal(ak__server_stop(s), AK_OK);
+}
+
 static void test_drain(void **state) {
     (void)state;
     ak__server_backend be = {slow_submit, slow_cancel, NULL, NULL};
@@ -1334,6 +1367,7 @@ int main(void) {
         cmocka_unit_test(test_scripted_backend),
         cmocka_unit_test(test_logit_bias),
         cmocka_unit_test(test_echo),
+        cmocka_unit_test(test_loading),
         cmocka_unit_test(test_drain),
         cmocka_unit_test(test_parse_fuzz),
         cmocka_unit_test(test_http_fuzz),

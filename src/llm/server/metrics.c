@@ -77,7 +77,7 @@ void ak__metrics_in_flight(ak__metrics *m, int delta) {
 
 static const char *const k_reject_names[AK__REJECT_COUNT] = {
     "auth", "per_client_limit", "total_cap", "reserved_slot", "request_deadline",
-    "header_too_large", "body_too_large", "malformed", "draining"};
+    "header_too_large", "body_too_large", "malformed", "draining", "loading"};
 
 const char *ak__reject_name(ak__reject r) {
     return r >= 0 && r < AK__REJECT_COUNT ? k_reject_names[r] : "unknown";

@@ -36,6 +36,7 @@ typedef enum ak__reject {
     AK__REJECT_BODY_TOO_LARGE,   /* 413 */
     AK__REJECT_MALFORMED,        /* a request libmicrohttpd could not parse (400 and kin) */
     AK__REJECT_DRAINING,         /* the server is shutting down (503) */
+    AK__REJECT_LOADING,          /* the model is still loading (503) */
     AK__REJECT_COUNT
 } ak__reject;
 

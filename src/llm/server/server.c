@@ -156,15 +156,19 @@ static enum MHD_Result get_metrics(ak__server *s, struct MHD_Connection *c) {
     return ok;
 }
 
-/* {"status": "ready"} 200, or "draining" 503 once shutdown began (load balancers take
- * the instance out while its running requests finish). */
+/* {"status": "ready"} 200; "loading" 503 while the model loads, "draining" 503 once
+ * shutdown began (load balancers keep the instance out until it is ready, and take it
+ * out while its running requests finish). */
 static enum MHD_Result get_health(ak__server *s, struct MHD_Connection *c) {
     ak__bytes b = {NULL, 0, 0};
     int draining = __atomic_load_n(&s->draining, __ATOMIC_ACQUIRE) ||
                    __atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE);
-    const char *text = draining ? "{\"status\":\"draining\"}" : "{\"status\":\"ready\"}";
+    int loading = !draining && __atomic_load_n(&s->loading, __ATOMIC_ACQUIRE);
+    const char *text = draining  ? "{\"status\":\"draining\"}"
+                       : loading ? "{\"status\":\"loading\"}"
+                                 : "{\"status\":\"ready\"}";
     ak_status st = ak__bytes_append(&b, text, strlen(text));
-    if (st != AK_OK || !draining) return respond_json(s, c, AK__EP_HEALTH, &b, st);
+    if (st != AK_OK || (!draining && !loading)) return respond_json(s, c, AK__EP_HEALTH, &b, st);
     enum MHD_Result ok = respond(s, c, AK__EP_HEALTH, 503, "application/json", &b, NULL);
     ak__bytes_free(&b);
     return ok;
@@ -357,6 +361,10 @@ static enum MHD_Result gate(ak__server *s, struct MHD_Connection *c, conn *st, i
         st->ep != AK__EP_METRICS)
         return reject(s, c, st, AK__REJECT_DRAINING, 503, "server_shutting_down",
                       "The server is shutting down and takes no new requests.");
+    if (__atomic_load_n(&s->loading, __ATOMIC_ACQUIRE) && st->ep != AK__EP_HEALTH &&
+        st->ep != AK__EP_METRICS)
+        return reject(s, c, st, AK__REJECT_LOADING, 503, "model_loading",
+                      "The model is still loading; GET /health says \"ready\" once it is served.");
     *done = 0;
     return MHD_YES;
 }
@@ -716,15 +724,10 @@ ak_status ak__server_start(const ak__server_backend *backend, const ak__server_m
     return ak__server_start_embeddings(backend, model, options, NULL, out);
 }
 
-ak_status ak__server_start_embeddings(const ak__server_backend *backend,
-                                      const ak__server_model *model,
-                                      const ak__server_options *options,
-                                      const ak__server_embedder *embedder, ak__server **out) {
+/* Listening without a model: /health answers "loading", /metrics its counters, anything
+ * else 503 until ak__server_attach. */
+ak_status ak__server_listen(const ak__server_options *options, ak__server **out) {
     AK_ENSURE_INIT();
-    AK_ARG_CHECK(backend && ((backend->submit && backend->cancel) ||
-                             (embedder && embedder->embedding_only)), "server: no backend");
-    AK_ARG_CHECK(model && model->tokenizer, "server: no tokenizer");
-    AK_ARG_CHECK(model->n_ctx >= 2, "server: context of %d tokens", model->n_ctx);
     AK_ARG_CHECK(options && options->port >= 0 && options->port <= 65535, "server: bad port");
     AK_ARG_CHECK(options->max_body >= 64, "server: max_body %zu < 64", options->max_body);
     AK_ARG_CHECK(options->max_concurrent >= 1 && options->max_concurrent <= 4096,
@@ -737,21 +740,57 @@ ak_status ak__server_start_embeddings(const ak__server_backend *backend,
         free(s);
         return AK_FAIL(AK_ERR_INTERNAL, "server: mutex");
     }
+    s->loading = 1;
     s->public_health = options->public_health;
     s->public_metrics = options->public_metrics;
-    s->be = *backend;
-    if (embedder) s->embedder = *embedder; /* embeddings */
     s->max_body = options->max_body;
     s->max_concurrent = options->max_concurrent;
     s->started = (int64_t)time(NULL);
-    if (options->hooks) s->hooks = *options->hooks, s->has_hooks = 1;
-    ak_status st = setup_model(s, model, options);
-    if (st == AK_OK) st = ak__auth_load(&s->auth, options->api_key, options->api_key_file);
+    ak_status st = ak__auth_load(&s->auth, options->api_key, options->api_key_file);
     if (st == AK_OK) st = ak__tls_load(&s->tls, options->tls_cert_file, options->tls_key_file);
     if (st == AK_OK) st = start_daemon(s, options);
     if (st != AK_OK) {
         server_free(s);
         return st;
+    }
+    *out = s;
+    return AK_OK;
+}
+
+ak_status ak__server_attach(ak__server *s, const ak__server_backend *backend,
+                            const ak__server_model *model, const ak__server_options *options,
+                            const ak__server_embedder *embedder) {
+    AK_ARG_CHECK(s && __atomic_load_n(&s->loading, __ATOMIC_ACQUIRE), "server: not loading");
+    AK_ARG_CHECK(backend && ((backend->submit && backend->cancel) ||
+                             (embedder && embedder->embedding_only)), "server: no backend");
+    AK_ARG_CHECK(model && model->tokenizer, "server: no tokenizer");
+    AK_ARG_CHECK(model->n_ctx >= 2, "server: context of %d tokens", model->n_ctx);
+    AK_ARG_CHECK(options != NULL, "server: no options");
+    s->be = *backend;
+    if (embedder) s->embedder = *embedder; /* embeddings */
+    if (options->hooks) s->hooks = *options->hooks, s->has_hooks = 1;
+    AK_CHECK(setup_model(s, model, options));
+    __atomic_store_n(&s->loading, 0, __ATOMIC_RELEASE); /* publishes every field set above */
+    return AK_OK;
+}
+
+ak_status ak__server_start_embeddings(const ak__server_backend *backend,
+                                      const ak__server_model *model,
+                                      const ak__server_options *options,
+                                      const ak__server_embedder *embedder, ak__server **out) {
+    AK_ARG_CHECK(backend && ((backend->submit && backend->cancel) ||
+                             (embedder && embedder->embedding_only)), "server: no backend");
+    AK_ARG_CHECK(model && model->tokenizer, "server: no tokenizer");
+    AK_ARG_CHECK(model->n_ctx >= 2, "server: context of %d tokens", model->n_ctx);
+    ak__server *s = NULL;
+    AK_CHECK(ak__server_listen(options, &s));
+    ak_status st = ak__server_attach(s, backend, model, options, embedder);
+    if (st != AK_OK) {
+        ak_status kept = st;
+        char why[512];
+        snprintf(why, sizeof why, "%s", ak_last_error());
+        ak__server_stop(s);
+        return AK_FAIL(kept, "%s", why);
     }
     *out = s;
     return AK_OK;

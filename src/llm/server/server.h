@@ -87,6 +87,14 @@ ak_status ak__server_start_embeddings(const ak__server_backend *backend,
                                       const ak__server_model *model,
                                       const ak__server_options *options,
                                       const ak__server_embedder *embedder, ak__server **out);
+/* Starting in two steps, so that clients can poll /health while the model loads:
+ * ak__server_listen binds and answers /health "loading" (503), /metrics, and 503 to
+ * everything else; ak__server_attach then gives it the model and backend (the same
+ * arguments as ak__server_start_embeddings) and /health turns "ready". */
+ak_status ak__server_listen(const ak__server_options *options, ak__server **out);
+ak_status ak__server_attach(ak__server *s, const ak__server_backend *backend,
+                            const ak__server_model *model, const ak__server_options *options,
+                            const ak__server_embedder *embedder);
 /* Shutdown, first part: new requests get 503 and /health says "draining"; waits up to
  * `seconds` for the generation requests in flight to finish, then cancels the rest
  * (their streams end with an error event and [DONE]). Returns how many were cancelled. */

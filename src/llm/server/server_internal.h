@@ -49,6 +49,9 @@ struct ak__server {
     ak__access_log access;
     int public_health, public_metrics;
     int draining;                  /* shutdown began: new requests get 503 (atomic) */
+    int loading;                   /* listening before the model is attached: only /health
+                                    * and /metrics are served (atomic; cleared with release
+                                    * order once every model field below is set) */
     int drain_cancelled;           /* the drain time ran out: streams end with an error */
     uint64_t next_request;         /* request ids (atomic) */
 };
