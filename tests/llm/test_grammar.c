@@ -282,18 +282,42 @@ static void test_strict_utf8(void **state) {
 
 /* JSON Schema `pattern`: a search unless anchored; quotes, backslashes and controls the
  * regex allows are written as JSON escapes. */
-static void expect_pattern(const char *pattern, const char *const *good, const char *const *bad) {
-    char schema[512], *gbnf = NULL;
-    snprintf(schema, sizeof schema, "{\"type\":\"string\",\"pattern\":%s}", pattern);
+static void expect_schema(const char *schema, const char *const *good, const char *const *bad) {
+    char *gbnf = NULL;
     if (ak_llm_json_schema_to_gbnf(schema, strlen(schema), &gbnf) != AK_OK)
         print_message("refused %s: %s\n", schema, ak_last_error()), fail();
     ak_llm_grammar *g = compile(gbnf);
     ak_free(gbnf);
     for (; *good; ++good)
-        if (!state_accepts(g, *good, strlen(*good))) print_message("%s rejects %s\n", pattern, *good), fail();
+        if (!state_accepts(g, *good, strlen(*good))) print_message("%s rejects %s\n", schema, *good), fail();
     for (; *bad; ++bad)
-        if (state_accepts(g, *bad, strlen(*bad))) print_message("%s accepts %s\n", pattern, *bad), fail();
+        if (state_accepts(g, *bad, strlen(*bad))) print_message("%s accepts %s\n", schema, *bad), fail();
     ak_llm_grammar_free(g);
+}
+
+static void expect_pattern(const char *pattern, const char *const *good, const char *const *bad) {
+    char schema[512];
+    snprintf(schema, sizeof schema, "{\"type\":\"string\",\"pattern\":%s}", pattern);
+    expect_schema(schema, good, bad);
+}
+
+/* Decimal ranges: bounds read as the decimals written (0.7 is 7/10), exclusive forms,
+ * negative sides, up to 6 fraction digits. */
+static void test_number_ranges(void **state) {
+    (void)state;
+    expect_schema("{\"type\":\"number\",\"minimum\":0.25,\"maximum\":1.5}",
+                  (const char *[]){"0.25", "0.250", "1", "1.5", "0.3", "1.499999", "1.0", NULL},
+                  (const char *[]){"0.2", "0.249", "1.51", "2", "-0", "0", "1.5000001", NULL});
+    expect_schema("{\"type\":\"number\",\"exclusiveMinimum\":-0.7,\"exclusiveMaximum\":0.7}",
+                  (const char *[]){"-0.69", "0", "0.699999", "-0.1", "0.0", NULL},
+                  (const char *[]){"-0.7", "0.7", "0.70", "-1", "0.71", NULL});
+    expect_schema("{\"type\":\"number\",\"minimum\":-12.5,\"maximum\":-3}",
+                  (const char *[]){"-12.5", "-3", "-3.0", "-10.25", "-12", NULL},
+                  (const char *[]){"-12.6", "-2.9", "3", "-13", "0", NULL});
+    expect_schema("{\"type\":\"number\",\"minimum\":100}",
+                  (const char *[]){"100", "100.5", "123456.789", NULL}, (const char *[]){"99.99", "-100", NULL});
+    expect_schema("{\"type\":\"integer\",\"exclusiveMinimum\":2.5,\"maximum\":4}",
+                  (const char *[]){"3", "4", NULL}, (const char *[]){"2", "3.5", "5", NULL});
 }
 
 static void test_json_pattern(void **state) {
@@ -366,6 +390,7 @@ static void test_json_schema(void **state) {
     expect_refused("{\"allOf\":[{\"type\":\"string\"}]}", "allOf");
     expect_refused("{\"type\":\"tuple\"}", "'tuple'");
     expect_refused("[1,", "not valid JSON");
+    expect_refused("{\"type\":\"number\",\"minimum\":1.5,\"exclusiveMaximum\":1.5}", "empty number range");
     /* oneOf: only branches that provably cannot both match (a grammar's "|" is anyOf) */
     expect_refused("{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "oneOf branches 0 and 1");
     expect_refused("{\"oneOf\":[{\"type\":\"string\"},{\"enum\":[1,2]},{\"enum\":[2,3]}]}",
@@ -480,6 +505,7 @@ int main(void) {
         cmocka_unit_test(test_mask_time),
         cmocka_unit_test(test_strict_utf8),
         cmocka_unit_test(test_json_pattern),
+        cmocka_unit_test(test_number_ranges),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_json_schema),
         cmocka_unit_test(test_engine_generates_in_the_grammar),

@@ -7,8 +7,8 @@
  *   - properties keep the schema's order; optional ones may be left out;
  *   - additionalProperties absent next to `properties` means none (true / a schema: extra
  *     keys of 1..24 [A-Za-z0-9_] that are none of the named properties);
- *   - numbers with minimum/maximum are integral values of the range; integers have at
- *     most 16 digits; strings escape with \uXXXX only outside the surrogates;
+ *   - numbers with minimum/maximum: decimals of the range with up to 6 fraction digits
+ *     (json_number.c); integers have at most 16 digits; strings escape with \uXXXX only outside the surrogates;
  *   - pattern: the regular-expression subset of json_pattern.c, alone on its string;
  *   - oneOf is generated as anyOf, and only accepted when its branches provably cannot
  *     match the same value (json_schema_oneof.c); otherwise it is refused.
@@ -24,6 +24,7 @@
 
 #include "core/check.h"
 #include "llm/grammar/gbnf_text.h"
+#include "llm/grammar/json_number.h"
 #include "llm/grammar/json_pattern.h"
 #include "llm/grammar/json_schema.h"
 
@@ -61,108 +62,6 @@ static ak_status emit_rule_for(conv *c, const char *name, const cJSON *s) {
     if (body.oom) st = AK_FAIL(AK_ERR_NO_MEMORY, "json schema: out of memory");
     free(body.v);
     return st;
-}
-
-/* ---- numbers ------------------------------------------------------------------------------ */
-
-#define INT_LIMIT 9999999999999999LL /* 16 digits */
-
-/* Same-length decimal strings a <= b (digits only): an expression for [a, b]. */
-static void digits_range(sbuf *o, const char *a, const char *b, size_t n) {
-    if (n == 0) return;
-    size_t k = 0;
-    while (k < n && a[k] == '0' && b[k] == '9') ++k;
-    if (k == n) { /* every n-digit string: no recursion (it would double at each digit) */
-        sb_printf(o, "[0-9]{%zu}", n);
-        return;
-    }
-    if (n == 1) {
-        if (a[0] == b[0]) sb_printf(o, "\"%c\"", a[0]);
-        else sb_printf(o, "[%c-%c]", a[0], b[0]);
-        return;
-    }
-    if (a[0] == b[0]) {
-        sb_printf(o, "\"%c\" ", a[0]);
-        digits_range(o, a + 1, b + 1, n - 1);
-        return;
-    }
-    char nines[20], zeros[20];
-    memset(nines, '9', n - 1), memset(zeros, '0', n - 1);
-    sb_puts(o, "(");
-    /* a0 followed by [a[1:], 99..9] */
-    sb_printf(o, "\"%c\" ", a[0]);
-    digits_range(o, a + 1, nines, n - 1);
-    if (b[0] - a[0] > 1) {
-        if (b[0] - a[0] == 2) sb_printf(o, " | \"%c\"", a[0] + 1);
-        else sb_printf(o, " | [%c-%c]", a[0] + 1, b[0] - 1);
-        sb_printf(o, " [0-9]{%zu}", n - 1);
-    }
-    sb_printf(o, " | \"%c\" ", b[0]);
-    digits_range(o, zeros, b + 1, n - 1);
-    sb_puts(o, ")");
-}
-
-/* Non-negative [lo, hi] as alternatives (appends " | " between them; *first tracks it). */
-static void nonneg_range(sbuf *o, long long lo, long long hi, int *first) {
-    long long pow10 = 1;
-    for (int len = 1; len <= 17 && lo <= hi; ++len, pow10 *= 10) {
-        long long len_lo = len == 1 ? 0 : pow10, len_hi = pow10 * 10 - 1;
-        long long a = lo > len_lo ? lo : len_lo, b = hi < len_hi ? hi : len_hi;
-        if (a > b) continue;
-        char sa[24], sb_[24];
-        snprintf(sa, sizeof sa, "%lld", a), snprintf(sb_, sizeof sb_, "%lld", b);
-        if (!*first) sb_puts(o, " | ");
-        *first = 0;
-        digits_range(o, sa, sb_, strlen(sa));
-    }
-}
-
-/* Integers in [lo, hi] (clamped to 16 digits). 0 when the range is empty. */
-static int int_range(sbuf *o, long long lo, long long hi) {
-    if (lo < -INT_LIMIT) lo = -INT_LIMIT;
-    if (hi > INT_LIMIT) hi = INT_LIMIT;
-    if (lo > hi) return 0;
-    int first = 1;
-    sb_puts(o, "(");
-    if (lo < 0) { /* "-" then [max(1, -hi), -lo] */
-        long long nlo = hi < 0 ? -hi : 1, nhi = -lo;
-        sb_puts(o, "\"-\" (");
-        int f2 = 1;
-        nonneg_range(o, nlo, nhi, &f2);
-        sb_puts(o, ")");
-        first = 0;
-    }
-    if (hi >= 0) nonneg_range(o, lo > 0 ? lo : 0, hi, &first);
-    sb_puts(o, ")");
-    return 1;
-}
-
-/* The bounds of a number/integer schema; *has = 0 when it has none. */
-static ak_status bounds(const cJSON *s, int integer, long long *lo, long long *hi, int *has) {
-    *lo = -INT_LIMIT, *hi = INT_LIMIT, *has = 0;
-    static const char *const names[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
-    for (int k = 0; k < 4; ++k) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, names[k]);
-        if (!v) continue;
-        if (!cJSON_IsNumber(v))
-            return AK_FAIL(AK_ERR_UNSUPPORTED, "json schema: '%s' must be a number", names[k]);
-        double d = v->valuedouble;
-        if (!(fabs(d) < 1e16))
-            return AK_FAIL(AK_ERR_UNSUPPORTED, "json schema: '%s' beyond 16 digits", names[k]);
-        long long b;
-        if (k < 2) { /* lower bound: the smallest integer satisfying it */
-            b = (long long)ceil(d);
-            if (k == 1 && (double)b == d) b++;
-            if (b > *lo) *lo = b;
-        } else {
-            b = (long long)floor(d);
-            if (k == 3 && (double)b == d) b--;
-            if (b < *hi) *hi = b;
-        }
-        *has = 1;
-    }
-    (void)integer;
-    return AK_OK;
 }
 
 /* ---- strings ------------------------------------------------------------------------------- */
@@ -517,13 +416,9 @@ static ak_status typed_expr(conv *c, const cJSON *s, const char *t, sbuf *o) {
     if (type_is(t, "object")) return object_expr(c, s, o);
     if (type_is(t, "array")) return array_expr(c, s, o);
     if (type_is(t, "integer") || type_is(t, "number")) {
-        long long lo, hi;
-        int has;
-        AK_CHECK(bounds(s, type_is(t, "integer"), &lo, &hi, &has));
-        if (has) {
-            if (!int_range(o, lo, hi)) return AK_FAIL(AK_ERR_INVALID_ARG, "json schema: empty number range");
-            return AK_OK;
-        }
+        int bounded = 0;
+        AK_CHECK(ak__json_number_range(s, type_is(t, "integer"), o, &bounded)); /* json_number.c */
+        if (bounded) return AK_OK;
         c->need |= type_is(t, "integer") ? NEED_INTEGER : NEED_NUMBER;
         sb_printf(o, "%s-%s", c->prefix, t);
         return AK_OK;
