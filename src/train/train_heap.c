@@ -39,7 +39,7 @@ int ak__train_huge_pages_on_advice(void) {
     return ok && strstr(mode, "[madvise]") != NULL;
 }
 
-#if !defined(__GLIBC__) || defined(__SANITIZE_ADDRESS__)
+#if !defined(__GLIBC__) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 /* another C library, or a sanitizer's allocator: nothing to tune */
 int ak__train_keep_heap(void) { return 0; }
 void ak__train_heap_advise(void) {}

@@ -1,13 +1,13 @@
 /* Test helper: a counting allocator. It wraps malloc, calloc, realloc, posix_memalign and
  * aligned_alloc; while `counting` is set every call adds one to `allocations`. It is left
- * out under AddressSanitizer, which owns malloc (COUNTING is then 0). Include in exactly
- * one file of a test executable (the wrappers are global definitions). */
+ * out under AddressSanitizer and ThreadSanitizer, which own malloc (COUNTING is then 0).
+ * Include in exactly one file of a test executable (the wrappers are global definitions). */
 #ifndef AK_TEST_COUNT_ALLOC_H
 #define AK_TEST_COUNT_ALLOC_H
 
 #include <stddef.h>
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define COUNTING 0
 #else
 #define COUNTING 1

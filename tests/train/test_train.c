@@ -835,7 +835,7 @@ static void test_bad_arguments(void **state) {
 
 /* ---- AK_TRAIN_KEEP_HEAP ---------------------------------------------------------------------- */
 
-#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 /* 1 when some [heap] mapping of this process carries the huge-page advice (VmFlags hg). */
 static int heap_has_huge_page_advice(void) {
     FILE *f = fopen("/proc/self/smaps", "r");
@@ -857,7 +857,7 @@ static int heap_has_huge_page_advice(void) {
  * freeing it keeps its pages: the next step's tensors reuse them without page faults. */
 static void test_heap_kept(void **state) {
     (void)state;
-#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
     if (getenv("MALLOC_MMAP_MAX_") || getenv("GLIBC_TUNABLES")) skip(); /* the user's own */
     ak_comm *comm;
     ak_train *t = single_rank_runtime(&comm);

@@ -62,12 +62,20 @@ typedef struct p2p_scan {
     size_t mark;
 } p2p_scan;
 
+/* Whether a transport has completed op. The in-process transport (mem.c) completes an op
+ * from its peer's thread with a release store; this acquire load pairs with it, so the
+ * op's status and received bytes are visible once complete reads 1. */
+static int p2p_is_complete(const ak__p2p *op) {
+    return __atomic_load_n(&op->complete, __ATOMIC_ACQUIRE);
+}
+
 static p2p_scan p2p_scan_ops(const ak__algo_ctx *comm, ak__p2p *const *ops, int n) {
     p2p_scan s = {0, AK_OK, -1, 0};
     for (int i = 0; i < n; i++) {
         const ak__p2p *op = ops[i];
-        s.mark += op->done_bytes + (op->complete ? 1 : 0);
-        if (!op->complete)
+        int complete = p2p_is_complete(op);
+        s.mark += op->done_bytes + (complete ? 1 : 0);
+        if (!complete)
             s.pending |= 1u << comm->route[op->peer];
         else if (op->status != AK_OK && s.failed == AK_OK)
             s.failed = op->status, s.failed_peer = op->peer;
@@ -97,7 +105,7 @@ static ak_status p2p_progress(const ak__algo_ctx *comm, unsigned pending) {
 static ak_status p2p_timeout(const ak__algo_ctx *comm, ak__p2p *const *ops, int n, int timeout_ms) {
     const ak__p2p *op = ops[0];
     for (int i = 0; i < n; i++)
-        if (!ops[i]->complete) {
+        if (!p2p_is_complete(ops[i])) {
             op = ops[i];
             break;
         }

@@ -367,13 +367,15 @@ static void publish_stats(ak_llm_engine *e) {
         live += (uint64_t)e->running[i]->n_cached;
         slots += (uint64_t)e->running[i]->n_blocks * (uint64_t)e->kv->block_size;
     }
+    ak_llm_engine_stats s = e->tally; /* the counters; the gauges are set below */
+    s.running = e->n_running;
+    s.waiting = e->n_waiting;
+    s.kv_blocks_total = e->kv->n_blocks;
+    s.kv_blocks_used = e->kv->n_blocks - e->kv->n_free;
+    s.kv_tokens_live = live;
+    s.kv_token_slots_used = slots;
     pthread_mutex_lock(&e->lock);
-    e->stats.running = e->n_running;
-    e->stats.waiting = e->n_waiting;
-    e->stats.kv_blocks_total = e->kv->n_blocks;
-    e->stats.kv_blocks_used = e->kv->n_blocks - e->kv->n_free;
-    e->stats.kv_tokens_live = live;
-    e->stats.kv_token_slots_used = slots;
+    e->stats = s;
     pthread_mutex_unlock(&e->lock);
 }
 

@@ -76,6 +76,9 @@ struct ak_llm_engine {
     ak__seq **running;
     int32_t n_running;
     uint64_t admit_counter;
+    /* the counters of ak_llm_engine_stats as the step counts them; publish_stats copies
+     * them into `stats` under the lock, which is all other threads read */
+    ak_llm_engine_stats tally;
     /* per-step buffers, sized at creation */
     int32_t *b_tokens, *b_pos, *b_seq, *b_out, *b_len;
     const int32_t **b_tables;
@@ -89,7 +92,7 @@ struct ak_llm_engine {
     uint64_t *cancel_ids;
     int32_t n_cancel, cancel_cap;
     uint64_t next_id;
-    ak_llm_engine_stats stats;
+    ak_llm_engine_stats stats; /* the last step's published figures */
     pthread_t thread;
     int32_t thread_running, stop_requested;
     /* constrained decoding: a logits row masked by a grammar (n_vocab, made on first use) */

@@ -126,7 +126,7 @@ void ak__engine_preempt(ak_llm_engine *e, ak__seq *s) {
     release_blocks(e, s);
     s->chunk = 0;
     ak__engine_waiting_push_front(e, s);
-    e->stats.preemptions++;
+    e->tally.preemptions++;
 }
 
 /* ---- one step's plan -------------------------------------------------------------------------- */

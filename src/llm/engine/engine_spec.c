@@ -91,7 +91,7 @@ ak_status ak__engine_spec_propose(ak_llm_engine *e) {
     for (int32_t r = 0; e->draft && r < e->o.spec_gamma; ++r) AK_CHECK(draft_round(e, cand, n_cand, r));
     for (int32_t i = 0; i < n_cand; ++i) {
         cand[i]->chunk = 1 + cand[i]->n_draft;
-        e->stats.spec_proposed += (uint64_t)cand[i]->n_draft;
+        e->tally.spec_proposed += (uint64_t)cand[i]->n_draft;
     }
     return AK_OK;
 }
@@ -128,6 +128,6 @@ void ak__engine_spec_verify(ak_llm_engine *e, ak__seq *s, const float *rows) {
         if (s->done || j == n || !accepted) break;
         k++;
     }
-    e->stats.spec_accepted += (uint64_t)k;
+    e->tally.spec_accepted += (uint64_t)k;
     if (s->draft_cached > base + 1 + k) s->draft_cached = base + 1 + k;
 }

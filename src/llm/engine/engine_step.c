@@ -45,7 +45,7 @@ static int stop_string_hit(ak_llm_engine *e, ak__seq *s, int32_t token, size_t *
 void ak__engine_deliver(ak_llm_engine *e, ak__seq *s, int32_t token, float logprob,
                         const ak_llm_logprob *top, int32_t n_top) {
     const ak__req *q = s->req;
-    e->stats.generated_tokens++;
+    e->tally.generated_tokens++;
     if ((token == e->eos && !q->r.ignore_eos) || is_stop_id(q, token)) {
         ak__engine_finish(e, s, AK_FINISH_STOP, 0, AK_OK);
         return;
@@ -107,7 +107,7 @@ static void after_forward(ak_llm_engine *e, ak__seq **seqs, int32_t n) {
             continue;
         }
         s->n_cached += s->chunk;
-        if (s->sample == 0 && !s->req->forked) e->stats.prompt_tokens += (uint64_t)s->chunk;
+        if (s->sample == 0 && !s->req->forked) e->tally.prompt_tokens += (uint64_t)s->chunk;
         ak__engine_publish(e, s);
         if (s->out_row < 0 || s->done) continue;
         const float *row = e->logits + (size_t)s->out_row * vocab;
@@ -173,6 +173,6 @@ ak_status ak__engine_run_step(ak_llm_engine *e) {
         return st;
     }
     after_forward(e, e->b_seqs, n_seqs);
-    e->stats.steps++;
+    e->tally.steps++;
     return AK_OK;
 }
