@@ -378,12 +378,29 @@ static ak_status shm_post(void *ctx, ak__p2p *op) {
     return AK_OK;
 }
 
+/* The peer a stalled transport waits on: the first one it expects data from, else the
+ * first one whose ring it cannot write to (so the error can name the rank that stopped). */
+static const shm_peer *stalled_peer(const shm_ctx *c) {
+    for (int i = 0; i < c->npeers; i++)
+        if (c->peers[i].recv_head) return &c->peers[i];
+    for (int i = 0; i < c->npeers; i++)
+        if (c->peers[i].send_head) return &c->peers[i];
+    return NULL;
+}
+
 /* One idle step of progress: timeout, liveness, spin or sleep. Returns 1 to keep going. */
 static int idle_step(shm_ctx *c, uint64_t now, uint64_t spin_from, uint64_t deadline,
                      ak_status *st) {
     if (c->timeout_ms > 0 && now - c->last_move_ns > (uint64_t)c->timeout_ms * 1000000u) {
-        *st = fail_transport(c, AK_ERR_TIMEOUT, "shm: rank %d: no progress for %d ms",
-                             c->rank, c->timeout_ms);
+        const shm_peer *p = stalled_peer(c);
+        if (!p) {
+            *st = fail_transport(c, AK_ERR_TIMEOUT, "shm: rank %d: no progress for %d ms",
+                                 c->rank, c->timeout_ms);
+            return 0;
+        }
+        ak__transport_lost(c->lost, p->rank, AK_LOST_CLOSED); /* it let us wait */
+        *st = fail_transport(c, AK_ERR_TIMEOUT, "shm: rank %d: no progress for %d ms waiting "
+                             "for rank %d", c->rank, c->timeout_ms, p->rank);
         return 0;
     }
     if (now - c->last_move_ns >= SHM_LIVENESS_NS && now - c->last_live_ns >= SHM_LIVENESS_NS) {
