@@ -11,7 +11,9 @@
 # A run passes when
 #   fixed jobs: every survivor (a cut link: every rank) exits with AK_ERR_REMOTE or
 #     AK_ERR_TIMEOUT naming the lost rank (or the store) within AK_COMM_TIMEOUT + SLACK_MS
-#     of the fault, and no rank reports a wrong result (exit 3: corrupted);
+#     of the fault (2 x AK_COMM_TIMEOUT + SLACK_MS when the store is unreachable too: a
+#     cut link, rank 0 stopped; docs/collectives.md), and no rank reports a wrong result
+#     (exit 3: corrupted);
 #   elastic jobs: the launcher exits 0 and every surviving worker ends with the parameters
 #     of an undisturbed run (fault_job reference);
 #   nothing runs past the fault + AK_COMM_TIMEOUT + 20 s (else: a hang; everything killed).
@@ -176,10 +178,11 @@ run_fixed() { # run kind fault phase victim step delay_ms
   wait_all $(( $(now_ms) + 5000 )) "${pids[@]}"
   [ "$fault" = link ] && ip -n "${tag}h$((victim / 2))" link set "${tag}i$((victim / 2))" up
   if [ $hung -eq 1 ]; then verdict "$run" "$desc" hang "a survivor ran past the fault + $HANG_MS ms"; return; fi
-  # a cut link: the timeout, then the failure's diagnosis through the store (its
-  # connection may be cut too: one more AK_COMM_TIMEOUT at most)
+  # the store unreachable too (a cut link, or rank 0, which serves it, stopped): the
+  # timeout, then the failure's diagnosis through the store waits one more at most
   local worst=0 problems="" code end msg limit=$((TIMEOUT_MS + SLACK_MS))
-  [ "$fault" = link ] && limit=$((2 * TIMEOUT_MS + SLACK_MS))
+  [ "$fault" = link ] || { [ "$fault" = stop ] && [ "$victim" -eq 0 ]; } &&
+    limit=$((2 * TIMEOUT_MS + SLACK_MS))
   for r in 0 1 2 3; do
     [ "$fault" != link ] && [ "$r" -eq "$victim" ] && continue
     if [ ! -s "$dir/result.$r" ]; then problems+="rank $r left no result; "; continue; fi
@@ -273,7 +276,7 @@ one_run() { # run
 
 echo "fault campaign: seed $seed (replay run I: $0 --seed $seed --from I -n 1 $AK $JOB)"
 echo "AK_COMM_TIMEOUT=$TIMEOUT_MS ms; a survivor must fail within $((TIMEOUT_MS + SLACK_MS)) ms of the fault" \
-  "($((2 * TIMEOUT_MS + SLACK_MS)) ms when a link is cut)"
+  "($((2 * TIMEOUT_MS + SLACK_MS)) ms when the store is cut off too)"
 if [ $short -eq 1 ]; then
   run_fixed 0 comm kill coll 2 17 5
   run_fixed 1 comm stop ckpt 1 11 3

@@ -25,7 +25,6 @@
  * fault during re-rendezvous). Every rank writes DIR/pid.R on start (elastic: DIR/pid.ID) and, when it ends,
  * DIR/result.R (elastic: DIR/result.ID): "EXIT END_MS MESSAGE", END_MS the wall clock
  * in ms. Exit: 0 done, 3 wrong result, 10 + ak_status of the first error. */
-#define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
