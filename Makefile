@@ -6,6 +6,8 @@
 #   make bench  all benchmarks, each beside its peer (installs Open MPI, PyTorch, iperf3)
 #   make fuzz   libFuzzer targets (clang), FUZZ_SECONDS each
 #   make san    the ASan+UBSan build and its tests only
+#   make fault  the fault-injection campaign: FAULT_RUNS (100) seeded runs of a 4-rank job on
+#               2 emulated hosts, ranks killed/stopped/cut off (FAULT_SEED=S replays a seed)
 #   make install  the library, headers, pkg-config and CMake files, ak, under PREFIX
 #               (default /usr/local; DESTDIR=... stages it elsewhere)
 #   make deb    a Debian package, $(BUILD)/accelkit_VERSION_ARCH.deb (docs/install.md)
@@ -13,6 +15,7 @@ BUILD     ?= build
 SAN_BUILD ?= build-san
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
+FAULT_RUNS ?= 100
 PREFIX    ?= /usr/local
 JOBS      ?= $(shell nproc)
 # configure once per build dir; ninja if present (checked after setup installed it)
@@ -76,6 +79,12 @@ fuzz: setup
 	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	      $(FUZZ_BUILD)/corpus/$$name tests/fuzz/corpus/$$name || exit 1; \
 	done
+
+# the full campaign (tests/fault/campaign.sh; its short form runs in `make test`)
+.PHONY: fault
+fault: build
+	tests/fault/campaign.sh -n $(FAULT_RUNS) $(if $(FAULT_SEED),--seed $(FAULT_SEED)) \
+	  $(BUILD)/ak $(BUILD)/tests/fault_job
 
 install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"

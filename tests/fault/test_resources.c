@@ -4,7 +4,9 @@
  * size) each leave the process with the file descriptors (/proc/self/fd), threads
  * (/proc/self/task) and shared-memory segments (/dev/shm/accelkit-*) it had before.
  * Then crash recovery: a segment left by a process killed during set-up is removed by the
- * next communicator created on the host.
+ * next communicator created on the host. And the cap on sizes other ranks send
+ * (ak__wire_bytes, AK_COMM_MAX_BYTES set to 1 MiB here): negative, overflowing and
+ * oversize counts refused, naming the limit.
  *   test_resources [ITERATIONS]   (default 1000) */
 #include <dirent.h>
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 
 #include "accelkit/comm.h"
 #include "comm/transport/transport.h"
+#include "train/train_internal.h"
 
 static int count_entries(const char *dir, const char *prefix) {
     DIR *d = opendir(dir);
@@ -165,8 +168,21 @@ static int check_crash_recovery(void) {
     return 0;
 }
 
+static int check_wire_cap(void) {
+    size_t bytes = 0;
+    int bad = 0;
+    if (ak__wire_bytes("t", 1024, 1024, &bytes) != AK_OK || bytes != 1048576) bad++;
+    if (ak__wire_bytes("t", 1025, 1024, &bytes) != AK_ERR_MISMATCH ||
+        !strstr(ak_last_error(), "AK_COMM_MAX_BYTES (1048576 bytes)")) bad++;
+    if (ak__wire_bytes("t", -1, 4, &bytes) != AK_ERR_MISMATCH) bad++;
+    if (ak__wire_bytes("t", INT64_MAX, 8, &bytes) != AK_ERR_MISMATCH) bad++;
+    if (bad) fprintf(stderr, "FAIL: AK_COMM_MAX_BYTES: %d wrong answers\n", bad);
+    return bad;
+}
+
 int main(int argc, char **argv) {
     int iterations = argc > 1 ? atoi(argv[1]) : 1000;
+    setenv("AK_COMM_MAX_BYTES", "1048576", 1); /* read once, at the first parameter use */
     ak_log_set_level(AK_LOG_OFF);
     fail_once(0); /* the library's lazily created state (logging, parameters) first */
     counts before = now_counts(), after;
@@ -187,5 +203,6 @@ int main(int argc, char **argv) {
                after.shm);
     }
     bad += check_crash_recovery();
+    bad += check_wire_cap();
     return bad ? 1 : 0;
 }
