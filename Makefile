@@ -8,6 +8,8 @@
 #   make san    the ASan+UBSan build and its tests only
 #   make tsan   the ThreadSanitizer build and the threaded tests (comm, train, thread pool,
 #               LLM engine and server); any race report fails it
+#   make fault  the fault-injection campaign: FAULT_RUNS (100) seeded runs of a 4-rank job on
+#               2 emulated hosts, ranks killed/stopped/cut off (FAULT_SEED=S replays a seed)
 #   make install  the library, headers, pkg-config and CMake files, ak, under PREFIX
 #               (default /usr/local; DESTDIR=... stages it elsewhere)
 #   make deb    a Debian package, $(BUILD)/accelkit_VERSION_ARCH.deb (docs/install.md)
@@ -16,6 +18,7 @@ SAN_BUILD ?= build-san
 FUZZ_BUILD ?= build-fuzz
 TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 60
+FAULT_RUNS ?= 100
 PREFIX    ?= /usr/local
 JOBS      ?= $(shell nproc)
 # configure once per build dir; ninja if present (checked after setup installed it)
@@ -101,6 +104,12 @@ fuzz: setup
 	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	      $(FUZZ_BUILD)/corpus/$$name tests/fuzz/corpus/$$name || exit 1; \
 	done
+
+# the full campaign (tests/fault/campaign.sh; its short form runs in `make test`)
+.PHONY: fault
+fault: build
+	tests/fault/campaign.sh -n $(FAULT_RUNS) $(if $(FAULT_SEED),--seed $(FAULT_SEED)) \
+	  $(BUILD)/ak $(BUILD)/tests/fault_job
 
 install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"

@@ -562,7 +562,9 @@ uint64_t ak__comm_next_tag(ak_comm *comm, int kind, size_t count, int dtype, int
  * the store (ak_comm_free keeps it serving after a failure until the others left).
  * Shared memory tells more: a peer whose pid is gone is the rank lost (no look-up), and
  * one that announced its failure in a shared word is alive and records its reason next,
- * possibly after tracing its own loss, so it gets FAILED_WAIT_MS. */
+ * possibly after tracing its own loss, so it gets FAILED_WAIT_MS. So does a peer over
+ * sockets that flagged "<prefix>/failing/<rank>": it timed out too (a rank further away
+ * stopped) and is still tracing, so its record names the rank actually lost. */
 
 #define CLOSED_WAIT_MS 300  /* closed ends recorded first: this is only slack */
 #define FAILED_WAIT_MS 2000 /* > CLOSED_WAIT_MS: the announcer may be tracing a closed end */
@@ -603,6 +605,17 @@ static void trace_failure(ak_comm *c, ak_status st, const char *seen, char *msg,
     int wait_ms = c->lost.how == AK_LOST_FAILED ? FAILED_WAIT_MS : CLOSED_WAIT_MS;
     if (wait_ms > c->config.timeout_ms) wait_ms = c->config.timeout_ms;
     ak_status got = ak__store_get(c->store, key, val, sizeof val - 1, &len, wait_ms);
+    if (got == AK_ERR_TIMEOUT && wait_ms < FAILED_WAIT_MS) {
+        /* s may have timed out at the same moment as this rank and still be tracing its
+         * own loss (a rank further away stopped): it said so under "failing" */
+        char flag_key[AK_STORE_MAX_KEY + 1], flag[8];
+        size_t flag_len;
+        snprintf(flag_key, sizeof flag_key, "%s/failing/%d", c->prefix, s);
+        int wait_more = FAILED_WAIT_MS > c->config.timeout_ms ? c->config.timeout_ms
+                                                             : FAILED_WAIT_MS;
+        if (ak__store_get(c->store, flag_key, flag, sizeof flag, &flag_len, 1) == AK_OK)
+            got = ak__store_get(c->store, key, val, sizeof val - 1, &len, wait_more);
+    }
     fail_record theirs;
     int their_st;
     if (got == AK_OK) {
@@ -648,6 +661,8 @@ ak_status ak__comm_fail(ak_comm *c, ak_status st) {
     c->failed = st;
     char seen[512], msg[512], key[AK_STORE_MAX_KEY + 1], val[64];
     snprintf(seen, sizeof seen, "%s", ak_last_error()); /* store calls overwrite it */
+    snprintf(key, sizeof key, "%s/failing/%d", c->prefix, c->rank);
+    ak__store_set(c->store, key, "1", 1); /* alive and tracing: a record follows */
     fail_record rec;
     trace_failure(c, st, seen, msg, sizeof msg, &rec);
     snprintf(key, sizeof key, "%s/fail/%d", c->prefix, c->rank);

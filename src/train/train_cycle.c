@@ -11,13 +11,16 @@
  *  5. train_exec.c runs the responses (fusion, compression, collectives).
  * The design follows Horovod's controller (coordinator + response cache + bit-vector
  * steady state); replicating the coordinator saves the broadcast step. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/check.h"
 #include "core/le_bytes.h"
+#include "core/params.h"
 #include "train/train_internal.h"
 
 enum { F_ALIVE, F_NO_UNCACHED, F_JOINED, F_NO_STALL_STOP, F_COUNT };
@@ -515,6 +518,21 @@ static ak_status ready_responses(ak_train *t, ak__pset *p, response_list *out) {
     return AK_OK;
 }
 
+ak_status ak__wire_bytes(const char *what, int64_t count, size_t elem, size_t *bytes) {
+    uint64_t cap = (uint64_t)ak__param_int(AK_PARAM_COMM_MAX_BYTES);
+    if (cap == 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        cap = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+    }
+    if (cap > SIZE_MAX) cap = SIZE_MAX;
+    if (count < 0 || (elem && (uint64_t)count > cap / elem))
+        return AK_FAIL(AK_ERR_MISMATCH, "train: %s: %lld elements of %zu bytes from other ranks "
+                       "exceed AK_COMM_MAX_BYTES (%llu bytes)", what, (long long)count, elem,
+                       (unsigned long long)cap);
+    *bytes = (size_t)count * elem;
+    return AK_OK;
+}
+
 ak_status ak__allgather_bytes(ak_comm *comm, int size, const void *mine, size_t len,
                               unsigned char **all, size_t **counts) {
     *all = NULL;
@@ -523,8 +541,11 @@ ak_status ak__allgather_bytes(ak_comm *comm, int size, const void *mine, size_t 
     ak_status st = *counts && lens ? AK_OK : AK_FAIL(AK_ERR_NO_MEMORY, "train: out of memory");
     if (st == AK_OK) st = ak_comm_allgather(comm, &my_len, lens, 1, AK_DTYPE_I64);
     size_t total = 0, *displs = *counts ? *counts + size : NULL;
-    for (int r = 0; st == AK_OK && r < size; r++)
-        displs[r] = total, (*counts)[r] = (size_t)lens[r], total += (*counts)[r];
+    for (int r = 0; st == AK_OK && r < size; r++) { /* lengths from the wire: bounded */
+        displs[r] = total;
+        st = ak__wire_bytes("negotiation message", lens[r], 1, &(*counts)[r]);
+        if (st == AK_OK) st = ak__wire_bytes("negotiation messages", (int64_t)(total + (*counts)[r]), 1, &total);
+    }
     if (st == AK_OK && !(*all = malloc(total ? total : 1)))
         st = AK_FAIL(AK_ERR_NO_MEMORY, "train: out of memory");
     if (st == AK_OK) st = ak_comm_allgatherv(comm, mine, len, *all, *counts, displs, AK_DTYPE_U8);

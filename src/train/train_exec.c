@@ -584,9 +584,16 @@ static ak_status run_allgather(ak__pset *p, ak__response *r) {
     size_t *counts = calloc(2 * (size_t)p->size, sizeof *counts), *displs;
     if (!counts) return AK_FAIL(AK_ERR_NO_MEMORY, "train: out of memory");
     displs = counts + p->size;
-    for (int k = 0; k < p->size; k++)
-        displs[k] = total, counts[k] = (size_t)r->dim0[k] * row, total += counts[k];
     ak_status st = AK_OK;
+    size_t rows_bytes = 0, bytes = 0;
+    for (int k = 0; k < p->size && st == AK_OK; k++) { /* rows from the wire: bounded */
+        displs[k] = total;
+        st = ak__wire_bytes("allgather rows", r->dim0[k], row * es, &rows_bytes);
+        counts[k] = (size_t)r->dim0[k] * row;
+        if (st == AK_OK) st = ak__wire_bytes("allgather result", (int64_t)(total + counts[k]), es, &bytes);
+        total += counts[k];
+    }
+    if (st != AK_OK) return free(counts), st;
     char scratch;
     void *out = &scratch;
     if (r->entry) {
@@ -639,8 +646,13 @@ static ak_status run_alltoall(ak__pset *p, ak__response *r) {
     e->nrecv_splits = p->size;
     ak_status st = alltoall_counts(p, e, row, c, c + n, c + 2 * n, c + 3 * n, e->recv_splits);
     int64_t rows = 0;
-    for (int k = 0; k < p->size; k++) rows += e->recv_splits[k];
-    if (st == AK_OK) st = alloc_result(e, (size_t)rows * row * es);
+    size_t bytes = 0;
+    for (int k = 0; k < p->size && st == AK_OK; k++) { /* splits from the wire: bounded */
+        st = ak__wire_bytes("alltoall rows", e->recv_splits[k], row * es, &bytes);
+        if (st == AK_OK) st = ak__wire_bytes("alltoall result", rows + e->recv_splits[k], row * es, &bytes);
+        rows += e->recv_splits[k];
+    }
+    if (st == AK_OK) st = alloc_result(e, bytes);
     if (st == AK_OK)
         st = ak_comm_alltoallv(p->comm, e->op.input, c, c + n, e->result, c + 2 * n, c + 3 * n,
                                r->sig.dtype);

@@ -207,6 +207,10 @@ uint32_t ak__read_request_count(ak__reader *r);
 /* name holds AK__NAME_MAX bytes; s->splits is malloc'ed when the request has splits. */
 ak_status ak__decode_request(ak__reader *r, char *name, ak__signature *s);
 
+/* count elements of elem bytes whose count came from other ranks: *bytes, or
+ * AK_ERR_MISMATCH (naming what) when negative, overflowing or above AK_COMM_MAX_BYTES. */
+ak_status ak__wire_bytes(const char *what, int64_t count, size_t elem, size_t *bytes);
+
 /* Every rank's byte message, lengths may differ: *all holds them in rank order, (*counts)
  * has 2 × size entries, the counts then the displacements. The caller frees both. */
 ak_status ak__allgather_bytes(ak_comm *comm, int size, const void *mine, size_t len,

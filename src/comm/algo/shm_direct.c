@@ -34,7 +34,7 @@
  * Each arrival carries the call's tag: ranks that disagree fail with AK_ERR_MISMATCH.
  *
  * Set-up is lazy and collective on the first call: local rank 0 creates the segment
- * (named like the shm transport's: pid, prefix hash, random id; posix_fallocate, then
+ * (named like the shm transport's: ak__shm_segment_name, random; posix_fallocate, then
  * MAP_POPULATE) and publishes its name under "<prefix>/shm_direct"; the others map it;
  * the name is unlinked once all mapped, so nothing stays in /dev/shm. *c->shm_direct
  * is the mapping itself: ak__shm_direct_free unmaps it.
@@ -329,14 +329,6 @@ static ak_status sd_round(const ak__algo_ctx *c, sd_header *h, const unsigned ch
 
 /* ---- set-up ---------------------------------------------------------------------------- */
 
-static uint64_t random_id(void) {
-    uint64_t id;
-    ssize_t n;
-    AK_SYSCHECK(n, getrandom(&id, sizeof id, GRND_NONBLOCK));
-    if (n == (ssize_t)sizeof id) return id;
-    return ak_now_ns() ^ ((uint64_t)getpid() << 32); /* no entropy yet: pid keeps it unique */
-}
-
 static ak_status sd_map(int fd, size_t bytes, const char *name, sd_header **out) {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED)
@@ -349,8 +341,8 @@ static ak_status sd_map(int fd, size_t bytes, const char *name, sd_header **out)
 /* Local rank 0: creates, reserves (a full /dev/shm fails here, not as SIGBUS later),
  * maps and fills the header; magic last, peers map only after the store key exists. */
 static ak_status sd_create(const ak__algo_ctx *c, char *name, size_t cap, sd_header **out) {
-    snprintf(name, cap, "/accelkit-sd-%d-%016" PRIx64 "-%016" PRIx64, (int)getpid(),
-             ak__fnv1a64_str(c->prefix), random_id());
+    ak__shm_sweep_dead(); /* segments of ranks killed during an earlier set-up */
+    AK_CHECK(ak__shm_segment_name(name, cap, "sd"));
     uint32_t chunk = sd_chunk_for(c->local_size);
     size_t bytes = sd_bytes((uint32_t)c->local_size, chunk);
     int fd, rc;

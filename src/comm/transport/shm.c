@@ -10,8 +10,8 @@
  * The sender copies into free slots while the receiver copies out of full ones: two
  * copies, pipelined slot by slot.
  *
- * Rendezvous. The owner names its segment from its pid, a hash of setup->prefix and a
- * random session id, and publishes the name under "<prefix>/shm/<rank>". Peers only read
+ * Rendezvous. The owner names its segment with 128 random bits (ak__shm_segment_name;
+ * its pid there only serves crash recovery, ak__shm_sweep_dead) and publishes the name under "<prefix>/shm/<rank>". Peers only read
  * that key, map the segment and count themselves in `attached`; the last one to attach
  * unlinks the name, and the owner unlinks it too once all attached (or on failure), so
  * nothing stays in /dev/shm even when a rank crashes during set-up.
@@ -22,6 +22,8 @@
  * the bell, and only when the sleeper announced itself. Every 100 ms of stall the peers'
  * pids are checked (a dead or zombie pid = AK_ERR_REMOTE); a peer that destroyed or
  * failed its transport says so in its header's state word. */
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -378,12 +380,29 @@ static ak_status shm_post(void *ctx, ak__p2p *op) {
     return AK_OK;
 }
 
+/* The peer a stalled transport waits on: the first one it expects data from, else the
+ * first one whose ring it cannot write to (so the error can name the rank that stopped). */
+static const shm_peer *stalled_peer(const shm_ctx *c) {
+    for (int i = 0; i < c->npeers; i++)
+        if (c->peers[i].recv_head) return &c->peers[i];
+    for (int i = 0; i < c->npeers; i++)
+        if (c->peers[i].send_head) return &c->peers[i];
+    return NULL;
+}
+
 /* One idle step of progress: timeout, liveness, spin or sleep. Returns 1 to keep going. */
 static int idle_step(shm_ctx *c, uint64_t now, uint64_t spin_from, uint64_t deadline,
                      ak_status *st) {
     if (c->timeout_ms > 0 && now - c->last_move_ns > (uint64_t)c->timeout_ms * 1000000u) {
-        *st = fail_transport(c, AK_ERR_TIMEOUT, "shm: rank %d: no progress for %d ms",
-                             c->rank, c->timeout_ms);
+        const shm_peer *p = stalled_peer(c);
+        if (!p) {
+            *st = fail_transport(c, AK_ERR_TIMEOUT, "shm: rank %d: no progress for %d ms",
+                                 c->rank, c->timeout_ms);
+            return 0;
+        }
+        ak__transport_lost(c->lost, p->rank, AK_LOST_CLOSED); /* it let us wait */
+        *st = fail_transport(c, AK_ERR_TIMEOUT, "shm: rank %d: no progress for %d ms waiting "
+                             "for rank %d", c->rank, c->timeout_ms, p->rank);
         return 0;
     }
     if (now - c->last_move_ns >= SHM_LIVENESS_NS && now - c->last_live_ns >= SHM_LIVENESS_NS) {
@@ -445,13 +464,56 @@ static const ak__transport_i shm_vtable = {"shm", shm_post, shm_progress, shm_de
 
 /* ---- set-up ------------------------------------------------------------------------- */
 
-static uint64_t session_id(void) {
-    uint64_t id;
-    ssize_t n;
-    AK_SYSCHECK(n, getrandom(&id, sizeof id, GRND_NONBLOCK));
-    if (n == (ssize_t)sizeof id) return id;
-    static _Atomic uint64_t counter; /* no entropy yet: still unique within the host */
-    return ak_now_ns() ^ ((uint64_t)getpid() << 32) ^ atomic_fetch_add(&counter, 1);
+/* ---- segment names and crash recovery -------------------------------------------------
+ * Segments are unlinked as soon as every peer mapped them, so only a creator (or a peer)
+ * killed during set-up can leave a name in /dev/shm. The creator's pid in the name lets
+ * the next creation on the host remove those: a pid that is gone in the same pid
+ * namespace (its inode in the name) cannot finish the set-up any more. */
+
+static unsigned long long pid_namespace(void) {
+    struct stat sb;
+    return stat("/proc/self/ns/pid", &sb) == 0 ? (unsigned long long)sb.st_ino : 0;
+}
+
+ak_status ak__shm_segment_name(char *name, size_t cap, const char *kind) {
+    uint64_t rnd[2];
+    size_t got = 0;
+    while (got < sizeof rnd) {
+        ssize_t n = getrandom((char *)rnd + got, sizeof rnd - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            return AK_FAIL(AK_ERR_IO, "shm: no randomness for a segment name (getrandom: %s)",
+                           strerror(errno));
+        got += (size_t)n;
+    }
+    int len = snprintf(name, cap, "/accelkit-%s-%llu-%d-%016" PRIx64 "%016" PRIx64, kind,
+                       pid_namespace(), (int)getpid(), rnd[0], rnd[1]);
+    if (len < 0 || (size_t)len >= cap) return AK_FAIL(AK_ERR_INTERNAL, "shm: name too long");
+    return AK_OK;
+}
+
+void ak__shm_sweep_dead(void) {
+    unsigned long long ns = pid_namespace();
+    DIR *d = ns ? opendir("/dev/shm") : NULL;
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char kind[16], path[300];
+        unsigned long long their_ns;
+        int pid;
+        struct stat sb;
+        if (strncmp(e->d_name, "accelkit-", 9) ||
+            sscanf(e->d_name + 9, "%15[a-z]-%llu-%d-", kind, &their_ns, &pid) != 3 ||
+            their_ns != ns || pid <= 0 || pid == getpid())
+            continue;
+        snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+        if (stat(path, &sb) || sb.st_uid != geteuid() || !ak__pid_gone((pid_t)pid)) continue;
+        char name[300];
+        snprintf(name, sizeof name, "/%s", e->d_name);
+        if (shm_unlink(name) == 0)
+            AK_LOG_INFO(AK_SUBSYS_COMM, "shm: removed %s, left by pid %d (gone)", name, pid);
+    }
+    closedir(d);
 }
 
 static ak_status map_fd(int fd, size_t bytes, const char *name, void **out) {
@@ -465,8 +527,9 @@ static ak_status map_fd(int fd, size_t bytes, const char *name, void **out) {
 /* Reserves the pages (posix_fallocate, so a full /dev/shm is an error here and not a
  * SIGBUS later) and maps them. */
 static ak_status create_segment(shm_ctx *c, const char *prefix) {
-    snprintf(c->own_name, sizeof c->own_name, "/accelkit-%d-%016" PRIx64 "-%016" PRIx64 "-%d",
-             (int)getpid(), ak__fnv1a64_str(prefix), session_id(), c->rank);
+    (void)prefix; /* the name is random; the store key under prefix tells peers */
+    ak__shm_sweep_dead();
+    AK_CHECK(ak__shm_segment_name(c->own_name, sizeof c->own_name, "r"));
     int fd;
     AK_SYSCHECK(fd, shm_open(c->own_name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
     if (fd < 0) return AK_FAIL(AK_ERR_IO, "shm: shm_open %s: %s", c->own_name, strerror(errno));

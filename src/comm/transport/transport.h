@@ -113,6 +113,15 @@ int ak__pid_gone(pid_t pid);
  * after at most ns; every outcome (woken, word moved, timeout, signal) means "look again". */
 void ak__shared_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t ns);
 void ak__shared_futex_wake_all(_Atomic uint32_t *word);
+/* A name for a new segment, "/accelkit-KIND-PIDNS-PID-RANDOM": 128 random bits from
+ * getrandom (unguessable: no pid or counter stands in when randomness fails, the call
+ * does), then the creator's pid namespace and pid, which let ak__shm_sweep_dead find it
+ * if the creator dies before every peer mapped (and unlinked) it. */
+ak_status ak__shm_segment_name(char *name, size_t cap, const char *kind);
+/* Unlinks the kit's segments (this user's, in /dev/shm) whose creator, in this pid
+ * namespace, is gone: what a rank killed during set-up left behind. Called before every
+ * segment is created. */
+void ak__shm_sweep_dead(void);
 
 static inline void ak__transport_destroy(ak__transport *t) {
     if (t->vt) t->vt->destroy(t->ctx);
