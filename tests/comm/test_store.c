@@ -150,10 +150,19 @@ static void check_get_timeout(ak__store *s, int timeout_ms) {
     assert_error_has("never-set");
 }
 
+/* An add past INT64_MAX wraps the same way in both stores (no undefined overflow). */
+static void check_add_wraps(ak__store *s) {
+    int64_t after = 0;
+    assert_int_equal(ak__store_add(s, "wrap", INT64_MAX, &after), AK_OK);
+    assert_int_equal(ak__store_add(s, "wrap", 1, &after), AK_OK);
+    assert_true(after == INT64_MIN);
+}
+
 static void test_memory_basics(void **state) {
     ak__store *s;
     assert_int_equal(ak__store_create_memory(&s), AK_OK);
     check_basics(s);
+    check_add_wraps(s);
     check_get_timeout(s, 150);
     ak__store_free(s);
     ak__store_free(NULL);
@@ -199,6 +208,7 @@ static void test_tcp_basics(void **state) {
     assert_true(f->port > 0);
     ak__store *s = connect_to(f);
     check_basics(s);
+    check_add_wraps(s);
     check_get_timeout(s, 150);
     /* the server answered the timeout itself: the connection is still in sync */
     char buf[16];
