@@ -64,6 +64,14 @@ else()
 endif()
 ak_product_lib(AK_WITH_SERVER AK_MHD "libmicrohttpd" microhttpd.h microhttpd "LLM server"
                libmicrohttpd-dev)
+# GnuTLS (required: the comm product's rendezvous and transports authenticate every
+# connection with HMAC-SHA256 over the job secret and draw their nonces from it)
+pkg_check_modules(AK_GNUTLS QUIET gnutls)
+ak_dep_report("GnuTLS" AK_GNUTLS_FOUND "(comm authentication, required)")
+if(NOT AK_GNUTLS_FOUND)
+  message(FATAL_ERROR "GnuTLS (pkg-config gnutls) not found: run scripts/setup (Debian package "
+                      "libgnutls28-dev)")
+endif()
 ak_find_lib(AK_HAVE_CMOCKA "cmocka" cmocka.h cmocka "(unit tests)")
 # OpenBLAS / BLIS: peers for the SGEMM benchmark, later optional inference backends
 ak_find_lib(AK_HAVE_OPENBLAS "OpenBLAS" cblas.h openblas "(SGEMM peer)"

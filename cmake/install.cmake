@@ -61,7 +61,7 @@ install(FILES ${CMAKE_BINARY_DIR}/accelkitConfig.cmake
 # works where their -dev packages are not installed, and --static does not pull in their
 # own static closure (e.g. libmicrohttpd's GnuTLS), which a program linked against the
 # shared dependencies does not need.
-set(AK_PC_LIBS_PRIVATE -lcjson)
+set(AK_PC_LIBS_PRIVATE -lcjson -lgnutls) # GnuTLS: the comm handshake's HMAC and nonces
 if(AK_WITH_LLM)
   list(APPEND AK_PC_LIBS_PRIVATE -lutf8proc -lpcre2-8)
 endif()

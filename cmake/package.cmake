@@ -15,8 +15,8 @@ set(CPACK_GENERATOR DEB)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT) # accelkit_VERSION_ARCH.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 
-set(AK_DEB_RUNTIME libc6 libcjson1)
-set(AK_DEB_DEV libcjson-dev pkg-config)
+set(AK_DEB_RUNTIME libc6 libcjson1 libgnutls30) # GnuTLS: the comm handshake
+set(AK_DEB_DEV libcjson-dev libgnutls28-dev pkg-config)
 if(AK_WITH_LLM)
   list(APPEND AK_DEB_RUNTIME libutf8proc2 libpcre2-8-0)
   list(APPEND AK_DEB_DEV libutf8proc-dev libpcre2-dev)

@@ -94,6 +94,7 @@ int ak_cli_launch(int argc, char **argv) {
     if ((rc = build_plan(&cmd, &a, &plan)) != AK_CLI_CONTINUE) return rc;
     if (first >= argc) return ak_cli_usage_error(&cmd, "no command to run");
     plan.argv = argv + first;
+    if (ak_launch_job_secret() != 0) return 2;
     if (!plan.elastic.enabled) return ak_launch_run(&plan);
     const char *t = getenv("HOROVOD_ELASTIC_TIMEOUT");
     long v;

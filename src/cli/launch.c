@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "accelkit/ak.h"
+#include "comm/bootstrap/auth.h"
 
 #define GRACE_MS 3000
 
@@ -184,7 +185,8 @@ static int forwarded(const ak_launch_plan *p, const char *kv) {
     static const char *const session[] = {"HOSTNAME=", "HOME=", "PWD=", "OLDPWD=", "SHLVL=", "_=",
                                           "USER=", "LOGNAME=", "SHELL=", "MAIL=", "TERM=",
                                           "TERMCAP=", "DISPLAY=", "XAUTHORITY=", "LS_COLORS=",
-                                          "SSH_", "XDG_", "BASH_FUNC_", "DBUS_"};
+                                          "SSH_", "XDG_", "BASH_FUNC_", "DBUS_",
+                                          "AK_JOB_SECRET=" /* goes through stdin */};
     size_t name_len = strcspn(kv, "=");
     if (kv[name_len] != '=' || name_len == 0 || (kv[0] >= '0' && kv[0] <= '9')) return 0;
     for (size_t i = 0; i < name_len; i++) /* a name the remote shell cannot take is skipped */
@@ -222,8 +224,11 @@ static char *shell_quoted(const char *word, int keep_name) {
  * the launcher (or its ssh client) dies or stops the job, a rank busy computing would run
  * on until its next write or collective failed; the launcher holds each ssh's stdin open
  * and closes it when it stops the ranks. `setsid -w` keeps the rank's exit status; fd 3
- * carries stdin to the watcher because a background list's own stdin is /dev/null. */
+ * carries stdin to the watcher because a background list's own stdin is /dev/null. The
+ * first line of stdin is the job secret (see send_secret): on ssh's command line every
+ * user of the remote host could read it in the process list. */
 static const char remote_guard[] =
+    "IFS= read -r s; if [ -n \"$s\" ]; then AK_JOB_SECRET=$s; export AK_JOB_SECRET; fi; unset s; "
     "exec 3<&0; setsid -w \"$@\" </dev/null 3<&- & c=$!; "
     "{ cat <&3; kill -TERM -$c || kill -TERM $c; sleep 3; kill -KILL -$c; } >/dev/null 2>&1 & w=$!; "
     "wait $c; s=$?; kill $w; exit $s";
@@ -262,6 +267,42 @@ static char **ssh_argv(const ak_launch_plan *p, const char *host) {
     return out;
 }
 
+/* The first line a remote rank's shell reads (remote_guard): the job secret, or an empty
+ * line when the job's secret comes from AK_JOB_SECRET_FILE. The pipe is empty, so the
+ * short line goes in at once. */
+static void send_secret(int fd) {
+    const char *secret = getenv("AK_JOB_SECRET");
+    size_t n = secret ? strlen(secret) : 0;
+    ssize_t w;
+    if (n && (w = write(fd, secret, n)) != (ssize_t)n) return; /* ssh is gone: it fails anyway */
+    w = write(fd, "\n", 1);
+    (void)w;
+}
+
+int ak_launch_job_secret(void) {
+    const char *secret = getenv("AK_JOB_SECRET"), *file = getenv("AK_JOB_SECRET_FILE");
+    if (!(secret && secret[0]) && !(file && file[0])) {
+        char hex[65];
+        if (ak__auth_generate_secret(hex) != AK_OK || setenv("AK_JOB_SECRET", hex, 1) != 0) {
+            fprintf(stderr, "ak launch: cannot make a job secret: %s\n", ak_last_error());
+            return -1;
+        }
+        memset(hex, 0, sizeof hex);
+        return 0;
+    }
+    if (secret && strchr(secret, '\n')) {
+        fprintf(stderr, "ak launch: AK_JOB_SECRET contains a newline\n");
+        return -1;
+    }
+    ak__auth_key key;
+    if (ak__auth_key_from_env(&key) != AK_OK) {
+        fprintf(stderr, "ak launch: %s\n", ak_last_error());
+        return -1;
+    }
+    memset(&key, 0, sizeof key);
+    return 0;
+}
+
 int ak_launch_spawn(const ak_launch_plan *p, const char *host, const char *const *env,
                     ak_launch_proc *rp) {
     int out[2], err[2], in[2] = {-1, -1};
@@ -289,7 +330,7 @@ int ak_launch_spawn(const ak_launch_plan *p, const char *host, const char *const
     }
     setpgid(rp->pid, rp->pid); /* also here: a kill right after fork must reach the group */
     close(out[1]), close(err[1]);
-    if (remote) close(in[0]), rp->stdin_fd = in[1];
+    if (remote) close(in[0]), rp->stdin_fd = in[1], send_secret(in[1]);
     rp->out_fd = out[0];
     rp->err_fd = err[0];
     return 0;

@@ -46,6 +46,11 @@ int ak_launch_parse_hosts(const char *text, ak_launch_plan *plan);
 int ak_launch_read_hostfile(const char *path, ak_launch_plan *plan);
 /* Runs the plan; returns the first failing rank's exit code (128+signal when killed),
  * or 0 when every rank succeeded; 2 when ranks could not be started. */
+/* The job's secret, which every rank must share (docs/security.md): AK_JOB_SECRET or
+ * AK_JOB_SECRET_FILE as the user set them (checked), else a fresh random one put in
+ * AK_JOB_SECRET, which local ranks inherit and remote ones read from ssh's stdin. 0 on
+ * success; -1 after printing why not. */
+int ak_launch_job_secret(void);
 int ak_launch_run(const ak_launch_plan *plan);
 
 /* Runs an elastic plan (see docs/elastic.md); same return values. */

@@ -428,6 +428,18 @@ static void run_loop(el_job *j) {
     }
 }
 
+/* Where the rendezvous listens: AK_STORE_ADDR, else loopback when every worker runs
+ * here (no discovery script, only local hosts), else every interface (workers on other
+ * hosts dial the address toward them; the handshake keeps strangers out). */
+static const char *rendezvous_address(const ak_launch_plan *p) {
+    const char *chosen = getenv("AK_STORE_ADDR");
+    if (chosen && chosen[0]) return chosen;
+    if (p->elastic.discovery) return NULL;
+    for (int h = 0; h < p->nhosts; h++)
+        if (!ak_launch_is_local_host(p->hosts[h].name)) return NULL;
+    return "127.0.0.1";
+}
+
 static int setup(el_job *j, const ak_launch_plan *p) {
     memset(j, 0, sizeof *j);
     j->p = p;
@@ -441,7 +453,7 @@ static int setup(el_job *j, const ak_launch_plan *p) {
         return -1;
     }
     int64_t after;
-    if (ak__store_serve(NULL, 0, &j->port, &j->server) != AK_OK ||
+    if (ak__store_serve(rendezvous_address(p), 0, &j->port, &j->server) != AK_OK ||
         ak__store_connect("127.0.0.1", j->port, 5000, &j->store) != AK_OK ||
         ak__store_add(j->store, AK_ELASTIC_KEY_HOSTS, 0, &after) != AK_OK) {
         say("cannot serve the rendezvous: %s", ak_last_error());

@@ -188,8 +188,9 @@ static ak_status connect_transports(ak_comm *c, int threads_of_one_process) {
     char advertise[64] = "";
     if (!bind[0]) AK_CHECK(advertised_address(c, advertise, sizeof advertise));
     AK_CHECK(create_transport(c, AK_COMM_TP_INTRA, intra, NULL, NULL));
+    /* listening only where peers dial (the advertised address), not on every interface */
     return create_transport(c, AK_COMM_TP_INTER, ak__tcp_transport_create,
-                            bind[0] ? bind : NULL, bind[0] ? NULL : advertise);
+                            bind[0] ? bind : advertise, bind[0] ? NULL : advertise);
 }
 
 /* Every rank has finished setup: a store counter reaches size. */
@@ -293,6 +294,13 @@ static ak_status check_world_size(ak__store *store, int rank, int size, int time
                    "launchers or AK_WORLD_SIZE disagree?)", rank, size, theirs);
 }
 
+/* Where rank 0's store listens: AK_STORE_ADDR, else the store address the ranks dial
+ * (loopback for single-host jobs), never every interface unless asked. */
+static const char *store_bind_address(const ak__world_info *w) {
+    const char *chosen = ak__param_str(AK_PARAM_STORE_ADDR);
+    return chosen[0] ? chosen : w->store_addr;
+}
+
 /* A worker of an elastic launcher: its rank and world size are its place in the round
  * the launcher forms, whose store the launcher serves (no rank serves one). */
 static ak_status comm_init_elastic(const ak_comm_config *resolved, const char *host_id,
@@ -326,7 +334,7 @@ ak_status ak_comm_init(const ak_comm_config *cfg, ak_comm **out) {
     ak__store *store = NULL;
     ak_status st;
     if (w.rank == 0 && w.world_size > 1)
-        AK_CHECK_GOTO(st, ak__store_serve(w.store_addr, w.store_port, NULL, &server));
+        AK_CHECK_GOTO(st, ak__store_serve(store_bind_address(&w), w.store_port, NULL, &server));
     if (w.world_size > 1) {
         AK_CHECK_GOTO(st, ak__store_connect(w.store_addr, w.store_port, resolved.timeout_ms, &store));
         AK_CHECK_GOTO(st, check_world_size(store, w.rank, w.world_size, resolved.timeout_ms));

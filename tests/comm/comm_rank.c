@@ -16,6 +16,10 @@
  *                                   split, and every async call with several in flight
  *   comm_rank kill RANK ITERS       allreduce in a loop; RANK kills itself (SIGKILL)
  *                                   after ITERS iterations
+ *   comm_rank soak STOPFILE         allreduces 10 ms apart, every element checked, until
+ *                                   STOPFILE exists (30 s at most); rank 0 first prints
+ *                                   "store port P" (AK_MASTER_PORT) so test_auth_job.sh
+ *                                   can send strangers to the store meanwhile
  *   comm_rank count                 allreduce whose count differs by rank
  *   comm_rank dtype                 allreduce whose dtype differs by rank
  * Exit: 0 success, 10 + ak_status of the first failure, 3 for a wrong result. Prints
@@ -583,6 +587,22 @@ int main(int argc, char **argv) {
             st = ak_comm_allreduce(c, buf, buf, N, AK_DTYPE_F32, AK_REDUCE_SUM);
             if (st != AK_OK) return failed(c, buf, st, t0);
             if (buf[N - 1] != (float)size) return free(buf), ak_comm_free(c), 3;
+        }
+    }
+    if (!strcmp(argv[1], "soak") && argc == 3) {
+        if (rank == 0) printf("store port %s\n", getenv("AK_MASTER_PORT")), fflush(stdout);
+        /* the element after the checked ones carries rank 0's "stop" to everyone */
+        for (int i = 0; i < 3000; i++) {
+            for (int k = 0; k < 4096; k++) buf[k] = (float)(rank + 1 + i + k % 7);
+            buf[4096] = rank == 0 && access(argv[2], F_OK) == 0 ? 1.0f : 0.0f;
+            uint64_t t0 = ak_now_ns();
+            st = ak_comm_allreduce(c, buf, buf, 4097, AK_DTYPE_F32, AK_REDUCE_SUM);
+            if (st != AK_OK) return failed(c, buf, st, t0);
+            for (int k = 0; k < 4096; k++)
+                if (buf[k] != (float)(size * (size + 1) / 2 + size * (i + k % 7)))
+                    return free(buf), ak_comm_free(c), 3;
+            if (buf[4096] != 0.0f) break;
+            usleep(10000);
         }
     }
     if (!strcmp(argv[1], "sweep")) {

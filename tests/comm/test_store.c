@@ -1,7 +1,10 @@
 /* Tests of the bootstrap key-value store: the in-memory store shared by threads, and the
  * TCP server + client (many clients, blocking gets, timeouts, 1 MiB values, limits, a
- * dead server, a busy port, garbage on the wire). Everything listens on 127.0.0.1. */
+ * dead server, a busy port, garbage on the wire before and after the handshake).
+ * Everything listens on 127.0.0.1; no AK_JOB_SECRET is set, so connections authenticate
+ * in same-user mode (test_auth.c covers the secret). */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -17,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "comm/bootstrap/auth.h"
 #include "comm/bootstrap/store.h"
 
 #define NTHREADS 8
@@ -146,10 +150,19 @@ static void check_get_timeout(ak__store *s, int timeout_ms) {
     assert_error_has("never-set");
 }
 
+/* An add past INT64_MAX wraps the same way in both stores (no undefined overflow). */
+static void check_add_wraps(ak__store *s) {
+    int64_t after = 0;
+    assert_int_equal(ak__store_add(s, "wrap", INT64_MAX, &after), AK_OK);
+    assert_int_equal(ak__store_add(s, "wrap", 1, &after), AK_OK);
+    assert_true(after == INT64_MIN);
+}
+
 static void test_memory_basics(void **state) {
     ak__store *s;
     assert_int_equal(ak__store_create_memory(&s), AK_OK);
     check_basics(s);
+    check_add_wraps(s);
     check_get_timeout(s, 150);
     ak__store_free(s);
     ak__store_free(NULL);
@@ -195,6 +208,7 @@ static void test_tcp_basics(void **state) {
     assert_true(f->port > 0);
     ak__store *s = connect_to(f);
     check_basics(s);
+    check_add_wraps(s);
     check_get_timeout(s, 150);
     /* the server answered the timeout itself: the connection is still in sync */
     char buf[16];
@@ -380,7 +394,7 @@ static void test_tcp_connect_retries(void **state) {
     ak__store_server_stop(l.server);
 }
 
-static int raw_connect(int port) {
+static int unauthenticated_connect(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -389,16 +403,33 @@ static int raw_connect(int port) {
     return fd;
 }
 
-/* Sends bytes and expects the server to hang up on us (recv returns 0 or an error). */
-static void expect_dropped(int port, const void *bytes, size_t len) {
-    int fd = raw_connect(port);
+/* A connection past the handshake, for writing frames by hand. */
+static int raw_connect(int port) {
+    int fd = unauthenticated_connect(port);
+    ak__auth_key key;
+    assert_int_equal(ak__auth_key_from_env(&key), AK_OK);
+    assert_int_equal(ak__auth_client(fd, &key, AK_AUTH_ROLE_STORE, ak_now_ns() + 3000000000u,
+                                     "test store"), AK_OK);
+    return fd;
+}
+
+/* Sends bytes and expects the server to hang up on us: recv ends with 0 or an error,
+ * after at most a refusal message and never a reply. */
+static void expect_dropped_on(int fd, const void *bytes, size_t len) {
     assert_int_equal(send(fd, bytes, len, MSG_NOSIGNAL), (ssize_t)len);
     struct timeval tv = {3, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char c;
-    ssize_t n = recv(fd, &c, 1, 0);
-    assert_true(n <= 0);
+    char c[128];
+    size_t got = 0;
+    ssize_t n;
+    while ((n = recv(fd, c, sizeof c, 0)) > 0) got += (size_t)n;
+    assert_true(n == 0 || errno == ECONNRESET);
+    assert_true(got <= AK_AUTH_CHALLENGE_BYTES);
     close(fd);
+}
+
+static void expect_dropped(int port, const void *bytes, size_t len) {
+    expect_dropped_on(raw_connect(port), bytes, len);
 }
 
 static void put32(unsigned char *p, uint32_t v) {
@@ -420,6 +451,7 @@ static void test_tcp_garbage(void **state) {
     unsigned char junk[4096];
     srand(7);
     for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)rand();
+    expect_dropped_on(unauthenticated_connect(f->port), junk, sizeof junk); /* no handshake */
     expect_dropped(f->port, junk, sizeof junk);
     unsigned char h[40];
     make_header(h, 9, 1, 0); /* unknown op */

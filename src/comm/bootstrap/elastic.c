@@ -50,6 +50,18 @@ static int round_wait_ms(void) {
     return (int)(s + 60) * 1000;
 }
 
+int ak__elastic_parse_answer(const char *text, ak__elastic_place *place, long long *hosts) {
+    if (!strncmp(text, "leave", 5)) return 1;
+    char tail;
+    if (sscanf(text, "%d %d %d %lld %c", &place->round, &place->rank, &place->size, hosts,
+               &tail) != 4 ||
+        place->round < 0 || place->size < 1 || place->rank < 0 || place->rank >= place->size ||
+        *hosts < 0)
+        return -1;
+    snprintf(place->prefix, sizeof place->prefix, "e%d", place->round);
+    return 0;
+}
+
 /* Reads the launcher's answer to request `req` of worker `id` into place. */
 static ak_status read_answer(ak__store *store, int id, long long req, ak__elastic_place *place,
                              long long *hosts) {
@@ -57,18 +69,17 @@ static ak_status read_answer(ak__store *store, int id, long long req, ak__elasti
     size_t len;
     snprintf(key, sizeof key, AK_ELASTIC_KEY_ASSIGN, id, req);
     AK_CHECK(ak__store_get(store, key, val, sizeof val - 1, &len, round_wait_ms()));
-    val[len < sizeof val ? len : sizeof val - 1] = '\0';
-    if (!strncmp(val, "leave", 5)) {
+    val[len < sizeof val ? len : sizeof val - 1] = '\0'; /* longer answers are cut, not read */
+    int parsed = ak__elastic_parse_answer(val, place, hosts);
+    if (parsed == 1) {
         pthread_mutex_lock(&self.lock);
         self.removed = 1;
         pthread_mutex_unlock(&self.lock);
         return AK_FAIL(AK_ERR_REMOTE, "elastic: the launcher took worker %d out of the job:%s",
                        id, val + 5);
     }
-    if (sscanf(val, "%d %d %d %lld", &place->round, &place->rank, &place->size, hosts) != 4 ||
-        place->size < 1 || place->rank < 0 || place->rank >= place->size)
+    if (parsed != 0)
         return AK_FAIL(AK_ERR_REMOTE, "elastic: the launcher's answer '%s' is not a place", val);
-    snprintf(place->prefix, sizeof place->prefix, "e%d", place->round);
     return AK_OK;
 }
 

@@ -26,6 +26,11 @@ typedef struct ak__elastic_place {
     char prefix[32]; /* the round's communicator prefix in the launcher's store */
 } ak__elastic_place;
 
+/* Parses the launcher's answer ("ROUND RANK SIZE HOSTS", NUL-terminated): 0 with place
+ * and *hosts filled (rank < size, nothing after HOSTS), 1 for "leave...", -1 when it is
+ * neither (fuzz_elastic feeds it any bytes). */
+int ak__elastic_parse_answer(const char *text, ak__elastic_place *place, long long *hosts);
+
 /* 1 when this process was started by an elastic launcher. */
 int ak__elastic_enabled(void);
 

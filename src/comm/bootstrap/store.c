@@ -165,7 +165,8 @@ static ak_status mem_add(ak__store *s, const char *key, int64_t delta, int64_t *
     mem_store *m = (mem_store *)s;
     pthread_mutex_lock(&m->lock);
     mem_entry *e = mem_find(m, key);
-    int64_t v = (e ? entry_int(e) : 0) + delta;
+    /* wraps like the TCP server's add, never signed overflow (fuzz_store found it) */
+    int64_t v = (int64_t)((uint64_t)(e ? entry_int(e) : 0) + (uint64_t)delta);
     char text[32];
     int n = snprintf(text, sizeof text, "%lld", (long long)v);
     ak_status st = mem_put(m, key, text, (size_t)n);

@@ -13,9 +13,14 @@
  * status is an ak_status: AK_OK or AK_ERR_TIMEOUT (the server's own deadline passed).
  * Integers are stored as decimal text, exactly like the in-memory store.
  *
+ * Before any request, the client and the server authenticate each other (auth.h, role
+ * AK_AUTH_ROLE_STORE); the server answers nothing else until the handshake succeeds and
+ * drops a connection that has not finished it within AK_AUTH_HANDSHAKE_MS.
+ *
  * Each side validates what it reads (magic, op, lengths against AK_STORE_MAX_*, reserved
- * bytes zero, key without NUL); the server drops a client that sends a bad frame instead
- * of guessing where the next frame starts. */
+ * bytes zero, key without NUL) before allocating anything for it; the server drops a
+ * client that sends a bad frame (logging its address and what was wrong) instead of
+ * guessing where the next frame starts. */
 #ifndef AK_COMM_BOOTSTRAP_STORE_TCP_H
 #define AK_COMM_BOOTSTRAP_STORE_TCP_H
 
@@ -32,6 +37,25 @@
 #define REP_HDR 24
 
 enum { OP_SET = 1, OP_GET = 2, OP_ADD = 3, OP_WAIT_GE = 4 };
+
+/* A request as decoded from the wire (the server's socket loop and fuzz_store share the
+ * decoder). */
+typedef struct ak__store_request {
+    int op;
+    uint32_t seq;
+    size_t key_len, value_len;
+    int64_t arg;
+    int32_t timeout_ms;
+    char key[AK_STORE_MAX_KEY + 1];
+} ak__store_request;
+
+/* Decodes and checks a request header (REQ_HDR bytes): 0, or -1 with what is wrong in why
+ * (the cap named for an oversized value). */
+int ak__store_decode_header(const unsigned char *hdr, ak__store_request *rq, char *why,
+                            size_t why_cap);
+/* Checks and copies the key from the first key_len bytes of the body: 0 or -1 + why. */
+int ak__store_decode_key(const unsigned char *body, ak__store_request *rq, char *why,
+                         size_t why_cap);
 
 /* close() is not retried on EINTR: Linux frees the descriptor anyway, and a retry could
  * close one another thread just opened. A failed close of a socket loses nothing. */

@@ -1,6 +1,6 @@
 /* Bootstrap store over TCP, the client: an ak__store whose calls send one framed request
  * (wire format: store_tcp.h) and wait for its reply with a deadline, over one connection
- * made with retries until the server is up. */
+ * made with retries until the server is up and authenticated (auth.h) before use. */
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm/bootstrap/auth.h"
 #include "comm/bootstrap/store_tcp.h"
 #include "core/check.h"
 #include "core/le_bytes.h"
@@ -117,11 +118,16 @@ static ak_status conn_read_reply(tcp_store *t, const request *rq, int64_t deadli
     rp->value_len = ak__get_u32(h + 12);
     rp->arg = (int64_t)ak__get_u64(h + 16);
     if (ak__get_u32(h) != WIRE_MAGIC || h[5] || h[6] || h[7] || ak__get_u32(h + 8) != t->seq ||
-        (rp->status != AK_OK && rp->status != AK_ERR_TIMEOUT) ||
-        rp->value_len > AK_STORE_MAX_VALUE || (rq->op != OP_GET && rp->value_len)) {
+        (rp->status != AK_OK && rp->status != AK_ERR_TIMEOUT) || (rq->op != OP_GET && rp->value_len)) {
         t->broken = 1;
         return AK_FAIL(AK_ERR_REMOTE, "store at %s:%d sent a malformed reply (not an accelkit "
                        "store?)", t->addr, t->port);
+    }
+    if (rp->value_len > AK_STORE_MAX_VALUE) { /* nothing of it is read, let alone allocated */
+        t->broken = 1;
+        return AK_FAIL(AK_ERR_REMOTE, "store at %s:%d sent a value of %zu bytes, over the cap of "
+                       "%zu bytes (AK_STORE_MAX_VALUE)", t->addr, t->port, rp->value_len,
+                       AK_STORE_MAX_VALUE);
     }
     size_t keep = rp->value_len < rq->cap ? rp->value_len : rq->cap;
     AK_CHECK(conn_recv(t, rq->buf, keep, deadline));
@@ -301,6 +307,25 @@ static ak_status connect_retrying(const char *addr, int port, int timeout_ms, in
     }
 }
 
+/* Checks the connection is allowed (same-user mode: loopback only) and runs the client's
+ * side of the handshake. */
+static ak_status authenticate(int fd, const ak__auth_key *key, const char *addr, int port,
+                              int timeout_ms) {
+    char what[300];
+    snprintf(what, sizeof what, "store at %s:%d", addr, port);
+    struct sockaddr_storage peer;
+    socklen_t len = sizeof peer;
+    if (getpeername(fd, (struct sockaddr *)&peer, &len) != 0)
+        return AK_FAIL(AK_ERR_IO, "%s: getpeername: %s", what, strerror(errno));
+    AK_CHECK(ak__auth_check_address(key, &peer, what));
+    int one = 1;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+        return AK_FAIL(AK_ERR_IO, "%s: TCP_NODELAY: %s", what, strerror(errno));
+    int budget = timeout_ms > AK_AUTH_HANDSHAKE_MS ? timeout_ms : AK_AUTH_HANDSHAKE_MS;
+    return ak__auth_client(fd, key, AK_AUTH_ROLE_STORE,
+                           ak_now_ns() + (uint64_t)budget * 1000000u, what);
+}
+
 ak_status ak__store_connect(const char *addr, int port, int timeout_ms, ak__store **out) {
     AK_ARG_CHECK(out, "ak__store_connect: NULL output");
     *out = NULL;
@@ -309,12 +334,13 @@ ak_status ak__store_connect(const char *addr, int port, int timeout_ms, ak__stor
                  "too long");
     AK_ARG_CHECK(port > 0 && port <= 65535, "ak__store_connect: port %d out of range", port);
     AK_ARG_CHECK(timeout_ms >= 0, "ak__store_connect: negative timeout %d ms", timeout_ms);
+    ak__auth_key key;
+    AK_CHECK(ak__auth_key_from_env(&key));
     int fd = -1;
     AK_CHECK(connect_retrying(addr, port, timeout_ms, &fd));
-    int one = 1;
-    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
-        ak_status st = AK_FAIL(AK_ERR_IO, "store: TCP_NODELAY on %s:%d: %s", addr, port,
-                               strerror(errno));
+    ak_status st = authenticate(fd, &key, addr, port, timeout_ms);
+    memset(&key, 0, sizeof key);
+    if (st != AK_OK) {
         close_fd(fd);
         return st;
     }

@@ -1,7 +1,8 @@
 /* Bootstrap store over TCP, the server: one poll()-driven thread that holds every key in
  * memory and parks blocking requests until they can be answered (wire format:
- * store_tcp.h). It drops a client that sends a bad frame instead of guessing where the
- * next frame starts. */
+ * store_tcp.h). Each connection first passes the handshake of auth.h, driven by the same
+ * loop so a silent or slow peer never blocks the others. It drops a client that sends a
+ * bad frame instead of guessing where the next frame starts. */
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -15,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "comm/bootstrap/auth.h"
 #include "comm/bootstrap/store_tcp.h"
 #include "core/check.h"
 #include "core/hash.h"
@@ -84,6 +86,13 @@ static void table_clear(srv_entry **table) {
 
 typedef struct srv_client {
     int fd;
+    /* the handshake: reading the hello, then the response; authenticated after that */
+    enum { AUTH_HELLO, AUTH_RESPONSE, AUTH_DONE } auth_stage;
+    unsigned char auth_msg[AK_AUTH_HELLO_BYTES]; /* the hello or the response, as read */
+    size_t auth_got;
+    ak__auth_session auth;
+    int64_t auth_deadline;
+    char peer[64]; /* "addr:port", for logs */
     int dead;   /* closed at the end of the loop iteration, so pointers stay valid */
     int parked; /* a complete GET/WAIT_GE waits for its key */
     /* the request being read: header, then body (key + value) */
@@ -91,12 +100,8 @@ typedef struct srv_client {
     size_t hdr_got;
     unsigned char *body;
     size_t body_len, body_got;
-    /* the decoded request */
-    int op;
-    uint32_t seq;
-    size_t key_len, value_len;
-    int64_t arg, deadline;
-    char key[AK_STORE_MAX_KEY + 1];
+    ak__store_request rq; /* the decoded request */
+    int64_t deadline;
     /* replies not yet written (the socket was full) */
     unsigned char *out;
     size_t out_len, out_off;
@@ -108,6 +113,7 @@ struct ak__store_server {
     int wake[2]; /* a byte on wake[1] stops the thread */
     int port;
     int64_t accept_paused_until; /* after EMFILE: no busy loop on the listening socket */
+    ak__auth_key key;            /* the job's, read once when the server starts */
     srv_entry *table[SRV_BUCKETS];
     srv_client **clients;
     size_t nclients, cap_clients;
@@ -151,39 +157,45 @@ static void client_flush(srv_client *c) {
     }
 }
 
+/* Appends len bytes to the client's output; NULL (and the client dead) when out of
+ * memory: the client sees a closed connection rather than a lost reply. */
+static unsigned char *client_queue(srv_client *c, size_t len) {
+    unsigned char *out = realloc(c->out, c->out_len + len);
+    if (!out) {
+        AK_LOG_WARN(AK_SUBSYS_COMM, "store server: out of memory replying to %s", c->peer);
+        c->dead = 1;
+        return NULL;
+    }
+    c->out = out;
+    c->out_len += len;
+    return out + c->out_len - len;
+}
+
 /* Queues the reply to the client's current request and ends that request. */
 static void client_reply(srv_client *c, ak_status status, int64_t arg, const void *value,
                          size_t len) {
-    size_t total = c->out_len + REP_HDR + len;
-    unsigned char *out = realloc(c->out, total);
-    if (!out) {
-        AK_LOG_WARN(AK_SUBSYS_COMM, "store server: out of memory replying to '%s'", c->key);
-        c->dead = 1; /* the client sees a closed connection rather than a lost reply */
-        return;
-    }
-    unsigned char *p = out + c->out_len;
+    unsigned char *p = client_queue(c, REP_HDR + len);
+    if (!p) return;
     memset(p, 0, REP_HDR);
     ak__put_u32(p, WIRE_MAGIC);
     p[4] = (unsigned char)status;
-    ak__put_u32(p + 8, c->seq);
+    ak__put_u32(p + 8, c->rq.seq);
     ak__put_u32(p + 12, (uint32_t)len);
     ak__put_u64(p + 16, (uint64_t)arg);
     if (len) memcpy(p + REP_HDR, value, len);
-    c->out = out;
-    c->out_len = total;
     client_reset_request(c);
     client_flush(c);
 }
 
 /* Answers a GET/WAIT_GE if its key allows; returns 1 when answered. */
 static int client_try_answer(ak__store_server *s, srv_client *c) {
-    srv_entry *e = table_find(s->table, c->key);
+    srv_entry *e = table_find(s->table, c->rq.key);
     if (!e) return 0;
-    if (c->op == OP_GET) {
+    if (c->rq.op == OP_GET) {
         client_reply(c, AK_OK, 0, e->value, e->len);
         return 1;
     }
-    if (text_to_int(e->value, e->len) >= c->arg) {
+    if (text_to_int(e->value, e->len) >= c->rq.arg) {
         client_reply(c, AK_OK, 0, NULL, 0);
         return 1;
     }
@@ -194,32 +206,32 @@ static int client_try_answer(ak__store_server *s, srv_client *c) {
 static void server_notify(ak__store_server *s, const char *key) {
     for (size_t i = 0; i < s->nclients; i++) {
         srv_client *c = s->clients[i];
-        if (!c->dead && c->parked && strcmp(c->key, key) == 0) client_try_answer(s, c);
+        if (!c->dead && c->parked && strcmp(c->rq.key, key) == 0) client_try_answer(s, c);
     }
 }
 
 static void server_put(ak__store_server *s, srv_client *c, const void *value, size_t len,
                        int64_t arg) {
-    if (table_put(s->table, c->key, value, len) != 0) {
-        AK_LOG_WARN(AK_SUBSYS_COMM, "store server: out of memory storing '%s'", c->key);
+    if (table_put(s->table, c->rq.key, value, len) != 0) {
+        AK_LOG_WARN(AK_SUBSYS_COMM, "store server: out of memory storing '%s'", c->rq.key);
         c->dead = 1;
         return;
     }
     char key[AK_STORE_MAX_KEY + 1];
-    strcpy(key, c->key); /* client_reply ends the request */
+    strcpy(key, c->rq.key); /* client_reply ends the request */
     client_reply(c, AK_OK, arg, NULL, 0);
     server_notify(s, key);
 }
 
 /* Runs a complete request. */
 static void client_execute(ak__store_server *s, srv_client *c, int timeout_ms) {
-    const unsigned char *value = c->body + c->key_len;
-    if (c->op == OP_SET) {
-        server_put(s, c, value, c->value_len, 0);
-    } else if (c->op == OP_ADD) {
-        srv_entry *e = table_find(s->table, c->key);
+    const unsigned char *value = c->body + c->rq.key_len;
+    if (c->rq.op == OP_SET) {
+        server_put(s, c, value, c->rq.value_len, 0);
+    } else if (c->rq.op == OP_ADD) {
+        srv_entry *e = table_find(s->table, c->rq.key);
         int64_t cur = e ? text_to_int(e->value, e->len) : 0;
-        int64_t v = (int64_t)((uint64_t)cur + (uint64_t)c->arg); /* wraps, never UB */
+        int64_t v = (int64_t)((uint64_t)cur + (uint64_t)c->rq.arg); /* wraps, never UB */
         char text[32];
         int n = snprintf(text, sizeof text, "%lld", (long long)v);
         server_put(s, c, text, (size_t)n, v);
@@ -233,21 +245,42 @@ static void client_execute(ak__store_server *s, srv_client *c, int timeout_ms) {
     }
 }
 
-/* Checks a request header; returns NULL or what is wrong with it. */
-static const char *client_decode_header(srv_client *c) {
-    const unsigned char *h = c->hdr;
-    if (ak__get_u32(h) != WIRE_MAGIC) return "bad magic";
-    c->op = h[4];
-    c->key_len = h[5];
-    c->seq = ak__get_u32(h + 8);
-    c->value_len = ak__get_u32(h + 12);
-    c->arg = (int64_t)ak__get_u64(h + 16);
-    if (c->op < OP_SET || c->op > OP_WAIT_GE) return "unknown op";
-    if (h[6] || h[7]) return "reserved bits set";
-    if (c->key_len == 0) return "empty key";
-    if (c->value_len > AK_STORE_MAX_VALUE) return "value too large";
-    if (c->op != OP_SET && c->value_len) return "value on a request that takes none";
-    return NULL;
+static int bad_frame(char *why, size_t cap, const char *what) {
+    snprintf(why, cap, "%s", what);
+    return -1;
+}
+
+int ak__store_decode_header(const unsigned char *h, ak__store_request *rq, char *why,
+                            size_t why_cap) {
+    memset(rq, 0, sizeof *rq);
+    if (ak__get_u32(h) != WIRE_MAGIC) return bad_frame(why, why_cap, "bad magic");
+    rq->op = h[4];
+    rq->key_len = h[5];
+    rq->seq = ak__get_u32(h + 8);
+    rq->value_len = ak__get_u32(h + 12);
+    rq->arg = (int64_t)ak__get_u64(h + 16);
+    rq->timeout_ms = (int32_t)ak__get_u32(h + 24);
+    if (rq->op < OP_SET || rq->op > OP_WAIT_GE) return bad_frame(why, why_cap, "unknown op");
+    if (h[6] || h[7]) return bad_frame(why, why_cap, "reserved bits set");
+    if (rq->key_len == 0) return bad_frame(why, why_cap, "empty key");
+    if (rq->value_len > AK_STORE_MAX_VALUE) {
+        snprintf(why, why_cap, "value length %zu over the cap of %zu bytes (AK_STORE_MAX_VALUE)",
+                 rq->value_len, AK_STORE_MAX_VALUE);
+        return -1;
+    }
+    if (rq->op != OP_SET && rq->value_len)
+        return bad_frame(why, why_cap, "value on a request that takes none");
+    return 0;
+}
+
+int ak__store_decode_key(const unsigned char *body, ak__store_request *rq, char *why,
+                         size_t why_cap) {
+    if (rq->key_len == 0 || rq->key_len > AK_STORE_MAX_KEY)
+        return bad_frame(why, why_cap, "key length out of range");
+    if (memchr(body, '\0', rq->key_len)) return bad_frame(why, why_cap, "NUL byte in key");
+    memcpy(rq->key, body, rq->key_len);
+    rq->key[rq->key_len] = '\0';
+    return 0;
 }
 
 /* Reads into dst[*got..want); returns 1 when complete, 0 when the socket is empty, -1 on
@@ -273,18 +306,77 @@ static void client_drop(srv_client *c, const char *why) {
     c->dead = 1;
 }
 
+/* A peer that broke the protocol or failed the handshake: logged where an operator sees
+ * it (its address and what was wrong), dropped; the job goes on. */
+static void client_reject(srv_client *c, const char *why) {
+    AK_LOG_WARN(AK_SUBSYS_COMM, "store server: refused %s: %s", c->peer, why);
+    c->dead = 1;
+}
+
+/* Refuses the handshake: the refusal goes out best effort (the socket is fresh, its
+ * buffer empty), then the connection is dropped. */
+static void client_refuse_auth(srv_client *c, int status, int challenge, const char *why) {
+    unsigned char msg[AK_AUTH_CHALLENGE_BYTES];
+    ak__auth_refusal(status, challenge, msg);
+    ssize_t n;
+    AK_SYSCHECK(n, send(c->fd, msg, challenge ? AK_AUTH_CHALLENGE_BYTES : AK_AUTH_RESULT_BYTES,
+                        MSG_NOSIGNAL | MSG_DONTWAIT));
+    (void)n;
+    client_reject(c, why);
+}
+
+/* Advances the handshake by one message if it has arrived; 1 when it did. */
+static int client_authenticate(srv_client *c) {
+    if (c->auth_stage == AUTH_HELLO) {
+        if (client_recv(c, c->auth_msg, AK_AUTH_HELLO_BYTES, &c->auth_got) <= 0) return 0;
+        unsigned char challenge[AK_AUTH_CHALLENGE_BYTES];
+        int status = AK_AUTH_NOT_SAME_USER;
+        const char *why = ak__auth_check_peer(c->fd, c->auth.key);
+        if (!why) why = ak__auth_server_on_hello(&c->auth, c->auth_msg, challenge, &status);
+        if (why) {
+            client_refuse_auth(c, status, 1, why);
+            return 0;
+        }
+        unsigned char *out = client_queue(c, sizeof challenge);
+        if (!out) return 0;
+        memcpy(out, challenge, sizeof challenge);
+        c->auth_stage = AUTH_RESPONSE;
+        c->auth_got = 0;
+        client_flush(c);
+        return 1;
+    }
+    if (client_recv(c, c->auth_msg, AK_AUTH_RESPONSE_BYTES, &c->auth_got) <= 0) return 0;
+    unsigned char result[AK_AUTH_RESULT_BYTES];
+    const char *why = ak__auth_server_on_response(&c->auth, c->auth_msg, result);
+    if (why) {
+        client_refuse_auth(c, AK_AUTH_BAD_PROOF, 0, why);
+        return 0;
+    }
+    unsigned char *out = client_queue(c, sizeof result);
+    if (!out) return 0;
+    memcpy(out, result, sizeof result);
+    c->auth_stage = AUTH_DONE;
+    AK_LOG_DEBUG(AK_SUBSYS_COMM, "store server: %s authenticated", c->peer);
+    client_flush(c);
+    return 1;
+}
+
 /* Reads and runs requests until the socket is empty, a request parks, or replies are
  * pending (back-pressure: a client that does not read its replies gets no more served). */
 static void client_readable(ak__store_server *s, srv_client *c) {
     while (!c->dead && !c->parked && c->out_len == 0) {
+        if (c->auth_stage != AUTH_DONE) {
+            if (!client_authenticate(c)) return;
+            continue;
+        }
         if (!c->body) { /* still reading the header */
             if (client_recv(c, c->hdr, REQ_HDR, &c->hdr_got) <= 0) return;
-            const char *bad = client_decode_header(c);
-            if (bad) {
-                client_drop(c, bad);
+            char why[128];
+            if (ak__store_decode_header(c->hdr, &c->rq, why, sizeof why) != 0) {
+                client_reject(c, why);
                 return;
             }
-            c->body_len = c->key_len + c->value_len; /* ≥ 1: keys are never empty */
+            c->body_len = c->rq.key_len + c->rq.value_len; /* ≥ 1: keys are never empty */
             c->body = malloc(c->body_len);
             if (!c->body) {
                 client_drop(c, "out of memory for the request");
@@ -292,13 +384,12 @@ static void client_readable(ak__store_server *s, srv_client *c) {
             }
         }
         if (client_recv(c, c->body, c->body_len, &c->body_got) <= 0) return;
-        if (memchr(c->body, '\0', c->key_len)) {
-            client_drop(c, "NUL byte in key");
+        char why[128];
+        if (ak__store_decode_key(c->body, &c->rq, why, sizeof why) != 0) {
+            client_reject(c, why);
             return;
         }
-        memcpy(c->key, c->body, c->key_len);
-        c->key[c->key_len] = '\0';
-        client_execute(s, c, (int32_t)ak__get_u32(c->hdr + 24));
+        client_execute(s, c, c->rq.timeout_ms);
     }
 }
 
@@ -332,6 +423,10 @@ static void server_accept(ak__store_server *s) {
             continue;
         }
         c->fd = fd;
+        c->auth.key = &s->key;
+        c->auth.role = AK_AUTH_ROLE_STORE;
+        c->auth_deadline = now_ms() + AK_AUTH_HANDSHAKE_MS;
+        ak__auth_peer_name(fd, c->peer, sizeof c->peer);
         s->clients[s->nclients++] = c;
     }
 }
@@ -364,6 +459,8 @@ static int server_poll_timeout(const ak__store_server *s) {
     for (size_t i = 0; i < s->nclients; i++) {
         const srv_client *c = s->clients[i];
         if (c->parked && (next < 0 || c->deadline < next)) next = c->deadline;
+        if (c->auth_stage != AUTH_DONE && (next < 0 || c->auth_deadline < next))
+            next = c->auth_deadline;
     }
     if (s->accept_paused_until > now_ms() && (next < 0 || s->accept_paused_until < next))
         next = s->accept_paused_until;
@@ -376,6 +473,8 @@ static void server_expire_and_reap(ak__store_server *s) {
     for (size_t i = 0; i < s->nclients; i++) {
         srv_client *c = s->clients[i];
         if (!c->dead && c->parked && c->deadline <= now) client_reply(c, AK_ERR_TIMEOUT, 0, NULL, 0);
+        if (!c->dead && c->auth_stage != AUTH_DONE && c->auth_deadline <= now)
+            client_reject(c, "no handshake within the time allowed (AK_AUTH_HANDSHAKE_MS)");
         if (c->dead) client_close(c);
         else s->clients[kept++] = c;
     }
@@ -472,6 +571,7 @@ static void server_free(ak__store_server *s) {
     close_fd(s->wake[0]);
     close_fd(s->wake[1]);
     table_clear(s->table);
+    memset(&s->key, 0, sizeof s->key);
     free(s->clients);
     free(s->pfds);
     free(s);
@@ -486,17 +586,34 @@ ak_status ak__store_serve(const char *bind_addr, int port, int *bound_port,
     ak__store_server *s = calloc(1, sizeof *s);
     if (!s) return AK_FAIL(AK_ERR_NO_MEMORY, "store: out of memory for the server");
     s->wake[0] = s->wake[1] = -1;
+    s->listen_fd = -1;
+    ak_status st = ak__auth_key_from_env(&s->key);
+    if (st != AK_OK) {
+        server_free(s);
+        return st;
+    }
     const char *gai_error = NULL;
     s->listen_fd = listen_on(bind_addr, port, &gai_error);
     if (s->listen_fd < 0) {
-        ak_status st = AK_FAIL(AK_ERR_IO, "store: cannot listen on %s:%d: %s", shown, port,
+        st = AK_FAIL(AK_ERR_IO, "store: cannot listen on %s:%d: %s", shown, port,
                                gai_error ? gai_error : strerror(errno));
+        server_free(s);
+        return st;
+    }
+    char what[300];
+    snprintf(what, sizeof what, "the store's listening address %s", shown);
+    struct sockaddr_storage bound;
+    socklen_t bound_len = sizeof bound;
+    st = getsockname(s->listen_fd, (struct sockaddr *)&bound, &bound_len) == 0
+             ? ak__auth_check_address(&s->key, &bound, what)
+             : AK_FAIL(AK_ERR_IO, "store: getsockname: %s", strerror(errno));
+    if (st != AK_OK) {
         server_free(s);
         return st;
     }
     s->port = bound_port_of(s->listen_fd);
     if (s->port < 0 || pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
-        ak_status st = AK_FAIL(AK_ERR_IO, "store: setting up the server on %s:%d: %s", shown,
+        st = AK_FAIL(AK_ERR_IO, "store: setting up the server on %s:%d: %s", shown,
                                port, strerror(errno));
         server_free(s);
         return st;

@@ -2,9 +2,12 @@
  *
  * Setup: every rank listens on an ephemeral port and publishes "<prefix>/tcp/<rank>" =
  * "addr:port" in the store. The lower rank of each pair connects nstreams sockets to the
- * higher one and sends a hello (magic, world size, rank, stream index, nstreams, prefix
- * hash); the acceptor validates it against its world and answers with an ack naming
- * itself, so both ends know which (peer, stream) each socket is. */
+ * higher one, authenticates it (auth.h, role AK_AUTH_ROLE_TCP: both ends prove they hold
+ * the job's secret) and sends a hello (magic, world size, rank, stream index, nstreams,
+ * prefix hash); the acceptor validates it against its world and answers with an ack
+ * naming itself, so both ends know which (peer, stream) each socket is. A connection
+ * that fails the handshake is logged and closed, and the acceptor waits on for its
+ * peers: a stranger cannot join or stop the setup. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm/bootstrap/auth.h"
 #include "comm/transport/tcp_internal.h"
 #include "core/check.h"
 #include "core/hash.h"
@@ -177,11 +181,16 @@ static void encode_hello(unsigned char *h, const ak__transport_setup *su, int st
                                                           * communicator is rejected */
 }
 
-static ak_status connect_peer(const ak__transport_setup *su, tcp_peer *p, uint64_t deadline) {
+static ak_status connect_peer(const ak__transport_setup *su, const ak__auth_key *key,
+                              tcp_peer *p, uint64_t deadline) {
     struct sockaddr_in sa;
     AK_CHECK(peer_address(su, p->rank, deadline, &sa));
+    char what[96], host[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &sa.sin_addr, host, sizeof host);
+    snprintf(what, sizeof what, "tcp: rank %d at %s:%d", p->rank, host, ntohs(sa.sin_port));
     for (int s = 0; s < su->nstreams; s++) {
         AK_CHECK(connect_retry(su, p->rank, &sa, deadline, &p->fds[s]));
+        AK_CHECK(ak__auth_client(p->fds[s], key, AK_AUTH_ROLE_TCP, deadline, what));
         unsigned char hello[HELLO_BYTES], ack[ACK_BYTES];
         encode_hello(hello, su, s);
         AK_CHECK(io_exact(p->fds[s], hello, sizeof hello, 1, deadline, p->rank));
@@ -215,8 +224,27 @@ static ak_status check_hello(tcp_ctx *t, const ak__transport_setup *su,
     return AK_OK;
 }
 
-static ak_status accept_one(tcp_ctx *t, const ak__transport_setup *su, int lfd,
-                            uint64_t deadline, int *accepted) {
+/* The handshake of an accepted socket, bounded by AK_AUTH_HANDSHAKE_MS (and the setup's
+ * deadline): AK_OK, or why it was refused (logged by ak__auth_server). */
+static ak_status authenticate_accepted(int fd, const ak__transport_setup *su,
+                                       const ak__auth_key *key, uint64_t deadline) {
+    uint64_t limit = ak_now_ns() + (uint64_t)AK_AUTH_HANDSHAKE_MS * 1000000u;
+    char what[64];
+    snprintf(what, sizeof what, "tcp rank %d", su->rank);
+    ak_status st = ak__auth_server(fd, key, AK_AUTH_ROLE_TCP, limit < deadline ? limit : deadline,
+                                   what);
+    if (st == AK_ERR_TIMEOUT && ms_left(deadline) > 0) {
+        char peer[64];
+        ak__auth_peer_name(fd, peer, sizeof peer);
+        AK_LOG_WARN(AK_SUBSYS_COMM, "tcp rank %d: refused %s: no handshake within %d ms", su->rank,
+                    peer, AK_AUTH_HANDSHAKE_MS);
+        return AK_ERR_REMOTE;
+    }
+    return st;
+}
+
+static ak_status accept_one(tcp_ctx *t, const ak__transport_setup *su, const ak__auth_key *key,
+                            int lfd, uint64_t deadline, int *accepted) {
     struct pollfd pfd = {lfd, POLLIN, 0};
     int prc;
     AK_SYSCHECK(prc, poll(&pfd, 1, ms_left(deadline)));
@@ -227,7 +255,8 @@ static ak_status accept_one(tcp_ctx *t, const ak__transport_setup *su, int lfd,
     unsigned char hello[HELLO_BYTES], ack[ACK_BYTES];
     tcp_peer *p = NULL;
     int s = 0;
-    ak_status st = io_exact(fd, hello, sizeof hello, 0, deadline, -1);
+    ak_status st = authenticate_accepted(fd, su, key, deadline);
+    if (st == AK_OK) st = io_exact(fd, hello, sizeof hello, 0, deadline, -1);
     if (st == AK_OK) st = check_hello(t, su, hello, &p, &s);
     if (st == AK_OK && p) {
         ak__put_u32(ack, TCP_HELLO_MAGIC);
@@ -258,19 +287,20 @@ static ak_status missing_peers_error(tcp_ctx *t, const ak__transport_setup *su) 
     return AK_FAIL(AK_ERR_TIMEOUT, "tcp: connection setup timed out");
 }
 
-static ak_status connect_all(tcp_ctx *t, const ak__transport_setup *su, int lfd) {
+static ak_status connect_all(tcp_ctx *t, const ak__transport_setup *su, const ak__auth_key *key,
+                             int lfd) {
     uint64_t deadline = ak_now_ns() + (uint64_t)su->timeout_ms * 1000000u;
     int expected = 0, accepted = 0;
     /* lower rank connects: higher peers first, so the highest rank only accepts and the
      * chain of acks always ends */
     for (int i = 0; i < t->npeers; i++) {
         if (t->peers[i].rank > su->rank)
-            AK_CHECK(connect_peer(su, &t->peers[i], deadline));
+            AK_CHECK(connect_peer(su, key, &t->peers[i], deadline));
         else
             expected += su->nstreams;
     }
     while (accepted < expected) {
-        ak_status st = accept_one(t, su, lfd, deadline, &accepted);
+        ak_status st = accept_one(t, su, key, lfd, deadline, &accepted);
         if (st == AK_ERR_TIMEOUT && ms_left(deadline) == 0) return missing_peers_error(t, su);
         AK_CHECK(st);
     }
@@ -330,10 +360,13 @@ ak_status ak__tcp_transport_create(const ak__transport_setup *setup, ak__transpo
     tcp_ctx *t = NULL;
     int lfd = -1, port = 0;
     ak_status st;
+    ak__auth_key key;
+    AK_CHECK(ak__auth_key_from_env(&key));
     AK_CHECK(ctx_new(setup, &t));
     AK_CHECK_GOTO(st, listen_socket(setup, &lfd, &port));
     AK_CHECK_GOTO(st, publish(setup, port));
-    AK_CHECK_GOTO(st, connect_all(t, setup, lfd));
+    AK_CHECK_GOTO(st, connect_all(t, setup, &key, lfd));
+    memset(&key, 0, sizeof key);
     AK_CHECK_GOTO(st, finish_sockets(t));
     close(lfd);
     AK_LOG_DEBUG(AK_SUBSYS_COMM, "tcp rank %d: connected to %d peers x %d streams (port %d)",
@@ -342,6 +375,7 @@ ak_status ak__tcp_transport_create(const ak__transport_setup *setup, ak__transpo
     out->ctx = t;
     return AK_OK;
 fail:
+    memset(&key, 0, sizeof key);
     if (lfd >= 0) close(lfd);
     ak__tcp_ctx_free(t);
     return st;
