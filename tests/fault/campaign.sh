@@ -44,6 +44,10 @@ fi
 TIMEOUT_MS=${FAULT_TIMEOUT_MS:-3000} # AK_COMM_TIMEOUT of the fixed jobs
 SLACK_MS=${FAULT_SLACK_MS:-2000}     # scheduling on a loaded 2-core machine
 HANG_MS=$((TIMEOUT_MS + 20000))
+# the fixed jobs' ranks meet at a store on a namespace address, which needs the job secret
+# (ak launch makes its own for the elastic jobs)
+AK_JOB_SECRET=${AK_JOB_SECRET:-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')}
+export AK_JOB_SECRET
 STEPS=3000 ELASTIC_STEPS=400
 
 id=$(( $$ % 200 + 20 ))
