@@ -72,7 +72,7 @@ bench: build
 	for a in ring hier auto; do scripts/netns-cluster -H 2 -G 2 -- $(BUILD)/ak bench comm -b 8 -e 64M -f 8 -n 5 -w 1 --algo $$a; done
 	bench/llm/server_load.sh $(BUILD)
 
-# ---- fuzzing (tests/fuzz/run.sh; docs/testing.md) ----
+# ---- fuzzing (tests/fuzz/run.sh; docs/fuzzing.md) ----
 # make fuzz: every target to FUZZ_RUNS executions or FUZZ_MAX_SECONDS, whichever first;
 # make fuzz-short (part of make test): every target FUZZ_SECONDS, two at a time.
 # A finding fails the step and prints the saved input's path.

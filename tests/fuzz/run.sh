@@ -5,11 +5,11 @@
 #
 # Each target (all of BUILD/tests/fuzz/fuzz_* by default) runs until N executions
 # (-runs) or S seconds (-max_total_time), whichever comes first, J targets at a time,
-# from its seed corpus (tests/fuzz/corpus/TARGET) plus the working corpus it grows in
+# from its seed corpus (tests/fuzz/corpus/<target>) plus the working corpus it grows in
 # BUILD/corpus/TARGET. A single input running over 25 s counts as a hang. Prints one line
 # per target: executions, exec/s, and the verdict; on a finding, the libFuzzer report and
 # the path of the saved input (BUILD/findings/TARGET/...), to be added to
-# tests/fuzz/regress/TARGET/ with the fix. Exit 1 when any target found something.
+# tests/fuzz/regress/<target>/ with the fix. Exit 1 when any target found something.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
