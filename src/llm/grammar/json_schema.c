@@ -534,10 +534,27 @@ static ak_status resolve_ref(conv *c, const char *ref, const cJSON **out) {
     return AK_OK;
 }
 
+/* A schema that is only a $ref is an alias of its target; a chain of aliases that comes
+ * back to where it started matches nothing and would be a rule defined by itself alone
+ * ({"$ref": "#"} at the root), which the grammar compiler rejects: refused here. */
+static ak_status check_alias_cycle(conv *c, const cJSON *target, const char *ref) {
+    const cJSON *at = target;
+    for (int hops = 0; hops < 1000; ++hops) {
+        const cJSON *next_ref = cJSON_IsObject(at) ? cJSON_GetObjectItemCaseSensitive(at, "$ref") : NULL;
+        if (!cJSON_IsString(next_ref)) return AK_OK;
+        if (resolve_ref(c, next_ref->valuestring, &at) != AK_OK) return AK_OK; /* refused later */
+        if (at == target)
+            return AK_FAIL(AK_ERR_INVALID_ARG, "json schema: $ref '%s' refers to itself through "
+                           "$refs alone (it matches nothing)", ref);
+    }
+    return AK_FAIL(AK_ERR_INVALID_ARG, "json schema: $ref '%s' starts a chain of over 1000 $refs", ref);
+}
+
 static ak_status ref_expr(conv *c, const cJSON *ref, sbuf *o) {
     if (!cJSON_IsString(ref)) return refuse("$ref (not a string)");
     const cJSON *target;
     AK_CHECK(resolve_ref(c, ref->valuestring, &target));
+    AK_CHECK(check_alias_cycle(c, target, ref->valuestring));
     for (uint32_t i = 0; i < c->n_defs; ++i)
         if (c->defs[i] == target) {
             sb_printf(o, "%s-def-%u", c->prefix, i);
