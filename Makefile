@@ -2,9 +2,11 @@
 #   make demo   build, then show `ak sysinfo`, the kernel, pool and collective benchmarks,
 #               a training plan (ak plan), ONNX inference of a torchvision model checked
 #               against PyTorch, an LLM served over HTTP, and a Horovod training script on 2 ranks
-#   make test   build and run every test, then the same under ASan+UBSan
+#   make test   build and run every test, then the same under ASan+UBSan, then every
+#               fuzz target for 20 s
 #   make bench  all benchmarks, each beside its peer (installs Open MPI, PyTorch, iperf3)
-#   make fuzz   libFuzzer targets (clang), FUZZ_SECONDS each
+#   make fuzz   libFuzzer targets (clang), each to FUZZ_RUNS executions (10 M) or
+#               FUZZ_MAX_SECONDS; make fuzz-short: FUZZ_SECONDS (20) each, as make test does
 #   make san    the ASan+UBSan build and its tests only
 #   make tsan   the ThreadSanitizer build and the threaded tests (comm, train, thread pool,
 #               LLM engine and server); any race report fails it
@@ -17,15 +19,18 @@ BUILD     ?= build
 SAN_BUILD ?= build-san
 FUZZ_BUILD ?= build-fuzz
 TSAN_BUILD ?= build-tsan
-FUZZ_SECONDS ?= 60
 FAULT_RUNS ?= 100
+FUZZ_SECONDS ?= 20
+FUZZ_RUNS ?= 10000000
+FUZZ_MAX_SECONDS ?= 3600
+FUZZ_JOBS ?= 2
 PREFIX    ?= /usr/local
 JOBS      ?= $(shell nproc)
 # configure once per build dir; ninja if present (checked after setup installed it)
 CONFIGURE = test -f $(1)/CMakeCache.txt || cmake -S . -B $(1) $$(command -v ninja >/dev/null && echo -G Ninja)
 SAN_ENV   := ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: all setup build demo test unit san tsan bench fuzz clean install deb
+.PHONY: all setup build demo test unit san tsan bench fuzz fuzz-short fuzz-build clean install deb
 
 all: build
 
@@ -81,7 +86,7 @@ tsan: setup
 	  cat $(TSAN_REPORTS)/report.*; echo "ThreadSanitizer: reports above (in $(TSAN_REPORTS))"; exit 1; \
 	fi; exit $$rc
 
-test: unit san tsan
+test: unit san tsan fuzz-short
 
 bench: build
 	@scripts/setup --bench
@@ -95,15 +100,19 @@ bench: build
 	for a in ring hier auto; do scripts/netns-cluster -H 2 -G 2 -- $(BUILD)/ak bench comm -b 8 -e 64M -f 8 -n 5 -w 1 --algo $$a; done
 	bench/llm/server_load.sh $(BUILD)
 
-fuzz: setup
+# ---- fuzzing (tests/fuzz/run.sh; docs/fuzzing.md) ----
+# make fuzz: every target to FUZZ_RUNS executions or FUZZ_MAX_SECONDS, whichever first;
+# make fuzz-short (part of make test): every target FUZZ_SECONDS, two at a time.
+# A finding fails the step and prints the saved input's path.
+fuzz-build: setup
 	@$(call CONFIGURE,$(FUZZ_BUILD)) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DAK_FUZZ=ON -DAK_BUILD_TESTS=OFF
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
-	@for f in $(FUZZ_BUILD)/tests/fuzz/fuzz_*; do \
-	  echo "== $$f ($(FUZZ_SECONDS) s)"; \
-	  name=$$(basename $$f); mkdir -p $(FUZZ_BUILD)/corpus/$$name; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	      $(FUZZ_BUILD)/corpus/$$name tests/fuzz/corpus/$$name || exit 1; \
-	done
+
+fuzz: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_BUILD) --runs $(FUZZ_RUNS) --seconds $(FUZZ_MAX_SECONDS) --jobs $(FUZZ_JOBS)
+
+fuzz-short: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_BUILD) --seconds $(FUZZ_SECONDS) --jobs 2
 
 # the full campaign (tests/fault/campaign.sh; its short form runs in `make test`)
 .PHONY: fault

@@ -38,11 +38,15 @@ int ak_launch_parse_hosts(const char *text, ak_launch_plan *plan) {
         ak_launch_host *h = &plan->hosts[plan->nhosts++];
         char *colon = strrchr(tok, ':');
         h->slots = 1;
-        if (colon) {
+        if (colon) { /* a whole number in range: 256 hosts' slots still add up in an int */
             *colon = '\0';
-            h->slots = atoi(colon + 1);
+            char *end;
+            errno = 0;
+            long slots = strtol(colon + 1, &end, 10);
+            if (errno || end == colon + 1 || *end || slots < 1 || slots > AK_LAUNCH_MAX_SLOTS) return -1;
+            h->slots = (int)slots;
         }
-        if (!tok[0] || h->slots < 1 || strlen(tok) >= sizeof h->name) return -1;
+        if (!tok[0] || strlen(tok) >= sizeof h->name) return -1;
         strcpy(h->name, tok);
     }
     return plan->nhosts > 0 ? 0 : -1;
@@ -53,18 +57,17 @@ int ak_launch_read_hostfile(const char *path, ak_launch_plan *plan) {
     if (!f) return -1;
     char line[512], spec[4096] = "";
     while (fgets(line, sizeof line, f)) {
-        char name[200];
-        int slots = 1;
+        char name[200], slots[24] = "1"; /* slots as text: ak_launch_parse_hosts checks it */
         char *hash = strchr(line, '#');
         if (hash) *hash = '\0';
-        if (sscanf(line, "%199s slots=%d", name, &slots) < 1) continue;
-        if (strlen(spec) + strlen(name) + 16 >= sizeof spec) break;
+        if (sscanf(line, "%199s slots=%23s", name, slots) < 1) continue;
+        if (strlen(spec) + strlen(name) + strlen(slots) + 3 >= sizeof spec) break;
         char item[256];
         const char *sep = spec[0] ? "," : "";
         if (strchr(name, ':')) /* "host:N" kept as written */
             snprintf(item, sizeof item, "%s%s", sep, name);
         else
-            snprintf(item, sizeof item, "%s%s:%d", sep, name, slots);
+            snprintf(item, sizeof item, "%s%s:%s", sep, name, slots);
         strcat(spec, item);
     }
     fclose(f);

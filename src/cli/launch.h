@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #define AK_LAUNCH_MAX_HOSTS 256
+#define AK_LAUNCH_MAX_SLOTS (1 << 20) /* per host */
 
 /* ---- elastic jobs (launch_elastic.c) ---- */
 typedef struct ak_launch_elastic {

@@ -123,10 +123,12 @@ static ak_status npy_header(const uint8_t *b, size_t size, const char *path, ak_
                             size_t *data_off) {
     if (size < 10 || memcmp(b, "\x93NUMPY", 6) != 0)
         return AK_FAIL(AK_ERR_INVALID_ARG, "'%.200s' is not a .npy file", path);
+    size_t hoff = b[6] == 1 ? 10 : 12; /* version 1: a 2-byte header length, later: 4 */
+    if (size < hoff)
+        return AK_FAIL(AK_ERR_INVALID_ARG, "'%.200s': truncated .npy header", path);
     size_t hlen = b[6] == 1 ? (size_t)b[8] | (size_t)b[9] << 8
                             : (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 |
                                   (size_t)b[11] << 24;
-    size_t hoff = b[6] == 1 ? 10 : 12;
     if (hoff + hlen > size || hlen > 65536)
         return AK_FAIL(AK_ERR_INVALID_ARG, "'%.200s': truncated .npy header", path);
     char header[65537];

@@ -15,6 +15,7 @@
  * Anything else (multipleOf, not, if/then, patternProperties, uniqueItems, ...) is refused
  * with AK_ERR_UNSUPPORTED naming the keyword. */
 #include <math.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -383,10 +384,27 @@ static ak_status resolve_ref(conv *c, const char *ref, const cJSON **out) {
     return AK_OK;
 }
 
+/* A schema that is only a $ref is an alias of its target; a chain of aliases that comes
+ * back to where it started matches nothing and would be a rule defined by itself alone
+ * ({"$ref": "#"} at the root), which the grammar compiler rejects: refused here. */
+static ak_status check_alias_cycle(conv *c, const cJSON *target, const char *ref) {
+    const cJSON *at = target;
+    for (int hops = 0; hops < 1000; ++hops) {
+        const cJSON *next_ref = cJSON_IsObject(at) ? cJSON_GetObjectItemCaseSensitive(at, "$ref") : NULL;
+        if (!cJSON_IsString(next_ref)) return AK_OK;
+        if (resolve_ref(c, next_ref->valuestring, &at) != AK_OK) return AK_OK; /* refused later */
+        if (at == target)
+            return AK_FAIL(AK_ERR_INVALID_ARG, "json schema: $ref '%s' refers to itself through "
+                           "$refs alone (it matches nothing)", ref);
+    }
+    return AK_FAIL(AK_ERR_INVALID_ARG, "json schema: $ref '%s' starts a chain of over 1000 $refs", ref);
+}
+
 static ak_status ref_expr(conv *c, const cJSON *ref, sbuf *o) {
     if (!cJSON_IsString(ref)) return refuse("$ref (not a string)");
     const cJSON *target;
     AK_CHECK(resolve_ref(c, ref->valuestring, &target));
+    AK_CHECK(check_alias_cycle(c, target, ref->valuestring));
     for (uint32_t i = 0; i < c->n_defs; ++i)
         if (c->defs[i] == target) {
             sb_printf(o, "%s-def-%u", c->prefix, i);
@@ -608,6 +626,36 @@ static void emit_helpers(conv *c) {
     }
 }
 
+/* Whether `s` is well-formed UTF-8 (no overlong form, surrogate or code point past
+ * U+10FFFF): the grammar's literals must be, and cJSON passes any bytes through. */
+static int utf8_valid(const unsigned char *s) {
+    while (*s) {
+        unsigned c = *s, n = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2
+                                           : (c & 0xF8) == 0xF0 ? 3 : 9;
+        if (n == 9) return 0;
+        uint32_t cp = n == 0 ? c : c & (0x3Fu >> n);
+        for (unsigned i = 1; i <= n; ++i) {
+            if ((s[i] & 0xC0) != 0x80) return 0;
+            cp = cp << 6 | (s[i] & 0x3Fu);
+        }
+        static const uint32_t min_cp[4] = {0, 0x80, 0x800, 0x10000};
+        if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+        s += n + 1;
+    }
+    return 1;
+}
+
+/* Every key and string value of the schema is valid UTF-8 (they become literals). */
+static ak_status check_strings(const cJSON *n) {
+    for (; n; n = n->next) {
+        if ((n->string && !utf8_valid((const unsigned char *)n->string)) ||
+            (cJSON_IsString(n) && !utf8_valid((const unsigned char *)n->valuestring)))
+            return AK_FAIL(AK_ERR_INVALID_ARG, "json schema: a key or string is not valid UTF-8");
+        AK_CHECK(check_strings(n->child));
+    }
+    return AK_OK;
+}
+
 ak_status ak__json_schema_rules(const char *schema_json, size_t len, const char *prefix, char **gbnf) {
     AK_ARG_CHECK(gbnf != NULL, "json schema: gbnf is NULL");
     *gbnf = NULL;
@@ -618,9 +666,14 @@ ak_status ak__json_schema_rules(const char *schema_json, size_t len, const char 
     AK_ARG_CHECK(strlen(prefix) < 32, "json schema: prefix longer than 31 characters");
     cJSON *root = cJSON_ParseWithLength(schema_json, len);
     if (!root) return AK_FAIL(AK_ERR_INVALID_ARG, "json schema: not valid JSON");
+    ak_status st = check_strings(root);
+    if (st != AK_OK) {
+        cJSON_Delete(root);
+        return st;
+    }
     conv c = {.root = root, .prefix = prefix};
     sbuf top = {0};
-    ak_status st = schema_expr(&c, root, &top);
+    st = schema_expr(&c, root, &top);
     if (st == AK_OK) {
         sbuf all = {0};
         sb_printf(&all, "%s ::= %s\n", prefix, top.v ? top.v : "\"\"");

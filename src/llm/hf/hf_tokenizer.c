@@ -509,13 +509,20 @@ static ak_status fill_vocab(hf_tok *x, int32_t n) {
             return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: added token '%.40s' has "
                            "single_word, which is not supported", x->dir, content->valuestring);
     }
+    /* the missing ids' "[PADn]" texts share one block (one string each would be one
+     * growth of `owned` per id: quadratic for an id near MAX_VOCAB) */
+    size_t missing = 0;
+    for (int32_t i = 0; i < n; i++) missing += !x->tokens[i];
+    if (!missing) return AK_OK;
+    enum { PAD_TEXT = sizeof "[PAD-2147483648]" }; /* any int: no truncation */
+    char *pads = malloc(missing * PAD_TEXT);
+    AK_CHECK(own(x, pads));
     for (int32_t i = 0; i < n; i++) {
         if (x->tokens[i]) continue;
-        char buf[32];
-        snprintf(buf, sizeof buf, "[PAD%d]", i);
-        AK_CHECK(own(x, strdup(buf)));
-        x->tokens[i] = x->owned[x->n_owned - 1];
+        snprintf(pads, PAD_TEXT, "[PAD%d]", i);
+        x->tokens[i] = pads;
         x->types[i] = AK_TOKTYPE_UNUSED;
+        pads += PAD_TEXT;
     }
     return AK_OK;
 }
