@@ -108,7 +108,7 @@ first=$("$AK" compare --help | head -1)
 check usage-line 2 "$AK" compare --tol abc;                contains_text usage-line "$first"
 
 # every subcommand and bench domain answers --help with its usage, from its table
-for name in $(sed -n 's/^AK_CLI_COMMAND(\([a-z_]*\),.*/\1/p' "$src/commands.def") \
+for name in $(sed -n 's/^AK_CLI_COMMAND\(_AS\)\{0,1\}(\([a-z_]*\),.*/\2/p' "$src/commands.def") \
             $(sed -n 's/^AK_BENCH_DOMAIN(\([a-z_]*\),.*/bench \1/p' "$src/bench.def" | tr ' ' '+'); do
   name=${name//+/ }
   check "help-$name" 0 "$AK" $name --help;                 contains "help-$name" "^usage: ak $name"
