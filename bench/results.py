@@ -12,7 +12,8 @@ writer. From Python:
     w = Writer("bench-results", "llm", ak="build/ak")
     w.add("llm.decode", {"type": "q8_0", "threads": 1}, {"tokens_per_s": 42.0},
           peer="llama.cpp", peer_version="b5000")
-From a shell script, one JSON object per stdin line, each {"params", "figures"}:
+From a shell script, one JSON object per stdin line, each {"params", "figures"} (and
+"benchmark" where it differs from --benchmark):
     ... | bench/results.py --ak build/ak --out DIR --stem comm --benchmark comm.allreduce \\
           [--peer "Open MPI" --peer-version 4.1.4]
 --out none writes nothing (as `ak bench --out none`)."""
@@ -65,7 +66,7 @@ def main():
     ap.add_argument("--ak", required=True, help="the ak binary (machine and version)")
     ap.add_argument("--out", default=os.environ.get("AK_BENCH_OUT", DEFAULT_OUT))
     ap.add_argument("--stem", required=True, help="file name in OUT, without .jsonl")
-    ap.add_argument("--benchmark", required=True)
+    ap.add_argument("--benchmark", help="the lines' benchmark, unless a line names its own")
     ap.add_argument("--peer")
     ap.add_argument("--peer-version")
     a = ap.parse_args()
@@ -76,9 +77,12 @@ def main():
         try:
             row = json.loads(text)
             params, figures = row["params"], row["figures"]
-        except (ValueError, KeyError, TypeError) as e:
+            benchmark = row.get("benchmark", a.benchmark)
+            if not benchmark:
+                raise KeyError("benchmark")
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
             sys.exit(f"results.py: stdin line {n}: want {{\"params\": {{}}, \"figures\": {{}}}}: {e}")
-        w.add(a.benchmark, params, figures, a.peer, a.peer_version)
+        w.add(benchmark, params, figures, a.peer, a.peer_version)
     if w.path:
         print(f"results: {w.path}", file=sys.stderr)
 

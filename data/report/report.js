@@ -458,8 +458,11 @@ section('llm', 'LLM: prefill and decode tokens/s per weight type and threads; se
 section('train', 'Training: step time against PyTorch DDP', () => {
   const recs = records(isBench('train.step'));
   if (!recs.length) return [empty('No training results here (bench/train/vs_ddp.sh writes them).')];
-  const caseOf = r => `${r.line.params.case} · ${r.line.params.ranks}r`;
-  const cats = uniq(recs.map(caseOf)), ser = seriesOf(recs);
+  const caseOf = r => r.line.params.case + (r.line.params.ranks ? ` · ${r.line.params.ranks}r` : '');
+  /* accelkit's variants (fp16 compression, DGC, ...) are series of their own */
+  const variant = r => { const v = r.line.params.variant; return v && v !== 'ak' && v !== 'ddp' ? ` (${v})` : ''; };
+  const cats = uniq(recs.map(caseOf));
+  const ser = [...groupBy(recs, r => seriesName(r) + variant(r))].map(([name, rs]) => ({name, folder: rs[0].fi, recs: rs}));
   const out = [plots(barPlot({title: 'step time ms, median (lower is better)', yLabel: 'ms', categories: cats,
     series: ser.map(se => ({name: se.name, folder: se.folder,
       refs: cats.map(c => { const r = se.recs.find(x => caseOf(x) === c); return r ? ref(r, 'step_ms') : undefined; })}))}))];
@@ -470,7 +473,7 @@ section('train', 'Training: step time against PyTorch DDP', () => {
     out.push(plots(stackedPlot({title: 'step breakdown, ms', yLabel: 'ms', categories: cats2,
       parts: names.map(n => ({name: n, refs: withParts.map(r => fig(r, 'breakdown.' + n) !== undefined ? ref(r, 'breakdown.' + n) : undefined)}))})));
   }
-  out.push(table([{title: 'engine', text: 1, cell: seriesName}, {title: 'case', text: 1, cell: caseOf},
+  out.push(table([{title: 'engine', text: 1, cell: r => seriesName(r) + variant(r)}, {title: 'case', text: 1, cell: caseOf},
                   {title: 'step ms', cell: r => ref(r, 'step_ms')}, {title: 'samples/s', cell: r => ref(r, 'samples_per_s')}], recs));
   return out;
 });

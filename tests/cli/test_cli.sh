@@ -142,9 +142,9 @@ lists logits -m --model --ids --out -t
 lists convert --type --outtype
 lists serve -m --draft --host --port -t --max-seqs --ctx --kv-mib --kv-f32 --mmap --gamma --ngram \
   --hooks --chat-format --name --max-body --max-concurrent
-lists "bench kernels" --gemm --only --no-peers --quick --json
+lists "bench kernels" --gemm --only --no-peers --quick --json --out
 lists "bench pool" --json --threads
-lists "bench comm" --np -b -e -f -n -w --coll --op --dtype --algo --check --json --calibrate
+lists "bench comm" --np -b -e -f -n -w --coll --op --dtype --algo --check --json --calibrate --out
 lists "bench linear" --threads --shape --tokens --quick --json
 lists "bench llm" -m --model -t -p -n --seqs --prompt-tokens --mixed --reps --kv-f32 --mmap --draft \
   --gamma --json

@@ -48,6 +48,8 @@ echo '{"params":{"bytes":8,"ranks":2,"transport":"tcp"},"figures":{"time_us":8.3
 check py-writer 0 /usr/bin/python3 "$root/bench/results.py" --ak "$AK" --out "$tmp/res" --stem comm \
   --benchmark comm.allreduce --peer "Open MPI" --peer-version 4.1.4 < "$tmp/row"
 check py-writer-line 0 grep -q '"peer":{"name":"Open MPI","version":"4.1.4"}' "$tmp/res/comm.jsonl"
+check plan-out 0 "$AK" plan --model megatron-1t --cluster a100-80gb --devices 3072 --gbs 3072 --top 2 --out "$tmp/res"
+check plan-out-lines 0 grep -c '"benchmark":"plan.best".*"rank":2,"plan":"tp=8 pp=16 dp=24 .*"breakdown":{"gemm_s":' "$tmp/res/plan.jsonl"
 check roundtrip 0 "$AK" report "$tmp/res" -o "$tmp/res.html"
-contains roundtrip "results lines from 1 folder"
+contains_text roundtrip "(18 results lines from 1 folder(s))" # 15 kernels, 1 comm, 2 plans
 check_summary
