@@ -375,18 +375,22 @@ section('comm', 'Collectives: allreduce bus bandwidth and latency by size', () =
                      .map(b => ({name: `${engine(b.line)} ${transport}`, value: fig(b, 'gbps')}));
     if (transport !== 'tcp') /* shared memory: one memcpy of the machine is the ceiling */
       uniq(rs.map(r => r.line.machine.memory_gbps)).forEach(v => bw.push({name: 'memcpy', value: v}));
-    const ser = seriesOf(rs);
+    /* a forced algorithm (--algo ring, hier, ...) is a series of its own */
+    const algo = r => r.line.params.algo && r.line.params.algo !== 'auto' ? ` --algo ${r.line.params.algo}` : '';
+    const ser = [...groupBy(rs, r => seriesName(r) + algo(r))].map(([name, g]) => ({name, folder: g[0].fi, recs: g}));
+    const byIndex = ser.some(se => se.name.includes('--algo')); /* one engine: a color per algorithm */
     out.push(h('h3', null, key), plots(
       linePlot({title: `busbw GB/s by size (${key})`, xLabel: 'bytes', yLabel: 'busbw GB/s', xBytes: true,
                 series: ser.map(se => ({name: se.name, folder: se.folder,
                   points: se.recs.filter(r => fig(r, 'busbw') !== undefined).map(r => ({x: r.line.params.bytes, ref: ref(r, 'busbw')}))})),
-                bounds: bw.filter(b => b.value !== undefined)}),
-      linePlot({title: `latency µs by size (${key})`, xLabel: 'bytes', yLabel: 'time µs (log)', xBytes: true, yLog: true,
+                bounds: bw.filter(b => b.value !== undefined), colorByIndex: byIndex}),
+      linePlot({title: `latency µs by size (${key})`, xLabel: 'bytes', yLabel: 'time µs (log)', xBytes: true, yLog: true, colorByIndex: byIndex,
                 series: ser.map(se => ({name: se.name, folder: se.folder,
                   points: se.recs.filter(r => fig(r, 'time_us') !== undefined).map(r => ({x: r.line.params.bytes, ref: ref(r, 'time_us')}))}))})));
   }
   out.push(table([{title: 'engine', text: 1, cell: seriesName}, {title: 'collective', text: 1, cell: r => r.line.benchmark},
-                  {title: 'transport', text: 1, cell: r => r.line.params.transport}, {title: 'bytes', cell: r => r.line.params.bytes},
+                  {title: 'transport', text: 1, cell: r => r.line.params.transport}, {title: 'algo', text: 1, cell: r => r.line.params.algo},
+                  {title: 'bytes', cell: r => r.line.params.bytes},
                   {title: 'time µs', cell: r => ref(r, 'time_us')}, {title: 'busbw GB/s', cell: r => ref(r, 'busbw')}], recs));
   return out;
 });

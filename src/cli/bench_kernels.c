@@ -305,6 +305,7 @@ static void vec_print_row(const bench_opts *o, bench_env *env, const char *secti
     ak_cli_json_round(figures, "gbps", gbps, 2);
     ak_cli_json_round(figures, "memcpy_gbps", copy_gbps, 2);
     ak_cli_json_round(figures, "pct_memcpy", 100.0 * gbps / copy_gbps, 1);
+    if (is_conv) ak_cli_json_round(figures, "input_gbps", input_gbps, 2);
     char benchmark[32];
     snprintf(benchmark, sizeof benchmark, "kernels.%s", section);
     ak__bench_out_add(&env->results, benchmark, NULL, NULL, params, figures);
