@@ -109,7 +109,15 @@ function logTicks(lo, hi, base2) {
     const step = Math.max(1, Math.ceil((b - a) / 8));
     for (let e = a; e <= b; e += step) out.push(Math.pow(2, e));
   } else {
-    for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) out.push(Math.pow(10, e));
+    /* powers of 10, then 1-2-5 steps when the range is under a decade or two */
+    for (const steps of [[1], [1, 2, 5], [1, 1.5, 2, 3, 5, 7]]) {
+      const ticks = [];
+      for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++)
+        for (const m of steps) ticks.push(+(m * Math.pow(10, e)).toPrecision(6));
+      const inside = ticks.filter(t => t >= lo * 0.999 && t <= hi * 1.001);
+      if (inside.length >= 3) return inside;
+    }
+    return [+lo.toPrecision(3), +hi.toPrecision(3)];
   }
   return out.filter(t => t >= lo * 0.999 && t <= hi * 1.001);
 }
