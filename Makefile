@@ -2,9 +2,10 @@
 #   make demo   build, then show `ak sysinfo`, the kernel, pool and collective benchmarks,
 #               a training plan (ak plan), ONNX inference of a torchvision model checked
 #               against PyTorch, an LLM served over HTTP, and a Horovod training script on 2 ranks
-#   make test   build and run every test, then the same under ASan+UBSan, then every
-#               fuzz target for 20 s
-#   make bench  all benchmarks, each beside its peer (installs Open MPI, PyTorch, iperf3)
+#   make test   build and run every test, then the same under ASan+UBSan and the threaded
+#               ones under TSan, then every fuzz target for 20 s
+#   make bench  all benchmarks, each beside its peer (installs Open MPI, PyTorch, iperf3);
+#               results lines in bench-results/, then the page bench-results/report.html
 #   make fuzz   libFuzzer targets (clang), each to FUZZ_RUNS executions (10 M) or
 #               FUZZ_MAX_SECONDS; make fuzz-short: FUZZ_SECONDS (20) each, as make test does
 #   make san    the ASan+UBSan build and its tests only
@@ -41,20 +42,26 @@ build: setup
 	@$(call CONFIGURE,$(BUILD)) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j $(JOBS)
 
+# the demo's own results lines (ak report draws them at the end)
+DEMO_RESULTS = $(BUILD)/demo-results
+
 demo: build
+	@rm -rf $(DEMO_RESULTS)
 	@echo "== ak sysinfo"; $(BUILD)/ak sysinfo
-	@echo; echo "== ak bench kernels (1 thread; AK_NUM_THREADS=N for more)"; $(BUILD)/ak bench kernels
+	@echo; echo "== ak bench kernels (1 thread; AK_NUM_THREADS=N for more)"; $(BUILD)/ak bench kernels --out $(DEMO_RESULTS)
 	@echo; echo "== ak bench pool"; $(BUILD)/ak bench pool
 	@echo; echo "== ak bench comm (allreduce, 2 ranks on this machine, results checked)"
-	$(BUILD)/ak bench comm -np 2 -b 8 -e 64M -f 8 --check
+	$(BUILD)/ak bench comm -np 2 -b 8 -e 64M -f 8 --check --out $(DEMO_RESULTS)
 	@echo; echo "== training planner: Megatron-LM's 1T model on 3072 A100s, against its published plan"
-	$(BUILD)/ak plan --model megatron-1t --cluster a100-80gb --devices 3072 --gbs 3072 --top 5 --attention standard --baseline tp=8,pp=64,dp=6,recompute=full,zero=0,sp=off
+	$(BUILD)/ak plan --model megatron-1t --cluster a100-80gb --devices 3072 --gbs 3072 --top 5 --attention standard --baseline tp=8,pp=64,dp=6,recompute=full,zero=0,sp=off --out $(DEMO_RESULTS)
 	@echo; echo "== ONNX inference: torchvision ResNet-18 exported by PyTorch; ak info, ak compare, ak bench"
 	scripts/infer-demo $(BUILD)
 	@echo; echo "== LLM engine: ak generate, then ak serve with a completion streamed over its OpenAI-compatible HTTP API"
 	scripts/llm-demo $(BUILD)
 	@echo; echo "== Horovod script, unchanged, on 2 ranks: examples/train_mnist_like.py (ak launch)"
 	PYTHONPATH=python AK_LIBRARY=$(BUILD)/libaccelkit.so $(BUILD)/ak launch -np 2 /usr/bin/python3 examples/train_mnist_like.py --steps 100
+	@echo; echo "== ak report: the demo's benchmark results as one HTML page (open it in a browser)"
+	$(BUILD)/ak report $(DEMO_RESULTS) -o $(DEMO_RESULTS)/report.html
 
 unit: build
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
@@ -99,6 +106,7 @@ bench: build
 	bench/infer/vs_peers.sh $(BUILD) 3 2
 	for a in ring hier auto; do scripts/netns-cluster -H 2 -G 2 -- $(BUILD)/ak bench comm -b 8 -e 64M -f 8 -n 5 -w 1 --algo $$a; done
 	bench/llm/server_load.sh $(BUILD)
+	$(BUILD)/ak report bench-results -o bench-results/report.html
 
 # ---- fuzzing (tests/fuzz/run.sh; docs/fuzzing.md) ----
 # make fuzz: every target to FUZZ_RUNS executions or FUZZ_MAX_SECONDS, whichever first;

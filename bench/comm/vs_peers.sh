@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Allreduce (f32 sum, np ranks on this machine): accelkit against Open MPI 4.1 (btl tcp or
 # vader) and Gloo (PyTorch 1.13), run alternately A B C A B C, busbw medians per size and
-# the ratios; plus one iperf3 loopback stream as the TCP ceiling.
+# the ratios; plus one iperf3 loopback stream as the TCP ceiling. The medians of every size
+# also go as results lines to $AK_BENCH_OUT/comm.jsonl (default bench-results/), which
+# `ak report` plots.
 #   usage: bench/comm/vs_peers.sh [tcp|shm] [rounds] [np]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,8 +19,8 @@ if [ "$mode" = tcp ] && /usr/bin/python3 -c "import torch.distributed" 2>/dev/nu
 btl=$([ "$mode" = shm ] && echo vader,self || echo tcp,self)
 transport=$mode
 
-run_ak() {
-  AK_COMM_TRANSPORT=$transport "$build/ak" bench comm -np "$np" -b 8 -e 64M -f 2 --json |
+run_ak() { # the medians are recorded below, not each run's lines (--out none)
+  AK_COMM_TRANSPORT=$transport "$build/ak" bench comm -np "$np" -b 8 -e 64M -f 2 --json --out none |
     sed -n 's/.*"bytes":\([0-9]*\).*"time_us":\([0-9.]*\).*"busbw":\([0-9.]*\).*/\1 \2 \3/p'
 }
 run_mpi() {
@@ -53,6 +55,21 @@ table() { # title column sizes...
   done
 }
 
+# results lines: per engine, the medians of every size it ran (bench/results.py)
+record() { # file peer-name peer-version
+  [ -s "$1" ] || return 0
+  local sizes b
+  sizes=$(awk '{print $1}' "$1" | sort -gu)
+  for b in $sizes; do
+    printf '{"params":{"bytes":%s,"ranks":%s,"dtype":"f32","op":"sum","transport":"%s"},"figures":{"time_us":%s,"busbw":%s}}\n' \
+      "$b" "$np" "$mode" "$(median_at "$1" "$b" 2)" "$(median_at "$1" "$b" 3)"
+  done | /usr/bin/python3 "$here/bench/results.py" --ak "$build/ak" --stem comm \
+           --benchmark comm.allreduce ${2:+--peer "$2" --peer-version "$3"}
+}
+record "$tmp/ak"
+[ $have_mpi = 1 ] && record "$tmp/mpi" "Open MPI" "$(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}')"
+[ $have_gloo = 1 ] && record "$tmp/gloo" Gloo "torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
+
 echo "allreduce f32 sum, $np ranks, $mode, median of $rounds alternating runs"
 table "latency, time_us (lower is better)" 2 8 4096 65536
 table "bandwidth, busbw GB/s (higher is better)" 3 1048576 16777216 67108864
@@ -62,4 +79,8 @@ if [ "$mode" = tcp ] && command -v iperf3 >/dev/null; then
        'import json,sys; print(round(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/8e9, 3))')
   a=$(median_at "$tmp/ak" 67108864 3)
   echo "iperf3 loopback, one stream: $bw GB/s; accelkit 64 MB busbw = $(ratio "$a" "$bw") of it"
+  # the TCP ceiling, drawn as a bound on the busbw plot
+  printf '{"params":{"transport":"tcp","streams":1},"figures":{"gbps":%s}}\n' "$bw" |
+    /usr/bin/python3 "$here/bench/results.py" --ak "$build/ak" --stem comm --benchmark comm.bound \
+      --peer iperf3 --peer-version "$(iperf3 --version | head -1 | awk '{print $2}')"
 fi

@@ -4,6 +4,8 @@
 # BERT), batch 1, run alternately A B C A B C in one session; prints the median p50 latency
 # of each and the ratios. Models are exported once by bench/infer/export.py with a seeded
 # input and PyTorch's output, and `ak compare` checks accelkit against that output first.
+# The medians also go as infer.latency lines to $AK_BENCH_OUT/infer.jsonl (bench/results.py;
+# default bench-results/), which `ak report` plots.
 #   usage: bench/infer/vs_peers.sh [build-dir] [rounds] [threads] [model ...]
 #   models: resnet50 mobilenet_v2 bert (BERT-base encoder, sequence 128) resnet18 ...
 set -euo pipefail
@@ -38,4 +40,11 @@ for m in "${models[@]}"; do
   T=$(tr ' ' '\n' <<<"$t" | grep . | median)
   printf "%-14s %10.2f %10.2f %10.2f %9.3f %9.3f  max-norm rel %s\n" "$m" "$A" "$O" "$T" \
     "$(awk -v a="$A" -v b="$O" 'BEGIN {print a / b}')" "$(awk -v a="$A" -v b="$T" 'BEGIN {print a / b}')" "$prec"
+  record() { # median-p50 peer version
+    printf '{"params":{"model":"%s","threads":%s,"batch":1},"figures":{"p50_ms":%s}}\n' "$m" "$threads" "$1" |
+      $py "$here/bench/results.py" --ak "$build/ak" --stem infer --benchmark infer.latency ${2:+--peer "$2" --peer-version "$3"}
+  }
+  record "$A"
+  record "$O" "ONNX Runtime" 1.30.0
+  record "$T" PyTorch "$($py -c 'import torch; print(torch.__version__)')"
 done

@@ -14,6 +14,8 @@
 # accelkit's figures come from `ak bench llm --json` on the same file, right after
 # llama.cpp's, row by row. Every measurement holds /tmp/ak.lock so that no build runs
 # meanwhile. GB/s = llama.cpp's decode × weight bytes per token (decode is bandwidth-bound).
+# Results lines (`ak report`): accelkit's from `ak bench llm` itself, llama.cpp's through
+# bench/results.py, both into $AK_BENCH_OUT/llm.jsonl (default bench-results/).
 #
 # Environment: REPS (default 3, medians), N_GEN (decode tokens, default 64; per sequence for
 # bd), SEQS (default 16; 0 leaves bd out), THREADS (default "1 2"),
@@ -65,6 +67,17 @@ accelkit() {  # accelkit MODEL THREADS -> "pp tg bd"
 }
 # <<< accelkit columns ----------------------------------------------------------------------
 
+# llama.cpp's figures of one row as llm.prefill / llm.decode / llm.batched lines
+record_peer() { # type threads pp tg bd ("-": not measured)
+  local p="\"model\":\"llama-134m\",\"type\":\"$1\",\"threads\":$2"
+  {
+    [ "$3" = - ] || printf '{"benchmark":"llm.prefill","params":{%s,"tokens":128},"figures":{"tokens_per_s":%s}}\n' "$p" "$3"
+    [ "$4" = - ] || printf '{"benchmark":"llm.decode","params":{%s,"tokens":%s},"figures":{"tokens_per_s":%s}}\n' "$p" "$N_GEN" "$4"
+    [ "$5" = - ] || printf '{"benchmark":"llm.batched","params":{%s,"tokens":%s,"seqs":%s},"figures":{"tokens_per_s":%s}}\n' "$p" "$N_GEN" "$SEQS" "$5"
+  } | /usr/bin/python3 "$root/bench/results.py" --ak "$AK_BIN" --stem llm --peer llama.cpp \
+        --peer-version "node-llama-cpp $(sed -n 's/.*"version": *"\([^"]*\)".*/\1/p' "$LLAMAPEER/node_modules/@node-llama-cpp/linux-x64/package.json" | head -1)"
+}
+
 ratio() { /usr/bin/python3 -c "import sys; a, b = sys.argv[1:]; print('-' if '-' in (a, b) else f'{float(a) / float(b):.2f}')" "$1" "$2"; }
 
 main() {
@@ -85,6 +98,7 @@ main() {
     for t in $THREADS; do
       read -r lpp ltg lbd < <(peer "$model" "$t")
       read -r app atg abd < <(accelkit "$model" "$t")
+      record_peer "$type" "$t" "$lpp" "$ltg" "$lbd"
       gbs=$(/usr/bin/python3 -c "print(f'{$ltg * $bytes / 1e9:.1f}')")
       # shellcheck disable=SC2059
       printf "$row" "$type" "$t" "$lpp" "$ltg" "$lbd" "$gbs" "$app" "$atg" "$abd" \

@@ -19,7 +19,8 @@
 # (A B C D A B C D ...). Every run holds $LOCK (/tmp/ak.lock; no run overlaps a build). Prints
 # medians over the R runs (each run's figure is the median of its steps after warm-up)
 # and ratios to DDP; the raw JSON lines (one per run, from rank 0) are appended to RESULTS,
-# and every rank's output to RESULTS.log.
+# and every rank's output to RESULTS.log. The medians also go as train.step lines to
+# $AK_BENCH_OUT/train.jsonl (bench/results.py; default bench-results/) for `ak report`.
 #   usage: bench/train/vs_ddp.sh [R=3] [RESULTS=/tmp/ak-vs-ddp.jsonl] [cases="ctr resnet"]
 #   env:   PY=/usr/bin/python3  AK_LIBRARY=build-bench/libaccelkit.so  RATE=1gbit
 #          CTR_STEPS=10 RESNET_STEPS=8 WARMUP=3  FUSED=0  RANK_TIMEOUT=900  (seconds)
@@ -149,4 +150,22 @@ for case in dict.fromkeys(k[0] for k in recs):
         print(f"{c:7} {v:15} {len(rs):4d} {sps:10.2f} {ms:9.1f} {ratio:>7} {per_s:>22} {tgt:>7}")
 print("samples/s: all ranks together (batch x world / median step); compute-*: no communication"
       " (samples/s of one process)")
+
+# the medians as results lines: DDP as the peer, every accelkit variant as accelkit's
+import os
+sys.path.insert(0, "bench")
+from results import Writer
+ak = os.environ.get("AK_BIN") or os.path.join(os.path.dirname(os.environ.get("AK_LIBRARY") or "build/x"), "ak")
+if os.path.exists(ak):
+    w = Writer(os.environ.get("AK_BENCH_OUT", "bench-results"), "train", ak)
+    import torch
+    for (c, v), rs in recs.items():
+        if v.startswith("compute"):
+            continue
+        figures = {"step_ms": statistics.median(r["step_ms_median"] for _, r in rs),
+                   "samples_per_s": statistics.median(r["samples_per_s"] for _, r in rs)}
+        ddp_peer = v == "ddp"
+        w.add("train.step", {"case": c, "variant": v}, figures,
+              peer="PyTorch DDP" if ddp_peer else None,
+              peer_version=f"torch {torch.__version__} gloo" if ddp_peer else None)
 EOF

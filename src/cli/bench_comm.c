@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "accelkit/comm.h"
+#include "cli/bench_results.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
 #include "cli/cli_progress.h"
@@ -40,6 +41,7 @@ typedef struct comm_bench_opts {
     int iters, warmup, np, check, json;
     int iters_given;         /* -n given: run exactly that many at every size */
     const char *calibrate;   /* --calibrate FILE: rank 0 writes the cost model there */
+    const char *out;         /* --out DIR: rank 0 appends the results lines there */
     coll what;
     ak_reduce_op op;
     ak_dtype dtype;
@@ -64,6 +66,7 @@ static int parse_comm_opts(int argc, char **argv, comm_bench_opts *o) {
         {"algo", 0, AK_OPT_STRING, &o->algo, "auto|ring|rd|tree|hier|direct", .help = "force the algorithm (sets AK_COMM_ALGO)", .def = "auto"},
         {"check", 0, AK_OPT_FLAG, &o->check, .help = "verify every element at each size (exit 1 on errors)"},
         {"json", 0, AK_OPT_FLAG, &o->json, .help = "one JSON object per size instead of a table"},
+        {"out", 0, AK_OPT_STRING, &o->out, "DIR", .help = "append the results as JSON lines to DIR/comm.jsonl (none: do not)", .def = AK_BENCH_OUT_DEFAULT},
         {"calibrate", 0, AK_OPT_STRING, &o->calibrate, "FILE", .help = "only write the cost model measured at start-up, as an AK_COMM_TUNING file"},
         AK_OPT_END};
     const ak_cli_cmd cmd = {.name = "bench comm", .opts = opts,
@@ -208,14 +211,38 @@ static ak_status measure_size(ak_comm *c, const comm_bench_opts *o, bench_bufs *
 
 /* The six nccl-tests columns, then the algorithm the communicator ran (bytes counts as
  * the model does: all blocks for allgather and reduce_scatter). */
-static void print_row(const comm_bench_opts *o, ak_comm *c, size_t bytes, size_t count, int n,
-                      const size_result *r) {
+/* The row as a results line: benchmark comm.<collective>, parameters and figures. */
+static void record_row(const comm_bench_opts *o, ak__bench_out *results, size_t bytes,
+                       size_t count, int n, const size_result *r, double algbw, double busbw,
+                       const char *algo) {
+    const char *transport = getenv("AK_COMM_TRANSPORT");
+    cJSON *params = cJSON_CreateObject(), *figures = cJSON_CreateObject();
+    cJSON_AddNumberToObject(params, "bytes", (double)bytes);
+    cJSON_AddNumberToObject(params, "count", (double)count);
+    cJSON_AddNumberToObject(params, "ranks", n);
+    cJSON_AddStringToObject(params, "dtype", dtype_names[o->dtype]);
+    cJSON_AddStringToObject(params, "op", op_names[o->op]);
+    cJSON_AddStringToObject(params, "transport", transport && *transport ? transport : "auto");
+    cJSON_AddStringToObject(params, "algo", o->algo ? o->algo : "auto");
+    ak_cli_json_round(figures, "time_us", r->time_us, 2);
+    ak_cli_json_round(figures, "algbw", algbw, 4);
+    ak_cli_json_round(figures, "busbw", busbw, 4);
+    cJSON_AddNumberToObject(figures, "errors", (double)r->errors);
+    cJSON_AddStringToObject(figures, "algo_run", algo);
+    char benchmark[48];
+    snprintf(benchmark, sizeof benchmark, "comm.%s", coll_names[o->what]);
+    ak__bench_out_add(results, benchmark, NULL, NULL, params, figures);
+}
+
+static void print_row(const comm_bench_opts *o, ak_comm *c, ak__bench_out *results,
+                      size_t bytes, size_t count, int n, const size_result *r) {
     double algbw = (double)bytes / (r->time_us * 1e3), busbw = algbw * busbw_factor(o->what, n);
     ak_comm_algo algo = AK_COMM_ALGO_AUTO;
     int mc = model_colls[o->what];
     const char *name = "-";
     if (mc >= 0 && ak_comm_choose_coll_algo(c, (ak_comm_coll)mc, bytes, &algo) == AK_OK)
         name = ak_comm_algo_name(algo);
+    record_row(o, results, bytes, count, n, r, algbw, busbw, name);
     if (o->json) {
         cJSON *row = cJSON_CreateObject();
         cJSON_AddNumberToObject(row, "bytes", (double)bytes);
@@ -255,7 +282,9 @@ static int bench_rank(ak_comm *c, comm_bench_opts *o) {
         printf("# %s %s %s, %d ranks\n%12s %12s %12s %10s %10s %8s  %s\n", coll_names[o->what],
                dtype_names[o->dtype], op_names[o->op], n, "bytes", "count", "time_us",
                "algbw", "busbw", "errors", "algo");
-    int rc = AK_EXIT_OK;
+    ak__bench_out results = {0};
+    int rc = rank == 0 ? ak__bench_out_open(&results, o->out, "comm", 0, 0) : AK_EXIT_OK;
+    if (rc) return rc;
     ak_cli_progress progress;
     ak_cli_progress_begin(&progress, "ak bench comm:");
     progress.tty = progress.tty && rank == 0;
@@ -275,11 +304,12 @@ static int bench_rank(ak_comm *c, comm_bench_opts *o) {
             break;
         }
         ak_cli_progress_end(&progress);
-        if (rank == 0) print_row(o, c, b.count * blocks * es, b.count * blocks, n, &r);
+        if (rank == 0) print_row(o, c, &results, b.count * blocks * es, b.count * blocks, n, &r);
         if (r.errors > 0) rc = AK_EXIT_FAIL;
         if (bytes == 0) break;
     }
     ak_cli_progress_end(&progress);
+    ak__bench_out_close(&results);
     ak_free(b.send);
     ak_free(b.recv);
     return rc;

@@ -11,6 +11,7 @@
 
 #include "accelkit/kernels.h"
 #include "cli/bench_peers.h"
+#include "cli/bench_results.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
 #include "kernels/dispatch.h"
@@ -23,6 +24,7 @@ typedef struct bench_opts {
     int nshapes;
     int gemm, vec, convert, table; /* which sections run */
     int peers, quick, json, threads;
+    const char *out; /* --out DIR: the results lines (bench_results.h) */
     /* internal: `--peer-child NAME --reps R [--check]` times a peer (see bench_peers.h) */
     const char *peer_child;
     int reps, check;
@@ -33,6 +35,8 @@ typedef struct bench_env {
     double peak_gflops; /* one core */
     double memcpy_gbps;
     int peer_missing[PEER_COUNT]; /* not installed (or its child failed) */
+    char peer_version[PEER_COUNT][32];
+    ak__bench_out results;
     struct cJSON *json, *json_rows; /* --json: the document and its "results" array */
 } bench_env;
 
@@ -62,6 +66,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         {"no-peers", 0, AK_OPT_FLAG, &no_peers, .help = "leave out OpenBLAS and BLIS"},
         {"quick", 0, AK_OPT_FLAG, &o->quick, .help = "shorter measurements (less precise)"},
         {"json", 0, AK_OPT_FLAG, &o->json, .help = "JSON instead of a table"},
+        {"out", 0, AK_OPT_STRING, &o->out, "DIR", .help = "append the results as JSON lines to DIR/kernels.jsonl (none: do not)", .def = AK_BENCH_OUT_DEFAULT},
         {"peer-child", 0, AK_OPT_STRING, &o->peer_child, "NAME", .help = "internal: time a peer library in this child process"},
         {"reps", 0, AK_OPT_INT, &reps, "N", .help = "internal (--peer-child): calls per timed batch", .min = 1, .max = 1000000000},
         {"check", 0, AK_OPT_FLAG, &o->check, .help = "internal (--peer-child): also return the result for comparison"},
@@ -124,6 +129,7 @@ static double peer_round(bench_env *env, int p, const size_t shape[3], int reps,
         return 0;
     }
     if (check && b.max_rel_diff > *max_rel_err) *max_rel_err = b.max_rel_diff;
+    snprintf(env->peer_version[p], sizeof env->peer_version[p], "%s", b.version);
     return b.gflops;
 }
 
@@ -156,10 +162,30 @@ static int gemm_measure(const bench_opts *o, bench_env *env, const size_t shape[
     return 0;
 }
 
+/* One results line per engine: accelkit's, then each peer that ran. */
+static void gemm_record(const bench_opts *o, bench_env *env, const size_t s[3],
+                        const gemm_result *r) {
+    for (int p = -1; p < PEER_COUNT; p++) {
+        double gflops = p < 0 ? r->gflops : r->peer_gflops[p];
+        if (p >= 0 && (!o->peers || env->peer_missing[p] || gflops <= 0)) continue;
+        cJSON *params = cJSON_CreateObject(), *figures = cJSON_CreateObject();
+        cJSON_AddNumberToObject(params, "m", (double)s[0]);
+        cJSON_AddNumberToObject(params, "n", (double)s[1]);
+        cJSON_AddNumberToObject(params, "k", (double)s[2]);
+        cJSON_AddNumberToObject(params, "threads", o->threads);
+        ak_cli_json_round(figures, "gflops", gflops, 2);
+        ak_cli_json_round(figures, "pct_peak", 100.0 * gflops / (env->peak_gflops * o->threads), 1);
+        if (p >= 0 && o->peers) cJSON_AddNumberToObject(figures, "max_rel_diff", r->max_rel_err);
+        ak__bench_out_add(&env->results, "kernels.sgemm", p < 0 ? NULL : bench_peer_names[p],
+                          p < 0 ? NULL : env->peer_version[p], params, figures);
+    }
+}
+
 static void gemm_print(const bench_opts *o, bench_env *env, const size_t s[3],
                        const gemm_result *r) {
     double pct = 100.0 * r->gflops / (env->peak_gflops * o->threads);
     const double ob = r->peer_gflops[PEER_OPENBLAS], bl = r->peer_gflops[PEER_BLIS];
+    gemm_record(o, env, s, r);
     if (o->json) {
         cJSON *row = cJSON_CreateObject();
         cJSON_AddStringToObject(row, "section", "gemm");
@@ -273,6 +299,16 @@ static void vec_print_row(const bench_opts *o, bench_env *env, const char *secti
                           const vec_case *v, double gbps, double copy_gbps) {
     int is_conv = v->kind == CONV_TO16 || v->kind == CONV_FROM16;
     double input_gbps = gbps / v->traffic;
+    cJSON *params = cJSON_CreateObject(), *figures = cJSON_CreateObject();
+    cJSON_AddStringToObject(params, "kernel", v->name);
+    cJSON_AddNumberToObject(params, "bytes", (double)VEC_BYTES);
+    ak_cli_json_round(figures, "gbps", gbps, 2);
+    ak_cli_json_round(figures, "memcpy_gbps", copy_gbps, 2);
+    ak_cli_json_round(figures, "pct_memcpy", 100.0 * gbps / copy_gbps, 1);
+    if (is_conv) ak_cli_json_round(figures, "input_gbps", input_gbps, 2);
+    char benchmark[32];
+    snprintf(benchmark, sizeof benchmark, "kernels.%s", section);
+    ak__bench_out_add(&env->results, benchmark, NULL, NULL, params, figures);
     if (o->json) {
         cJSON *row = cJSON_CreateObject();
         cJSON_AddStringToObject(row, "section", section);
@@ -368,6 +404,8 @@ static int bench_setup(const bench_opts *o, bench_env *env) {
     if ((st = ak_measure_fma_peak(o->quick ? 50 : 300, &env->peak_gflops)) != AK_OK ||
         (st = ak_measure_memcpy(VEC_BYTES, &env->memcpy_gbps)) != AK_OK)
         return ak_cli_report("machine limits", st);
+    int rc = ak__bench_out_open(&env->results, o->out, "kernels", env->peak_gflops, env->memcpy_gbps);
+    if (rc) return rc;
     ak_cpu_info cpu;
     ak_cpu_get_info(&cpu);
     if (o->json) {
@@ -404,6 +442,7 @@ int ak_bench_kernels(int argc, char **argv) {
                                sizeof conv_cases / sizeof *conv_cases);
     if (env.json && rc == AK_EXIT_OK) rc = ak_cli_print_json(env.json); /* frees it */
     else cJSON_Delete(env.json);
+    ak__bench_out_close(&env.results);
     ak_threadpool_free(env.pool);
     return rc;
 }

@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/bench_llm_server.h"
+#include "cli/bench_results.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
 #include "cli/cli_progress.h"
@@ -23,6 +24,7 @@ typedef struct llm_bench_args {
     int json, kv_f32, mixed, mmap;
     int kv_type; /* --kv-type: 0 f32, 1 f16, 2 q8_0; -1 not given */
     long context; /* --context: the single-sequence decode starts after this many prompt tokens */
+    const char *out; /* --out DIR: the results lines (bench_results.h) */
     ak_llm_model *draft; /* loaded from draft_path */
 } llm_bench_args;
 
@@ -278,9 +280,45 @@ static int print_json(const llm_bench_args *a, const ak_llm_model_info *i,
     return ak_cli_print_json(o) ? AK_EXIT_ERROR : AK_EXIT_OK;
 }
 
+/* One results line per phase measured: llm.prefill, llm.decode, llm.batched. */
+static int record_result(const llm_bench_args *a, const ak_llm_model_info *i,
+                         const llm_bench_result *r, double bound) {
+    ak__bench_out out;
+    int rc = ak__bench_out_open(&out, a->out, "llm", 0, 0);
+    if (rc || !out.file) return rc;
+    const char *base = strrchr(a->model, '/') ? strrchr(a->model, '/') + 1 : a->model;
+    for (int phase = 0; phase < 3; phase++) {
+        if ((phase == 0 && a->pp <= 0) || (phase == 1 && a->tg <= 0) || (phase == 2 && a->seqs <= 1)) continue;
+        cJSON *params = cJSON_CreateObject(), *figures = cJSON_CreateObject();
+        cJSON_AddItemToObject(params, "model", ak_cli_json_text(base));
+        cJSON_AddStringToObject(params, "type", ak_wtype_name((ak_wtype)i->weight_type));
+        cJSON_AddNumberToObject(params, "threads", (double)a->threads);
+        cJSON_AddNumberToObject(params, "tokens", (double)(phase == 0 ? a->pp : a->tg));
+        if (phase == 0) {
+            ak_cli_json_round(figures, "tokens_per_s", r->pp_tps, 1);
+            ak_cli_json_round(figures, "gflops", r->pp_gflops, 1);
+            ak_cli_json_round(figures, "pct_fma_peak", r->pp_peak_pct, 1);
+        } else if (phase == 1) {
+            ak_cli_json_round(figures, "tokens_per_s", r->tg_tps, 2);
+            ak_cli_json_round(figures, "bound_tokens_per_s", bound, 2);
+            ak_cli_json_round(figures, "pct_bandwidth", r->tg_bound_pct, 1);
+        } else {
+            cJSON_AddNumberToObject(params, "seqs", (double)a->seqs);
+            ak_cli_json_round(figures, "tokens_per_s", r->seqs_tps, 1);
+            ak_cli_json_round(figures, "kv_util_pct", 100 * r->kv_util, 1);
+        }
+        ak__bench_out_add(&out, phase == 0 ? "llm.prefill" : phase == 1 ? "llm.decode" : "llm.batched",
+                          NULL, NULL, params, figures);
+    }
+    ak__bench_out_close(&out);
+    return 0;
+}
+
 static int print_result(const llm_bench_args *a, const ak_llm_model_info *i,
                         const llm_bench_result *r) {
     double bound = r->read_gbps * 1e9 / (double)i->weight_bytes;
+    int rc = record_result(a, i, r, bound);
+    if (rc) return rc;
     if (a->json) return print_json(a, i, r, bound);
     printf("model %s (%s, %.1f M params, %.1f MB of weights read per token), %ld threads\n",
            a->model, ak_wtype_name((ak_wtype)i->weight_type), (double)i->n_params / 1e6,
@@ -357,6 +395,7 @@ int ak_bench_llm(int argc, char **argv) {
         {"draft", 0, AK_OPT_STRING, &a.draft_path, "MODEL", .help = "also time speculative decoding with this draft model"},
         {"gamma", 0, AK_OPT_INT, &a.gamma, "G", .help = "draft tokens per step", .def = "4", .min = 1, .max = 16},
         {"json", 0, AK_OPT_FLAG, &a.json, .help = "one JSON object instead of text"},
+        {"out", 0, AK_OPT_STRING, &a.out, "DIR", .help = "append the results as JSON lines to DIR/llm.jsonl (none: do not)", .def = AK_BENCH_OUT_DEFAULT},
         AK_OPT_END};
     const ak_cli_cmd cmd = {
         .name = "bench llm", .opts = opts,

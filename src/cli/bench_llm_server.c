@@ -14,6 +14,7 @@
 #include "cli/bench_llm_server.h"
 #include <cjson/cJSON.h>
 
+#include "cli/bench_results.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
 #include "cli/llm_cli.h"
@@ -25,6 +26,7 @@ typedef struct load_args {
     int port;
     long concurrency, requests, duration_s, prompt_tokens, max_tokens;
     int json;
+    const char *out; /* --out DIR: the llm.server results line (bench_results.h) */
 } load_args;
 
 /* Growable list of seconds. */
@@ -227,10 +229,33 @@ static void report_json(const load_args *a, load_state *s, double wall, double t
     ak_cli_print_json(o);
 }
 
+/* The llm.server line: latency percentiles at this concurrency, for `ak report`. */
+static void record(const load_args *a, load_state *s, double tps) {
+    ak__bench_out out;
+    if (ak__bench_out_open(&out, a->out, "llm", 0, 0) || !out.file) return;
+    cJSON *params = cJSON_CreateObject(), *figures = cJSON_CreateObject();
+    cJSON_AddNumberToObject(params, "concurrency", (double)a->concurrency);
+    cJSON_AddNumberToObject(params, "prompt_tokens", (double)a->prompt_tokens);
+    cJSON_AddNumberToObject(params, "max_tokens", (double)a->max_tokens);
+    static const int pcts[] = {50, 90, 99};
+    for (int i = 0; i < 3; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "ttft_p%d_ms", pcts[i]);
+        ak_cli_json_round(figures, key, 1e3 * percentile(&s->ttft, pcts[i]), 2);
+        snprintf(key, sizeof key, "itl_p%d_ms", pcts[i]);
+        ak_cli_json_round(figures, key, 1e3 * percentile(&s->itl, pcts[i]), 3);
+    }
+    ak_cli_json_round(figures, "tokens_per_s", tps, 2);
+    cJSON_AddNumberToObject(figures, "requests_failed", (double)s->failed);
+    ak__bench_out_add(&out, "llm.server", NULL, NULL, params, figures);
+    ak__bench_out_close(&out);
+}
+
 static void report(const load_args *a, load_state *s, double wall) {
     qsort(s->ttft.v, s->ttft.n, sizeof *s->ttft.v, cmp_double);
     qsort(s->itl.v, s->itl.n, sizeof *s->itl.v, cmp_double);
     double tps = wall > 0 ? (double)s->tokens / wall : 0;
+    record(a, s, tps);
     double kv_mean = s->kv_n ? s->kv_sum / (double)s->kv_n : 0,
            live = s->kv_n ? s->live_sum / (double)s->kv_n : 0;
     if (a->json) {
@@ -280,7 +305,7 @@ static int run(const load_args *a) {
 }
 
 int ak_bench_llm_server(int argc, char **argv) {
-    load_args a = {"127.0.0.1", 8080, 0, 0, 0, 128, 128, 0};
+    load_args a = {.host = "127.0.0.1", .port = 8080, .prompt_tokens = 128, .max_tokens = 128};
     const char *url = NULL;
     int first;
     const ak_opt opts[] = {
@@ -291,6 +316,7 @@ int ak_bench_llm_server(int argc, char **argv) {
         {"prompt-tokens", 0, AK_OPT_INT, &a.prompt_tokens, "P", .help = "random prompt token ids per request", .def = "128", .min = 1, .max = 1 << 20},
         {"max-tokens", 0, AK_OPT_INT, &a.max_tokens, "G", .help = "tokens generated per request (ignore_eos)", .def = "128", .min = 1, .max = 1 << 20},
         {"json", 0, AK_OPT_FLAG, &a.json, .help = "one JSON object instead of text"},
+        {"out", 0, AK_OPT_STRING, &a.out, "DIR", .help = "append the result as a JSON line to DIR/llm.jsonl (none: do not)", .def = AK_BENCH_OUT_DEFAULT},
         AK_OPT_END};
     const ak_cli_cmd cmd = {.name = "bench llm", .opts = opts,
                             .usage = "ak bench llm --url URL --concurrency N [options]",

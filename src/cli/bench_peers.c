@@ -52,7 +52,19 @@ double bench_max_rel_diff(const float *x, const float *y, size_t n) {
 
 static void *dlsym_fn(void *handle, const char *name) { return handle ? dlsym(handle, name) : NULL; }
 
-static cblas_sgemm_fn load_peer(int p, int threads) {
+/* The loaded library's version for the results' envelope: OpenBLAS says "OpenBLAS 0.3.21
+ * NO_AFFINITY ..." (the second word), BLIS "0.9.0". */
+static void peer_version(int p, void *handle, char *out, size_t cap) {
+    const char *(*get)(void) = NULL;
+    void *sym = dlsym_fn(handle, p == PEER_OPENBLAS ? "openblas_get_config" : "bli_info_get_version_str");
+    memcpy(&get, &sym, sizeof sym);
+    const char *text = get ? get() : NULL;
+    if (text && p == PEER_OPENBLAS && strchr(text, ' ')) text = strchr(text, ' ') + 1;
+    snprintf(out, cap, "%s", text && *text ? text : "unknown");
+    out[strcspn(out, " \t\n")] = '\0';
+}
+
+static cblas_sgemm_fn load_peer(int p, int threads, char *version, size_t cap) {
     char num[16];
     snprintf(num, sizeof num, "%d", threads);
     setenv("OPENBLAS_NUM_THREADS", num, 1); /* read by the libraries' constructors */
@@ -68,13 +80,15 @@ static cblas_sgemm_fn load_peer(int p, int threads) {
     sym = dlsym_fn(handle, peer_set_threads[p]);
     memcpy(&set_threads, &sym, sizeof sym);
     if (set_threads) set_threads(threads);
+    peer_version(p, handle, version, cap);
     return sgemm;
 }
 
 int bench_peer_child(const char *peer_id, const size_t s[3], int reps, int threads, int check) {
     int p = 0;
     while (p < PEER_COUNT && strcmp(bench_peer_ids[p], peer_id) != 0) p++;
-    cblas_sgemm_fn sgemm = p < PEER_COUNT ? load_peer(p, threads) : NULL;
+    char version[32] = "unknown";
+    cblas_sgemm_fn sgemm = p < PEER_COUNT ? load_peer(p, threads, version, sizeof version) : NULL;
     if (!sgemm) {
         printf("missing\n");
         return AK_EXIT_OK;
@@ -96,7 +110,7 @@ int bench_peer_child(const char *peer_id, const size_t s[3], int reps, int threa
     if (check &&
         ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, M, N, K, 1.0f, A, K, B, N, 0.0f, Cak, N, NULL) == AK_OK)
         diff = bench_max_rel_diff(Cak, C, M * N);
-    printf("ok %.6f %.6e\n", gflops, diff);
+    printf("ok %.6f %.6e %s\n", gflops, diff, version);
     free(A), free(B), free(C), free(Cak);
     return AK_EXIT_OK;
 }
@@ -137,5 +151,5 @@ int bench_peer_batch(int p, const size_t s[3], int reps, int check, peer_batch *
     if (rc != 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
         return -1;
     if (strncmp(line, "missing", 7) == 0) return 1;
-    return sscanf(line, "ok %lf %lf", &out->gflops, &out->max_rel_diff) == 2 ? 0 : -1;
+    return sscanf(line, "ok %lf %lf %31s", &out->gflops, &out->max_rel_diff, out->version) == 3 ? 0 : -1;
 }

@@ -17,6 +17,7 @@ extern const char *const bench_peer_names[PEER_COUNT];
 typedef struct peer_batch {
     double gflops;
     double max_rel_diff; /* vs ak_sgemm on the same inputs; < 0 when not checked */
+    char version[32];    /* the library's own version string ("0.3.21"), "unknown" if none */
 } peer_batch;
 
 /* Parent side: runs one warm-up and one timed batch of `reps` calls of peer `p` on an
@@ -25,7 +26,7 @@ typedef struct peer_batch {
  * not installed, -1 on error. */
 int bench_peer_batch(int p, const size_t shape[3], int reps, int check, peer_batch *out);
 
-/* Child side: the body of `ak bench kernels --peer-child`. Prints "ok GFLOPS DIFF" or
+/* Child side: the body of `ak bench kernels --peer-child`. Prints "ok GFLOPS DIFF VERSION" or
  * "missing" on stdout. */
 int bench_peer_child(const char *peer_id, const size_t shape[3], int reps, int threads,
                      int check);

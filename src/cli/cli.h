@@ -14,8 +14,10 @@
 enum { AK_EXIT_OK = 0, AK_EXIT_FAIL = 1, AK_EXIT_ERROR = 2 };
 
 #define AK_CLI_COMMAND(name, usage, summary) int ak_cli_##name(int argc, char **argv);
+#define AK_CLI_COMMAND_AS(name, fn, usage, summary) int ak_cli_##fn(int argc, char **argv);
 #include "cli/commands.def"
 #undef AK_CLI_COMMAND
+#undef AK_CLI_COMMAND_AS
 #define AK_BENCH_DOMAIN(name, usage, summary) int ak_bench_##name(int argc, char **argv);
 #include "cli/bench.def"
 #undef AK_BENCH_DOMAIN

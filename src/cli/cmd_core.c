@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 
 #include "accelkit/kernels.h"
+#include "cli/bench_results.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
 #include "core/params.h"
@@ -46,6 +47,7 @@ static void print_features(const ak_cpu_info *c) {
 static int print_sysinfo_json(const ak_cpu_info *c, int threads, double peak, double memcpy_bw) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "version", AK_VERSION_STRING);
+    cJSON_AddStringToObject(o, "commit", ak__build_commit);
     cJSON_AddStringToObject(o, "vendor", c->vendor);
     cJSON_AddStringToObject(o, "brand", c->brand);
     cJSON_AddNumberToObject(o, "cores", c->logical_cores);

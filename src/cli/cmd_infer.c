@@ -12,6 +12,7 @@
 #include "accelkit/kernels.h"
 #include <cjson/cJSON.h>
 
+#include "cli/bench_results.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
 #include "cli/cli_progress.h"
@@ -19,6 +20,7 @@
 
 typedef struct infer_args {
     const char *model, *output_dir, *inputs_dir, *reference_dir;
+    const char *out; /* ak bench --out DIR: the results line (bench_results.h) */
     long threads, iters, warmup;
     int json, random;
     double tol;
@@ -49,7 +51,7 @@ static const char *parse_dim(void *dest, char *value, ak_opt_more *more) {
 
 /* The flags of the three commands; each picks its own in infer_flags[] order by letter. */
 enum { F_INPUT, F_INPUTS, F_RANDOM, F_DIM, F_OUTPUT_DIR, F_REFERENCE, F_TOL, F_THREADS,
-       F_ITERS, F_WARMUP, F_JSON, F_COUNT };
+       F_ITERS, F_WARMUP, F_JSON, F_OUT, F_COUNT };
 
 static void infer_flags(infer_args *a, ak_opt all[F_COUNT]) {
     const ak_opt table[F_COUNT] = {
@@ -64,6 +66,7 @@ static void infer_flags(infer_args *a, ak_opt all[F_COUNT]) {
         [F_ITERS] = {"iters", 'n', AK_OPT_INT, &a->iters, "N", .help = "timed runs", .def = "50", .min = 1, .max = 1000000000},
         [F_WARMUP] = {"warmup", 'w', AK_OPT_INT, &a->warmup, "N", .help = "untimed runs first", .def = "5", .min = 0, .max = 10000000},
         [F_JSON] = {"json", 0, AK_OPT_FLAG, &a->json, .help = "one JSON object instead of text"},
+        [F_OUT] = {"out", 0, AK_OPT_STRING, &a->out, "DIR", .help = "append the result as a JSON line to DIR/infer.jsonl (none: do not)", .def = AK_BENCH_OUT_DEFAULT},
     };
     memcpy(all, table, sizeof table);
 }
@@ -341,11 +344,36 @@ static int print_bench_json(const infer_args *a, const ak_session_memory *mem, d
     return ak_cli_print_json(o) ? AK_EXIT_ERROR : AK_EXIT_OK;
 }
 
+/* The infer.latency line: the model by its file name, latencies in ms. */
+static int record_bench(const infer_args *a, double load_ms, const double *ts, double mean) {
+    ak__bench_out out;
+    int rc = ak__bench_out_open(&out, a->out, "infer", 0, 0);
+    if (rc || !out.file) return rc;
+    size_t n = (size_t)a->iters;
+    char name[256];
+    const char *base = strrchr(a->model, '/') ? strrchr(a->model, '/') + 1 : a->model;
+    snprintf(name, sizeof name, "%s", base);
+    if (strlen(name) > 5 && !strcmp(name + strlen(name) - 5, ".onnx")) name[strlen(name) - 5] = '\0';
+    cJSON *params = cJSON_CreateObject(), *figures = cJSON_CreateObject();
+    cJSON_AddItemToObject(params, "model", ak_cli_json_text(name));
+    cJSON_AddNumberToObject(params, "threads", (double)a->threads);
+    cJSON_AddNumberToObject(params, "iters", (double)a->iters);
+    ak_cli_json_round(figures, "p50_ms", quantile(ts, n, 0.5), 3);
+    ak_cli_json_round(figures, "p90_ms", quantile(ts, n, 0.9), 3);
+    ak_cli_json_round(figures, "p99_ms", quantile(ts, n, 0.99), 3);
+    ak_cli_json_round(figures, "mean_ms", mean, 3);
+    ak_cli_json_round(figures, "load_ms", load_ms, 1);
+    ak__bench_out_add(&out, "infer.latency", NULL, NULL, params, figures);
+    ak__bench_out_close(&out);
+    return 0;
+}
+
 static int print_bench(const infer_args *a, const ak_session *s, double load_ms, double *ts) {
     qsort(ts, (size_t)a->iters, sizeof *ts, cmp_double);
     double mean = 0;
     for (long i = 0; i < a->iters; i++) mean += ts[i] / (double)a->iters;
     size_t n = (size_t)a->iters;
+    if (record_bench(a, load_ms, ts, mean)) return AK_EXIT_ERROR;
     ak_session_memory mem;
     ak_session_get_memory(s, &mem);
     if (a->json) return print_bench_json(a, &mem, load_ms, ts, mean);
@@ -364,7 +392,7 @@ const char ak__bench_model_summary[] =
     "(AK_PROFILE=1 adds time per operator type)";
 
 int ak_bench_model(int argc, char **argv) {
-    static const int which[] = {F_THREADS, F_ITERS, F_WARMUP, F_DIM, F_INPUT, F_JSON, -1};
+    static const int which[] = {F_THREADS, F_ITERS, F_WARMUP, F_DIM, F_INPUT, F_JSON, F_OUT, -1};
     static const ak_cli_cmd cmd = {.name = "bench", .usage = "ak bench MODEL.onnx [options]",
                                    .summary = ak__bench_model_summary};
     infer_args a = {.threads = ak_cli_bench_threads()};

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "accelkit/plan.h"
+#include "cli/bench_results.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
 #include "cli/cli_progress.h"
@@ -18,6 +19,7 @@
 
 typedef struct plan_args {
     const char *model, *cluster, *baseline;
+    const char *out; /* --out DIR: the best plans as results lines (plan.best) */
     long top, nodes, devices, gbs;
     int json, list, attention, tp_overlap;
     ak_plan_options opt;
@@ -155,6 +157,7 @@ static int parse_plan_args(int argc, char **argv, plan_args *a) {
         {"baseline", 0, AK_OPT_STRING, &a->baseline, "'tp=..,pp=..'", .help = "also evaluate this plan and explain how the best one differs"},
         {"json", 0, AK_OPT_FLAG, &a->json, .help = "one JSON object instead of text"},
         {"list", 0, AK_OPT_FLAG, &a->list, .help = "list the model and cluster presets"},
+        {"out", 0, AK_OPT_STRING, &a->out, "DIR", .help = "also append the best plans as results lines to DIR/plan.jsonl (ak report)"},
         AK_OPT_END};
     const ak_cli_cmd cmd = {.name = "plan", .opts = opts, .notes = k_plan_notes};
     int rc = ak_cli_parse(&cmd, argc, argv, &first);
@@ -314,6 +317,51 @@ static void print_json(const plan_args *a, const ak_plan_model *m, const ak_plan
     ak_cli_print_json(root);
 }
 
+/* "tp=8 pp=16 dp=24 vp=8 mbs=1 sp recompute=none zero=1 offload=none" from a plan's JSON */
+static void plan_summary(const cJSON *plan, char *out, size_t cap) {
+    static const char *const keys[] = {"tp", "pp", "dp", "vp", "mbs", "recompute", "zero", "offload"};
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof keys / sizeof *keys && len < cap; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(plan, keys[i]);
+        if (cJSON_IsNumber(v)) len += (size_t)snprintf(out + len, cap - len, "%s%s=%g", len ? " " : "", keys[i], v->valuedouble);
+        else if (cJSON_IsString(v)) len += (size_t)snprintf(out + len, cap - len, "%s%s=%s", len ? " " : "", keys[i], v->valuestring);
+        if (i == 4 && len < cap && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(plan, "sequence_parallel")))
+            len += (size_t)snprintf(out + len, cap - len, " sp");
+    }
+}
+
+/* --out: one plan.best line per plan kept, figures as ak_plan_result_json gives them */
+static int record_plans(const plan_args *a, const ak_plan_model *m, const ak_plan_cluster *c,
+                        const ak_plan_result *best, size_t n) {
+    ak__bench_out out;
+    int rc = ak__bench_out_open(&out, a->out, "plan", 0, 0);
+    if (rc) return rc;
+    static const char *const figure_keys[] = {"time_per_iter_s", "mfu", "hfu", "tflops_per_device",
+                                              "tokens_per_s", "memory_bytes_per_device", "breakdown", "memory"};
+    for (size_t i = 0; i < n; i++) {
+        cJSON *plan = result_object(&best[i]);
+        if (!plan) continue;
+        char summary[256];
+        plan_summary(plan, summary, sizeof summary);
+        cJSON *params = cJSON_CreateObject(), *figures = cJSON_CreateObject();
+        cJSON_AddStringToObject(params, "model", m->name);
+        cJSON_AddStringToObject(params, "cluster", c->name);
+        cJSON_AddNumberToObject(params, "devices", (double)cluster_devices(c));
+        cJSON_AddNumberToObject(params, "gbs", (double)a->opt.global_batch);
+        cJSON_AddNumberToObject(params, "rank", (double)(i + 1));
+        cJSON_AddStringToObject(params, "plan", summary);
+        for (size_t k = 0; k < sizeof figure_keys / sizeof *figure_keys; k++) {
+            cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(plan, figure_keys[k]);
+            if (v) cJSON_AddItemToObject(figures, figure_keys[k], v);
+        }
+        cJSON_Delete(plan);
+        ak__bench_out_add(&out, "plan.best", NULL, NULL, params, figures);
+    }
+    ak__bench_out_close(&out);
+    return 0;
+}
+
 static void print_progress(double fraction, void *user) {
     ak_cli_progress_update(user, fraction, NULL);
 }
@@ -380,6 +428,7 @@ static int run_plan(const plan_args *a, const ak_plan_model *m, const ak_plan_cl
     if (s != AK_OK) rc = ak_cli_report("search", s);
     else if (n == 0) rc = report_no_plan(&st, c);
     else if (a->baseline && (rc = evaluate_baseline(a, m, c, &base)) != 0) {}
+    else if (a->out && (rc = record_plans(a, m, c, best, n)) != 0) {}
     else if (a->json) print_json(a, m, c, best, n, &st, a->baseline ? &base : NULL);
     else {
         print_header(m, c, a, &st);

@@ -11,8 +11,10 @@ typedef struct cli_entry {
 
 static const cli_entry commands[] = {
 #define AK_CLI_COMMAND(name, usage, summary) {#name, usage, summary, ak_cli_##name},
+#define AK_CLI_COMMAND_AS(name, fn, usage, summary) {#name, usage, summary, ak_cli_##fn},
 #include "cli/commands.def"
 #undef AK_CLI_COMMAND
+#undef AK_CLI_COMMAND_AS
 };
 
 static const cli_entry bench_domains[] = {

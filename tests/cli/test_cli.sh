@@ -108,7 +108,7 @@ first=$("$AK" compare --help | head -1)
 check usage-line 2 "$AK" compare --tol abc;                contains_text usage-line "$first"
 
 # every subcommand and bench domain answers --help with its usage, from its table
-for name in $(sed -n 's/^AK_CLI_COMMAND(\([a-z_]*\),.*/\1/p' "$src/commands.def") \
+for name in $(sed -n 's/^AK_CLI_COMMAND\(_AS\)\{0,1\}(\([a-z_]*\),.*/\2/p' "$src/commands.def") \
             $(sed -n 's/^AK_BENCH_DOMAIN(\([a-z_]*\),.*/bench \1/p' "$src/bench.def" | tr ' ' '+'); do
   name=${name//+/ }
   check "help-$name" 0 "$AK" $name --help;                 contains "help-$name" "^usage: ak $name"
@@ -142,9 +142,9 @@ lists logits -m --model --ids --out -t
 lists convert --type --outtype
 lists serve -m --draft --host --port -t --max-seqs --ctx --kv-mib --kv-f32 --mmap --gamma --ngram \
   --hooks --chat-format --name --max-body --max-concurrent
-lists "bench kernels" --gemm --only --no-peers --quick --json
+lists "bench kernels" --gemm --only --no-peers --quick --json --out
 lists "bench pool" --json --threads
-lists "bench comm" --np -b -e -f -n -w --coll --op --dtype --algo --check --json --calibrate
+lists "bench comm" --np -b -e -f -n -w --coll --op --dtype --algo --check --json --calibrate --out
 lists "bench linear" --threads --shape --tokens --quick --json
 lists "bench llm" -m --model -t -p -n --seqs --prompt-tokens --mixed --reps --kv-f32 --mmap --draft \
   --gamma --json

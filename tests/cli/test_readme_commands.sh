@@ -4,7 +4,7 @@
 # MODEL.onnx`, which a model path selects).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
-want=$( { sed -n 's/^AK_CLI_COMMAND(\([a-z_]*\),.*/ak \1/p' "$root/src/cli/commands.def"
+want=$( { sed -n 's/^AK_CLI_COMMAND\(_AS\)\{0,1\}(\([a-z_]*\),.*/ak \2/p' "$root/src/cli/commands.def"
           sed -n 's/^AK_BENCH_DOMAIN(\([a-z_]*\),.*/ak bench \1/p' "$root/src/cli/bench.def"
           echo "ak bench MODEL.onnx"; } | sort)
 # the rows "| `ak ...` | ..." of the section "## The `ak` command"

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# `ak report` on the command line: the fixtures give a page; malformed results lines are
+# refused naming FILE:LINE and what is wrong; the two writers (`ak bench --out`, the C one,
+# and bench/results.py, the shell/Python one) write lines that `ak report` accepts.
+#   usage: test_report_cli.sh path/to/ak
+set -u
+AK=$1
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+. "$here/../common/check.sh"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+cd "$here/fixtures" || exit 1
+
+check fixtures 0 "$AK" report run-a run-b -o "$tmp/r.html"
+contains_text fixtures "report: $tmp/r.html (163 results lines from 2 folder(s))"
+check page-data 0 grep -c '"_src":"run-a/kernels.jsonl:1"' "$tmp/r.html"
+check page-script 0 grep -q 'function linePlot' "$tmp/r.html"
+# nothing in the page may fetch: no src= or href= to another document
+check page-offline 1 grep -Eq '(src|href)="(https?:)?//' "$tmp/r.html"
+
+# one malformed line: refused by name (file and line), nothing written
+good=$(head -1 run-a/kernels.jsonl)
+bad() { # NAME WHAT-THE-ERROR-SAYS LINE-TEXT
+  mkdir -p "$tmp/$1"
+  { echo "$good"; echo; echo "$3"; } > "$tmp/$1/x.jsonl"
+  check "bad-$1" 2 "$AK" report "$tmp/$1" -o "$tmp/$1.html"
+  contains_text "bad-$1" "ak report: $tmp/$1/x.jsonl:3: not a results line: $2"
+  check "bad-$1-no-page" 1 test -e "$tmp/$1.html"
+}
+bad notjson "not valid JSON" '{"schema": "accelkit.bench/1",'
+bad schema 'unknown "schema"' "${good/accelkit.bench\/1/accelkit.bench\/9}"
+bad nofigures 'no "figures" object' "${good/\"figures\"/\"figurez\"}"
+bad peer '"peer" is neither null' "${good/\"peer\":null/\"peer\":\"OpenBLAS\"}"
+bad machine '"machine" lacks' "${good/\"cores\":2/\"cores\":\"two\"}"
+bad array '"figures" holds an array' "${good/\"gflops\":105.8/\"gflops\":[105.8]}"
+bad array2 'not a JSON object' '[1, 2]'
+mkdir -p "$tmp/none"
+check empty-folder 2 "$AK" report "$tmp/none" -o "$tmp/n.html"
+contains_text empty-folder "$tmp/none: no results files (*.jsonl) in it"
+check missing-folder 2 "$AK" report "$tmp/nope" -o "$tmp/n.html"
+contains_text missing-folder "$tmp/nope: No such file or directory"
+
+# the writers' lines round-trip through ak report
+check bench-out 0 "$AK" bench kernels --quick --no-peers --gemm 64x64x64 --out "$tmp/res"
+check bench-out-lines 0 grep -c '"benchmark":"kernels.sgemm".*"peer":null.*"params":{"m":64,"n":64,"k":64,"threads":1}' "$tmp/res/kernels.jsonl"
+check bench-out-none 0 "$AK" bench kernels --quick --no-peers --only vec --out none
+echo '{"params":{"bytes":8,"ranks":2,"transport":"tcp"},"figures":{"time_us":8.3,"busbw":0.001}}' > "$tmp/row"
+check py-writer 0 /usr/bin/python3 "$root/bench/results.py" --ak "$AK" --out "$tmp/res" --stem comm \
+  --benchmark comm.allreduce --peer "Open MPI" --peer-version 4.1.4 < "$tmp/row"
+check py-writer-line 0 grep -q '"peer":{"name":"Open MPI","version":"4.1.4"}' "$tmp/res/comm.jsonl"
+check plan-out 0 "$AK" plan --model megatron-1t --cluster a100-80gb --devices 3072 --gbs 3072 --top 2 --out "$tmp/res"
+check plan-out-lines 0 grep -c '"benchmark":"plan.best".*"rank":2,"plan":"tp=8 pp=16 dp=24 .*"breakdown":{"gemm_s":' "$tmp/res/plan.jsonl"
+check roundtrip 0 "$AK" report "$tmp/res" -o "$tmp/res.html"
+contains_text roundtrip "(18 results lines from 1 folder(s))" # 15 kernels, 1 comm, 2 plans
+check_summary
