@@ -170,8 +170,9 @@ static ak_status listen_early(const serve_args *a, serve_state *s) {
     o->hooks = a->hooks ? &s->hooks : NULL;
     AK_CHECK(security_options(a, s, o));
     AK_CHECK(ak__server_listen(o, &s->server));
-    fprintf(stderr, "ak serve: listening on %s://%s:%d, loading %s (GET /health: \"loading\")\n",
-            a->ssl_cert ? "https" : "http", a->host, ak__server_port(s->server), a->model);
+    /* not "on URL": scripts wait for the ready banner's " on http://..." */
+    fprintf(stderr, "ak serve: loading %s, listening at %s://%s:%d (GET /health: \"loading\")\n",
+            a->model, a->ssl_cert ? "https" : "http", a->host, ak__server_port(s->server));
     return AK_OK;
 }
 

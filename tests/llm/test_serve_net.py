@@ -416,7 +416,7 @@ class Drain(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertIn("draining", s.stderr())
         # it listened before loading the model (/health said "loading" meanwhile: test_server.c)
-        self.assertIn("ak serve: listening on http://127.0.0.1:%d, loading" % s.port, s.stderr())
+        self.assertIn("listening at http://127.0.0.1:%d (GET /health" % s.port, s.stderr())
 
 
 class SlowHeaders(unittest.TestCase):
