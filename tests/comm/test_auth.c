@@ -187,14 +187,21 @@ static void test_no_secret_needs_loopback(void **state) {
     ak__store_server_stop(server);
 }
 
+/* A store server on loopback, for a job whose secret is SECRET; *port gets its port. */
+static ak__store_server *serve_with_secret(int *port) {
+    use_secret(SECRET);
+    ak__store_server *server = NULL;
+    *port = 0;
+    assert_int_equal(ak__store_serve(LOCAL, 0, port, &server), AK_OK);
+    return server;
+}
+
 /* ---- the store refuses strangers ---------------------------------------------------- */
 
 static void test_store_refuses_foreign(void **state) {
     (void)state;
-    use_secret(SECRET);
-    ak__store_server *server = NULL;
     int port = 0;
-    assert_int_equal(ak__store_serve(LOCAL, 0, &port, &server), AK_OK);
+    ak__store_server *server = serve_with_secret(&port);
     ak__store *job = NULL; /* a job's client, connected before the strangers come */
     assert_int_equal(ak__store_connect(LOCAL, port, 3000, &job), AK_OK);
     assert_int_equal(ak__store_set(job, "k", "v1", 2), AK_OK);
@@ -274,10 +281,8 @@ static void test_store_refuses_foreign(void **state) {
  * holds nobody up meanwhile. */
 static void test_store_silent_stranger(void **state) {
     (void)state;
-    use_secret(SECRET);
-    ak__store_server *server = NULL;
     int port = 0;
-    assert_int_equal(ak__store_serve(LOCAL, 0, &port, &server), AK_OK);
+    ak__store_server *server = serve_with_secret(&port);
     int fd = connect_local(port);
     uint64_t t0 = ak_now_ns();
     check_store_serves(port); /* served while the stranger sits there */
@@ -294,10 +299,8 @@ static void test_store_silent_stranger(void **state) {
  * the claimed size allocated (ASan would see 4 GiB). */
 static void test_store_oversize_frame(void **state) {
     (void)state;
-    use_secret(SECRET);
-    ak__store_server *server = NULL;
     int port = 0;
-    assert_int_equal(ak__store_serve(LOCAL, 0, &port, &server), AK_OK);
+    ak__store_server *server = serve_with_secret(&port);
     log_reset();
     ak__auth_key key;
     assert_int_equal(ak__auth_key_from_env(&key), AK_OK);
