@@ -18,6 +18,7 @@
 #include "accelkit/llm.h"
 
 #include "count_alloc.h"
+#include "engine_drive.h"
 
 static char g_model[512], g_draft[512];
 static ak_llm_model *g_m, *g_d;
@@ -69,28 +70,8 @@ static void on_event(void *user, const ak_llm_event *ev) {
     c->n_cached = ev->n_cached;
 }
 
-static void prompt_of(int32_t *p, int32_t n, int32_t seed) {
-    for (int32_t i = 0; i < n; ++i) p[i] = 1 + (seed * 7919 + i * 104729) % 31000;
-}
-
 static ak_llm_request greedy_request(const int32_t *p, size_t n, int32_t max_tokens, collected *c) {
-    ak_llm_request r;
-    ak_llm_request_default(&r);
-    r.prompt = p;
-    r.n_prompt = n;
-    r.max_tokens = max_tokens;
-    r.sampling.temperature = 0.0f;
-    r.ignore_eos = 1;
-    r.on_event = on_event;
-    r.user = c;
-    return r;
-}
-
-static void drain(ak_llm_engine *e) {
-    int32_t pending = 1;
-    for (int guard = 0; pending > 0 && guard < 100000; ++guard)
-        assert_int_equal(ak_llm_engine_step(e, &pending), AK_OK);
-    assert_int_equal(pending, 0);
+    return greedy_request_to(p, n, max_tokens, on_event, c);
 }
 
 static ak_llm_model *g_engine_draft; /* draft model of the engines made next */

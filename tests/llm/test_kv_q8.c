@@ -20,6 +20,7 @@
 #include "accelkit/llm.h"
 #include "llm/base/kv_cache.h"
 #include "llm/model/model.h"
+#include "engine_drive.h"
 
 static char g_path64[512], g_path16[512];
 static ak_llm_model *g_m;   /* head_dim 64 (two q8_0 blocks per row), 2 query heads per KV head */
@@ -53,10 +54,6 @@ static int teardown(void **state) {
     remove(g_path64);
     remove(g_path16);
     return 0;
-}
-
-static void prompt_of(int32_t *p, int32_t n, int32_t seed) {
-    for (int32_t i = 0; i < n; ++i) p[i] = 1 + (seed * 7919 + i * 104729) % 31000;
 }
 
 /* ---- refusal ------------------------------------------------------------------------ */
@@ -165,23 +162,7 @@ static ak_llm_engine *q8_engine(int32_t max_batch, uint64_t kv_bytes) {
 }
 
 static ak_llm_request greedy(const int32_t *p, size_t n, int32_t max_tokens, collected *c) {
-    ak_llm_request r;
-    ak_llm_request_default(&r);
-    r.prompt = p;
-    r.n_prompt = n;
-    r.max_tokens = max_tokens;
-    r.sampling.temperature = 0.0f;
-    r.ignore_eos = 1;
-    r.on_event = on_event;
-    r.user = c;
-    return r;
-}
-
-static void drain(ak_llm_engine *e) {
-    int32_t pending = 1;
-    for (int guard = 0; pending > 0 && guard < 100000; ++guard)
-        assert_int_equal(ak_llm_engine_step(e, &pending), AK_OK);
-    assert_int_equal(pending, 0);
+    return greedy_request_to(p, n, max_tokens, on_event, c);
 }
 
 static void test_prefix_cache_and_copy_on_write(void **state) {
