@@ -195,6 +195,17 @@ function uniqBounds(bounds) {
   return [...new Map(bounds.map(b => [b.name + '=' + b.value, b])).values()];
 }
 
+/* physical bounds as labelled horizontal lines across the plot, each with a legend item */
+function drawBounds(svg, y, bounds, items) {
+  for (const b of bounds) {
+    const g = s('g', {class: 'bound', 'data-name': b.name});
+    g.append(s('line', {x1: M.l, x2: W - M.r, y1: y(b.value), y2: y(b.value), stroke: '#475467'}));
+    g.append(s('text', {x: W - M.r - 4, y: y(b.value) - 4, 'text-anchor': 'end'}, `${b.name}: ${b.value}`));
+    svg.append(g);
+    items.push({name: b.name + ' (bound)', color: '#475467', dash: true});
+  }
+}
+
 /* series: [{name, points: [{x, ref}]}]; bounds: [{name, value}] drawn as dashed lines */
 function linePlot({title, xLabel, yLabel, series, bounds = [], xLog = true, yLog = false, xBytes = false, colorByIndex = false}) {
   bounds = uniqBounds(bounds);
@@ -218,13 +229,7 @@ function linePlot({title, xLabel, yLabel, series, bounds = [], xLog = true, yLog
     svg.append(g);
     items.push({name: se.name, color});
   });
-  bounds.forEach(b => {
-    const g = s('g', {class: 'bound', 'data-name': b.name});
-    g.append(s('line', {x1: M.l, x2: W - M.r, y1: y(b.value), y2: y(b.value), stroke: '#475467'}));
-    g.append(s('text', {x: W - M.r - 4, y: y(b.value) - 4, 'text-anchor': 'end'}, `${b.name}: ${b.value}`));
-    svg.append(g);
-    items.push({name: b.name + ' (bound)', color: '#475467', dash: true});
-  });
+  drawBounds(svg, y, bounds, items);
   return figureBox(title, 'line', svg, items);
 }
 
@@ -252,13 +257,7 @@ function barPlot({title, yLabel, categories, series, bounds = [], xLabel = ''}) 
     svg.append(g);
     items.push({name: se.name, color, faded: se.folder > 0});
   });
-  bounds.forEach(b => {
-    const g = s('g', {class: 'bound', 'data-name': b.name});
-    g.append(s('line', {x1: M.l, x2: W - M.r, y1: y(b.value), y2: y(b.value), stroke: '#475467'}));
-    g.append(s('text', {x: W - M.r - 4, y: y(b.value) - 4, 'text-anchor': 'end'}, `${b.name}: ${b.value}`));
-    svg.append(g);
-    items.push({name: b.name + ' (bound)', color: '#475467', dash: true});
-  });
+  drawBounds(svg, y, bounds, items);
   return figureBox(title, 'bar', svg, items);
 }
 
