@@ -10,7 +10,6 @@ in its own short job.
         python3 -m unittest -v tests/python/test_horovod_semantics.py
 """
 import json
-import os
 import shutil
 import socket
 import subprocess
