@@ -97,16 +97,30 @@ static ak_status start_threads(ak_train *t) {
     return AK_OK;
 }
 
+/* Horovod's HOROVOD_HIERARCHICAL_ALLREDUCE=1 is accelkit's hierarchical allreduce (intra-host
+ * reduce-scatter, inter-host exchange, intra-host allgather) for every allreduce of the
+ * communicator the runtime creates; an explicit AK_COMM_ALGO wins. */
+static ak_comm_algo hierarchical_from_env(void) {
+    const char *forced = ak__param_str(AK_PARAM_COMM_ALGO);
+    int explicit_algo = forced[0] && strcmp(forced, "auto") != 0;
+    return ak__param_int(AK_PARAM_HVD_HIERARCHICAL_ALLREDUCE) && !explicit_algo
+               ? AK_COMM_ALGO_HIERARCHICAL
+               : AK_COMM_ALGO_AUTO;
+}
+
 static ak_status train_setup(ak_train *t, const ak_train_config *cfg) {
     if (cfg->comm) {
         t->comm = cfg->comm;
     } else {
-        AK_CHECK(ak_comm_init(NULL, &t->comm));
+        ak_comm_config cc = AK_COMM_CONFIG_INIT;
+        cc.algo = hierarchical_from_env();
+        AK_CHECK(ak_comm_init(&cc, &t->comm));
         t->owns_comm = 1;
     }
     AK_CHECK(ak_comm_rank(t->comm, &t->rank));
     AK_CHECK(ak_comm_size(t->comm, &t->size));
     read_config(t, cfg);
+    AK_CHECK(ak__autotune_start(t, cfg));
     ak__train_keep_heap();
     AK_CHECK(start_timeline(t, cfg));
     AK_CHECK(ak__pset_create(t, 0, t->comm, &t->psets[0]));
@@ -176,6 +190,7 @@ void ak_train_shutdown(ak_train *t) {
         free(e);
     }
     ak__exec_free_scratch(t);
+    ak__autotune_free(t);
     if (t->timeline) ak_trace_stop();
     if (t->owns_comm) ak_comm_free(t->comm);
     pthread_cond_destroy(&t->uq_changed);
@@ -224,9 +239,6 @@ static ak_status check_kind_rules(const ak_train_op *op, const char *name, size_
     }
     AK_ARG_CHECK(isfinite(op->prescale) && isfinite(op->postscale),
                  "'%s': prescale/postscale must be finite", name);
-    AK_ARG_CHECK(ak__is_float(op->dtype) || (op->prescale == 1.0 && op->postscale == 1.0),
-                 "'%s': prescale/postscale need a floating-point dtype, not %s", name,
-                 ak_dtype_name(op->dtype));
     if (k == AK_TRAIN_BROADCAST)
         AK_ARG_CHECK(op->root >= 0 && op->root < set_size, "'%s': root %d outside 0..%d", name,
                      op->root, set_size - 1);
@@ -344,7 +356,9 @@ static ak_status submit(ak_train *t, ak__entry *e, ak_train_handle *out) {
                      "'%s': the training runtime has stopped: %s", e->name,
                      t->failed_msg[0] ? t->failed_msg : "shut down");
     else if (name_pending(t, e))
-        st = AK_FAIL(AK_ERR_INVALID_ARG, "'%s': an op of this name is already pending on this rank",
+        st = AK_FAIL(AK_ERR_INVALID_ARG, "'%s': requested to allreduce, allgather or broadcast a tensor with the "
+                     "same name as another tensor still being processed on this rank; submit "
+                     "it under a different name",
                      e->name);
     if (st != AK_OK) {
         pthread_mutex_unlock(&t->lock);

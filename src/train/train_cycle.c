@@ -584,16 +584,23 @@ static void finish_join(ak_train *t, ak__pset *p) {
 
 /* ---- stall inspector ----------------------------------------------------------------- */
 
-static void warn_stalled_row(const ak__pset *p, const ak__table_row *row, double waited) {
-    char missing[512] = "", have[512] = "";
+/* The ranks (global numbering of the set: its index) that did and did not submit row. */
+static void row_ranks(const ak__pset *p, const ak__table_row *row, char *have, char *missing,
+                      size_t cap) {
     size_t m = 0, h = 0;
+    have[0] = missing[0] = '\0';
     for (int r = 0; r < p->size; r++) {
         int got = row->req[r].kind >= 0 || p->joined[r];
         char *buf = got ? have : missing;
         size_t *used = got ? &h : &m;
-        if (*used < sizeof missing - 12)
-            *used += (size_t)snprintf(buf + *used, sizeof missing - *used, "%s%d", *used ? "," : "", r);
+        if (*used < cap - 12)
+            *used += (size_t)snprintf(buf + *used, cap - *used, "%s%d", *used ? "," : "", r);
     }
+}
+
+static void warn_stalled_row(const ak__pset *p, const ak__table_row *row, double waited) {
+    char missing[512], have[512];
+    row_ranks(p, row, have, missing, sizeof missing);
     AK_LOG_WARN(AK_SUBSYS_TRAIN,
                 "stall: '%s' (process set %d) has waited %.0f s: submitted by ranks [%s], "
                 "not yet by ranks [%s]",
@@ -622,6 +629,36 @@ static int inspect_stalls(ak_train *t, ak__pset *p) {
         }
     }
     return stop;
+}
+
+/* Why the runtime stops when a rank shut down (why = 1) or an op stalled past the shutdown
+ * time (why = 2): the op that waited longest in the replicated table (the same on every
+ * rank), with the ranks that did not submit it, so that every rank's error names them. */
+static void describe_stop(ak_train *t, const ak__pset *p, int why, char *msg, size_t cap) {
+    const ak__table_row *oldest = NULL;
+    for (const ak__table_row *row = p->table; row; row = row->next)
+        if (!oldest || row->first_ns < oldest->first_ns) oldest = row;
+    const char *what = why == 2 ? "a stalled op shut the training runtime down on every rank"
+                                : "a rank shut the training runtime down";
+    if (!oldest) { /* not negotiated yet: this rank's oldest pending op, if any */
+        const ak__entry *e = p->pending;
+        for (const ak__entry *x = p->pending; x; x = x->next)
+            if (x->enqueue_ns < e->enqueue_ns) e = x;
+        if (e) snprintf(msg, cap, "%s while '%.200s' (process set %d) was pending on this rank",
+                        what, e->name, p->id);
+        else snprintf(msg, cap, "%s", what);
+        return;
+    }
+    char missing[256], have[256];
+    row_ranks(p, oldest, have, missing, sizeof missing);
+    double waited = (double)(ak_now_ns() - oldest->first_ns) / 1e9;
+    if (why == 2)
+        snprintf(msg, cap, "%s: '%.120s' (process set %d) waited %.1f s for ranks [%.80s] (submitted by "
+                 "ranks [%.80s]; HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=%g)", what, oldest->name, p->id,
+                 waited, missing, have, t->stall_shutdown_s);
+    else
+        snprintf(msg, cap, "%s while '%.160s' (process set %d) waited for ranks [%.100s] (submitted by "
+                 "ranks [%.100s])", what, oldest->name, p->id, missing, have);
 }
 
 /* ---- one cycle of one process set ---------------------------------------------------- */
@@ -659,6 +696,7 @@ static ak_status pset_cycle(ak_train *t, ak__pset *p, int *stop) {
     }
     if (!v[F_ALIVE] || !v[F_NO_STALL_STOP]) {
         *stop = v[F_ALIVE] ? 2 : 1;
+        describe_stop(t, p, *stop, t->stop_msg, sizeof t->stop_msg);
         free(v);
         return AK_OK;
     }
@@ -672,6 +710,7 @@ static ak_status pset_cycle(ak_train *t, ak__pset *p, int *stop) {
     t->st_negotiate_cpu_ns += thread_cpu_ns() - cpu0;
     if (st == AK_OK && v[F_JOINED]) finish_join(t, p);
     if (st == AK_OK && list.n) st = ak__exec_responses(t, p, list.r, list.n);
+    if (st == AK_OK && list.n && t->autotune) st = ak__autotune_update(t, p, list.r, list.n);
     free(v);
     responses_free(&list);
     return st;
@@ -718,8 +757,8 @@ static void sleep_until(ak_train *t, uint64_t deadline_ns) {
 
 void *ak__train_bg_main(void *arg) {
     ak_train *t = arg;
-    uint64_t cycle_ns = (uint64_t)(t->cycle_ms * 1e6);
     for (;;) {
+        uint64_t cycle_ns = (uint64_t)(t->cycle_ms * 1e6); /* autotune may change it */
         uint64_t start = ak_now_ns();
         int stop = 0;
         ak_status st = cycle_all(t, &stop);
@@ -731,10 +770,7 @@ void *ak__train_bg_main(void *arg) {
             break;
         }
         if (stop) {
-            fail_everything(t, stop == 2 ? AK_ERR_TIMEOUT : AK_ERR_REMOTE,
-                            stop == 2 ? "an op stalled past HOROVOD_STALL_SHUTDOWN_TIME_SECONDS; "
-                                        "the runtime shut down on every rank"
-                                      : "a rank shut the training runtime down");
+            fail_everything(t, stop == 2 ? AK_ERR_TIMEOUT : AK_ERR_REMOTE, t->stop_msg);
             break;
         }
         ak__train_heap_advise();

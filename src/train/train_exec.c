@@ -40,10 +40,30 @@ void ak__exec_free_scratch(ak_train *t) {
     t->fusion_cap = t->wire_cap = t->zmask_cap = t->segs_cap = 0;
 }
 
-/* x[i] *= s for floating-point buffers (no-op when s == 1). */
+/* An integer scaled as Horovod scales one: the product in double, converted back toward
+ * zero. Out-of-range products saturate (C leaves that conversion undefined). */
+static double scaled_int(double v, double s, double lo, double hi) {
+    double x = trunc(v * s);
+    if (!(x >= lo)) return isnan(x) ? 0 : lo;
+    return x > hi ? hi : x;
+}
+
+#define SCALE_INT_LOOP(T, LO, HI)                                                         \
+    do {                                                                                  \
+        T *v = x;                                                                         \
+        for (size_t i = 0; i < n; i++) v[i] = (T)scaled_int((double)v[i], s, LO, HI);     \
+    } while (0)
+
+/* x[i] *= s (no-op when s == 1): floats in their precision, integers through double as
+ * above (so prescale/postscale and Average work on integer tensors as in Horovod). */
 static void scale_buf(ak_dtype d, void *x, size_t n, double s) {
     if (s == 1.0 || n == 0) return;
-    if (d == AK_DTYPE_F64) {
+    if (d == AK_DTYPE_I8) SCALE_INT_LOOP(int8_t, -128.0, 127.0);
+    else if (d == AK_DTYPE_U8) SCALE_INT_LOOP(uint8_t, 0.0, 255.0);
+    else if (d == AK_DTYPE_I32) SCALE_INT_LOOP(int32_t, -2147483648.0, 2147483647.0);
+    else if (d == AK_DTYPE_I64) /* 2^63 - 1 is not a double: the largest one below 2^63 */
+        SCALE_INT_LOOP(int64_t, -9223372036854775808.0, 9223372036854774784.0);
+    else if (d == AK_DTYPE_F64) {
         double *v = x;
         for (size_t i = 0; i < n; i++) v[i] *= s;
     } else {
@@ -105,17 +125,16 @@ void *ak__train_update_main(void *arg) {
     }
 }
 
-/* Factor applied after a SUM so that AVG divides by the set size (floats only). */
+/* Factor applied after a SUM: postscale, divided by the set size for AVG (Horovod's
+ * "averaging happens via the postscale factor", integers included). */
 static double post_factor(const ak__signature *s, int size) {
     return s->postscale * (s->op == AK_REDUCE_AVG ? 1.0 / size : 1.0);
 }
 
 static ak_reduce_op wire_op(ak_reduce_op op) { return op == AK_REDUCE_AVG ? AK_REDUCE_SUM : op; }
 
-/* AVG of integers: the reduction's own finish (truncating division). */
 static void finish_reduction(const ak__signature *s, void *buf, size_t n, int size) {
-    if (ak__is_float(s->dtype)) scale_buf(s->dtype, buf, n, post_factor(s, size));
-    else if (s->op == AK_REDUCE_AVG) ak_reduce_avg_finish(s->dtype, buf, n, size);
+    scale_buf(s->dtype, buf, n, post_factor(s, size));
 }
 
 /* ---- zero-block elision --------------------------------------------------------------

@@ -144,6 +144,8 @@ struct ak_train {
     int zero_blocks; /* elide all-zero blocks from f32 sum/average allreduces */
     int cache_capacity;
     double stall_check_s, stall_shutdown_s;
+    char stop_msg[512];  /* why the background thread stopped (stall shutdown, a rank left) */
+    struct ak__autotune *autotune; /* HOROVOD_AUTOTUNE's search (NULL: off) */
     int timeline;
 
     pthread_mutex_t lock;
@@ -227,6 +229,12 @@ void ak__exec_free_scratch(ak_train *t);
  * ak__train_heap_advise, called every cycle, advises huge pages over the heap's growth. */
 int ak__train_keep_heap(void);
 void ak__train_heap_advise(void);
+
+/* train_autotune.c: HOROVOD_AUTOTUNE (background thread) */
+typedef struct ak__autotune ak__autotune;
+ak_status ak__autotune_start(ak_train *t, const ak_train_config *cfg);
+ak_status ak__autotune_update(ak_train *t, ak__pset *p, const ak__response *r, int n);
+void ak__autotune_free(ak_train *t);
 /* 1 when the kernel gives transparent huge pages only to advised memory (THP "madvise"). */
 int ak__train_huge_pages_on_advice(void);
 

@@ -415,7 +415,8 @@ def process_sets():
         other = "no error"
     except ValueError as e:
         other = str(e)
-    obj = hvd.broadcast_object({"from": r}, root_rank=0, process_set=mine)
+    # root_rank is a global rank, inside a process set too (as in Horovod)
+    obj = hvd.broadcast_object({"from": r}, root_rank=r, process_set=mine)
     removed = [hvd.remove_process_set(ps) for ps in singles]
     removed_global = hvd.remove_process_set(hvd.global_process_set)
     close(alone, torch.tensor([float(r + 1)]), 0, "single-rank set")
@@ -484,12 +485,13 @@ def broadcast_optimizer_state():
     flat = torch.cat([sd["state"][i][k].double().flatten() for i in sorted(sd["state"])
                       for k in ("step", "exp_avg", "exp_avg_sq")])
     all_flat = hvd.allgather(flat.unsqueeze(0))
+    # a fresh optimizer gets its state first (a zero-gradient step, as in Horovod)
     fresh = torch.optim.SGD(nn.Linear(2, 2).parameters(), lr=0.1 * (r + 1), momentum=0.9)
     hvd.broadcast_optimizer_state(fresh, root_rank=0)
     for k in range(hvd.size()):
         close(all_flat[k], all_flat[0], 0, f"optimizer state of rank {k}")
     assert abs(opt.param_groups[0]["lr"] - 0.01) < 1e-12
-    assert abs(fresh.param_groups[0]["lr"] - 0.1) < 1e-12 and len(fresh.state) == 0
+    assert abs(fresh.param_groups[0]["lr"] - 0.1) < 1e-12 and len(fresh.state) == 2
 
 
 # ---- training equivalence ---------------------------------------------------------------

@@ -379,14 +379,21 @@ class TestExamples(unittest.TestCase):
         self.assertIn("rank 1 fails on purpose", out)
 
     def test_horovodrun_script(self):
-        env = {"AK_BIN": ak_bin()}
-        rc, out = launch([str(ROOT / "scripts" / "horovodrun"), "-np", "2",
-                          "--fusion-threshold-mb", "1", sys.executable, "-c",
-                          "import os, horovod.torch as hvd; hvd.init(); "
-                          "print('size', hvd.size(), os.environ['HOROVOD_FUSION_THRESHOLD'])"],
-                         env=env, timeout=60, prefix=())
-        self.assertEqual(rc, 0, out[-4000:])
-        self.assertIn("[1] size 2 1048576", out)
+        env = {"AK_BIN": ak_bin(), "HOROVOD_AUTOTUNE": None, "AK_COMM_ALGO": None,
+               "HOROVOD_HIERARCHICAL_ALLREDUCE": None}
+        with tempfile.TemporaryDirectory() as tmp:
+            log = Path(tmp) / "tune.csv"
+            rc, out = launch([str(ROOT / "scripts" / "horovodrun"), "-np", "2",
+                              "--fusion-threshold-mb", "1", "--hierarchical-allreduce",
+                              "--autotune", "--autotune-log-file", str(log),
+                              sys.executable, "-c",
+                              "import os, horovod.torch as hvd; hvd.init(); e = os.environ; "
+                              "print('size', hvd.size(), e['HOROVOD_FUSION_THRESHOLD'], "
+                              "e['HOROVOD_HIERARCHICAL_ALLREDUCE'], e['HOROVOD_AUTOTUNE'])"],
+                             env=env, timeout=60, prefix=())
+            self.assertEqual(rc, 0, out[-4000:])
+            self.assertIn("[1] size 2 1048576 1 1", out)
+            self.assertTrue(log.read_text().startswith("hierarchical_allreduce,"))
 
 
 if __name__ == "__main__":

@@ -748,6 +748,31 @@ static void test_stall_inspector(void **state) {
     assert_non_null(strstr(stall_log, "not yet by ranks [1]"));
 }
 
+/* A stall past the shutdown time fails every rank, naming the op and the missing rank:
+ * rank 1 never submits "lonely"; its later op fails with the same reason. */
+static void scenario_stall_shutdown(rank_ctx *c) {
+    float v = 1, out;
+    ak_train_op op = f32_allreduce(c->rank == 0 ? "lonely" : "late", &v, &out, 1);
+    ak_train_handle h;
+    if (c->rank == 1) usleep(1500 * 1000);
+    ak_status st = ak_train_enqueue(c->train, &op, &h);
+    if (st == AK_OK) {
+        st = ak_train_wait(c->train, h);
+        ak_train_release(c->train, h);
+    }
+    CHECK(st == AK_ERR_TIMEOUT);
+    CHECK(strstr(ak_last_error(), "'lonely'") != NULL);
+    CHECK(strstr(ak_last_error(), "for ranks [1]") != NULL);
+}
+
+static void test_stall_shutdown_names_op(void **state) {
+    (void)state;
+    ak_train_config cfg = AK_TRAIN_CONFIG_INIT;
+    cfg.stall_check_s = 0.2;
+    cfg.stall_shutdown_s = 0.5;
+    run_world(2, scenario_stall_shutdown, &cfg, NULL);
+}
+
 static void scenario_shutdown(rank_ctx *c) {
     if (c->rank == 1) {
         ak_train_shutdown(c->train); /* leaves while rank 0 waits */
@@ -783,6 +808,87 @@ static void test_shutdown_propagates(void **state) {
     ak_train_shutdown(ctx[0].train);
     for (int r = 0; r < 2; r++) ak_comm_free(comms[r]);
     if (ctx[0].failed_line) fail_msg("line %d: %s", ctx[0].failed_line, ctx[0].failed_what);
+}
+
+/* ---- integer scale factors -------------------------------------------------------------------- */
+
+/* Horovod's rule, the reference: v * factor in double, truncated toward zero (saturated). */
+static int64_t scaled_ref(int64_t v, double factor, double lo, double hi) {
+    double x = trunc((double)v * factor);
+    return (int64_t)(x < lo ? lo : x > hi ? hi : x);
+}
+
+typedef struct int_case {
+    ak_dtype dtype;
+    double lo, hi;
+} int_case;
+
+static const int_case int_cases[] = {{AK_DTYPE_I8, -128, 127},
+                                     {AK_DTYPE_U8, 0, 255},
+                                     {AK_DTYPE_I32, -2147483648.0, 2147483647.0},
+                                     /* 2^63 - 1 is no double: the largest below */
+                                     {AK_DTYPE_I64, -9223372036854775808.0,
+                                      9223372036854774784.0}};
+
+/* j = 0 with `big`: the dtype's largest value, which saturates once scaled up (only for
+ * Max: a sum of it would overflow) */
+static int64_t int_input(int rank, int j, const int_case *k, int big) {
+    if (j == 0 && big) return (int64_t)k->hi;
+    int64_t v = (j * 7 + rank * 3) % 19 - (k->lo < 0 ? 9 : 0);
+    return v;
+}
+
+static void store_int(ak_dtype d, void *buf, int j, int64_t v) {
+    if (d == AK_DTYPE_I8) ((int8_t *)buf)[j] = (int8_t)v;
+    else if (d == AK_DTYPE_U8) ((uint8_t *)buf)[j] = (uint8_t)v;
+    else if (d == AK_DTYPE_I32) ((int32_t *)buf)[j] = (int32_t)v;
+    else ((int64_t *)buf)[j] = v;
+}
+
+static int64_t load_int(ak_dtype d, const void *buf, int j) {
+    if (d == AK_DTYPE_I8) return ((const int8_t *)buf)[j];
+    if (d == AK_DTYPE_U8) return ((const uint8_t *)buf)[j];
+    if (d == AK_DTYPE_I32) return ((const int32_t *)buf)[j];
+    return ((const int64_t *)buf)[j];
+}
+
+static void scenario_int_scaling(rank_ctx *c) {
+    enum { N = 9 };
+    static const struct { ak_reduce_op op; double pre, post; } modes[] = {
+        {AK_REDUCE_SUM, 0.5, 3.0}, {AK_REDUCE_AVG, 1.0, 1.0}, {AK_REDUCE_AVG, 2.5, 0.4},
+        {AK_REDUCE_MAX, 2.5, 0.5}};
+    for (size_t k = 0; k < sizeof int_cases / sizeof *int_cases; k++) {
+        const int_case *ic = &int_cases[k];
+        for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+            int64_t in[N], out[N];
+            int big = modes[m].op == AK_REDUCE_MAX;
+            for (int j = 0; j < N; j++) store_int(ic->dtype, in, j, int_input(c->rank, j, ic, big));
+            char name[32];
+            snprintf(name, sizeof name, "int.%zu.%zu", k, m);
+            ak_train_op op = AK_TRAIN_OP_INIT;
+            op.name = name, op.dtype = ic->dtype, op.input = in, op.output = out;
+            op.ndim = 1, op.shape[0] = N;
+            op.op = modes[m].op, op.prescale = modes[m].pre, op.postscale = modes[m].post;
+            ak_train_handle h;
+            CHECK(ak_train_enqueue(c->train, &op, &h) == AK_OK);
+            CHECK(ak_train_wait(c->train, h) == AK_OK);
+            ak_train_release(c->train, h);
+            double post = modes[m].post / (modes[m].op == AK_REDUCE_AVG ? c->size : 1);
+            for (int j = 0; j < N; j++) {
+                int64_t acc = modes[m].op == AK_REDUCE_MAX ? INT64_MIN : 0;
+                for (int r = 0; r < c->size; r++) {
+                    int64_t x = scaled_ref(int_input(r, j, ic, big), modes[m].pre, ic->lo, ic->hi);
+                    acc = modes[m].op == AK_REDUCE_MAX ? (x > acc ? x : acc) : acc + x;
+                }
+                CHECK(load_int(ic->dtype, out, j) == scaled_ref(acc, post, ic->lo, ic->hi));
+            }
+        }
+    }
+}
+
+static void test_integer_scaling(void **state) {
+    (void)state;
+    run_world(3, scenario_int_scaling, NULL, NULL); /* 1/3: not a power of two */
 }
 
 /* ---- argument checks ------------------------------------------------------------------------ */
@@ -901,6 +1007,8 @@ int main(void) {
         cmocka_unit_test(test_process_sets),
         cmocka_unit_test(test_mismatch),
         cmocka_unit_test(test_stall_inspector),
+        cmocka_unit_test(test_stall_shutdown_names_op),
+        cmocka_unit_test(test_integer_scaling),
         cmocka_unit_test(test_shutdown_propagates),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_heap_kept),

@@ -14,10 +14,13 @@ except ImportError:  # pragma: no cover - depends on the installation
     _pickler = pickle
 
 
-def _set_rank(process_set):
-    if process_set is None or process_set is global_process_set:
-        return _ops.rank()
-    return process_set.rank()
+def _is_root(root_rank, process_set):
+    """Whether this process is root_rank: a world rank, inside a process set too (as in
+    Horovod); a root outside the set is refused."""
+    ps_id = _ops._ps_id(process_set)
+    _ops._check_included(ps_id)
+    _ops._set_root(ps_id, root_rank)
+    return _ops.rank() == int(root_rank)
 
 
 def broadcast_parameters(params, root_rank, prefix=None, process_set=global_process_set):
@@ -84,13 +87,16 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
     """Makes every rank's optimizer state (per-parameter buffers and the param groups'
     options such as lr) equal to root_rank's.
 
-    The structure goes out as one pickled object and the tensors as in-place broadcasts.
-    Unlike Horovod, a fresh optimizer is not stepped once on zero gradients to create its
-    state: when the root has no state yet, every rank simply starts without state, so
-    training stays identical to a single process."""
+    As in Horovod, an optimizer without state (a fresh one) first gets it: the parameters
+    that require grad and have none get zero gradients (parameters without gradients keep
+    None) and the wrapped torch optimizer steps once, locally. Then the structure goes out
+    as one pickled object from the root and the tensors as in-place broadcasts; the root's
+    state replaces every other rank's."""
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
-    is_root = _set_rank(process_set) == root_rank
+    is_root = _is_root(root_rank, process_set)
+    if len(optimizer.state_dict()["state"]) == 0:
+        _initialize_state(optimizer)
     state_dict = optimizer.state_dict()
     tensors = []
     skeleton = _strip(state_dict, tensors) if is_root else None
@@ -107,6 +113,23 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
         _ops.synchronize(h)
     if not is_root:
         optimizer.load_state_dict(_fill(skeleton, tensors))
+
+
+def _initialize_state(optimizer):
+    """Horovod's state initialisation of a fresh optimizer: zero gradients for the
+    parameters that require grad, then one step of the torch optimizer itself (for a
+    DistributedOptimizer its wrapped class's step: no collective, ranks need not agree)."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad and p.grad is None:
+                p.grad = torch.zeros_like(p)
+                if isinstance(optimizer, torch.optim.SparseAdam):
+                    p.grad = p.grad.to_sparse()
+    from .optimizer import _DistributedMixin
+    if isinstance(optimizer, _DistributedMixin):
+        super(_DistributedMixin, optimizer).step()
+    else:
+        optimizer.step()
 
 
 def _collect_slots(obj, out):
@@ -134,7 +157,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     """root_rank's obj (any picklable object) on every rank; returns it (unpickled)."""
     if name is None:
         name = _ops._op_name("object", None, _ops._ps_id(process_set))
-    if _set_rank(process_set) == root_rank:
+    if _is_root(root_rank, process_set):
         data = _dumps(obj)
         size = torch.tensor([len(data)], dtype=torch.int64)
         _ops.broadcast_(size, root_rank, f"{name}.sz", process_set)

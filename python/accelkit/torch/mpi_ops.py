@@ -87,6 +87,23 @@ def _check(status, what=""):
         raise _error(status, what)
 
 
+class DuplicateNameError(HorovodInternalError, ValueError):
+    """An op was submitted under the name of one still in flight on this rank. Horovod
+    raises ValueError for it; this is also a HorovodInternalError for accelkit callers."""
+
+
+_DUPLICATE_MARK = "same name as another tensor still being processed"
+
+
+def _enqueue_error(status):
+    """The error for a failed ak_train_enqueue(_group): a duplicate in-flight name is a
+    ValueError naming the op, as in Horovod; anything else a HorovodInternalError."""
+    err = _error(status)
+    if status == _ct.AK_ERR_INVALID_ARG and _DUPLICATE_MARK in str(err):
+        return DuplicateNameError(str(err), status)
+    return err
+
+
 # ---- process sets -----------------------------------------------------------------------
 
 class ProcessSet:
@@ -517,6 +534,47 @@ def _staged(tensor):
     return t, copied
 
 
+# Reductions of dtypes the comm layer has no kernels for, with Horovod's results: int16
+# travels widened (int32; int64 for Product, whose partial products need the room), the
+# scale factors are applied here as Horovod applies them to int16 (each input scaled in
+# double and truncated, the sum wrapped to int16, then scaled by postscale, divided by the
+# set size for Average); bool travels as uint8 0/1, where Sum/Average/Max are a logical OR
+# (C's bool of a non-zero sum) and Min/Product a logical AND, exact for any number of ranks.
+_BOOL_OP = {Sum: Max, Average: Max, Max: Max, Min: Min, Product: Min}
+_INT16_RANGE = (-32768, 32767)
+
+
+def _scale_int16(x, factor):
+    """x * factor as Horovod scales an int16: in double, truncated (saturated to int16)."""
+    if factor == 1.0:
+        return x
+    return torch.trunc(x.double() * factor).clamp(*_INT16_RANGE).to(x.dtype)
+
+
+def _reducible(t, op, prescale, postscale, ps_id):
+    """(tensor to send, op, prescale, postscale to run, restore) for t reduced with op;
+    restore(result) turns the result into t's dtype (None: t's dtype has kernels)."""
+    if t.dtype == torch.bool:
+        if op == Adasum:
+            raise TypeError("Adasum needs float32 or float64 tensors, not torch.bool")
+        if prescale != 1.0 or postscale != 1.0:
+            raise ValueError("prescale_factor/postscale_factor are not implemented for "
+                             "torch.bool tensors (accelkit reduces bool as logical OR/AND)")
+        return t.to(torch.uint8), _BOOL_OP[op], 1.0, 1.0, lambda out: out.to(torch.bool)
+    if t.dtype != torch.int16:
+        return t, op, prescale, postscale, None
+    if op == Adasum:
+        raise TypeError("Adasum needs float32 or float64 tensors, not torch.int16")
+    wide = torch.int64 if op == Product else torch.int32
+    factor = postscale / _set_size(ps_id) if op == Average else postscale
+
+    def restore(out):
+        return _scale_int16(out.to(torch.int16), factor)
+
+    return (_scale_int16(t, prescale).to(wide), Sum if op == Average else op, 1.0, 1.0,
+            restore)
+
+
 def _wire(t, reduce):
     """(tensor as sent, ak dtype): unsupported dtypes travel as bytes for data movement."""
     d = _DTYPES.get(t.dtype)
@@ -524,7 +582,8 @@ def _wire(t, reduce):
         return t, d
     if reduce:
         raise TypeError(f"accelkit cannot reduce tensors of dtype {t.dtype} (supported: "
-                        "float32, float16, bfloat16, float64, int8, uint8, int32, int64)")
+                        "float32, float16, bfloat16, float64, int8, uint8, int16, int32, "
+                        "int64, bool)")
     # a trailing dimension of one element becomes the element's bytes: dim 0 keeps its rows
     return t.reshape(list(t.shape) + [1]).view(torch.uint8), _ct.AK_DTYPE_U8
 
@@ -559,7 +618,9 @@ def _submit(ops, keep, finish, group=False):
         arr = (_ct.TrainOp * len(ops))(*ops)
         outs = (ctypes.c_int64 * len(ops))()
         keep.append(arr)
-        _check(C.ak_train_enqueue_group(rt.train, arr, len(ops), outs))
+        status = C.ak_train_enqueue_group(rt.train, arr, len(ops), outs)
+        if status != 0:
+            raise _enqueue_error(status)
         # the runtime may give one handle for the group or one per op
         for h in outs:
             if h > 0 and h not in handles:
@@ -569,7 +630,7 @@ def _submit(ops, keep, finish, group=False):
             h = ctypes.c_int64()
             status = C.ak_train_enqueue(rt.train, ctypes.byref(op), ctypes.byref(h))
             if status != 0:
-                err = _error(status)
+                err = _enqueue_error(status)
                 if handles:  # already running: their buffers stay alive until shutdown
                     with rt.lock:
                         rt.pending[handles[0]] = _Record(handles, [keep, ops], lambda *a: None)
@@ -657,17 +718,18 @@ def _enqueue_allreduce(tensors, outputs, names, op, prescale, postscale, ps_id, 
     """Allreduce of tensors (in place where outputs[i] is True). updates[i]: (config,
     param, state1, state2, step) to run on the update thread after tensor i lands."""
     ops, keep, results = [], [], []
-    red = _AK_REDUCE[op]
     for i, tensor in enumerate(tensors):
         src, copied = _staged(tensor)
+        src, op_i, pre_i, post_i, restore = _reducible(src, op, prescale, postscale, ps_id)
+        red = _AK_REDUCE[op_i]
         _, dtype = _wire(src, reduce=True)
         in_place = bool(outputs[i])
         out = src if in_place else torch.empty_like(src)
         o, bname = _new_op(_ct.AK_TRAIN_ALLREDUCE, names[i], ps_id, src, dtype)
         o.output = out.data_ptr() if out.numel() else None
         o.op = red
-        o.prescale = float(prescale)
-        o.postscale = float(postscale)
+        o.prescale = float(pre_i)
+        o.postscale = float(post_i)
         if wire and dtype == _ct.AK_DTYPE_F32:
             o.compression = wire
             if dgc is not None:
@@ -683,17 +745,19 @@ def _enqueue_allreduce(tensors, outputs, names, op, prescale, postscale, ps_id, 
             keep += [cfg, param, s1, s2]
         ops.append(o)
         keep += [bname, src, out]
-        results.append((tensor, out, in_place, copied))
+        results.append((tensor, out, in_place, copied or restore is not None, restore))
 
     def finish(rt, handles):
         outs = []
-        for tensor, out, in_place, copied in results:
+        for tensor, out, in_place, copied, restore in results:
+            if restore is not None:
+                out = restore(out)
             if in_place:
                 if copied:
                     tensor.detach().copy_(out.view(tensor.shape))
                 outs.append(tensor)
             else:
-                outs.append(out.to(tensor.device) if tensor.device.type != "cpu" else out)
+                outs.append(out.to(device=tensor.device, dtype=tensor.dtype))
         return outs[0] if single else outs
 
     return _submit(ops, keep, finish, group=group)
@@ -808,14 +872,38 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                                     postscale_factor, process_set)
 
 
+class _GroupedAllreduceFn(torch.autograd.Function):
+    """Differentiable grouped allreduce: the gradients are grouped-allreduced with the same
+    op and scale factors (as Horovod defines it)."""
+
+    @staticmethod
+    def forward(ctx, name, op, prescale, postscale, process_set, compression, *tensors):
+        ctx.args = (op, prescale, postscale, process_set)
+        return tuple(synchronize(_grouped_allreduce_async(
+            tensors, False, name, op, prescale, postscale, process_set, compression)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        op, prescale, postscale, process_set = ctx.args
+        g = grouped_allreduce([x.contiguous() for x in grads], op=op,
+                              prescale_factor=prescale, postscale_factor=postscale,
+                              process_set=process_set)
+        return (None,) * 6 + tuple(g)
+
+
 def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None,
                       prescale_factor=1.0, postscale_factor=1.0,
                       process_set=global_process_set):
+    """Allreduces of a list of tensors negotiated and run together; returns the list of
+    results. Differentiable when an input requires grad."""
     from .compression import Compression
     op = _reduce_op(op, average)
     compression = Compression.none if compression is None else compression
     tensors = list(tensors)
     wire, _ = _wire_compression(compression)
+    if wire is not None and any(_needs_grad(t) for t in tensors):
+        return list(_GroupedAllreduceFn.apply(name, op, prescale_factor, postscale_factor,
+                                              process_set, compression, *tensors))
     if wire is None:
         pairs = [compression.compress(t) for t in tensors]
         outs = synchronize(_grouped_allreduce_async([p[0] for p in pairs], False, name, op,
@@ -862,7 +950,15 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     rec = _Record([r1.handles[0], r2.handles[0]], [r1.keep, r2.keep], finish)
     with rt.lock:
         rt.pending[h1] = rec
-    return h1
+    return _SparseHandle(h1)
+
+
+class _SparseHandle(int):
+    """sparse_allreduce_async's handle: Horovod returns a function that waits and gives the
+    result; this one is that function and also a handle synchronize() and poll() take."""
+
+    def __call__(self):
+        return synchronize(int(self))
 
 
 # ---- allgather --------------------------------------------------------------------------
@@ -907,8 +1003,7 @@ class _AllgatherFn(torch.autograd.Function):
         reduced = allreduce(grad, op=Average, process_set=ctx.process_set)
         dims = allgather(torch.tensor([ctx.dim0], dtype=torch.int64),
                          process_set=ctx.process_set)
-        ps = ctx.process_set
-        r = ps.rank() if isinstance(ps, ProcessSet) and ps is not global_process_set else rank()
+        r = _set_rank(_ps_id(ctx.process_set))
         offset = int(dims[:r].sum())
         return reduced.narrow(0, offset, ctx.dim0), None, None
 
@@ -927,7 +1022,33 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     return _compose([_allgather_async(t, n, ps_id) for t, n in zip(tensors, names)])
 
 
+class _GroupedAllgatherFn(torch.autograd.Function):
+    """Differentiable grouped allgather: each gradient is averaged over the ranks (one
+    grouped allreduce) and this rank's rows are returned, as for allgather."""
+
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.dim0s = [t.shape[0] if t.dim() else 1 for t in tensors]
+        ctx.process_set = process_set
+        return tuple(synchronize(grouped_allgather_async(list(tensors), name, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        ps = ctx.process_set
+        reduced = grouped_allreduce([g.contiguous() for g in grads], op=Average,
+                                    process_set=ps)
+        dims = allgather(torch.tensor([ctx.dim0s], dtype=torch.int64), process_set=ps)
+        r = _set_rank(_ps_id(ps))
+        offsets = dims[:r].sum(0).tolist() if r else [0] * len(grads)
+        return (None, None) + tuple(g.narrow(0, int(o), d)
+                                    for g, o, d in zip(reduced, offsets, ctx.dim0s))
+
+
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """allgather of each tensor, negotiated together. Differentiable."""
+    tensors = list(tensors)
+    if any(_needs_grad(t) for t in tensors):
+        return list(_GroupedAllgatherFn.apply(name, process_set, *tensors))
     return synchronize(grouped_allgather_async(tensors, name, process_set))
 
 
@@ -962,7 +1083,7 @@ def _broadcast_async(tensor, root_rank, name, process_set, in_place):
     op, bname = _new_op(_ct.AK_TRAIN_BROADCAST, _op_name("broadcast", name, ps_id), ps_id,
                         w, dtype)
     op.output = op.input
-    op.root = int(root_rank)
+    op.root = _set_root(ps_id, root_rank)
 
     def finish(rt, handles):
         if in_place:
@@ -992,10 +1113,9 @@ class _BroadcastFn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        reduced = allreduce(grad, op=Average, process_set=ctx.process_set)
-        ps = ctx.process_set
-        r = ps.rank() if isinstance(ps, ProcessSet) and ps is not global_process_set else rank()
-        if r != ctx.root_rank:
+        # as Horovod: the gradient averaged over the set reaches the root (a world rank)
+        reduced = allreduce(grad.contiguous(), op=Average, process_set=ctx.process_set)
+        if rank() != ctx.root_rank:
             reduced = reduced * 0
         return reduced, None, None, None
 
@@ -1018,6 +1138,26 @@ def _set_size(ps_id):
     if ps_id == 0:
         return size()
     return _process_sets[ps_id].size()
+
+
+def _set_rank(ps_id):
+    """This process's rank inside the process set (its world rank for the global set)."""
+    if ps_id == 0:
+        return rank()
+    return _process_sets[ps_id].rank()
+
+
+def _set_root(ps_id, root_rank):
+    """The set-relative index of root_rank, a world rank as in Horovod (inside a process
+    set too); a root outside the set is refused naming both."""
+    root_rank = int(root_rank)
+    if ps_id == 0:
+        return root_rank
+    ranks = _process_sets[ps_id].ranks
+    if root_rank not in ranks:
+        raise ValueError(f"broadcast root_rank {root_rank} is not a member of process set "
+                         f"{ps_id} (ranks {ranks}); root_rank is a global rank")
+    return ranks.index(root_rank)
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
@@ -1100,10 +1240,12 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 
 def _reducescatter_async(tensor, full_name, op, ps_id, prescale, postscale):
     if op == Adasum:
-        raise ValueError("reducescatter supports Sum and Average, not Adasum")
+        raise NotImplementedError(
+            "Reducescatter does not support Adasum (as in Horovod); use Sum or Average")
     src, _ = _staged(tensor)
     if src.dim() == 0:
         raise ValueError("reducescatter needs a tensor with at least one dimension")
+    src, op, prescale, postscale, restore = _reducible(src, op, prescale, postscale, ps_id)
     _, dtype = _wire(src, reduce=True)
     o, bname = _new_op(_ct.AK_TRAIN_REDUCESCATTER, full_name, ps_id, src, dtype,
                        keep_dim0=True)
@@ -1116,6 +1258,8 @@ def _reducescatter_async(tensor, full_name, op, ps_id, prescale, postscale):
         out = _output(rt, handles[0], src.dtype)
         rows = out.shape[0] if out.dim() else 0
         out = out.reshape([rows] + shape1)
+        if restore is not None:
+            out = restore(out)
         return out.to(device) if device.type != "cpu" else out
 
     return _submit([o], [bname, src], finish)
@@ -1178,9 +1322,35 @@ def grouped_reducescatter_async(tensors, name=None, op=Average,
                      for t, n in zip(tensors, names)])
 
 
+class _GroupedReducescatterFn(torch.autograd.Function):
+    """Differentiable grouped reducescatter: the gradients are allgathered (divided by the
+    set size for Average), as for reducescatter."""
+
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale, postscale, *tensors):
+        ctx.op, ctx.process_set = op, process_set
+        return tuple(synchronize(grouped_reducescatter_async(
+            list(tensors), name, op, process_set, prescale, postscale)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        ps = ctx.process_set
+        gathered = grouped_allgather([g.contiguous() for g in grads], process_set=ps)
+        if ctx.op == Average:
+            n = _set_size(_ps_id(ps))
+            gathered = [g / n for g in gathered]
+        return (None,) * 5 + tuple(gathered)
+
+
 def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
                           process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
+    """reducescatter of each tensor, negotiated together. Differentiable."""
+    op = _reduce_op(op, None)
+    tensors = list(tensors)
+    if any(_needs_grad(t) for t in tensors):
+        return list(_GroupedReducescatterFn.apply(name, op, process_set, prescale_factor,
+                                                  postscale_factor, *tensors))
     return synchronize(grouped_reducescatter_async(tensors, name, op, process_set,
                                                    prescale_factor, postscale_factor))
 

@@ -35,6 +35,8 @@ static const launcher launchers[] = {
     {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
      "OMPI_COMM_WORLD_LOCAL_SIZE", 0},
     {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", NULL, 0},
+    /* MPICH / Intel MPI (Hydra): the PMI rank and size, the local ids MPICH adds */
+    {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", 0},
 };
 
 static const char *slurm_nodelist_vars[] = {"SLURM_STEP_NODELIST", "SLURM_NODELIST",
