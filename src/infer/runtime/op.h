@@ -83,6 +83,9 @@ extern const ak__op_def *const ak__ops_control[]; /* If, Loop, Scan (ops/control
 
 /* The definition for (domain, op_type) usable at `opset`, or NULL. */
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset);
+/* Fails naming the node when its operator version changed semantics after the version
+ * `def` implements (GroupNormalization-21, blocked QuantizeLinear-21...). */
+ak_status ak__op_version_check(const ak__ir_node *node, const ak__op_def *def);
 
 /* ---- errors ------------------------------------------------------------------------ */
 

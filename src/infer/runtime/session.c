@@ -76,6 +76,7 @@ static ak_status bind_operators(ak_session *s) {
             return AK_FAIL(AK_ERR_UNSUPPORTED, "unsupported operator %s%s%s (opset %lld) at node %s",
                            n->domain[0] ? n->domain : "", n->domain[0] ? ":" : "", n->op_type,
                            (long long)n->opset, n->name[0] ? n->name : "<unnamed>");
+        AK_CHECK(ak__op_version_check(n, def));
         s->nodes[k].node = n;
         s->nodes[k].def = def;
         io += n->num_inputs + n->num_outputs + n->num_captures;
