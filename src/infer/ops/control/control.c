@@ -608,6 +608,9 @@ static ak_status scan_reshape(ak__op_ctx *ctx) {
     if (a->batched) {
         AK_CHECK(check_sequence_lens(ctx, r.seq_len));
         batch = (size_t)ak__op_in(ctx, (uint32_t)(a->first_input + a->n_state))->dims[0];
+        if (batch == 0) /* the states' row shape would come from no row */
+            return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "an empty batch (opset 8) is not "
+                              "supported");
     }
     for (size_t k = 0; k < a->n_scan_out; k++) st->acc_len[k] = 0;
     for (size_t j = 0; j < a->n_state; j++) st->final_len[j] = 0;
