@@ -129,7 +129,8 @@ class InferenceSession:
         for output_names (None = every output, in the model's order)."""
         del run_options  # accepted for ORT compatibility
         names = list(output_names) if output_names else [o.name for o in self._outputs]
-        arrays = [np.ascontiguousarray(a) for a in input_feed.values()]
+        # np.require keeps 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)
+        arrays = [np.require(a, requirements="C") for a in input_feed.values()]
         c_inputs = (_Tensor * max(1, len(arrays)))()
         keep = []
         for t, a in zip(c_inputs, arrays):

@@ -20,6 +20,7 @@
 #include "infer/ir/ir.h"
 #include "infer/model.h"
 #include "infer/onnx.pb-c.h"
+#include "infer/runtime/op.h"
 
 /* ---- building models with protobuf-c ---------------------------------------------------- */
 
@@ -495,19 +496,51 @@ static void test_external_data(void **state) {
     pool_free();
 }
 
+/* Operator versions after 18 whose semantics changed are refused unless the definition
+ * implements them; versions that only add types pass. */
+static void test_version_changes(void **state) {
+    (void)state;
+    ak__ir_node n = {.name = "g", .op_type = "GroupNormalization", .domain = "", .opset = 21};
+    ak__op_def old = {.domain = "", .op_type = "GroupNormalization", .min_opset = 18};
+    assert_int_equal(ak__op_version_check(&n, &old), AK_ERR_UNSUPPORTED);
+    assert_non_null(strstr(ak_last_error(), "GroupNormalization-21 at node g"));
+    n.opset = 18;
+    assert_int_equal(ak__op_version_check(&n, &old), AK_OK);
+    n.opset = 21;
+    old.min_opset = 21;
+    assert_int_equal(ak__op_version_check(&n, &old), AK_OK);
+    ak__ir_attr block = {.name = "block_size", .type = AK_ATTR_INT, .u.i = 32};
+    ak__ir_node q = {.name = "q", .op_type = "DequantizeLinear", .domain = "", .opset = 21};
+    ak__op_def dq = {.domain = "", .op_type = "DequantizeLinear", .min_opset = 13};
+    assert_int_equal(ak__op_version_check(&q, &dq), AK_OK);
+    q.num_attrs = 1;
+    q.attrs = &block;
+    assert_int_equal(ak__op_version_check(&q, &dq), AK_ERR_UNSUPPORTED);
+    assert_non_null(strstr(ak_last_error(), "block_size"));
+}
+
 /* ---- rejected models ------------------------------------------------------------------------ */
 
 static void test_versions(void **state) {
     Akonnx__ModelProto *m = tiny_model();
     m->ir_version = 2;
     expect_fail(m, AK_ERR_UNSUPPORTED, "IR version 2");
-    m->ir_version = 10;
-    expect_fail(m, AK_ERR_UNSUPPORTED, "IR version 10");
+    m->ir_version = 11;
+    expect_fail(m, AK_ERR_UNSUPPORTED, "IR version 11");
+    m->ir_version = 10; /* IR 10 with opset 21 loads (4-bit types are refused by name) */
+    m->opset_import[0]->version = 21;
+    ak_model *ok = NULL;
+    assert_int_equal(load(m, NULL, &ok), AK_OK);
+    ak_model_free(ok);
+    PUSH(m->graph->n_initializer, m->graph->initializer,
+         tensor("Q4", 22, 1, (int64_t[]){2}));
+    expect_fail(m, AK_ERR_UNSUPPORTED, "data type int4");
+    m->graph->n_initializer--;
     m->ir_version = 8;
     m->opset_import[0]->version = 0;
     expect_fail(m, AK_ERR_INVALID_MODEL, "opset version 0");
-    m->opset_import[0]->version = 19;
-    expect_fail(m, AK_ERR_UNSUPPORTED, "opset 19");
+    m->opset_import[0]->version = 22;
+    expect_fail(m, AK_ERR_UNSUPPORTED, "opset 22");
     m->opset_import[0]->version = 13;
     m->opset_import[0]->domain = tstr("com.example");
     expect_fail(m, AK_ERR_INVALID_MODEL, "does not import");
@@ -817,6 +850,7 @@ int main(void) {
         cmocka_unit_test(test_subgraph_captures),
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_versions),
+        cmocka_unit_test(test_version_changes),
         cmocka_unit_test(test_graph_errors),
         cmocka_unit_test(test_hostile_tensors),
         cmocka_unit_test(test_deep_nesting),

@@ -71,7 +71,7 @@ static ak_status call(op_call *c) {
     assert_int_equal(ak_threadpool_global(&pool), AK_OK);
     ak__tensor *outs[MAX_IO];
     for (uint32_t o = 0; o < c->num_out; o++) outs[o] = &c->out[o];
-    ak__op_ctx ctx = {&n, NULL, c->num_in, c->num_out, c->in, outs, pool, 0, NULL};
+    ak__op_ctx ctx = {&n, NULL, c->num_in, c->num_out, c->in, outs, pool, 0, NULL, 0, NULL};
     ak_status st = def->reshape(&ctx);
     if (st != AK_OK) return st;
     for (uint32_t o = 0; o < c->num_out; o++) {

@@ -18,9 +18,14 @@
 #include "infer/onnx/onnx_internal.h"
 
 #define IR_VERSION_MIN 3
-#define IR_VERSION_MAX 9
+/* IR 10 adds 4-bit types (refused by name where they occur), metadata_props and the
+ * overload field of model-local functions (which are not read) */
+#define IR_VERSION_MAX 10
 #define OPSET_MIN 1 /* operators apply their pre-7 semantics (legacy broadcast etc.) */
-#define OPSET_MAX 18
+/* 19-21 add types (float8, 4-bit) to operators whose semantics stay; the operators whose
+ * semantics changed are checked by version when the session binds them
+ * (runtime/registry.c, ak__op_version_check) */
+#define OPSET_MAX 21
 
 typedef struct loader {
     ak_model *model;

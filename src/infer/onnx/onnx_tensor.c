@@ -21,6 +21,9 @@
 enum { LOCATION_DEFAULT = 0, LOCATION_EXTERNAL = 1 };
 
 ak_status ak__onnx_elem_type(int32_t code, const char *what, ak_elem_type *out) {
+    if (code == 21 || code == 22) /* ONNX IR 10's 4-bit types, packed two per byte */
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%.80s: data type %s (IR version 10) is not supported",
+                       what, code == 21 ? "uint4" : "int4");
     if (code < 0 || code >= AK_ELEM_COUNT_)
         return AK_FAIL(AK_ERR_UNSUPPORTED, "%.80s: data type %d is not supported (known: 0-%d)",
                        what, (int)code, AK_ELEM_COUNT_ - 1);

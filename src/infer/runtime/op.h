@@ -15,7 +15,7 @@
  * caller fed); something valid the operator does not do fails with AK_ERR_UNSUPPORTED.
  *
  * Operators are grouped in families, one folder each under ops/ (elementwise, tensor,
- * reduce, norm, nn with conv/ and pool/, math, rnn, sequence, fused); each exports a
+ * reduce, norm, nn with conv/ and pool/, math, rnn, sequence, fused, control); each exports a
  * NULL-terminated table that runtime/registry.c searches. */
 #ifndef AK_INFER_RUNTIME_OP_H
 #define AK_INFER_RUNTIME_OP_H
@@ -37,6 +37,10 @@ typedef struct ak__op_ctx {
     ak_threadpool *pool;             /* intra-op parallelism (never NULL in run) */
     size_t workspace_bytes;          /* reshape sets it (0 by default) */
     void *workspace;                 /* run: workspace_bytes of 64-byte aligned scratch */
+    /* values of the enclosing graph the node's subgraphs read (node->captures, same
+     * order); only control-flow operators (If, Loop, Scan) have any */
+    uint32_t num_captures;
+    const ak__tensor *const *captures;
 } ak__op_ctx;
 
 enum {
@@ -75,9 +79,13 @@ extern const ak__op_def *const ak__ops_math[];
 extern const ak__op_def *const ak__ops_rnn[];
 extern const ak__op_def *const ak__ops_fused[]; /* what runtime/optimize.c creates */
 extern const ak__op_def *const ak__ops_sequence[];
+extern const ak__op_def *const ak__ops_control[]; /* If, Loop, Scan (ops/control) */
 
 /* The definition for (domain, op_type) usable at `opset`, or NULL. */
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset);
+/* Fails naming the node when its operator version changed semantics after the version
+ * `def` implements (GroupNormalization-21, blocked QuantizeLinear-21...). */
+ak_status ak__op_version_check(const ak__ir_node *node, const ak__op_def *def);
 
 /* ---- errors ------------------------------------------------------------------------ */
 

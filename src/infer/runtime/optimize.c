@@ -38,6 +38,8 @@ static void count_uses(optimizer *o) {
         if (!live(e)) continue;
         for (uint32_t i = 0; i < e->node->num_inputs; i++)
             if (e->node->inputs[i] != AK_IR_NONE) o->uses[e->node->inputs[i]]++;
+        /* a value a subgraph reads is pinned, like a graph output: no fusion hides it */
+        for (uint32_t i = 0; i < e->node->num_captures; i++) o->uses[e->node->captures[i]] += 1 << 20;
         for (uint32_t i = 0; i < e->node->num_outputs; i++)
             if (e->node->outputs[i] != AK_IR_NONE) o->producer[e->node->outputs[i]] = (int32_t)k;
     }

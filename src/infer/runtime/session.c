@@ -53,6 +53,8 @@ static void classify_values(ak_session *s) {
             bind_constant(&s->values[v], iv->constant);
         } else if (iv->flags & AK_IR_VALUE_INPUT) {
             s->source[v] = AK_SRC_INPUT;
+        } else if (iv->flags & AK_IR_VALUE_OUTER) {
+            s->source[v] = AK_SRC_OUTER;
         } else {
             s->source[v] = iv->producer != AK_IR_NONE ? AK_SRC_ACTIVATION : AK_SRC_UNUSED;
         }
@@ -74,9 +76,10 @@ static ak_status bind_operators(ak_session *s) {
             return AK_FAIL(AK_ERR_UNSUPPORTED, "unsupported operator %s%s%s (opset %lld) at node %s",
                            n->domain[0] ? n->domain : "", n->domain[0] ? ":" : "", n->op_type,
                            (long long)n->opset, n->name[0] ? n->name : "<unnamed>");
+        AK_CHECK(ak__op_version_check(n, def));
         s->nodes[k].node = n;
         s->nodes[k].def = def;
-        io += n->num_inputs + n->num_outputs;
+        io += n->num_inputs + n->num_outputs + n->num_captures;
     }
     s->num_nodes = g->num_nodes;
     s->io_ptrs = calloc(io ? io : 1, sizeof *s->io_ptrs);
@@ -90,6 +93,9 @@ static ak_status bind_operators(ak_session *s) {
         e->outputs = (ak__tensor **)p;
         for (uint32_t i = 0; i < e->node->num_outputs; i++, p++)
             *p = e->node->outputs[i] == AK_IR_NONE ? NULL : &s->values[e->node->outputs[i]];
+        e->captures = p;
+        for (uint32_t i = 0; i < e->node->num_captures; i++, p++)
+            *p = &s->values[e->node->captures[i]];
     }
     return AK_OK;
 }
@@ -114,7 +120,7 @@ static int foldable(const ak_session *s, const ak__exec_node *e) {
  * owned by the session. */
 static ak_status fold_node(ak_session *s, ak__exec_node *e) {
     ak__op_ctx ctx = {e->node, e->state, e->node->num_inputs, e->node->num_outputs,
-                      e->inputs, e->outputs, s->pool, 0, NULL};
+                      e->inputs, e->outputs, s->pool, 0, NULL, 0, NULL};
     AK_CHECK(e->def->reshape(&ctx));
     for (uint32_t o = 0; o < e->node->num_outputs; o++) {
         int32_t v = e->node->outputs[o];
@@ -174,6 +180,8 @@ static void compute_lifetimes(ak_session *s) {
         if (e->folded || e->removed) continue;
         for (uint32_t i = 0; i < e->node->num_inputs; i++)
             if (e->node->inputs[i] != AK_IR_NONE) s->last_use[e->node->inputs[i]] = (int32_t)k;
+        for (uint32_t i = 0; i < e->node->num_captures; i++) /* read by a subgraph */
+            s->last_use[e->node->captures[i]] = (int32_t)k;
         for (uint32_t o = 0; o < e->node->num_outputs; o++) {
             int32_t v = e->node->outputs[o];
             if (v == AK_IR_NONE) continue;
@@ -191,10 +199,12 @@ static void compute_lifetimes(ak_session *s) {
     }
 }
 
-static ak_status session_init(ak_session *s, const ak_session_options *opts) {
-    s->g = s->model->graph;
+/* s->g is set; a subsession makes a one-thread pool (no worker threads) for folding and
+ * runs on its parent's pool. */
+ak_status ak__session_init(ak_session *s, const ak_session_options *opts) {
     s->profile = opts->profile >= 0 ? opts->profile : (int)ak__param_int(AK_PARAM_PROFILE);
-    AK_CHECK(ak_threadpool_create(opts->threads, &s->pool));
+    AK_CHECK(ak_threadpool_create(s->model ? opts->threads : 1, &s->own_pool));
+    s->pool = s->own_pool;
     AK_CHECK(alloc_tables(s));
     classify_values(s);
     AK_CHECK(bind_operators(s));
@@ -216,7 +226,8 @@ ak_status ak_session_create(const ak_model *model, const ak_session_options *opt
     ak_session *s = calloc(1, sizeof *s);
     if (!s) return AK_FAIL(AK_ERR_NO_MEMORY, "session: out of memory");
     s->model = model;
-    ak_status st = session_init(s, opts);
+    s->g = model->graph;
+    ak_status st = ak__session_init(s, opts);
     if (st != AK_OK) {
         ak_session_free(s);
         return st;
@@ -265,7 +276,8 @@ void ak_session_free(ak_session *s) {
     free(s->nodes);
     free(s->io_ptrs);
     ak_arena_free(s->opt_arena);
-    ak_threadpool_free(s->pool);
+    ak_threadpool_free(s->own_pool);
+    free(s->outer_slot);
     ak_model_free(s->owned_model);
     free(s);
 }

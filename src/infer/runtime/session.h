@@ -14,6 +14,7 @@ typedef enum value_source {
     AK_SRC_FOLDED,         /* computed once at creation, owned by the session */
     AK_SRC_INPUT,          /* the caller's buffer, bound each run */
     AK_SRC_UNUSED,         /* omitted or never defined */
+    AK_SRC_OUTER,          /* a subgraph's view of an enclosing graph's value, bound each run */
 } value_source;
 
 typedef struct ak__exec_node {
@@ -22,6 +23,7 @@ typedef struct ak__exec_node {
     void *state;
     const ak__tensor **inputs; /* into session->values; NULL for omitted inputs */
     ak__tensor **outputs;
+    const ak__tensor **captures; /* node->captures' tensors (control-flow nodes) */
     int folded;
     int removed;        /* fused into another node by the optimizer */
     uint64_t ns, calls; /* profiling */
@@ -32,7 +34,11 @@ struct ak_session {
     const ak_model *model;
     const ak__ir_graph *g;
     ak_threadpool *pool;
+    ak_threadpool *own_pool;  /* the pool the session made (a subsession runs on its parent's) */
     int profile;
+    /* subsessions (If branches, Loop and Scan bodies): per value, the index in the
+     * parent node's captures an AK_SRC_OUTER value is bound from; NULL otherwise */
+    int32_t *outer_slot;
 
     ak__tensor *values;       /* one per IR value */
     uint8_t *source;          /* value_source per value */
@@ -64,8 +70,36 @@ ak_status ak__memplan_build(ak_session *s);
 /* The graph optimizer (optimize.c): fuses node chains after folding. */
 ak_status ak__optimize(ak_session *s);
 
+/* Binds, creates, folds and optimizes the nodes of s->g (set by the caller, with
+ * s->model for a top-level session). */
+ak_status ak__session_init(ak_session *s, const ak_session_options *opts);
+
+/* Runs every node once with the inputs (and outer values) bound, then plans memory from
+ * this run's shapes when no plan fitted. */
+ak_status ak__session_run_nodes(ak_session *s);
+/* Frees the dynamic buffers and retired arena the previous run left (call before binding
+ * the next run's inputs). */
+void ak__session_release_previous(ak_session *s);
+
 /* Runs one node: reshape, check or place outputs, run. `planned` says whether outputs
  * go to the arena (else dynamic buffers). */
 ak_status ak__session_exec_node(ak_session *s, ak__exec_node *e, int *planned);
+
+/* ---- subsessions: a subgraph run by a control-flow operator (subsession.c) ---------- */
+
+/* A session over subgraph g of node `owner` (an If branch, a Loop or Scan body): its
+ * operators are bound, created and folded now, so an unsupported operator inside a
+ * body fails the enclosing session's creation. Shapes may change from run to run: the
+ * subsession plans memory from its first run and re-plans when shapes differ, like a
+ * session (runs without a fitting plan use dynamic buffers). */
+ak_status ak__subsession_create(const ak__ir_graph *g, const ak__ir_node *owner,
+                                ak_session **out);
+/* Runs it once: inputs[i] binds g->inputs[i] (num_inputs must match), captures are the
+ * owner's capture tensors (ctx->captures), pool the owner's pool. The outputs stay valid
+ * until the next run of the subsession. */
+ak_status ak__subsession_run(ak_session *s, ak_threadpool *pool, const ak__tensor *inputs,
+                             size_t num_inputs, const ak__tensor *const *captures);
+/* Output i of the last run. */
+const ak__tensor *ak__subsession_output(const ak_session *s, size_t i);
 
 #endif /* AK_INFER_RUNTIME_SESSION_H */

@@ -111,7 +111,8 @@ static void record_time(ak_session *s, ak__exec_node *e, uint64_t t0) {
 
 ak_status ak__session_exec_node(ak_session *s, ak__exec_node *e, int *planned) {
     ak__op_ctx ctx = {e->node, e->state, e->node->num_inputs, e->node->num_outputs,
-                      e->inputs, e->outputs, s->pool, 0, NULL};
+                      e->inputs, e->outputs, s->pool, 0, NULL,
+                      e->node->num_captures, e->captures};
     uint64_t t0 = s->profile ? ak_now_ns() : 0;
     AK_CHECK(e->def->reshape(&ctx));
     for (uint32_t o = 0; o < e->node->num_outputs && *planned; o++) {
@@ -129,7 +130,7 @@ ak_status ak__session_exec_node(ak_session *s, ak__exec_node *e, int *planned) {
 
 /* Frees what the previous run left for its outputs: dynamic buffers of a run made
  * without a plan, and the arena a re-plan replaced. */
-static void release_previous(ak_session *s) {
+void ak__session_release_previous(ak_session *s) {
     size_t nv = s->g->num_values;
     for (size_t v = 0; v < nv; v++) {
         if (!s->dynamic[v]) continue;
@@ -173,8 +174,13 @@ ak_status ak_session_run(ak_session *s, const char *const *input_names, const ak
     AK_ARG_CHECK(s, "ak_session_run: session is NULL");
     AK_ARG_CHECK(!num_inputs || inputs, "ak_session_run: inputs is NULL");
     AK_ARG_CHECK(!num_outputs || outputs, "ak_session_run: outputs is NULL");
-    release_previous(s);
+    ak__session_release_previous(s);
     AK_CHECK(bind_inputs(s, input_names, inputs, num_inputs));
+    AK_CHECK(ak__session_run_nodes(s));
+    return fill_outputs(s, output_names, outputs, num_outputs);
+}
+
+ak_status ak__session_run_nodes(ak_session *s) {
     int planned = s->planned;
     for (size_t k = 0; k < s->num_nodes; k++) {
         ak__exec_node *e = &s->nodes[k];
@@ -191,7 +197,7 @@ ak_status ak_session_run(ak_session *s, const char *const *input_names, const ak
         AK_CHECK(ak__memplan_build(s));
         s->planned = 1;
     }
-    return fill_outputs(s, output_names, outputs, num_outputs);
+    return AK_OK;
 }
 
 /* ---- profiling ---------------------------------------------------------------------- */
