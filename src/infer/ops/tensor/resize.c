@@ -103,7 +103,7 @@ static ak_status rs_parse_v18(const ak__ir_node *node, rs_state *st) {
     st->num_axes = ak__attr_ints(node, "axes", &axes);
     if (st->num_axes > AK_IR_MAX_RANK)
         return AK_OP_FAIL(node, AK_ERR_INVALID_MODEL, "too many axes (%zu)", st->num_axes);
-    memcpy(st->axes, axes, st->num_axes * sizeof *axes);
+    if (st->num_axes) memcpy(st->axes, axes, st->num_axes * sizeof *axes); /* axes is NULL without it */
     return AK_OK;
 }
 
