@@ -8,6 +8,7 @@
 static const ak__op_def *const *const families[] = {
     ak__ops_elementwise, ak__ops_nn,  ak__ops_tensor, ak__ops_reduce,   ak__ops_norm,
     ak__ops_math,        ak__ops_rnn, ak__ops_fused,  ak__ops_sequence,
+    ak__ops_quant, /* the INT8 operators (ops/quant) */
 };
 
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset) {
