@@ -7,7 +7,9 @@
  *   ConvInteger  int32 Σ(x − x_zero_point)(w − w_zero_point); w_zero_point per tensor or
  *                per output channel
  *   QLinearConv  saturate(round((acc + B)·x_scale·w_scale/y_scale) + y_zero_point), B the
- *                int32 bias; w_scale and w_zero_point per tensor or per output channel */
+ *                int32 bias; w_scale and w_zero_point per tensor or per output channel;
+ *                com.accelkit's form (the optimizer's QDQ fusion) also takes relu = 1:
+ *                results raised to y_zero_point, which is QuantizeLinear(Relu(v)) exactly */
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,9 +94,11 @@ static ak_status args_make(ak__op_ctx *ctx, int op, qconv_args *a) {
     AK_CHECK(ak__q_check_8bit(ctx, in_w[op], a->W, "w"));
     AK_CHECK(plan_make(ctx, a->X, a->W, &a->pl));
     size_t M = (size_t)a->pl.M, n;
-    AK_CHECK(ak__q_zero_point(ctx, in_xzp[op], "x_zero_point", 0, a->X->type, op == OP_CONVI,
+    /* optional in ConvInteger, and in the fused form (a DequantizeLinear without one) */
+    int zp_optional = op == OP_CONVI || strcmp(ctx->node->domain, "com.accelkit") == 0;
+    AK_CHECK(ak__q_zero_point(ctx, in_xzp[op], "x_zero_point", 0, a->X->type, zp_optional,
                               &a->zx));
-    AK_CHECK(ak__q_zero_point(ctx, in_wzp[op], "w_zero_point", M, a->W->type, op == OP_CONVI,
+    AK_CHECK(ak__q_zero_point(ctx, in_wzp[op], "w_zero_point", M, a->W->type, zp_optional,
                               &a->zw));
     if (op == OP_QLCONV) {
         AK_CHECK(ak__q_scale(ctx, 1, "x_scale", 0, &a->x_scale, &n));
@@ -246,6 +250,7 @@ static ak_status qconv_run_op(ak__op_ctx *ctx, int op) {
     q.out_kind = op == OP_CONVI ? AK_QMM_OUT_I32 : AK_QMM_OUT_Q8;
     q.out_signed = a.zy.type == AK_ELEM_I8;
     q.out_zp = ak__qzp_at(&a.zy, 0);
+    q.relu = strcmp(ctx->node->domain, "com.accelkit") == 0 && ak__attr_int(ctx->node, "relu", 0);
     ak__qmm_b packed;
     for (uint64_t gi = 0; gi < pl->group; gi++) {
         if (st) {
@@ -281,3 +286,7 @@ const ak__op_def ak__q_conv_integer = {"", "ConvInteger", 10, 0, convi_create, q
                                        convi_reshape, convi_run};
 const ak__op_def ak__q_qlinear_conv = {"", "QLinearConv", 10, 0, qlconv_create, qconv_destroy,
                                        qlconv_reshape, qlconv_run};
+/* What the optimizer makes of DequantizeLinear -> Conv [-> Relu] -> QuantizeLinear
+ * (runtime/optimize.c): QLinearConv with the attribute relu = 1 when a Relu was folded. */
+const ak__op_def ak__q_qlinear_conv_fused = {"com.accelkit", "QLinearConv", 1, 0, qlconv_create,
+                                             qconv_destroy, qlconv_reshape, qlconv_run};

@@ -119,9 +119,11 @@ static ak_status args_make(ak__op_ctx *ctx, int op, qmm_args *g) {
     AK_CHECK(ak__q_check_8bit(ctx, in_b[op], g->B, "B"));
     AK_CHECK(plan_make(ctx, g->A, g->B, &g->pl));
     size_t M = (size_t)g->pl.M, N = (size_t)g->pl.N, n;
+    /* required by QLinearMatMul, but not in its fused form (a DequantizeLinear without one) */
+    int zp_optional = op != OP_QLMM || strcmp(ctx->node->domain, "com.accelkit") == 0;
     AK_CHECK(ak__q_zero_point(ctx, in_azp[op], "a_zero_point", op == OP_MMITF ? 0 : M,
-                              g->A->type, op != OP_QLMM, &g->za));
-    AK_CHECK(ak__q_zero_point(ctx, in_bzp[op], "b_zero_point", N, g->B->type, op != OP_QLMM,
+                              g->A->type, zp_optional, &g->za));
+    AK_CHECK(ak__q_zero_point(ctx, in_bzp[op], "b_zero_point", N, g->B->type, zp_optional,
                               &g->zb));
     if (op == OP_QLMM) {
         size_t na, ny;
@@ -266,6 +268,10 @@ const ak__op_def ak__q_matmul_integer = {"", "MatMulInteger", 10, 0, mmi_create,
                                          mmi_reshape, mmi_run};
 const ak__op_def ak__q_qlinear_matmul = {"", "QLinearMatMul", 10, 0, qlmm_create, qmm_destroy,
                                          qlmm_reshape, qlmm_run};
+/* What the optimizer makes of DequantizeLinear -> MatMul(·, DequantizeLinear(const)) ->
+ * QuantizeLinear (runtime/optimize.c). */
+const ak__op_def ak__q_qlinear_matmul_fused = {"com.accelkit", "QLinearMatMul", 1, 0, qlmm_create,
+                                               qmm_destroy, qlmm_reshape, qlmm_run};
 const ak__op_def ak__q_matmul_integer_to_float = {"com.microsoft", "MatMulIntegerToFloat", 1, 0,
                                                   mmitf_create, qmm_destroy, mmitf_reshape,
                                                   mmitf_run};

@@ -84,6 +84,7 @@ static void finish(const ak__qmm *q, size_t m0, size_t mr, size_t n0, size_t nc,
             case AK_QMM_OUT_I32: ((int32_t *)q->out)[at] = v; break;
             case AK_QMM_OUT_Q8: {
                 int32_t y = ak__q_round_sat((float)v * mult, q->out_zp, q->out_signed);
+                if (q->relu && y < q->out_zp) y = q->out_zp;
                 if (q->out_signed) ((int8_t *)q->out)[at] = (int8_t)y;
                 else ((uint8_t *)q->out)[at] = (uint8_t)y;
                 break;

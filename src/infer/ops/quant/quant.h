@@ -108,6 +108,7 @@ struct ak__qmm {
     const int32_t *bias;
     const float *fbias;
     int32_t out_zp;
+    int relu; /* Q8: results below out_zp raised to it (a Relu folded in: Q(max(v, 0))) */
 };
 
 /* Workspace bytes ak__qmm_run needs for `threads` threads. */
@@ -118,6 +119,7 @@ void ak__qmm_run(const ak__qmm *q, ak_threadpool *pool, int threads, void *works
 /* ---- operator definitions ------------------------------------------------------------ */
 extern const ak__op_def ak__q_quantize_linear, ak__q_dequantize_linear,
     ak__q_dynamic_quantize_linear, ak__q_matmul_integer, ak__q_qlinear_matmul,
-    ak__q_matmul_integer_to_float, ak__q_conv_integer, ak__q_qlinear_conv;
+    ak__q_matmul_integer_to_float, ak__q_conv_integer, ak__q_qlinear_conv,
+    ak__q_qlinear_conv_fused, ak__q_qlinear_matmul_fused;
 
 #endif /* AK_INFER_OPS_QUANT_QUANT_H */
