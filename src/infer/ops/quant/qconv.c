@@ -125,33 +125,59 @@ typedef struct rows_ctx {
     uint8_t flip, pad; /* 0x80 for int8 x; the padding byte (x_zero_point, flipped alike) */
 } rows_ctx;
 
+/* One kernel row of taps (kw of them, dilation dw) starting at input column iw0 of row xr
+ * (NULL: the row is outside the input) into d: in-bounds spans copied (flipped for int8),
+ * the rest the padding byte. */
+static inline uint8_t *tap_row(uint8_t *d, const uint8_t *xr, int64_t iw0, int64_t kw,
+                               int64_t dw, int64_t W, uint8_t flip, uint8_t pad) {
+    if (!xr) {
+        memset(d, pad, (size_t)kw);
+        return d + kw;
+    }
+    if (dw == 1 && iw0 >= 0 && iw0 + kw <= W) { /* the interior: one contiguous span */
+        if (flip)
+            for (int64_t j = 0; j < kw; j++) d[j] = xr[iw0 + j] ^ flip;
+        else
+            memcpy(d, xr + iw0, (size_t)kw);
+        return d + kw;
+    }
+    for (int64_t j = 0; j < kw; j++) {
+        int64_t iw = iw0 + j * dw;
+        d[j] = iw >= 0 && iw < W ? (uint8_t)(xr[iw] ^ flip) : pad;
+    }
+    return d + kw;
+}
+
 /* Rows [m0, m0 + mr) (output pixels) of A: for each, the K taps in W's order (channel,
  * kd, kh, kw). */
 static void im2col_rows(const ak__qmm *q, size_t m0, size_t mr, uint8_t *dst) {
     const rows_ctx *rc = q->rows_ctx;
     const ak__nn_geom *g = &rc->pl->g;
-    uint64_t plane = ak__nn_prod(g->in, MAX_SP);
+    uint64_t plane = ak__nn_prod(g->in, MAX_SP), Wo = (uint64_t)g->out[2];
+    uint64_t HWo = Wo * (uint64_t)g->out[1];
+    int64_t ow = (int64_t)(m0 % Wo), oh = (int64_t)(m0 % HWo / Wo), od = (int64_t)(m0 / HWo);
     for (size_t r = 0; r < mr; r++) {
-        uint64_t p = m0 + r;
-        int64_t ow = (int64_t)(p % (uint64_t)g->out[2]), oh = (int64_t)(p / (uint64_t)g->out[2] % (uint64_t)g->out[1]);
-        int64_t od = (int64_t)(p / ((uint64_t)g->out[2] * (uint64_t)g->out[1]));
         uint8_t *d = dst + r * q->K;
+        int64_t iw0 = ow * g->s[2] - g->pb[2];
         for (uint64_t c = 0; c < rc->pl->Cg; c++) {
             const uint8_t *xc = rc->x + c * plane;
             for (int64_t kd = 0; kd < g->k[0]; kd++) {
                 int64_t id = od * g->s[0] - g->pb[0] + kd * g->d[0];
                 for (int64_t kh = 0; kh < g->k[1]; kh++) {
                     int64_t ih = oh * g->s[1] - g->pb[1] + kh * g->d[1];
-                    int row_in = id >= 0 && id < g->in[0] && ih >= 0 && ih < g->in[1];
-                    const uint8_t *xr = xc + ((uint64_t)(row_in ? id : 0) * (uint64_t)g->in[1] +
-                                              (uint64_t)(row_in ? ih : 0)) * (uint64_t)g->in[2];
-                    for (int64_t kw = 0; kw < g->k[2]; kw++) {
-                        int64_t iw = ow * g->s[2] - g->pb[2] + kw * g->d[2];
-                        *d++ = row_in && iw >= 0 && iw < g->in[2] ? (uint8_t)(xr[iw] ^ rc->flip)
-                                                                  : rc->pad;
-                    }
+                    int inside = id >= 0 && id < g->in[0] && ih >= 0 && ih < g->in[1];
+                    const uint8_t *xr =
+                        inside ? xc + ((uint64_t)id * (uint64_t)g->in[1] + (uint64_t)ih) *
+                                          (uint64_t)g->in[2]
+                               : NULL;
+                    d = tap_row(d, xr, iw0, g->k[2], g->d[2], g->in[2], rc->flip, rc->pad);
                 }
             }
+        }
+        /* the next pixel */
+        if (++ow == (int64_t)Wo) {
+            ow = 0;
+            if (++oh == g->out[1]) oh = 0, od++;
         }
     }
 }
