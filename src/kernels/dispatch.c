@@ -72,6 +72,11 @@ static int cpu_feature_avx512vnni(void) {
     return __builtin_cpu_supports("avx512vnni");
 }
 
+static int cpu_feature_avxvnni(void) { /* VEX-encoded VNNI on 256-bit vectors */
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avxvnni");
+}
+
 static int cpu_feature_avx512bf16(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512bf16");

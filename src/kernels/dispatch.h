@@ -100,6 +100,7 @@ typedef void ak__kf_optim_lamb_moments(const struct ak__optim_coef *c, const flo
 typedef void ak__kf_optim_lamb_apply(const struct ak__optim_coef *c, float *p, const float *m,
                                      const float *v, size_t n, float neg_lr_ratio);
 #include "kernels/kf_infer.h"
+#include "kernels/kf_int8.h" /* the quantized operators' int8 GEMM */
 
 /* Every symbol kernels.def names, declared with its kernel's type. */
 #define AK_KERNEL(name, type, elem, ref, check) type ref;

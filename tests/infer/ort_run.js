@@ -1,33 +1,60 @@
-// Runs an ONNX model in ONNX Runtime (npm onnxruntime-node 1.30, installed by scripts/setup)
-// for the control-flow and opset tests (test_control_flow.py):
-//   NODE_PATH=CHECKOUT/node_modules node ort_run.js MODEL.onnx IN.json OUT.json
-// IN.json maps input names to {type, dims, data}; OUT.json gets every output the same way
-// (int64 values as numbers, exact below 2^53).
+// ONNX Runtime (npm onnxruntime-node, CPU) as the reference of the quantized-operator and
+// control-flow tests (tests/infer/test_quant_ort.py, test_control_flow.py): runs MODEL.onnx once on the inputs IN_DIR/NAME.npy and
+// writes every output as OUT_DIR/NAME.npy.
+//   NODE_PATH=DIR/node_modules node ort_run.js MODEL.onnx IN_DIR OUT_DIR [disabled|all]
+// The last argument is ONNX Runtime's graph optimization level (default all: its QDQ
+// fusions on; disabled: every node as the file has it).
 const fs = require('fs');
+const path = require('path');
 const ort = require('onnxruntime-node');
 
-const ARRAYS = { float32: Float32Array, float64: Float64Array, int64: BigInt64Array,
-                 int32: Int32Array, bool: Uint8Array };
+const DTYPES = { '<f4': ['float32', Float32Array], '|u1': ['uint8', Uint8Array],
+                 '|i1': ['int8', Int8Array], '<i4': ['int32', Int32Array],
+                 '<i8': ['int64', BigInt64Array], '<f8': ['float64', Float64Array],
+                 '|b1': ['bool', Uint8Array] };
 
-async function main() {
-  const [model, inPath, outPath] = process.argv.slice(2);
-  if (!outPath) throw new Error('usage: ort_run.js MODEL.onnx IN.json OUT.json');
-  const session = await ort.InferenceSession.create(model, { intraOpNumThreads: 1 });
-  const feeds = {};
-  for (const [name, t] of Object.entries(JSON.parse(fs.readFileSync(inPath, 'utf8')))) {
-    const Array_ = ARRAYS[t.type];
-    if (!Array_) throw new Error(`input ${name}: type ${t.type} is not handled`);
-    const data = Array_ === BigInt64Array ? BigInt64Array.from(t.data.map(BigInt))
-                                          : Array_.from(t.data);
-    feeds[name] = new ort.Tensor(t.type, data, t.dims);
-  }
-  const results = await session.run(feeds);
-  const out = {};
-  for (const name of session.outputNames) {
-    const t = results[name];
-    out[name] = { type: t.type, dims: t.dims, data: Array.from(t.data, Number) };
-  }
-  fs.writeFileSync(outPath, JSON.stringify(out));
+function readNpy(file) {
+  const buf = fs.readFileSync(file);
+  if (buf.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(`${file}: not a .npy file`);
+  const major = buf[6];
+  const hlen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
+  const start = major === 1 ? 10 : 12;
+  const header = buf.toString('latin1', start, start + hlen);
+  const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
+  if (/'fortran_order':\s*True/.test(header)) throw new Error(`${file}: Fortran order`);
+  const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').map(s => s.trim())
+    .filter(s => s).map(Number);
+  const entry = DTYPES[descr];
+  if (!entry) throw new Error(`${file}: dtype ${descr} is not handled`);
+  const [type, Arr] = entry;
+  const body = buf.subarray(start + hlen);
+  const data = new Arr(body.buffer.slice(body.byteOffset, body.byteOffset + body.length));
+  return new ort.Tensor(type, data, shape);
 }
 
-main().catch(e => { console.error(e.message || e); process.exit(1); });
+function writeNpy(file, tensor) {
+  const descr = Object.keys(DTYPES).find(k => DTYPES[k][0] === tensor.type);
+  if (!descr) throw new Error(`output type ${tensor.type} is not handled`);
+  const shape = tensor.dims.length === 1 ? `(${tensor.dims[0]},)` : `(${tensor.dims.join(', ')})`;
+  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': ${shape}, }`;
+  header += ' '.repeat(63 - ((10 + header.length) % 64)) + '\n'; // 64-byte aligned data
+  const head = Buffer.alloc(10);
+  Buffer.from('\x93NUMPY', 'latin1').copy(head, 0);
+  head[6] = 1; head[7] = 0; head.writeUInt16LE(header.length, 8);
+  const data = Buffer.from(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength);
+  fs.writeFileSync(file, Buffer.concat([head, Buffer.from(header, 'latin1'), data]));
+}
+
+async function main() {
+  const [model, inDir, outDir, level = 'all'] = process.argv.slice(2);
+  if (!outDir) throw new Error('usage: ort_run.js MODEL.onnx IN_DIR OUT_DIR [disabled|all]');
+  const session = await ort.InferenceSession.create(model, {
+    graphOptimizationLevel: level, intraOpNumThreads: 1, interOpNumThreads: 1 });
+  const feeds = {};
+  for (const name of session.inputNames) feeds[name] = readNpy(path.join(inDir, `${name}.npy`));
+  const outs = await session.run(feeds);
+  fs.mkdirSync(outDir, { recursive: true });
+  for (const name of session.outputNames) writeNpy(path.join(outDir, `${name}.npy`), outs[name]);
+}
+
+main().catch(e => { console.error(`ort_run: ${e.message}`); process.exit(1); });

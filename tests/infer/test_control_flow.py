@@ -8,7 +8,6 @@ checked against PyTorch eager. Missing peers fail the test naming what to instal
 
     AK_LIBRARY=build/libaccelkit.so PYTHONPATH=python python3 -m unittest test_control_flow
 """
-import json
 import os
 import shutil
 import subprocess
@@ -29,8 +28,6 @@ from onnx import helper as oh  # noqa: E402
 from accelkit.inference import InferenceSession  # noqa: E402
 
 NODE_MODULES = os.path.join(ROOT, "node_modules")
-ORT_TYPES = {np.dtype(np.float32): "float32", np.dtype(np.int64): "int64",
-             np.dtype(np.bool_): "bool", np.dtype(np.int32): "int32"}
 
 
 def vi(name, elem, shape):
@@ -190,16 +187,15 @@ class ControlFlowTest(unittest.TestCase):
         return path
 
     def ort(self, path, feeds):
-        inp, out = path + ".in.json", path + ".out.json"
-        with open(inp, "w") as f:
-            json.dump({k: {"type": ORT_TYPES[v.dtype], "dims": list(v.shape),
-                           "data": v.flatten().tolist()} for k, v in feeds.items()}, f)
+        inp, out = path + ".in", path + ".out"
+        os.makedirs(inp, exist_ok=True)
+        for k, v in feeds.items():
+            np.save(os.path.join(inp, k + ".npy"), np.ascontiguousarray(v))
         env = dict(os.environ, NODE_PATH=NODE_MODULES)
         subprocess.run([self.node, os.path.join(HERE, "ort_run.js"), path, inp, out],
                        check=True, env=env, timeout=60)
-        with open(out) as f:
-            res = json.load(f)
-        return [np.array(r["data"]).reshape(r["dims"]) for r in res.values()]
+        names = [o.name for o in onnx.load(path).graph.output]
+        return [np.load(os.path.join(out, n + ".npy")) for n in names]
 
     def check(self, m, name, feeds_list):
         path = self.save(m, name)

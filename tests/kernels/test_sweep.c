@@ -1034,6 +1034,7 @@ static void check_optim(const sweep_case *c) {
 }
 
 #include "sweep_infer.h"
+#include "sweep_int8.h"
 
 /* ---- the checkers by the names kernels.def uses, and the sweep ----------------------- */
 
@@ -1059,6 +1060,7 @@ static const checker checkers[] = {
     {"q8_madd_rows", check_q8_madd_rows},
 
     SWEEP_INFER_CHECKERS
+    SWEEP_INT8_CHECKERS
 };
 
 static const checker *checker_for(const char *name) {

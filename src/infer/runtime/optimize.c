@@ -5,6 +5,9 @@
  *   MatMul(A, const B[K,N]) -> Add(const bias[N]) -> [Relu|Gelu]   => MatMulBias
  *   x / sqrt(2) -> Erf -> +1 -> * x -> * 0.5 (either order)        => Gelu
  *   ReduceMean/Sub/Pow 2/ReduceMean/Add eps/Sqrt/Div/Mul g/Add b    => LayerNormalization
+ *   DequantizeLinear -> Conv(·, DQ(const int8 W), [DQ(const int32 bias)]) -> [Relu] ->
+ *   QuantizeLinear                                                 => QLinearConv (com.accelkit)
+ *   DequantizeLinear -> MatMul(·, DQ(const int8 B)) -> QuantizeLinear => QLinearMatMul
  * and then a layout pass: Conv/FusedConv nodes of 1×1 and depthwise layers that feed each
  * other become NchwcConv (com.accelkit) on values stored blocked (NCHW8c); the layers at
  * the edges of such a chain reorder their plain side themselves.
@@ -108,12 +111,13 @@ static int last_axis_mean(const ak__ir_node *n) {
 /* ---- emitting a fused node ------------------------------------------------------------ */
 
 #define MAX_CHAIN 12
+#define FUSED_MAX_INPUTS 9 /* QLinearConv's */
 #define MAX_ATTRS 32
 
 typedef struct fused_spec {
     const char *domain, *op_type;
     int64_t opset;
-    int32_t inputs[4];
+    int32_t inputs[FUSED_MAX_INPUTS];
     uint32_t num_inputs;
     int32_t output;
     const ak__ir_node *base; /* attributes copied from this node (Conv), or NULL */
@@ -204,7 +208,7 @@ static ak_status bind_fused(optimizer *o, ak__exec_node *e, ak__ir_node *n) {
         return AK_FAIL(AK_ERR_INTERNAL, "optimizer: no operator for fused %s", n->op_type);
     const ak__tensor **io;
     AK_CHECK(arena_array(o, n->num_inputs + 1, sizeof *io, (void **)&io));
-    const ak__tensor *consts[4] = {0};
+    const ak__tensor *consts[FUSED_MAX_INPUTS] = {0};
     for (uint32_t i = 0; i < n->num_inputs; i++) {
         io[i] = n->inputs[i] == AK_IR_NONE ? NULL : &s->values[n->inputs[i]];
         consts[i] = constant(o, n->inputs[i]);
@@ -484,6 +488,146 @@ static ak_status layout_nchwc(optimizer *o) {
     return st;
 }
 
+/* ---- QDQ: DequantizeLinear -> Conv/MatMul -> QuantizeLinear into one INT8 node ----------
+ * The exporters' QDQ form (ONNX Runtime's quantizer) keeps every operator in float between
+ * DequantizeLinear and QuantizeLinear; run as written, each layer would dequantize, run in
+ * float and quantize again. Where the pattern holds exactly — activations quantized per
+ * tensor, constant 8-bit weights (per tensor, or per output channel along axis 0), an int32
+ * bias whose scale is exactly x_scale·w_scale — the chain becomes QLinearConv or
+ * QLinearMatMul on the quantized values (integer sums, one rounding), which is what the
+ * QDQ form specifies up to the float rounding of the unfused path. The weights' DQ nodes
+ * were folded into float constants; their int8 inputs are read back from them. */
+
+/* The node (live or folded) that produced v, or NULL. */
+static const ak__ir_node *any_producer(const optimizer *o, int32_t v) {
+    if (v == AK_IR_NONE) return NULL;
+    for (size_t k = 0; k < o->s->num_nodes; k++) {
+        const ak__exec_node *e = &o->s->nodes[k];
+        if (e->removed) continue;
+        for (uint32_t i = 0; i < e->node->num_outputs; i++)
+            if (e->node->outputs[i] == v) return e->node;
+    }
+    return NULL;
+}
+
+static int is_8bit(const ak__tensor *t) {
+    return t && (t->type == AK_ELEM_U8 || t->type == AK_ELEM_I8);
+}
+
+/* A per-tensor (scale, zero point) pair of constants: float32 scalar, 8-bit scalar or none. */
+static int per_tensor_params(const optimizer *o, const ak__ir_node *n) {
+    const ak__tensor *s = constant(o, in(n, 1)), *z = constant(o, in(n, 2));
+    if (!s || s->type != AK_ELEM_F32 || s->count != 1) return 0;
+    if (in(n, 2) == AK_IR_NONE) return 1;
+    return is_8bit(z) && z->count == 1;
+}
+
+/* DequantizeLinear of a constant 8-bit tensor with constant scale and zero point, per tensor
+ * or per slice of axis 0 (M slices): the weights' form. */
+static int const_weight_dq(const optimizer *o, const ak__ir_node *dq, int64_t M) {
+    if (!is_op(dq, "DequantizeLinear") || (dq->opset >= 21 && ak__attr_int(dq, "block_size", 0)))
+        return 0;
+    const ak__tensor *w = constant(o, in(dq, 0)), *s = constant(o, in(dq, 1));
+    const ak__tensor *z = constant(o, in(dq, 2));
+    if (!is_8bit(w) || !s || s->type != AK_ELEM_F32 || (in(dq, 2) != AK_IR_NONE && !is_8bit(z)))
+        return 0;
+    if (s->count == 1 && (!z || z->count == 1)) return 1;
+    int64_t axis = ak__attr_int(dq, "axis", 1);
+    return s->rank == 1 && s->count == (uint64_t)M && (axis == 0 || axis == -w->rank) &&
+           (!z || z->count == s->count);
+}
+
+/* The bias of a QLinearConv: DequantizeLinear of a constant int32 vector, no zero point (or
+ * zeros), its scale exactly x_scale·w_scale per output channel (float32 products). */
+static int const_bias_dq(const optimizer *o, const ak__ir_node *dq, const ak__tensor *xs,
+                         const ak__tensor *ws, int64_t M) {
+    if (!is_op(dq, "DequantizeLinear")) return 0;
+    const ak__tensor *b = constant(o, in(dq, 0)), *s = constant(o, in(dq, 1));
+    const ak__tensor *z = constant(o, in(dq, 2));
+    if (!b || b->type != AK_ELEM_I32 || b->rank != 1 || b->count != (uint64_t)M || !s ||
+        s->type != AK_ELEM_F32 || (s->count != 1 && s->count != (uint64_t)M))
+        return 0;
+    if (in(dq, 2) != AK_IR_NONE) {
+        if (!z || z->type != AK_ELEM_I32) return 0;
+        for (uint64_t i = 0; i < z->count; i++)
+            if (((const int32_t *)z->data)[i] != 0) return 0;
+    }
+    float x = *(const float *)xs->data;
+    for (int64_t c = 0; c < M; c++) {
+        float want = x * ((const float *)ws->data)[ws->count == 1 ? 0 : c];
+        if (((const float *)s->data)[s->count == 1 ? 0 : c] != want) return 0;
+    }
+    return 1;
+}
+
+/* The QuantizeLinear ending the chain at `v` (through one Relu when relu is not NULL), with
+ * per-tensor constants; its exec index, or -1. */
+static int32_t quantize_after(const optimizer *o, int32_t v, int32_t *relu) {
+    int32_t r = sole_reader(o, v);
+    const ak__ir_node *n = node_of(o, r);
+    if (relu && is_op(n, "Relu")) {
+        *relu = r;
+        n = node_of(o, r = sole_reader(o, n->outputs[0]));
+    }
+    if (!is_op(n, "QuantizeLinear") || !per_tensor_params(o, n) || in(n, 2) == AK_IR_NONE)
+        return -1;
+    return r;
+}
+
+static ak_status fuse_qdq_conv(optimizer *o, int32_t k, int *hit) {
+    const ak__ir_node *conv = node_of(o, k);
+    int32_t kx = o->producer[in(conv, 0)];
+    const ak__ir_node *dqx = node_of(o, kx);
+    /* its zero point's type is x's (x is known only at run time; int32 x has none) */
+    if (!is_op(dqx, "DequantizeLinear") || !per_tensor_params(o, dqx) || in(dqx, 2) == AK_IR_NONE)
+        return AK_OK;
+    const ak__ir_node *dqw = any_producer(o, in(conv, 1));
+    const ak__tensor *w = dqw ? constant(o, in(dqw, 0)) : NULL;
+    if (!w || w->rank < 3 || !const_weight_dq(o, dqw, w->dims[0])) return AK_OK;
+    const ak__ir_node *dqb = NULL;
+    if (in(conv, 2) != AK_IR_NONE) {
+        dqb = any_producer(o, in(conv, 2));
+        if (!const_bias_dq(o, dqb, constant(o, in(dqx, 1)), constant(o, in(dqw, 1)), w->dims[0]))
+            return AK_OK;
+    }
+    int32_t relu = -1, kq = quantize_after(o, conv->outputs[0], &relu);
+    if (kq < 0) return AK_OK;
+    const ak__ir_node *q = node_of(o, kq);
+    fused_spec f = {"com.accelkit", "QLinearConv", 1,
+                    {in(dqx, 0), in(dqx, 1), in(dqx, 2), in(dqw, 0), in(dqw, 1), in(dqw, 2),
+                     in(q, 1), in(q, 2), dqb ? in(dqb, 0) : AK_IR_NONE},
+                    9, q->outputs[0], conv, {{0}}, 0, {0}};
+    if (relu >= 0) add_int_attr(&f, "relu", 1);
+    int32_t chain[4] = {k, kq}, n = 2;
+    if (relu >= 0) chain[n++] = relu;
+    if (o->uses[in(conv, 0)] == 1) chain[n++] = kx; /* the activation's DQ has no other use */
+    *hit = 1;
+    return emit(o, &f, chain, (size_t)n);
+}
+
+static ak_status fuse_qdq_matmul(optimizer *o, int32_t k, int *hit) {
+    const ak__ir_node *mm = node_of(o, k);
+    int32_t ka = o->producer[in(mm, 0)];
+    const ak__ir_node *dqa = node_of(o, ka);
+    if (!is_op(dqa, "DequantizeLinear") || !per_tensor_params(o, dqa) || in(dqa, 2) == AK_IR_NONE)
+        return AK_OK;
+    const ak__ir_node *dqb = any_producer(o, in(mm, 1));
+    const ak__tensor *b = dqb ? constant(o, in(dqb, 0)) : NULL;
+    /* per column of B is axis 1 of a 2-D B; per tensor only, to keep to QLinearMatMul's */
+    if (!b || b->rank != 2 || !const_weight_dq(o, dqb, -1)) return AK_OK;
+    int32_t kq = quantize_after(o, mm->outputs[0], NULL);
+    if (kq < 0) return AK_OK;
+    const ak__ir_node *q = node_of(o, kq);
+    fused_spec f = {"com.accelkit", "QLinearMatMul", 1,
+                    {in(dqa, 0), in(dqa, 1), in(dqa, 2), in(dqb, 0), in(dqb, 1), in(dqb, 2),
+                     in(q, 1), in(q, 2)},
+                    8, q->outputs[0], NULL, {{0}}, 0, {0}};
+    int32_t chain[3] = {k, kq}, n = 2;
+    if (o->uses[in(mm, 0)] == 1) chain[n++] = ka;
+    *hit = 1;
+    return emit(o, &f, chain, (size_t)n);
+}
+
 typedef ak_status (*pattern_fn)(optimizer *o, int32_t k, int *hit);
 
 static ak_status run_pass(optimizer *o, const char *root_op, pattern_fn fn) {
@@ -506,7 +650,10 @@ ak_status ak__optimize(ak_session *s) {
         count_uses(&o);
         /* Gelu first: MatMulBias absorbs the Gelu nodes it creates */
         static const struct { const char *root; pattern_fn fn; } passes[] = {
-            {"Erf", fuse_gelu}, {"Pow", fuse_layernorm}, {"MatMul", fuse_matmul}, {"Conv", fuse_conv},
+            {"Erf", fuse_gelu}, {"Pow", fuse_layernorm},
+            /* QDQ first: the float fusions would take its Conv and MatMul nodes */
+            {"Conv", fuse_qdq_conv}, {"MatMul", fuse_qdq_matmul},
+            {"MatMul", fuse_matmul}, {"Conv", fuse_conv},
         };
         for (size_t p = 0; st == AK_OK && p < sizeof passes / sizeof *passes; p++)
             st = run_pass(&o, passes[p].root, passes[p].fn);

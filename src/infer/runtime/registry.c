@@ -9,6 +9,7 @@ static const ak__op_def *const *const families[] = {
     ak__ops_elementwise, ak__ops_nn,  ak__ops_tensor, ak__ops_reduce,   ak__ops_norm,
     ak__ops_math,        ak__ops_rnn, ak__ops_fused,  ak__ops_sequence,
     ak__ops_control, /* If, Loop, Scan */
+    ak__ops_quant, /* the INT8 operators (ops/quant) */
 };
 
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset) {
@@ -32,20 +33,12 @@ const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t o
 typedef struct version_change {
     const char *op_type;
     int64_t since;
-    const char *what;                       /* the semantics that changed */
-    int (*differs)(const ak__ir_node *node); /* NULL: every node of the version differs */
+    const char *what; /* the semantics that changed */
 } version_change;
 
-static int uses_blocked_quantization(const ak__ir_node *n) {
-    return ak__attr_int(n, "block_size", 0) != 0 || ak__attr_int(n, "output_dtype", 0) != 0;
-}
-
 static const version_change version_changes[] = {
-    {"GroupNormalization", 21, "scale and bias per channel (C) instead of per group", NULL},
-    {"DFT", 20, "the axis as an input and onesided/inverse rules of DFT-20", NULL},
-    {"QuantizeLinear", 21, "blocked quantization (block_size) and output_dtype",
-     uses_blocked_quantization},
-    {"DequantizeLinear", 21, "blocked quantization (block_size)", uses_blocked_quantization},
+    {"GroupNormalization", 21, "scale and bias per channel (C) instead of per group"},
+    {"DFT", 20, "the axis as an input and onesided/inverse rules of DFT-20"},
 };
 
 ak_status ak__op_version_check(const ak__ir_node *n, const ak__op_def *def) {
@@ -53,7 +46,7 @@ ak_status ak__op_version_check(const ak__ir_node *n, const ak__op_def *def) {
     for (size_t i = 0; i < sizeof version_changes / sizeof *version_changes; i++) {
         const version_change *c = &version_changes[i];
         if (strcmp(c->op_type, n->op_type) != 0 || n->opset < c->since ||
-            def->min_opset >= c->since || (c->differs && !c->differs(n)))
+            def->min_opset >= c->since)
             continue;
         return AK_FAIL(AK_ERR_UNSUPPORTED,
                        "%s-%lld at node %s: %s is not implemented (accelkit implements %s-%lld)",

@@ -1,6 +1,6 @@
 /* Gemm (transA/transB, alpha, beta, C broadcast to (M,N)), MatMul (numpy semantics:
- * batch dims broadcast, 1-D operands promoted and their unit dim dropped) and
- * MatMulInteger (uint8/int8 with zero points -> int32).
+ * batch dims broadcast, 1-D operands promoted and their unit dim dropped). MatMulInteger
+ * and the other INT8 products are in ops/quant.
  *
  * float32 goes to ak_sgemm on ctx->pool. A batched MatMul whose B is shared by every
  * batch folds the batch into M (one GEMM: the transformer case); many small batched
@@ -255,7 +255,7 @@ static ak_status matmul_reshape(ak__op_ctx *ctx) {
 
 typedef struct mm_job {
     const mm_plan *pl;
-    const ak__tensor *A, *B, *azp, *bzp;
+    const ak__tensor *A, *B;
     ak__tensor *Y;
     ak_threadpool *pool;
 } mm_job;
@@ -274,8 +274,7 @@ static void mm_f32_task(void *vj, size_t begin, size_t end, int tid) {
     }
 }
 
-/* Reference product of one batch for non-float32 types (and MatMulInteger with zero
- * points: per-tensor, per-row of A or per-column of B). */
+/* Reference product of one batch for non-float32 types. */
 static void mm_reference_batch(const mm_job *j, uint64_t t) {
     const mm_plan *pl = j->pl;
     const ak__tensor *A = j->A, *B = j->B;
@@ -285,16 +284,13 @@ static void mm_reference_batch(const mm_job *j, uint64_t t) {
     bo *= pl->K * pl->N;
     int integer = is_int_type(A->type);
     for (uint64_t i = 0; i < pl->M; i++) {
-        int64_t az = j->azp ? get_i64(j->azp->data, j->azp->type, j->azp->count == 1 ? 0 : i) : 0;
         for (uint64_t n = 0; n < pl->N; n++) {
             uint64_t yi = t * pl->M * pl->N + i * pl->N + n;
             if (integer) {
-                int64_t bz =
-                    j->bzp ? get_i64(j->bzp->data, j->bzp->type, j->bzp->count == 1 ? 0 : n) : 0;
                 int64_t acc = 0;
                 for (uint64_t k = 0; k < pl->K; k++)
-                    acc += (get_i64(A->data, A->type, ao + i * pl->K + k) - az) *
-                           (get_i64(B->data, B->type, bo + k * pl->N + n) - bz);
+                    acc += get_i64(A->data, A->type, ao + i * pl->K + k) *
+                           get_i64(B->data, B->type, bo + k * pl->N + n);
                 set_i64(j->Y->data, j->Y->type, yi, acc);
             } else {
                 double acc = 0.0;
@@ -316,7 +312,7 @@ static ak_status matmul_run(ak__op_ctx *ctx) {
     const ak__tensor *A = ctx->inputs[0], *B = ctx->inputs[1];
     mm_plan pl;
     AK_CHECK(mm_plan_make(ctx, A, B, &pl));
-    mm_job j = {&pl, A, B, NULL, NULL, ak__op_out(ctx, 0), ctx->pool};
+    mm_job j = {&pl, A, B, ak__op_out(ctx, 0), ctx->pool};
     if (!j.Y || j.Y->count == 0) return AK_OK;
     if (pl.K == 0) {
         memset(j.Y->data, 0, ak__tensor_nbytes(j.Y));
@@ -334,46 +330,5 @@ static ak_status matmul_run(ak__op_ctx *ctx) {
     return AK_OK;
 }
 
-/* ---- MatMulInteger --------------------------------------------------------------------- */
-
-static ak_status mmi_check(ak__op_ctx *ctx, mm_plan *pl) {
-    const ak__tensor *A, *B;
-    AK_CHECK(ak__op_require(ctx, 0, &A));
-    AK_CHECK(ak__op_require(ctx, 1, &B));
-    for (uint32_t i = 0; i < 4; i++) {
-        const ak__tensor *t = ak__op_in(ctx, i);
-        if (t && t->type != AK_ELEM_U8 && t->type != AK_ELEM_I8)
-            return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED,
-                              "input %u has type %s (uint8 or int8 expected)", i,
-                              ak_elem_type_name(t->type));
-    }
-    AK_CHECK(mm_plan_make(ctx, A, B, pl));
-    const ak__tensor *azp = ak__op_in(ctx, 2), *bzp = ak__op_in(ctx, 3);
-    if (azp && azp->count != 1 && azp->count != pl->M)
-        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
-                          "a_zero_point must have 1 or M values");
-    if (bzp && bzp->count != 1 && bzp->count != pl->N)
-        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
-                          "b_zero_point must have 1 or N values");
-    return AK_OK;
-}
-
-static ak_status mmi_reshape(ak__op_ctx *ctx) {
-    mm_plan pl;
-    AK_CHECK(mmi_check(ctx, &pl));
-    return ak__op_set_output(ctx, 0, AK_ELEM_I32, pl.rank, pl.out);
-}
-
-static ak_status mmi_run(ak__op_ctx *ctx) {
-    mm_plan pl;
-    AK_CHECK(mmi_check(ctx, &pl));
-    mm_job j = {&pl, ctx->inputs[0], ctx->inputs[1], ak__op_in(ctx, 2), ak__op_in(ctx, 3),
-                ak__op_out(ctx, 0), ctx->pool};
-    if (!j.Y || j.Y->count == 0) return AK_OK;
-    return ak_threadpool_parallel_for(ctx->pool, (size_t)pl.batch, 1, mm_reference_task, &j);
-}
-
 const ak__op_def ak__nn_gemm = {"", "Gemm", 1, 0, NULL, NULL, gemm_reshape, gemm_run};
 const ak__op_def ak__nn_matmul = {"", "MatMul", 1, 0, NULL, NULL, matmul_reshape, matmul_run};
-const ak__op_def ak__nn_matmul_integer = {"", "MatMulInteger", 10, 0, NULL, NULL, mmi_reshape,
-                                          mmi_run};

@@ -6,7 +6,7 @@
 #include "infer/runtime/op.h"
 
 const ak__op_def *const ak__ops_nn[] = {
-    &ak__nn_conv,           &ak__nn_conv_transpose,     &ak__nn_conv_integer,
+    &ak__nn_conv,           &ak__nn_conv_transpose, /* ConvInteger: ops/quant */
     &ak__nn_fused_conv,     &ak__nn_nchwc_conv,
     &ak__nn_maxpool,        &ak__nn_averagepool,        &ak__nn_lppool,
     &ak__nn_global_maxpool, &ak__nn_global_averagepool, &ak__nn_global_lppool,

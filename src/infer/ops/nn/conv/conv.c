@@ -1,4 +1,4 @@
-/* Conv and ConvInteger (NCHW, 1 to 8 spatial axes, groups, strides, dilations, pads,
+/* Conv and FusedConv (NCHW, 1 to 8 spatial axes, groups, strides, dilations, pads,
  * auto_pad).
  *
  * float32 takes one of five paths:
@@ -19,8 +19,8 @@
  *              layers) the columns of a chunk are built in parallel and one GEMM over the
  *              pool splits along M.
  * Bias is written into Y first and the GEMM accumulates onto it (beta = 1).
- * Other float types (float16, bfloat16, float64) and ConvInteger use a direct reference
- * loop accumulating in double (exact for the integer products ConvInteger makes).
+ * Other float types (float16, bfloat16, float64) use a direct reference loop
+ * accumulating in double. ConvInteger and QLinearConv live in ops/quant.
  * FusedConv (com.microsoft) adds an optional Z input and an activation: Z goes into the
  * GEMM's initial C with the bias, the activation runs on each tile while it is in cache
  * (or in one pass after the pool-wide GEMMs). */
@@ -48,7 +48,7 @@
 
 enum { CONV_GENERAL, CONV_POINTWISE, CONV_DEPTHWISE, CONV_REFERENCE, CONV_IGEMM, CONV_WINOGRAD };
 /* Which operator a call serves. */
-enum { OP_CONV, OP_CONV_INTEGER, OP_FUSED_CONV };
+enum { OP_CONV, OP_FUSED_CONV };
 
 /* For benchmarks: 1 forces the tiled general path, 2 the whole one, 0 chooses. */
 int ak__nn_conv_force_mode = 0;
@@ -58,7 +58,6 @@ typedef struct conv_plan {
     int64_t N, C, M, group, Cg, Mg;
     uint64_t P, Pin, kprod, Kg;
     int kind;
-    int integer;        /* ConvInteger */
     ak__nn_act act;     /* FusedConv's activation; AK_NN_ACT_NONE for Conv */
     int tiled;          /* general: thread-private tiles */
     uint64_t cols;      /* general: columns per tile or per chunk */
@@ -68,18 +67,7 @@ typedef struct conv_plan {
 
 /* ---- planning ---------------------------------------------------------------------- */
 
-static ak_status conv_check_types(ak__op_ctx *ctx, const ak__tensor *X, const ak__tensor *W,
-                                  int integer) {
-    if (integer) {
-        for (uint32_t i = 0; i < 4; i++) {
-            const ak__tensor *t = i == 0 ? X : i == 1 ? W : ak__op_in(ctx, i);
-            if (t && t->type != AK_ELEM_U8 && t->type != AK_ELEM_I8)
-                return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED,
-                                  "input %u has type %s (uint8 or int8 expected)", i,
-                                  ak_elem_type_name(t->type));
-        }
-        return AK_OK;
-    }
+static ak_status conv_check_types(ak__op_ctx *ctx, const ak__tensor *X, const ak__tensor *W) {
     if (!ak__elem_is_float(X->type))
         return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "input X has type %s",
                           ak_elem_type_name(X->type));
@@ -90,17 +78,16 @@ static ak_status conv_check_types(ak__op_ctx *ctx, const ak__tensor *X, const ak
 }
 
 /* Shapes, group split and geometry; no path choice yet. */
-static ak_status conv_plan_shapes(ak__op_ctx *ctx, conv_plan *pl, int integer) {
+static ak_status conv_plan_shapes(ak__op_ctx *ctx, conv_plan *pl) {
     const ak__tensor *X, *W;
     AK_CHECK(ak__op_require(ctx, 0, &X));
     AK_CHECK(ak__op_require(ctx, 1, &W));
     memset(pl, 0, sizeof *pl);
-    pl->integer = integer;
     if (X->rank < 3 || W->rank != X->rank)
         return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
                           "X has rank %d and W rank %d (equal, at least 3 expected)", X->rank,
                           W->rank);
-    AK_CHECK(conv_check_types(ctx, X, W, integer));
+    AK_CHECK(conv_check_types(ctx, X, W));
     int nsp = X->rank - 2;
     pl->N = X->dims[0];
     pl->C = X->dims[1];
@@ -125,7 +112,7 @@ static ak_status conv_plan_shapes(ak__op_ctx *ctx, conv_plan *pl, int integer) {
                               "kernel_shape does not match W's spatial dims");
     }
     AK_CHECK(ak__nn_geom_init(ctx, nsp, X->dims + 2, k, 0, &pl->g));
-    const ak__tensor *B = integer ? NULL : ak__op_in(ctx, 2);
+    const ak__tensor *B = ak__op_in(ctx, 2);
     if (B && (B->rank != 1 || B->dims[0] != pl->M))
         return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "B must have shape (%lld)",
                           (long long)pl->M);
@@ -527,27 +514,18 @@ static size_t conv_dw_grain(const conv_run *r, const ak__op_ctx *ctx) {
     return grain ? grain : 1;
 }
 
-/* ---- reference loop (other types, ConvInteger) -------------------------------------- */
-
-static double zero_point(const ak__tensor *zp, uint64_t i) {
-    if (!zp || zp->count == 0) return 0.0;
-    return ak__elem_get(zp->data, zp->type, zp->count == 1 ? 0 : i);
-}
+/* ---- reference loop (other float types) --------------------------------------------- */
 
 static ak_status conv_run_reference(ak__op_ctx *ctx, const conv_plan *pl) {
     const ak__tensor *X = ctx->inputs[0], *W = ctx->inputs[1];
-    const ak__tensor *B = pl->integer ? NULL : ak__op_in(ctx, 2);
-    const ak__tensor *xzp = pl->integer ? ak__op_in(ctx, 2) : NULL;
-    const ak__tensor *wzp = pl->integer ? ak__op_in(ctx, 3) : NULL;
-    const ak__tensor *Z = pl->integer ? NULL : ak__op_in(ctx, 3); /* FusedConv */
+    const ak__tensor *B = ak__op_in(ctx, 2);
+    const ak__tensor *Z = ak__op_in(ctx, 3); /* FusedConv */
     ak__tensor *Y = ctx->outputs[0];
     const ak__nn_geom *g = &pl->g;
     int nsp = g->nsp;
-    double xz = zero_point(xzp, 0);
     for (uint64_t nm = 0; nm < (uint64_t)(pl->N * pl->M); nm++) {
         uint64_t n = nm / (uint64_t)pl->M, m = nm % (uint64_t)pl->M;
         uint64_t grp = m / (uint64_t)pl->Mg;
-        double wz = zero_point(wzp, m);
         for (uint64_t p = 0; p < pl->P; p++) {
             int64_t o[AK_NN_MAX_SP];
             uint64_t q = p;
@@ -573,8 +551,7 @@ static ak_status conv_run_reference(ak__op_ctx *ctx, const conv_plan *pl) {
                 uint64_t xi = (n * (uint64_t)pl->C + grp * (uint64_t)pl->Cg + c) * pl->Pin +
                               (uint64_t)off;
                 uint64_t wi = m * pl->Kg + r;
-                acc += (ak__elem_get(X->data, X->type, xi) - xz) *
-                       (ak__elem_get(W->data, W->type, wi) - wz);
+                acc += ak__elem_get(X->data, X->type, xi) * ak__elem_get(W->data, W->type, wi);
             }
             if (Z) acc += ak__elem_get(Z->data, Z->type, nm * pl->P + p);
             acc = ak__nn_act_apply(&pl->act, acc);
@@ -587,10 +564,9 @@ static ak_status conv_run_reference(ak__op_ctx *ctx, const conv_plan *pl) {
 /* ---- the operators ----------------------------------------------------------------- */
 
 static ak_status conv_plan_full(ak__op_ctx *ctx, conv_plan *pl, int op) {
-    int integer = op == OP_CONV_INTEGER;
-    AK_CHECK(conv_plan_shapes(ctx, pl, integer));
+    AK_CHECK(conv_plan_shapes(ctx, pl));
     if (op == OP_FUSED_CONV) AK_CHECK(ak__nn_parse_activation(ctx, &pl->act));
-    if (integer || ctx->inputs[0]->type != AK_ELEM_F32) {
+    if (ctx->inputs[0]->type != AK_ELEM_F32) {
         pl->kind = CONV_REFERENCE;
         return AK_OK;
     }
@@ -599,26 +575,16 @@ static ak_status conv_plan_full(ak__op_ctx *ctx, conv_plan *pl, int op) {
 }
 
 static ak_status conv_reshape_common(ak__op_ctx *ctx, int op) {
-    int integer = op == OP_CONV_INTEGER;
     conv_plan pl;
     AK_CHECK(conv_plan_full(ctx, &pl, op));
     conv_state *st = ctx->state; /* weights packed on first use for the path taken */
     if (pl.kind == CONV_IGEMM) AK_CHECK(ak__conv_igemm_prepare(st->ig, &pl.g, ctx->inputs[1]->data));
     if (pl.kind == CONV_WINOGRAD) AK_CHECK(ak__conv_wino_prepare(st->wino, ctx->inputs[1]->data));
-    if (integer) {
-        const ak__tensor *wzp = ak__op_in(ctx, 3), *xzp = ak__op_in(ctx, 2);
-        if (xzp && xzp->count != 1)
-            return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "x_zero_point must be a scalar");
-        if (wzp && wzp->count != 1 && wzp->count != (uint64_t)pl.M)
-            return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
-                              "w_zero_point must have 1 or %lld values", (long long)pl.M);
-    }
     int64_t dims[2 + AK_NN_MAX_SP];
     dims[0] = pl.N;
     dims[1] = pl.M;
     memcpy(dims + 2, pl.g.out, (size_t)pl.g.nsp * sizeof *dims);
-    AK_CHECK(ak__op_set_output(ctx, 0, integer ? AK_ELEM_I32 : ctx->inputs[0]->type,
-                               pl.g.nsp + 2, dims));
+    AK_CHECK(ak__op_set_output(ctx, 0, ctx->inputs[0]->type, pl.g.nsp + 2, dims));
     const ak__tensor *Z = op == OP_FUSED_CONV ? ak__op_in(ctx, 3) : NULL;
     if (Z) {
         AK_CHECK(ak__op_check_type(ctx, 3, Z, ctx->inputs[0]->type));
@@ -630,9 +596,6 @@ static ak_status conv_reshape_common(ak__op_ctx *ctx, int op) {
 }
 
 static ak_status conv_reshape(ak__op_ctx *ctx) { return conv_reshape_common(ctx, OP_CONV); }
-static ak_status conv_integer_reshape(ak__op_ctx *ctx) {
-    return conv_reshape_common(ctx, OP_CONV_INTEGER);
-}
 static ak_status fused_conv_reshape(ak__op_ctx *ctx) {
     return conv_reshape_common(ctx, OP_FUSED_CONV);
 }
@@ -688,9 +651,6 @@ static ak_status conv_run_common(ak__op_ctx *ctx, int op) {
 }
 
 static ak_status conv_run_op(ak__op_ctx *ctx) { return conv_run_common(ctx, OP_CONV); }
-static ak_status conv_integer_run(ak__op_ctx *ctx) {
-    return conv_run_common(ctx, OP_CONV_INTEGER);
-}
 static ak_status fused_conv_run(ak__op_ctx *ctx) { return conv_run_common(ctx, OP_FUSED_CONV); }
 
 /* 1 when the node's strides and dilations are all 1 (absent ones are). */
@@ -743,5 +703,3 @@ const ak__op_def ak__nn_conv = {"", "Conv", 1, 0, conv_create, conv_destroy, con
  * Conv [+ Add] + Relu/Clip/... produces (ONNX Runtime writes the same). */
 const ak__op_def ak__nn_fused_conv = {"com.microsoft", "FusedConv", 1, 0, conv_create,
                                      conv_destroy, fused_conv_reshape, fused_conv_run};
-const ak__op_def ak__nn_conv_integer = {"", "ConvInteger", 10, 0, NULL, NULL,
-                                        conv_integer_reshape, conv_integer_run};

@@ -10,7 +10,7 @@
  * it choose. Not thread-safe; never set in production. */
 extern int ak__nn_conv_force_mode;
 
-extern const ak__op_def ak__nn_conv, ak__nn_conv_transpose, ak__nn_conv_integer,
-    ak__nn_fused_conv, ak__nn_nchwc_conv;
+extern const ak__op_def ak__nn_conv, ak__nn_conv_transpose, ak__nn_fused_conv,
+    ak__nn_nchwc_conv;
 
 #endif /* AK_INFER_OPS_NN_CONV_CONV_H */
