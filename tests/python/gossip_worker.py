@@ -79,22 +79,25 @@ def initial():
 
 def simulate(n, steps, matrix, overlap, global_every=0):
     """Every rank's parameters after `steps` steps of SGD(lr) + gossip, flattened: (n, P)
-    float32. overlap: the average of step t is applied at step t + 1 as a correction."""
+    float32. overlap s > 0: the average of step t is applied at step t + s as a correction,
+    x += W_t x_t - x_t (x_t: the parameters when step t's exchange started)."""
     x = np.stack([np.concatenate([t.numpy().ravel() for t in initial()])] * n).astype(np.float32)
-    pending = None
+    pending = []
     for t in range(steps):
         for r in range(n):
             x[r] = x[r] - np.float32(LR) * np.concatenate([g.numpy().ravel() for g in grads(r, t)])
-        if pending is not None:
-            w, sent = pending
-            x = x + (w.astype(np.float32) @ sent - sent)
-            pending = None
         if global_every and (t + 1) % global_every == 0:
+            for w, sent in pending:
+                x = x + (w.astype(np.float32) @ sent - sent)
+            pending = []
             x[:] = x.astype(np.float64).mean(0).astype(np.float32)
             continue
+        while len(pending) > max(0, overlap - 1):
+            w, sent = pending.pop(0)
+            x = x + (w.astype(np.float32) @ sent - sent)
         w = matrix(t)
         if overlap:
-            pending = (w, x.copy())
+            pending.append((w, x.copy()))
         else:
             x = (w @ x.astype(np.float64)).astype(np.float32)
     return x
@@ -138,8 +141,11 @@ def arguments_refused_by_name():
     expect_error(ValueError, "unknown topology 'ring'",
                  lambda: hvd.GossipOptimizer(sgd(), topology="ring"))
     expect_error(ValueError, "global_every", lambda: hvd.GossipOptimizer(sgd(), global_every=-1))
-    expect_error(ValueError, "block_size", lambda: hvd.GossipOptimizer(sgd(), block_size=0))
-    expect_error(ValueError, "overlap", lambda: hvd.GossipOptimizer(sgd(), overlap="yes"))
+    expect_error(ValueError, "block_size must be a positive multiple of 16",
+                 lambda: hvd.GossipOptimizer(sgd(), block_size=24))
+    expect_error(ValueError, "overlap must be True, False or a number of steps",
+                 lambda: hvd.GossipOptimizer(sgd(), overlap="yes"))
+    expect_error(ValueError, "overlap", lambda: hvd.GossipOptimizer(sgd(), overlap=9))
     expect_error(ValueError, "seed", lambda: hvd.GossipOptimizer(sgd(), seed=1.5))
     d = nn.Parameter(torch.zeros(3, dtype=torch.float64))
     expect_error(ValueError, "parameter w is torch.float64",
@@ -155,7 +161,7 @@ def arguments_refused_by_name():
 
 
 def exactness(topology, overlap):
-    n, steps = hvd.size(), 4
+    n, steps = hvd.size(), 5
     matrix = ((lambda t: exponential_matrix(n, t)) if topology == "exponential"
               else (lambda t: random_matrix(n, t, 5)))
     ps = params()
@@ -173,33 +179,39 @@ def exactness(topology, overlap):
 
 @case
 def exponential_matches_reference():
-    exactness("exponential", False)
+    exactness("exponential", 0)
 
 
 @case
 def random_matches_reference():
-    exactness("random", False)
+    exactness("random", 0)
 
 
 @case
 def exponential_overlap_matches_reference():
-    exactness("exponential", True)
+    exactness("exponential", 1)
 
 
 @case
 def random_overlap_matches_reference():
-    exactness("random", True)
+    exactness("random", 1)
+
+
+@case
+def exponential_two_step_overlap_matches_reference():
+    exactness("exponential", 2)
 
 
 @case
 def global_every_averages_exactly():
     n, steps = hvd.size(), 5
-    ps = params()
-    opt = hvd.GossipOptimizer(torch.optim.SGD(ps, lr=LR), topology="exponential",
-                              global_every=2)
-    run_steps(opt, ps, steps)
-    want = simulate(n, steps, lambda t: exponential_matrix(n, t), False, global_every=2)
-    check_against(ps, want[hvd.rank()], 2e-6, "global_every=2")
+    for overlap in (0, 1):  # the exchange in flight lands before the global average
+        ps = params()
+        opt = hvd.GossipOptimizer(torch.optim.SGD(ps, lr=LR), topology="exponential",
+                                  global_every=2, overlap=overlap)
+        run_steps(opt, ps, steps)
+        want = simulate(n, steps, lambda t: exponential_matrix(n, t), overlap, global_every=2)
+        check_against(ps, want[hvd.rank()], 2e-6, f"global_every=2, overlap={overlap}")
 
 
 @case
@@ -235,8 +247,9 @@ def converges_like_allreduce_sgd():
         initial_loss = F.cross_entropy(nn.Linear(50, 10)(x_all), y_all).item()
     dense = train("dense", lambda o, named: hvd.DistributedOptimizer(o, named_parameters=named))
     losses = {}
-    for topo, overlap in (("exponential", False), ("random", False), ("exponential", True)):
-        losses[f"{topo}{' overlap' if overlap else ''}"] = train(
+    for topo, overlap in (("exponential", 0), ("random", 0), ("exponential", 1),
+                          ("exponential", 2)):
+        losses[f"{topo}{f' overlap {overlap}' if overlap else ''}"] = train(
             f"{topo}{overlap}", lambda o, named, t=topo, ov=overlap: hvd.GossipOptimizer(
                 o, named_parameters=named, topology=t, overlap=ov))
     every = hvd.allgather_object(losses)

@@ -18,7 +18,10 @@ Both mixing matrices are doubly stochastic, so the mean of the parameters over t
 what allreduce-SGD would average. global_every=N adds an exact global average (an
 allreduce) after every N-th step; overlap=True lets the exchange of step t run on the
 runtime's thread while step t+1 computes, and applies the one-step-stale average as a
-correction, x_{t+1} += (x_peer,t - x_t) / 2, as overlap-SGP does.
+correction, x_{t+1} += (x_peer,t - x_t) / 2, as overlap-SGP does; overlap=s (an integer)
+lets it run through s steps and applies it at step t+s (an s-step-stale average: a slow
+exchange, such as one across hosts, then hides behind s steps of compute). The
+corrections are antisymmetric between the two ends, so the mean is kept at any s.
 
 Wire format. Ranks hold a common reference copy of the parameters (the last global
 average, or the start). Only blocks (block_size elements) that differ from it travel, each
@@ -42,7 +45,8 @@ from .optimizer import named_optimizer_parameters
 from .wrapping import count_original_step, wrap_optimizer
 
 TOPOLOGIES = ("exponential", "random")
-_EXCHANGE_NAME = "gossip.exchange"
+_EXCHANGE_NAME = "gossip.exchange.{}"  # numbered: up to overlap + 1 in flight
+_MAX_OVERLAP = 8
 _GLOBAL_NAME = "gossip.global"
 
 
@@ -100,10 +104,10 @@ class _GossipMixin:
         named = named_optimizer_parameters(self, named_parameters)
         _check_params(named)
         self.topology, self.global_every = topology, int(global_every)
-        self.overlap, self.seed, self.block_size = bool(overlap), int(seed), int(block_size)
+        self.overlap, self.seed, self.block_size = int(overlap), int(seed), int(block_size)
         self.gossip_steps = 0
         self._rank, self._size = _ops.rank(), _ops.size()
-        self._pending = None
+        self._pending = []  # exchanges in flight, oldest first
         self._flatten([p for _, p in named])
         self._check_same_start()
 
@@ -112,12 +116,17 @@ class _GossipMixin:
         if topology not in TOPOLOGIES:
             raise ValueError(f"GossipOptimizer: unknown topology {topology!r}; expected one "
                              f"of {', '.join(TOPOLOGIES)}")
-        for name, v, low in (("global_every", global_every, 0), ("block_size", block_size, 1)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < low:
-                raise ValueError(f"GossipOptimizer: {name} must be an integer >= {low}, "
-                                 f"not {v!r}")
-        if not isinstance(overlap, bool):
-            raise ValueError(f"GossipOptimizer: overlap must be True or False, not {overlap!r}")
+        if isinstance(global_every, bool) or not isinstance(global_every, int) \
+                or global_every < 0:
+            raise ValueError("GossipOptimizer: global_every must be an integer >= 0, not "
+                             f"{global_every!r}")
+        if isinstance(block_size, bool) or not isinstance(block_size, int) \
+                or block_size < 16 or block_size % 16:
+            raise ValueError("GossipOptimizer: block_size must be a positive multiple of 16 "
+                             f"(elements), not {block_size!r}")
+        if not isinstance(overlap, int) or not 0 <= overlap <= _MAX_OVERLAP:
+            raise ValueError("GossipOptimizer: overlap must be True, False or a number of "
+                             f"steps from 0 to {_MAX_OVERLAP}, not {overlap!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"GossipOptimizer: seed must be an integer, not {seed!r}")
 
@@ -157,21 +166,29 @@ class _GossipMixin:
     def _blocks(self, t):
         return t.view(self._nblocks, self.block_size)
 
+    def _dirty_blocks(self):
+        """Indices of the blocks whose bits differ from the reference. Compared as int64
+        words (two floats each: a third of the time of a float compare), and the per-word
+        flags read back 8 at a time as int64 before the per-block any()."""
+        words = torch.ne(self._flat.view(torch.int64), self._ref.view(torch.int64))
+        per_block = self.block_size // 16  # int64s of 8 flags per block
+        return words.view(torch.int64).view(self._nblocks, per_block).any(1).nonzero().squeeze(1)
+
     def _start_exchange(self, step):
-        send_to, recv_from = peers(self.topology, self._rank, self._size, step, self.seed)
-        xv, rv = self._blocks(self._flat), self._blocks(self._ref)
-        if send_to is None:
-            idx = torch.zeros(0, dtype=torch.int64)
-        else:
-            idx = (xv != rv).any(1).nonzero().squeeze(1)
+        """Sends the dirty blocks to this step's peer: one flat float32 message, the
+        blocks then their int64 indices (bit for bit, as pairs of float32)."""
+        send_to, _ = peers(self.topology, self._rank, self._size, step, self.seed)
+        idx = (self._dirty_blocks() if send_to is not None
+               else torch.zeros(0, dtype=torch.int64))
         m, b = idx.numel(), self.block_size
-        packed = torch.empty(m, b + 2, dtype=torch.float32)
-        packed[:, :b] = xv.index_select(0, idx)
-        packed[:, b:] = idx.view(torch.float32).view(m, 2)  # indices travel bit for bit
+        packed = torch.empty(m * (b + 2), dtype=torch.float32)
+        torch.index_select(self._blocks(self._flat), 0, idx, out=packed[:m * b].view(m, b))
+        packed[m * b:] = idx.view(torch.float32)
         splits = [0] * self._size
         if send_to is not None:
-            splits[send_to] = m
-        handle = _ops.alltoall_async(packed, splits, name=_EXCHANGE_NAME)
+            splits[send_to] = packed.numel()
+        handle = _ops.alltoall_async(packed, splits,
+                                     name=_EXCHANGE_NAME.format(step % (self.overlap + 1)))
         return _Exchange(handle, idx, packed)
 
     def _finish_exchange(self, ex, stale):
@@ -179,34 +196,42 @@ class _GossipMixin:
         sent), or x += (peer_sent - x_sent) / 2 (stale=True: x moved on since)."""
         out, _ = _ops.synchronize(ex.handle)
         b = self.block_size
-        r_idx = out[:, b:].contiguous().view(torch.int64).view(-1)
-        r_val = out[:, :b]
-        if r_idx.numel() == 0 and ex.sent_idx.numel() == 0:
+        m_r = out.numel() // (b + 2)
+        if out.numel() != m_r * (b + 2):
+            raise RuntimeError(f"GossipOptimizer: a peer sent {out.numel()} values, not whole "
+                               f"blocks of {b} (do all ranks use the same block_size?)")
+        r_val = out[:m_r * b].view(m_r, b)
+        r_idx = out[m_r * b:].view(torch.int64)
+        if m_r == 0 and ex.sent_idx.numel() == 0:
             return
-        if r_idx.numel() and (r_idx.min() < 0 or r_idx.max() >= self._nblocks):
+        if m_r and (int(r_idx.min()) < 0 or int(r_idx.max()) >= self._nblocks):
             raise RuntimeError("GossipOptimizer: a peer sent block indices out of range "
                                "(do all ranks wrap the same parameters?)")
         xv, rv = self._blocks(self._flat), self._blocks(self._ref)
-        # where each block sits in what we sent (-1: not sent, the reference there)
-        pos = torch.full((self._nblocks,), -1, dtype=torch.int64)
-        pos[ex.sent_idx] = torch.arange(ex.sent_idx.numel())
         received = torch.zeros(self._nblocks, dtype=torch.bool)
         received[r_idx] = True
         mine_only = ex.sent_idx[~received[ex.sent_idx]]  # the peer's block: the reference
-        sent = ex.packed[:, :b]
+        sent = ex.packed[:ex.sent_idx.numel() * b].view(-1, b)
         if not stale:
-            xv[r_idx] = (xv[r_idx] + r_val) * 0.5
-            xv[mine_only] = (xv[mine_only] + rv[mine_only]) * 0.5
+            _average_into(xv, r_idx, r_val)
+            _average_into(xv, mine_only, rv.index_select(0, mine_only))
             return
+        # where each block sits in what we sent (-1: not sent, the reference there)
+        pos = torch.full((self._nblocks,), -1, dtype=torch.int64)
+        pos[ex.sent_idx] = torch.arange(ex.sent_idx.numel())
         p = pos[r_idx]
-        x_then = torch.where((p >= 0).unsqueeze(1), sent[p.clamp(min=0)], rv[r_idx])
-        xv[r_idx] += (r_val - x_then) * 0.5
-        xv[mine_only] += (rv[mine_only] - sent[pos[mine_only]]) * 0.5
+        if sent.numel():
+            x_then = torch.where((p >= 0).unsqueeze(1), sent[p.clamp(min=0)], rv[r_idx])
+        else:
+            x_then = rv.index_select(0, r_idx)
+        xv.index_add_(0, r_idx, r_val.sub(x_then).mul_(0.5))
+        mine_pos = pos[mine_only]
+        xv.index_add_(0, mine_only, rv.index_select(0, mine_only).sub_(sent[mine_pos]).mul_(0.5))
 
-    def _finish_pending(self):
-        if self._pending is not None:
-            ex, self._pending = self._pending, None
-            self._finish_exchange(ex, stale=True)
+    def _finish_pending(self, keep=0):
+        """Applies the exchanges in flight, oldest first, until `keep` remain."""
+        while len(self._pending) > keep:
+            self._finish_exchange(self._pending.pop(0), stale=True)
 
     def average_parameters(self):
         """Averages the parameters over all ranks now (an allreduce of their difference to
@@ -243,13 +268,19 @@ class _GossipMixin:
             self.average_parameters()
             return loss
         with torch.no_grad():
-            self._finish_pending()
+            self._finish_pending(keep=max(0, self.overlap - 1))
             ex = self._start_exchange(step)
             if self.overlap:
-                self._pending = ex
+                self._pending.append(ex)
             else:
                 self._finish_exchange(ex, stale=False)
         return loss
+
+
+def _average_into(xv, idx, other):
+    """xv[idx] = (xv[idx] + other) * 0.5, rows idx (unique) of xv."""
+    if idx.numel():
+        xv.index_copy_(0, idx, xv.index_select(0, idx).add_(other).mul_(0.5))
 
 
 def _check_params(named):
@@ -271,12 +302,14 @@ def GossipOptimizer(optimizer, named_parameters=None, topology="exponential",
         the world is not a power of two) or "random" (a seeded random matching per step).
     global_every: N > 0 averages over all ranks (an allreduce) after every N-th step in
         place of that step's gossip; 0 never does.
-    overlap: the exchange of step t runs while step t+1 computes, and its average is
-        applied one step late, as a correction (overlap-SGP). Call average_parameters() (or
-        keep global_every) to end on one model.
+    overlap: True (1): the exchange of step t runs while step t+1 computes, and its
+        average is applied one step late, as a correction (overlap-SGP); an integer s up
+        to 8: it may run through s steps and is applied at step t+s. Call
+        average_parameters() (or keep global_every) to end on one model.
     seed: the random matching's seed (the same on every rank).
-    block_size: elements per block of the difference-to-reference encoding (64 suits
-        embedding rows of 64; larger means fewer indices, more unchanged values sent).
+    block_size: elements per block of the difference-to-reference encoding, a multiple of
+        16 (64 suits embedding rows of 64; larger: fewer indices, more unchanged values
+        sent).
     named_parameters: model.named_parameters(), used for error messages.
 
     Call hvd.init() and hvd.broadcast_parameters first. Do not combine with
