@@ -152,8 +152,9 @@ class _GossipMixin:
         """The reference copy must be the same on every rank: compares a digest."""
         if self._size < 2:
             return
-        w = torch.arange(1, self._flat.numel() + 1, dtype=torch.float64).remainder_(977)
-        d = torch.stack([self._flat.double().sum(), (self._flat.double() * w).sum()])
+        rows = self._blocks(self._flat).sum(1, dtype=torch.float64)
+        weights = torch.arange(self._nblocks, dtype=torch.float64).remainder_(977).add_(1)
+        d = torch.stack([rows.sum(), (rows * weights).sum()])  # position-weighted too
         lo = _ops.allreduce(d, op=_ops.Min, name="gossip.start.min")
         hi = _ops.allreduce(d, op=_ops.Max, name="gossip.start.max")
         if not torch.equal(lo, hi):
@@ -216,17 +217,16 @@ class _GossipMixin:
             _average_into(xv, r_idx, r_val)
             _average_into(xv, mine_only, rv.index_select(0, mine_only))
             return
-        # where each block sits in what we sent (-1: not sent, the reference there)
-        pos = torch.full((self._nblocks,), -1, dtype=torch.int64)
-        pos[ex.sent_idx] = torch.arange(ex.sent_idx.numel())
-        p = pos[r_idx]
-        if sent.numel():
-            x_then = torch.where((p >= 0).unsqueeze(1), sent[p.clamp(min=0)], rv[r_idx])
-        else:
-            x_then = rv.index_select(0, r_idx)
-        xv.index_add_(0, r_idx, r_val.sub(x_then).mul_(0.5))
-        mine_pos = pos[mine_only]
-        xv.index_add_(0, mine_only, rv.index_select(0, mine_only).sub_(sent[mine_pos]).mul_(0.5))
+        # x += (peer - x_then) / 2 as four scatter-adds, none needing the other's order:
+        # + peer/2 where the peer sent, + ref/2 where only we sent (the peer had the
+        # reference), - sent/2 where we sent, - ref/2 where only the peer sent
+        sent_mask = torch.zeros(self._nblocks, dtype=torch.bool)
+        sent_mask[ex.sent_idx] = True
+        peer_only = r_idx[~sent_mask[r_idx]]
+        xv.index_put_((r_idx,), r_val.mul_(0.5), accumulate=True)
+        xv.index_put_((ex.sent_idx,), sent.mul_(-0.5), accumulate=True)
+        xv.index_put_((mine_only,), rv.index_select(0, mine_only).mul_(0.5), accumulate=True)
+        xv.index_put_((peer_only,), rv.index_select(0, peer_only).mul_(-0.5), accumulate=True)
 
     def _finish_pending(self, keep=0):
         """Applies the exchanges in flight, oldest first, until `keep` remain."""
