@@ -9,7 +9,12 @@ torchrun variables, ...), PYTHONPATH=python and AK_LIBRARY=<build>/libaccelkit.s
 --compression none|fp16|bf16|dgc (dgc: deep gradient compression at --sparsity 0.999,
 momentum correction inside DGC, so the local optimizer is SGD without momentum, as in
 Lin et al. 2018). --fused: accelkit.torch.FusedSGD/FusedAdam, whose update runs on the
-runtime's update thread as each gradient bucket lands. Prints one JSON line from rank 0.
+runtime's update thread as each gradient bucket lands. --gossip exponential|random:
+accelkit.torch.GossipOptimizer in place of DistributedOptimizer (parameters averaged with
+one peer per step; --gossip-global N: a global average after every N-th step;
+--gossip-overlap S: each exchange overlaps the next S steps); the run ends with a global
+average, and eval_loss (the mean loss over the rank's batches, averaged over ranks) is
+measured after it, in every mode. Prints one JSON line from rank 0.
 """
 import argparse
 import time
@@ -36,6 +41,15 @@ def compression_of(name, sparsity):
     return dgc(sparsity=sparsity) if callable(dgc) else dgc
 
 
+def eval_loss(model, batches, name):
+    """The mean loss of the model over this rank's batches, averaged over the ranks."""
+    crit = models.loss_fn(name)
+    with torch.no_grad():
+        mine = sum(crit(model(*x), y).item() for x, y in batches) / len(batches)
+    return hvd.allreduce(torch.tensor([mine], dtype=torch.float64), op=hvd.Average,
+                         name="bench.eval_loss").item()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", choices=("ctr", "resnet18"), default="ctr")
@@ -49,6 +63,12 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (1)")
     ap.add_argument("--tag", default="", help="copied into the JSON line")
+    ap.add_argument("--gossip", choices=("exponential", "random"), default=None,
+                    help="GossipOptimizer with this topology instead of DistributedOptimizer")
+    ap.add_argument("--gossip-global", type=int, default=0, help="global average every N")
+    ap.add_argument("--gossip-overlap", type=int, default=0,
+                    help="steps an exchange may stay in flight (0: none)")
+    ap.add_argument("--gossip-block", type=int, default=64, help="GossipOptimizer block_size")
     a = ap.parse_args()
     batch = a.batch or (64 if a.model == "ctr" else 32)
 
@@ -67,9 +87,15 @@ def main():
 
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-    optimizer = hvd.DistributedOptimizer(
-        optimizer, named_parameters=model.named_parameters(),
-        compression=compression_of(a.compression, a.sparsity), op=hvd.Average)
+    if a.gossip:
+        import accelkit.torch as akt
+        optimizer = akt.GossipOptimizer(
+            optimizer, named_parameters=model.named_parameters(), topology=a.gossip,
+            global_every=a.gossip_global, overlap=a.gossip_overlap, block_size=a.gossip_block)
+    else:
+        optimizer = hvd.DistributedOptimizer(
+            optimizer, named_parameters=model.named_parameters(),
+            compression=compression_of(a.compression, a.sparsity), op=hvd.Average)
 
     batches = models.make_batches(a.model, batch, hvd.rank(), image_size=a.image_size)
     import accelkit.torch as akt
@@ -84,6 +110,10 @@ def main():
                                             models.loss_fn(a.model), a.warmup, a.steps,
                                             on_warm=lambda: marks.append(runtime_cost()))
     marks.append(runtime_cost())
+    eval_local = eval_loss(model, batches, a.model)
+    if a.gossip:
+        optimizer.average_parameters()  # end on one model
+    eval_final = eval_loss(model, batches, a.model)
     st = akt.stats()
     wall = marks[-1][0] - marks[0][0]
     overhead = (marks[-1][1] - marks[0][1]) / wall  # every step, first negotiations included
@@ -103,7 +133,11 @@ def main():
             negotiate_cpu_ms=round(st["negotiate_cpu_ns"] / 1e6, 1),
             fusion_copy_ms=round(st["fusion_copy_ns"] / 1e6, 1), cycles=st["cycles"],
             cache_hits=st["cache_hits"], negotiations=st["negotiations"],
-            local_size=hvd.local_size()))
+            local_size=hvd.local_size(), gossip=a.gossip,
+            gossip_global=a.gossip_global if a.gossip else None,
+            gossip_overlap=a.gossip_overlap if a.gossip else None,
+            eval_loss=round(eval_final, 5), eval_loss_before_average=round(eval_local, 5),
+            step_ms_mean=round(1e3 * sum(times) / max(1, len(times)), 2)))
     hvd.shutdown()
 
 

@@ -26,6 +26,7 @@ from .functions import (  # noqa: F401
 from .optim import FusedAdam, FusedAdamW, FusedLAMB, FusedSGD  # noqa: F401
 from .optimizer import DistributedOptimizer  # noqa: F401
 from .local_sgd import LocalSGD  # noqa: F401  (accelkit extension, not in horovod.torch)
+from .gossip import GossipOptimizer  # noqa: F401  (accelkit extension, not in horovod.torch)
 from .sync_batch_norm import SyncBatchNorm  # noqa: F401
 from . import elastic  # noqa: F401
 
