@@ -7,11 +7,13 @@
 
 #include "comm/algo/algo.h"
 #include "core/check.h"
+#include "core/params.h"
 
-static const char *const algo_names[AK_COMM_ALGO_COUNT_] = {"auto", "ring", "rd", "tree", "hier",
-                                                             "direct"};
+static const char *const algo_names[AK_COMM_ALGO_COUNT_] = {"auto", "ring", "rd",    "tree",
+                                                             "hier", "direct", "hier_pipe"};
 static const char *const algo_long_names[AK_COMM_ALGO_COUNT_] = {
-    "auto", "ring", "recursive_doubling", "tree", "hierarchical", "shm_direct"};
+    "auto", "ring", "recursive_doubling", "tree", "hierarchical", "shm_direct",
+    "hierarchical_pipelined"};
 static const char *const coll_names[AK_COMM_COLL_COUNT_] = {"allreduce", "broadcast", "reduce",
                                                             "allgather", "reduce_scatter"};
 
@@ -34,7 +36,8 @@ ak_status ak__comm_algo_parse(const char *text, ak_comm_algo *out) {
             return AK_OK;
         }
     return AK_FAIL(AK_ERR_INVALID_ARG,
-                   "algorithm '%s' is not one of auto, ring, rd, tree, hier, direct", text);
+                   "algorithm '%s' is not one of auto, ring, rd, tree, hier, hier_pipe, direct",
+                   text);
 }
 
 /* ---- links ------------------------------------------------------------------------------ */
@@ -228,12 +231,70 @@ static double hierarchical_us(const ak_comm *c, double s) {
     return 2.0 * link_us(in, l - 1, s / l) + link_us(out, 2.0 * (h - 1), s / h);
 }
 
+/* ---- the pipelined hierarchical allreduce: chunk size and time --------------------- */
+
+/* Starting its helper thread (once per call) and handing each chunk from one thread
+ * to the other and back (a condition variable each way, a wake-up when the other
+ * sleeps). Chunk sizes from 256 KiB to 4 MiB measured the same on the emulated 2 × 2
+ * hosts at 1 Gbit/s (562 ms for 64 MiB): these keep the model off needlessly many. */
+#define PIPE_THREAD_US 40.0
+#define PIPE_HANDOFF_US 20.0
+/* The chunks it tries, in bytes: 256 KiB … 16 MiB, powers of two. Below 256 KiB the
+ * rings' own segments (64–256 KiB) would be cut further and α would dominate. */
+#define PIPE_CHUNK_MIN ((size_t)256 << 10)
+#define PIPE_CHUNK_MAX ((size_t)16 << 20)
+
+/* Time of the pipelined allreduce of s bytes in chunks of `chunk`: each chunk's
+ * reduce-scatter (a) and allgather (g) run on the calling thread, its inter-host
+ * exchange (x) on the helper, so after the first chunk's a and before the last one's g
+ * the slower of the two threads sets the pace: a + x + g + (K − 1) · max(a + g, x). */
+static double hier_pipe_chunk_us(const ak_comm *c, double s, double chunk) {
+    int h = c->host_count, l = uniform_local(c);
+    const ak__link_model *in = &c->links[AK_COMM_TP_INTRA], *out = &c->links[AK_COMM_TP_INTER];
+    double k = ceil(s / chunk);
+    if (k <= 1) return INFINITY; /* one chunk is the unpipelined algorithm: "hier" */
+    double a = link_us(in, l - 1, chunk / l), x = link_us(out, 2.0 * (h - 1), chunk / h);
+    return 2 * a + x + (k - 1) * fmax(2 * a, x) + PIPE_THREAD_US + k * PIPE_HANDOFF_US;
+}
+
+/* The model's chunk for s bytes: the fastest of the candidates (the larger on a tie);
+ * the largest when none gives two chunks. */
+static size_t hier_pipe_model_chunk(const ak_comm *c, double s) {
+    size_t best = PIPE_CHUNK_MAX;
+    double best_us = INFINITY;
+    for (size_t ch = PIPE_CHUNK_MAX; ch >= PIPE_CHUNK_MIN; ch /= 2) {
+        double t = hier_pipe_chunk_us(c, s, (double)ch);
+        if (t < best_us) best_us = t, best = ch;
+    }
+    return best;
+}
+
+/* AK_COMM_HIER_CHUNK (bytes; validated when the library starts) overrides the model's
+ * chunk, for measuring; 0 when unset. */
+static size_t hier_pipe_forced_chunk(void) {
+    return (size_t)ak__param_int(AK_PARAM_COMM_HIER_CHUNK);
+}
+
+size_t ak__comm_pipe_chunk(const ak_comm *c, size_t bytes) {
+    size_t forced = hier_pipe_forced_chunk();
+    return forced ? forced : hier_pipe_model_chunk(c, (double)bytes);
+}
+
+/* INFINITY where it does not pay: one host, one rank per host, or a single chunk (which
+ * runs the unpipelined schedule: the model then picks "hier"; forced, it still runs). */
+static double hier_pipe_us(const ak_comm *c, double s) {
+    if (c->host_count < 2 || uniform_local(c) < 2) return INFINITY;
+    size_t forced = hier_pipe_forced_chunk();
+    return hier_pipe_chunk_us(c, s, forced ? (double)forced : (double)hier_pipe_model_chunk(c, s));
+}
+
 static double allreduce_us(const ak_comm *c, ak_comm_algo algo, double s) {
     switch (algo) {
     case AK_COMM_ALGO_RING: return 2 * ring_pass_us(c, s);
     case AK_COMM_ALGO_RECURSIVE_DOUBLING: return rd_allreduce_us(c, s);
     case AK_COMM_ALGO_TREE: return binomial_us(c, s) + binomial_bcast_us(c, s); /* reduce, broadcast */
     case AK_COMM_ALGO_HIERARCHICAL: return hierarchical_us(c, s);
+    case AK_COMM_ALGO_HIER_PIPE: return hier_pipe_us(c, s);
     default: return INFINITY;
     }
 }
@@ -320,7 +381,8 @@ static double busiest_link_share(const ak_comm *c, ak_comm_coll coll, ak_comm_al
     switch (coll) {
     case AK_COMM_COLL_ALLREDUCE:
         if (ring) return 2 * ring_pass;
-        if (algo == AK_COMM_ALGO_HIERARCHICAL) return 2.0 * (h - 1) / h;
+        if (algo == AK_COMM_ALGO_HIERARCHICAL || algo == AK_COMM_ALGO_HIER_PIPE)
+            return 2.0 * (h - 1) / h;
         if (algo == AK_COMM_ALGO_TREE) return levels;
         return pow2 ? l * levels : 0; /* recursive doubling: l · S per far round */
     case AK_COMM_COLL_BROADCAST: /* scatter out of the root's host, then the ring */
@@ -370,11 +432,24 @@ static double measured_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo algo
     return m[LAST] + formula - ak__comm_formula_us(c, coll, algo, at[LAST]);
 }
 
+/* The pipelined hierarchical allreduce is never timed (at the measured sizes it is one
+ * chunk, i.e. the unpipelined one): it pays what the unpipelined one's measured time
+ * at the largest measured size exceeds its formula by (steps, polling, copies the
+ * formula leaves out), so it is not preferred on a formula alone. */
+static double hier_excess_us(const ak_comm *c) {
+    const double *m = c->algo_measured_us[AK_COMM_COLL_ALLREDUCE][AK_COMM_ALGO_HIERARCHICAL];
+    size_t at = ak__comm_measured_bytes[AK_COMM_MEASURED_SIZES - 1];
+    if (m[AK_COMM_MEASURED_SIZES - 1] <= 0) return 0;
+    double f = ak__comm_formula_us(c, AK_COMM_COLL_ALLREDUCE, AK_COMM_ALGO_HIERARCHICAL, at);
+    return isfinite(f) ? fmax(0, m[AK_COMM_MEASURED_SIZES - 1] - f) : 0;
+}
+
 /* The measured (or formula) time, never below what the host links can carry. */
 double ak__comm_model_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo algo, size_t bytes) {
     double t = ak__comm_formula_us(c, coll, algo, bytes);
     if (!isfinite(t)) return t;
     double b = (double)bytes;
+    if (coll == AK_COMM_COLL_ALLREDUCE && algo == AK_COMM_ALGO_HIER_PIPE) t += hier_excess_us(c);
     return fmax(measured_us(c, coll, algo, b, t), host_link_floor_us(c, coll, algo, b));
 }
 

@@ -42,6 +42,9 @@ static ak_status run_flat_or_hierarchical(ak_comm *c, ak_comm_algo algo, const a
     switch (algo) {
     case AK_COMM_ALGO_HIERARCHICAL:
         return ak__allreduce_hierarchical(ak__comm_algo(c), src, buf, k->count, k->dtype, op, tag);
+    case AK_COMM_ALGO_HIER_PIPE: /* the model picks the chunk the way it picks the algorithm */
+        return ak__allreduce_hier_pipe(ak__comm_algo(c), src, buf, k->count, k->dtype, op,
+                                       ak__comm_pipe_chunk(c, k->count * esize(k->dtype)), tag);
     case AK_COMM_ALGO_RING: return ak__allreduce_ring(ak__comm_algo(c), &g, src, buf, k->count, k->dtype, op, tag);
     default: break;
     }

@@ -127,6 +127,25 @@ ak_status ak__allreduce_tree(const ak__algo_ctx *c, const ak__group *g, void *bu
 ak_status ak__allreduce_hierarchical(const ak__algo_ctx *c, const void *src, void *buf, size_t count,
                                      ak_dtype dt, ak_reduce_op op, uint64_t tag);
 
+/* The hierarchical algorithms' two groups: this rank's host (ordered by local index)
+ * and the ranks with its local index on every host (ordered by host). balanced is 0
+ * (groups unset) when the hosts differ in size: those run the flat ring. inter.ranks
+ * may point into the struct itself: keep it in place while the groups are used. */
+#define AK_HIER_STACK_ENTRIES 64 /* hosts / local ranks handled without allocating */
+typedef struct ak__hier_groups {
+    int balanced;
+    ak__group intra, inter;
+    int stack_ranks[AK_HIER_STACK_ENTRIES];
+    void *heap;
+} ak__hier_groups;
+ak_status ak__hier_groups_init(ak__hier_groups *g, const ak__algo_ctx *c);
+void ak__hier_groups_free(ak__hier_groups *g);
+/* The same allreduce cut into chunks of chunk_bytes whose three phases overlap: the
+ * inter-host exchange of chunk k on a helper thread while the calling thread reduce-
+ * scatters the chunks after it and allgathers the ones before (algo/hier_pipe.c). */
+ak_status ak__allreduce_hier_pipe(const ak__algo_ctx *c, const void *src, void *buf, size_t count,
+                                  ak_dtype dt, ak_reduce_op op, size_t chunk_bytes, uint64_t tag);
+
 /* Reduce-scatter of src into buf (src == buf: in place): block b (ak__block_range over
  * g->n) ends reduced in buf on index b; src is only read. */
 ak_status ak__reduce_scatter_ring(const ak__algo_ctx *c, const ak__group *g, const void *src, void *buf,
