@@ -87,6 +87,10 @@ for t in tcp shm; do
   for algo in ring rd tree; do
     launched "$t $algo sweep np=5" AK_COMM_TRANSPORT=$t AK_COMM_ALGO=$algo -- sweep small
   done
+  # the pipelined hierarchical allreduce on one host (its chunks one after another; the
+  # overlapped run is test_netns.sh's), 600-byte chunks: 75 f64 (odd), short last ones
+  launched "$t hier_pipe sweep np=5" AK_COMM_TRANSPORT=$t AK_COMM_ALGO=hier_pipe \
+    AK_COMM_HIER_CHUNK=600 -- sweep small
 done
 
 # reduce, broadcast, allgather(v), reduce_scatter (comm_rank colls): every dtype × op ×
