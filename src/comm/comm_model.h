@@ -38,9 +38,10 @@ ak_status ak__comm_model_save(const ak_comm *comm, const char *path);
  * cheapest predicted. Never AUTO; always one that runs here. */
 ak_comm_algo ak__comm_pick(const ak_comm *comm, ak_comm_coll coll, size_t bytes, ak_comm_algo want);
 
-/* Chunk in bytes for the pipelined hierarchical allreduce of `bytes`: the model's
- * fastest (256 KiB … 16 MiB), or AK_COMM_HIER_CHUNK when set. */
-size_t ak__comm_pipe_chunk(const ak_comm *comm, size_t bytes);
+/* Chunk in bytes (of all ranks' data) for the pipelined hierarchical allreduce,
+ * reduce-scatter or allgather of `bytes`: the model's fastest (256 KiB … 16 MiB), or
+ * AK_COMM_HIER_CHUNK when set. */
+size_t ak__comm_pipe_chunk(const ak_comm *comm, ak_comm_coll coll, size_t bytes);
 
 /* The sizes (bytes) the algorithms are timed at, ascending (comm_calibrate.c). */
 extern const size_t ak__comm_measured_bytes[AK_COMM_MEASURED_SIZES];

@@ -145,8 +145,9 @@ static void test_large_two_hosts(void **state) {
     for (size_t i = 0; i < 2; i++) {
         fake(&c, ns[i], 2, 0);
         expect_pick(&c, AR, LARGE, HIER_PIPE); /* the shm phases hide behind the link */
-        expect_pick(&c, AG, LARGE, RING);
-        expect_pick(&c, RS, LARGE, RING);
+        /* the host link carries (h−1)/h · S against the flat ring's (n−1)/n · S */
+        expect_pick(&c, AG, LARGE, HIER_PIPE);
+        expect_pick(&c, RS, LARGE, HIER_PIPE);
     }
     fake(&c, 2, 2, 0); /* one rank per host: nothing to do hierarchically */
     assert_int_not_equal(ak__comm_pick(&c, AK_COMM_COLL_ALLREDUCE, LARGE, AK_COMM_ALGO_AUTO), HIER);
@@ -164,12 +165,12 @@ static void test_large_two_hosts(void **state) {
 /* The pipelined hierarchical allreduce: its chunk gives several chunks within the tried
  * range, and it beats the unpipelined one by about the shared-memory phases it hides;
  * where the chunk would be the whole message it is not picked (it would run "hier"),
- * but forced it runs. */
+ * but forced it runs, for reduce-scatter and allgather too. */
 static void test_hier_pipe(void **state) {
     (void)state;
     ak_comm c;
     fake(&c, 4, 2, 0);
-    size_t chunk = ak__comm_pipe_chunk(&c, LARGE);
+    size_t chunk = ak__comm_pipe_chunk(&c, AK_COMM_COLL_ALLREDUCE, LARGE);
     assert_true(chunk >= ((size_t)256 << 10) && chunk <= ((size_t)16 << 20));
     assert_true(LARGE / chunk >= 2);
     double pipe = ak__comm_model_us(&c, AK_COMM_COLL_ALLREDUCE, AK_COMM_ALGO_HIER_PIPE, LARGE);
@@ -181,7 +182,12 @@ static void test_hier_pipe(void **state) {
     expect_pick(&c, AR, (size_t)64 << 10, HIER);
     c.config.algo = AK_COMM_ALGO_HIER_PIPE;
     expect_pick(&c, AR, (size_t)64 << 10, HIER_PIPE);
-    expect_pick(&c, AG, LARGE, RING); /* an allreduce algorithm: the others use the model */
+    expect_pick(&c, RS, 8, HIER_PIPE); /* forced: reduce-scatter and allgather too */
+    expect_pick(&c, AG, 8, HIER_PIPE);
+    ak_comm_algo bc = ak__comm_pick(&c, AK_COMM_COLL_BROADCAST, LARGE, AK_COMM_ALGO_AUTO);
+    c.config.algo = AK_COMM_ALGO_AUTO; /* the others keep the model's choice */
+    expect_pick(&c, BC, LARGE, (int)bc);
+    expect_pick(&c, RS, 8, RD); /* a single chunk: never the model's choice */
 }
 
 /* Measured times as calibration may take them on rate-limited links: single calls ride

@@ -36,6 +36,9 @@ check "allreduce auto i64 max" none -b 8 -e 1M -f 16 --dtype i64 --op max
 for coll in allgather broadcast reduce reduce_scatter alltoall; do
   check "$coll" none -b 8 -e 512K -f 16 --coll "$coll" --dtype f32
 done
+for coll in allgather reduce_scatter; do
+  check "$coll hier_pipe" none -b 8 -e 4M -f 16 --coll "$coll" --algo hier_pipe --dtype i32
+done
 check "allreduce over 1 Gbit links" 1gbit -b 1M -e 4M -f 4 -n 3 -w 1
 
 exact() { # name env... -- comm_rank args...: every rank must exit 0
@@ -60,6 +63,12 @@ exact "allreduce sweep (pipelined hierarchical, 64 KiB chunks)" AK_COMM_ALGO=hie
 for algo in ring rd auto; do
   exact "reduce, broadcast, allgather(v), reduce_scatter ($algo)" AK_COMM_ALGO=$algo -- colls small
 done
+# the pipelined hierarchical reduce-scatter and allgather (forced: every count, one chunk
+# or many), 600-byte chunks on the small counts, the model's chunk on 1048577
+exact "reduce_scatter, allgather (pipelined hierarchical, 600 B chunks)" AK_COMM_ALGO=hier_pipe \
+  AK_COMM_HIER_CHUNK=600 -- colls small
+exact "reduce_scatter, allgather (pipelined hierarchical, model's chunk)" AK_COMM_ALGO=hier_pipe \
+  -- colls
 leftover=$(ip netns list | grep -c '^akc') || true
 [ "$leftover" -eq 0 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL namespaces left behind"; }
 echo "$pass passed, $fail failed"

@@ -145,6 +145,20 @@ void ak__hier_groups_free(ak__hier_groups *g);
  * scatters the chunks after it and allgathers the ones before (algo/hier_pipe.c). */
 ak_status ak__allreduce_hier_pipe(const ak__algo_ctx *c, const void *src, void *buf, size_t count,
                                   ak_dtype dt, ak_reduce_op op, size_t chunk_bytes, uint64_t tag);
+/* Reduce-scatter of src (size blocks of count) into out (count: this rank's block):
+ * each chunk's pieces of every block reduced over the host, then across hosts, on the
+ * same two threads. stage holds size · count elements (scratch). src may alias the
+ * caller's in-place buffer whose first block is out: piece k of block 0 is staged
+ * before piece k of the result is written. AK_ERR_UNSUPPORTED (nothing reported) when
+ * the hosts differ in size: run the ring. */
+ak_status ak__reduce_scatter_hier_pipe(const ak__algo_ctx *c, const void *src, void *out, void *stage,
+                                       size_t count, ak_dtype dt, ak_reduce_op op,
+                                       size_t chunk_bytes, uint64_t tag);
+/* Allgather of count elements from every rank (src: this rank's, may lie in out) into
+ * out (size blocks of count), across hosts first and then over the host; same stage
+ * and fallback. */
+ak_status ak__allgather_hier_pipe(const ak__algo_ctx *c, const void *src, void *out, void *stage,
+                                  size_t count, size_t esize, size_t chunk_bytes, uint64_t tag);
 
 /* Reduce-scatter of src into buf (src == buf: in place): block b (ak__block_range over
  * g->n) ends reduced in buf on index b; src is only read. */

@@ -68,8 +68,14 @@ typedef struct pipe_lane {
     size_t scratch_bytes;
 } pipe_lane;
 
-/* The chunk's geometry and the two groups. */
-typedef struct pipe_plan {
+typedef struct pipe_plan pipe_plan;
+/* One phase of chunk k on the thread given by ctx. */
+typedef ak_status (*pipe_phase)(const ak__algo_ctx *c, const pipe_plan *p, size_t k);
+
+/* The chunk's geometry, the two groups, and the phases: `before` and `after` on the
+ * caller's thread (shared memory), `x` on the helper's (across hosts); either of
+ * before/after may be NULL. */
+struct pipe_plan {
     const void *src;
     char *buf;
     size_t count, chunk, chunks, esize;
@@ -77,7 +83,14 @@ typedef struct pipe_plan {
     ak_reduce_op op;
     uint64_t tag;
     ak__group intra, inter;
-} pipe_plan;
+    pipe_phase before, x, after;
+    /* reduce-scatter and allgather: chunk k is piece k (chunk elements) of every rank's
+     * block of `count`, staged in `stage` as [local index][host][piece] so each phase's
+     * blocks lie back to back; `out` is this rank's block (rs) or the whole result (ag) */
+    char *stage, *out;
+    const int *host_of, *local_index_of;
+    int size;
+};
 
 /* ---- lanes ------------------------------------------------------------------------- */
 
@@ -176,9 +189,9 @@ static ak_status phase_ag(const ak__algo_ctx *c, const pipe_plan *p, size_t k) {
 
 static ak_status run_serial(const ak__algo_ctx *c, const pipe_plan *p) {
     for (size_t k = 0; k < p->chunks; k++) {
-        AK_CHECK(phase_rs(c, p, k));
-        AK_CHECK(phase_x(c, p, k));
-        AK_CHECK(phase_ag(c, p, k));
+        if (p->before) AK_CHECK(p->before(c, p, k));
+        AK_CHECK(p->x(c, p, k));
+        if (p->after) AK_CHECK(p->after(c, p, k));
     }
     return AK_OK;
 }
@@ -213,7 +226,7 @@ static void *helper_main(void *arg) {
     pipe_state *s = h->lane.shared;
     for (size_t k = 0; k < h->plan->chunks; k++) {
         ak_status st = wait_for(s, &s->rs_done, k);
-        if (st == AK_OK) st = phase_x(&h->lane.ctx, h->plan, k);
+        if (st == AK_OK) st = h->plan->x(&h->lane.ctx, h->plan, k);
         if (st != AK_OK) {
             h->status = st;
             return NULL;
@@ -232,20 +245,21 @@ static ak_status caller_stop(pipe_state *s, ak_status st) {
     return st;
 }
 
-static ak_status caller_ag(pipe_lane *me, const pipe_plan *p, size_t k) {
+/* after(k) once X(k) is done; without an after phase, only the wait. */
+static ak_status caller_after(pipe_lane *me, const pipe_plan *p, size_t k) {
     AK_CHECK(wait_for(me->shared, &me->shared->x_done, k));
-    return phase_ag(&me->ctx, p, k);
+    return p->after ? p->after(&me->ctx, p, k) : AK_OK;
 }
 
-/* The caller: RS(k), then AG(k − D); the AGs left at the end. */
+/* The caller: before(k), then after(k − D); the afters left at the end. */
 static ak_status caller_run(pipe_lane *me, const pipe_plan *p) {
-    size_t ag = 0;
+    size_t done = 0;
     for (size_t k = 0; k < p->chunks; k++) {
-        AK_CHECK(phase_rs(&me->ctx, p, k));
+        if (p->before) AK_CHECK(p->before(&me->ctx, p, k));
         advance(me->shared, &me->shared->rs_done);
-        if (k >= PIPE_DEPTH) AK_CHECK(caller_ag(me, p, ag++));
+        if (k >= PIPE_DEPTH) AK_CHECK(caller_after(me, p, done++));
     }
-    while (ag < p->chunks) AK_CHECK(caller_ag(me, p, ag++));
+    while (done < p->chunks) AK_CHECK(caller_after(me, p, done++));
     return AK_OK;
 }
 
@@ -276,7 +290,18 @@ static ak_status run_threaded(const ak__algo_ctx *c, const pipe_plan *p, int int
     return st;
 }
 
-/* ---- entry --------------------------------------------------------------------------------- */
+/* ---- entries ------------------------------------------------------------------------------- */
+
+/* Two threads where the host's peers and the other hosts' are on different transports
+ * and there is more than one chunk; else one. */
+static ak_status pipe_run(const ak__algo_ctx *c, const pipe_plan *p, const char *what) {
+    int intra_tp = group_transport(c, &p->intra), inter_tp = group_transport(c, &p->inter);
+    int threaded = p->chunks > 1 && intra_tp >= 0 && inter_tp >= 0 && intra_tp != inter_tp;
+    AK_LOG_DEBUG(AK_SUBSYS_COMM, "comm: pipelined hierarchical %s of %zu elements in %zu "
+                 "chunks of %zu (%s)", what, p->count, p->chunks, p->chunk,
+                 threaded ? "two threads" : "one thread");
+    return threaded ? run_threaded(c, p, intra_tp, inter_tp) : run_serial(c, p);
+}
 
 ak_status ak__allreduce_hier_pipe(const ak__algo_ctx *c, const void *src, void *buf, size_t count,
                                   ak_dtype dt, ak_reduce_op op, size_t chunk_bytes, uint64_t tag) {
@@ -288,23 +313,127 @@ ak_status ak__allreduce_hier_pipe(const ak__algo_ctx *c, const void *src, void *
         return ak__allreduce_hierarchical(c, src, buf, count, dt, op, tag); /* the flat ring */
     }
     pipe_plan p = {.src = src, .buf = buf, .count = count, .dt = dt, .op = op, .tag = tag,
-                   .intra = groups.intra, .inter = groups.inter};
+                   .intra = groups.intra, .inter = groups.inter,
+                   .before = phase_rs, .x = phase_x, .after = phase_ag};
     ak_status st = ak_dtype_size(dt, &p.esize);
     if (st == AK_OK) {
         p.chunk = chunk_bytes / p.esize;
         if (p.chunk < (size_t)groups.intra.n) p.chunk = (size_t)groups.intra.n;
         p.chunks = (count + p.chunk - 1) / p.chunk;
-        int intra_tp = group_transport(c, &p.intra), inter_tp = group_transport(c, &p.inter);
-        AK_LOG_DEBUG(AK_SUBSYS_COMM, "comm: pipelined hierarchical allreduce of %zu elements "
-                     "in %zu chunks of %zu (%s)", count, p.chunks, p.chunk,
-                     p.chunks > 1 && intra_tp >= 0 && inter_tp >= 0 && intra_tp != inter_tp
-                         ? "two threads" : "one thread");
-        /* one chunk has nothing to overlap; one transport must not be progressed twice */
-        if (p.chunks == 1 || intra_tp < 0 || inter_tp < 0 || intra_tp == inter_tp)
-            st = run_serial(c, &p);
-        else
-            st = run_threaded(c, &p, intra_tp, inter_tp);
+        st = pipe_run(c, &p, "allreduce");
     }
     ak__hier_groups_free(&groups);
+    return st;
+}
+
+/* ---- reduce-scatter and allgather: pieces of every rank's block ---------------------- */
+
+/* Elements of piece k of each block, and where chunk k starts in the stage. */
+static size_t piece_len(const pipe_plan *p, size_t k) { return chunk_len(p, k); }
+static char *stage_chunk(const pipe_plan *p, size_t k) {
+    return p->stage + k * p->chunk * (size_t)p->size * p->esize;
+}
+/* Slot of rank r's piece in a staged chunk of pieces of len elements. */
+static size_t stage_slot(const pipe_plan *p, int r, size_t len) {
+    size_t slot = (size_t)p->local_index_of[r] * (size_t)p->inter.n + (size_t)p->host_of[r];
+    return slot * len * p->esize;
+}
+/* Where piece k of rank r's block lies in a buffer of size blocks of count. */
+static size_t piece_at(const pipe_plan *p, int r, size_t k) {
+    return ((size_t)r * p->count + k * p->chunk) * p->esize;
+}
+
+/* Reduce-scatter, caller: stage piece k of every block, then reduce it over the host:
+ * local index i ends with the H pieces of the ranks of local index i reduced. */
+static ak_status rs_before(const ak__algo_ctx *c, const pipe_plan *p, size_t k) {
+    size_t len = piece_len(p, k), bytes = len * p->esize;
+    char *st = stage_chunk(p, k);
+    for (int r = 0; r < p->size; r++)
+        memcpy(st + stage_slot(p, r, len), (const char *)p->src + piece_at(p, r, k), bytes);
+    return ak__reduce_scatter_ring(c, &p->intra, st, st, len * (size_t)p->size, p->dt, p->op,
+                                   p->tag);
+}
+
+/* Reduce-scatter, helper: reduce those H pieces across hosts (this rank's piece ends
+ * reduced on it), then into this rank's block of the result. */
+static ak_status rs_x(const ak__algo_ctx *c, const pipe_plan *p, size_t k) {
+    size_t len = piece_len(p, k), hlen = len * (size_t)p->inter.n;
+    char *mine = stage_chunk(p, k) + (size_t)p->intra.me * hlen * p->esize;
+    AK_CHECK(ak__reduce_scatter_ring(c, &p->inter, mine, mine, hlen, p->dt, p->op, p->tag));
+    memcpy(p->out + k * p->chunk * p->esize, mine + (size_t)p->inter.me * len * p->esize,
+           len * p->esize);
+    return AK_OK;
+}
+
+/* Allgather, helper: this rank's piece k into its slot, then the pieces of the ranks of
+ * its local index gathered across hosts. */
+static ak_status ag_x(const ak__algo_ctx *c, const pipe_plan *p, size_t k) {
+    size_t len = piece_len(p, k), hlen = len * (size_t)p->inter.n;
+    char *st = stage_chunk(p, k);
+    memcpy(st + stage_slot(p, c->rank, len), (const char *)p->src + k * p->chunk * p->esize,
+           len * p->esize);
+    return ak__allgather_blocks_ring(c, &p->inter, st + (size_t)p->intra.me * hlen * p->esize,
+                                     hlen, p->esize, 0, p->tag);
+}
+
+/* Allgather, caller: the host's ranks exchange their gathered pieces, then every piece
+ * goes to its rank's block of the result. */
+static ak_status ag_after(const ak__algo_ctx *c, const pipe_plan *p, size_t k) {
+    size_t len = piece_len(p, k);
+    char *st = stage_chunk(p, k);
+    AK_CHECK(ak__allgather_blocks_ring(c, &p->intra, st, len * (size_t)p->size, p->esize, 0, p->tag));
+    for (int r = 0; r < p->size; r++)
+        memcpy(p->out + piece_at(p, r, k), st + stage_slot(p, r, len), len * p->esize);
+    return AK_OK;
+}
+
+/* The shared set-up: groups, geometry (chunk_bytes counts all ranks' pieces), stage. */
+static ak_status blocks_plan(const ak__algo_ctx *c, ak__hier_groups *g, pipe_plan *p, size_t count,
+                             size_t chunk_bytes, void *stage) {
+    p->intra = g->intra;
+    p->inter = g->inter;
+    p->count = count;
+    p->stage = stage;
+    p->host_of = c->host_of;
+    p->local_index_of = c->local_index_of;
+    p->size = c->size;
+    p->chunk = chunk_bytes / (p->esize * (size_t)c->size);
+    if (p->chunk == 0) p->chunk = 1;
+    p->chunks = (count + p->chunk - 1) / p->chunk;
+    return AK_OK;
+}
+
+ak_status ak__reduce_scatter_hier_pipe(const ak__algo_ctx *c, const void *src, void *out, void *stage,
+                                       size_t count, ak_dtype dt, ak_reduce_op op,
+                                       size_t chunk_bytes, uint64_t tag) {
+    if (count == 0) return AK_OK;
+    ak__hier_groups g;
+    AK_CHECK(ak__hier_groups_init(&g, c));
+    if (!g.balanced) {
+        ak__hier_groups_free(&g);
+        return AK_ERR_UNSUPPORTED; /* the caller runs the ring */
+    }
+    pipe_plan p = {.src = src, .out = out, .dt = dt, .op = op, .tag = tag,
+                   .before = rs_before, .x = rs_x};
+    ak_status st = ak_dtype_size(dt, &p.esize);
+    if (st == AK_OK) st = blocks_plan(c, &g, &p, count, chunk_bytes, stage);
+    if (st == AK_OK) st = pipe_run(c, &p, "reduce-scatter");
+    ak__hier_groups_free(&g);
+    return st;
+}
+
+ak_status ak__allgather_hier_pipe(const ak__algo_ctx *c, const void *src, void *out, void *stage,
+                                  size_t count, size_t esize, size_t chunk_bytes, uint64_t tag) {
+    if (count == 0) return AK_OK;
+    ak__hier_groups g;
+    AK_CHECK(ak__hier_groups_init(&g, c));
+    if (!g.balanced) {
+        ak__hier_groups_free(&g);
+        return AK_ERR_UNSUPPORTED;
+    }
+    pipe_plan p = {.src = src, .out = out, .esize = esize, .tag = tag, .x = ag_x, .after = ag_after};
+    ak_status st = blocks_plan(c, &g, &p, count, chunk_bytes, stage);
+    if (st == AK_OK) st = pipe_run(c, &p, "allgather");
+    ak__hier_groups_free(&g);
     return st;
 }
