@@ -1,4 +1,5 @@
-/* Pipelined hierarchical allreduce for H hosts of L ranks each.
+/* Pipelined hierarchical allreduce, reduce-scatter and allgather for H hosts of L ranks
+ * each (the latter two at the end of the file, on the same two-thread pipeline).
  *
  * The unpipelined one (hierarchical.c) runs its three phases one after another: while
  * the host link carries the inter-host ring, the shared-memory phases wait, and while
@@ -38,7 +39,14 @@
  * Chunks are element ranges [k·C, min((k+1)·C, count)); a chunk shorter than L has
  * empty blocks, which the rings skip. Buffers: src is read by RS only; RS, X and AG of
  * chunk k touch chunk k of buf alone, so different chunks' phases never overlap in
- * memory. Unbalanced hosts run the flat ring (ak__allreduce_hierarchical's fallback). */
+ * memory. Unbalanced hosts run the flat ring (ak__allreduce_hierarchical's fallback).
+ *
+ * Reduce-scatter and allgather: chunk k is piece k of every rank's block, staged as
+ * [local index][host][piece] so each ring's blocks lie back to back. Reduce-scatter: the
+ * caller stages and reduce-scatters chunk k over the host, the helper reduce-scatters
+ * the H pieces of its local index across hosts and copies its own piece out.
+ * Allgather: the helper gathers across hosts first, the caller over the host and
+ * unpacks. The host link carries (H−1)/H · S instead of the flat ring's (n−1)/n · S. */
 #include <pthread.h>
 #include <string.h>
 
@@ -169,20 +177,8 @@ static ak_status phase_x(const ak__algo_ctx *c, const pipe_plan *p, size_t k) {
 }
 
 static ak_status phase_ag(const ak__algo_ctx *c, const pipe_plan *p, size_t k) {
-    enum { STACK = 64 };
-    size_t stack[2 * STACK], *counts = stack;
-    void *heap = NULL;
-    int L = p->intra.n;
-    if (L > STACK) {
-        AK_CHECK(ak_alloc(2 * (size_t)L * sizeof(size_t), &heap));
-        counts = heap;
-    }
-    size_t *displs = counts + L;
-    for (int i = 0; i < L; i++) ak__block_range(chunk_len(p, k), L, i, &displs[i], &counts[i]);
-    ak_status st = ak__allgatherv_ring(c, &p->intra, p->buf + k * p->chunk * p->esize, counts,
-                                       displs, p->esize, p->tag);
-    ak_free(heap);
-    return st;
+    return ak__allgather_blocks_ring(c, &p->intra, p->buf + k * p->chunk * p->esize, chunk_len(p, k),
+                                     p->esize, 0, p->tag);
 }
 
 /* ---- one thread: every phase in chunk order ------------------------------------------- */
