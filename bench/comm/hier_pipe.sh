@@ -14,8 +14,11 @@ rounds=${1:-5}; size=${2:-64M}
 build=${BUILD:-$here/build}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
+# each run under the CPU lock, unless the caller holds it over the whole sequence
+# (AK_CPU_LOCK_HELD=1 flock /tmp/ak-cpu.lock bench/comm/hier_pipe.sh …)
+lock=(flock /tmp/ak-cpu.lock); [ -n "${AK_CPU_LOCK_HELD:-}" ] && lock=()
 run() { # coll algo: one run, its time_us appended to $tmp/coll.algo
-  flock /tmp/ak-cpu.lock timeout 300 "$here/scripts/netns-cluster" -H 2 -G 2 --rate 1gbit -- \
+  "${lock[@]}" timeout 300 "$here/scripts/netns-cluster" -H 2 -G 2 --rate 1gbit -- \
     "$build/ak" bench comm --coll "$1" --algo "$2" -b "$size" -e "$size" -n 3 -w 1 --json |
     sed -n 's/.*"bytes":\([0-9]*\).*"time_us":\([0-9.]*\).*/\1 \2/p' | tail -1 >> "$tmp/$1.$2"
 }
