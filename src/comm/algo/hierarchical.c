@@ -51,7 +51,8 @@ void ak__hier_groups_free(ak__hier_groups *g) {
     g->heap = NULL;
 }
 
-/* The allgather's layout: the L blocks of ak__block_range(count, L, ·). */
+/* The three phases one after another; the allgather's layout is the L blocks of
+ * ak__block_range(count, L, ·), as the reduce-scatter left them. */
 static ak_status hier_run(const ak__algo_ctx *c, const ak__hier_groups *g, const void *src, char *buf,
                           size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag) {
     size_t esize;
