@@ -6,6 +6,8 @@
 # its communicator (so auto's calibration is redone each time). TCP unless TRANSPORT.
 #   usage: bench/comm/coll_algos.sh [rounds] [np] [collectives...]
 #   e.g.   BUILD=build bench/comm/coll_algos.sh 5 4 broadcast allgather reduce reduce_scatter
+# One host: the hierarchical algorithms (hier, hier_pipe) need several; on emulated hosts
+# bench/comm/hier_pipe.sh compares them.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 rounds=${1:-5}; np=${2:-4}; shift 2 || true

@@ -37,7 +37,9 @@ typedef enum ak_comm_transport {
  *         (TREE) allreduce, binomial broadcast and reduce, recursive-doubling allgather
  *         (Bruck when the group is not a power of two), recursive-halving reduce-scatter
  *         (the ring when the group is not a power of two);
- *   HIERARCHICAL, SHM_DIRECT: allreduce only; other collectives use the cost model.
+ *   HIERARCHICAL, SHM_DIRECT: allreduce only; other collectives use the cost model;
+ *   HIER_PIPE: the pipelined hierarchical allreduce, reduce-scatter and allgather;
+ *         the others use the cost model.
  * docs/collectives.md gives every algorithm's steps and bytes. */
 typedef enum ak_comm_algo {
     AK_COMM_ALGO_AUTO = 0, /* cost model */
@@ -46,6 +48,7 @@ typedef enum ak_comm_algo {
     AK_COMM_ALGO_TREE = 3,
     AK_COMM_ALGO_HIERARCHICAL = 4,
     AK_COMM_ALGO_SHM_DIRECT = 5, /* processes of one host: reduce from each other's memory */
+    AK_COMM_ALGO_HIER_PIPE = 6,  /* hierarchical, chunked so its phases overlap */
     AK_COMM_ALGO_COUNT_
 } ak_comm_algo;
 

@@ -7,11 +7,13 @@
 
 #include "comm/algo/algo.h"
 #include "core/check.h"
+#include "core/params.h"
 
-static const char *const algo_names[AK_COMM_ALGO_COUNT_] = {"auto", "ring", "rd", "tree", "hier",
-                                                             "direct"};
+static const char *const algo_names[AK_COMM_ALGO_COUNT_] = {"auto", "ring", "rd",    "tree",
+                                                             "hier", "direct", "hier_pipe"};
 static const char *const algo_long_names[AK_COMM_ALGO_COUNT_] = {
-    "auto", "ring", "recursive_doubling", "tree", "hierarchical", "shm_direct"};
+    "auto", "ring", "recursive_doubling", "tree", "hierarchical", "shm_direct",
+    "hierarchical_pipelined"};
 static const char *const coll_names[AK_COMM_COLL_COUNT_] = {"allreduce", "broadcast", "reduce",
                                                             "allgather", "reduce_scatter"};
 
@@ -34,7 +36,8 @@ ak_status ak__comm_algo_parse(const char *text, ak_comm_algo *out) {
             return AK_OK;
         }
     return AK_FAIL(AK_ERR_INVALID_ARG,
-                   "algorithm '%s' is not one of auto, ring, rd, tree, hier, direct", text);
+                   "algorithm '%s' is not one of auto, ring, rd, tree, hier, hier_pipe, direct",
+                   text);
 }
 
 /* ---- links ------------------------------------------------------------------------------ */
@@ -228,12 +231,86 @@ static double hierarchical_us(const ak_comm *c, double s) {
     return 2.0 * link_us(in, l - 1, s / l) + link_us(out, 2.0 * (h - 1), s / h);
 }
 
+/* ---- the pipelined hierarchical allreduce: chunk size and time --------------------- */
+
+/* Starting its helper thread (once per call) and handing each chunk from one thread
+ * to the other and back (a condition variable each way, a wake-up when the other
+ * sleeps). Chunk sizes from 256 KiB to 4 MiB measured the same on the emulated 2 × 2
+ * hosts at 1 Gbit/s (562 ms for 64 MiB): these keep the model off needlessly many. */
+#define PIPE_THREAD_US 40.0
+#define PIPE_HANDOFF_US 20.0
+/* The chunks it tries, in bytes: 256 KiB … 16 MiB, powers of two. Below 256 KiB the
+ * rings' own segments (64–256 KiB) would be cut further and α would dominate. */
+#define PIPE_CHUNK_MIN ((size_t)256 << 10)
+#define PIPE_CHUNK_MAX ((size_t)16 << 20)
+
+/* One chunk's work on each thread of the pipelined algorithms (chunk = bytes of all
+ * ranks' data in it). Allreduce: the caller reduce-scatters and allgathers it over the
+ * host ((l−1)/l of it each), the helper runs the inter-host ring allreduce of its 1/l
+ * (l flows share the link: 2(h−1) steps of chunk/h). Reduce-scatter and allgather: the
+ * caller stages (or unpacks) the chunk by a local copy and runs one ring over the host,
+ * the helper one ring across hosts (h−1 steps of chunk/h on the link). */
+static void hier_pipe_stages(const ak_comm *c, ak_comm_coll coll, double chunk, double *caller,
+                             double *helper) {
+    int h = c->host_count, l = uniform_local(c);
+    const ak__link_model *in = &c->links[AK_COMM_TP_INTRA], *out = &c->links[AK_COMM_TP_INTER];
+    double a = link_us(in, l - 1, chunk / l);
+    if (coll == AK_COMM_COLL_ALLREDUCE) {
+        *caller = 2 * a;
+        *helper = link_us(out, 2.0 * (h - 1), chunk / h);
+    } else {
+        *caller = a + chunk / (LOCAL_COPY_GBPS * 1e3);
+        *helper = link_us(out, h - 1.0, chunk / h);
+    }
+}
+
+/* Time of s bytes in chunks of `chunk`: the first chunk's caller work and the last
+ * one's helper work stand alone, in between the slower thread sets the pace:
+ * caller + helper + (K − 1) · max(caller, helper), plus the thread and hand-offs. */
+static double hier_pipe_chunk_us(const ak_comm *c, ak_comm_coll coll, double s, double chunk) {
+    double k = ceil(s / chunk), caller, helper;
+    if (k <= 1) return INFINITY; /* one chunk is the unpipelined algorithm */
+    hier_pipe_stages(c, coll, chunk, &caller, &helper);
+    return caller + helper + (k - 1) * fmax(caller, helper) + PIPE_THREAD_US + k * PIPE_HANDOFF_US;
+}
+
+/* The model's chunk for s bytes: the fastest of the candidates (the larger on a tie);
+ * the largest when none gives two chunks. */
+static size_t hier_pipe_model_chunk(const ak_comm *c, ak_comm_coll coll, double s) {
+    size_t best = PIPE_CHUNK_MAX;
+    double best_us = INFINITY;
+    for (size_t ch = PIPE_CHUNK_MAX; ch >= PIPE_CHUNK_MIN; ch /= 2) {
+        double t = hier_pipe_chunk_us(c, coll, s, (double)ch);
+        if (t < best_us) best_us = t, best = ch;
+    }
+    return best;
+}
+
+/* AK_COMM_HIER_CHUNK (bytes; validated when the library starts) overrides the model's
+ * chunk, for measuring; 0 when unset. */
+static size_t hier_pipe_forced_chunk(void) {
+    return (size_t)ak__param_int(AK_PARAM_COMM_HIER_CHUNK);
+}
+
+size_t ak__comm_pipe_chunk(const ak_comm *c, ak_comm_coll coll, size_t bytes) {
+    size_t forced = hier_pipe_forced_chunk();
+    return forced ? forced : hier_pipe_model_chunk(c, coll, (double)bytes);
+}
+
+/* INFINITY where it does not pay: one host, one rank per host, or a single chunk (which
+ * is the unpipelined schedule: the model picks another; forced, it still runs). */
+static double hier_pipe_us(const ak_comm *c, ak_comm_coll coll, double s) {
+    if (c->host_count < 2 || uniform_local(c) < 2) return INFINITY;
+    return hier_pipe_chunk_us(c, coll, s, (double)ak__comm_pipe_chunk(c, coll, (size_t)s));
+}
+
 static double allreduce_us(const ak_comm *c, ak_comm_algo algo, double s) {
     switch (algo) {
     case AK_COMM_ALGO_RING: return 2 * ring_pass_us(c, s);
     case AK_COMM_ALGO_RECURSIVE_DOUBLING: return rd_allreduce_us(c, s);
     case AK_COMM_ALGO_TREE: return binomial_us(c, s) + binomial_bcast_us(c, s); /* reduce, broadcast */
     case AK_COMM_ALGO_HIERARCHICAL: return hierarchical_us(c, s);
+    case AK_COMM_ALGO_HIER_PIPE: return hier_pipe_us(c, AK_COMM_COLL_ALLREDUCE, s);
     default: return INFINITY;
     }
 }
@@ -244,6 +321,10 @@ static int power_of_two(int n) { return (n & (n - 1)) == 0; }
  * algorithm, TREE for the rooted ones and RECURSIVE_DOUBLING for the others. */
 static double other_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo algo, double s) {
     int ring = algo == AK_COMM_ALGO_RING;
+    if (algo == AK_COMM_ALGO_HIER_PIPE)
+        return coll == AK_COMM_COLL_ALLGATHER || coll == AK_COMM_COLL_REDUCE_SCATTER
+                   ? hier_pipe_us(c, coll, s)
+                   : INFINITY;
     switch (coll) {
     case AK_COMM_COLL_BROADCAST:
         if (ring) return scatter_us(c, s) + ring_pass_us(c, s);
@@ -320,7 +401,8 @@ static double busiest_link_share(const ak_comm *c, ak_comm_coll coll, ak_comm_al
     switch (coll) {
     case AK_COMM_COLL_ALLREDUCE:
         if (ring) return 2 * ring_pass;
-        if (algo == AK_COMM_ALGO_HIERARCHICAL) return 2.0 * (h - 1) / h;
+        if (algo == AK_COMM_ALGO_HIERARCHICAL || algo == AK_COMM_ALGO_HIER_PIPE)
+            return 2.0 * (h - 1) / h;
         if (algo == AK_COMM_ALGO_TREE) return levels;
         return pow2 ? l * levels : 0; /* recursive doubling: l · S per far round */
     case AK_COMM_COLL_BROADCAST: /* scatter out of the root's host, then the ring */
@@ -328,6 +410,7 @@ static double busiest_link_share(const ak_comm *c, ak_comm_coll coll, ak_comm_al
     case AK_COMM_COLL_REDUCE: /* the ring, then the gather into the root's host */
         return ring ? ring_pass + off_host : levels;
     default: /* allgather, reduce_scatter: Bruck's pattern is not worked out */
+        if (algo == AK_COMM_ALGO_HIER_PIPE) return (double)(h - 1) / h;
         return ring ? ring_pass : doubling;
     }
 }
@@ -370,11 +453,26 @@ static double measured_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo algo
     return m[LAST] + formula - ak__comm_formula_us(c, coll, algo, at[LAST]);
 }
 
+/* The pipelined hierarchical algorithms are never timed (at the measured sizes they
+ * are one chunk): each pays what its unpipelined counterpart's measured time at the
+ * largest measured size exceeds that one's formula by (steps, polling, copies the
+ * formula leaves out), so it is not preferred on a formula alone. The counterpart: the
+ * hierarchical allreduce, the ring reduce-scatter and allgather. */
+static double pipe_excess_us(const ak_comm *c, ak_comm_coll coll) {
+    ak_comm_algo base = coll == AK_COMM_COLL_ALLREDUCE ? AK_COMM_ALGO_HIERARCHICAL : AK_COMM_ALGO_RING;
+    const double *m = c->algo_measured_us[coll][base];
+    size_t at = ak__comm_measured_bytes[AK_COMM_MEASURED_SIZES - 1];
+    if (m[AK_COMM_MEASURED_SIZES - 1] <= 0) return 0;
+    double f = ak__comm_formula_us(c, coll, base, at);
+    return isfinite(f) ? fmax(0, m[AK_COMM_MEASURED_SIZES - 1] - f) : 0;
+}
+
 /* The measured (or formula) time, never below what the host links can carry. */
 double ak__comm_model_us(const ak_comm *c, ak_comm_coll coll, ak_comm_algo algo, size_t bytes) {
     double t = ak__comm_formula_us(c, coll, algo, bytes);
     if (!isfinite(t)) return t;
     double b = (double)bytes;
+    if (algo == AK_COMM_ALGO_HIER_PIPE) t += pipe_excess_us(c, coll);
     return fmax(measured_us(c, coll, algo, b, t), host_link_floor_us(c, coll, algo, b));
 }
 
@@ -410,7 +508,8 @@ static ak_comm_algo pick_allreduce(const ak_comm *c, size_t bytes, ak_comm_algo 
 }
 
 /* A forced name for another collective: ring → its ring-based algorithm; rd and tree →
- * its log-step one; hier and direct are allreduce's alone (AUTO: none). */
+ * its log-step one; hier and direct are allreduce's alone (AUTO: none); hier_pipe is
+ * handled before (reduce-scatter, allgather) or is allreduce's alone too. */
 static ak_comm_algo forced_for(ak_comm_coll coll, ak_comm_algo forced) {
     if (forced == AK_COMM_ALGO_RING) return AK_COMM_ALGO_RING;
     if (forced != AK_COMM_ALGO_RECURSIVE_DOUBLING && forced != AK_COMM_ALGO_TREE)
@@ -423,6 +522,11 @@ static ak_comm_algo forced_for(ak_comm_coll coll, ak_comm_algo forced) {
 ak_comm_algo ak__comm_pick(const ak_comm *c, ak_comm_coll coll, size_t bytes, ak_comm_algo want) {
     ak_comm_algo forced = want != AK_COMM_ALGO_AUTO ? want : c->config.algo;
     if (coll == AK_COMM_COLL_ALLREDUCE) return pick_allreduce(c, bytes, forced);
+    /* like the allreduce's, the pipelined reduce-scatter and allgather run forced at any
+     * size and layout (one chunk, one after another; the ring on unequal hosts) */
+    if (forced == AK_COMM_ALGO_HIER_PIPE &&
+        (coll == AK_COMM_COLL_REDUCE_SCATTER || coll == AK_COMM_COLL_ALLGATHER))
+        return forced;
     if (forced == AK_COMM_ALGO_AUTO) return cheapest(c, coll, bytes);
     ak_comm_algo a = forced_for(coll, forced);
     if (a != AK_COMM_ALGO_AUTO && isfinite(ak__comm_formula_us(c, coll, a, bytes))) return a;

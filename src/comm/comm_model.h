@@ -12,7 +12,7 @@
 
 #include "comm/comm_internal.h"
 
-/* "auto", "ring", "rd", "tree", "hier", "direct" (also the long names). */
+/* "auto", "ring", "rd", "tree", "hier", "hier_pipe", "direct" (also the long names). */
 ak_status ak__comm_algo_parse(const char *text, ak_comm_algo *out);
 /* Short name (the tuning file's and AK_COMM_ALGO's spelling) and collective names. */
 const char *ak__comm_algo_short_name(ak_comm_algo algo);
@@ -37,6 +37,11 @@ ak_status ak__comm_model_save(const ak_comm *comm, const char *path);
  * forced one (config.algo), mapped to coll's algorithm of the same kind, else the
  * cheapest predicted. Never AUTO; always one that runs here. */
 ak_comm_algo ak__comm_pick(const ak_comm *comm, ak_comm_coll coll, size_t bytes, ak_comm_algo want);
+
+/* Chunk in bytes (of all ranks' data) for the pipelined hierarchical allreduce,
+ * reduce-scatter or allgather of `bytes`: the model's fastest (256 KiB … 16 MiB), or
+ * AK_COMM_HIER_CHUNK when set. */
+size_t ak__comm_pipe_chunk(const ak_comm *comm, ak_comm_coll coll, size_t bytes);
 
 /* The sizes (bytes) the algorithms are timed at, ascending (comm_calibrate.c). */
 extern const size_t ak__comm_measured_bytes[AK_COMM_MEASURED_SIZES];

@@ -42,6 +42,10 @@ static ak_status run_flat_or_hierarchical(ak_comm *c, ak_comm_algo algo, const a
     switch (algo) {
     case AK_COMM_ALGO_HIERARCHICAL:
         return ak__allreduce_hierarchical(ak__comm_algo(c), src, buf, k->count, k->dtype, op, tag);
+    case AK_COMM_ALGO_HIER_PIPE: /* the model picks the chunk the way it picks the algorithm */
+        return ak__allreduce_hier_pipe(ak__comm_algo(c), src, buf, k->count, k->dtype, op,
+                                       ak__comm_pipe_chunk(c, AK_COMM_COLL_ALLREDUCE, k->count * esize(k->dtype)),
+                                       tag);
     case AK_COMM_ALGO_RING: return ak__allreduce_ring(ak__comm_algo(c), &g, src, buf, k->count, k->dtype, op, tag);
     default: break;
     }
@@ -110,7 +114,16 @@ static ak_status run_allgather(ak_comm *c, const ak__coll *k, ak_comm_algo want,
     unsigned char *mine = (unsigned char *)k->recvbuf + displs[c->rank] * es;
     if (k->sendbuf != AK_IN_PLACE && k->sendbuf != mine) memcpy(mine, k->sendbuf, counts[c->rank] * es);
     ak__group g = world_group(c);
-    if (ak__comm_pick(c, AK_COMM_COLL_ALLGATHER, total * es, want) == AK_COMM_ALGO_RECURSIVE_DOUBLING)
+    ak_comm_algo algo = ak__comm_pick(c, AK_COMM_COLL_ALLGATHER, total * es, want);
+    if (algo == AK_COMM_ALGO_HIER_PIPE && k->kind == AK_COLL_ALLGATHER) { /* not the v-variant */
+        void *stage;
+        AK_CHECK(ak__comm_work(c, total * es, &stage));
+        ak_status st = ak__allgather_hier_pipe(ak__comm_algo(c), mine, k->recvbuf, stage, k->count, es,
+                                               ak__comm_pipe_chunk(c, AK_COMM_COLL_ALLGATHER, total * es),
+                                               tag);
+        if (st != AK_ERR_UNSUPPORTED) return st; /* else hosts of unequal size: the ring */
+    }
+    if (algo == AK_COMM_ALGO_RECURSIVE_DOUBLING)
         return ak__allgatherv_recursive_doubling(ak__comm_algo(c), &g, k->recvbuf, counts, displs, es, tag);
     return ak__allgatherv_ring(ak__comm_algo(c), &g, k->recvbuf, counts, displs, es, tag);
 }
@@ -124,12 +137,22 @@ static ak_status run_reduce_scatter(ak_comm *c, const ak__coll *k, ak_comm_algo 
     const void *src = k->sendbuf == AK_IN_PLACE ? k->recvbuf : k->sendbuf;
     ak__group g = world_group(c);
     ak_reduce_op op = k->op == AK_REDUCE_AVG ? AK_REDUCE_SUM : k->op;
-    if (ak__comm_pick(c, AK_COMM_COLL_REDUCE_SCATTER, total * es, want) == AK_COMM_ALGO_RECURSIVE_DOUBLING)
-        AK_CHECK(ak__reduce_scatter_halving(ak__comm_algo(c), &g, src, work, total, k->dtype, op, tag));
-    else
-        AK_CHECK(ak__reduce_scatter_ring(ak__comm_algo(c), &g, src, work, total, k->dtype, op, tag));
-    if (k->count) /* an empty call has no work buffer to copy from */
-        memcpy(k->recvbuf, (unsigned char *)work + (size_t)c->rank * k->count * es, k->count * es);
+    ak_comm_algo algo = ak__comm_pick(c, AK_COMM_COLL_REDUCE_SCATTER, total * es, want);
+    ak_status st = AK_ERR_UNSUPPORTED;
+    if (algo == AK_COMM_ALGO_HIER_PIPE) /* writes this rank's block straight to recvbuf */
+        st = ak__reduce_scatter_hier_pipe(ak__comm_algo(c), src, k->recvbuf, work, k->count, k->dtype, op,
+                                          ak__comm_pipe_chunk(c, AK_COMM_COLL_REDUCE_SCATTER, total * es),
+                                          tag);
+    if (st == AK_ERR_UNSUPPORTED) { /* or hosts of unequal size: the ring */
+        if (algo == AK_COMM_ALGO_RECURSIVE_DOUBLING)
+            AK_CHECK(ak__reduce_scatter_halving(ak__comm_algo(c), &g, src, work, total, k->dtype, op, tag));
+        else
+            AK_CHECK(ak__reduce_scatter_ring(ak__comm_algo(c), &g, src, work, total, k->dtype, op, tag));
+        if (k->count) /* an empty call has no work buffer to copy from */
+            memcpy(k->recvbuf, (unsigned char *)work + (size_t)c->rank * k->count * es, k->count * es);
+    } else {
+        AK_CHECK(st);
+    }
     if (k->op == AK_REDUCE_AVG) return ak_reduce_avg_finish(k->dtype, k->recvbuf, k->count, c->size);
     return AK_OK;
 }

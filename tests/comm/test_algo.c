@@ -17,11 +17,20 @@ static const size_t allreduce_counts[] = {0, 1, 7, 64, 1000, BIG_COUNT, HUGE_COU
 
 /* ---- allreduce algorithms --------------------------------------------------------------- */
 
-typedef enum alg { ALG_RING, ALG_RD, ALG_TREE, ALG_HIER, ALG_COUNT } alg;
-static const char *const alg_names[] = {"ring", "recursive doubling", "tree", "hierarchical"};
+typedef enum alg { ALG_RING, ALG_RD, ALG_TREE, ALG_HIER, ALG_HIER_PIPE, ALG_COUNT } alg;
+static const char *const alg_names[] = {"ring", "recursive doubling", "tree", "hierarchical",
+                                        "hierarchical pipelined"};
 
 static const ak_comm_algo alg_forced[] = {AK_COMM_ALGO_RING, AK_COMM_ALGO_RECURSIVE_DOUBLING,
-                                          AK_COMM_ALGO_TREE, AK_COMM_ALGO_HIERARCHICAL};
+                                          AK_COMM_ALGO_TREE, AK_COMM_ALGO_HIERARCHICAL,
+                                          AK_COMM_ALGO_HIER_PIPE};
+
+/* The pipelined hierarchical allreduce's chunk here: 24 bytes (3 f64, 24 i8) up to
+ * 1000 elements, so small counts make many chunks, a short last one and chunks with
+ * empty blocks; an odd seventh of larger ones (8 chunks, the last short). */
+static size_t test_pipe_chunk(size_t count, ak_dtype dt) {
+    return count <= 1000 ? 24 : (count / 7 | 1) * dtype_size(dt);
+}
 
 /* src == buf runs in place; the ring and hierarchical ones also take a separate src. AVG
  * is not an algorithm's op (the operation layer sums, then divides): it runs through
@@ -41,6 +50,9 @@ static ak_status run_allreduce(alg a, ak_comm *c, const ak__group *g, const void
     case ALG_RING: return ak__allreduce_ring(ak__comm_algo(c), g, src, buf, k->count, k->dt, k->op, tag);
     case ALG_RD: return ak__allreduce_recursive_doubling(ak__comm_algo(c), g, buf, k->count, k->dt, k->op, tag);
     case ALG_TREE: return ak__allreduce_tree(ak__comm_algo(c), g, buf, k->count, k->dt, k->op, tag);
+    case ALG_HIER_PIPE:
+        return ak__allreduce_hier_pipe(ak__comm_algo(c), src, buf, k->count, k->dt, k->op,
+                                       test_pipe_chunk(k->count, k->dt), tag);
     default: return ak__allreduce_hierarchical(ak__comm_algo(c), src, buf, k->count, k->dt, k->op, tag);
     }
 }
@@ -50,7 +62,7 @@ static ak_status run_allreduce(alg a, ak_comm *c, const ak__group *g, const void
  * that must come back untouched. */
 static int allreduce_once(rank_ctx *x, alg a, const ak__group *g, const reduce_case *k) {
     size_t bytes = k->count * dtype_size(k->dt);
-    int separate = (a == ALG_RING || a == ALG_HIER) && k->seed % 2;
+    int separate = (a == ALG_RING || a == ALG_HIER || a == ALG_HIER_PIPE) && k->seed % 2;
     guarded_buf b = guarded_alloc(bytes, 0), in = guarded_alloc(separate ? bytes : 0, 0);
     fill_input(k, g->ranks[g->me], separate ? in.data : b.data);
     uint64_t tag = ak__comm_next_tag(x->comm, 1, k->count, (int)k->dt, (int)k->op, 0);
@@ -209,10 +221,10 @@ static void test_allreduce_hierarchical(void **state) {
         {3, {0, 0, 1}},                /* unbalanced: flat ring fallback */
         {5, {0, 1, 0, 1, 0}},          /* unbalanced, interleaved */
     };
-    static const alg algs[] = {ALG_HIER};
+    static const alg algs[] = {ALG_HIER, ALG_HIER_PIPE};
     static const ak_dtype dts[] = {AK_DTYPE_F32, AK_DTYPE_BF16, AK_DTYPE_I8, AK_DTYPE_I32,
                                    AK_DTYPE_F64};
-    sweep s = {algs, 1, dts, (int)NELEM(dts)};
+    sweep s = {algs, 2, dts, (int)NELEM(dts)};
     for (size_t t = 0; t < NELEM(topos); t++) {
         int n = topos[t].n;
         ak_comm *comms[MAX_W];

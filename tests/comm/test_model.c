@@ -19,7 +19,7 @@
 #include "comm/comm_model.h"
 
 enum { RING = AK_COMM_ALGO_RING, RD = AK_COMM_ALGO_RECURSIVE_DOUBLING, TREE = AK_COMM_ALGO_TREE,
-       HIER = AK_COMM_ALGO_HIERARCHICAL };
+       HIER = AK_COMM_ALGO_HIERARCHICAL, HIER_PIPE = AK_COMM_ALGO_HIER_PIPE };
 enum { AR = AK_COMM_COLL_ALLREDUCE, BC = AK_COMM_COLL_BROADCAST, RE = AK_COMM_COLL_REDUCE,
        AG = AK_COMM_COLL_ALLGATHER, RS = AK_COMM_COLL_REDUCE_SCATTER };
 
@@ -144,12 +144,15 @@ static void test_large_two_hosts(void **state) {
     ak_comm c;
     for (size_t i = 0; i < 2; i++) {
         fake(&c, ns[i], 2, 0);
-        expect_pick(&c, AR, LARGE, HIER);
-        expect_pick(&c, AG, LARGE, RING);
-        expect_pick(&c, RS, LARGE, RING);
+        expect_pick(&c, AR, LARGE, HIER_PIPE); /* the shm phases hide behind the link */
+        /* the host link carries (h−1)/h · S against the flat ring's (n−1)/n · S */
+        expect_pick(&c, AG, LARGE, HIER_PIPE);
+        expect_pick(&c, RS, LARGE, HIER_PIPE);
     }
     fake(&c, 2, 2, 0); /* one rank per host: nothing to do hierarchically */
     assert_int_not_equal(ak__comm_pick(&c, AK_COMM_COLL_ALLREDUCE, LARGE, AK_COMM_ALGO_AUTO), HIER);
+    assert_int_not_equal(ak__comm_pick(&c, AK_COMM_COLL_ALLREDUCE, LARGE, AK_COMM_ALGO_AUTO),
+                         HIER_PIPE);
     /* 8 hosts of one rank: the binomial root sends S to 3 children through its one host
      * link, scatter + allgather about 2 S; the binomial reduce's 3 rounds of S against the
      * reduce-scatter's 7/8 S and the gather's 7/8 S */
@@ -157,6 +160,34 @@ static void test_large_two_hosts(void **state) {
     expect_pick(&c, BC, LARGE, RING);
     expect_pick(&c, RE, LARGE, RING);
     expect_pick(&c, BC, SMALL, TREE);
+}
+
+/* The pipelined hierarchical allreduce: its chunk gives several chunks within the tried
+ * range, and it beats the unpipelined one by about the shared-memory phases it hides;
+ * where the chunk would be the whole message it is not picked (it would run "hier"),
+ * but forced it runs, for reduce-scatter and allgather too. */
+static void test_hier_pipe(void **state) {
+    (void)state;
+    ak_comm c;
+    fake(&c, 4, 2, 0);
+    size_t chunk = ak__comm_pipe_chunk(&c, AK_COMM_COLL_ALLREDUCE, LARGE);
+    assert_true(chunk >= ((size_t)256 << 10) && chunk <= ((size_t)16 << 20));
+    assert_true(LARGE / chunk >= 2);
+    double pipe = ak__comm_model_us(&c, AK_COMM_COLL_ALLREDUCE, AK_COMM_ALGO_HIER_PIPE, LARGE);
+    double hier = ak__comm_model_us(&c, AK_COMM_COLL_ALLREDUCE, AK_COMM_ALGO_HIERARCHICAL, LARGE);
+    double shm = 2.0 * (LARGE / 2) / 6e3; /* both shm phases: (l−1)/l · S at 6 GB/s, µs */
+    assert_true(pipe < hier && hier - pipe > 0.8 * shm && hier - pipe < 1.2 * shm);
+    assert_false(isfinite(ak__comm_model_us(&c, AK_COMM_COLL_ALLREDUCE, AK_COMM_ALGO_HIER_PIPE,
+                                            (size_t)64 << 10)));
+    expect_pick(&c, AR, (size_t)64 << 10, HIER);
+    c.config.algo = AK_COMM_ALGO_HIER_PIPE;
+    expect_pick(&c, AR, (size_t)64 << 10, HIER_PIPE);
+    expect_pick(&c, RS, 8, HIER_PIPE); /* forced: reduce-scatter and allgather too */
+    expect_pick(&c, AG, 8, HIER_PIPE);
+    ak_comm_algo bc = ak__comm_pick(&c, AK_COMM_COLL_BROADCAST, LARGE, AK_COMM_ALGO_AUTO);
+    c.config.algo = AK_COMM_ALGO_AUTO; /* the others keep the model's choice */
+    expect_pick(&c, BC, LARGE, (int)bc);
+    expect_pick(&c, RS, 8, RD); /* a single chunk: never the model's choice */
 }
 
 /* Measured times as calibration may take them on rate-limited links: single calls ride
@@ -319,6 +350,7 @@ int main(void) {
         cmocka_unit_test(test_large_two_ranks),
         cmocka_unit_test(test_link_floor),
         cmocka_unit_test(test_large_host_bound), cmocka_unit_test(test_large_two_hosts),
+        cmocka_unit_test(test_hier_pipe),
         cmocka_unit_test(test_forced),           cmocka_unit_test(test_measured),
         cmocka_unit_test(test_choose_api),       cmocka_unit_test(test_tuning_files),
     };

@@ -87,6 +87,10 @@ for t in tcp shm; do
   for algo in ring rd tree; do
     launched "$t $algo sweep np=5" AK_COMM_TRANSPORT=$t AK_COMM_ALGO=$algo -- sweep small
   done
+  # the pipelined hierarchical allreduce on one host (its chunks one after another; the
+  # overlapped run is test_netns.sh's), 600-byte chunks: 75 f64 (odd), short last ones
+  launched "$t hier_pipe sweep np=5" AK_COMM_TRANSPORT=$t AK_COMM_ALGO=hier_pipe \
+    AK_COMM_HIER_CHUNK=600 -- sweep small
 done
 
 # reduce, broadcast, allgather(v), reduce_scatter (comm_rank colls): every dtype × op ×
@@ -103,6 +107,10 @@ for t in tcp shm; do
   done
   np=4
   launched "$t auto colls np=4" AK_COMM_TRANSPORT=$t -- colls small
+  # pipelined hierarchical reduce_scatter and allgather on one host (chunks one after
+  # another), 600-byte chunks
+  launched "$t hier_pipe colls np=4" AK_COMM_TRANSPORT=$t AK_COMM_ALGO=hier_pipe \
+    AK_COMM_HIER_CHUNK=600 -- colls small
 done
 
 # faults: NP ranks started by hand on a fresh store port (AK_COMM_TIMEOUT=5000, extra

@@ -127,6 +127,39 @@ ak_status ak__allreduce_tree(const ak__algo_ctx *c, const ak__group *g, void *bu
 ak_status ak__allreduce_hierarchical(const ak__algo_ctx *c, const void *src, void *buf, size_t count,
                                      ak_dtype dt, ak_reduce_op op, uint64_t tag);
 
+/* The hierarchical algorithms' two groups: this rank's host (ordered by local index)
+ * and the ranks with its local index on every host (ordered by host). balanced is 0
+ * (groups unset) when the hosts differ in size: those run the flat ring. inter.ranks
+ * may point into the struct itself: keep it in place while the groups are used. */
+#define AK_HIER_STACK_ENTRIES 64 /* hosts / local ranks handled without allocating */
+typedef struct ak__hier_groups {
+    int balanced;
+    ak__group intra, inter;
+    int stack_ranks[AK_HIER_STACK_ENTRIES];
+    void *heap;
+} ak__hier_groups;
+ak_status ak__hier_groups_init(ak__hier_groups *g, const ak__algo_ctx *c);
+void ak__hier_groups_free(ak__hier_groups *g);
+/* The same allreduce cut into chunks of chunk_bytes whose three phases overlap: the
+ * inter-host exchange of chunk k on a helper thread while the calling thread reduce-
+ * scatters the chunks after it and allgathers the ones before (algo/hier_pipe.c). */
+ak_status ak__allreduce_hier_pipe(const ak__algo_ctx *c, const void *src, void *buf, size_t count,
+                                  ak_dtype dt, ak_reduce_op op, size_t chunk_bytes, uint64_t tag);
+/* Reduce-scatter of src (size blocks of count) into out (count: this rank's block):
+ * each chunk's pieces of every block reduced over the host, then across hosts, on the
+ * same two threads. stage holds size · count elements (scratch). src may alias the
+ * caller's in-place buffer whose first block is out: piece k of block 0 is staged
+ * before piece k of the result is written. AK_ERR_UNSUPPORTED (nothing reported) when
+ * the hosts differ in size: run the ring. */
+ak_status ak__reduce_scatter_hier_pipe(const ak__algo_ctx *c, const void *src, void *out, void *stage,
+                                       size_t count, ak_dtype dt, ak_reduce_op op,
+                                       size_t chunk_bytes, uint64_t tag);
+/* Allgather of count elements from every rank (src: this rank's, may lie in out) into
+ * out (size blocks of count), across hosts first and then over the host; same stage
+ * and fallback. */
+ak_status ak__allgather_hier_pipe(const ak__algo_ctx *c, const void *src, void *out, void *stage,
+                                  size_t count, size_t esize, size_t chunk_bytes, uint64_t tag);
+
 /* Reduce-scatter of src into buf (src == buf: in place): block b (ak__block_range over
  * g->n) ends reduced in buf on index b; src is only read. */
 ak_status ak__reduce_scatter_ring(const ak__algo_ctx *c, const ak__group *g, const void *src, void *buf,

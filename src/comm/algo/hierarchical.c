@@ -14,11 +14,10 @@
  * It needs the same L on every host; otherwise it runs the flat ring and logs why. The
  * check reads only the world-wide topology arrays, so every rank decides the same. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "comm/algo/algo.h"
 #include "core/check.h"
-
-#define HIER_STACK_ENTRIES 64 /* hosts / local ranks handled without allocating */
 
 /* Every host has exactly L ranks iff all local indices are < L and size == H·L
  * (no host can exceed L, and the total leaves no room for one to fall short). */
@@ -30,49 +29,49 @@ static int hier_balanced(const ak__algo_ctx *c) {
     return 1;
 }
 
-/* Scratch arrays for the groups and the allgather layout: on the stack when small. */
-typedef struct hier_plan {
-    int stack_ranks[HIER_STACK_ENTRIES];
-    size_t stack_sizes[2 * HIER_STACK_ENTRIES];
-    int *inter_ranks;       /* [H] */
-    size_t *counts, *displs; /* [L] */
-    void *heap;
-    ak__group intra, inter;
-} hier_plan;
-
-static ak_status hier_plan_init(hier_plan *p, const ak__algo_ctx *c, size_t count) {
+ak_status ak__hier_groups_init(ak__hier_groups *g, const ak__algo_ctx *c) {
+    memset(g, 0, sizeof *g);
+    g->balanced = hier_balanced(c);
+    if (!g->balanced) return AK_OK;
     int H = c->host_count, L = c->local_size;
-    p->heap = NULL;
-    p->inter_ranks = p->stack_ranks;
-    p->counts = p->stack_sizes;
-    if (H > HIER_STACK_ENTRIES || L > HIER_STACK_ENTRIES) {
-        AK_CHECK(ak_alloc((size_t)H * sizeof(int) + 2 * (size_t)L * sizeof(size_t), &p->heap));
-        p->counts = p->heap;
-        p->inter_ranks = (int *)(p->counts + 2 * (size_t)L);
+    int *inter_ranks = g->stack_ranks;
+    if (H > AK_HIER_STACK_ENTRIES) {
+        AK_CHECK(ak_alloc((size_t)H * sizeof(int), &g->heap));
+        inter_ranks = g->heap;
     }
-    p->displs = p->counts + L;
-    for (int i = 0; i < L; i++) ak__block_range(count, L, i, &p->displs[i], &p->counts[i]);
-    p->intra.ranks = c->same_host_ranks;
-    p->intra.n = L;
-    p->intra.me = c->local_index_of[c->rank];
-    int li = p->intra.me;
+    g->intra = (ak__group){c->same_host_ranks, L, c->local_index_of[c->rank]};
     for (int r = 0; r < c->size; r++)
-        if (c->local_index_of[r] == li) p->inter_ranks[c->host_of[r]] = r;
-    p->inter.ranks = p->inter_ranks;
-    p->inter.n = H;
-    p->inter.me = c->host_of[c->rank];
+        if (c->local_index_of[r] == g->intra.me) inter_ranks[c->host_of[r]] = r;
+    g->inter = (ak__group){inter_ranks, H, c->host_of[c->rank]};
     return AK_OK;
 }
 
-static ak_status hier_run(const ak__algo_ctx *c, hier_plan *p, const void *src, char *buf, size_t count,
-                          ak_dtype dt, ak_reduce_op op, uint64_t tag) {
+void ak__hier_groups_free(ak__hier_groups *g) {
+    ak_free(g->heap);
+    g->heap = NULL;
+}
+
+/* The three phases one after another; the allgather's layout is the L blocks of
+ * ak__block_range(count, L, ·), as the reduce-scatter left them. */
+static ak_status hier_run(const ak__algo_ctx *c, const ak__hier_groups *g, const void *src, char *buf,
+                          size_t count, ak_dtype dt, ak_reduce_op op, uint64_t tag) {
     size_t esize;
     AK_CHECK(ak_dtype_size(dt, &esize));
-    int li = p->intra.me;
-    AK_CHECK(ak__reduce_scatter_ring(c, &p->intra, src, buf, count, dt, op, tag));
-    char *shard = buf + p->displs[li] * esize;
-    AK_CHECK(ak__allreduce_ring(c, &p->inter, shard, shard, p->counts[li], dt, op, tag));
-    return ak__allgatherv_ring(c, &p->intra, buf, p->counts, p->displs, esize, tag);
+    int L = g->intra.n, li = g->intra.me;
+    size_t stack[2 * AK_HIER_STACK_ENTRIES], *counts = stack;
+    void *heap = NULL;
+    if (L > AK_HIER_STACK_ENTRIES) {
+        AK_CHECK(ak_alloc(2 * (size_t)L * sizeof(size_t), &heap));
+        counts = heap;
+    }
+    size_t *displs = counts + L;
+    for (int i = 0; i < L; i++) ak__block_range(count, L, i, &displs[i], &counts[i]);
+    ak_status st = ak__reduce_scatter_ring(c, &g->intra, src, buf, count, dt, op, tag);
+    char *shard = buf + displs[li] * esize;
+    if (st == AK_OK) st = ak__allreduce_ring(c, &g->inter, shard, shard, counts[li], dt, op, tag);
+    if (st == AK_OK) st = ak__allgatherv_ring(c, &g->intra, buf, counts, displs, esize, tag);
+    ak_free(heap);
+    return st;
 }
 
 static ak_status hier_flat(const ak__algo_ctx *c, const void *src, void *buf, size_t count, ak_dtype dt,
@@ -81,9 +80,9 @@ static ak_status hier_flat(const ak__algo_ctx *c, const void *src, void *buf, si
                  "comm: hierarchical allreduce needs the same ranks on every host "
                  "(%d ranks on %d hosts, %d here): using the flat ring",
                  c->size, c->host_count, c->local_size);
-    int stack[HIER_STACK_ENTRIES], *ranks = stack;
+    int stack[AK_HIER_STACK_ENTRIES], *ranks = stack;
     void *heap = NULL;
-    if (c->size > HIER_STACK_ENTRIES) {
+    if (c->size > AK_HIER_STACK_ENTRIES) {
         AK_CHECK(ak_alloc((size_t)c->size * sizeof(int), &heap));
         ranks = heap;
     }
@@ -97,10 +96,10 @@ static ak_status hier_flat(const ak__algo_ctx *c, const void *src, void *buf, si
 ak_status ak__allreduce_hierarchical(const ak__algo_ctx *c, const void *src, void *buf, size_t count,
                                      ak_dtype dt, ak_reduce_op op, uint64_t tag) {
     if (count == 0) return AK_OK;
-    if (!hier_balanced(c)) return hier_flat(c, src, buf, count, dt, op, tag);
-    hier_plan p;
-    AK_CHECK(hier_plan_init(&p, c, count));
-    ak_status st = hier_run(c, &p, src, buf, count, dt, op, tag);
-    ak_free(p.heap);
+    ak__hier_groups g;
+    AK_CHECK(ak__hier_groups_init(&g, c));
+    ak_status st = g.balanced ? hier_run(c, &g, src, buf, count, dt, op, tag)
+                              : hier_flat(c, src, buf, count, dt, op, tag);
+    ak__hier_groups_free(&g);
     return st;
 }
