@@ -97,14 +97,15 @@ static ak_status start_threads(ak_train *t) {
     return AK_OK;
 }
 
-/* Horovod's HOROVOD_HIERARCHICAL_ALLREDUCE=1 is accelkit's hierarchical allreduce (intra-host
- * reduce-scatter, inter-host exchange, intra-host allgather) for every allreduce of the
- * communicator the runtime creates; an explicit AK_COMM_ALGO wins. */
+/* Horovod's HOROVOD_HIERARCHICAL_ALLREDUCE=1 is accelkit's pipelined hierarchical allreduce
+ * (intra-host reduce-scatter, inter-host exchange, intra-host allgather, chunks overlapped;
+ * one chunk is Horovod's unpipelined form) for every allreduce of the communicator the
+ * runtime creates; an explicit AK_COMM_ALGO wins. */
 static ak_comm_algo hierarchical_from_env(void) {
     const char *forced = ak__param_str(AK_PARAM_COMM_ALGO);
     int explicit_algo = forced[0] && strcmp(forced, "auto") != 0;
     return ak__param_int(AK_PARAM_HVD_HIERARCHICAL_ALLREDUCE) && !explicit_algo
-               ? AK_COMM_ALGO_HIERARCHICAL
+               ? AK_COMM_ALGO_HIER_PIPE
                : AK_COMM_ALGO_AUTO;
 }
 

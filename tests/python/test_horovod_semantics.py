@@ -154,7 +154,7 @@ class TestHierarchicalAllreduce(unittest.TestCase):
         return int(out.split("algo ")[1].split()[0])
 
     def test_variable_selects_the_hierarchical_algorithm(self):
-        hierarchical = 4  # AK_COMM_ALGO_HIERARCHICAL
+        hierarchical = 6  # AK_COMM_ALGO_HIER_PIPE
         self.assertEqual(self.algo_of({"HOROVOD_HIERARCHICAL_ALLREDUCE": "1",
                                        "AK_COMM_ALGO": None}), hierarchical)
         self.assertNotEqual(self.algo_of({"HOROVOD_HIERARCHICAL_ALLREDUCE": None,
