@@ -153,8 +153,9 @@ def write_gguf(pieces, norm, tmp, name, ak):
     return out
 
 
-def write_tokenizer_json(pieces, norm, folder, byte_fallback):
-    """As Hugging Face's converter (SpmConverter) writes a Unigram model."""
+def write_tokenizer_json(pieces, norm, folder, byte_fallback, t5_chain=False):
+    """As Hugging Face's converter (SpmConverter) writes a Unigram model; t5_chain: with
+    the pre-tokenizer of Hugging Face's T5 files (WhitespaceSplit, then Metaspace)."""
     unk = next(i for i, p in enumerate(pieces) if p[2] == 2)
     normalizers = []
     if norm["charsmap"]:
@@ -171,7 +172,8 @@ def write_tokenizer_json(pieces, norm, folder, byte_fallback):
                              "rstrip": False, "normalized": False, "special": True}
                             for i, p in enumerate(pieces) if p[2] in (2, 3)],
            "normalizer": {"type": "Sequence", "normalizers": normalizers} if normalizers else None,
-           "pre_tokenizer": meta, "post_processor": None,
+           "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, meta]}
+           if t5_chain else meta, "post_processor": None,
            "decoder": dict(meta),
            "model": {"type": "Unigram", "unk_id": unk, "byte_fallback": byte_fallback,
                      "vocab": [[p[0], p[1]] for p in pieces]}}
@@ -247,11 +249,7 @@ def check_model(spm, akc, ak, name, strings, strings_file, tmp):
     # tokenizer.json
     folder = tmp / f"{name}-hf"
     write_tokenizer_json(pieces, norm, folder, name == "fallback")
-    hf = tmp / f"{name}-model"
-    run(["/usr/bin/python3", str(ROOT / "scripts" / "llm-make-model"), *tok_oracles.CARRIER,
-         "--format", "hf", "--tokenizer-from", str(folder), "--out", str(hf)],
-        f"llm-make-model ({name}, hf)")
-    model, t = akc.model_tokenizer(hf)
+    model, t = hf_model(akc, folder, name)
     sub = [i for i, s in enumerate(strings) if plain(s)]
     ok &= report_ties(name, "HF ids vs SentencePiece (plain)", [strings[i] for i in sub],
                       [ak_encode(akc, t, strings[i], False) for i in sub],
@@ -262,16 +260,35 @@ def check_model(spm, akc, ak, name, strings, strings_file, tmp):
                  [akc.decode(t, want_sp[i], tok_oracles.TOK_STRIP_SPACE) for i in sub],
                  [sp.decode(want_sp[i]) for i in sub])
     if name == "ws":
-        ref = json.loads(run(["node", str(HERE / "tok_json_transformersjs.js"),
-                              str(ROOT / "node_modules"), str(folder), str(strings_file)],
-                             f"transformers.js on {name}"))
-        ok &= report(name, "HF ids vs transformers.js", strings,
-                     [akc.encode(t, s) for s in strings], [r["ids"] for r in ref])
-        ok &= report(name, "HF decode vs transformers.js", strings,
-                     [akc.decode(t, r["ids"], tok_oracles.TOK_STRIP_SPACE) for r in ref],
-                     [r["text"] for r in ref])
+        ok &= check_transformersjs(akc, name, t, folder, strings, strings_file)
     akc.lib.ak_llm_model_free(model)
+    if name == "ws":  # the same vocabulary with T5's pre-tokenizer chain
+        folder = tmp / f"{name}-t5chain"
+        write_tokenizer_json(pieces, norm, folder, False, t5_chain=True)
+        model, t = hf_model(akc, folder, name)
+        ok &= check_transformersjs(akc, "ws+t5 chain", t, folder, strings, strings_file)
+        akc.lib.ak_llm_model_free(model)
     return ok
+
+
+def hf_model(akc, folder, name):
+    """A tiny Hugging Face model folder carrying the tokenizer, loaded by accelkit."""
+    out = folder.with_name(folder.name + "-model")
+    run(["/usr/bin/python3", str(ROOT / "scripts" / "llm-make-model"), *tok_oracles.CARRIER,
+         "--format", "hf", "--tokenizer-from", str(folder), "--out", str(out)],
+        f"llm-make-model ({name}, hf)")
+    return akc.model_tokenizer(out)
+
+
+def check_transformersjs(akc, name, t, folder, strings, strings_file):
+    ref = json.loads(run(["node", str(HERE / "tok_json_transformersjs.js"),
+                          str(ROOT / "node_modules"), str(folder), str(strings_file)],
+                         f"transformers.js on {name}"))
+    ok = report(name, "HF ids vs transformers.js", strings,
+                [akc.encode(t, s) for s in strings], [r["ids"] for r in ref])
+    return ok & report(name, "HF decode vs transformers.js", strings,
+                       [akc.decode(t, r["ids"], tok_oracles.TOK_STRIP_SPACE) for r in ref],
+                       [r["text"] for r in ref])
 
 
 def main():

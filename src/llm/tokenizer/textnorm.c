@@ -298,7 +298,8 @@ static ak_status metaspace(const norm_step *s, const sbuf *in, int first, sbuf *
     ak_status st = AK_OK;
     for (size_t i = 0; i < in->n && st == AK_OK; i++)
         st = in->v[i] == ' ' ? sb_add(out, s->a, rlen) : sb_add(out, in->v + i, 1);
-    if (st != AK_OK || !prepend || starts_with(out, s->a)) return st;
+    /* empty text stays empty (no word to mark: WhitespaceSplit may have removed them all) */
+    if (st != AK_OK || !prepend || in->n == 0 || starts_with(out, s->a)) return st;
     sbuf tmp = {0};
     st = sb_add(&tmp, s->a, rlen);
     if (st == AK_OK) st = sb_add(&tmp, out->v ? out->v : "", out->n);
