@@ -394,6 +394,7 @@ static ak_status tiny_unigram(int merge_spaces, int32_t unk, ak_tokenizer **t) {
     s.scores = scores;
     s.types = types;
     s.unk = unk;
+    s.add_space_prefix = 1;
     s.remove_extra_ws = merge_spaces;
     return ak__tokenizer_build(&s, t);
 }

@@ -44,6 +44,9 @@ MODELS = {
     "fallback": dict(normalization_rule_name="identity", remove_extra_whitespaces=False,
                      byte_fallback=True),
 }
+OPTIONAL_KEYS = {f"tokenizer.ggml.{k}" for k in (
+    "add_space_prefix", "remove_extra_whitespaces", "add_bos_token", "add_eos_token",
+    "bos_token_id", "eos_token_id", "unknown_token_id")}
 # SentencePiece piece types → tokenizer.ggml.token_type
 SP_TYPES = {1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 6}  # normal, unknown, control, user, unused, byte
 
@@ -242,6 +245,7 @@ def check_model(spm, akc, ak, name, strings, strings_file, tmp):
     ok &= report(name, "GGUF decode vs llama.cpp", strings,
                  [akc.decode(t, i, tok_oracles.TOK_STRIP_SPACE) for i in ids], texts)
     if name == "t5":
+        ok &= check_defaults(akc, gguf, tmp, strings)
         ok &= report_ties(name, "GGUF ids vs SentencePiece", strings,
                           [ak_encode(akc, t, s, False) for s in strings], want_sp, pieces)
     akc.lib.ak_tokenizer_free(t)
@@ -269,6 +273,24 @@ def check_model(spm, akc, ak, name, strings, strings_file, tmp):
         ok &= check_transformersjs(akc, "ws+t5 chain", t, folder, strings, strings_file)
         akc.lib.ak_llm_model_free(model)
     return ok
+
+
+def check_defaults(akc, gguf, tmp, strings):
+    """The same vocabulary without the optional keys (space prefix, extra spaces, BOS/EOS
+    ids and flags, unknown id): llama.cpp's defaults must be accelkit's, BOS/EOS added."""
+    with lf.GGUFFile(gguf) as g:
+        md = {k: v for k, v in g.metadata.items() if k not in OPTIONAL_KEYS}
+        tensors = [lf.GGUFTensorOut(n, t.ggml_type, t.shape, bytes(g.raw(n)))
+                   for n, t in g.tensors.items()]
+    bare = tmp / "t5-defaults.gguf"
+    lf.write_gguf(bare, md, tensors)
+    g, t = akc.gguf_tokenizer(bare)
+    ids = [akc.encode(t, s, tok_oracles.TOK_ADD_SPECIAL) for s in strings]
+    akc.lib.ak_tokenizer_free(t)
+    akc.lib.ak_gguf_close(g)
+    with tok_llamacpp.LlamaVocab(bare) as v:
+        want = [v.tokenize(s, add_special=True, parse_special=True) for s in strings]
+    return report("t5", "GGUF defaults, BOS/EOS vs llama.cpp", strings, ids, want)
 
 
 def hf_model(akc, folder, name):

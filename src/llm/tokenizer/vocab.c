@@ -26,7 +26,8 @@ ak_status ak__ids_push(ak_ids *ids, int32_t id) {
 
 /* Defaults follow llama.cpp: SPM has <unk>=0, <s>=1, </s>=2 and adds BOS and a space;
  * BERT has [PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102 and frames the text with CLS/SEP;
- * GPT-2 uses 11 for BOS and EOS; T5 (UGM) has <pad>=0, </s>=1, <unk>=2, no BOS, adds EOS. */
+ * GPT-2 uses 11 for BOS and EOS; T5 (UGM) has <pad>=0, </s>=1, <unk>=2, no BOS, adds EOS,
+ * no space in front. */
 void ak__tok_spec_defaults(ak__tok_spec *s, ak_tokenizer_kind kind) {
     int spm = kind == AK_TOKENIZER_SPM, wpm = kind == AK_TOKENIZER_WPM;
     if (kind == AK_TOKENIZER_UGM) {
@@ -38,7 +39,7 @@ void ak__tok_spec_defaults(ak__tok_spec *s, ak_tokenizer_kind kind) {
         s->pad = 0;
         s->add_bos = 0;
         s->add_eos = 1;
-        s->add_space_prefix = 1;
+        s->add_space_prefix = 0; /* llama.cpp's default when the file does not say */
         return;
     }
     s->kind = kind;
