@@ -114,7 +114,8 @@ typedef struct ak_tokenizer ak_tokenizer;
 typedef enum ak_tokenizer_kind {
     AK_TOKENIZER_SPM = 1, /* tokenizer.ggml.model = "llama": BPE by score, byte fallback */
     AK_TOKENIZER_BPE = 2, /* tokenizer.ggml.model = "gpt2": byte-level BPE by merge rank */
-    AK_TOKENIZER_WPM = 3  /* tokenizer.ggml.model = "bert": WordPiece, greedy longest match */
+    AK_TOKENIZER_WPM = 3, /* tokenizer.ggml.model = "bert": WordPiece, greedy longest match */
+    AK_TOKENIZER_UGM = 4  /* tokenizer.ggml.model = "t5": SentencePiece Unigram (Viterbi) */
 } ak_tokenizer_kind;
 
 typedef struct ak_tokenizer_info {

@@ -468,7 +468,7 @@ static void test_tokenizer_bad_metadata(void **state) {
     free(w.v);
 
     gw_begin(&w, 0); /* a model we do not have */
-    gw_kv_string(&w, "tokenizer.ggml.model", "t5");
+    gw_kv_string(&w, "tokenizer.ggml.model", "rwkv");
     gw_kv_strings(&w, "tokenizer.ggml.tokens", k_spm_tokens, NULL, N_SPM);
     assert_int_equal(ak_gguf_open_memory(w.v, w.n, &g), AK_OK);
     assert_int_equal(ak_tokenizer_from_gguf(g, &t), AK_ERR_UNSUPPORTED);

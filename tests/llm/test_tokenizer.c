@@ -375,6 +375,124 @@ static void test_hf_components(void **state) {
     rmdir(dir);
 }
 
+/* ---- SentencePiece Unigram --------------------------------------------------------------- */
+
+#define LOWER_BLOCK "\xe2\x96\x81" /* U+2581, SentencePiece's escaped space */
+
+/* <pad> </s> <unk> ▁ ▁a b ab a <0x63>: the lattice's choices are easy to work out by hand. */
+static ak_status tiny_unigram(int merge_spaces, int32_t unk, ak_tokenizer **t) {
+    static const char *tokens[] = {"<pad>", "</s>", "<unk>", LOWER_BLOCK, LOWER_BLOCK "a", "b",
+                                   "ab", "a", "<0x63>"};
+    static const float scores[] = {0, 0, 0, -2, -1, -3, -2.5f, -3, 0};
+    static const uint8_t types[] = {AK_TOKTYPE_CONTROL, AK_TOKTYPE_CONTROL, AK_TOKTYPE_UNKNOWN,
+                                    1, 1, 1, 1, 1, AK_TOKTYPE_BYTE};
+    ak__tok_spec s;
+    memset(&s, 0, sizeof s);
+    ak__tok_spec_defaults(&s, AK_TOKENIZER_UGM);
+    s.n_vocab = 9;
+    s.tokens = tokens;
+    s.scores = scores;
+    s.types = types;
+    s.unk = unk;
+    s.add_space_prefix = 1;
+    s.remove_extra_ws = merge_spaces;
+    return ak__tokenizer_build(&s, t);
+}
+
+static void expect_ids(const ak_tokenizer *t, const char *text, const int32_t *want, size_t n) {
+    int32_t ids[32];
+    size_t got = encode_str(t, text, ids, 32);
+    if (got != n || memcmp(ids, want, n * sizeof *ids) != 0) {
+        print_ids("got", ids, got);
+        fail_msg("'%s': %zu ids, want %zu", text, got, n);
+    }
+}
+
+static void write_unigram_json(const char *dir, const char *norm, const char *pre,
+                               const char *dec, int byte_fallback) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"model\":{\"type\":\"Unigram\",\"unk_id\":2,\"byte_fallback\":%s,\"vocab\":["
+            "[\"<pad>\",0],[\"</s>\",0],[\"<unk>\",0],[\"" LOWER_BLOCK "\",-2],[\"" LOWER_BLOCK
+            "a\",-1],[\"b\",-3],[\"ab\",-2.5],[\"a\",-3],[\"<0x63>\",0]]},"
+            "\"added_tokens\":[{\"id\":1,\"content\":\"</s>\",\"special\":true}],"
+            "\"normalizer\":%s,\"pre_tokenizer\":%s,\"decoder\":%s}",
+            byte_fallback ? "true" : "false", norm, pre, dec);
+    fclose(f);
+}
+
+#define METASPACE "{\"type\":\"Metaspace\",\"replacement\":\"" LOWER_BLOCK "\"," \
+                  "\"prepend_scheme\":\"always\",\"split\":true}"
+
+static void test_unigram(void **state) {
+    (void)state;
+    ak_tokenizer *t = NULL;
+    assert_int_equal(tiny_unigram(0, 2, &t), AK_OK);
+    /* "▁ab": ▁a + b = -4 beats ▁ + ab = -4.5 and ▁ + a + b = -8 */
+    expect_ids(t, "ab", (const int32_t[]){4, 5}, 2);
+    /* x and y have no piece: one unknown token for both (each scores -3 - 10) */
+    expect_ids(t, "xyb", (const int32_t[]){3, 2, 5}, 3);
+    /* spaces kept: "a  b" is ▁a ▁ ▁ b; byte pieces are not matched in text */
+    expect_ids(t, "a  b", (const int32_t[]){4, 3, 3, 5}, 4);
+    expect_ids(t, "c", (const int32_t[]){3, 2}, 2);
+    char text[32];
+    size_t len;
+    const int32_t round[] = {4, 5, 3, 8};
+    assert_int_equal(ak_tokenizer_decode(t, round, 4, 0, text, sizeof text, &len), AK_OK);
+    assert_int_equal(len, 5);
+    assert_memory_equal(text, " ab c", 5);
+    ak_tokenizer_free(t);
+    /* remove_extra_whitespaces: "  a  b " is ▁a▁b */
+    assert_int_equal(tiny_unigram(1, 2, &t), AK_OK);
+    expect_ids(t, "  a  b ", (const int32_t[]){4, 3, 5}, 3);
+    ak_tokenizer_free(t);
+    /* no unknown token: refused when built */
+    assert_int_equal(tiny_unigram(0, -1, &t), AK_ERR_INVALID_MODEL);
+    /* malformed precompiled maps are refused */
+    ak__charsmap m;
+    const uint8_t short_blob[] = {1, 0, 0};
+    const uint8_t long_trie[] = {8, 0, 0, 0, 0, 0, 0, 0};
+    assert_int_equal(ak__charsmap_parse(short_blob, sizeof short_blob, &m), AK_ERR_INVALID_MODEL);
+    assert_int_equal(ak__charsmap_parse(long_trie, sizeof long_trie, &m), AK_ERR_INVALID_MODEL);
+
+    /* tokenizer.json: Metaspace splits "a b" into ▁a | ▁b, b alone is ▁ b; byte_fallback
+     * spells the unknown "c" with <0x63> */
+    char dir[] = "/tmp/ak_tok_ugmXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    write_unigram_json(dir, "null", METASPACE, METASPACE, 1);
+    assert_int_equal(ak__hf_tokenizer_dir(dir, 0, &t), AK_OK);
+    expect_ids(t, "ab c", (const int32_t[]){4, 5, 3, 8}, 4);
+    ak_tokenizer_free(t);
+    /* Hugging Face's T5 chain: WhitespaceSplit then Metaspace; NFKC first (ａ → a) */
+    write_unigram_json(dir, "{\"type\":\"NFKC\"}", "{\"type\":\"Sequence\",\"pretokenizers\":["
+                       "{\"type\":\"WhitespaceSplit\"}," METASPACE "]}", METASPACE, 0);
+    assert_int_equal(ak__hf_tokenizer_dir(dir, 0, &t), AK_OK);
+    expect_ids(t, " \xef\xbd\x81  b ", (const int32_t[]){4, 3, 5}, 3);
+    ak_tokenizer_free(t);
+    /* components not implemented are refused by name */
+    const struct {
+        const char *norm, *pre, *dec, *name;
+    } refused[] = {
+        {"{\"type\":\"StripAccents\"}", METASPACE, METASPACE, "StripAccents"},
+        {"null", "{\"type\":\"ByteLevel\"}", METASPACE, "ByteLevel"},
+        {"null", "{\"type\":\"BertPreTokenizer\"}", METASPACE, "BertPreTokenizer"},
+        {"null", METASPACE, "{\"type\":\"WordPiece\"}", "WordPiece"},
+        {"{\"type\":\"BertNormalizer\"}", METASPACE, METASPACE, "BertNormalizer"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        write_unigram_json(dir, refused[i].norm, refused[i].pre, refused[i].dec, 0);
+        assert_int_equal(ak__hf_tokenizer_dir(dir, 0, &t), AK_ERR_UNSUPPORTED);
+        if (!strstr(ak_last_error(), refused[i].name))
+            fail_msg("refusal of %s does not name it: %s", refused[i].name, ak_last_error());
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama_spm),
@@ -385,6 +503,7 @@ int main(void) {
         cmocka_unit_test(test_special_tokens),
         cmocka_unit_test(test_pretok_table),
         cmocka_unit_test(test_hf_components),
+        cmocka_unit_test(test_unigram),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

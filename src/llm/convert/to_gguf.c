@@ -255,6 +255,8 @@ static ak_status write_tokenizer(to_gguf *c) {
     const ak_tokenizer *t = c->tok;
     ak__gguf_writer *w = c->w;
     int spm = t->kind == AK_TOKENIZER_SPM;
+    if (t->kind == AK_TOKENIZER_UGM) /* its normalizer chain has no tokenizer.ggml.* form here */
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "a Unigram tokenizer.json is not converted to GGUF");
     AK_CHECK(ak__gguf_kv_string(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2", spm ? 5 : 4));
     /* llama.cpp knows a byte-level split only by name: one not in the table cannot be
      * written so that llama.cpp splits the same way */

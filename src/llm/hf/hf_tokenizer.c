@@ -9,6 +9,9 @@
  *    the `llama` tokenizer, which merges by token score: the score of a token is minus the
  *    rank of the first merge that produces it (HF made those merges from the scores, in
  *    score order), and <0xXX> tokens are byte tokens.
+ * A Unigram model (T5, ALBERT, XLNet...) → the `t5` tokenizer: its [piece, score] list,
+ * the normalizers (Precompiled: SentencePiece's map) and pre-tokenizers run as written,
+ * each word through the lattice.
  * added_tokens become control (special) or user-defined tokens; ids missing from both
  * lists, and ids up to config vocab_size, are filled with unused "[PADn]" tokens as
  * llama.cpp's converter does. Every normalizer / pre_tokenizer / decoder component is
@@ -45,6 +48,7 @@ typedef struct hf_tok {
     int nfc;                  /* an NFC normalizer and nothing else to rewrite the text */
     ak__textnorm *norm;       /* the normalizers and text-rewriting pre-tokenizers */
     int n_pre_parts;          /* pre-tokenizers read so far */
+    int32_t ugm_unk;          /* Unigram: model.unk_id, -1 when none */
 } hf_tok;
 
 static void hf_tok_free(hf_tok *x) {
@@ -150,7 +154,8 @@ static ak_status check_types(const hf_tok *x, const char *what, const cJSON *nod
     if (!in_list(type, ok))
         return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: %s '%s' is not supported for a "
                        "%s tokenizer", x->dir, what, type,
-                       x->spec.kind == AK_TOKENIZER_SPM ? "SentencePiece-style" : "byte-level BPE");
+                       x->spec.kind == AK_TOKENIZER_SPM ? "SentencePiece-style"
+                       : x->spec.kind == AK_TOKENIZER_UGM ? "Unigram" : "byte-level BPE");
     return AK_OK;
 }
 
@@ -254,6 +259,54 @@ static ak_status read_replace(hf_tok *x, const cJSON *node) {
                      content, 0);
 }
 
+static int base64_value(char c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/* Standard base64 (padding optional) into a new *out. */
+static ak_status base64_decode(const hf_tok *x, const char *s, uint8_t **out, size_t *n) {
+    size_t len = strlen(s);
+    *n = 0;
+    *out = malloc(len / 4 * 3 + 3);
+    if (!*out) return AK_FAIL(AK_ERR_NO_MEMORY, "precompiled_charsmap");
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < len && s[i] != '='; i++) {
+        int v = base64_value(s[i]);
+        if (v < 0) {
+            free(*out);
+            return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: Precompiled "
+                           "precompiled_charsmap is not base64 (byte %zu)", x->dir, i);
+        }
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            (*out)[(*n)++] = (uint8_t)(acc >> bits);
+        }
+    }
+    return AK_OK;
+}
+
+/* Precompiled: SentencePiece's normalizer map, base64 in the file. */
+static ak_status read_precompiled(hf_tok *x, const cJSON *node) {
+    const char *b64 = json_str(node, "precompiled_charsmap");
+    if (!b64)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: Precompiled without a "
+                       "precompiled_charsmap", x->dir);
+    uint8_t *blob;
+    size_t n;
+    AK_CHECK(base64_decode(x, b64, &blob, &n));
+    ak_status st = AK_OK;
+    if (!x->norm) st = ak__textnorm_new(&x->norm);
+    if (st == AK_OK) st = ak__textnorm_add_charsmap(x->norm, blob, n);
+    free(blob);
+    return st;
+}
+
 static ak_status read_norm_part(hf_tok *x, const cJSON *node) {
     static const struct { const char *name; int kind; } forms[] = {
         {"NFC", AK_NORM_NFC}, {"NFD", AK_NORM_NFD}, {"NFKC", AK_NORM_NFKC},
@@ -272,6 +325,7 @@ static ak_status read_norm_part(hf_tok *x, const cJSON *node) {
                          (cJSON_IsTrue(ak__json_get(node, "strip_left")) ? AK_STRIP_LEFT : 0) |
                          (cJSON_IsTrue(ak__json_get(node, "strip_right")) ? AK_STRIP_RIGHT : 0));
     if (strcmp(type, "Replace") == 0) return read_replace(x, node);
+    if (strcmp(type, "Precompiled") == 0) return read_precompiled(x, node);
     if (strcmp(type, "Prepend") == 0) {
         const char *p = json_str(node, "prepend");
         if (!p) return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: Prepend without a "
@@ -480,6 +534,8 @@ static int is_byte_token(const char *s) {
            strchr("0123456789ABCDEF", s[3]) && strchr("0123456789ABCDEF", s[4]);
 }
 
+static ak_status fill_added(hf_tok *x, int32_t n);
+
 static ak_status fill_vocab(hf_tok *x, int32_t n) {
     x->tokens = calloc((size_t)n, sizeof *x->tokens);
     x->types = malloc((size_t)n);
@@ -493,6 +549,11 @@ static ak_status fill_vocab(hf_tok *x, int32_t n) {
         x->tokens[id] = e->string;
         x->types[id] = spm && is_byte_token(e->string) ? AK_TOKTYPE_BYTE : AK_TOKTYPE_NORMAL;
     }
+    return fill_added(x, n);
+}
+
+/* added_tokens over the model's vocabulary; ids neither names become unused "[PADn]". */
+static ak_status fill_added(hf_tok *x, int32_t n) {
     const cJSON *added = ak__json_get(x->json, "added_tokens");
     for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e; e = e->next) {
         const cJSON *content = ak__json_get(e, "content");
@@ -659,14 +720,17 @@ static void read_specials(hf_tok *x) {
     if (s->unk < 0) s->unk = lookup(x, token_setting(x->tcfg, "unk_token"));
     if (s->bos < 0) s->bos = config_id(x, "bos_token_id");
     if (s->eos < 0) s->eos = config_id(x, "eos_token_id");
-    if (s->unk >= 0 && s->kind == AK_TOKENIZER_SPM) x->types[s->unk] = AK_TOKTYPE_UNKNOWN;
+    if (s->kind == AK_TOKENIZER_UGM) s->unk = x->ugm_unk;
+    if (s->unk >= 0 && (s->kind == AK_TOKENIZER_SPM || s->kind == AK_TOKENIZER_UGM))
+        x->types[s->unk] = AK_TOKTYPE_UNKNOWN;
     int add_bos = 0, add_eos = 0;
     template_flags(x, &add_bos, &add_eos);
     /* Llama-2 folders without a post-processor still add BOS (LlamaTokenizer's default) */
     if (!ak__json_get(x->json, "post_processor") && s->kind == AK_TOKENIZER_SPM) add_bos = 1;
     if (!cfg_flag(x->tcfg, "add_bos_token", &s->add_bos)) s->add_bos = add_bos;
     if (!cfg_flag(x->tcfg, "add_eos_token", &s->add_eos)) s->add_eos = add_eos;
-    s->add_space_prefix = s->kind == AK_TOKENIZER_SPM && space_prefix(x);
+    s->add_space_prefix = (s->kind == AK_TOKENIZER_SPM || s->kind == AK_TOKENIZER_UGM) &&
+                          space_prefix(x);
 }
 
 /* ---- assembling ---------------------------------------------------------------------- */
@@ -679,9 +743,10 @@ static ak_status read_files(hf_tok *x) {
     if (!cJSON_IsObject(x->model))
         return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json has no model", x->dir);
     const cJSON *type = ak__json_get(x->model, "type");
-    if (type && !json_type_is(x->model, "BPE") && !json_type_is(x->model, "WordPiece"))
-        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: model type '%s' (only BPE and "
-                       "WordPiece)", x->dir, cJSON_IsString(type) ? type->valuestring : "?");
+    if (type && !json_type_is(x->model, "BPE") && !json_type_is(x->model, "WordPiece") &&
+        !json_type_is(x->model, "Unigram"))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: model type '%s' (only BPE, "
+                       "WordPiece and Unigram)", x->dir, cJSON_IsString(type) ? type->valuestring : "?");
     return AK_OK;
 }
 
@@ -778,9 +843,123 @@ static ak_status assemble_wordpiece(hf_tok *x, int32_t min_vocab) {
     return AK_OK;
 }
 
+/* ---- Unigram (T5, ALBERT, XLNet...) ----------------------------------------------------- */
+
+static ak_status check_unigram(hf_tok *x) {
+    static const char *const norm[] = {"Precompiled", "Replace", "NFC", "NFD", "NFKC", "NFKD",
+                                       "Lowercase", "Strip", "Prepend", NULL};
+    static const char *const pre[] = {"Metaspace", "WhitespaceSplit", "Whitespace", "Split",
+                                      "Digits", "Punctuation", NULL};
+    static const char *const dec[] = {"Metaspace", "Replace", "ByteFallback", "Fuse", "Strip", NULL};
+    const cJSON *j = x->json;
+    AK_CHECK(check_types(x, "normalizer", ak__json_get(j, "normalizer"), "normalizers", norm));
+    AK_CHECK(check_types(x, "pre_tokenizer", ak__json_get(j, "pre_tokenizer"), "pretokenizers", pre));
+    return check_types(x, "decoder", ak__json_get(j, "decoder"), "decoders", dec);
+}
+
+/* The vocabulary: [piece, score] pairs, their index the id. */
+static ak_status unigram_vocab(hf_tok *x, int32_t min_vocab, int32_t *n_out) {
+    const cJSON *vocab = ak__json_get(x->model, "vocab");
+    if (!cJSON_IsArray(vocab))
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: Unigram model.vocab is not a "
+                       "list", x->dir);
+    int32_t n = cJSON_GetArraySize(vocab), id;
+    if (n > MAX_VOCAB) return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: %d pieces", x->dir, n);
+    if (n < min_vocab) n = min_vocab;
+    const cJSON *added = ak__json_get(x->json, "added_tokens");
+    for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e; e = e->next) {
+        AK_CHECK(json_id(x, ak__json_get(e, "id"), "an added token", &id));
+        if (id >= n) n = id + 1;
+    }
+    if (n <= 0) return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: no tokens", x->dir);
+    x->tokens = calloc((size_t)n, sizeof *x->tokens);
+    x->types = malloc((size_t)n);
+    x->strip = calloc((size_t)n, 1);
+    x->scores = calloc((size_t)n, sizeof *x->scores);
+    if (!x->tokens || !x->types || !x->strip || !x->scores)
+        return AK_FAIL(AK_ERR_NO_MEMORY, "vocabulary");
+    int fallback = cJSON_IsTrue(ak__json_get(x->model, "byte_fallback"));
+    id = 0;
+    for (const cJSON *e = vocab->child; e; e = e->next, id++) {
+        const cJSON *piece = cJSON_IsArray(e) ? e->child : NULL, *score = piece ? piece->next : NULL;
+        if (!cJSON_IsString(piece) || !cJSON_IsNumber(score))
+            return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: Unigram piece %d is not "
+                           "[text, score]", x->dir, id);
+        x->tokens[id] = piece->valuestring;
+        x->scores[id] = (float)score->valuedouble;
+        x->types[id] = fallback && is_byte_token(piece->valuestring) ? AK_TOKTYPE_BYTE
+                                                                     : AK_TOKTYPE_NORMAL;
+    }
+    *n_out = n;
+    return fill_added(x, n);
+}
+
+/* The pre-tokenizer. Hugging Face's T5 chain (WhitespaceSplit, then Metaspace prepending
+ * to every word) is the same as whitespace runs made one space and the ends trimmed, then
+ * Metaspace on the whole text. */
+static ak_status unigram_pretok(hf_tok *x) {
+    const cJSON *pre = ak__json_get(x->json, "pre_tokenizer");
+    if (!pre || cJSON_IsNull(pre)) return AK_OK;
+    const cJSON *list = ak__json_get(pre, "pretokenizers");
+    const cJSON *a = json_type_is(pre, "Sequence") && cJSON_IsArray(list) ? list->child : NULL;
+    const cJSON *b = a ? a->next : NULL;
+    int byte_level = 0;
+    if (a && b && !b->next && json_type_is(a, "WhitespaceSplit") && json_type_is(b, "Metaspace")) {
+        const char *scheme = json_str(b, "prepend_scheme");
+        if ((scheme && strcmp(scheme, "always") != 0) || cJSON_IsFalse(ak__json_get(b, "add_prefix_space")))
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: pre_tokenizer WhitespaceSplit "
+                           "then Metaspace is supported with prepend_scheme 'always' only", x->dir);
+        AK_CHECK(norm_step(x, AK_NORM_REPLACE_REGEX, "\\s+", " ", 0));
+        AK_CHECK(norm_step(x, AK_NORM_STRIP, NULL, NULL, AK_STRIP_LEFT | AK_STRIP_RIGHT));
+        AK_CHECK(read_pre_part(x, b, &byte_level));
+    } else {
+        AK_CHECK(read_pre_part(x, pre, &byte_level));
+    }
+    if (byte_level)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "%s/tokenizer.json: pre_tokenizer ByteLevel with a "
+                       "Unigram model is not supported", x->dir);
+    if (x->n_regexes == 0) return AK_OK;
+    x->spec.pre_regexes = x->regexes;
+    x->spec.pre_matches_only = x->matches_only;
+    x->spec.n_pre_regexes = x->n_regexes;
+    return AK_OK;
+}
+
+static ak_status assemble_unigram(hf_tok *x, int32_t min_vocab) {
+    ak__tok_spec_defaults(&x->spec, AK_TOKENIZER_UGM);
+    AK_CHECK(check_unigram(x));
+    const cJSON *unk = ak__json_get(x->model, "unk_id");
+    x->ugm_unk = -1;
+    if (unk && !cJSON_IsNull(unk)) AK_CHECK(json_id(x, unk, "model.unk_id", &x->ugm_unk));
+    AK_CHECK(read_normalizers(x));
+    if (x->nfc) { /* a lone NFC normalizer is a text rewriting step like any other here */
+        x->nfc = 0;
+        AK_CHECK(norm_step(x, AK_NORM_NFC, NULL, NULL, 0));
+    }
+    AK_CHECK(unigram_pretok(x));
+    if (!x->norm) AK_CHECK(ak__textnorm_new(&x->norm)); /* marks a tokenizer.json's text */
+    int32_t n = 0;
+    AK_CHECK(unigram_vocab(x, min_vocab, &n));
+    if (x->ugm_unk >= n)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: model.unk_id %d is not a "
+                       "token", x->dir, x->ugm_unk);
+    x->spec.n_vocab = n;
+    AK_CHECK(map_tokens(x, n));
+    x->spec.tokens = x->tokens;
+    x->spec.types = x->types;
+    x->spec.strip = x->strip;
+    x->spec.scores = x->scores;
+    x->spec.user_spm_pieces = 1; /* the Metaspace decoder turns ▁ back in added tokens too */
+    x->spec.all_pieces = 1;
+    x->spec.byte_fallback = cJSON_IsTrue(ak__json_get(x->model, "byte_fallback"));
+    read_specials(x);
+    return AK_OK;
+}
+
 static ak_status assemble(hf_tok *x, int32_t min_vocab) {
     AK_CHECK(read_files(x));
     if (json_type_is(x->model, "WordPiece")) return assemble_wordpiece(x, min_vocab);
+    if (json_type_is(x->model, "Unigram")) return assemble_unigram(x, min_vocab);
     int spm = is_spm_style(x);
     ak__tok_spec_defaults(&x->spec, spm ? AK_TOKENIZER_SPM : AK_TOKENIZER_BPE);
     AK_CHECK(check_components(x));

@@ -1,5 +1,5 @@
 /* Decoding: ids → bytes, following llama.cpp's token_to_piece.
- *   SPM, WPM: normal tokens with U+2581 turned back into spaces; SPM byte tokens <0xXX>
+ *   SPM, UGM, WPM: normal tokens with U+2581 turned back into spaces; SPM/UGM byte tokens <0xXX>
  *   as the byte.
  *   BPE: normal tokens with GPT-2's printable code points turned back into bytes.
  *   Both: user-defined tokens as written; control/unknown tokens only when asked. */
@@ -93,7 +93,7 @@ static ak_status piece(const ak_tokenizer *t, int32_t id, unsigned flags, bytes 
     case AK_TOKTYPE_NORMAL:
         return t->kind == AK_TOKENIZER_BPE ? bpe_piece(s, n, out) : spm_piece(s, n, out);
     case AK_TOKTYPE_BYTE:
-        return t->kind == AK_TOKENIZER_SPM ? byte_piece(s, n, out) : AK_OK;
+        return t->kind == AK_TOKENIZER_SPM || t->kind == AK_TOKENIZER_UGM ? byte_piece(s, n, out) : AK_OK;
     default:
         return AK_OK; /* unused and undefined tokens produce nothing */
     }
@@ -117,7 +117,8 @@ ak_status ak_tokenizer_decode(const ak_tokenizer *t, const int32_t *ids, size_t 
         /* the space the SPM encoder put in front of the text (the word marker of WPM) belongs to
          * the first piece */
         if (st == AK_OK && i == 0 && (flags & AK_TOK_STRIP_SPACE) && out.n > before && out.v[before] == ' ' &&
-            ((t->kind == AK_TOKENIZER_SPM && t->add_space_prefix) || t->kind == AK_TOKENIZER_WPM))
+            (((t->kind == AK_TOKENIZER_SPM || t->kind == AK_TOKENIZER_UGM) && t->add_space_prefix) ||
+             t->kind == AK_TOKENIZER_WPM))
             skip = 1;
     }
     if (st == AK_OK) {

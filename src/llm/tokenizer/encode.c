@@ -160,6 +160,29 @@ static ak_status encode_bpe_fragment(const ak_tokenizer *t, const char *text, si
     return st;
 }
 
+/* A run of Unigram text. A GGUF vocabulary normalizes it itself (ugm.c); a tokenizer.json
+ * one runs its normalizers and Metaspace rewriting, then its pre-tokenizer's split, and
+ * each word goes through the lattice alone. */
+static ak_status encode_ugm_fragment(const ak_tokenizer *t, const char *text, size_t len,
+                                     int first, ak_ids *out) {
+    if (!t->norm && !t->pre) return ak__ugm_encode(t, text, len, out);
+    char *norm = NULL;
+    size_t n = len, *bounds = NULL, n_words = 0;
+    if (t->norm) AK_CHECK(ak__textnorm_apply(t->norm, text, len, first, &norm, &n));
+    const char *s = norm ? norm : text;
+    ak_status st = AK_OK;
+    if (!t->pre) {
+        st = ak__ugm_viterbi(t, s, n, out);
+    } else {
+        st = ak__pretokenize(t->pre, s, n, &bounds, &n_words);
+        for (size_t w = 0; w < n_words && st == AK_OK; w++)
+            st = ak__ugm_viterbi(t, s + bounds[2 * w], bounds[2 * w + 1] - bounds[2 * w], out);
+    }
+    free(bounds);
+    free(norm);
+    return st;
+}
+
 static ak_status encode_fragments(const ak_tokenizer *t, const char *text, const fragments *f,
                                   ak_ids *out) {
     int prev_special = 1; /* the start of the input counts as "after a special token" */
@@ -173,6 +196,9 @@ static ak_status encode_fragments(const ak_tokenizer *t, const char *text, const
         } else if (t->kind == AK_TOKENIZER_SPM) {
             AK_CHECK(encode_spm_fragment(t, text + fr->start, fr->len,
                                          t->add_space_prefix && prev_special, out));
+            prev_special = 0;
+        } else if (t->kind == AK_TOKENIZER_UGM) {
+            AK_CHECK(encode_ugm_fragment(t, text + fr->start, fr->len, fr->start == 0, out));
             prev_special = 0;
         } else {
             if (t->kind == AK_TOKENIZER_BPE)

@@ -1,11 +1,14 @@
 /* Text transformations of a Hugging Face tokenizer.json that run on each run of plain text
  * before it is split into words: the normalizers (NFC/NFD/NFKC/NFKD, Lowercase, Strip,
- * Replace, Prepend) and the text-rewriting half of two pre-tokenizers placed first in the
+ * Replace, Prepend, Precompiled) and the text-rewriting half of two pre-tokenizers placed first in the
  * chain (Metaspace: spaces → the replacement, and its prefix; ByteLevel's add_prefix_space).
  * The splitting half of every pre-tokenizer is an expression of pretok.c.
  * Where transformers.js (the reference the tests compare with) and the Rust library differ,
  * this follows transformers.js: Lowercase is JavaScript's toLowerCase, Strip trims
- * JavaScript's whitespace. */
+ * JavaScript's whitespace. Precompiled (SentencePiece's map) replaces the longest matching
+ * prefix at each position, as SentencePiece and llama.cpp do (transformers.js has no such
+ * map; the Rust library looks up grapheme clusters, which differs only where a longer
+ * sequence than one cluster or a partial cluster is in the map). */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <stdio.h>
@@ -21,6 +24,7 @@ typedef struct norm_step {
     char *a, *b;       /* Replace: pattern text, content; Prepend/Metaspace: the string */
     pcre2_code *rx;    /* Replace */
     int flags;         /* Strip: AK_STRIP_*; Metaspace: AK_PREPEND_* */
+    ak__charsmap map;  /* Precompiled */
 } norm_step;
 
 struct ak__textnorm {
@@ -64,6 +68,7 @@ void ak__textnorm_free(ak__textnorm *t) {
         free(t->steps[i].a);
         free(t->steps[i].b);
         pcre2_code_free(t->steps[i].rx);
+        ak__charsmap_free(&t->steps[i].map);
     }
     free(t->steps);
     free(t);
@@ -137,6 +142,11 @@ ak_status ak__textnorm_add(ak__textnorm *t, int kind, const char *a, const char 
     if (kind == AK_NORM_REPLACE_REGEX || kind == AK_NORM_REPLACE_STRING)
         return compile_replace(s, kind == AK_NORM_REPLACE_STRING);
     return AK_OK;
+}
+
+ak_status ak__textnorm_add_charsmap(ak__textnorm *t, const uint8_t *blob, size_t n) {
+    AK_CHECK(ak__textnorm_add(t, AK_NORM_PRECOMPILED, NULL, NULL, 0));
+    return ak__charsmap_parse(blob, n, &t->steps[t->n - 1].map);
 }
 
 /* ---- the steps ------------------------------------------------------------------------ */
@@ -288,7 +298,8 @@ static ak_status metaspace(const norm_step *s, const sbuf *in, int first, sbuf *
     ak_status st = AK_OK;
     for (size_t i = 0; i < in->n && st == AK_OK; i++)
         st = in->v[i] == ' ' ? sb_add(out, s->a, rlen) : sb_add(out, in->v + i, 1);
-    if (st != AK_OK || !prepend || starts_with(out, s->a)) return st;
+    /* empty text stays empty (no word to mark: WhitespaceSplit may have removed them all) */
+    if (st != AK_OK || !prepend || in->n == 0 || starts_with(out, s->a)) return st;
     sbuf tmp = {0};
     st = sb_add(&tmp, s->a, rlen);
     if (st == AK_OK) st = sb_add(&tmp, out->v ? out->v : "", out->n);
@@ -308,6 +319,14 @@ static ak_status run_step(const norm_step *s, const sbuf *in, int first, sbuf *o
         AK_CHECK(sb_add(out, s->a, strlen(s->a)));
         return sb_add(out, in->v, in->n);
     case AK_NORM_METASPACE: return metaspace(s, in, first, out);
+    case AK_NORM_PRECOMPILED: {
+        char *mapped;
+        size_t n;
+        AK_CHECK(ak__charsmap_apply(&s->map, in->v, in->n, &mapped, &n));
+        ak_status st = sb_add(out, mapped, n);
+        free(mapped);
+        return st;
+    }
     case AK_NORM_PREFIX_SPACE:
         if (!(in->n && in->v[0] == ' ')) AK_CHECK(sb_add(out, " ", 1));
         return sb_add(out, in->v, in->n);

@@ -3,7 +3,9 @@
  * One vocabulary (texts, scores, types, text → id map) serves three encoders:
  * spm.c (`llama`: merge adjacent pieces by best score, byte fallback), bpe.c (`gpt2`:
  * pre-tokenize with a list of regular expressions (pretok.c), map bytes to printable code
- * points, merge by rank) and wpm.c (`bert`: WordPiece, greedy longest match). encode.c splits out special tokens and dispatches; decode.c turns ids into bytes. */
+ * points, merge by rank), wpm.c (`bert`: WordPiece, greedy longest match) and ugm.c (`t5`:
+ * SentencePiece Unigram, Viterbi by piece score after SentencePiece's normalizer). encode.c
+ * splits out special tokens and dispatches; decode.c turns ids into bytes. */
 #ifndef AK_LLM_TOKENIZER_H
 #define AK_LLM_TOKENIZER_H
 
@@ -73,17 +75,39 @@ enum {
     AK_NORM_REPLACE_STRING, /* a: literal text, b: content */
     AK_NORM_PREPEND,        /* a: the prefix */
     AK_NORM_METASPACE,      /* a: the replacement of " ", flags: AK_PREPEND_* */
-    AK_NORM_PREFIX_SPACE    /* ByteLevel add_prefix_space: " " in front unless there is one */
+    AK_NORM_PREFIX_SPACE,   /* ByteLevel add_prefix_space: " " in front unless there is one */
+    AK_NORM_PRECOMPILED     /* SentencePiece's precompiled map (ak__textnorm_add_charsmap) */
 };
 enum { AK_PREPEND_ALWAYS, AK_PREPEND_FIRST, AK_PREPEND_NEVER };
 
 ak_status ak__textnorm_new(ak__textnorm **out);
 ak_status ak__textnorm_add(ak__textnorm *t, int kind, const char *a, const char *b, int flags);
 size_t ak__textnorm_count(const ak__textnorm *t);
+/* A Precompiled step: the blob is SentencePiece's precompiled_charsmap (copied). */
+ak_status ak__textnorm_add_charsmap(ak__textnorm *t, const uint8_t *blob, size_t n);
 void ak__textnorm_free(ak__textnorm *t);
 /* The rewritten text in a new *out (NUL-terminated); `first`: the text starts the input. */
 ak_status ak__textnorm_apply(const ak__textnorm *t, const char *text, size_t len, int first,
                              char **out, size_t *out_len);
+
+/* SentencePiece's precompiled normalizer (ugm.c): a double-array trie of input byte
+ * strings and the replacement strings its leaves point to. */
+typedef struct ak__charsmap {
+    uint32_t *nodes;
+    size_t n_nodes;
+    char *repl;   /* NUL-terminated strings back to back (one NUL added at the end) */
+    size_t n_repl;
+} ak__charsmap;
+
+/* An empty blob gives an empty map (nothing replaced); AK_ERR_INVALID_MODEL when malformed. */
+ak_status ak__charsmap_parse(const uint8_t *blob, size_t n, ak__charsmap *out);
+void ak__charsmap_free(ak__charsmap *m);
+/* The longest prefix of s[0, n) the map replaces: *consumed bytes (0: none) → *repl. */
+ak_status ak__charsmap_match(const ak__charsmap *m, const char *s, size_t n, const char **repl,
+                             size_t *repl_len, size_t *consumed);
+/* The whole text through the map (unmatched characters copied, invalid bytes → U+FFFD). */
+ak_status ak__charsmap_apply(const ak__charsmap *m, const char *text, size_t len, char **out,
+                             size_t *out_len);
 
 /* A growable array of token ids. */
 typedef struct ak_ids {
@@ -120,6 +144,14 @@ struct ak_tokenizer {
     size_t n_specials;
     int32_t byte_token[256]; /* SPM: id of <0xXX> (or the 1-byte text), -1 if none */
     size_t max_token_len;    /* WPM: the longest token text, bytes */
+    /* UGM (ugm.c) */
+    ak__charsmap charsmap;   /* GGUF: tokenizer.ggml.precompiled_charsmap (may be empty) */
+    int ugm_merge_spaces;    /* GGUF: remove_extra_whitespaces */
+    int ugm_escape_spaces;   /* GGUF: spaces become U+2581 */
+    int ugm_byte_fallback;   /* tokenizer.json: unknown pieces spelled with <0xXX> tokens */
+    ak_strmap ugm_pieces;    /* text → id of the pieces the lattice may use */
+    size_t ugm_max_piece;    /* the longest of them, bytes */
+    double ugm_unk_score;    /* the lowest piece score minus 10 */
 };
 
 /* What a tokenizer is built from: GGUF tokenizer.ggml.* metadata (vocab.c) or a Hugging
@@ -146,6 +178,12 @@ typedef struct ak__tok_spec {
     size_t n_merges;
     int32_t bos, eos, unk, pad;    /* -1 = none */
     int add_bos, add_eos, add_space_prefix;
+    /* UGM only */
+    const uint8_t *charsmap;       /* precompiled_charsmap bytes (GGUF); NULL = none */
+    size_t charsmap_len;
+    int remove_extra_ws;           /* GGUF remove_extra_whitespaces */
+    int byte_fallback;             /* tokenizer.json Unigram byte_fallback */
+    int all_pieces;                /* tokenizer.json: every vocabulary entry is a piece */
 } ak__tok_spec;
 
 /* llama.cpp's defaults of `kind` for the special ids and flags (ids that do not exist in
@@ -169,6 +207,12 @@ static inline const char *ak__tok_text(const ak_tokenizer *t, int32_t id, size_t
 ak_status ak__spm_encode(const ak_tokenizer *t, const char *text, size_t len, ak_ids *out);
 ak_status ak__bpe_encode(const ak_tokenizer *t, const char *text, size_t len, ak_ids *out);
 ak_status ak__wpm_encode(const ak_tokenizer *t, const char *text, size_t len, ak_ids *out);
+/* UGM: a GGUF vocabulary's normalizer then Viterbi (ak__ugm_encode), or Viterbi alone on
+ * text already normalized and split (tokenizer.json). */
+ak_status ak__ugm_encode(const ak_tokenizer *t, const char *text, size_t len, ak_ids *out);
+ak_status ak__ugm_viterbi(const ak_tokenizer *t, const char *text, size_t len, ak_ids *out);
+/* Builds the piece map and the unknown score (after the tokens and specials are in place). */
+ak_status ak__ugm_prepare(ak_tokenizer *t, int all_pieces);
 
 /* Byte-level BPE helpers (bpe_bytes.c). */
 /* The printable code point GPT-2 uses for byte `b`. */

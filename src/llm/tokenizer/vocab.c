@@ -1,7 +1,7 @@
 /* Builds tokenizers: from arrays (ak__tokenizer_build, also used for Hugging Face
  * tokenizer.json) and from the tokenizer.ggml.* keys of a GGUF file (llama.cpp's names):
  * model, pre, tokens, scores, token_type, merges, bos/eos/unknown/padding ids, add_bos,
- * add_eos, add_space_prefix. Everything needed is copied, so the sources may go. */
+ * add_eos, add_space_prefix, and for `t5` remove_extra_whitespaces and precompiled_charsmap. Everything needed is copied, so the sources may go. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +26,22 @@ ak_status ak__ids_push(ak_ids *ids, int32_t id) {
 
 /* Defaults follow llama.cpp: SPM has <unk>=0, <s>=1, </s>=2 and adds BOS and a space;
  * BERT has [PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102 and frames the text with CLS/SEP;
- * GPT-2 uses 11 for BOS and EOS. */
+ * GPT-2 uses 11 for BOS and EOS; T5 (UGM) has <pad>=0, </s>=1, <unk>=2, no BOS, adds EOS,
+ * no space in front. */
 void ak__tok_spec_defaults(ak__tok_spec *s, ak_tokenizer_kind kind) {
     int spm = kind == AK_TOKENIZER_SPM, wpm = kind == AK_TOKENIZER_WPM;
+    if (kind == AK_TOKENIZER_UGM) {
+        ak__tok_spec_defaults(s, AK_TOKENIZER_SPM);
+        s->kind = kind;
+        s->bos = -1;
+        s->eos = 1;
+        s->unk = 2;
+        s->pad = 0;
+        s->add_bos = 0;
+        s->add_eos = 1;
+        s->add_space_prefix = 0; /* llama.cpp's default when the file does not say */
+        return;
+    }
     s->kind = kind;
     /* a BPE vocabulary that names no pre-tokenizer gets llama.cpp's "default" split */
     s->pre_name = kind == AK_TOKENIZER_BPE ? "default" : NULL;
@@ -45,6 +58,11 @@ void ak__tok_spec_defaults(ak__tok_spec *s, ak_tokenizer_kind kind) {
     s->add_bos = spm || wpm;
     s->add_eos = wpm;
     s->add_space_prefix = spm;
+    s->charsmap = NULL;
+    s->charsmap_len = 0;
+    s->remove_extra_ws = 0;
+    s->byte_fallback = 0;
+    s->all_pieces = 0;
 }
 
 static size_t str_len(const char *const *s, const size_t *lens, size_t i) {
@@ -209,6 +227,8 @@ ak_status ak_tokenizer_free(ak_tokenizer *t) {
     free(t->strip);
     ak__pretok_free(t->pre);
     ak__textnorm_free(t->norm);
+    ak__charsmap_free(&t->charsmap);
+    ak_strmap_free(&t->ugm_pieces);
     free(t->pre_name);
     ak_strmap_free(&t->vocab);
     ak_strmap_free(&t->merges);
@@ -237,10 +257,20 @@ static ak_status build_pretok(const ak__tok_spec *s, ak_tokenizer *t) {
     return ak__pretok_compile(ty->regexes, NULL, n, &t->pre);
 }
 
+/* Unigram: the normalizer's map and whitespace flags, the pieces of the lattice. */
+static ak_status build_ugm(const ak__tok_spec *s, ak_tokenizer *t) {
+    AK_CHECK(ak__charsmap_parse(s->charsmap, s->charsmap ? s->charsmap_len : 0, &t->charsmap));
+    t->ugm_merge_spaces = s->remove_extra_ws;
+    t->ugm_escape_spaces = 1;
+    t->ugm_byte_fallback = s->byte_fallback;
+    return ak__ugm_prepare(t, s->all_pieces);
+}
+
 ak_status ak__tokenizer_build(const ak__tok_spec *s, ak_tokenizer **out) {
     AK_ARG_CHECK(s != NULL && out != NULL, "spec or out is NULL");
     *out = NULL;
-    if (s->kind != AK_TOKENIZER_SPM && s->kind != AK_TOKENIZER_BPE && s->kind != AK_TOKENIZER_WPM)
+    if (s->kind != AK_TOKENIZER_SPM && s->kind != AK_TOKENIZER_BPE && s->kind != AK_TOKENIZER_WPM &&
+        s->kind != AK_TOKENIZER_UGM)
         return AK_FAIL(AK_ERR_INVALID_ARG, "tokenizer kind %d", (int)s->kind);
     ak_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return AK_FAIL(AK_ERR_NO_MEMORY, "tokenizer");
@@ -249,11 +279,15 @@ ak_status ak__tokenizer_build(const ak__tok_spec *s, ak_tokenizer **out) {
     t->user_spm_pieces = s->user_spm_pieces;
     ak_status st;
     if (s->kind == AK_TOKENIZER_BPE) AK_CHECK_GOTO(st, build_pretok(s, t));
+    /* a tokenizer.json Unigram's split into words, when it has one */
+    if (s->kind == AK_TOKENIZER_UGM && s->pre_regexes)
+        AK_CHECK_GOTO(st, ak__pretok_compile(s->pre_regexes, s->pre_matches_only, s->n_pre_regexes, &t->pre));
     AK_CHECK_GOTO(st, build_tokens(s, t));
     AK_CHECK_GOTO(st, build_merges(s, t));
     AK_CHECK_GOTO(st, build_specials(s, t));
     AK_CHECK_GOTO(st, collect_specials(t));
     find_byte_tokens(t);
+    if (s->kind == AK_TOKENIZER_UGM) AK_CHECK_GOTO(st, build_ugm(s, t));
     *out = t;
     return AK_OK;
 fail:
@@ -274,7 +308,8 @@ static ak_status read_kind(const ak_gguf *g, ak__tok_spec *s) {
     if (n == 5 && memcmp(str, "llama", 5) == 0) ak__tok_spec_defaults(s, AK_TOKENIZER_SPM);
     else if (n == 4 && memcmp(str, "gpt2", 4) == 0) ak__tok_spec_defaults(s, AK_TOKENIZER_BPE);
     else if (n == 4 && memcmp(str, "bert", 4) == 0) ak__tok_spec_defaults(s, AK_TOKENIZER_WPM);
-    else return AK_FAIL(AK_ERR_UNSUPPORTED, "tokenizer model '%.*s' is not supported (llama, gpt2, bert)", (int)n, str);
+    else if (n == 2 && memcmp(str, "t5", 2) == 0) ak__tok_spec_defaults(s, AK_TOKENIZER_UGM);
+    else return AK_FAIL(AK_ERR_UNSUPPORTED, "tokenizer model '%.*s' is not supported (llama, gpt2, bert, t5)", (int)n, str);
     /* pre absent (or empty): llama.cpp's "default" split */
     if (s->kind != AK_TOKENIZER_BPE || !has_key(g, "tokenizer.ggml.pre")) return AK_OK;
     AK_CHECK(ak_gguf_get_string(g, "tokenizer.ggml.pre", &str, &n));
@@ -403,6 +438,18 @@ static ak_status read_flag(const ak_gguf *g, const char *key, int *flag) {
     return AK_OK;
 }
 
+/* tokenizer.ggml.precompiled_charsmap: an array of bytes, used where it lies in the file. */
+static ak_status read_charsmap(const ak_gguf *g, ak__tok_spec *s) {
+    const ak_gguf_kv *kv = ak__gguf_find(g, "tokenizer.ggml.precompiled_charsmap");
+    if (!kv) return AK_OK;
+    if (kv->type != AK_GGUF_ARRAY || (kv->elem_type != AK_GGUF_UINT8 && kv->elem_type != AK_GGUF_INT8))
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "tokenizer.ggml.precompiled_charsmap must be an "
+                       "array of bytes");
+    s->charsmap = g->base + kv->pos;
+    s->charsmap_len = (size_t)kv->count;
+    return AK_OK;
+}
+
 static ak_status read_specials(const ak_gguf *g, ak__tok_spec *s) {
     AK_CHECK(read_id(g, s, "tokenizer.ggml.bos_token_id", &s->bos));
     AK_CHECK(read_id(g, s, "tokenizer.ggml.eos_token_id", &s->eos));
@@ -415,7 +462,9 @@ static ak_status read_specials(const ak_gguf *g, ak__tok_spec *s) {
     AK_CHECK(read_flag(g, "tokenizer.ggml.add_bos_token", &s->add_bos));
     AK_CHECK(read_flag(g, "tokenizer.ggml.add_eos_token", &s->add_eos));
     AK_CHECK(read_flag(g, "tokenizer.ggml.add_space_prefix", &s->add_space_prefix));
-    return AK_OK;
+    if (s->kind != AK_TOKENIZER_UGM) return AK_OK;
+    AK_CHECK(read_flag(g, "tokenizer.ggml.remove_extra_whitespaces", &s->remove_extra_ws));
+    return read_charsmap(g, s);
 }
 
 /* llama.cpp recognizes end-of-turn, end-of-generation and fill-in-the-middle tokens by
