@@ -187,7 +187,8 @@ class TestBlockedLayout(unittest.TestCase):
             [y] = s.run(None, {"x": x.numpy()})
             np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
             ak = os.path.join(os.path.dirname(os.environ["AK_LIBRARY"]), "ak")
-            out = subprocess.run([ak, "bench", path, "-n", "2", "-w", "0"], capture_output=True, text=True,
+            out = subprocess.run([ak, "bench", path, "-n", "2", "-w", "0", "--out", os.path.dirname(path)],
+                                 capture_output=True, text=True,
                                  env=dict(os.environ, AK_PROFILE="1"), check=True).stdout
             # all 11 convolutions run blocked (the stem reads x plain, the head writes plain)
             self.assertRegex(out, r"NchwcConv\s+11\s")
@@ -245,7 +246,7 @@ class TestBlockedLayout(unittest.TestCase):
                 [y] = s.run(None, {"x": x.numpy()})
                 np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5, err_msg=str(shape))
             ak = os.path.join(os.path.dirname(os.environ["AK_LIBRARY"]), "ak")
-            out = subprocess.run([ak, "bench", path, "-n", "2", "-w", "0", "--dim", "h=128", "--dim", "w=128",
+            out = subprocess.run([ak, "bench", path, "-n", "2", "-w", "0", "--out", os.path.dirname(path), "--dim", "h=128", "--dim", "w=128",
                                   "--dim", "n=1"], capture_output=True, text=True,
                                  env=dict(os.environ, AK_PROFILE="1"), check=True).stdout
             self.assertRegex(out, r"NchwcConv\s+18\s")  # all 18 convolutions
