@@ -1,0 +1,213 @@
+"""One rank of the accelkit.torch.parallel tests (tests/python/test_parallel.py starts
+them with torchrun's variables). Mode "tp": a 2-layer MLP and a GPT-style block
+(vocab-parallel embedding, attention and MLP on column/row-parallel linears, vocab-parallel
+loss) against the same model unpartitioned, with and without overlap and sequence
+parallelism: loss, every gathered parameter gradient and the input gradient within 1e-5
+relative. Exit status 0 = every check passed; each failure is printed.
+"""
+import math
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+import accelkit.torch.distributed  # noqa: F401
+from accelkit.torch import parallel as tp
+
+FAILURES = []
+TOL = 1e-5
+
+
+def check(ok, msg):
+    if not ok:
+        FAILURES.append(msg)
+        print(f"[rank {dist.get_rank()}] FAIL {msg}", flush=True)
+
+
+def rel(a, b):
+    return float((a - b).norm() / max(float(b.norm()), 1e-30))
+
+
+def check_close(what, got, want):
+    check(got.shape == want.shape, f"{what}: shape {tuple(got.shape)} != {tuple(want.shape)}")
+    if got.shape == want.shape:
+        r = rel(got, want)
+        check(r <= TOL, f"{what}: relative error {r:.3g} > {TOL}")
+
+
+def gather(t, group, dim):
+    parts = [torch.empty_like(t) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(parts, t.contiguous(), group=group)
+    return torch.cat(parts, dim=dim)
+
+
+# ---- 2-layer MLP -----------------------------------------------------------------------
+
+def mlp_case(group, sp, overlap):
+    torch.manual_seed(1)
+    S, B, H = 8, 3, 16
+    ref1, ref2 = nn.Linear(H, 4 * H), nn.Linear(4 * H, H)
+    x = torch.randn(S, B, H)
+    target = torch.randn(S, B, H)
+    xr = x.clone().requires_grad_()
+    loss_ref = (ref2(F.gelu(ref1(xr))) * target).sum()
+    loss_ref.backward()
+
+    fc1 = tp.ColumnParallelLinear(H, 4 * H, group, sequence_parallel=sp, overlap=overlap,
+                                  chunks=3).load_full(ref1.weight, ref1.bias)
+    fc2 = tp.RowParallelLinear(4 * H, H, group, sequence_parallel=sp, overlap=overlap,
+                               chunks=3).load_full(ref2.weight, ref2.bias)
+    if sp:
+        xs = tp._comm.split_dim0(x, group).requires_grad_()
+        t = tp._comm.split_dim0(target, group)
+    else:
+        xs, t = x.clone().requires_grad_(), target
+    y = fc2(F.gelu(fc1(xs)))
+    loss = (y * t).sum()
+    loss.backward()
+    tp.allreduce_sequence_parallel_grads(nn.ModuleList([fc1, fc2]), group)
+    total = loss.detach().clone()
+    if sp:
+        dist.all_reduce(total, group=group)
+    name = f"mlp sp={sp} overlap={overlap}"
+    check_close(f"{name} loss", total, loss_ref.detach())
+    check_close(f"{name} fc1.weight grad", gather(fc1.weight.grad, group, 0), ref1.weight.grad)
+    check_close(f"{name} fc1.bias grad", gather(fc1.bias.grad, group, 0), ref1.bias.grad)
+    check_close(f"{name} fc2.weight grad", gather(fc2.weight.grad, group, 1), ref2.weight.grad)
+    check_close(f"{name} fc2.bias grad", fc2.bias.grad, ref2.bias.grad)
+    gx = gather(xs.grad, group, 0) if sp else xs.grad
+    check_close(f"{name} input grad", gx, xr.grad)
+
+
+# ---- GPT-style block -------------------------------------------------------------------
+
+def attention(qkv, head_dim):
+    """Causal self-attention over qkv [s, b, heads*3*head_dim] (q, k, v per head)."""
+    s, b = qkv.shape[:2]
+    heads = qkv.shape[2] // (3 * head_dim)
+    q, k, v = qkv.view(s, b, heads, 3, head_dim).permute(3, 1, 2, 0, 4).unbind(0)
+    scores = q.matmul(k.transpose(-1, -2)) / math.sqrt(head_dim)
+    mask = torch.ones(s, s, dtype=torch.bool).triu(1)
+    p = scores.masked_fill(mask, float("-inf")).softmax(-1)
+    return p.matmul(v).permute(2, 0, 1, 3).reshape(s, b, heads * head_dim)
+
+
+class RefGPT(nn.Module):
+    def __init__(self, vocab, hidden, heads):
+        super().__init__()
+        self.head_dim = hidden // heads
+        self.emb = nn.Embedding(vocab, hidden)
+        self.ln1, self.ln2, self.lnf = (nn.LayerNorm(hidden) for _ in range(3))
+        self.qkv, self.proj = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+        self.fc1, self.fc2 = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+        self.head = nn.Linear(hidden, vocab, bias=False)
+        with torch.no_grad():  # non-trivial norms
+            for ln in (self.ln1, self.ln2, self.lnf):
+                ln.weight.uniform_(0.5, 1.5)
+                ln.bias.uniform_(-0.1, 0.1)
+
+    def forward(self, ids, targets):
+        x = self.emb(ids)
+        x = x + self.proj(attention(self.qkv(self.ln1(x)), self.head_dim))
+        x = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        logits = self.head(self.lnf(x))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+class TPGPT(nn.Module):
+    def __init__(self, ref, group, sp, overlap):
+        super().__init__()
+        vocab, hidden = ref.emb.weight.shape
+        kw = dict(sequence_parallel=sp, overlap=overlap, chunks=2)
+        self.group, self.head_dim = group, ref.head_dim
+        self.emb = tp.VocabParallelEmbedding(vocab, hidden, group, sequence_parallel=sp)
+        self.emb.load_full(ref.emb.weight)
+        self.ln1, self.ln2, self.lnf = (nn.LayerNorm(hidden) for _ in range(3))
+        for mine, theirs in ((self.ln1, ref.ln1), (self.ln2, ref.ln2), (self.lnf, ref.lnf)):
+            mine.load_state_dict(theirs.state_dict())
+            if sp:
+                tp.mark_sequence_parallel(mine)
+        self.qkv = tp.ColumnParallelLinear(hidden, 3 * hidden, group, **kw)
+        self.qkv.load_full(ref.qkv.weight, ref.qkv.bias)
+        self.proj = tp.RowParallelLinear(hidden, hidden, group, **kw)
+        self.proj.load_full(ref.proj.weight, ref.proj.bias)
+        self.fc1 = tp.ColumnParallelLinear(hidden, 4 * hidden, group, **kw)
+        self.fc1.load_full(ref.fc1.weight, ref.fc1.bias)
+        self.fc2 = tp.RowParallelLinear(4 * hidden, hidden, group, **kw)
+        self.fc2.load_full(ref.fc2.weight, ref.fc2.bias)
+        self.head = tp.ColumnParallelLinear(hidden, vocab, group, bias=False, **kw)
+        self.head.load_full(ref.head.weight)
+
+    def forward(self, ids, targets):
+        x = self.emb(ids)  # [s/tp, b, h] under SP, else [s, b, h]
+        x = x + self.proj(attention(self.qkv(self.ln1(x)), self.head_dim))
+        x = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        logits = self.head(self.lnf(x))  # [s, b, vocab/tp]
+        return tp.vocab_parallel_cross_entropy(logits, targets, self.group).mean()
+
+
+# how each parameter's gradient is gathered: dim, or None for replicated
+SHARD_DIM = {"emb.weight": 0, "qkv.weight": 0, "qkv.bias": 0, "proj.weight": 1,
+             "fc1.weight": 0, "fc1.bias": 0, "fc2.weight": 1, "head.weight": 0}
+
+
+def gpt_case(group, sp, overlap):
+    torch.manual_seed(2)
+    vocab, hidden, heads, S, B = 64, 32, 4, 8, 2
+    ref = RefGPT(vocab, hidden, heads)
+    ids = torch.randint(0, vocab, (S, B))
+    targets = torch.randint(0, vocab, (S, B))
+    loss_ref = ref(ids, targets)
+    loss_ref.backward()
+    model = TPGPT(ref, group, sp, overlap)
+    loss = model(ids, targets)
+    loss.backward()
+    tp.allreduce_sequence_parallel_grads(model, group)
+    name = f"gpt sp={sp} overlap={overlap}"
+    check_close(f"{name} loss", loss.detach(), loss_ref.detach())
+    ref_params = dict(ref.named_parameters())
+    for pname, p in model.named_parameters():
+        dim = SHARD_DIM.get(pname)
+        g = p.grad if dim is None else gather(p.grad, group, dim)
+        check_close(f"{name} {pname} grad", g, ref_params[pname].grad)
+
+
+def tp_mode():
+    world = dist.get_world_size()
+    group = dist.new_group(list(range(world)), backend="accelkit")
+    for sp in (False, True):
+        for overlap in (False, True):
+            mlp_case(group, sp, overlap)
+            gpt_case(group, sp, overlap)
+    # refusals name what is wrong
+    for call, words in (
+            (lambda: tp.ColumnParallelLinear(5, 7, group), ("ColumnParallelLinear", "7")),
+            (lambda: tp.RowParallelLinear(8, 8, group, input_is_parallel=False,
+                                          sequence_parallel=True), ("input_is_parallel",)),
+            (lambda: tp.VocabParallelEmbedding(world * 4, 8, group)(torch.tensor([[world * 4]])),
+             ("token ids",))):
+        try:
+            call()
+            check(False, f"no error for {words}")
+        except ValueError as e:
+            check(all(w in str(e) for w in words), f"error {e!r} should name {words}")
+
+
+def main():
+    torch.set_num_threads(1)
+    dist.init_process_group("accelkit")
+    mode = sys.argv[1]
+    if mode == "tp":
+        tp_mode()
+    else:
+        sys.exit(f"tp_worker.py: unknown mode {mode}")
+    dist.barrier()
+    print(f"[rank {dist.get_rank()}] {len(FAILURES)} failures", flush=True)
+    dist.destroy_process_group()
+    sys.exit(1 if FAILURES else 0)
+
+
+if __name__ == "__main__":
+    main()
