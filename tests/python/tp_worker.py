@@ -3,7 +3,10 @@ them with torchrun's variables). Mode "tp": a 2-layer MLP and a GPT-style block
 (vocab-parallel embedding, attention and MLP on column/row-parallel linears, vocab-parallel
 loss) against the same model unpartitioned, with and without overlap and sequence
 parallelism: loss, every gathered parameter gradient and the input gradient within 1e-5
-relative. Exit status 0 = every check passed; each failure is printed.
+relative. Mode "zero": ZeroOptimizer stages 0-3 (Adam) for 10 steps against the
+single-process model on the global batch (losses within 1e-5 relative), and the bytes of
+parameters, gradients and optimizer states per rank (stage 3 <= 1.1 x stage 0 / N).
+Exit status 0 = every check passed; each failure is printed.
 """
 import math
 import sys
@@ -15,6 +18,7 @@ from torch import nn
 
 import accelkit.torch.distributed  # noqa: F401
 from accelkit.torch import parallel as tp
+from accelkit.torch.parallel import ZeroOptimizer
 
 FAILURES = []
 TOL = 1e-5
@@ -195,12 +199,100 @@ def tp_mode():
             check(all(w in str(e) for w in words), f"error {e!r} should name {words}")
 
 
+# ---- ZeRO ------------------------------------------------------------------------------
+
+def zero_model():
+    torch.manual_seed(3)
+    return nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 64), nn.LayerNorm(64),
+                         nn.Tanh(), nn.Linear(64, 8))
+
+
+def zero_batches(steps, world, per_rank):
+    g = torch.Generator().manual_seed(4)
+    return [(torch.randn(world * per_rank, 32, generator=g),
+             torch.randn(world * per_rank, 8, generator=g)) for _ in range(steps)]
+
+
+def zero_run(stage, batches, per_rank, optimizer, kwargs, ref_losses):
+    """Trains a fresh model with ZeroOptimizer(stage); checks every step's global loss."""
+    world, rank = dist.get_world_size(), dist.get_rank()
+    model = zero_model()
+    opt = ZeroOptimizer(model, optimizer, stage=stage, **kwargs)
+    what = f"zero stage {stage} {optimizer.__name__}"
+    for step, (x, y) in enumerate(batches):
+        rows = slice(rank * per_rank, (rank + 1) * per_rank)
+        loss = F.mse_loss(model(x[rows]), y[rows])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        total = loss.detach().clone()
+        dist.all_reduce(total)
+        got = float(total) / world
+        r = abs(got - ref_losses[step]) / abs(ref_losses[step])
+        check(r <= TOL, f"{what} step {step}: loss {got} vs {ref_losses[step]} "
+                        f"(relative {r:.3g})")
+    if stage == 3:
+        check(len(opt.order) == len(opt.units) == 4,
+              f"stage 3: {len(opt.units)} modules, {len(opt.order)} in forward order")
+        check(not any(u.gathered for u in opt.units),
+              "stage 3: gathered parameters left after the step")
+    return model, opt
+
+
+def zero_mode():
+    world, rank = dist.get_world_size(), dist.get_rank()
+    steps, per_rank = 10, 4
+    batches = zero_batches(steps, world, per_rank)
+    # Adam is blind to a gradient's scale, SGD is not: both catch a wrong average
+    for optimizer, kwargs in ((torch.optim.Adam, {"lr": 1e-2}),
+                              (torch.optim.SGD, {"lr": 0.1, "momentum": 0.9})):
+        ref = zero_model()
+        ref_opt = optimizer(ref.parameters(), **kwargs)
+        ref_losses = []
+        for x, y in batches:
+            loss = F.mse_loss(ref(x), y)
+            ref_opt.zero_grad()
+            loss.backward()
+            ref_opt.step()
+            ref_losses.append(float(loss))
+        memory = {}
+        for stage in (0, 1, 2, 3):
+            model, opt = zero_run(stage, batches, per_rank, optimizer, kwargs, ref_losses)
+            memory[stage] = opt.memory_bytes()
+            if stage < 3:  # the parameters themselves, after 10 steps
+                for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+                    check_close(f"zero stage {stage} {optimizer.__name__} {name} after "
+                                f"{steps} steps", p.detach(), q.detach())
+        if optimizer is torch.optim.Adam:
+            zero_memory_checks(memory, world, rank)
+    try:
+        ZeroOptimizer(list(zero_model().parameters()), torch.optim.Adam, stage=3)
+        check(False, "stage 3 with a parameter list was accepted")
+    except ValueError as e:
+        check("nn.Module" in str(e), f"stage 3 refusal should ask for the module: {e}")
+
+
+def zero_memory_checks(memory, world, rank):
+    total = {s: sum(m.values()) for s, m in memory.items()}
+    if rank == 0:
+        for s in memory:
+            print(f"ZERO-MEMORY world={world} stage={s} {memory[s]} total={total[s]}", flush=True)
+    check(total[3] <= 1.1 * total[0] / world,
+          f"stage 3 holds {total[3]} bytes, more than 1.1 x stage 0's {total[0]} / {world}")
+    check(memory[1]["optimizer"] <= 1.1 * memory[0]["optimizer"] / world,
+          f"stage 1 optimizer states {memory[1]['optimizer']} not 1/{world} of "
+          f"{memory[0]['optimizer']}")
+    check(memory[2]["grads"] <= 1.1 * memory[0]["grads"] / world,
+          f"stage 2 gradients {memory[2]['grads']} not 1/{world} of {memory[0]['grads']}")
+
 def main():
     torch.set_num_threads(1)
     dist.init_process_group("accelkit")
     mode = sys.argv[1]
     if mode == "tp":
         tp_mode()
+    elif mode == "zero":
+        zero_mode()
     else:
         sys.exit(f"tp_worker.py: unknown mode {mode}")
     dist.barrier()

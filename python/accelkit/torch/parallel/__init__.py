@@ -16,9 +16,10 @@ from .layers import ColumnParallelLinear, RowParallelLinear, VocabParallelEmbedd
     allreduce_sequence_parallel_grads, mark_sequence_parallel, vocab_parallel_cross_entropy
 from .mappings import copy_to_tp, gather_from_sequence, gather_from_tp, reduce_from_tp, \
     reduce_scatter_to_sequence, scatter_to_sequence, scatter_to_tp
+from .zero import ZeroOptimizer
 
 __all__ = ["ColumnParallelLinear", "RowParallelLinear", "VocabParallelEmbedding",
            "vocab_parallel_cross_entropy", "mark_sequence_parallel",
            "allreduce_sequence_parallel_grads", "copy_to_tp", "reduce_from_tp",
            "scatter_to_tp", "gather_from_tp", "scatter_to_sequence", "gather_from_sequence",
-           "reduce_scatter_to_sequence"]
+           "reduce_scatter_to_sequence", "ZeroOptimizer"]
