@@ -86,6 +86,11 @@ class TestParallel(unittest.TestCase):
     def test_zero_4(self):
         self.assert_ranks_ok(run_ranks(4, ["zero"]))
 
+    def test_tp2_zero_dp2(self):
+        """A TP MLP at tp=2 trained by ZeroOptimizer over dp=2 (stages 0-3) against the
+        single-process MLP on the global batch."""
+        self.assert_ranks_ok(run_ranks(4, ["hybrid"]))
+
 
 if __name__ == "__main__":
     unittest.main()

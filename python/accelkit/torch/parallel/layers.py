@@ -292,4 +292,4 @@ def allreduce_sequence_parallel_grads(model, group):
 
 __all__ = ["ColumnParallelLinear", "RowParallelLinear", "VocabParallelEmbedding",
            "vocab_parallel_cross_entropy", "mark_sequence_parallel",
-           "allreduce_sequence_parallel_grads", "copy_to_tp"]
+           "allreduce_sequence_parallel_grads"]

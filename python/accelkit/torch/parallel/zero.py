@@ -304,6 +304,12 @@ class ZeroOptimizer:
         return {"params": _unique_bytes(params), "grads": _unique_bytes(grads),
                 "optimizer": _unique_bytes(_state_tensors(self.inner))}
 
+    @property
+    def param_groups(self):
+        """The inner optimizer's groups (over the shards): learning-rate schedulers set
+        their "lr" here."""
+        return self.inner.param_groups
+
     def state_dict(self):
         return self.inner.state_dict()
 
