@@ -3,7 +3,7 @@ them with torchrun's variables). Mode "tp": a 2-layer MLP and a GPT-style block
 (vocab-parallel embedding, attention and MLP on column/row-parallel linears, vocab-parallel
 loss) against the same model unpartitioned, with and without overlap and sequence
 parallelism: loss, every gathered parameter gradient and the input gradient within 1e-5
-relative. Mode "zero": ZeroOptimizer stages 0-3 (Adam) for 10 steps against the
+relative; gather_output / input_is_parallel=False; the refusals. Mode "zero": ZeroOptimizer stages 0-3 (Adam) for 10 steps against the
 single-process model on the global batch (losses within 1e-5 relative), and the bytes of
 parameters, gradients and optimizer states per rank (stage 3 <= 1.1 x stage 0 / N).
 Mode "hybrid" (4 ranks): a TP MLP at tp=2 trained by ZeroOptimizer over dp=2, stages 0-3.
@@ -84,6 +84,33 @@ def mlp_case(group, sp, overlap):
     check_close(f"{name} fc2.bias grad", fc2.bias.grad, ref2.bias.grad)
     gx = gather(xs.grad, group, 0) if sp else xs.grad
     check_close(f"{name} input grad", gx, xr.grad)
+
+
+def gather_output_case(group):
+    """ColumnParallelLinear(gather_output=True) into RowParallelLinear(input_is_parallel=
+    False): the whole hidden activation between them, split again by the row layer."""
+    torch.manual_seed(7)
+    S, B, H = 4, 2, 8
+    ref1, ref2 = nn.Linear(H, 2 * H), nn.Linear(2 * H, H)
+    x, target = torch.randn(S, B, H), torch.randn(S, B, H)
+    xr = x.clone().requires_grad_()
+    loss_ref = (ref2(torch.tanh(ref1(xr))) * target).sum()
+    loss_ref.backward()
+    fc1 = tp.ColumnParallelLinear(H, 2 * H, group, gather_output=True)
+    fc2 = tp.RowParallelLinear(2 * H, H, group, input_is_parallel=False)
+    fc1.load_full(ref1.weight, ref1.bias)
+    fc2.load_full(ref2.weight, ref2.bias)
+    xs = x.clone().requires_grad_()
+    hidden = torch.tanh(fc1(xs))
+    check(hidden.shape == (S, B, 2 * H), f"gather_output: shape {tuple(hidden.shape)}")
+    loss = (fc2(hidden) * target).sum()
+    loss.backward()
+    check_close("gather_output loss", loss.detach(), loss_ref.detach())
+    check_close("gather_output fc1.weight grad", gather(fc1.weight.grad, group, 0),
+                ref1.weight.grad)
+    check_close("gather_output fc2.weight grad", gather(fc2.weight.grad, group, 1),
+                ref2.weight.grad)
+    check_close("gather_output input grad", xs.grad, xr.grad)
 
 
 # ---- GPT-style block -------------------------------------------------------------------
@@ -186,6 +213,7 @@ def tp_mode():
         for overlap in (False, True):
             mlp_case(group, sp, overlap)
             gpt_case(group, sp, overlap)
+    gather_output_case(group)
     # refusals name what is wrong
     for call, words in (
             (lambda: tp.ColumnParallelLinear(5, 7, group), ("ColumnParallelLinear", "7")),
