@@ -3,7 +3,8 @@ them with torchrun's variables). Mode "tp": a 2-layer MLP and a GPT-style block
 (vocab-parallel embedding, attention and MLP on column/row-parallel linears, vocab-parallel
 loss) against the same model unpartitioned, with and without overlap and sequence
 parallelism: loss, every gathered parameter gradient and the input gradient within 1e-5
-relative; gather_output / input_is_parallel=False; the refusals. Mode "zero": ZeroOptimizer stages 0-3 (Adam) for 10 steps against the
+relative; gather_output / input_is_parallel=False; the refusals. Mode "zero":
+ZeroOptimizer stages 0-3 (Adam, SGD with momentum) for 10 steps against the
 single-process model on the global batch (losses within 1e-5 relative), and the bytes of
 parameters, gradients and optimizer states per rank (stage 3 <= 1.1 x stage 0 / N).
 Mode "hybrid" (4 ranks): a TP MLP at tp=2 trained by ZeroOptimizer over dp=2, stages 0-3.
