@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import _comm
-from .mappings import copy_to_tp, gather_from_tp, reduce_from_tp, \
+from .mappings import gather_from_tp, reduce_from_tp, \
     reduce_scatter_to_sequence, scatter_to_tp
 
 
