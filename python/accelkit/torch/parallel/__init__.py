@@ -1,5 +1,6 @@
 """accelkit.torch.parallel: tensor and sequence parallelism (Megatron-LM's layers, with
-the TP collectives overlapped with chunked GEMMs) and ZeRO stages 1-3, on accelkit
+the TP collectives overlapped with chunked GEMMs), ZeRO stages 1-3, pipeline parallelism
+(1F1B and interleaved schedules) and activation recompute, on accelkit
 torch.distributed process groups. See docs/parallel.md.
 
     import torch.distributed as dist
@@ -17,9 +18,13 @@ from .layers import ColumnParallelLinear, RowParallelLinear, VocabParallelEmbedd
 from .mappings import copy_to_tp, gather_from_sequence, gather_from_tp, reduce_from_tp, \
     reduce_scatter_to_sequence, scatter_to_sequence, scatter_to_tp
 from .zero import ZeroOptimizer
+from .pipeline import Pipeline, PipelineGroups, pipeline_groups, split_sequential
+from .recompute import GPTBlock, SavedTensorMeter, parse_recompute, set_recompute
 
 __all__ = ["ColumnParallelLinear", "RowParallelLinear", "VocabParallelEmbedding",
            "vocab_parallel_cross_entropy", "mark_sequence_parallel",
            "allreduce_sequence_parallel_grads", "copy_to_tp", "reduce_from_tp",
            "scatter_to_tp", "gather_from_tp", "scatter_to_sequence", "gather_from_sequence",
-           "reduce_scatter_to_sequence", "ZeroOptimizer"]
+           "reduce_scatter_to_sequence", "ZeroOptimizer",
+           "Pipeline", "PipelineGroups", "pipeline_groups", "split_sequential",
+           "GPTBlock", "SavedTensorMeter", "parse_recompute", "set_recompute"]
