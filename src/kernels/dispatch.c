@@ -8,6 +8,7 @@
  * made again only when ak_init re-ran (tests that change the environment). */
 #include "kernels/dispatch.h"
 
+#include <cpuid.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -72,9 +73,14 @@ static int cpu_feature_avx512vnni(void) {
     return __builtin_cpu_supports("avx512vnni");
 }
 
-static int cpu_feature_avxvnni(void) { /* VEX-encoded VNNI on 256-bit vectors */
+/* VEX-encoded VNNI on 256-bit vectors: CPUID.(EAX=7,ECX=1):EAX bit 4, read directly
+ * because clang 14's __builtin_cpu_supports does not know "avxvnni"; AVX2 (whose check
+ * includes the OS saving YMM state) is needed beside it. */
+static int cpu_feature_avxvnni(void) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_max(0, NULL) < 7 || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avxvnni");
+    return ((a >> 4) & 1) && __builtin_cpu_supports("avx2");
 }
 
 static int cpu_feature_avx512bf16(void) {
