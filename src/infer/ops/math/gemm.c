@@ -10,6 +10,7 @@
 
 #include "accelkit/kernels.h"
 #include "infer/ops/math/math.h"
+#include "infer/ops/math/matmul_plan.h"
 
 /* Below this many multiply-adds per product, batches are spread over threads. */
 #define SMALL_PRODUCT_MACS ((uint64_t)64 * 64 * 64)
@@ -164,18 +165,8 @@ static ak_status gemm_run(ak__op_ctx *ctx) {
 
 /* ---- MatMul ---------------------------------------------------------------------------- */
 
-typedef struct mm_plan {
-    uint64_t M, N, K, batch;
-    int nb; /* broadcast batch rank */
-    int64_t bd[AK_IR_MAX_RANK];
-    uint64_t sa[AK_IR_MAX_RANK], sb[AK_IR_MAX_RANK]; /* batch strides in matrices (0: broadcast) */
-    int rank;
-    int64_t out[AK_IR_MAX_RANK];
-    int fold; /* B shared by every batch and A not broadcast: one GEMM over batch*M rows */
-} mm_plan;
-
 /* Batch strides of operand t (rank r >= 2) against the broadcast batch dims. */
-static void mm_strides(const mm_plan *pl, const ak__tensor *t, uint64_t *st) {
+static void mm_strides(const ak__mm_plan *pl, const ak__tensor *t, uint64_t *st) {
     int tb = t->rank >= 2 ? t->rank - 2 : 0;
     uint64_t stride = 1;
     for (int i = pl->nb - 1; i >= 0; i--) {
@@ -189,11 +180,11 @@ static void mm_strides(const mm_plan *pl, const ak__tensor *t, uint64_t *st) {
     }
 }
 
-static ak_status mm_plan_make(ak__op_ctx *ctx, const ak__tensor *A, const ak__tensor *B,
-                              mm_plan *pl) {
+ak_status ak__mm_plan_make(ak__op_ctx *ctx, const ak__tensor *A, const ak__tensor *B,
+                           ak__mm_plan *pl) {
     memset(pl, 0, sizeof *pl);
     if (A->rank < 1 || B->rank < 1)
-        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "MatMul operands must have rank >= 1");
+        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "operands must have rank >= 1");
     pl->M = A->rank >= 2 ? (uint64_t)A->dims[A->rank - 2] : 1;
     pl->K = (uint64_t)A->dims[A->rank - 1];
     uint64_t kb = (uint64_t)B->dims[B->rank >= 2 ? B->rank - 2 : 0];
@@ -222,17 +213,16 @@ static ak_status mm_plan_make(ak__op_ctx *ctx, const ak__tensor *A, const ak__te
     if (A->rank >= 2) pl->out[pl->rank++] = (int64_t)pl->M;
     if (B->rank >= 2) pl->out[pl->rank++] = (int64_t)pl->N;
     uint64_t acount = 1;
-    int bshared = 1;
+    pl->b_shared = 1;
     for (int i = 0; i < pl->nb; i++) {
-        if (pl->sb[i]) bshared = 0;
+        if (pl->sb[i]) pl->b_shared = 0;
         if (pl->sa[i]) acount *= (uint64_t)pl->bd[i];
     }
-    pl->fold = bshared && acount == pl->batch;
+    pl->fold = pl->b_shared && acount == pl->batch;
     return AK_OK;
 }
 
-/* Offsets (in matrices) of A and B for batch t. */
-static void mm_offsets(const mm_plan *pl, uint64_t t, uint64_t *ao, uint64_t *bo) {
+void ak__mm_offsets(const ak__mm_plan *pl, uint64_t t, uint64_t *ao, uint64_t *bo) {
     *ao = *bo = 0;
     for (int i = pl->nb - 1; i >= 0; i--) {
         uint64_t idx = t % (uint64_t)pl->bd[i];
@@ -248,13 +238,13 @@ static ak_status matmul_reshape(ak__op_ctx *ctx) {
     AK_CHECK(ak__op_require(ctx, 1, &B));
     AK_CHECK(numeric_type(ctx, 0, A));
     AK_CHECK(ak__op_check_type(ctx, 1, B, A->type));
-    mm_plan pl;
-    AK_CHECK(mm_plan_make(ctx, A, B, &pl));
+    ak__mm_plan pl;
+    AK_CHECK(ak__mm_plan_make(ctx, A, B, &pl));
     return ak__op_set_output(ctx, 0, A->type, pl.rank, pl.out);
 }
 
 typedef struct mm_job {
-    const mm_plan *pl;
+    const ak__mm_plan *pl;
     const ak__tensor *A, *B;
     ak__tensor *Y;
     ak_threadpool *pool;
@@ -263,10 +253,10 @@ typedef struct mm_job {
 static void mm_f32_task(void *vj, size_t begin, size_t end, int tid) {
     (void)tid;
     const mm_job *j = vj;
-    const mm_plan *pl = j->pl;
+    const ak__mm_plan *pl = j->pl;
     for (size_t t = begin; t < end; t++) {
         uint64_t ao, bo;
-        mm_offsets(pl, t, &ao, &bo);
+        ak__mm_offsets(pl, t, &ao, &bo);
         (void)ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, (size_t)pl->M, (size_t)pl->N, (size_t)pl->K,
                        1.0f, (const float *)j->A->data + ao * pl->M * pl->K, (size_t)pl->K,
                        (const float *)j->B->data + bo * pl->K * pl->N, (size_t)pl->N, 0.0f,
@@ -276,10 +266,10 @@ static void mm_f32_task(void *vj, size_t begin, size_t end, int tid) {
 
 /* Reference product of one batch for non-float32 types. */
 static void mm_reference_batch(const mm_job *j, uint64_t t) {
-    const mm_plan *pl = j->pl;
+    const ak__mm_plan *pl = j->pl;
     const ak__tensor *A = j->A, *B = j->B;
     uint64_t ao, bo;
-    mm_offsets(pl, t, &ao, &bo);
+    ak__mm_offsets(pl, t, &ao, &bo);
     ao *= pl->M * pl->K;
     bo *= pl->K * pl->N;
     int integer = is_int_type(A->type);
@@ -310,8 +300,8 @@ static void mm_reference_task(void *vj, size_t begin, size_t end, int tid) {
 
 static ak_status matmul_run(ak__op_ctx *ctx) {
     const ak__tensor *A = ctx->inputs[0], *B = ctx->inputs[1];
-    mm_plan pl;
-    AK_CHECK(mm_plan_make(ctx, A, B, &pl));
+    ak__mm_plan pl;
+    AK_CHECK(ak__mm_plan_make(ctx, A, B, &pl));
     mm_job j = {&pl, A, B, ak__op_out(ctx, 0), ctx->pool};
     if (!j.Y || j.Y->count == 0) return AK_OK;
     if (pl.K == 0) {

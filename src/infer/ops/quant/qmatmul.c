@@ -13,80 +13,10 @@
 #include <string.h>
 
 #include "infer/ops/nn/common.h"
+#include "infer/ops/math/matmul_plan.h"
 #include "infer/ops/quant/quant.h"
 
 /* ---- shapes ----------------------------------------------------------------------------- */
-
-typedef struct qmm_plan {
-    uint64_t M, N, K, batch;
-    int nb;
-    int64_t bd[AK_IR_MAX_RANK];
-    uint64_t sa[AK_IR_MAX_RANK], sb[AK_IR_MAX_RANK]; /* batch strides in matrices */
-    int rank;
-    int64_t out[AK_IR_MAX_RANK];
-    int b_shared; /* every batch uses the one B */
-} qmm_plan;
-
-static void batch_strides(const qmm_plan *pl, const ak__tensor *t, uint64_t *st) {
-    int tb = t->rank >= 2 ? t->rank - 2 : 0;
-    uint64_t stride = 1;
-    for (int i = pl->nb - 1; i >= 0; i--) {
-        int ti = i - (pl->nb - tb);
-        if (ti < 0 || t->dims[ti] == 1) {
-            st[i] = 0;
-            continue;
-        }
-        st[i] = stride;
-        stride *= (uint64_t)t->dims[ti];
-    }
-}
-
-static ak_status plan_make(ak__op_ctx *ctx, const ak__tensor *A, const ak__tensor *B,
-                           qmm_plan *pl) {
-    memset(pl, 0, sizeof *pl);
-    if (A->rank < 1 || B->rank < 1)
-        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "operands must have rank >= 1");
-    pl->M = A->rank >= 2 ? (uint64_t)A->dims[A->rank - 2] : 1;
-    pl->K = (uint64_t)A->dims[A->rank - 1];
-    uint64_t kb = (uint64_t)B->dims[B->rank >= 2 ? B->rank - 2 : 0];
-    pl->N = B->rank >= 2 ? (uint64_t)B->dims[B->rank - 1] : 1;
-    if (kb != pl->K)
-        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
-                          "inner dimensions differ (%llu and %llu)", (unsigned long long)pl->K,
-                          (unsigned long long)kb);
-    int ba = A->rank > 2 ? A->rank - 2 : 0, bb = B->rank > 2 ? B->rank - 2 : 0;
-    pl->nb = ba > bb ? ba : bb;
-    pl->batch = 1;
-    for (int i = 0; i < pl->nb; i++) {
-        int ia = i - (pl->nb - ba), ib = i - (pl->nb - bb);
-        int64_t da = ia >= 0 ? A->dims[ia] : 1, db = ib >= 0 ? B->dims[ib] : 1;
-        if (da != db && da != 1 && db != 1)
-            return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
-                              "batch dims %lld and %lld do not broadcast", (long long)da,
-                              (long long)db);
-        pl->bd[i] = da == 1 ? db : da;
-        pl->batch *= (uint64_t)pl->bd[i];
-    }
-    batch_strides(pl, A, pl->sa);
-    batch_strides(pl, B, pl->sb);
-    for (int i = 0; i < pl->nb; i++) pl->out[pl->rank++] = pl->bd[i];
-    if (A->rank >= 2) pl->out[pl->rank++] = (int64_t)pl->M;
-    if (B->rank >= 2) pl->out[pl->rank++] = (int64_t)pl->N;
-    pl->b_shared = 1;
-    for (int i = 0; i < pl->nb; i++)
-        if (pl->sb[i]) pl->b_shared = 0;
-    return AK_OK;
-}
-
-static void batch_offsets(const qmm_plan *pl, uint64_t t, uint64_t *ao, uint64_t *bo) {
-    *ao = *bo = 0;
-    for (int i = pl->nb - 1; i >= 0; i--) {
-        uint64_t idx = t % (uint64_t)pl->bd[i];
-        t /= (uint64_t)pl->bd[i];
-        *ao += idx * pl->sa[i];
-        *bo += idx * pl->sb[i];
-    }
-}
 
 /* ---- the three operators' inputs ---------------------------------------------------------- */
 
@@ -102,7 +32,7 @@ typedef struct qmm_state {
 } qmm_state;
 
 typedef struct qmm_args {
-    qmm_plan pl;
+    ak__mm_plan pl;
     const ak__tensor *A, *B;
     ak__qzp za, zb;
     const float *a_scale, *b_scale, *y_scale;
@@ -117,7 +47,7 @@ static ak_status args_make(ak__op_ctx *ctx, int op, qmm_args *g) {
     AK_CHECK(ak__op_require(ctx, in_b[op], &g->B));
     AK_CHECK(ak__q_check_8bit(ctx, in_a[op], g->A, "A"));
     AK_CHECK(ak__q_check_8bit(ctx, in_b[op], g->B, "B"));
-    AK_CHECK(plan_make(ctx, g->A, g->B, &g->pl));
+    AK_CHECK(ak__mm_plan_make(ctx, g->A, g->B, &g->pl));
     size_t M = (size_t)g->pl.M, N = (size_t)g->pl.N, n;
     /* required by QLinearMatMul, but not in its fused form (a DequantizeLinear without one) */
     int zp_optional = op != OP_QLMM || strcmp(ctx->node->domain, "com.accelkit") == 0;
@@ -179,7 +109,7 @@ static void qmm_destroy(void *state) {
 }
 
 /* Workspace: the driver's slots, then N multipliers, then one packed B if not packed. */
-static size_t ws_driver(const ak__op_ctx *ctx, const qmm_plan *pl) {
+static size_t ws_driver(const ak__op_ctx *ctx, const ak__mm_plan *pl) {
     return (ak__qmm_workspace((size_t)pl->K, ak__nn_pool_threads(ctx)) + 63) / 64 * 64;
 }
 
@@ -199,7 +129,7 @@ static ak_status qmm_run_op(ak__op_ctx *ctx, int op) {
     AK_CHECK(args_make(ctx, op, &g));
     ak__tensor *Y = ak__op_out(ctx, 0);
     if (!Y || Y->count == 0) return AK_OK;
-    const qmm_plan *pl = &g.pl;
+    const ak__mm_plan *pl = &g.pl;
     size_t M = (size_t)pl->M, N = (size_t)pl->N, K = (size_t)pl->K;
     int threads = ak__nn_pool_threads(ctx);
     char *ws = ctx->workspace;
@@ -232,7 +162,7 @@ static ak_status qmm_run_op(ak__op_ctx *ctx, int op) {
     uint64_t products = fold ? 1 : pl->batch;
     for (uint64_t t = 0; t < products; t++) {
         uint64_t ao, bo;
-        batch_offsets(pl, t, &ao, &bo);
+        ak__mm_offsets(pl, t, &ao, &bo);
         if (st) {
             q.b = &st->b;
         } else if (t == 0 || !pl->b_shared) {
