@@ -12,7 +12,6 @@ full < hybrid:1 < selective < none.
 Exit status 0 = every check passed; each failure is printed.
 """
 import copy
-import sys
 
 import torch
 import torch.distributed as dist
@@ -22,24 +21,7 @@ from torch import nn
 import accelkit.torch.distributed  # noqa: F401
 from accelkit.torch import parallel as tp
 
-FAILURES = []
-TOL = 1e-5
-
-
-def check(ok, msg):
-    if not ok:
-        FAILURES.append(msg)
-        print(f"[rank {dist.get_rank()}] FAIL {msg}", flush=True)
-
-
-def check_close(what, got, want):
-    check(got is not None, f"{what}: no value")
-    if got is None:
-        return
-    check(got.shape == want.shape, f"{what}: shape {tuple(got.shape)} != {tuple(want.shape)}")
-    if got.shape == want.shape:
-        r = float((got - want).norm() / max(float(want.norm()), 1e-30))
-        check(r <= TOL, f"{what}: relative error {r:.3g} > {TOL}")
+from rank_checks import check, check_close, run_modes  # noqa: E402
 
 
 # ---- models ----------------------------------------------------------------------------
@@ -217,21 +199,5 @@ def recompute_mode():
           f"saved bytes not ordered full < hybrid:1 < selective < none: {saved}")
 
 
-def main():
-    torch.set_num_threads(1)
-    dist.init_process_group("accelkit")
-    mode = sys.argv[1]
-    if mode == "pp":
-        pp_mode()
-    elif mode == "recompute":
-        recompute_mode()
-    else:
-        sys.exit(f"pp_worker.py: unknown mode {mode}")
-    dist.barrier()
-    print(f"[rank {dist.get_rank()}] {len(FAILURES)} failures", flush=True)
-    dist.destroy_process_group()
-    sys.exit(1 if FAILURES else 0)
-
-
 if __name__ == "__main__":
-    main()
+    run_modes("pp_worker.py", {"pp": pp_mode, "recompute": recompute_mode})

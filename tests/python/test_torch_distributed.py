@@ -11,68 +11,27 @@ never joins. Needs torch (Debian python3-torch): its absence is a failure, not a
         /usr/bin/python3 -m unittest -v tests/python/test_torch_distributed.py
 """
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import unittest
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+import torchrun_ranks  # noqa: E402  (beside this file)
+
 WORKER = HERE / "ddp_worker.py"
 
 
-def setUpModule():
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise AssertionError("torch is not installed: apt-get install python3-torch "
-                             "(scripts/setup installs it)") from None
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+setUpModule = torchrun_ranks.require_torch
 
 
 def run_ranks(n, args, timeout=240):
-    """Starts n ranks of ddp_worker.py; returns [(exit status, output)] per rank."""
-    port = free_port()
-    procs = []
-    for r in range(n):
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK=str(r),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "python"),
-                                                          os.environ.get("PYTHONPATH")]))
-        env.setdefault("AK_COMM_TIMEOUT", "60000")
-        procs.append(subprocess.Popen([sys.executable, str(WORKER), *map(str, args)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True, start_new_session=True))
-    results = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                try:
-                    os.killpg(q.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            out, _ = p.communicate()
-            raise AssertionError(f"ranks timed out after {timeout}s ({args}):\n{out[-3000:]}")
-        results.append((p.returncode, out))
-    return results
+    """n ranks of ddp_worker.py with `args`: [(exit status, output)] per rank."""
+    return torchrun_ranks.run_ranks(WORKER, n, args, timeout)
 
 
-class TestBackend(unittest.TestCase):
-    def assert_ranks_ok(self, results):
-        for r, (rc, out) in enumerate(results):
-            self.assertEqual(rc, 0, f"rank {r} failed:\n{out[-4000:]}")
-
+class TestBackend(torchrun_ranks.RanksTestCase):
     def test_collectives_3_ranks(self):
         """Every collective, dtype and op against the local computation; subgroups, async
         work and futures, tags, non-contiguous tensors, refusals naming the op."""

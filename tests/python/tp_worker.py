@@ -11,7 +11,6 @@ Mode "hybrid" (4 ranks): a TP MLP at tp=2 trained by ZeroOptimizer over dp=2, st
 Exit status 0 = every check passed; each failure is printed.
 """
 import math
-import sys
 
 import torch
 import torch.distributed as dist
@@ -22,25 +21,7 @@ import accelkit.torch.distributed  # noqa: F401
 from accelkit.torch import parallel as tp
 from accelkit.torch.parallel import ZeroOptimizer
 
-FAILURES = []
-TOL = 1e-5
-
-
-def check(ok, msg):
-    if not ok:
-        FAILURES.append(msg)
-        print(f"[rank {dist.get_rank()}] FAIL {msg}", flush=True)
-
-
-def rel(a, b):
-    return float((a - b).norm() / max(float(b.norm()), 1e-30))
-
-
-def check_close(what, got, want):
-    check(got.shape == want.shape, f"{what}: shape {tuple(got.shape)} != {tuple(want.shape)}")
-    if got.shape == want.shape:
-        r = rel(got, want)
-        check(r <= TOL, f"{what}: relative error {r:.3g} > {TOL}")
+from rank_checks import TOL, check, check_close, run_modes  # noqa: E402
 
 
 def gather(t, group, dim):
@@ -366,23 +347,5 @@ def hybrid_mode():
                             f"{ref_losses[step]} (relative {r:.3g})")
 
 
-def main():
-    torch.set_num_threads(1)
-    dist.init_process_group("accelkit")
-    mode = sys.argv[1]
-    if mode == "tp":
-        tp_mode()
-    elif mode == "zero":
-        zero_mode()
-    elif mode == "hybrid":
-        hybrid_mode()
-    else:
-        sys.exit(f"tp_worker.py: unknown mode {mode}")
-    dist.barrier()
-    print(f"[rank {dist.get_rank()}] {len(FAILURES)} failures", flush=True)
-    dist.destroy_process_group()
-    sys.exit(1 if FAILURES else 0)
-
-
 if __name__ == "__main__":
-    main()
+    run_modes("tp_worker.py", {"tp": tp_mode, "zero": zero_mode, "hybrid": hybrid_mode})
