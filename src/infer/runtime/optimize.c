@@ -574,9 +574,15 @@ static int32_t quantize_after(const optimizer *o, int32_t v, int32_t *relu) {
     return r;
 }
 
+/* The exec index of v's producer; AK_IR_NONE for an omitted input (a fuzzed MatMul or Conv
+ * may name "" as its input) or a value no node computes. */
+static int32_t producer_index(const optimizer *o, int32_t v) {
+    return v == AK_IR_NONE ? AK_IR_NONE : o->producer[v];
+}
+
 static ak_status fuse_qdq_conv(optimizer *o, int32_t k, int *hit) {
     const ak__ir_node *conv = node_of(o, k);
-    int32_t kx = o->producer[in(conv, 0)];
+    int32_t kx = producer_index(o, in(conv, 0));
     const ak__ir_node *dqx = node_of(o, kx);
     /* its zero point's type is x's (x is known only at run time; int32 x has none) */
     if (!is_op(dqx, "DequantizeLinear") || !per_tensor_params(o, dqx) || in(dqx, 2) == AK_IR_NONE)
@@ -607,7 +613,7 @@ static ak_status fuse_qdq_conv(optimizer *o, int32_t k, int *hit) {
 
 static ak_status fuse_qdq_matmul(optimizer *o, int32_t k, int *hit) {
     const ak__ir_node *mm = node_of(o, k);
-    int32_t ka = o->producer[in(mm, 0)];
+    int32_t ka = producer_index(o, in(mm, 0));
     const ak__ir_node *dqa = node_of(o, ka);
     if (!is_op(dqa, "DequantizeLinear") || !per_tensor_params(o, dqa) || in(dqa, 2) == AK_IR_NONE)
         return AK_OK;
