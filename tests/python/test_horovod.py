@@ -201,21 +201,24 @@ class TestApiSurface(unittest.TestCase):
 
 # ---- two ranks: every case of hvd_worker.py ---------------------------------------------
 
-class TestTwoRanks(unittest.TestCase):
-    """One `ak launch -np 2` runs every case of hvd_worker.py; one test per case."""
+class WorkerCases(unittest.TestCase):
+    """Base of the suites where one `ak launch -np 2` of a worker script's "ops" mode runs
+    every case of its CASES list and each rank writes {case: "ok" | "skipped" | error} to
+    ops.<rank>.json; add_case_tests() then makes one test per case."""
 
-    results = None
-    output = ""
+    WORKER = None            # the worker script
+    TIMEOUT = 300
+    ENV = {}                 # extra environment of the job
+    SKIPPED = {}             # case -> why a "skipped" result is expected
 
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="hvd_ops_")
         try:
-            rc, cls.output = launch([sys.executable, WORKER, "ops", cls.tmp], timeout=300,
-                                    env={"HVD_TEST_REINIT": os.environ.get("HVD_TEST_REINIT")})
+            cls.rc, cls.output = launch([sys.executable, cls.WORKER, "ops", cls.tmp],
+                                        timeout=cls.TIMEOUT, env=cls.ENV)
         except AssertionError as e:
-            rc, cls.output = -1, str(e)
-        cls.rc = rc
+            cls.rc, cls.output = -1, str(e)
         cls.results = []
         for r in range(2):
             path = Path(cls.tmp) / f"ops.{r}.json"
@@ -231,14 +234,28 @@ class TestTwoRanks(unittest.TestCase):
                                       f"{self.output[-6000:]}")
             self.assertIn(name, res, f"rank {r} did not run {name}")
             if res[name] == "skipped":
-                self.skipTest(SKIPPED.get(name, "skipped (HVD_SKIP)"))
+                self.skipTest(self.SKIPPED.get(name, "skipped (HVD_SKIP)"))
             self.assertEqual(res[name], "ok", f"rank {r}, {name}:\n{res[name]}")
 
 
-SKIPPED = {
-    "reinit": "shutdown() then init() in one process: the new ak_comm_init races with the "
-              "peers' previous store and shared memory; set HVD_TEST_REINIT=1 to run it",
-}
+def add_case_tests(suite, worker_module):
+    """One test method on `suite` per case function of the worker's CASES."""
+    for fn in worker_module.CASES:
+        def test(self, name=fn.__name__):
+            self.check_case(name)
+        test.__doc__ = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
+        setattr(suite, f"test_{fn.__name__}", test)
+
+
+class TestTwoRanks(WorkerCases):
+    """One `ak launch -np 2` runs every case of hvd_worker.py; one test per case."""
+
+    WORKER = WORKER
+    ENV = {"HVD_TEST_REINIT": os.environ.get("HVD_TEST_REINIT")}
+    SKIPPED = {
+        "reinit": "shutdown() then init() in one process: the new ak_comm_init races with "
+                  "the peers' previous store and shared memory; set HVD_TEST_REINIT=1 to run it",
+    }
 
 
 def _add_case_tests():
@@ -247,11 +264,7 @@ def _add_case_tests():
         import hvd_worker
     except ImportError:  # torch missing: setUpModule skips everything
         return
-    for fn in hvd_worker.CASES:
-        def test(self, name=fn.__name__):
-            self.check_case(name)
-        test.__doc__ = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
-        setattr(TestTwoRanks, f"test_{fn.__name__}", test)
+    add_case_tests(TestTwoRanks, hvd_worker)
 
 
 _add_case_tests()

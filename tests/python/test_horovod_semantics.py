@@ -9,8 +9,6 @@ in its own short job.
     AK_BIN=build/ak AK_LIBRARY=build/libaccelkit.so PYTHONPATH=python \\
         python3 -m unittest -v tests/python/test_horovod_semantics.py
 """
-import json
-import shutil
 import socket
 import subprocess
 import sys
@@ -20,7 +18,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from test_horovod import ROOT, launch, rank_env  # noqa: E402
+from test_horovod import ROOT, WorkerCases, add_case_tests, launch, rank_env  # noqa: E402
 
 WORKER = HERE / "hvd_semantics_worker.py"
 
@@ -35,44 +33,16 @@ def setUpModule():
         raise RuntimeError("torch is not installed: run scripts/setup (Debian python3-torch)")
 
 
-class TestSemantics(unittest.TestCase):
+class TestSemantics(WorkerCases):
     """One `ak launch -np 2` runs every case of hvd_semantics_worker.py."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="hvd_sem_")
-        try:
-            cls.rc, cls.output = launch([sys.executable, WORKER, "ops", cls.tmp], timeout=120)
-        except AssertionError as e:
-            cls.rc, cls.output = -1, str(e)
-        cls.results = []
-        for r in range(2):
-            path = Path(cls.tmp) / f"ops.{r}.json"
-            cls.results.append(json.loads(path.read_text()) if path.exists() else None)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def check_case(self, name):
-        for r, res in enumerate(self.results):
-            self.assertIsNotNone(res, f"rank {r} wrote no results (exit {self.rc}):\n"
-                                      f"{self.output[-6000:]}")
-            self.assertIn(name, res, f"rank {r} did not run {name}")
-            self.assertEqual(res[name], "ok", f"rank {r}, {name}:\n{res[name]}")
-
-
-def _add_case_tests():
-    import hvd_semantics_worker
-    for fn in hvd_semantics_worker.CASES:
-        def test(self, name=fn.__name__):
-            self.check_case(name)
-        test.__doc__ = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
-        setattr(TestSemantics, f"test_{fn.__name__}", test)
+    WORKER = WORKER
+    TIMEOUT = 120
 
 
 if torch is not None:
-    _add_case_tests()
+    import hvd_semantics_worker  # noqa: E402
+    add_case_tests(TestSemantics, hvd_semantics_worker)
 
 
 def free_port():
