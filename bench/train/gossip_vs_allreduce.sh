@@ -33,16 +33,7 @@ WARMUP=${WARMUP:-3}
 VARIANTS=${VARIANTS:-allreduce exp-ov1 exp-ov2 exp-ov2-g10 rand-ov2}
 LOCK=${LOCK:-/tmp/ak-cpu.lock}
 RANK_TIMEOUT=${RANK_TIMEOUT:-900}
-if [ -z "${AK_LIBRARY:-}" ]; then
-  for b in build-bench build; do
-    [ -f "$b/libaccelkit.so" ] && { AK_LIBRARY=$PWD/$b/libaccelkit.so; break; }
-  done
-fi
-export AK_LIBRARY=${AK_LIBRARY:-} PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
-export OMP_NUM_THREADS=1
-LOG=$RESULTS.log
-RUN_ID=$(date +%Y%m%dT%H%M%S)-$$
-mkdir -p "$(dirname "$RESULTS")"
+. bench/train/cluster_run.sh
 echo "gossip_vs_allreduce: run $RUN_ID, R=$R, rate $RATE, steps $STEPS (+$WARMUP warm-up)," \
      "variants: $VARIANTS, AK_LIBRARY=${AK_LIBRARY:-none}" | tee -a "$LOG"
 
@@ -60,23 +51,10 @@ args_of() {
 for v in $VARIANTS; do args_of "$v" >/dev/null || exit 2; done
 for ((rep = 1; rep <= R; rep++)); do
   for v in $VARIANTS; do
-    tag="$RUN_ID/$v/$rep"
-    echo "== $tag" >>"$LOG"
     # shellcheck disable=SC2046 # the variant's arguments are words
-    out=$(flock "$LOCK" scripts/netns-cluster -H 2 -G 2 --rate "$RATE" -- \
-          timeout -k 10 "$RANK_TIMEOUT" "$PY" bench/train/hvd_train.py --model ctr \
-          --warmup "$WARMUP" --steps "$STEPS" $(args_of "$v") --tag "$tag" 2>&1)
-    rc=$?
-    printf '%s\n' "$out" >>"$LOG"
-    line=$(printf '%s\n' "$out" | sed -n 's/^\[0\] \({.*}\)$/\1/p' | tail -n 1)
-    if [ -n "$line" ]; then
-      printf '%s\n' "$line" >>"$RESULTS"
-      printf '%-12s round %d: %s\n' "$v" "$rep" "$(printf '%s' "$line" | "$PY" -c \
-        'import json,sys; r=json.load(sys.stdin); print("%8.1f ms/step (mean; median %.1f)  eval_loss %.5f  sync=%s" % (r["step_ms_mean"], r["step_ms_median"], r["eval_loss"], r["params_in_sync"]))')"
-    else
-      printf '{"tag": "%s", "error": "exit %d, no result (see %s)"}\n' "$tag" "$rc" "$LOG" >>"$RESULTS"
-      printf '%-12s round %d: FAILED (exit %d; see %s)\n' "$v" "$rep" "$rc" "$LOG"
-    fi
+    cluster_run "$RUN_ID/$v/$rep" 2 2 "$RATE" \
+      '"%8.1f ms/step (mean; median %.1f)  eval_loss %.5f  sync=%s" % (r["step_ms_mean"], r["step_ms_median"], r["eval_loss"], r["params_in_sync"])' \
+      bench/train/hvd_train.py --model ctr --warmup "$WARMUP" --steps "$STEPS" $(args_of "$v")
   done
 done
 

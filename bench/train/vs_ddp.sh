@@ -39,41 +39,13 @@ WARMUP=${WARMUP:-3}
 FUSED=${FUSED:-0}
 RANK_TIMEOUT=${RANK_TIMEOUT:-900}
 LOCK=${LOCK:-/tmp/ak.lock}
-if [ -z "${AK_LIBRARY:-}" ]; then
-  for b in build-bench build; do
-    [ -f "$b/libaccelkit.so" ] && { AK_LIBRARY=$PWD/$b/libaccelkit.so; break; }
-  done
-fi
-export AK_LIBRARY=${AK_LIBRARY:-} PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
-export OMP_NUM_THREADS=1
-LOG=$RESULTS.log
-RUN_ID=$(date +%Y%m%dT%H%M%S)-$$
-mkdir -p "$(dirname "$RESULTS")"
+. bench/train/cluster_run.sh
 echo "vs_ddp: run $RUN_ID, R=$R, rate $RATE, cases: $CASES, AK_LIBRARY=${AK_LIBRARY:-none}" | tee -a "$LOG"
 
-# run TAG HOSTS PER_HOST RATE SCRIPT ARGS...: one measured run; its rank-0 JSON line, with
-# the tag, goes to RESULTS (or an error line when no JSON came back).
 run() {
-  local tag=$1 hosts=$2 per_host=$3 rate=$4; shift 4
-  local out rc line
-  echo "== $tag" >>"$LOG"
-  if [ "$hosts" = 0 ]; then # one plain process, no namespaces
-    out=$(flock "$LOCK" timeout -k 10 "$RANK_TIMEOUT" "$PY" "$@" --tag "$tag" 2>&1 | sed -u 's/^/[0] /')
-  else
-    out=$(flock "$LOCK" scripts/netns-cluster -H "$hosts" -G "$per_host" --rate "$rate" -- \
-          timeout -k 10 "$RANK_TIMEOUT" "$PY" "$@" --tag "$tag" 2>&1)
-  fi
-  rc=$?
-  printf '%s\n' "$out" >>"$LOG"
-  line=$(printf '%s\n' "$out" | sed -n 's/^\[0\] \({.*}\)$/\1/p' | tail -n 1)
-  if [ -n "$line" ]; then
-    printf '%s\n' "$line" >>"$RESULTS"
-    printf '%-40s %s\n' "$tag" "$(printf '%s' "$line" | "$PY" -c \
-      'import json,sys; r=json.load(sys.stdin); print("%9.2f samples/s %9.1f ms/step  sync=%s" % (r["samples_per_s"], r["step_ms_median"], r["params_in_sync"]))')"
-  else
-    printf '{"tag": "%s", "error": "exit %d, no result (see %s)"}\n' "$tag" "$rc" "$LOG" >>"$RESULTS"
-    printf '%-40s FAILED (exit %d; see %s)\n' "$tag" "$rc" "$LOG"
-  fi
+  cluster_run "$1" "$2" "$3" "$4" \
+    '"%9.2f samples/s %9.1f ms/step  sync=%s" % (r["samples_per_s"], r["step_ms_median"], r["params_in_sync"])' \
+    "${@:5}"
 }
 
 for c in $CASES; do
