@@ -100,12 +100,20 @@ bench: build
 	$(BUILD)/ak bench kernels
 	AK_NUM_THREADS=$(JOBS) $(BUILD)/ak bench kernels --only gemm
 	$(BUILD)/ak bench pool
+	$(BUILD)/ak bench linear
 	bench/kernels/vs_peers.sh $(BUILD)
 	BUILD=$(abspath $(BUILD)) bench/comm/vs_peers.sh tcp 3 2
 	BUILD=$(abspath $(BUILD)) bench/comm/vs_peers.sh shm 3 2
 	bench/infer/vs_peers.sh $(BUILD) 3 2
+	/usr/bin/python3 bench/infer/profile_vs_ort.py --build $(BUILD) resnet50 mobilenet_v2
 	for a in ring hier auto; do scripts/netns-cluster -H 2 -G 2 -- $(BUILD)/ak bench comm -b 8 -e 64M -f 8 -n 5 -w 1 --algo $$a; done
 	bench/llm/server_load.sh $(BUILD)
+	AK_BIN=$(abspath $(BUILD))/ak bench/llm/make-bench-models $(BUILD)/llm-models
+	AK_BIN=$(abspath $(BUILD))/ak bench/llm/vs_llamacpp.sh $(BUILD)/llm-models
+	$(BUILD)/ak bench llm -m $(BUILD)/llm-models/llama-134m-f16.gguf --draft $(BUILD)/llm-models/llama-134m-draft-q4_0.gguf -t 2 -p 0 -n 128 --reps 5
+	AK_LIBRARY=$(abspath $(BUILD))/libaccelkit.so /usr/bin/python3 bench/train/optim_vs_torch.py
+	AK_LIBRARY=$(abspath $(BUILD))/libaccelkit.so bench/train/vs_ddp.sh 1
+	/usr/bin/python3 bench/plan/validate_published.py $(BUILD)
 	$(BUILD)/ak report bench-results -o bench-results/report.html
 
 # ---- fuzzing (tests/fuzz/run.sh; docs/fuzzing.md) ----

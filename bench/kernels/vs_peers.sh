@@ -2,7 +2,9 @@
 # SGEMM: accelkit against the stand-alone peer harness (bench/peers/blas_sgemm.c built
 # with OpenBLAS and with BLIS), run alternately A B A B in one session; prints the median
 # GFLOP/s of each and the ratios. `ak bench kernels` also measures both peers in-process;
-# this script cross-checks that figure with the peers' own harness.
+# this script cross-checks that figure with the peers' own harness. The medians also go as
+# kernels.sgemm lines (params harness "standalone") to $AK_BENCH_OUT/kernels.jsonl
+# (bench/results.py; default bench-results/) for `ak report`.
 #   usage: bench/kernels/vs_peers.sh [build-dir] [rounds] [MxNxK ...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,6 +18,18 @@ peers=()
 gcc -O2 "$peer_src" -o "$build/peer_sgemm_openblas" -I/usr/include/x86_64-linux-gnu/openblas-pthread \
     -lopenblas 2>/dev/null && peers+=(openblas)
 gcc -O2 "$peer_src" -o "$build/peer_sgemm_blis" -I/usr/include/blis -lblis 2>/dev/null && peers+=(blis)
+
+# record GFLOPS [PEER VERSION]: one kernels.sgemm line of this shape's median
+record() {
+  printf '{"params":{"m":%s,"n":%s,"k":%s,"threads":%s,"harness":"standalone"},"figures":{"gflops":%s}}\n' \
+    "$M" "$N" "$K" "$threads" "$1" |
+    /usr/bin/python3 "$here/bench/results.py" --ak "$build/ak" --stem kernels --benchmark kernels.sgemm \
+      ${2:+--peer "$2" --peer-version "$3"} 2>/dev/null
+}
+peer_name() { case $1 in openblas) echo OpenBLAS ;; blis) echo BLIS ;; esac; }
+peer_version() { # the Debian package's version
+  dpkg-query -W -f '${Version}' "$(case $1 in openblas) echo libopenblas0-pthread ;; blis) echo libblis4 ;; esac)" 2>/dev/null || echo unknown
+}
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
@@ -36,8 +50,10 @@ for shape in "${shapes[@]}"; do
   done
   ak=$(tr ' ' '\n' <<<"${runs[ak]}" | grep . | median)
   printf "%-16s %9.1f" "$shape" "$ak"
+  record "$ak"
   for p in "${peers[@]}"; do
     pv=$(tr ' ' '\n' <<<"${runs[$p]}" | grep . | median)
+    record "$pv" "$(peer_name "$p")" "$(peer_version "$p")"
     printf " %9.1f %8.3f" "$pv" "$(awk -v a="$ak" -v b="$pv" 'BEGIN{print a/b}')"
   done
   echo

@@ -99,10 +99,13 @@ def make_optimizer(kind, params, lr=None, momentum=0.9):
 def train_loop(model, optimizer, batches, criterion, warmup, steps, on_warm=None):
     """zero_grad, forward, loss, backward, step; each step timed on its own (wall clock).
     Returns (step seconds after warm-up, first loss, last loss, cpu) where cpu gives this
-    process's CPU time per step after warm-up (all its threads: compute, communication).
+    process's CPU time per step after warm-up (all its threads: compute, communication) and
+    the median wall time of each phase after warm-up (forward_ms: zero_grad, forward and
+    loss; backward_ms: backward, with DDP's overlapped allreduces; step_ms: optimizer.step,
+    with Horovod's wait for the allreduces still in flight).
     on_warm(), when given, is called once as the first step after warm-up begins."""
     model.train()
-    times, losses = [], []
+    times, losses, phases = [], [], {"forward_ms": [], "backward_ms": [], "step_ms": []}
     for i in range(warmup + steps):
         if i == warmup:
             ru0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -112,15 +115,20 @@ def train_loop(model, optimizer, batches, criterion, warmup, steps, on_warm=None
         t0 = time.perf_counter()
         optimizer.zero_grad()
         loss = criterion(model(*inputs), target)
+        t1 = time.perf_counter()
         loss.backward()
+        t2 = time.perf_counter()
         optimizer.step()
-        dt = time.perf_counter() - t0
+        t3 = time.perf_counter()
         losses.append(loss.item())
         if i >= warmup:
-            times.append(dt)
+            times.append(t3 - t0)
+            for name, dt in zip(phases, (t1 - t0, t2 - t1, t3 - t2)):
+                phases[name].append(dt * 1e3)
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = {"cpu_user_ms_per_step": round((ru1.ru_utime - ru0.ru_utime) * 1e3 / max(1, steps), 1),
-           "cpu_sys_ms_per_step": round((ru1.ru_stime - ru0.ru_stime) * 1e3 / max(1, steps), 1)}
+           "cpu_sys_ms_per_step": round((ru1.ru_stime - ru0.ru_stime) * 1e3 / max(1, steps), 1),
+           "phases_ms": {k: round(statistics.median(v), 2) for k, v in phases.items() if v}}
     return times, losses[0], losses[-1], cpu
 
 

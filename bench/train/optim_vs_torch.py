@@ -7,7 +7,8 @@ accelkit step for step, --reps repetitions each after a warm-up, and prints the 
 with the ratio torch / accelkit. Then runs --check-steps steps of each optimizer from the
 same start with fresh gradients every step and prints the largest difference of
 parameters and states (relative to each buffer's largest magnitude) and how many
-elements differ at all. Exits 1 when a difference exceeds 1e-5.
+elements differ at all. Exits 1 when a difference exceeds 1e-5. The medians also go as
+train.optim lines (torch as the peer) to $AK_BENCH_OUT/train.jsonl for `ak report`.
 
   flock /tmp/ak.lock env AK_LIBRARY=build/libaccelkit.so \\
       /usr/bin/python3 bench/train/optim_vs_torch.py [--n 25000000] [--reps 7]
@@ -213,7 +214,8 @@ def main():
     print(f"{'optimizer':<14} {'accelkit ms':>12} {'torch ms':>10} {'ratio':>7} "
           f"{'accelkit GB/s':>14}")
     traffic = {"SGD momentum": 20, "Adam": 28, "AdamW": 28, "LAMB (ops)": 40}  # bytes/element
-    for name, a, t in bench(lib, args.n, args.reps):
+    timed = bench(lib, args.n, args.reps)
+    for name, a, t in timed:
         gbs = traffic[name] * args.n / (a * 1e-3) / 1e9
         print(f"{name:<14} {a:12.1f} {t:10.1f} {t / a:6.2f}x {gbs:14.1f}")
     print("ratio = torch / accelkit; LAMB (ops): torch tensor ops (TorchLamb), not torch.optim")
@@ -225,7 +227,23 @@ def main():
     for name, rd, ndiff in check(lib, args.check_n, args.check_steps):
         worst = max(worst, rd)
         print(f"{name:<14} {rd:13.3g} {ndiff:19d}")
+    record(path, args.n, timed, traffic)
     return 0 if worst < 1e-5 else 1
+
+
+def record(lib_path, n, timed, traffic):
+    """The medians as train.optim lines (docs/report.md), torch as the peer, to
+    $AK_BENCH_OUT/train.jsonl (default bench-results/; "none": nothing)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from results import DEFAULT_OUT, Writer
+    ak = os.environ.get("AK_BIN") or str(Path(lib_path).parent / "ak")
+    w = Writer(os.environ.get("AK_BENCH_OUT", DEFAULT_OUT), "train", ak)
+    for name, a, t in timed:
+        params = {"optimizer": name, "params": n, "threads": 1}
+        w.add("train.optim", params, {"step_ms": round(a, 2),
+                                      "gbps": round(traffic[name] * n / (a * 1e-3) / 1e9, 1)})
+        w.add("train.optim", params, {"step_ms": round(t, 2)}, peer="PyTorch",
+              peer_version=f"{torch.__version__} foreach=False")
 
 
 if __name__ == "__main__":

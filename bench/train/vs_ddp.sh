@@ -136,6 +136,13 @@ if os.path.exists(ak):
             continue
         figures = {"step_ms": statistics.median(r["step_ms_median"] for _, r in rs),
                    "samples_per_s": statistics.median(r["samples_per_s"] for _, r in rs)}
+        # the step's phases (forward, backward, optimizer step) and accelkit's own cost
+        phases = [r["phases_ms"] for _, r in rs if r.get("phases_ms")]
+        if phases:
+            figures["breakdown"] = {k: statistics.median(p[k] for p in phases) for k in phases[0]}
+        for k in ("runtime_overhead_pct", "steady_overhead_pct"):
+            if all(k in r for _, r in rs):
+                figures[k] = statistics.median(r[k] for _, r in rs)
         ddp_peer = v == "ddp"
         w.add("train.step", {"case": c, "variant": v}, figures,
               peer="PyTorch DDP" if ddp_peer else None,

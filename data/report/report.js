@@ -316,6 +316,14 @@ function seriesOf(recs) {
   return [...groupBy(recs, seriesName)].map(([name, rs]) => ({name, folder: rs[0].fi, recs: rs}));
 }
 
+/* a bar plot of one figure: one bar group per category (catOf), one series per engine */
+function barsBy({title, yLabel, recs, catOf, field, bounds = []}) {
+  const cats = uniq(recs.map(catOf));
+  return barPlot({title, yLabel, categories: cats, bounds,
+    series: seriesOf(recs).map(se => ({name: se.name, folder: se.folder,
+      refs: cats.map(c => { const r = se.recs.find(x => catOf(x) === c); return r && fig(r, field) !== undefined ? ref(r, field) : undefined; })}))});
+}
+
 section('machine', 'Machines and runs', () => {
   const rows = DATA.folders.map((f, fi) => {
     const first = f.lines[0] || {}, m = first.machine || {}, a = first.accelkit || {};
@@ -343,8 +351,10 @@ section('machine', 'Machines and runs', () => {
 section('sgemm', 'SGEMM: GFLOP/s and % of the FMA peak by shape', () => {
   const recs = records(isBench('kernels.sgemm'));
   if (!recs.length) return [empty('No SGEMM results here (`ak bench kernels` writes them).')];
+  /* bench/kernels/vs_peers.sh's stand-alone peer harness: categories of their own */
   const shape = r => `${r.line.params.m}×${r.line.params.n}×${r.line.params.k}` +
-                     (r.line.params.threads > 1 ? ` ·${r.line.params.threads}t` : '');
+                     (r.line.params.threads > 1 ? ` ·${r.line.params.threads}t` : '') +
+                     (r.line.params.harness ? ` (${r.line.params.harness})` : '');
   const cats = uniq(recs.map(shape)), ser = seriesOf(recs);
   const refs = (se, field) => cats.map(c => { const r = se.recs.find(x => shape(x) === c); return r && fig(r, field) !== undefined ? ref(r, field) : undefined; });
   const peaks = uniq(recs.filter(r => r.line.params.threads === 1).map(r => r.line.machine.fma_peak_gflops_per_core));
@@ -367,8 +377,38 @@ section('sgemm', 'SGEMM: GFLOP/s and % of the FMA peak by shape', () => {
   out.push(table([{title: 'engine', text: 1, cell: seriesName}, {title: 'shape', text: 1, cell: shape},
                   {title: 'GFLOP/s', cell: r => ref(r, 'gflops')}, {title: '% peak', cell: r => ref(r, 'pct_peak')}],
                  recs.concat(vec.length ? [] : [])));
+  out.push(...linearKernels(), ...threadPool());
   return out;
 });
+
+/* `ak bench linear`: ak_linear per LLM weight type; T = 1 against the read bandwidth, more
+ * tokens against the FMA peak */
+function linearKernels() {
+  const lin = records(isBench('kernels.linear'));
+  if (!lin.length) return [];
+  const out = [h('h3', null, 'ak_linear per weight type (`ak bench linear`)')];
+  for (const [key, rs] of groupBy(lin, r => `${r.line.params.tokens} token(s) · ${r.line.params.threads} thread(s)`)) {
+    const decode = rs[0].line.params.tokens === 1;
+    out.push(plots(barsBy({title: `${key}: % of the ${decode ? 'streaming-read bandwidth' : 'FMA peak'}`, yLabel: '%',
+      recs: rs, catOf: r => `${r.line.params.type} ${r.line.params.n}×${r.line.params.k}`,
+      field: decode ? 'pct_read_bw' : 'pct_fma_peak', bounds: [{name: 'bound', value: 100}]})));
+  }
+  out.push(table([{title: 'type', text: 1, cell: r => r.line.params.type}, {title: 'N×K', text: 1, cell: r => `${r.line.params.n}×${r.line.params.k}`},
+                  {title: 'tokens', cell: r => r.line.params.tokens}, {title: 'threads', cell: r => r.line.params.threads},
+                  {title: 'µs/call', cell: r => ref(r, 'us')}, {title: 'GB/s', cell: r => ref(r, 'gbps')},
+                  {title: 'GFLOP/s', cell: r => ref(r, 'gflops')}], lin));
+  return out;
+}
+
+/* `ak bench pool`: wake-up latencies spread over four decades, so a table, not bars */
+function threadPool() {
+  const pool = records(isBench('core.pool'));
+  if (!pool.length) return [];
+  const fields = ['wake_spinning_p50_us', 'wake_spinning_p99_us', 'wake_sleeping_p50_us', 'wake_sleeping_p99_us', 'empty_parallel_for_us'];
+  return [h('h3', null, 'Thread pool wake-up, µs (`ak bench pool`)'),
+          table([{title: 'engine', text: 1, cell: seriesName}, {title: 'threads', cell: r => r.line.params.threads},
+                 ...fields.map(f => ({title: f.replace(/_us$/, '').replace(/_/g, ' '), cell: r => ref(r, f)}))], pool)];
+}
 
 section('comm', 'Collectives: allreduce bus bandwidth and latency by size', () => {
   const recs = records(b => b.startsWith('comm.') && b !== 'comm.bound');
@@ -463,12 +503,26 @@ section('llm', 'LLM: prefill and decode tokens/s per weight type and threads; se
   } else {
     out.push(empty('No server latency results here (`ak bench llm --url` writes them).'));
   }
+  out.push(...speculative());
   return out;
 });
 
+/* `ak bench llm --draft`: speculative decoding against plain decoding of the same model */
+function speculative() {
+  const spec = records(isBench('llm.speculative'));
+  if (!spec.length) return [];
+  const cats = spec.map(r => `${r.line.params.model} + ${r.line.params.draft} γ${r.line.params.gamma} ·${r.line.params.threads}t` + (MULTI ? ` · ${DATA.folders[r.fi].label}` : ''));
+  return [h('h3', null, 'Speculative decoding (`ak bench llm --draft`)'),
+    plots(barPlot({title: 'decode tokens/s, plain and speculative (higher is better)', yLabel: 'tokens/s', categories: cats,
+      series: [{name: 'plain decode', folder: 0, refs: spec.map(r => ref(r, 'plain_tokens_per_s'))},
+               {name: 'speculative', folder: 0, refs: spec.map(r => ref(r, 'tokens_per_s'))}]})),
+    table([{title: 'model + draft', text: 1, cell: (r) => cats[spec.indexOf(r)]}, {title: 'speedup', cell: r => ref(r, 'speedup')},
+           {title: 'drafts accepted', cell: r => ref(r, 'drafts_accepted')}, {title: 'drafts proposed', cell: r => ref(r, 'drafts_proposed')}], spec)];
+}
+
 section('train', 'Training: step time against PyTorch DDP', () => {
   const recs = records(isBench('train.step'));
-  if (!recs.length) return [empty('No training results here (bench/train/vs_ddp.sh writes them).')];
+  if (!recs.length) return [empty('No training results here (bench/train/vs_ddp.sh writes them).')].concat(optimizers());
   const caseOf = r => r.line.params.case + (r.line.params.ranks ? ` · ${r.line.params.ranks}r` : '');
   /* accelkit's variants (fp16 compression, DGC, ...) are series of their own */
   const variant = r => { const v = r.line.params.variant; return v && v !== 'ak' && v !== 'ddp' ? ` (${v})` : ''; };
@@ -485,13 +539,27 @@ section('train', 'Training: step time against PyTorch DDP', () => {
       parts: names.map(n => ({name: n, refs: withParts.map(r => fig(r, 'breakdown.' + n) !== undefined ? ref(r, 'breakdown.' + n) : undefined)}))})));
   }
   out.push(table([{title: 'engine', text: 1, cell: r => seriesName(r) + variant(r)}, {title: 'case', text: 1, cell: caseOf},
-                  {title: 'step ms', cell: r => ref(r, 'step_ms')}, {title: 'samples/s', cell: r => ref(r, 'samples_per_s')}], recs));
+                  {title: 'step ms', cell: r => ref(r, 'step_ms')}, {title: 'samples/s', cell: r => ref(r, 'samples_per_s')},
+                  {title: 'runtime overhead %', cell: r => ref(r, 'runtime_overhead_pct')},
+                  {title: 'steady-state overhead %', cell: r => ref(r, 'steady_overhead_pct')}], recs));
+  out.push(...optimizers());
   return out;
 });
 
+/* bench/train/optim_vs_torch.py: one fused optimizer step against torch.optim */
+function optimizers() {
+  const opt = records(isBench('train.optim'));
+  if (!opt.length) return [];
+  const catOf = r => `${r.line.params.optimizer} · ${r.line.params.params / 1e6} M`;
+  return [h('h3', null, 'Fused optimizers, one step, one thread (bench/train/optim_vs_torch.py)'),
+    plots(barsBy({title: 'optimizer step ms (lower is better)', yLabel: 'ms', recs: opt, catOf, field: 'step_ms'})),
+    table([{title: 'engine', text: 1, cell: seriesName}, {title: 'optimizer', text: 1, cell: catOf},
+           {title: 'step ms', cell: r => ref(r, 'step_ms')}, {title: 'GB/s', cell: r => ref(r, 'gbps')}], opt)];
+}
+
 section('plan', 'Planner: the best plans, time and memory per device', () => {
   const recs = records(isBench('plan.best'));
-  if (!recs.length) return [empty('No planner results here (`ak plan ... --out DIR` writes them).')];
+  if (!recs.length) return [empty('No planner results here (`ak plan ... --out DIR` writes them).')].concat(validation());
   const out = [];
   for (const [key, rs] of groupBy(recs, r => `${r.line.params.model} on ${r.line.params.devices} × ${r.line.params.cluster}, gbs ${r.line.params.gbs}` + (MULTI ? ` · ${DATA.folders[r.fi].label}` : ''))) {
     rs.sort((a, b) => a.line.params.rank - b.line.params.rank);
@@ -507,8 +575,27 @@ section('plan', 'Planner: the best plans, time and memory per device', () => {
                     {title: 's / iteration', cell: r => ref(r, 'time_per_iter_s')}, {title: 'MFU', cell: r => ref(r, 'mfu')},
                     {title: 'measured s / iteration', cell: r => ref(r, 'measured_time_per_iter_s')}], rs));
   }
+  out.push(...validation());
   return out;
 });
+
+/* bench/plan/validate_published.py: the planner's predictions of published runs */
+function validation() {
+  const val = records(isBench('plan.validation'));
+  if (!val.length) return [];
+  const out = [h('h3', null, 'Predicted against published runs (bench/plan/validate_published.py)')];
+  for (const [metric, rs] of groupBy(val, r => r.line.params.metric)) {
+    const catOf = r => r.line.params.model + (metric === 'MFU' ? ` · ${r.line.params.plan}` : '');
+    const own = rs.filter(r => !r.line.peer);
+    out.push(plots(barsBy({title: `${metric}: predicted and published`, yLabel: metric, recs: rs, catOf, field: 'value'}),
+      barsBy({title: `${metric}: predicted ÷ published (±15 % band)`, yLabel: 'ratio', recs: own, catOf, field: 'ratio_to_published',
+              bounds: [{name: '-15 %', value: 0.85}, {name: '+15 %', value: 1.15}]})));
+  }
+  out.push(table([{title: 'source', text: 1, cell: r => r.line.params.source}, {title: 'model', text: 1, cell: r => r.line.params.model},
+                  {title: 'plan', text: 1, cell: r => r.line.params.plan}, {title: 'engine', text: 1, cell: seriesName},
+                  {title: 'value', cell: r => ref(r, 'value')}, {title: 'ratio', cell: r => ref(r, 'ratio_to_published')}], val));
+  return out;
+}
 
 /* figures present in two folders or more: each folder's value and its change from the first */
 section('compare', 'Comparison between result folders', () => {

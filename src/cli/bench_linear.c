@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "accelkit/kernels.h"
+#include "cli/bench_results.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
 #include "kernels/dispatch.h"
@@ -34,6 +35,7 @@ static const ak_wtype all_types[] = {AK_WTYPE_F32,   AK_WTYPE_F16,   AK_WTYPE_BF
 typedef struct lin_opts {
     size_t shapes[MAX_SHAPES][2]; /* N, K */
     int nshapes, threads, json, quick;
+    const char *out; /* --out: the results folder, or "none" */
     size_t tokens[4];
     int ntokens;
 } lin_opts;
@@ -68,6 +70,7 @@ static const char *parse_tokens(void *dest, char *value, ak_opt_more *more) {
 /* Parses the flags into o; AK_CLI_CONTINUE or an exit code. */
 static int parse_opts(int argc, char **argv, lin_opts *o) {
     memset(o, 0, sizeof *o);
+    o->out = AK_BENCH_OUT_DEFAULT;
     long threads = ak_cli_bench_threads();
     int first;
     const ak_opt opts[] = {
@@ -76,6 +79,7 @@ static int parse_opts(int argc, char **argv, lin_opts *o) {
         {"tokens", 0, AK_OPT_CUSTOM, o, "T", .help = "tokens per call (repeatable, up to 4; default: 1, 16, 128)", .parse = parse_tokens},
         {"quick", 0, AK_OPT_FLAG, &o->quick, .help = "the first shape only"},
         {"json", 0, AK_OPT_FLAG, &o->json, .help = "JSON instead of a table"},
+        {"out", 0, AK_OPT_STRING, &o->out, "DIR", .help = "append the results as JSON lines to DIR/kernels.jsonl (none: do not)", .def = AK_BENCH_OUT_DEFAULT},
         AK_OPT_END};
     const ak_cli_cmd cmd = {.name = "bench linear", .opts = opts};
     int rc = ak_cli_parse(&cmd, argc, argv, &first);
@@ -138,6 +142,7 @@ typedef struct lin_env {
     read_bw rb;
     double peak_gflops; /* with opts.threads threads */
     cJSON *json, *json_rows; /* --json: the document and its "rows" array */
+    ak__bench_out results;   /* the kernels.linear lines (--out) */
 } lin_env;
 
 static ak_status read_init(read_bw *rb) {
@@ -219,11 +224,29 @@ static ak_status time_case(const lin_case *c, lin_env *env, lin_time *out) {
     return st;
 }
 
+/* One kernels.linear results line (docs/report.md). */
+static void record_row(lin_env *env, const lin_opts *o, const lin_case *c, double sec,
+                       double gbps, double gflops, double pct) {
+    if (!env->results.file) return;
+    cJSON *params = cJSON_CreateObject(), *figures = cJSON_CreateObject();
+    cJSON_AddStringToObject(params, "type", ak_wtype_name(c->wtype));
+    cJSON_AddNumberToObject(params, "n", (double)c->N);
+    cJSON_AddNumberToObject(params, "k", (double)c->K);
+    cJSON_AddNumberToObject(params, "tokens", (double)c->T);
+    cJSON_AddNumberToObject(params, "threads", o->threads);
+    ak_cli_json_round(figures, "us", sec * 1e6, 2);
+    ak_cli_json_round(figures, "gbps", gbps, 2);
+    ak_cli_json_round(figures, "gflops", gflops, 2);
+    ak_cli_json_round(figures, c->T == 1 ? "pct_read_bw" : "pct_fma_peak", pct, 1);
+    ak__bench_out_add(&env->results, "kernels.linear", NULL, NULL, params, figures);
+}
+
 static void print_row(lin_env *env, const lin_opts *o, const lin_case *c, const lin_time *tm) {
     double sec = tm->sec, read_gbps = tm->read_gbps;
     double gbps = (double)(c->N * c->rb) / sec * 1e-9;
     double gflops = 2.0 * (double)c->N * (double)c->K * (double)c->T / sec * 1e-9;
     double pct = c->T == 1 ? tm->pct_read : 100.0 * gflops / env->peak_gflops;
+    record_row(env, o, c, sec, gbps, gflops, pct);
     if (o->json) {
         cJSON *row = cJSON_CreateObject();
         cJSON_AddStringToObject(row, "wtype", ak_wtype_name(c->wtype));
@@ -286,6 +309,12 @@ int ak_bench_linear(int argc, char **argv) {
         return ak_cli_report("ak bench linear", st);
     }
     env.peak_gflops = peak1 * o.threads;
+    int rc = ak__bench_out_open(&env.results, o.out, "kernels", peak1, 0);
+    if (rc) {
+        ak_threadpool_free(env.pool);
+        ak_free(env.rb.buf);
+        return rc;
+    }
     if (o.json) {
         env.json = cJSON_CreateObject();
         cJSON_AddNumberToObject(env.json, "threads", o.threads);
@@ -296,7 +325,8 @@ int ak_bench_linear(int argc, char **argv) {
                "read bandwidth measured after each batch (median of the pairs)\n"
                "%-5s %13s %4s %10s %8s %9s %8s\n",
                o.threads, env.peak_gflops, "type", "N×K", "T", "µs/call", "GB/s", "GFLOP/s", "%");
-    int rc = run_all(&env, &o);
+    rc = run_all(&env, &o);
+    ak__bench_out_close(&env.results);
     if (env.json && rc == AK_EXIT_OK) rc = ak_cli_print_json(env.json); /* frees it */
     else cJSON_Delete(env.json);
     ak_threadpool_free(env.pool);

@@ -280,7 +280,29 @@ static int print_json(const llm_bench_args *a, const ak_llm_model_info *i,
     return ak_cli_print_json(o) ? AK_EXIT_ERROR : AK_EXIT_OK;
 }
 
-/* One results line per phase measured: llm.prefill, llm.decode, llm.batched. */
+/* --draft: the llm.speculative line, speculative decoding against plain decoding of the
+ * same model in the same run. */
+static void record_speculative(ak__bench_out *out, const llm_bench_args *a,
+                               const ak_llm_model_info *i, const llm_bench_result *r,
+                               const char *model) {
+    const char *draft = strrchr(a->draft_path, '/') ? strrchr(a->draft_path, '/') + 1 : a->draft_path;
+    cJSON *params = cJSON_CreateObject(), *figures = cJSON_CreateObject();
+    cJSON_AddItemToObject(params, "model", ak_cli_json_text(model));
+    cJSON_AddStringToObject(params, "type", ak_wtype_name((ak_wtype)i->weight_type));
+    cJSON_AddItemToObject(params, "draft", ak_cli_json_text(draft));
+    cJSON_AddNumberToObject(params, "gamma", (double)a->gamma);
+    cJSON_AddNumberToObject(params, "threads", (double)a->threads);
+    cJSON_AddNumberToObject(params, "tokens", (double)a->tg);
+    ak_cli_json_round(figures, "tokens_per_s", r->spec_tps, 2);
+    ak_cli_json_round(figures, "plain_tokens_per_s", r->tg_tps, 2);
+    ak_cli_json_round(figures, "speedup", r->spec_speedup, 3);
+    cJSON_AddNumberToObject(figures, "drafts_proposed", (double)r->spec_proposed);
+    cJSON_AddNumberToObject(figures, "drafts_accepted", (double)r->spec_accepted);
+    ak__bench_out_add(out, "llm.speculative", NULL, NULL, params, figures);
+}
+
+/* One results line per phase measured: llm.prefill, llm.decode, llm.batched (and
+ * llm.speculative with --draft). */
 static int record_result(const llm_bench_args *a, const ak_llm_model_info *i,
                          const llm_bench_result *r, double bound) {
     ak__bench_out out;
@@ -310,6 +332,7 @@ static int record_result(const llm_bench_args *a, const ak_llm_model_info *i,
         ak__bench_out_add(&out, phase == 0 ? "llm.prefill" : phase == 1 ? "llm.decode" : "llm.batched",
                           NULL, NULL, params, figures);
     }
+    if (a->draft && a->tg > 0) record_speculative(&out, a, i, r, base);
     ak__bench_out_close(&out);
     return 0;
 }

@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "accelkit/ak.h"
+#include "cli/bench_results.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
 
@@ -66,6 +67,24 @@ static double measure_empty_call_us(ak_threadpool *pool, int nthreads, int reps)
     return ak_cli_median(t, (size_t)reps);
 }
 
+/* The core.pool results line (docs/report.md). */
+static int record_pool(const char *dir, int n, double hot50, double hot99, double cold50,
+                       double cold99, double empty_us) {
+    ak__bench_out out;
+    int rc = ak__bench_out_open(&out, dir, "kernels", 0, 0);
+    if (rc || !out.file) return rc;
+    cJSON *params = cJSON_CreateObject(), *figures = cJSON_CreateObject();
+    cJSON_AddNumberToObject(params, "threads", n);
+    ak_cli_json_round(figures, "wake_spinning_p50_us", hot50, 2);
+    ak_cli_json_round(figures, "wake_spinning_p99_us", hot99, 2);
+    ak_cli_json_round(figures, "wake_sleeping_p50_us", cold50, 2);
+    ak_cli_json_round(figures, "wake_sleeping_p99_us", cold99, 2);
+    ak_cli_json_round(figures, "empty_parallel_for_us", empty_us, 2);
+    ak__bench_out_add(&out, "core.pool", NULL, NULL, params, figures);
+    ak__bench_out_close(&out);
+    return 0;
+}
+
 static int print_json(int n, double hot50, double hot99, double cold50, double cold99,
                       double empty_us) {
     cJSON *o = cJSON_CreateObject();
@@ -81,9 +100,11 @@ static int print_json(int n, double hot50, double hot99, double cold50, double c
 int ak_bench_pool(int argc, char **argv) {
     int json = 0, first;
     long threads = 0;
+    const char *out = AK_BENCH_OUT_DEFAULT;
     const ak_opt opts[] = {
         {"threads", 0, AK_OPT_INT, &threads, "N", .help = "pool threads, the caller included (default: the online cores, at least 2)", .min = 2, .max = 256},
         {"json", 0, AK_OPT_FLAG, &json, .help = "one JSON object instead of text"},
+        {"out", 0, AK_OPT_STRING, &out, "DIR", .help = "append the result as a JSON line to DIR/kernels.jsonl (none: do not)", .def = AK_BENCH_OUT_DEFAULT},
         AK_OPT_END};
     const ak_cli_cmd cmd = {.name = "bench pool", .opts = opts};
     int rc = ak_cli_parse(&cmd, argc, argv, &first);
@@ -100,6 +121,7 @@ int ak_bench_pool(int argc, char **argv) {
     measure_wake(pool, n, 200, 3000, &cold50, &cold99);
     double empty_us = measure_empty_call_us(pool, n, 2000);
     ak_threadpool_free(pool);
+    if ((rc = record_pool(out, n, hot50, hot99, cold50, cold99, empty_us)) != 0) return rc;
     if (json) return print_json(n, hot50, hot99, cold50, cold99, empty_us);
     printf("thread pool, %d threads (caller included)\n", n);
     printf("%-34s %9s %9s\n", "", "p50 µs", "p99 µs");

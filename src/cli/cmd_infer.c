@@ -344,8 +344,30 @@ static int print_bench_json(const infer_args *a, const ak_session_memory *mem, d
     return ak_cli_print_json(o) ? AK_EXIT_ERROR : AK_EXIT_OK;
 }
 
-/* The infer.latency line: the model by its file name, latencies in ms. */
-static int record_bench(const infer_args *a, double load_ms, const double *ts, double mean) {
+/* With AK_PROFILE=1: one infer.profile line per operator type, its time per run in ms
+ * (its nodes' time over every timed and warm-up run, divided by the runs). */
+static void record_profile(ak__bench_out *out, const infer_args *a, const ak_session *s,
+                           const char *model) {
+    size_t n;
+    ak_op_profile p;
+    if (ak_session_profile(s, 0, NULL, &n) != AK_OK) return;
+    for (size_t i = 0; i < n; i++) {
+        if (ak_session_profile(s, i, &p, &n) != AK_OK || !p.total_ns || !p.nodes) continue;
+        double runs = (double)p.calls / (double)p.nodes;
+        cJSON *params = cJSON_CreateObject(), *figures = cJSON_CreateObject();
+        cJSON_AddItemToObject(params, "model", ak_cli_json_text(model));
+        cJSON_AddNumberToObject(params, "threads", (double)a->threads);
+        cJSON_AddItemToObject(params, "op", ak_cli_json_text(p.op_type));
+        ak_cli_json_round(figures, "ms", (double)p.total_ns / 1e6 / runs, 4);
+        cJSON_AddNumberToObject(figures, "nodes", (double)p.nodes);
+        ak__bench_out_add(out, "infer.profile", NULL, NULL, params, figures);
+    }
+}
+
+/* The infer.latency line: the model by its file name, latencies in ms (and the
+ * infer.profile lines when profiling is on). */
+static int record_bench(const infer_args *a, const ak_session *s, double load_ms,
+                        const double *ts, double mean) {
     ak__bench_out out;
     int rc = ak__bench_out_open(&out, a->out, "infer", 0, 0);
     if (rc || !out.file) return rc;
@@ -364,6 +386,7 @@ static int record_bench(const infer_args *a, double load_ms, const double *ts, d
     ak_cli_json_round(figures, "mean_ms", mean, 3);
     ak_cli_json_round(figures, "load_ms", load_ms, 1);
     ak__bench_out_add(&out, "infer.latency", NULL, NULL, params, figures);
+    record_profile(&out, a, s, name);
     ak__bench_out_close(&out);
     return 0;
 }
@@ -373,7 +396,7 @@ static int print_bench(const infer_args *a, const ak_session *s, double load_ms,
     double mean = 0;
     for (long i = 0; i < a->iters; i++) mean += ts[i] / (double)a->iters;
     size_t n = (size_t)a->iters;
-    if (record_bench(a, load_ms, ts, mean)) return AK_EXIT_ERROR;
+    if (record_bench(a, s, load_ms, ts, mean)) return AK_EXIT_ERROR;
     ak_session_memory mem;
     ak_session_get_memory(s, &mem);
     if (a->json) return print_bench_json(a, &mem, load_ms, ts, mean);

@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """Writes the `ak report` test fixtures, tests/report/fixtures/{run-a,run-b}/*.jsonl:
 results lines in the envelope of docs/report.md with figures taken from docs/results.md
-(SGEMM, allreduce over TCP and shared memory, ONNX inference, LLM prefill/decode, the
-training runs against DDP) and from `ak plan --json` for megatron-1t on A100s. run-b is a
+(SGEMM in-process and stand-alone, ak_linear, the thread pool, allreduce over TCP and
+shared memory, ONNX inference and its per-operator profile, LLM prefill/decode and
+speculative decoding, the training runs against DDP with their breakdown and overhead, the
+fused optimizers, the planner's validation against published runs) and from `ak plan
+--json` for megatron-1t on A100s. run-b is a
 second commit on the same machine with a few figures changed, for the comparison.
 Run once by hand when the envelope changes: tests/report/make_fixtures.py"""
 import json
@@ -15,7 +18,8 @@ STAMP = {"run-a": "2026-11-28T12:00:00Z", "run-b": "2026-11-28T18:00:00Z"}
 COMMIT = {"run-a": "df1da79e42f3", "run-b": "5c0ffee12345"}
 PEERS = {"OpenBLAS": "0.3.21", "BLIS": "0.9.0", "Open MPI": "4.1.4", "Gloo": "torch 1.13.0",
          "iperf3": "3.12", "ONNX Runtime": "1.30.0", "PyTorch": "1.13.0",
-         "llama.cpp": "node-llama-cpp 3.22.1", "PyTorch DDP": "torch 1.13.0 gloo"}
+         "llama.cpp": "node-llama-cpp 3.22.1", "PyTorch DDP": "torch 1.13.0 gloo",
+         "published": "Megatron-LM Table 1"}
 
 
 def line(run, benchmark, params, figures, peer=None):
@@ -41,6 +45,20 @@ def sgemm(run, scale):
     for name, gbps in (("f32 add a+b->c", 49.9), ("f32 axpy", 61.2), ("f16 sum", 32.0)):
         out.append(line(run, "kernels.reductions", {"kernel": name, "bytes": 16777216},
                         {"gbps": gbps, "memcpy_gbps": 33.2, "pct_memcpy": round(100 * gbps / 33.2, 1)}))
+    # bench/kernels/vs_peers.sh, the stand-alone peer harness
+    for peer, g in ((None, round(104.1 * scale, 1)), ("OpenBLAS", 99.0), ("BLIS", 85.7)):
+        out.append(line(run, "kernels.sgemm", {"m": 1024, "n": 1024, "k": 1024, "threads": 1,
+                                               "harness": "standalone"}, {"gflops": g}, peer))
+    # ak bench linear: T = 1 against the read bandwidth, T = 16 against the FMA peak
+    for t, us, gbps, gflops, pct in (("q8_0", 61.4, 27.2, 51.2, 88.1), ("q4_k_m", 39.0, 22.6, 80.6, 73.2)):
+        out.append(line(run, "kernels.linear", {"type": t, "n": 2048, "k": 768, "tokens": 1, "threads": 1},
+                        {"us": us, "gbps": gbps, "gflops": gflops, "pct_read_bw": pct}))
+    for t, us, gflops, pct in (("q8_0", 410.2, 122.7, 104.2), ("q4_k_m", 520.9, 96.6, 82.0)):
+        out.append(line(run, "kernels.linear", {"type": t, "n": 2048, "k": 768, "tokens": 16, "threads": 1},
+                        {"us": us, "gbps": 4.1, "gflops": gflops, "pct_fma_peak": pct}))
+    out.append(line(run, "core.pool", {"threads": 2},
+                    {"wake_spinning_p50_us": 0.1, "wake_spinning_p99_us": 0.3, "wake_sleeping_p50_us": 812.4,
+                     "wake_sleeping_p99_us": 4900.0, "empty_parallel_for_us": 0.15}))
     return out
 
 
@@ -74,6 +92,7 @@ def infer(run):
                                ("bert", 141.67, 148.40, 576.70)):
         for peer, ms in ((None, ak), ("ONNX Runtime", ort), ("PyTorch", pt)):
             out.append(line(run, "infer.latency", {"model": model, "threads": 2, "batch": 1}, {"p50_ms": ms}, peer))
+    # AK_PROFILE=1 ak bench beside ORT's profiler (bench/infer/profile_vs_ort.py)
     for op, ak, ort in (("Conv", 29.8, 31.2), ("Add", 2.1, 2.6), ("Relu", 1.2, 0.9), ("MaxPool", 0.8, 0.7),
                         ("Gemm", 0.3, 0.3)):
         out.append(line(run, "infer.profile", {"model": "resnet50", "threads": 2, "op": op}, {"ms": ak}))
@@ -98,6 +117,11 @@ def llm(run):
                         {"ttft_p50_ms": ttft, "ttft_p90_ms": round(ttft * 1.4, 1), "ttft_p99_ms": round(ttft * 2.1, 1),
                          "itl_p50_ms": itl, "itl_p90_ms": round(itl * 1.3, 1), "itl_p99_ms": round(itl * 1.9, 1),
                          "tokens_per_s": round(c * 1000 / itl, 1)}))
+    out.append(line(run, "llm.speculative", {"model": "llama-134m-f16.gguf", "type": "f16",
+                                             "draft": "llama-134m-draft-q4_0.gguf", "gamma": 4,
+                                             "threads": 2, "tokens": 128},
+                    {"tokens_per_s": 227.0, "plain_tokens_per_s": 137.6, "speedup": 1.65,
+                     "drafts_proposed": 545, "drafts_accepted": 500}))
     return out
 
 
@@ -108,8 +132,16 @@ def train(run):
         p = {"case": case, "ranks": ranks, "batch_per_rank": 64}
         out.append(line(run, "train.step", p, {"step_ms": ak_ms, "samples_per_s": ak_sps,
                         "breakdown": {"forward_ms": round(ak_ms * 0.22), "backward_ms": round(ak_ms * 0.41),
-                                      "allreduce_ms": round(ak_ms * 0.3), "optimizer_ms": round(ak_ms * 0.07)}}))
-        out.append(line(run, "train.step", p, {"step_ms": ddp_ms, "samples_per_s": ddp_sps}, "PyTorch DDP"))
+                                      "step_ms": round(ak_ms * 0.37)},
+                        "runtime_overhead_pct": 0.8, "steady_overhead_pct": 0.37}))
+        out.append(line(run, "train.step", p, {"step_ms": ddp_ms, "samples_per_s": ddp_sps,
+                        "breakdown": {"forward_ms": round(ddp_ms * 0.1), "backward_ms": round(ddp_ms * 0.87),
+                                      "step_ms": round(ddp_ms * 0.03)}}, "PyTorch DDP"))
+    for name, ak_ms, torch_ms in (("SGD momentum", 11.0, 70.1), ("Adam", 14.5, 132.7), ("AdamW", 17.2, 143.4),
+                                  ("LAMB (ops)", 33.8, 338.3)):
+        p = {"optimizer": name, "params": 25000000, "threads": 1}
+        out.append(line(run, "train.optim", p, {"step_ms": ak_ms, "gbps": round(28 * 25e6 / (ak_ms * 1e-3) / 1e9, 1)}))
+        out.append(line(run, "train.optim", p, {"step_ms": torch_ms}, "PyTorch"))
     return out
 
 
@@ -131,6 +163,18 @@ def plan(run):
     return out
 
 
+def validation(run):
+    """bench/plan/validate_published.py's lines: Megatron-LM Table 1, predicted and published"""
+    out = []
+    for model, plan_, pred, pub in (("megatron-1.7b", "t=1 p=1 d=32 vp=1 mbs=16", 140.9, 137),
+                                    ("megatron-76b", "t=8 p=4 d=32 vp=5 mbs=2", 152.7, 140),
+                                    ("megatron-1t", "t=8 p=64 d=6 vp=2 mbs=1", 169.2, 163)):
+        p = {"model": model, "plan": plan_, "source": "Megatron-LM Table 1", "metric": "TFLOP/s per GPU"}
+        out.append(line(run, "plan.validation", p, {"value": pred, "ratio_to_published": round(pred / pub, 4)}))
+        out.append(line(run, "plan.validation", p, {"value": pub}, "published"))
+    return out
+
+
 def write(run, name, lines):
     d = HERE / run
     d.mkdir(parents=True, exist_ok=True)
@@ -144,7 +188,7 @@ write("run-a", "comm", comm("run-a", 1.0))
 write("run-a", "infer", infer("run-a"))
 write("run-a", "llm", llm("run-a"))
 write("run-a", "train", train("run-a"))
-write("run-a", "plan", plan("run-a"))
+write("run-a", "plan", plan("run-a") + validation("run-a"))
 # run-b: a later commit, kernels and collectives only (its other sections are empty)
 write("run-b", "kernels", sgemm("run-b", 1.08))
 write("run-b", "comm", comm("run-b", 0.9))

@@ -12,7 +12,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cd "$here/fixtures" || exit 1
 
 check fixtures 0 "$AK" report run-a run-b -o "$tmp/r.html"
-contains_text fixtures "report: $tmp/r.html (163 results lines from 2 folder(s))"
+contains_text fixtures "report: $tmp/r.html (194 results lines from 2 folder(s))"
 check page-data 0 grep -c '"_src":"run-a/kernels.jsonl:1"' "$tmp/r.html"
 check page-script 0 grep -q 'function linePlot' "$tmp/r.html"
 # nothing in the page may fetch: no src= or href= to another document
@@ -50,6 +50,15 @@ check py-writer 0 /usr/bin/python3 "$root/bench/results.py" --ak "$AK" --out "$t
 check py-writer-line 0 grep -q '"peer":{"name":"Open MPI","version":"4.1.4"}' "$tmp/res/comm.jsonl"
 check plan-out 0 "$AK" plan --model megatron-1t --cluster a100-80gb --devices 3072 --gbs 3072 --top 2 --out "$tmp/res"
 check plan-out-lines 0 grep -c '"benchmark":"plan.best".*"rank":2,"plan":"tp=8 pp=16 dp=24 .*"breakdown":{"gemm_s":' "$tmp/res/plan.jsonl"
+check pool-out 0 "$AK" bench pool --out "$tmp/res"
+check pool-out-line 0 grep -q '"benchmark":"core.pool".*"figures":{"wake_spinning_p50_us":' "$tmp/res/kernels.jsonl"
+check linear-out 0 "$AK" bench linear --quick --tokens 1 --shape 64x256 --out "$tmp/res"
+check linear-out-lines 0 grep -c '"benchmark":"kernels.linear".*"params":{"type":"q8_0","n":64,"k":256,"tokens":1,"threads":1},"figures":{"us":.*"pct_read_bw":' "$tmp/res/kernels.jsonl"
+check profile-out 0 env AK_PROFILE=1 "$AK" bench "$root/tests/fuzz/corpus/fuzz_onnx_load/conv.onnx" -n 3 -w 1 --out "$tmp/res"
+check profile-out-lines 0 grep -q '"benchmark":"infer.profile".*"params":{"model":"conv","threads":.*"op":"[A-Za-z]*"},"figures":{"ms":' "$tmp/res/infer.jsonl"
+check validation-out 0 env AK_BENCH_OUT="$tmp/res" /usr/bin/python3 "$root/bench/plan/validate_published.py" "$(dirname "$AK")"
+check validation-out-lines 0 grep -q '"benchmark":"plan.validation".*"model":"megatron-1t".*"ratio_to_published":1.03' "$tmp/res/plan.jsonl"
 check roundtrip 0 "$AK" report "$tmp/res" -o "$tmp/res.html"
-contains_text roundtrip "(18 results lines from 1 folder(s))" # 15 kernels, 1 comm, 2 plans
+lines=$(cat "$tmp"/res/*.jsonl | wc -l)
+contains_text roundtrip "($lines results lines from 1 folder(s))"
 check_summary
