@@ -25,6 +25,8 @@
 #   env:   PY=/usr/bin/python3  AK_LIBRARY=build-bench/libaccelkit.so  RATE=1gbit
 #          CTR_STEPS=10 RESNET_STEPS=8 WARMUP=3  FUSED=0  RANK_TIMEOUT=900  (seconds)
 #          LOCK=/tmp/ak.lock (the lock each run holds)  SKIP_COMPUTE=1 (no compute-only runs)
+#          TIMELINE=1 (after the rounds, one untimed run of "ak" with HOROVOD_TIMELINE whose last
+#          step goes as train.timeline lines to the results folder; 0: none)
 # Needs root (network namespaces). torch.set_num_threads(1) in every rank of both peers.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -83,6 +85,15 @@ for c in $CASES; do
       run "$RUN_ID/$c/$v/$rep" "$H" "$G" "$RATE" "${args[@]}" "${common[@]}"
     done
   done
+  # one more, untimed run of accelkit's default variant with HOROVOD_TIMELINE: its last
+  # step's gradient reduction as train.timeline lines (bench/train/timeline_excerpt.py)
+  if [ "${TIMELINE:-1}" = 1 ] && [[ " $VARIANTS " == *" ak "* ]]; then
+    tl=$(cd "$(dirname "$RESULTS")" && pwd)/timeline-$RUN_ID-$c.json
+    HOROVOD_TIMELINE=$tl run "$RUN_ID/$c/timeline/0" "$H" "$G" "$RATE" bench/train/hvd_train.py \
+      --compression none --model "$M" --warmup 1 --steps 2
+    [ -s "$tl" ] && "$PY" bench/train/timeline_excerpt.py "$tl" --case "$c" --variant ak \
+      --ak "${AK_BIN:-$(dirname "${AK_LIBRARY:-build/x}")/ak}"
+  fi
 done
 
 # Table: per case and variant, medians over the runs of this invocation; ratio to DDP.
@@ -96,7 +107,7 @@ for line in open(path):
     except ValueError:
         continue
     parts = r.get("tag", "").split("/")
-    if len(parts) == 4 and parts[0] == run_id and "error" not in r:
+    if len(parts) == 4 and parts[0] == run_id and "error" not in r and parts[2] != "timeline":
         recs.setdefault((parts[1], parts[2]), []).append((int(parts[3]), r))
 targets = {("ctr", "ak"): 1.3, ("ctr", "ak-fp16"): 2.0, ("ctr", "ak-dgc"): 5.0,
            ("ctr", "ak-fused"): 1.3, ("ctr", "ak-fp16-fused"): 2.0, ("ctr", "ak-dgc-fused"): 5.0,

@@ -285,6 +285,31 @@ function stackedPlot({title, yLabel, categories, parts, unit = 1}) {
   return figureBox(title, 'stacked', svg, items);
 }
 
+/* a timeline: lanes along y, time along x; events: [{lane, name, start: ref, dur: ref}] */
+function timelinePlot({title, lanes, events}) {
+  const end = Math.max(...events.map(e => e.start.value + e.dur.value));
+  const [x0, x1] = domain([0, end], false, true);
+  const x = scale(x0, x1, M.l + 60, W - M.r, false);
+  const band = (H - M.t - M.b) / lanes.length, yOf = i => M.t + band * (i + 0.5);
+  const svg = s('svg', {viewBox: `0 0 ${W} ${H}`, role: 'img'});
+  axes(svg, x, v => v, linearTicks(x0, x1), [], fmtTick, 'ms from the window\'s start', '');
+  const ay = svg.querySelector('g.axis.y');
+  lanes.forEach((lane, i) => ay.append(s('g', {class: 'tick'},
+    s('text', {x: M.l + 56, y: yOf(i) + 4, 'text-anchor': 'end'}, lane))));
+  const items = [];
+  lanes.forEach((lane, i) => {
+    const color = PALETTE[i % PALETTE.length], g = s('g', {class: 'series', 'data-name': lane});
+    for (const e of events.filter(ev => ev.lane === lane))
+      g.append(mark('rect', {x: x(e.start.value).toFixed(1), y: (yOf(i) - band * 0.35).toFixed(1),
+                             width: Math.max(0.8, x(e.start.value + e.dur.value) - x(e.start.value)).toFixed(1),
+                             height: (band * 0.7).toFixed(1), fill: color, 'fill-opacity': 0.8}, e.dur,
+                    `${lane} ${e.name}, ${e.start.value} ms + (ms)`));
+    svg.append(g);
+    items.push({name: lane, color});
+  });
+  return figureBox(title, 'timeline', svg, items);
+}
+
 /* ---- tables ------------------------------------------------------------------------- */
 
 /* columns: [{title, cell: r => text | ref}]; a ref cell shows the JSON value unchanged */
@@ -522,7 +547,7 @@ function speculative() {
 
 section('train', 'Training: step time against PyTorch DDP', () => {
   const recs = records(isBench('train.step'));
-  if (!recs.length) return [empty('No training results here (bench/train/vs_ddp.sh writes them).')].concat(optimizers());
+  if (!recs.length) return [empty('No training results here (bench/train/vs_ddp.sh writes them).')].concat(timelines(), optimizers());
   const caseOf = r => r.line.params.case + (r.line.params.ranks ? ` · ${r.line.params.ranks}r` : '');
   /* accelkit's variants (fp16 compression, DGC, ...) are series of their own */
   const variant = r => { const v = r.line.params.variant; return v && v !== 'ak' && v !== 'ddp' ? ` (${v})` : ''; };
@@ -542,9 +567,22 @@ section('train', 'Training: step time against PyTorch DDP', () => {
                   {title: 'step ms', cell: r => ref(r, 'step_ms')}, {title: 'samples/s', cell: r => ref(r, 'samples_per_s')},
                   {title: 'runtime overhead %', cell: r => ref(r, 'runtime_overhead_pct')},
                   {title: 'steady-state overhead %', cell: r => ref(r, 'steady_overhead_pct')}], recs));
-  out.push(...optimizers());
+  out.push(...timelines(), ...optimizers());
   return out;
 });
+
+/* bench/train/timeline_excerpt.py: the last step's gradient reduction, from the timeline */
+function timelines() {
+  const tl = records(isBench('train.timeline'));
+  const out = [];
+  for (const [key, rs] of groupBy(tl, r => `${r.line.params.case} · ${r.line.params.variant}` + (MULTI ? ` · ${DATA.folders[r.fi].label}` : ''))) {
+    const lanes = uniq(rs.map(r => r.line.params.lane));
+    out.push(h('h3', null, `Timeline excerpt, ${key}: the last step's gradient reduction (HOROVOD_TIMELINE)`),
+      plots(timelinePlot({title: `${key}: negotiation, fusion copies and communication per tensor, ms`, lanes,
+        events: rs.map(r => ({lane: r.line.params.lane, name: r.line.params.name, start: ref(r, 'start_ms'), dur: ref(r, 'dur_ms')}))})));
+  }
+  return out;
+}
 
 /* bench/train/optim_vs_torch.py: one fused optimizer step against torch.optim */
 function optimizers() {

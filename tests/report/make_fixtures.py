@@ -4,7 +4,7 @@ results lines in the envelope of docs/report.md with figures taken from docs/res
 (SGEMM in-process and stand-alone, ak_linear, the thread pool, allreduce over TCP and
 shared memory, ONNX inference and its per-operator profile, LLM prefill/decode and
 speculative decoding, the training runs against DDP with their breakdown and overhead, the
-fused optimizers, the planner's validation against published runs) and from `ak plan
+fused optimizers, a training timeline excerpt, the planner's validation against published runs) and from `ak plan
 --json` for megatron-1t on A100s. run-b is a
 second commit on the same machine with a few figures changed, for the comparison.
 Run once by hand when the envelope changes: tests/report/make_fixtures.py"""
@@ -137,6 +137,17 @@ def train(run):
         out.append(line(run, "train.step", p, {"step_ms": ddp_ms, "samples_per_s": ddp_sps,
                         "breakdown": {"forward_ms": round(ddp_ms * 0.1), "backward_ms": round(ddp_ms * 0.87),
                                       "step_ms": round(ddp_ms * 0.03)}}, "PyTorch DDP"))
+    # bench/train/timeline_excerpt.py on a 2-rank CTR run's HOROVOD_TIMELINE (a sample of it)
+    events = [('negotiate', 'allreduce.top.4.bias', 0.0, 1.879), ('communicate', 'allreduce.top.4.bias', 1.884, 0.003),
+              ('fusion_copy_out', 'allreduce.top.4.weight', 1.887, 0.002), ('negotiate', 'allreduce.top.2.weight', 49.284, 3.624),
+              ('negotiate', 'allreduce.tables.7.weight', 58.706, 13.544), ('fusion_copy_in', 'allreduce.top.0.bias', 72.256, 0.801),
+              ('communicate', 'allreduce.tables.7.weight', 73.056, 4.426), ('wire', 'allreduce 68352 x f32 (rank 0/2)', 75.475, 1.975),
+              ('communicate', 'allreduce.top.0.weight', 77.897, 3.961), ('negotiate', 'allreduce.bottom.0.weight', 86.934, 25.976),
+              ('communicate', 'allreduce.tables.3.weight', 90.542, 8.317), ('wire', 'allreduce 32512 x f32 (rank 0/2)', 119.89, 1.108),
+              ('fusion_copy_out', 'allreduce.bottom.0.bias', 146.739, 0.003)]
+    for i, (lane, name, start, dur) in enumerate(events):
+        out.append(line(run, "train.timeline", {"case": "ctr", "variant": "ak", "event": i, "lane": lane, "name": name},
+                        {"start_ms": start, "dur_ms": dur}))
     for name, ak_ms, torch_ms in (("SGD momentum", 11.0, 70.1), ("Adam", 14.5, 132.7), ("AdamW", 17.2, 143.4),
                                   ("LAMB (ops)", 33.8, 338.3)):
         p = {"optimizer": name, "params": 25000000, "threads": 1}
