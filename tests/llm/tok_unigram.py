@@ -16,12 +16,17 @@ Llama model) and as a tokenizer.json the way Hugging Face's converter writes it
   tokenizer.json ids          = SentencePiece (every model; byte fallback included)
   tokenizer.json ids and text = transformers.js (`ws`: it has no Precompiled map and no
                                 byte fallback)
+  `ak convert` GGUF -> HF     = the GGUF's ids, through the written tokenizer.json
+  `ak convert` HF -> GGUF     = llama.cpp's ids of the original GGUF, through libllama on
+                                the written file; byte fallback and T5's chain without
+                                its normalizers refused by name
 A missing package, node or libllama is a failure naming what to install.
 
     usage: tok_unigram.py path/to/ak
 """
 import base64
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -250,10 +255,12 @@ def check_model(spm, akc, ak, name, strings, strings_file, tmp):
                           [ak_encode(akc, t, s, False) for s in strings], want_sp, pieces)
     akc.lib.ak_tokenizer_free(t)
     akc.lib.ak_gguf_close(g)
+    ok &= check_gguf_to_hf(akc, ak, name, gguf, strings, ids, tmp)
     # tokenizer.json
     folder = tmp / f"{name}-hf"
     write_tokenizer_json(pieces, norm, folder, name == "fallback")
     model, t = hf_model(akc, folder, name)
+    ok &= check_hf_to_gguf(ak, name, folder.with_name(folder.name + "-model"), strings, want, tmp)
     sub = [i for i, s in enumerate(strings) if plain(s)]
     ok &= report_ties(name, "HF ids vs SentencePiece (plain)", [strings[i] for i in sub],
                       [ak_encode(akc, t, strings[i], False) for i in sub],
@@ -271,8 +278,65 @@ def check_model(spm, akc, ak, name, strings, strings_file, tmp):
         write_tokenizer_json(pieces, norm, folder, False, t5_chain=True)
         model, t = hf_model(akc, folder, name)
         ok &= check_transformersjs(akc, "ws+t5 chain", t, folder, strings, strings_file)
+        ok &= check_hf_to_gguf(ak, "ws+t5 chain", folder.with_name(folder.name + "-model"),
+                               strings, want, tmp)
+        akc.lib.ak_llm_model_free(model)
+    if name == "t5":  # T5's own chain has the GGUF form when the extra spaces go first
+        folder = tmp / f"{name}-t5chain"
+        write_tokenizer_json(pieces, norm, folder, False, t5_chain=True)
+        model, t = hf_model(akc, folder, name)
+        ok &= check_hf_to_gguf(ak, "t5+t5 chain", folder.with_name(folder.name + "-model"),
+                               strings, want, tmp)
         akc.lib.ak_llm_model_free(model)
     return ok
+
+
+# `ak convert` of the two forms; what has no GGUF t5 form must be refused by name
+HF_ONLY = {"fallback": "Unigram byte_fallback has no GGUF t5 form",
+           "ws+t5 chain": "WhitespaceSplit then Metaspace equals the GGUF t5 form only after"}
+
+
+def check_gguf_to_hf(akc, ak, name, gguf, strings, gguf_ids, tmp):
+    """GGUF -> Hugging Face folder: its tokenizer.json gives the GGUF's ids. Except on a
+    text of spaces only, when spaces are kept: llama.cpp puts the ▁ prefix before the first
+    other character, so such a text gets none, and no Hugging Face normalizer can make the
+    prefix depend on what follows (Prepend adds it to any non-empty text)."""
+    out = tmp / f"{name}-converted-hf"
+    run([str(ak), "convert", str(gguf), str(out)], f"ak convert {name} GGUF -> HF")
+    model, t = akc.model_tokenizer(out)
+    got = [akc.encode(t, s) for s in strings]
+    # texts with a run of spaces only, between special tokens or alone
+    spaces_only = [i for i, s in enumerate(strings) if name != "t5" and
+                   any(p and not p.strip(" ") for p in re.split(r"</?s>|<unk>", s))]
+    keep = [i for i in range(len(strings)) if i not in spaces_only]
+    ok = report(name, "GGUF -> HF ids vs the GGUF's", [strings[i] for i in keep],
+                [got[i] for i in keep], [gguf_ids[i] for i in keep])
+    if spaces_only:  # they differ only by ▁ tokens added
+        space = akc.encode(t, " ")[-1]
+        same = [i for i in spaces_only if [x for x in got[i] if x != space] ==
+                [x for x in gguf_ids[i] if x != space] and len(got[i]) > len(gguf_ids[i])]
+        ok &= len(same) == len(spaces_only)
+        print(f"{name:13s} {'GGUF -> HF, runs of spaces only':34s} {len(same)}/{len(spaces_only)} "
+              "differ only by the ▁ prefix")
+    akc.lib.ak_llm_model_free(model)
+    return ok
+
+
+def check_hf_to_gguf(ak, name, hf_folder, strings, llamacpp_ids, tmp):
+    """Hugging Face folder -> GGUF: llama.cpp on the result gives llama.cpp's ids of the
+    original GGUF; or, for a pipeline with no GGUF form, the refusal names it."""
+    out = tmp / f"{name.replace(' ', '_').replace('+', '_')}-converted.gguf"
+    r = subprocess.run([str(ak), "convert", str(hf_folder), str(out)], capture_output=True, text=True)
+    if name in HF_ONLY:
+        good = r.returncode != 0 and HF_ONLY[name] in r.stderr and not out.exists()
+        print(f"{name:13s} {'HF -> GGUF refused by name':34s} {'yes' if good else 'NO: ' + r.stderr.strip()}")
+        return good
+    if r.returncode != 0:
+        print(f"FAIL {name}: ak convert HF -> GGUF: {r.stderr.strip()}")
+        return False
+    with tok_llamacpp.LlamaVocab(out) as v:
+        got = [v.tokenize(s, add_special=False, parse_special=True) for s in strings]
+    return report(name, "HF -> GGUF ids (llama.cpp)", strings, got, llamacpp_ids)
 
 
 def check_defaults(akc, gguf, tmp, strings):

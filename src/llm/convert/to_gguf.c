@@ -34,6 +34,7 @@ typedef struct to_gguf {
     float *rope_freqs;
     ak__gguf_writer *w;
     int n_fallback;       /* matrices stored as f16 instead of the quantized type */
+    ak__ugm_form ugm;     /* a Unigram tokenizer's pipeline in GGUF t5 terms */
 } to_gguf;
 
 /* ---- the tensor plan ------------------------------------------------------------------- */
@@ -230,7 +231,7 @@ static ak_status write_vocab(ak__gguf_writer *w, const ak_tokenizer *t) {
         types[i] = t->types[i];
     }
     if (st == AK_OK) st = ak__gguf_kv_strings(w, "tokenizer.ggml.tokens", s, lens, n);
-    if (st == AK_OK && t->kind == AK_TOKENIZER_SPM)
+    if (st == AK_OK && (t->kind == AK_TOKENIZER_SPM || t->kind == AK_TOKENIZER_UGM))
         st = ak__gguf_kv_array(w, "tokenizer.ggml.scores", AK_GGUF_FLOAT32, t->scores, n);
     if (st == AK_OK) st = ak__gguf_kv_array(w, "tokenizer.ggml.token_type", AK_GGUF_INT32, types, n);
     free(s);
@@ -251,12 +252,31 @@ static ak_status write_merges(ak__gguf_writer *w, const ak_tokenizer *t) {
     return st;
 }
 
+static ak_status write_specials(to_gguf *c);
+
+/* A Unigram tokenizer.json as llama.cpp's `t5` vocabulary: its pipeline in those terms
+ * (refused by name when it has none, before any file is written), then the pieces. */
+static ak_status write_unigram(to_gguf *c) {
+    ak__gguf_writer *w = c->w;
+    const ak__ugm_form *f = &c->ugm;
+    AK_CHECK(ak__gguf_kv_string(w, "tokenizer.ggml.model", "t5", 2));
+    AK_CHECK(write_vocab(w, c->tok));
+    AK_CHECK(ak__gguf_kv_bool(w, "tokenizer.ggml.add_space_prefix", f->add_space_prefix));
+    AK_CHECK(ak__gguf_kv_bool(w, "tokenizer.ggml.remove_extra_whitespaces", f->remove_extra_ws));
+    if (f->charsmap)
+        AK_CHECK(ak__gguf_kv_array(w, "tokenizer.ggml.precompiled_charsmap", AK_GGUF_UINT8,
+                                   f->charsmap, f->charsmap_len));
+    return AK_OK;
+}
+
 static ak_status write_tokenizer(to_gguf *c) {
     const ak_tokenizer *t = c->tok;
     ak__gguf_writer *w = c->w;
     int spm = t->kind == AK_TOKENIZER_SPM;
-    if (t->kind == AK_TOKENIZER_UGM) /* its normalizer chain has no tokenizer.ggml.* form here */
-        return AK_FAIL(AK_ERR_UNSUPPORTED, "a Unigram tokenizer.json is not converted to GGUF");
+    if (t->kind == AK_TOKENIZER_UGM) {
+        AK_CHECK(write_unigram(c));
+        return write_specials(c);
+    }
     AK_CHECK(ak__gguf_kv_string(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2", spm ? 5 : 4));
     /* llama.cpp knows a byte-level split only by name: one not in the table cannot be
      * written so that llama.cpp splits the same way */
@@ -268,13 +288,20 @@ static ak_status write_tokenizer(to_gguf *c) {
     AK_CHECK(ak__gguf_kv_string(w, "tokenizer.ggml.pre", pre, strlen(pre)));
     AK_CHECK(write_vocab(w, t));
     if (!spm) AK_CHECK(write_merges(w, t));
+    if (spm) AK_CHECK(ak__gguf_kv_bool(w, "tokenizer.ggml.add_space_prefix", t->add_space_prefix));
+    return write_specials(c);
+}
+
+/* The special ids and flags, and the chat template. */
+static ak_status write_specials(to_gguf *c) {
+    const ak_tokenizer *t = c->tok;
+    ak__gguf_writer *w = c->w;
     AK_CHECK(kv_id(w, "tokenizer.ggml.bos_token_id", t->bos));
     AK_CHECK(kv_id(w, "tokenizer.ggml.eos_token_id", t->eos));
     AK_CHECK(kv_id(w, "tokenizer.ggml.unknown_token_id", t->unk));
     AK_CHECK(kv_id(w, "tokenizer.ggml.padding_token_id", t->pad));
     AK_CHECK(ak__gguf_kv_bool(w, "tokenizer.ggml.add_bos_token", t->add_bos));
     AK_CHECK(ak__gguf_kv_bool(w, "tokenizer.ggml.add_eos_token", t->add_eos));
-    if (spm) AK_CHECK(ak__gguf_kv_bool(w, "tokenizer.ggml.add_space_prefix", t->add_space_prefix));
     const char *tpl;
     AK_CHECK(ak__hf_chat_template(c->hf, &tpl));
     if (tpl) AK_CHECK(ak__gguf_kv_string(w, "tokenizer.chat_template", tpl, strlen(tpl)));
@@ -310,6 +337,7 @@ static ak_status open_source(to_gguf *c) {
     AK_CHECK(ak__hf_open(c->src, &c->hf));
     AK_CHECK(ak__hf_hparams(c->hf, &c->hp));
     AK_CHECK(ak__hf_tokenizer(c->hf, &c->tok));
+    if (c->tok->kind == AK_TOKENIZER_UGM) AK_CHECK(ak__hf_unigram_form(c->src, &c->ugm));
     if (c->tok->n_vocab > c->hp.n_vocab)
         return AK_FAIL(AK_ERR_INVALID_MODEL, "%s: tokenizer.json has %d tokens, more than the "
                        "model's vocab_size %d", c->src, c->tok->n_vocab, c->hp.n_vocab);
@@ -340,6 +368,7 @@ fail:
     ak__cv_plan_free(&c.plan);
     free(c.rope_freqs);
     ak_tokenizer_free(c.tok);
+    ak__ugm_form_free(&c.ugm);
     ak__hf_close(c.hf);
     return st;
 }

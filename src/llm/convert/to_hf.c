@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "core/check.h"
 #include "llm/base/tensor_names.h"
 #include "llm/convert/convert.h"
+#include "llm/gguf/gguf.h"
 #include "llm/hf/hf.h"
 #include "llm/hf/safetensors.h"
 #include "llm/model/model_files.h"
@@ -264,6 +266,17 @@ static ak_status write_config(const to_hf *c) {
 
 /* ---- the folder ------------------------------------------------------------------------ */
 
+/* A `t5` vocabulary: its normalizer flags and precompiled_charsmap as a Unigram pipeline. */
+static ak_status write_unigram(const to_hf *c, const char *tpl) {
+    ak__ugm_form f = {NULL, 0, c->tok->add_space_prefix, c->tok->ugm_merge_spaces};
+    const ak_gguf_kv *kv = ak__gguf_find(c->g, "tokenizer.ggml.precompiled_charsmap");
+    if (kv && kv->count) { /* its type was checked when the tokenizer was read */
+        f.charsmap = (uint8_t *)(uintptr_t)(c->g->base + kv->pos);
+        f.charsmap_len = (size_t)kv->count;
+    }
+    return ak__hf_write_unigram_tokenizer(c->tok, &f, tpl, c->dst);
+}
+
 static ak_status write_tokenizer(const to_hf *c) {
     const char *s;
     size_t len;
@@ -273,7 +286,8 @@ static ak_status write_tokenizer(const to_hf *c) {
         memcpy(tpl, s, len);
         tpl[len] = '\0';
     }
-    ak_status st = ak__hf_write_tokenizer(c->tok, tpl, c->dst);
+    ak_status st = c->tok->kind == AK_TOKENIZER_UGM ? write_unigram(c, tpl)
+                                                     : ak__hf_write_tokenizer(c->tok, tpl, c->dst);
     free(tpl);
     return st;
 }

@@ -49,6 +49,22 @@ ak_status ak__hf_tokenizer_dir(const char *dir, int32_t vocab_size, ak_tokenizer
 ak_status ak__hf_write_tokenizer(const ak_tokenizer *t, const char *chat_template,
                                  const char *dir);
 
+/* A tokenizer.json Unigram pipeline in the terms of a GGUF `t5` vocabulary
+ * (hf_unigram_form.c): what ak__hf_unigram_form reads from a folder's tokenizer.json,
+ * refusing by name a pipeline that has no such form, and what the writer of a `t5`
+ * vocabulary's tokenizer.json is given. */
+typedef struct ak__ugm_form {
+    uint8_t *charsmap;    /* precompiled_charsmap bytes (owned by the reader), NULL: none */
+    size_t charsmap_len;
+    int add_space_prefix; /* Metaspace prepend_scheme always */
+    int remove_extra_ws;  /* Replace " {2,}" with " " */
+} ak__ugm_form;
+ak_status ak__hf_unigram_form(const char *dir, ak__ugm_form *out);
+void ak__ugm_form_free(ak__ugm_form *f);
+/* As ak__hf_write_tokenizer, for a Unigram (`t5`) vocabulary with its pipeline. */
+ak_status ak__hf_write_unigram_tokenizer(const ak_tokenizer *t, const ak__ugm_form *form,
+                                         const char *chat_template, const char *dir);
+
 /* tokenizer_config.json's chat_template (or chat_template.jinja), NULL when none. Owned
  * by `h`. */
 ak_status ak__hf_chat_template(const ak__hf *h, const char **text);

@@ -28,4 +28,10 @@ static inline const cJSON *ak__json_get(const cJSON *obj, const char *key) {
  * optional, AK_ERR_INVALID_MODEL when it is not JSON. */
 ak_status ak__hf_read_json(const char *dir, const char *name, int optional, cJSON **out);
 
+/* Standard base64 with padding, a new string (NULL: out of memory). */
+char *ak__base64_encode(const uint8_t *data, size_t n);
+/* Adds the normalizer, pre_tokenizer and decoder of a `t5` vocabulary to root; 0 on
+ * failure (hf_unigram_form.c). */
+int ak__ugm_pipeline_json(const ak__ugm_form *f, cJSON *root);
+
 #endif /* AK_LLM_HF_INTERNAL_H */

@@ -320,6 +320,55 @@ static cJSON *tokenizer_config(const ak_tokenizer *t, const char *chat_template)
     return ok ? c : NULL;
 }
 
+/* ---- Unigram (`t5`) --------------------------------------------------------------------- */
+
+/* model: {"type": "Unigram", "unk_id", "byte_fallback": false, "vocab": [[piece, score]]} */
+static cJSON *unigram_model_json(const ak_tokenizer *t) {
+    cJSON *m = cJSON_CreateObject(), *vocab = cJSON_CreateArray();
+    int ok = m && vocab && cJSON_AddStringToObject(m, "type", "Unigram");
+    ok = ok && (t->unk >= 0 ? cJSON_AddNumberToObject(m, "unk_id", t->unk) != NULL
+                            : cJSON_AddNullToObject(m, "unk_id") != NULL);
+    ok = ok && cJSON_AddFalseToObject(m, "byte_fallback");
+    for (int32_t i = 0; ok && i < t->n_vocab; i++) {
+        char *text = token_cstr(t, i);
+        cJSON *pair = cJSON_CreateArray();
+        ok = text && pair && cJSON_AddItemToArray(pair, cJSON_CreateString(text)) &&
+             cJSON_AddItemToArray(pair, cJSON_CreateNumber(t->scores ? t->scores[i] : 0.0));
+        if (pair) cJSON_AddItemToArray(vocab, pair);
+        free(text);
+    }
+    if (vocab) cJSON_AddItemToObject(m, "vocab", vocab);
+    if (!ok) cJSON_Delete(m);
+    return ok ? m : NULL;
+}
+
+static ak_status write_tokenizer_files(const ak_tokenizer *t, const cJSON *root,
+                                       const char *chat_template, const char *dir) {
+    ak_status st = write_json(dir, "tokenizer.json", root);
+    if (st != AK_OK) return st;
+    cJSON *cfg = tokenizer_config(t, chat_template);
+    st = write_json(dir, "tokenizer_config.json", cfg);
+    cJSON_Delete(cfg);
+    return st;
+}
+
+ak_status ak__hf_write_unigram_tokenizer(const ak_tokenizer *t, const ak__ugm_form *form,
+                                         const char *chat_template, const char *dir) {
+    AK_ARG_CHECK(t != NULL && form != NULL && dir != NULL, "tokenizer, form or dir is NULL");
+    if (t->kind != AK_TOKENIZER_UGM) return AK_FAIL(AK_ERR_INVALID_ARG, "not a Unigram vocabulary");
+    cJSON *root = cJSON_CreateObject();
+    int ok = root && cJSON_AddStringToObject(root, "version", "1.0") &&
+             cJSON_AddNullToObject(root, "truncation") && cJSON_AddNullToObject(root, "padding") &&
+             cJSON_AddItemToObject(root, "added_tokens", added_tokens_json(t)) &&
+             ak__ugm_pipeline_json(form, root) &&
+             cJSON_AddItemToObject(root, "post_processor", post_processor(t)) &&
+             cJSON_AddItemToObject(root, "model", unigram_model_json(t));
+    ak_status st = ok ? write_tokenizer_files(t, root, chat_template, dir)
+                      : AK_FAIL(AK_ERR_NO_MEMORY, "tokenizer.json");
+    cJSON_Delete(root);
+    return st;
+}
+
 ak_status ak__hf_write_tokenizer(const ak_tokenizer *t, const char *chat_template,
                                  const char *dir) {
     AK_ARG_CHECK(t != NULL && dir != NULL, "tokenizer or dir is NULL");
@@ -332,12 +381,8 @@ ak_status ak__hf_write_tokenizer(const ak_tokenizer *t, const char *chat_templat
     cJSON *root = cJSON_CreateObject();
     int ok = root && cJSON_AddStringToObject(root, "version", "1.0") && add_pipeline(root, t);
     ok = ok && cJSON_AddItemToObject(root, "model", model_json(t));
-    ak_status st = ok ? write_json(dir, "tokenizer.json", root)
+    ak_status st = ok ? write_tokenizer_files(t, root, chat_template, dir)
                       : AK_FAIL(AK_ERR_NO_MEMORY, "tokenizer.json");
     cJSON_Delete(root);
-    if (st != AK_OK) return st;
-    cJSON *cfg = tokenizer_config(t, chat_template);
-    st = write_json(dir, "tokenizer_config.json", cfg);
-    cJSON_Delete(cfg);
     return st;
 }

@@ -315,8 +315,8 @@ static ak_status run_step(const norm_step *s, const sbuf *in, int first, sbuf *o
     case AK_NORM_LOWERCASE: return lowercase(in, out);
     case AK_NORM_STRIP: return strip(in, s->flags, out);
     case AK_NORM_REPLACE_REGEX: case AK_NORM_REPLACE_STRING: return replace(s, in, out);
-    case AK_NORM_PREPEND:
-        AK_CHECK(sb_add(out, s->a, strlen(s->a)));
+    case AK_NORM_PREPEND: /* as Hugging Face's: nothing in front of an empty text */
+        if (in->n) AK_CHECK(sb_add(out, s->a, strlen(s->a)));
         return sb_add(out, in->v, in->n);
     case AK_NORM_METASPACE: return metaspace(s, in, first, out);
     case AK_NORM_PRECOMPILED: {
