@@ -227,6 +227,7 @@ ak_status ak_session_create(const ak_model *model, const ak_session_options *opt
     if (!s) return AK_FAIL(AK_ERR_NO_MEMORY, "session: out of memory");
     s->model = model;
     s->g = model->graph;
+    s->profile_start_ns = ak_now_ns(); /* time zero of ak_session_end_profiling's trace */
     ak_status st = ak__session_init(s, opts);
     if (st != AK_OK) {
         ak_session_free(s);
@@ -278,6 +279,8 @@ void ak_session_free(ak_session *s) {
     ak_arena_free(s->opt_arena);
     ak_threadpool_free(s->own_pool);
     free(s->outer_slot);
+    free(s->bound);
+    ak__session_free_events(s);
     ak_model_free(s->owned_model);
     free(s);
 }
