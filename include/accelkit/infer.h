@@ -230,9 +230,10 @@ AK_API ak_status ak_session_profile(const ak_session *session, size_t i, ak_op_p
 
 /* With profiling on, a session records one event per node run and one per
  * ak_session_run. This writes the events recorded since creation (or the previous call)
- * to `path` as a Chrome trace (JSON: {"traceEvents": [...]}; times in microseconds since
- * the session was created; node events have category "Node", name the node's name and
- * args.op_name its operator; runs are "model_run" in category "Session") and forgets them.
+ * to `path` as a Chrome trace in onnxruntime's layout (a JSON array of "X" events; times
+ * in microseconds since the session was created; node events have category "Node", name
+ * "<node name>_kernel_time" and args.op_name the operator; runs are "model_run" in
+ * category "Session"; a full log, 2^24 events, records no more) and forgets them.
  * AK_ERR_INVALID_ARG when the session was made without profiling. */
 AK_API ak_status ak_session_end_profiling(ak_session *session, const char *path);
 

@@ -546,7 +546,8 @@ static void test_end_profiling(void **state) {
     close(fd);
     assert_int_equal(ak_session_end_profiling(s, path), AK_OK);
     const char *text = read_all(path);
-    assert_true(strncmp(text, "{\"traceEvents\":[", 16) == 0);
+    assert_true(text[0] == '[');
+    assert_non_null(strstr(text, "_kernel_time\",\"ph\":\"X\""));
     assert_int_equal(count_of(text, "\"name\":\"model_run\""), 3);
     size_t nodes = count_of(text, "\"cat\":\"Node\"");
     assert_true(nodes >= 3 && nodes % 3 == 0);

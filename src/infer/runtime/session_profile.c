@@ -29,14 +29,16 @@ void ak__session_free_events(ak_session *s) {
     s->num_events = s->cap_events = 0;
 }
 
-/* A JSON string literal of `text` (quotes, backslashes and control bytes escaped). */
-static void put_json_string(FILE *f, const char *text) {
+/* A JSON string literal of `text` then `suffix` (quotes, backslashes and control bytes of
+ * text escaped). */
+static void put_json_string(FILE *f, const char *text, const char *suffix) {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
         if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
         else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
         else fputc(*p, f);
     }
+    fputs(suffix, f);
     fputc('"', f);
 }
 
@@ -51,10 +53,10 @@ static void put_event(FILE *f, const ak_session *s, const ak__profile_event *ev,
     }
     const ak__ir_node *n = s->nodes[ev->node].node;
     fputs("{\"cat\":\"Node\",\"name\":", f);
-    put_json_string(f, n->name[0] ? n->name : n->op_type);
+    put_json_string(f, n->name[0] ? n->name : n->op_type, "_kernel_time"); /* as onnxruntime */
     fprintf(f, ",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"op_name\":",
             ts, dur);
-    put_json_string(f, n->op_type);
+    put_json_string(f, n->op_type, "");
     fputs("}}", f);
 }
 
@@ -65,10 +67,9 @@ ak_status ak_session_end_profiling(ak_session *s, const char *path) {
                        "ak_session_end_profiling: the session was created without profiling");
     FILE *f = fopen(path, "w");
     if (!f) return AK_FAIL(AK_ERR_IO, "cannot write the profile '%s'", path);
-    fputs("{\"traceEvents\":[", f);
+    fputc('[', f);
     for (size_t i = 0; i < s->num_events; i++) put_event(f, s, &s->events[i], i == 0);
-    fprintf(f, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"accelkit\","
-               "\"dropped_events\":%d}}\n", s->num_events >= AK_PROFILE_MAX_EVENTS);
+    fputs("\n]\n", f);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) return AK_FAIL(AK_ERR_IO, "writing the profile '%s' failed", path);
     s->num_events = 0;
