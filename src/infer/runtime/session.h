@@ -42,6 +42,8 @@ struct ak_session {
 
     ak__tensor *values;       /* one per IR value */
     uint8_t *source;          /* value_source per value */
+    uint8_t *baked;           /* per value: a constant an operator's create or folding
+                                 consumed, so a run cannot override it */
     int32_t *alias_root;      /* value whose bytes a value shares (itself when none) */
     int32_t *first_def, *last_use; /* execution step that writes / last reads a value */
     void **folded_data;       /* AK_SRC_FOLDED payloads */

@@ -34,19 +34,39 @@ static ak_status check_input(const ak__ir_value *decl, const ak_tensor *in) {
     return AK_OK;
 }
 
+/* Initializers listed as inputs get their own data back each run (a previous run may
+ * have overridden them). */
+static void restore_initializers(ak_session *s) {
+    const ak__ir_graph *g = s->g;
+    for (size_t i = 0; i < g->num_inputs; i++) {
+        int32_t v = g->inputs[i];
+        const ak__ir_tensor *c = g->values[v].constant;
+        if (s->source[v] != AK_SRC_CONST || !c || s->values[v].data == c->data) continue;
+        ak__tensor *t = &s->values[v];
+        t->type = c->type;
+        t->rank = c->rank;
+        for (int d = 0; d < c->rank; d++) t->dims[d] = c->dims[d];
+        t->count = c->count;
+        t->data = c->data;
+    }
+}
+
 static ak_status bind_inputs(ak_session *s, const char *const *names, const ak_tensor *inputs,
                              size_t n) {
     const ak__ir_graph *g = s->g;
+    restore_initializers(s);
     for (size_t i = 0; i < n; i++) {
         AK_ARG_CHECK(names && names[i], "ak_session_run: input name %zu is NULL", i);
         int32_t v = ak__ir_value_find(g, names[i]);
         if (v == AK_IR_NONE || !(g->values[v].flags & AK_IR_VALUE_INPUT))
             return AK_FAIL(AK_ERR_INVALID_ARG, "ak_session_run: the model has no input '%s'",
                            names[i]);
-        if (s->source[v] == AK_SRC_FOLDED)
+        if (s->source[v] == AK_SRC_FOLDED || s->baked[v])
             return AK_FAIL(AK_ERR_UNSUPPORTED,
-                           "input '%s' overrides an initializer that was folded at creation "
-                           "(create the session with fold_constants = 0)", names[i]);
+                           "input '%s' overrides an initializer that was folded or prepared "
+                           "(packed) at session creation; create the session with "
+                           "fold_constants = 0 and optimize = 0, and it can still not override "
+                           "an operator's packed weights", names[i]);
         AK_CHECK(check_input(&g->values[v], &inputs[i]));
         char what[128];
         snprintf(what, sizeof what, "input '%s'", names[i]);
