@@ -12,6 +12,7 @@ into NumPy arrays owned by the caller (the session's own buffers are reused by t
 run), outputs of `run_into` are written by the engine straight into the caller's arrays.
 """
 import ctypes
+import threading
 
 import numpy as np
 
@@ -132,6 +133,9 @@ class NativeSession:
     def __init__(self, path_or_bytes, threads=0, profile=False, fold_constants=True,
                  optimize=True):
         self._s = self._m = None
+        # an ak_session runs one call at a time; onnxruntime lets threads share a session
+        # (ctypes drops the GIL during the call), so runs queue here
+        self._lock = threading.Lock()
         opts = _Options()
         check(_options_init(ctypes.byref(opts)))
         opts.threads, opts.fold_constants = threads, int(fold_constants)
@@ -206,13 +210,14 @@ class NativeSession:
                 keep_out.append(dims)
                 t.type, t.rank, t.dims, t.data = CODES[b.dtype], b.ndim, dims, b.ctypes.data
         call = _run if out_buffers is None else _run_into
-        check(call(self._s, self._names(input_names), ins, len(arrays),
-                   self._names(output_names), outs, len(output_names)))
+        with self._lock:  # the session's buffers stay valid until its next run
+            check(call(self._s, self._names(input_names), ins, len(arrays),
+                       self._names(output_names), outs, len(output_names)))
+            result = []
+            for i, t in enumerate(outs[:len(output_names)]):
+                given = out_buffers[i] if out_buffers is not None else None
+                result.append(given if given is not None else self._copy_out(t))
         del keep_in, keep_out
-        result = []
-        for i, t in enumerate(outs[:len(output_names)]):
-            given = out_buffers[i] if out_buffers is not None else None
-            result.append(given if given is not None else self._copy_out(t))
         return result
 
     @staticmethod
@@ -226,7 +231,8 @@ class NativeSession:
         return np.frombuffer(buf, dtype=dtype, count=count).reshape(shape).copy()
 
     def end_profiling(self, path):
-        check(_end_profiling(self._s, str(path).encode()))
+        with self._lock:
+            check(_end_profiling(self._s, str(path).encode()))
 
     def __del__(self):
         if getattr(self, "_s", None):

@@ -471,6 +471,26 @@ class TestOrtScripts(unittest.TestCase):
         self.assertIn("NoSuchOp", str(cm.exception))
         self.assertIn("NOT_IMPLEMENTED", str(cm.exception))
 
+    def test_threads_share_a_session(self):
+        """onnxruntime lets threads call run on one session: each gets its own result."""
+        import threading
+        sess = akort.InferenceSession("conv.onnx")
+        xs = [RNG.standard_normal((2, 2, 5, 5)).astype(np.float32) for _ in range(4)]
+        want = [sess.run(None, {"X": x})[0] for x in xs]
+        bad = []
+
+        def worker(k):
+            for _ in range(40):
+                if not np.array_equal(sess.run(None, {"X": xs[k]})[0], want[k]):
+                    bad.append(k)
+
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(bad, [])
+
     def test_compatible_accelkit_entry(self):
         """accelkit.InferenceSession is the same class, with accelkit's keywords."""
         import accelkit

@@ -116,6 +116,8 @@ class InferenceSession:
         if kwargs.get("disabled_optimizers"):
             raise NotImplemented("disabled_optimizers: accelkit's passes are switched by "
                                  "graph_optimization_level only")
+        if sess_options is not None and not isinstance(sess_options, SessionOptions):
+            raise TypeError("sess_options must be an onnxruntime SessionOptions")
         self._model = path_or_bytes
         self._sess_options = sess_options if sess_options is not None else SessionOptions()
         self._kwargs = kwargs
