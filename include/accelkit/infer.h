@@ -117,6 +117,23 @@ AK_API ak_status ak_model_output(const ak_model *model, size_t i, ak_value_info 
 AK_API ak_status ak_model_op_count(const ak_model *model, size_t i, const char **op_type,
                                    size_t *count);
 
+/* What the file says about itself beyond the summary (onnxruntime's ModelMetadata). The
+ * strings are "" when absent and live until ak_model_free. */
+typedef struct ak_model_metadata {
+    const char *domain;            /* ModelProto.domain */
+    const char *description;       /* ModelProto.doc_string */
+    const char *graph_description; /* GraphProto.doc_string */
+    size_t num_props;              /* ModelProto.metadata_props entries */
+    size_t num_overridable;        /* graph inputs that have an initializer (a default) */
+} ak_model_metadata;
+AK_API ak_status ak_model_get_metadata(const ak_model *model, ak_model_metadata *out);
+/* i < num_props: one metadata_props entry, in file order. */
+AK_API ak_status ak_model_metadata_prop(const ak_model *model, size_t i, const char **key,
+                                        const char **value);
+/* i < num_overridable: a graph input backed by an initializer, which a run may feed to
+ * replace the initializer (sessions made with fold_constants = 0; see ak_session_run). */
+AK_API ak_status ak_model_overridable(const ak_model *model, size_t i, ak_value_info *out);
+
 /* FLOPs of Conv, ConvTranspose, Gemm and MatMul nodes (one multiply-add = 2 FLOPs)
  * whose operand shapes are fixed in the file (graph inputs, initializers, value_info).
  * Without shape inference most intermediate shapes are unknown: `counted` says how many
@@ -177,6 +194,17 @@ AK_API ak_status ak_session_run(ak_session *session, const char *const *input_na
                                 const char *const *output_names, ak_tensor *outputs,
                                 size_t num_outputs);
 
+/* ak_session_run that writes outputs into the caller's buffers: an outputs[i] whose data
+ * is not NULL is a buffer of its type and shape (they must equal what the run computes,
+ * else AK_ERR_INVALID_ARG naming the output). The operator that computes it writes there
+ * directly; only an output that is an input, a constant, or a view of another value
+ * (Reshape, Identity...) is copied into it. An outputs[i] with data NULL is filled as
+ * ak_session_run does. */
+AK_API ak_status ak_session_run_into(ak_session *session, const char *const *input_names,
+                                     const ak_tensor *inputs, size_t num_inputs,
+                                     const char *const *output_names, ak_tensor *outputs,
+                                     size_t num_outputs);
+
 /* Memory a session holds. */
 typedef struct ak_session_memory {
     size_t arena_bytes;     /* planned activations (one block) */
@@ -199,6 +227,15 @@ typedef struct ak_op_profile {
 } ak_op_profile;
 AK_API ak_status ak_session_profile(const ak_session *session, size_t i, ak_op_profile *out,
                                     size_t *count);
+
+/* With profiling on, a session records one event per node run and one per
+ * ak_session_run. This writes the events recorded since creation (or the previous call)
+ * to `path` as a Chrome trace in onnxruntime's layout (a JSON array of "X" events; times
+ * in microseconds since the session was created; node events have category "Node", name
+ * "<node name>_kernel_time" and args.op_name the operator; runs are "model_run" in
+ * category "Session"; a full log, 2^24 events, records no more) and forgets them.
+ * AK_ERR_INVALID_ARG when the session was made without profiling. */
+AK_API ak_status ak_session_end_profiling(ak_session *session, const char *path);
 
 /* ---- tensors in files ------------------------------------------------------------------
  * A serialized ONNX TensorProto (.pb, as in the ONNX test_data_set folders) or a NumPy

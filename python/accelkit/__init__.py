@@ -54,7 +54,7 @@ def sysinfo(measure=True, peak_millis=200):
 
 def __getattr__(name):
     # numpy is needed by inference only: import it when InferenceSession is first used
-    if name == "InferenceSession":
-        from .inference import InferenceSession
+    if name == "InferenceSession":  # onnxruntime's, which also takes threads=, optimize=...
+        from .onnxruntime import InferenceSession
         return InferenceSession
     raise AttributeError(f"module 'accelkit' has no attribute {name!r}")

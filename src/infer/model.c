@@ -37,10 +37,15 @@ static ak_status build_io(ak_model *m) {
     ak__ir_graph *g = m->graph;
     AK_CHECK(ak__ir_alloc_array(g, g->num_inputs, sizeof *m->inputs, (void **)&m->inputs));
     AK_CHECK(ak__ir_alloc_array(g, g->num_outputs, sizeof *m->outputs, (void **)&m->outputs));
+    AK_CHECK(ak__ir_alloc_array(g, g->num_inputs, sizeof *m->overridable,
+                                (void **)&m->overridable));
     for (size_t i = 0; i < g->num_inputs; i++) {
         /* inputs backed by an initializer are weights with an overridable default, not
          * something a caller has to feed (IR < 4 lists every weight as an input) */
-        if (g->values[g->inputs[i]].flags & AK_IR_VALUE_CONST) continue;
+        if (g->values[g->inputs[i]].flags & AK_IR_VALUE_CONST) {
+            AK_CHECK(describe_value(g, g->inputs[i], &m->overridable[m->num_overridable++]));
+            continue;
+        }
         AK_CHECK(describe_value(g, g->inputs[i], &m->inputs[m->num_inputs++]));
     }
     for (size_t i = 0; i < g->num_outputs; i++)
@@ -172,5 +177,32 @@ ak_status ak_model_op_count(const ak_model *m, size_t i, const char **op_type, s
     AK_ARG_CHECK(i < m->num_op_types, "ak_model_op_count: index %zu of %zu", i, m->num_op_types);
     *op_type = m->op_names[i];
     *count = m->op_counts[i];
+    return AK_OK;
+}
+
+ak_status ak_model_get_metadata(const ak_model *m, ak_model_metadata *out) {
+    AK_ARG_CHECK(m && out, "ak_model_get_metadata: NULL argument");
+    out->domain = m->domain ? m->domain : "";
+    out->description = m->description ? m->description : "";
+    out->graph_description = m->graph_description ? m->graph_description : "";
+    out->num_props = m->num_props;
+    out->num_overridable = m->num_overridable;
+    return AK_OK;
+}
+
+ak_status ak_model_metadata_prop(const ak_model *m, size_t i, const char **key,
+                                 const char **value) {
+    AK_ARG_CHECK(m && key && value, "ak_model_metadata_prop: NULL argument");
+    AK_ARG_CHECK(i < m->num_props, "ak_model_metadata_prop: index %zu of %zu", i, m->num_props);
+    *key = m->prop_keys[i];
+    *value = m->prop_values[i];
+    return AK_OK;
+}
+
+ak_status ak_model_overridable(const ak_model *m, size_t i, ak_value_info *out) {
+    AK_ARG_CHECK(m && out, "ak_model_overridable: NULL argument");
+    AK_ARG_CHECK(i < m->num_overridable, "ak_model_overridable: index %zu of %zu", i,
+                 m->num_overridable);
+    *out = m->overridable[i];
     return AK_OK;
 }

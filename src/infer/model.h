@@ -16,6 +16,13 @@ struct ak_model {
     ak__ir_graph *graph;
     int64_t ir_version, model_version;
     const char *producer_name, *producer_version;
+    /* ModelProto.domain, doc_string, GraphProto.doc_string ("" when absent) and the
+     * metadata_props entries (ak_model_get_metadata) */
+    const char *domain, *description, *graph_description;
+    const char **prop_keys, **prop_values;
+    size_t num_props;
+    ak_value_info *overridable; /* graph inputs that have an initializer */
+    size_t num_overridable;
     ak__opset *opsets;
     size_t num_opsets;
     /* public views, built once after loading */

@@ -4,6 +4,7 @@
  * dims, path escapes, deep nesting, allocation bombs, every truncation and bit flip of a
  * valid model), and every model.onnx of Debian's libonnx-testdata. */
 #include <ftw.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -390,6 +391,228 @@ static void test_subgraph_captures(void **state) {
     ak_model_summary s;
     assert_int_equal(ak_model_get_summary(m, &s), AK_OK);
     assert_int_equal(s.num_subgraph_nodes, 2);
+    ak_model_free(m);
+    pool_free();
+}
+
+/* ---- what onnxruntime's Python API asks of a model and session ---------------------------- */
+
+static Akonnx__StringStringEntryProto *entry(const char *k, const char *v) {
+    Akonnx__StringStringEntryProto *e = talloc(sizeof *e);
+    akonnx__string_string_entry_proto__init(e);
+    e->key = tstr(k);
+    e->value = tstr(v);
+    return e;
+}
+
+/* tiny_model with a domain, descriptions, two metadata_props, B listed as an input (an
+ * overridable initializer) and a second output C = Identity(Z) (a view, so copied). */
+static Akonnx__ModelProto *described_model(void) {
+    Akonnx__ModelProto *m = tiny_model();
+    m->domain = tstr("ai.accelkit.test");
+    m->doc_string = tstr("a \"tiny\" model");
+    m->graph->doc_string = tstr("the graph");
+    PUSH(m->n_metadata_props, m->metadata_props, entry("author", "test"));
+    PUSH(m->n_metadata_props, m->metadata_props, entry("license", "none"));
+    Akonnx__GraphProto *g = m->graph;
+    PUSH(g->n_input, g->input, value_info("B", AK_ELEM_F32, 1, (int64_t[]){4}, NULL));
+    PUSH(g->n_output, g->output, value_info("C", AK_ELEM_F32, -1, NULL, NULL));
+    node(g, "Identity", "copy", "Z", "C");
+    return m;
+}
+
+static void test_metadata(void **state) {
+    ak_model *m;
+    assert_int_equal(load(described_model(), NULL, &m), AK_OK);
+    ak_model_metadata md;
+    assert_int_equal(ak_model_get_metadata(m, &md), AK_OK);
+    assert_string_equal(md.domain, "ai.accelkit.test");
+    assert_string_equal(md.description, "a \"tiny\" model");
+    assert_string_equal(md.graph_description, "the graph");
+    assert_int_equal(md.num_props, 2);
+    const char *k, *v;
+    assert_int_equal(ak_model_metadata_prop(m, 1, &k, &v), AK_OK);
+    assert_string_equal(k, "license");
+    assert_string_equal(v, "none");
+    assert_int_equal(ak_model_metadata_prop(m, 2, &k, &v), AK_ERR_INVALID_ARG);
+    assert_int_equal(md.num_overridable, 1);
+    ak_value_info info;
+    assert_int_equal(ak_model_overridable(m, 0, &info), AK_OK);
+    assert_string_equal(info.name, "B");
+    assert_int_equal(info.rank, 1);
+    assert_int_equal(ak_model_overridable(m, 1, &info), AK_ERR_INVALID_ARG);
+    ak_model_free(m);
+    /* absent fields read as "" */
+    assert_int_equal(load(tiny_model(), NULL, &m), AK_OK);
+    assert_int_equal(ak_model_get_metadata(m, &md), AK_OK);
+    assert_string_equal(md.domain, "");
+    assert_string_equal(md.description, "");
+    assert_int_equal(md.num_props, 0);
+    assert_int_equal(md.num_overridable, 0);
+    ak_model_free(m);
+    pool_free();
+}
+
+static ak_session *described_session(ak_model **m, int profile) {
+    assert_int_equal(load(described_model(), NULL, m), AK_OK);
+    ak_session_options o;
+    ak_session_options_init(&o);
+    o.threads = 1;
+    o.profile = profile;
+    ak_session *s;
+    assert_int_equal(ak_session_create(*m, &o, &s), AK_OK);
+    return s;
+}
+
+/* Outputs written into the caller's buffers: Z by its operator directly (the data pointer
+ * the run reports is the caller's), C (a view of Z) copied; equal to ak_session_run's. */
+static void test_run_into(void **state) {
+    ak_model *m;
+    ak_session *s = described_session(&m, 0);
+    const float x[6] = {1, -2, 0.5f, 3, 0, -1};
+    const int64_t xd[2] = {2, 3}, zd[2] = {2, 4}, bad[2] = {2, 5};
+    const char *in_names[] = {"X"}, *out_names[] = {"Z", "C"};
+    ak_tensor in = {AK_ELEM_F32, 2, xd, (void *)x}, ref[2];
+    assert_int_equal(ak_session_run(s, in_names, &in, 1, out_names, ref, 2), AK_OK);
+    float want[8];
+    memcpy(want, ref[0].data, sizeof want);
+    for (int pass = 0; pass < 2; pass++) { /* unplanned, then planned */
+        float z[8], c[8];
+        memset(z, 0xff, sizeof z);
+        memset(c, 0xff, sizeof c);
+        ak_tensor outs[2] = {{AK_ELEM_F32, 2, zd, z}, {AK_ELEM_F32, 2, zd, c}};
+        assert_int_equal(ak_session_run_into(s, in_names, &in, 1, out_names, outs, 2), AK_OK);
+        assert_ptr_equal(outs[0].data, z);
+        assert_memory_equal(z, want, sizeof want);
+        assert_memory_equal(c, want, sizeof want);
+    }
+    /* unbound outputs are filled as ak_session_run does; the next plain run is unaffected */
+    ak_tensor mixed[2] = {{AK_ELEM_F32, 0, NULL, NULL}, {AK_ELEM_F32, 0, NULL, NULL}};
+    assert_int_equal(ak_session_run_into(s, in_names, &in, 1, out_names, mixed, 2), AK_OK);
+    assert_memory_equal(mixed[0].data, want, sizeof want);
+    assert_int_equal(ak_session_run(s, in_names, &in, 1, NULL, ref, 2), AK_OK);
+    assert_memory_equal(ref[0].data, want, sizeof want);
+    /* a buffer of the wrong shape or type is refused, naming the output */
+    float big[10];
+    ak_tensor wrong = {AK_ELEM_F32, 2, bad, big};
+    assert_int_equal(ak_session_run_into(s, in_names, &in, 1, out_names, &wrong, 1),
+                     AK_ERR_INVALID_ARG);
+    assert_non_null(strstr(ak_last_error(), "output 'Z'"));
+    assert_non_null(strstr(ak_last_error(), "[2,4]"));
+    ak_tensor wrong_type = {AK_ELEM_F64, 2, zd, big};
+    assert_int_equal(ak_session_run_into(s, in_names, &in, 1, out_names, &wrong_type, 1),
+                     AK_ERR_INVALID_ARG);
+    const char *twice[] = {"Z", "Z"};
+    float z2[8], z3[8];
+    ak_tensor two[2] = {{AK_ELEM_F32, 2, zd, z2}, {AK_ELEM_F32, 2, zd, z3}};
+    assert_int_equal(ak_session_run_into(s, in_names, &in, 1, twice, two, 2), AK_ERR_INVALID_ARG);
+    assert_non_null(strstr(ak_last_error(), "bound twice"));
+    assert_int_equal(ak_session_run(s, in_names, &in, 1, NULL, ref, 2), AK_OK);
+    assert_memory_equal(ref[0].data, want, sizeof want);
+    ak_session_free(s);
+    ak_model_free(m);
+    pool_free();
+}
+
+/* An initializer listed as an input may be fed to replace it for one run; the next run
+ * without it uses the file's data again. Where creation prepared it (packed, folded,
+ * fused), overriding is refused rather than silently not reaching the result. */
+static void check_override(ak_session *s, int must_apply) {
+    const float x[3] = {1, 2, 3}, zero_b[4] = {0, 0, 0, 0};
+    const int64_t xd[2] = {1, 3}, bd[1] = {4};
+    const char *names[] = {"X", "B"};
+    ak_tensor in[2] = {{AK_ELEM_F32, 2, xd, (void *)x}, {AK_ELEM_F32, 1, bd, (void *)zero_b}};
+    ak_tensor out[2];
+    float base[4], want[4];
+    assert_int_equal(ak_session_run(s, names, in, 1, NULL, out, 2), AK_OK);
+    memcpy(base, out[0].data, sizeof base);
+    for (int j = 0; j < 4; j++) { /* Relu(x W), no bias */
+        float acc = 0;
+        for (int k = 0; k < 3; k++) acc += x[k] * W_DATA[k * 4 + j];
+        want[j] = acc > 0 ? acc : 0;
+        assert_float_equal(base[j], fmaxf(acc + B_DATA[j], 0), 1e-5);
+    }
+    ak_status st = ak_session_run(s, names, in, 2, NULL, out, 2);
+    if (must_apply) assert_int_equal(st, AK_OK); /* Add prepares nothing at creation */
+    if (st == AK_OK) {
+        for (int j = 0; j < 4; j++) assert_float_equal(((float *)out[0].data)[j], want[j], 1e-5);
+    } else {
+        assert_int_equal(st, AK_ERR_UNSUPPORTED);
+        assert_non_null(strstr(ak_last_error(), "input 'B' overrides an initializer"));
+    }
+    assert_int_equal(ak_session_run(s, names, in, 1, NULL, out, 2), AK_OK);
+    assert_memory_equal(out[0].data, base, sizeof base);
+}
+
+static void test_override_initializer(void **state) {
+    ak_model *m;
+    assert_int_equal(load(described_model(), NULL, &m), AK_OK);
+    for (int prepare = 0; prepare < 2; prepare++) {
+        ak_session_options o;
+        ak_session_options_init(&o);
+        o.threads = 1;
+        o.fold_constants = o.optimize = prepare;
+        ak_session *s;
+        assert_int_equal(ak_session_create(m, &o, &s), AK_OK);
+        check_override(s, !prepare);
+        ak_session_free(s);
+    }
+    ak_model_free(m);
+    pool_free();
+}
+
+static char *read_all(const char *path) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    return text;
+}
+
+static size_t count_of(const char *text, const char *needle) {
+    size_t n = 0;
+    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+/* The Chrome trace: one model_run per run and one event per node run (MatMul, Add and
+ * Relu may be fused into fewer nodes, so counted by runs), emptied by each call. */
+static void test_end_profiling(void **state) {
+    ak_model *m;
+    ak_session *s = described_session(&m, 1);
+    const float x[3] = {1, 2, 3};
+    const int64_t xd[2] = {1, 3};
+    const char *in_names[] = {"X"};
+    ak_tensor in = {AK_ELEM_F32, 2, xd, (void *)x}, outs[2];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(ak_session_run(s, in_names, &in, 1, NULL, outs, 2), AK_OK);
+    char path[] = "/tmp/ak_profile_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(ak_session_end_profiling(s, path), AK_OK);
+    const char *text = read_all(path);
+    assert_true(text[0] == '[');
+    assert_non_null(strstr(text, "_kernel_time\",\"ph\":\"X\""));
+    assert_int_equal(count_of(text, "\"name\":\"model_run\""), 3);
+    size_t nodes = count_of(text, "\"cat\":\"Node\"");
+    assert_true(nodes >= 3 && nodes % 3 == 0);
+    assert_non_null(strstr(text, "\"ph\":\"X\""));
+    assert_int_equal(ak_session_run(s, in_names, &in, 1, NULL, outs, 2), AK_OK);
+    assert_int_equal(ak_session_end_profiling(s, path), AK_OK);
+    text = read_all(path);
+    assert_int_equal(count_of(text, "\"name\":\"model_run\""), 1);
+    assert_int_equal(count_of(text, "\"cat\":\"Node\""), nodes / 3);
+    assert_int_equal(ak_session_end_profiling(s, "/nonexistent-dir/p.json"), AK_ERR_IO);
+    unlink(path);
+    ak_session_free(s);
+    ak_model_free(m);
+    s = described_session(&m, 0); /* profiling off: refused */
+    assert_int_equal(ak_session_end_profiling(s, path), AK_ERR_INVALID_ARG);
+    assert_non_null(strstr(ak_last_error(), "without profiling"));
+    ak_session_free(s);
     ak_model_free(m);
     pool_free();
 }
@@ -845,6 +1068,10 @@ int main(void) {
         cmocka_unit_test(test_flops_static),
         cmocka_unit_test(test_typed_fields),
         cmocka_unit_test(test_subgraph_captures),
+        cmocka_unit_test(test_metadata),
+        cmocka_unit_test(test_run_into),
+        cmocka_unit_test(test_override_initializer),
+        cmocka_unit_test(test_end_profiling),
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_versions),
         cmocka_unit_test(test_version_changes),

@@ -440,6 +440,25 @@ static ak_status load_opsets(ak_model *model, const Akonnx__ModelProto *m) {
     return AK_OK;
 }
 
+/* What the file says about itself (onnxruntime's ModelMetadata): domain, descriptions
+ * and the metadata_props key/value pairs. */
+static ak_status load_metadata(ak_model *model, const Akonnx__ModelProto *m) {
+    ak__ir_graph *g = model->graph;
+    AK_CHECK(ak__ir_strdup(g, m->domain, &model->domain));
+    AK_CHECK(ak__ir_strdup(g, m->doc_string, &model->description));
+    AK_CHECK(ak__ir_strdup(g, m->graph ? m->graph->doc_string : NULL, &model->graph_description));
+    size_t n = m->n_metadata_props;
+    if (!n) return AK_OK;
+    AK_CHECK(ak__ir_alloc_array(g, n, sizeof *model->prop_keys, (void **)&model->prop_keys));
+    AK_CHECK(ak__ir_alloc_array(g, n, sizeof *model->prop_values, (void **)&model->prop_values));
+    for (size_t i = 0; i < n; i++) {
+        AK_CHECK(ak__ir_strdup(g, m->metadata_props[i]->key, &model->prop_keys[i]));
+        AK_CHECK(ak__ir_strdup(g, m->metadata_props[i]->value, &model->prop_values[i]));
+    }
+    model->num_props = n;
+    return AK_OK;
+}
+
 static ak_status load_model(loader *L, const Akonnx__ModelProto *m) {
     ak_model *model = L->model;
     if (!m->has_ir_version)
@@ -454,6 +473,7 @@ static ak_status load_model(loader *L, const Akonnx__ModelProto *m) {
     ak__ir_graph *g = model->graph;
     AK_CHECK(ak__ir_strdup(g, m->producer_name, &model->producer_name));
     AK_CHECK(ak__ir_strdup(g, m->producer_version, &model->producer_version));
+    AK_CHECK(load_metadata(model, m));
     AK_CHECK(load_opsets(model, m));
     AK_CHECK(load_graph(L, g, m->graph));
     return ak__model_finish(model);

@@ -29,6 +29,7 @@ static ak_status alloc_tables(ak_session *s) {
     size_t n = s->g->num_values ? s->g->num_values : 1;
     s->values = calloc(n, sizeof *s->values);
     s->source = calloc(n, sizeof *s->source);
+    s->baked = calloc(n, sizeof *s->baked);
     s->alias_root = calloc(n, sizeof *s->alias_root);
     s->first_def = calloc(n, sizeof *s->first_def);
     s->last_use = calloc(n, sizeof *s->last_use);
@@ -37,7 +38,7 @@ static ak_status alloc_tables(ak_session *s) {
     s->plan_offset = calloc(n, sizeof *s->plan_offset);
     s->dynamic = calloc(n, sizeof *s->dynamic);
     s->nodes = calloc(s->g->num_nodes ? s->g->num_nodes : 1, sizeof *s->nodes);
-    if (!s->values || !s->source || !s->alias_root || !s->first_def || !s->last_use ||
+    if (!s->values || !s->source || !s->baked || !s->alias_root || !s->first_def || !s->last_use ||
         !s->folded_data || !s->plan_shapes || !s->plan_offset || !s->dynamic || !s->nodes)
         return AK_FAIL(AK_ERR_NO_MEMORY, "session: out of memory for %zu values", n);
     return AK_OK;
@@ -169,6 +170,19 @@ static ak_status create_operators(ak_session *s, int fold) {
     return AK_OK;
 }
 
+/* Marks the constants that creates (of the nodes left after optimizing) and folding
+ * consumed: overriding one at run time would not reach what was made from it. */
+static void mark_baked(ak_session *s) {
+    for (size_t k = 0; k < s->num_nodes; k++) {
+        const ak__exec_node *e = &s->nodes[k];
+        if (e->removed || (!e->folded && !e->def->create)) continue;
+        for (uint32_t i = 0; i < e->node->num_inputs; i++) {
+            int32_t v = e->node->inputs[i];
+            if (v != AK_IR_NONE && s->source[v] == AK_SRC_CONST) s->baked[v] = 1;
+        }
+    }
+}
+
 /* first_def / last_use per value (execution steps; graph outputs live to the end), and
  * the values sharing bytes with another through AK_OP_ALIAS_INPUT0. */
 static void compute_lifetimes(ak_session *s) {
@@ -210,6 +224,7 @@ ak_status ak__session_init(ak_session *s, const ak_session_options *opts) {
     AK_CHECK(bind_operators(s));
     AK_CHECK(create_operators(s, opts->fold_constants));
     if (opts->optimize) AK_CHECK(ak__optimize(s));
+    mark_baked(s);
     compute_lifetimes(s);
     return AK_OK;
 }
@@ -227,6 +242,7 @@ ak_status ak_session_create(const ak_model *model, const ak_session_options *opt
     if (!s) return AK_FAIL(AK_ERR_NO_MEMORY, "session: out of memory");
     s->model = model;
     s->g = model->graph;
+    s->profile_start_ns = ak_now_ns(); /* time zero of ak_session_end_profiling's trace */
     ak_status st = ak__session_init(s, opts);
     if (st != AK_OK) {
         ak_session_free(s);
@@ -266,6 +282,7 @@ void ak_session_free(ak_session *s) {
     ak_free(s->workspace);
     free(s->values);
     free(s->source);
+    free(s->baked);
     free(s->alias_root);
     free(s->first_def);
     free(s->last_use);
@@ -278,6 +295,8 @@ void ak_session_free(ak_session *s) {
     ak_arena_free(s->opt_arena);
     ak_threadpool_free(s->own_pool);
     free(s->outer_slot);
+    free(s->bound);
+    ak__session_free_events(s);
     ak_model_free(s->owned_model);
     free(s);
 }

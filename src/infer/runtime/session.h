@@ -42,6 +42,8 @@ struct ak_session {
 
     ak__tensor *values;       /* one per IR value */
     uint8_t *source;          /* value_source per value */
+    uint8_t *baked;           /* per value: a constant an operator's create or folding
+                                 consumed, so a run cannot override it */
     int32_t *alias_root;      /* value whose bytes a value shares (itself when none) */
     int32_t *first_def, *last_use; /* execution step that writes / last reads a value */
     void **folded_data;       /* AK_SRC_FOLDED payloads */
@@ -60,6 +62,15 @@ struct ak_session {
     void *workspace;
     size_t workspace_bytes;
     void **dynamic;           /* per value: buffers of a run made without a plan */
+
+    /* ak_session_run_into: per value, the caller's buffer an output is written to during
+     * the current run (NULL: none); allocated on first use */
+    const ak_tensor **bound;
+
+    /* the Chrome-trace event log of a profiling top-level session (session_profile.c) */
+    struct ak__profile_event *events;
+    size_t num_events, cap_events;
+    uint64_t profile_start_ns;
 };
 
 /* Computes offsets for every activation root from s->values' shapes (of the run just
@@ -84,6 +95,16 @@ void ak__session_release_previous(ak_session *s);
 /* Runs one node: reshape, check or place outputs, run. `planned` says whether outputs
  * go to the arena (else dynamic buffers). */
 ak_status ak__session_exec_node(ak_session *s, ak__exec_node *e, int *planned);
+
+/* Profiling event log (session_profile.c): node k (or -1 for a whole run) ran from
+ * t0_ns for dur_ns. Appends only in top-level sessions with profiling on; a full log
+ * (AK_PROFILE_MAX_EVENTS) drops further events, as the trace file says. */
+typedef struct ak__profile_event {
+    int32_t node;
+    uint64_t t0_ns, dur_ns;
+} ak__profile_event;
+void ak__session_log_event(ak_session *s, int32_t node, uint64_t t0_ns, uint64_t dur_ns);
+void ak__session_free_events(ak_session *s);
 
 /* ---- subsessions: a subgraph run by a control-flow operator (subsession.c) ---------- */
 

@@ -34,19 +34,39 @@ static ak_status check_input(const ak__ir_value *decl, const ak_tensor *in) {
     return AK_OK;
 }
 
+/* Initializers listed as inputs get their own data back each run (a previous run may
+ * have overridden them). */
+static void restore_initializers(ak_session *s) {
+    const ak__ir_graph *g = s->g;
+    for (size_t i = 0; i < g->num_inputs; i++) {
+        int32_t v = g->inputs[i];
+        const ak__ir_tensor *c = g->values[v].constant;
+        if (s->source[v] != AK_SRC_CONST || !c || s->values[v].data == c->data) continue;
+        ak__tensor *t = &s->values[v];
+        t->type = c->type;
+        t->rank = c->rank;
+        for (int d = 0; d < c->rank; d++) t->dims[d] = c->dims[d];
+        t->count = c->count;
+        t->data = c->data;
+    }
+}
+
 static ak_status bind_inputs(ak_session *s, const char *const *names, const ak_tensor *inputs,
                              size_t n) {
     const ak__ir_graph *g = s->g;
+    restore_initializers(s);
     for (size_t i = 0; i < n; i++) {
         AK_ARG_CHECK(names && names[i], "ak_session_run: input name %zu is NULL", i);
         int32_t v = ak__ir_value_find(g, names[i]);
         if (v == AK_IR_NONE || !(g->values[v].flags & AK_IR_VALUE_INPUT))
             return AK_FAIL(AK_ERR_INVALID_ARG, "ak_session_run: the model has no input '%s'",
                            names[i]);
-        if (s->source[v] == AK_SRC_FOLDED)
+        if (s->source[v] == AK_SRC_FOLDED || s->baked[v])
             return AK_FAIL(AK_ERR_UNSUPPORTED,
-                           "input '%s' overrides an initializer that was folded at creation "
-                           "(create the session with fold_constants = 0)", names[i]);
+                           "input '%s' overrides an initializer that was folded or prepared "
+                           "(packed) at session creation; create the session with "
+                           "fold_constants = 0 and optimize = 0, and it can still not override "
+                           "an operator's packed weights", names[i]);
         AK_CHECK(check_input(&g->values[v], &inputs[i]));
         char what[128];
         snprintf(what, sizeof what, "input '%s'", names[i]);
@@ -66,6 +86,22 @@ static ak_status bind_inputs(ak_session *s, const char *const *names, const ak_t
     return AK_OK;
 }
 
+/* A caller's output buffer must have the type and shape the run computed. */
+static ak_status check_bound(const ak_tensor *buf, const ak__tensor *t, const char *name) {
+    int same = buf->type == t->type && buf->rank == t->rank;
+    for (int i = 0; same && i < t->rank; i++) same = buf->dims[i] == t->dims[i];
+    if (same) return AK_OK;
+    char want[160] = "", got[160] = "";
+    size_t w = 0, g = 0;
+    for (int i = 0; i < t->rank && w < sizeof want - 24; i++)
+        w += (size_t)snprintf(want + w, sizeof want - w, "%s%lld", i ? "," : "", (long long)t->dims[i]);
+    for (int i = 0; i < buf->rank && i < AK_IR_MAX_RANK && g < sizeof got - 24; i++)
+        g += (size_t)snprintf(got + g, sizeof got - g, "%s%lld", i ? "," : "", (long long)buf->dims[i]);
+    return AK_FAIL(AK_ERR_INVALID_ARG,
+                   "output '%s': the bound buffer is %s [%s], the run computes %s [%s]", name,
+                   ak_elem_type_name(buf->type), got, ak_elem_type_name(t->type), want);
+}
+
 /* Gives output `o` of node e its bytes: input 0's for aliasing operators, the arena
  * slot when planned, else a fresh dynamic buffer. */
 static ak_status place_output(ak_session *s, ak__exec_node *e, uint32_t o, int planned) {
@@ -76,6 +112,11 @@ static ak_status place_output(ak_session *s, ak__exec_node *e, uint32_t o, int p
         if (!in || ak__tensor_nbytes(in) != ak__tensor_nbytes(t))
             return AK_OP_FAIL(e->node, AK_ERR_INTERNAL, "aliased output size differs from input");
         t->data = in->data;
+        return AK_OK;
+    }
+    if (s->bound && s->bound[v]) { /* ak_session_run_into: straight into the caller's buffer */
+        AK_CHECK(check_bound(s->bound[v], t, s->g->values[v].name));
+        t->data = s->bound[v]->data;
         return AK_OK;
     }
     if (planned) {
@@ -106,7 +147,7 @@ static void record_time(ak_session *s, ak__exec_node *e, uint64_t t0) {
     if (ak_trace_enabled())
         ak_trace_complete("infer", e->node->name[0] ? e->node->name : e->node->op_type, t0,
                           t1 - t0);
-    (void)s;
+    ak__session_log_event(s, (int32_t)(e - s->nodes), t0, t1 - t0);
 }
 
 ak_status ak__session_exec_node(ak_session *s, ak__exec_node *e, int *planned) {
@@ -175,9 +216,76 @@ ak_status ak_session_run(ak_session *s, const char *const *input_names, const ak
     AK_ARG_CHECK(!num_inputs || inputs, "ak_session_run: inputs is NULL");
     AK_ARG_CHECK(!num_outputs || outputs, "ak_session_run: outputs is NULL");
     ak__session_release_previous(s);
+    uint64_t t0 = s->profile ? ak_now_ns() : 0;
     AK_CHECK(bind_inputs(s, input_names, inputs, num_inputs));
     AK_CHECK(ak__session_run_nodes(s));
+    if (s->profile) ak__session_log_event(s, -1, t0, ak_now_ns() - t0);
     return fill_outputs(s, output_names, outputs, num_outputs);
+}
+
+/* ---- ak_session_run_into: outputs in the caller's buffers --------------------------- */
+
+static ak_status bind_outputs(ak_session *s, const char *const *names, const ak_tensor *outputs,
+                              size_t n) {
+    const ak__ir_graph *g = s->g;
+    if (!s->bound) {
+        s->bound = calloc(g->num_values ? g->num_values : 1, sizeof *s->bound);
+        if (!s->bound) return AK_FAIL(AK_ERR_NO_MEMORY, "ak_session_run_into: out of memory");
+    }
+    if (!names && n != g->num_outputs)
+        return AK_FAIL(AK_ERR_INVALID_ARG,
+                       "ak_session_run_into: the model has %zu outputs, %zu asked",
+                       g->num_outputs, n);
+    for (size_t i = 0; i < n; i++) {
+        if (!outputs[i].data) continue;
+        int32_t v = names ? ak__ir_value_find(g, names[i]) : g->outputs[i];
+        if (v == AK_IR_NONE)
+            return AK_FAIL(AK_ERR_INVALID_ARG, "ak_session_run_into: no value named '%s'",
+                           names[i]);
+        if (outputs[i].rank < 0 || outputs[i].rank > AK_IR_MAX_RANK ||
+            (outputs[i].rank && !outputs[i].dims))
+            return AK_FAIL(AK_ERR_INVALID_ARG, "output '%s': invalid rank %d",
+                           g->values[v].name, outputs[i].rank);
+        if (s->bound[v])
+            return AK_FAIL(AK_ERR_INVALID_ARG, "output '%s' is bound twice", g->values[v].name);
+        s->bound[v] = &outputs[i];
+    }
+    return AK_OK;
+}
+
+/* Outputs whose bytes are not the caller's (inputs, constants, views of other values):
+ * copied into the caller's buffer now. */
+static ak_status copy_unplaced(ak_session *s, const ak_tensor *got, ak_tensor *outputs, size_t n,
+                               const char *const *names) {
+    for (size_t i = 0; i < n; i++) {
+        if (!outputs[i].data || got[i].data == outputs[i].data) continue;
+        int32_t v = names ? ak__ir_value_find(s->g, names[i]) : s->g->outputs[i];
+        const ak__tensor *t = &s->values[v];
+        AK_CHECK(check_bound(&outputs[i], t, s->g->values[v].name));
+        size_t bytes = ak__tensor_nbytes(t);
+        if (bytes) memmove(outputs[i].data, got[i].data, bytes);
+    }
+    return AK_OK;
+}
+
+ak_status ak_session_run_into(ak_session *s, const char *const *input_names,
+                              const ak_tensor *inputs, size_t num_inputs,
+                              const char *const *output_names, ak_tensor *outputs,
+                              size_t num_outputs) {
+    AK_ARG_CHECK(s, "ak_session_run_into: session is NULL");
+    AK_ARG_CHECK(!num_inputs || inputs, "ak_session_run_into: inputs is NULL");
+    AK_ARG_CHECK(!num_outputs || outputs, "ak_session_run_into: outputs is NULL");
+    ak_tensor *got = calloc(num_outputs ? num_outputs : 1, sizeof *got);
+    if (!got) return AK_FAIL(AK_ERR_NO_MEMORY, "ak_session_run_into: out of memory");
+    ak_status st = bind_outputs(s, output_names, outputs, num_outputs);
+    if (st == AK_OK)
+        st = ak_session_run(s, input_names, inputs, num_inputs, output_names, got, num_outputs);
+    if (st == AK_OK) st = copy_unplaced(s, got, outputs, num_outputs, output_names);
+    if (s->bound) memset(s->bound, 0, s->g->num_values * sizeof *s->bound);
+    for (size_t i = 0; st == AK_OK && i < num_outputs; i++)
+        if (!outputs[i].data) outputs[i] = got[i];
+    free(got);
+    return st;
 }
 
 ak_status ak__session_run_nodes(ak_session *s) {
