@@ -16,6 +16,8 @@
 #include "core/check.h"
 #include "infer/model.h"
 #include "infer/onnx/onnx_internal.h"
+#include "infer/onnx/onnx_write.h"
+#include "infer/runtime/op.h"
 
 #define IR_VERSION_MIN 3
 /* IR 10 adds 4-bit types (refused by name where they occur), metadata_props and the
@@ -181,6 +183,10 @@ static ak_status declare_node(loader *L, ak__ir_graph *g, const Akonnx__NodeProt
     AK_CHECK(ak__ir_node_add(g, &ni));
     ak__ir_node *n = ak__ir_node_at(g, ni);
     AK_CHECK(node_opset(L, domain, label, &n->opset));
+    if (strcmp(domain, AK_ONNX_KIT_DOMAIN) == 0) { /* what `ak optimize` wrote (onnx_write.c) */
+        if (ak__op_find("com.accelkit", np->op_type, 1)) domain = "com.accelkit", n->opset = 1;
+        else if (ak__op_find("", np->op_type, OPSET_MAX)) domain = "", n->opset = OPSET_MAX;
+    }
     AK_CHECK(ak__ir_strdup(g, np->name, &n->name));
     AK_CHECK(ak__ir_strdup(g, np->op_type, &n->op_type));
     AK_CHECK(ak__ir_strdup(g, domain, &n->domain));
