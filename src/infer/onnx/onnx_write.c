@@ -190,12 +190,10 @@ static ak_status put_graph(writer *w, uint32_t field, const ak__ir_graph *g,
 
 static ak_status put_attr(writer *w, const ak__ir_attr *a, const ak__ir_node *n) {
     wbuf *b = &w->b;
-    if (a->type == AK_ATTR_TYPE_PROTO || a->type == AK_ATTR_TYPE_PROTOS ||
-        a->type == AK_ATTR_SPARSE_TENSOR || a->type == AK_ATTR_SPARSE_TENSORS)
+    if (a->type == AK_ATTR_SPARSE_TENSOR || a->type == AK_ATTR_SPARSE_TENSORS)
         return AK_FAIL(AK_ERR_UNSUPPORTED, "cannot write node '%.60s' (%s): its attribute "
-                       "'%.60s' is a %s, which the engine does not keep after loading",
-                       n->name, n->op_type, a->name,
-                       a->type >= AK_ATTR_TYPE_PROTO ? "type proto" : "sparse tensor");
+                       "'%.60s' is a sparse tensor, which the engine does not read",
+                       n->name, n->op_type, a->name);
     size_t at = begin(b, 5);
     put_str(b, 1, a->name);
     put_int(b, 20, a->type);
@@ -219,6 +217,12 @@ static ak_status put_attr(writer *w, const ak__ir_attr *a, const ak__ir_node *n)
         break;
     case AK_ATTR_GRAPHS:
         for (size_t i = 0; i < a->count; i++) AK_CHECK(put_graph(w, 11, a->u.graphs[i], NULL));
+        break;
+    case AK_ATTR_TYPE_PROTO: /* the serialized TypeProto, as the loader kept it */
+        if (a->u.s.data) put_bytes(b, 14, a->u.s.data, a->u.s.len);
+        break;
+    case AK_ATTR_TYPE_PROTOS:
+        for (size_t i = 0; i < a->count; i++) put_bytes(b, 15, a->u.strings[i].data, a->u.strings[i].len);
         break;
     default:
         return AK_FAIL(AK_ERR_INTERNAL, "writer: attribute '%.60s' of type %d", a->name, (int)a->type);
