@@ -2,11 +2,12 @@
 """`ak optimize` against ONNX Runtime (npm onnxruntime-node, tests/infer/ort_run.js), on
 small models built here with onnx.helper (Debian's python3-onnx, opset 17):
 
-- each model is optimized at --level basic and --level extended;
+- each model is optimized at --level basic, extended and layout;
 - the basic file passes onnx.checker, uses standard operators only, and ONNX Runtime
   (its own optimizations off, so the file runs as written) gives outputs within 1e-5
   of what it gives on the original;
-- accelkit (`ak run`) gives outputs within 1e-5 of the original on both files;
+- accelkit (`ak run`) gives outputs within 1e-5 of the original on the three files;
+- `ak info --optimized` lists what `ak optimize --level layout` does;
 - what each pass should have done is checked in the file written and in the lines
   `ak optimize` prints: each basic pass sees at least three differently written forms
   of its pattern (BatchNormalization after Conv with and without bias and grouped;
@@ -273,9 +274,17 @@ def check_case(ak, runner, env, top, case):
     names = [o.name for o in model.graph.output]
     errs = []
     files = {}
-    for level in ("basic", "extended"):
+    for level in ("basic", "extended", "layout"):
         files[level] = os.path.join(d, level + ".onnx")
         text = run([ak, "optimize", orig, files[level], "--level", level])
+        if level == "layout":  # `ak info --optimized` lists what every level does
+            info = run([ak, "info", orig, "--optimized"])
+            listed = pass_counts(info[info.index("\noptimized "):])
+            done = pass_counts(text)
+            done.pop("nodes folded into constants", None)  # info prints it on its title line
+            if listed != done:
+                errs.append("%s: `ak info --optimized` lists %s, `ak optimize --level layout` %s"
+                            % (name, listed, done))
         if level == "basic":
             counts = pass_counts(text)
             for what, least in expect.items():
@@ -292,12 +301,12 @@ def check_case(ak, runner, env, top, case):
     errs += compare(name + " [ONNX Runtime: basic file vs original]", ort["basic"], ort["orig"])
     # accelkit on all three
     ak_out = {}
-    for tag, path in (("orig", orig), ("basic", files["basic"]), ("extended", files["extended"])):
+    for tag, path in [("orig", orig)] + list(files.items()):
         od = os.path.join(d, "ak_" + tag)
         run([ak, "run", path, "--inputs", os.path.join(d, "in"), "-o", od, "-t", "2"])
         ak_out[tag] = outputs(od, names)
     errs += compare(name + " [accelkit: original vs ONNX Runtime]", ak_out["orig"], ort["orig"])
-    for tag in ("basic", "extended"):
+    for tag in files:
         errs += compare("%s [accelkit: %s file vs original]" % (name, tag), ak_out[tag], ak_out["orig"])
     return errs
 
