@@ -1,5 +1,8 @@
-/* The graph optimizer: after binding and constant folding, rewrites chains of nodes into
- * one node where accelkit has a faster operator for the whole chain.
+/* The graph optimizer: after binding and constant folding, first the basic passes, which
+ * keep to standard ONNX operators (Identity, Transpose-pair and Reshape-chain removal,
+ * duplicate merging, BatchNormalization and Mul/Div/Add/Sub folded into Conv, dead-node
+ * removal: see "basic passes" below); then, at the extended level, rewrites chains of
+ * nodes into one node where accelkit has a faster operator for the whole chain.
  *   Conv -> [Add residual] -> [Relu|Clip|LeakyRelu|Sigmoid|Tanh]  => FusedConv (com.microsoft:
  *                                      the residual and activation applied per output tile)
  *   MatMul(A, const B[K,N]) -> Add(const bias[N]) -> [Relu|Gelu]   => MatMulBias
@@ -948,7 +951,10 @@ static int f32_vector(const ak__tensor *t, int64_t m) {
 static ak_status fold_batchnorm(optimizer *o, int32_t k, int *hit) {
     const ak__ir_node *bn = node_of(o, k);
     int32_t kconv = conv_before(o, in(bn, 0));
-    if (kconv < 0 || bn->num_inputs != 5 || ak__attr_int(bn, "training_mode", 0)) return AK_OK;
+    /* opsets before 9 also had per-activation statistics (spatial = 0) */
+    if (kconv < 0 || bn->num_inputs != 5 || ak__attr_int(bn, "training_mode", 0) ||
+        !ak__attr_int(bn, "spatial", 1))
+        return AK_OK;
     for (uint32_t i = 1; i < bn->num_outputs; i++)
         if (bn->outputs[i] != AK_IR_NONE) return AK_OK;
     const ak__ir_node *conv = node_of(o, kconv);
