@@ -105,6 +105,8 @@ AK_API ak_status ak_onnx_load_file(const char *path, ak_model **out);
 AK_API ak_status ak_onnx_load_bytes(const void *data, size_t size, const char *base_dir,
                                     ak_model **out);
 AK_API void ak_model_free(ak_model *model);
+/* Writes the model as loaded back to an ONNX file (one protobuf: weights inline). */
+AK_API ak_status ak_onnx_save_file(const ak_model *model, const char *path);
 
 AK_API ak_status ak_model_get_summary(const ak_model *model, ak_model_summary *out);
 /* i < num_opsets; domain "" is the default ONNX domain. */
@@ -169,9 +171,20 @@ typedef struct ak_session_options {
     int threads;   /* intra-op threads counting the caller; 0 = AK_NUM_THREADS or all cores */
     int profile;   /* 1: time every node (ak_session_profile); -1: from AK_PROFILE */
     int fold_constants; /* 1 (default): precompute nodes whose inputs are all constant */
-    int optimize;       /* 1 (default): fuse node chains (Conv+Add+Relu, MatMul+bias, GELU,
-                           LayerNorm) into single operators */
+    int optimize;       /* AK_OPTIMIZE_*: how far the graph optimizer goes (default ALL) */
 } ak_session_options;
+
+/* Optimizer levels (ak_session_options.optimize). BASIC rewrites with standard ONNX
+ * operators only (dead nodes and duplicates removed, BatchNormalization, Mul and Add
+ * folded into Conv, Identity/Transpose/Reshape pairs cancelled); EXTENDED adds the fused
+ * operators (FusedConv, MatMulBias, Gelu, LayerNormalization, the QDQ int8 operators);
+ * ALL adds the blocked-layout convolutions. */
+enum {
+    AK_OPTIMIZE_NONE = 0,
+    AK_OPTIMIZE_ALL = 1, /* 1 for compatibility with the former on/off flag */
+    AK_OPTIMIZE_BASIC = 2,
+    AK_OPTIMIZE_EXTENDED = 3,
+};
 
 AK_API ak_status ak_session_options_init(ak_session_options *opts);
 /* opts NULL = defaults. */
@@ -182,6 +195,16 @@ AK_API ak_status ak_session_create_from_file(const char *path, const ak_session_
                                              ak_session **out);
 AK_API void ak_session_free(ak_session *session);
 AK_API const ak_model *ak_session_model(const ak_session *session);
+/* Writes the graph the session runs (after folding and optimization) as an ONNX file:
+ * folded values become initializers, removed nodes and unused constants are gone, fused
+ * nodes keep their operators (the engine's own in the "ai.accelkit" domain, which
+ * ak_onnx_load_file reads back). Subgraphs are written as loaded. */
+AK_API ak_status ak_session_save_optimized(const ak_session *session, const char *path);
+/* What the optimizer did: i < *count entries, each a pass (or fused operator) and how
+ * many times it applied. ak_session_optimizations(s, 0, NULL, NULL, &count) asks for
+ * the count only. */
+AK_API ak_status ak_session_optimizations(const ak_session *session, size_t i, const char **what,
+                                          size_t *times, size_t *count);
 
 /* Runs the model. inputs[i] feeds the graph input named input_names[i] (every input the
  * model declares must be fed; initializer-backed inputs may be overridden). Outputs:

@@ -1,6 +1,8 @@
-/* `ak info model.onnx [--json]`: what an ONNX model contains — IR version, producer,
- * opsets, inputs and outputs with types and (symbolic) shapes, operator histogram,
- * parameters, and FLOPs of Conv/Gemm/MatMul where the file fixes their shapes. */
+/* `ak info model.onnx [--json] [--optimized]`: what an ONNX model contains — IR version,
+ * producer, opsets, inputs and outputs with types and (symbolic) shapes, operator
+ * histogram, parameters, and FLOPs of Conv/Gemm/MatMul where the file fixes their shapes;
+ * with --optimized, also what the graph optimizer of a session does to it (the same list
+ * `ak optimize` prints). */
 #include <stdio.h>
 #include <string.h>
 
@@ -184,9 +186,45 @@ static cJSON *ops_json(const ak_model *m, const ak_model_summary *s) {
     return ops;
 }
 
+/* --optimized: a session with every optimizer level; what it folded, removed and fused. */
+static ak_status optimizations(const ak_model *m, cJSON *json_out) {
+    ak_session *s;
+    ak_status st = ak_session_create(m, NULL, &s);
+    if (st != AK_OK) return st;
+    ak_session_memory mem;
+    size_t count = 0;
+    st = ak_session_get_memory(s, &mem);
+    if (st == AK_OK) st = ak_session_optimizations(s, 0, NULL, NULL, &count);
+    if (st == AK_OK && !json_out) {
+        printf("%-13s%zu nodes folded into constants\n", "optimized", mem.num_folded);
+        for (size_t i = 0; i < count; i++) {
+            const char *what;
+            size_t times;
+            if (ak_session_optimizations(s, i, &what, &times, NULL) == AK_OK)
+                printf("  %-40s %zu\n", what, times);
+        }
+    } else if (st == AK_OK) {
+        cJSON *o = cJSON_AddObjectToObject(json_out, "optimized");
+        cJSON_AddNumberToObject(o, "nodes folded into constants", (double)mem.num_folded);
+        for (size_t i = 0; i < count; i++) {
+            const char *what;
+            size_t times;
+            if (ak_session_optimizations(s, i, &what, &times, NULL) == AK_OK)
+                cJSON_AddNumberToObject(o, what, (double)times);
+        }
+    }
+    ak_session_free(s);
+    return st;
+}
+
 static int print_json(const char *path, const ak_model *m, const ak_model_summary *s,
-                      const ak_model_flops *f) {
+                      const ak_model_flops *f, int optimized) {
     cJSON *o = cJSON_CreateObject();
+    ak_status st = optimized ? optimizations(m, o) : AK_OK;
+    if (st != AK_OK) {
+        cJSON_Delete(o);
+        return ak_cli_report(path, st);
+    }
     cJSON_AddItemToObject(o, "path", ak_cli_json_text(path));
     cJSON_AddNumberToObject(o, "ir_version", (double)s->ir_version);
     cJSON_AddNumberToObject(o, "model_version", (double)s->model_version);
@@ -207,13 +245,15 @@ static int print_json(const char *path, const ak_model *m, const ak_model_summar
     cJSON_AddNumberToObject(o, "flops_counted_nodes", (double)f->counted);
     cJSON_AddNumberToObject(o, "flops_candidate_nodes", (double)f->candidates);
     cJSON_AddNumberToObject(o, "flops_counted", (double)f->flops);
-    return ak_cli_print_json(o);
+    return ak_cli_print_json(o) ? AK_EXIT_ERROR : AK_EXIT_OK;
 }
 
 int ak_cli_info(int argc, char **argv) {
-    int json = 0, first;
+    int json = 0, optimized = 0, first;
     const ak_opt opts[] = {
         {"json", 0, AK_OPT_FLAG, &json, .help = "one JSON object instead of text"},
+        {"optimized", 0, AK_OPT_FLAG, &optimized,
+         .help = "also list what the graph optimizer folds, removes and fuses (makes a session)"},
         AK_OPT_END};
     const ak_cli_cmd cmd = {.name = "info", .opts = opts};
     int rc = ak_cli_parse(&cmd, argc, argv, &first);
@@ -232,8 +272,12 @@ int ak_cli_info(int argc, char **argv) {
         return ak_cli_report(path, st);
     }
     rc = AK_EXIT_OK;
-    if (json) rc = print_json(path, m, &s, &f) ? AK_EXIT_ERROR : AK_EXIT_OK;
-    else print_text(path, m, &s, &f);
+    if (json) {
+        rc = print_json(path, m, &s, &f, optimized);
+    } else {
+        print_text(path, m, &s, &f);
+        if (optimized && (st = optimizations(m, NULL)) != AK_OK) rc = ak_cli_report(path, st);
+    }
     ak_model_free(m);
     return rc;
 }

@@ -83,7 +83,8 @@ typedef enum ak__ir_attr_type {
 
 struct ak__ir_graph;
 
-/* A typed attribute; the member used follows type. Lists use count + the plural member. */
+/* A typed attribute; the member used follows type. Lists use count + the plural member.
+ * TYPE_PROTO keeps the serialized TypeProto in s, TYPE_PROTOS in strings. */
 typedef struct ak__ir_attr {
     const char *name;
     ak__ir_attr_type type;

@@ -16,6 +16,8 @@
 #include "core/check.h"
 #include "infer/model.h"
 #include "infer/onnx/onnx_internal.h"
+#include "infer/onnx/onnx_write.h"
+#include "infer/runtime/op.h"
 
 #define IR_VERSION_MIN 3
 /* IR 10 adds 4-bit types (refused by name where they occur), metadata_props and the
@@ -181,6 +183,10 @@ static ak_status declare_node(loader *L, ak__ir_graph *g, const Akonnx__NodeProt
     AK_CHECK(ak__ir_node_add(g, &ni));
     ak__ir_node *n = ak__ir_node_at(g, ni);
     AK_CHECK(node_opset(L, domain, label, &n->opset));
+    if (strcmp(domain, AK_ONNX_KIT_DOMAIN) == 0) { /* what `ak optimize` wrote (onnx_write.c) */
+        if (ak__op_find("com.accelkit", np->op_type, 1)) domain = "com.accelkit", n->opset = 1;
+        else if (ak__op_find("", np->op_type, OPSET_MAX)) domain = "", n->opset = OPSET_MAX;
+    }
     AK_CHECK(ak__ir_strdup(g, np->name, &n->name));
     AK_CHECK(ak__ir_strdup(g, np->op_type, &n->op_type));
     AK_CHECK(ak__ir_strdup(g, domain, &n->domain));
@@ -328,6 +334,16 @@ static ak_status load_attr_lists(loader *L, ak__ir_graph *g, const Akonnx__Attri
     }
 }
 
+/* A TypeProto attribute, serialized again into the arena (only Optional ops read one). */
+static ak_status pack_type(ak__ir_graph *g, const Akonnx__TypeProto *tp, ak__ir_bytes *out) {
+    size_t n = akonnx__type_proto__get_packed_size(tp);
+    void *p;
+    AK_CHECK(ak__ir_alloc(g, n ? n : 1, &p));
+    out->len = akonnx__type_proto__pack(tp, p);
+    out->data = p;
+    return AK_OK;
+}
+
 static ak_status load_attr_value(loader *L, ak__ir_graph *g, const Akonnx__AttributeProto *a,
                                  const char *label, ak__ir_attr *out) {
     if (!a->name || !a->name[0])
@@ -362,9 +378,16 @@ static ak_status load_attr_value(loader *L, ak__ir_graph *g, const Akonnx__Attri
     case AK_ATTR_SPARSE_TENSORS:
         return AK_FAIL(AK_ERR_UNSUPPORTED, "%s: sparse tensor attribute '%.60s' is not read yet",
                        label, a->name);
-    case AK_ATTR_TYPE_PROTO:
-    case AK_ATTR_TYPE_PROTOS:
-        return AK_OK; /* kept as a marker: only Optional ops use types as attributes */
+    case AK_ATTR_TYPE_PROTO: /* kept serialized (u.s), for the writer */
+        return a->tp ? pack_type(g, a->tp, &out->u.s) : AK_OK;
+    case AK_ATTR_TYPE_PROTOS: {
+        ak__ir_bytes *list;
+        AK_CHECK(ak__ir_alloc_array(g, a->n_type_protos, sizeof *list, (void **)&list));
+        for (size_t i = 0; i < a->n_type_protos; i++) AK_CHECK(pack_type(g, a->type_protos[i], &list[i]));
+        out->count = a->n_type_protos;
+        out->u.strings = list;
+        return AK_OK;
+    }
     default:
         return load_attr_lists(L, g, a, label, out);
     }

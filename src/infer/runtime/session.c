@@ -223,7 +223,7 @@ ak_status ak__session_init(ak_session *s, const ak_session_options *opts) {
     classify_values(s);
     AK_CHECK(bind_operators(s));
     AK_CHECK(create_operators(s, opts->fold_constants));
-    if (opts->optimize) AK_CHECK(ak__optimize(s));
+    if (opts->optimize != AK_OPTIMIZE_NONE) AK_CHECK(ak__optimize(s, opts->optimize));
     mark_baked(s);
     compute_lifetimes(s);
     return AK_OK;
@@ -238,6 +238,9 @@ ak_status ak_session_create(const ak_model *model, const ak_session_options *opt
     ak_session_options_init(&defaults);
     if (!opts) opts = &defaults;
     AK_ARG_CHECK(opts->threads >= 0, "session options: threads %d is negative", opts->threads);
+    AK_ARG_CHECK(opts->optimize >= AK_OPTIMIZE_NONE && opts->optimize <= AK_OPTIMIZE_EXTENDED,
+                 "session options: optimize %d is not an optimizer level (0-3, AK_OPTIMIZE_*)",
+                 opts->optimize);
     ak_session *s = calloc(1, sizeof *s);
     if (!s) return AK_FAIL(AK_ERR_NO_MEMORY, "session: out of memory");
     s->model = model;

@@ -50,6 +50,10 @@ struct ak_session {
     ak__exec_node *nodes;     /* execution order */
     size_t num_nodes, num_folded, folded_bytes, num_fused;
     ak_arena *opt_arena;      /* nodes the optimizer made */
+    /* what the optimizer did (ak_session_optimizations): a pass or fused operator, and
+     * how many times it applied */
+    struct ak__opt_note { const char *what; size_t times; } opt_notes[32];
+    size_t num_opt_notes;
     const ak__tensor **io_ptrs; /* backing store of every node's inputs/outputs arrays */
 
     /* the plan: valid when planned; shapes of every value as seen when it was made */
@@ -78,8 +82,9 @@ struct ak_session {
  * outputs of the run just made may live in it). */
 ak_status ak__memplan_build(ak_session *s);
 
-/* The graph optimizer (optimize.c): fuses node chains after folding. */
-ak_status ak__optimize(ak_session *s);
+/* The graph optimizer (optimize.c): rewrites and fuses nodes after folding, as far as
+ * `level` (AK_OPTIMIZE_*, not NONE) allows. */
+ak_status ak__optimize(ak_session *s, int level);
 
 /* Binds, creates, folds and optimizes the nodes of s->g (set by the caller, with
  * s->model for a top-level session). */
