@@ -40,6 +40,7 @@ typedef struct version_change {
 
 static const version_change version_changes[] = {
     {"GroupNormalization", 21, "scale and bias per channel (C) instead of per group"},
+    /* implemented (ops/signal/dft.c); kept so DFT-17's definition never runs a DFT-20 */
     {"DFT", 20, "the axis as an input and onesided/inverse rules of DFT-20"},
 };
 
