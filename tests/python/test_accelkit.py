@@ -86,8 +86,8 @@ class TestInferenceSession(unittest.TestCase):
 
     def test_unsupported_operator_raises(self):
         with self.assertRaises(accelkit.AccelkitError) as ctx:
-            accelkit.InferenceSession(f"{TESTDATA}/node/test_unique_not_sorted_without_axis/model.onnx")
-        self.assertIn("unsupported operator Unique", str(ctx.exception))
+            accelkit.InferenceSession(f"{TESTDATA}/node/test_tfidfvectorizer_tf_only_bigrams_skip0/model.onnx")
+        self.assertIn("unsupported operator TfIdfVectorizer", str(ctx.exception))
 
 
 class TestConvShapes(unittest.TestCase):

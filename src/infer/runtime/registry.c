@@ -10,6 +10,8 @@ static const ak__op_def *const *const families[] = {
     ak__ops_math,        ak__ops_rnn, ak__ops_fused,  ak__ops_sequence,
     ak__ops_control, /* If, Loop, Scan */
     ak__ops_quant, /* the INT8 operators (ops/quant) */
+    ak__ops_signal, /* windows, MelWeightMatrix, DFT, STFT (ops/signal) */
+    ak__ops_select, /* NonMaxSuppression, Unique (ops/select) */
 };
 
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset) {
@@ -38,6 +40,7 @@ typedef struct version_change {
 
 static const version_change version_changes[] = {
     {"GroupNormalization", 21, "scale and bias per channel (C) instead of per group"},
+    /* implemented (ops/signal/dft.c); kept so DFT-17's definition never runs a DFT-20 */
     {"DFT", 20, "the axis as an input and onesided/inverse rules of DFT-20"},
 };
 
