@@ -1,71 +1,26 @@
 /* Sequence operators (SequenceEmpty/Construct/Insert/Erase/At/Length, ConcatFromSequence,
  * SplitToSequence). A sequence value travels through the runtime as an opaque uint8 tensor
- * holding a serialized list, so the memory plan, lifetimes and folding need no notion of
- * sequences:
- *   header (64 bytes: magic, count, element type) | count entries | payloads
- * Each entry holds an element's shape, offset and size; payloads are 64-byte aligned.
- * Every reader checks the magic and the bounds, so a tensor passed where a sequence is
- * expected fails cleanly. */
+ * holding a packed list (layout in packed.h), so the memory plan, lifetimes and folding
+ * need no notion of sequences. */
 #include <string.h>
 
+#include "infer/ops/sequence/packed.h"
 #include "infer/runtime/op.h"
 
-#define SEQ_MAGIC 0x5145534b41ULL /* "AKSEQ" */
-#define SEQ_MAX 256 /* elements per sequence: bounds the views kept on the stack */
-
-typedef struct seq_header {
-    uint64_t magic, count;
-    int64_t elem_type;
-    uint64_t pad[5];
-} seq_header;
-
-typedef struct seq_entry {
-    int32_t type, rank;
-    int64_t dims[AK_IR_MAX_RANK];
-    uint64_t offset, nbytes;
-} seq_entry;
-
-static uint64_t align64(uint64_t n) { return (n + 63) & ~(uint64_t)63; }
-
-static uint64_t entries_end(uint64_t count) {
-    return align64(sizeof(seq_header) + count * sizeof(seq_entry));
-}
-
-/* A read view of a serialized sequence. */
-typedef struct seq_view {
-    const seq_header *h;
-    const seq_entry *e;
-    const uint8_t *base;
-} seq_view;
+#define SEQ_MAX AK__SEQ_MAX
+#define SEQ_MAGIC AK__SEQ_MAGIC
+typedef ak__seq_header seq_header;
+typedef ak__seq_entry seq_entry;
+typedef ak__seq_view seq_view;
+#define align64 ak__seq_align64
+#define entries_end ak__seq_entries_end
+#define seq_elem ak__seq_elem
 
 static ak_status seq_open(const ak__op_ctx *ctx, const ak__tensor *t, seq_view *v) {
-    const seq_header *h = t->data;
-    size_t bytes = ak__tensor_nbytes(t);
-    if (t->type != AK_ELEM_U8 || bytes < sizeof *h || h->magic != SEQ_MAGIC || h->count > SEQ_MAX ||
-        entries_end(h->count) > bytes)
-        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "input is not a sequence");
-    v->h = h;
-    v->e = (const seq_entry *)(h + 1);
-    v->base = t->data;
-    for (uint64_t i = 0; i < h->count; i++)
-        if (v->e[i].offset > bytes || v->e[i].nbytes > bytes - v->e[i].offset ||
-            v->e[i].rank < 0 || v->e[i].rank > AK_IR_MAX_RANK)
-            return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "corrupt sequence element %llu",
-                              (unsigned long long)i);
+    if (t->type != AK_ELEM_U8 || ak__seq_open_bytes(t->data, ak__tensor_nbytes(t), v))
+        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "input is not a sequence%s",
+                          ak__is_none(t) ? " (it is an empty optional)" : "");
     return AK_OK;
-}
-
-/* Element i of a view as a tensor (data points into the sequence). */
-static ak__tensor seq_elem(const seq_view *v, uint64_t i) {
-    ak__tensor t = {0};
-    const seq_entry *e = &v->e[i];
-    t.type = (ak_elem_type)e->type;
-    t.rank = e->rank;
-    memcpy(t.dims, e->dims, (size_t)e->rank * sizeof *t.dims);
-    t.count = 1;
-    for (int d = 0; d < e->rank; d++) t.count *= (uint64_t)e->dims[d];
-    t.data = (void *)(v->base + e->offset);
-    return t;
 }
 
 /* ---- writing: a list of element tensors -> output 0 ---------------------------------- */
