@@ -357,12 +357,13 @@ SEQ_DEF(seq_at, "SequenceAt", 11, at_reshape, at_run)
 SEQ_DEF(seq_length, "SequenceLength", 11, length_reshape, length_run)
 SEQ_DEF(seq_concat, "ConcatFromSequence", 11, concat_reshape, concat_run)
 
-/* optional.c */
+/* optional.c, seqmap.c */
 extern const ak__op_def ak__op_optional, ak__op_optional_has_element, ak__op_optional_get_element;
+extern const ak__op_def ak__op_sequence_map; /* seqmap.c */
 
 const ak__op_def *const ak__ops_sequence[] = {
     &seq_empty, &seq_construct, &seq_insert, &seq_erase, &seq_split,
     &seq_at,    &seq_length,    &seq_concat,
     &ak__op_optional, &ak__op_optional_has_element, &ak__op_optional_get_element,
-    NULL,
+    &ak__op_sequence_map, NULL,
 };
