@@ -81,6 +81,8 @@ extern const ak__op_def *const ak__ops_fused[]; /* what runtime/optimize.c creat
 extern const ak__op_def *const ak__ops_sequence[];
 extern const ak__op_def *const ak__ops_control[]; /* If, Loop, Scan (ops/control) */
 extern const ak__op_def *const ak__ops_quant[]; /* ops/quant: INT8 operators */
+/* ops/training: the ai.onnx.preview.training optimizers (Adagrad, Adam, Momentum) */
+extern const ak__op_def *const ak__ops_training[];
 
 /* The definition for (domain, op_type) usable at `opset`, or NULL. */
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset);

@@ -10,6 +10,7 @@ static const ak__op_def *const *const families[] = {
     ak__ops_math,        ak__ops_rnn, ak__ops_fused,  ak__ops_sequence,
     ak__ops_control, /* If, Loop, Scan */
     ak__ops_quant, /* the INT8 operators (ops/quant) */
+    ak__ops_training, /* ai.onnx.preview.training optimizers (ops/training) */
 };
 
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset) {
