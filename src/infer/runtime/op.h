@@ -15,8 +15,8 @@
  * caller fed); something valid the operator does not do fails with AK_ERR_UNSUPPORTED.
  *
  * Operators are grouped in families, one folder each under ops/ (elementwise, tensor,
- * reduce, norm, nn with conv/ and pool/, math, rnn, sequence, fused, control); each exports a
- * NULL-terminated table that runtime/registry.c searches. */
+ * reduce, norm, nn with conv/ and pool/, math, rnn, sequence, fused, control, training);
+ * each exports a NULL-terminated table that runtime/registry.c searches. */
 #ifndef AK_INFER_RUNTIME_OP_H
 #define AK_INFER_RUNTIME_OP_H
 
