@@ -22,8 +22,8 @@ int ak__seq_open_bytes(const void *bytes, uint64_t size, ak__seq_view *v) {
             return -1;
         uint64_t count = 1;
         for (int d = 0; d < e->rank; d++) {
-            if (e->dims[d] < 0 || (e->dims[d] && count > ((uint64_t)1 << 48) / (uint64_t)e->dims[d]))
-                return -1;
+            uint64_t dim = (uint64_t)e->dims[d];
+            if (e->dims[d] < 0 || (dim && count > ((uint64_t)1 << 48) / dim)) return -1;
             count *= (uint64_t)e->dims[d];
         }
         if (count * ak_elem_type_size((ak_elem_type)e->type) != e->nbytes) return -1;

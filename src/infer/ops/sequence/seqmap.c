@@ -46,7 +46,8 @@ static ak_status body_attr(const ak__ir_node *node, const ak__ir_graph **out) {
         return AK_OP_FAIL(node, AK_ERR_UNSUPPORTED, "attribute '%s' is not supported",
                           node->attrs[i].name);
     }
-    return *out ? AK_OK : AK_OP_FAIL(node, AK_ERR_INVALID_MODEL, "graph attribute 'body' is missing");
+    if (!*out) return AK_OP_FAIL(node, AK_ERR_INVALID_MODEL, "graph attribute 'body' is missing");
+    return AK_OK;
 }
 
 static ak_status seqmap_create(const ak__ir_node *node, const ak__tensor *const *consts,
