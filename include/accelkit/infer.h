@@ -272,6 +272,33 @@ AK_API ak_status ak_tensor_file_get(const ak_tensor_file *file, const char **nam
 AK_API void ak_tensor_file_free(ak_tensor_file *file);
 AK_API ak_status ak_tensor_save_npy(const char *path, const ak_tensor *tensor);
 
+/* ---- sequence and optional values at the graph boundary ---------------------------------
+ * A graph input or output of kind AK_VALUE_SEQUENCE (a sequence of tensors) or
+ * AK_VALUE_OPTIONAL crosses ak_session_run packed into one ak_tensor: a sequence as a
+ * uint8 tensor in accelkit's private layout (build it with ak_sequence_pack, read it
+ * with ak_sequence_length / ak_sequence_at); an optional that holds a value as that
+ * value; an empty optional as a small uint8 marker (ak_optional_none). Sequences of
+ * sequences, maps and sparse tensors are not supported. Packed buffers must be 64-byte
+ * aligned (ak_alloc gives such memory). */
+
+/* Packs n tensors of type elem_type (n may be 0) into buf (cap bytes). *size receives the
+ * bytes needed; buf NULL asks for the size only. At most 256 elements. */
+AK_API ak_status ak_sequence_pack(ak_elem_type elem_type, const ak_tensor *elems, size_t n,
+                                  void *buf, size_t cap, size_t *size);
+/* Writes the empty-optional marker into buf (cap bytes); *size receives its size (buf
+ * NULL asks for the size only). */
+AK_API ak_status ak_optional_none(void *buf, size_t cap, size_t *size);
+/* AK_VALUE_SEQUENCE for a packed sequence, AK_VALUE_OPTIONAL for the empty optional,
+ * AK_VALUE_TENSOR for anything else. */
+AK_API ak_value_kind ak_value_kind_of(const ak_tensor *value);
+AK_API ak_status ak_sequence_length(const ak_tensor *seq, size_t *n, ak_elem_type *elem_type);
+/* Element i: out's dims and data point into seq. */
+AK_API ak_status ak_sequence_at(const ak_tensor *seq, size_t i, ak_tensor *out);
+/* Reads a serialized value of `kind`: AK_VALUE_TENSOR a TensorProto (as ak_tensor_load_pb),
+ * AK_VALUE_SEQUENCE a SequenceProto of tensors, AK_VALUE_OPTIONAL an OptionalProto (of a
+ * tensor or a sequence of tensors, or empty). The file's tensor is the packed value. */
+AK_API ak_status ak_value_load_pb(const char *path, ak_value_kind kind, ak_tensor_file **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,8 @@
 /* ONNX conformance runner: every test folder of the ONNX backend suites (model.onnx +
  * test_data_set_N/{input,output}_K.pb) is loaded, run and compared with the reference
  * outputs at the suite's tolerance (rtol 1e-3, atol 1e-7; integers and bools exact).
+ * Sequence and optional values (SequenceProto / OptionalProto files) are read packed
+ * (ak_value_load_pb) and compared element by element.
  * Prints pass / fail / unsupported per test with the reason, and totals per suite.
  *
  *   onnx_conformance [--filter SUBSTR] [--verbose] [--quiet] [--threads N]
@@ -54,13 +56,23 @@ static void loaded_free(loaded *l) {
     l->n = 0;
 }
 
+/* The declared kind of model input (or output) i: sequences and optionals are read from
+ * SequenceProto / OptionalProto files and cross the API packed. */
+static ak_value_kind declared_kind(const ak_model *m, int output, size_t i) {
+    ak_value_info info;
+    ak_status st = output ? ak_model_output(m, i, &info) : ak_model_input(m, i, &info);
+    return st == AK_OK && info.kind != AK_VALUE_UNKNOWN ? info.kind : AK_VALUE_TENSOR;
+}
+
 /* Reads prefix_0.pb, prefix_1.pb ... until one is missing. */
-static int load_series(const char *dir, const char *prefix, loaded *l, char *why, size_t wn) {
+static int load_series(const char *dir, const char *prefix, const ak_model *m, loaded *l,
+                       char *why, size_t wn) {
+    int output = strcmp(prefix, "output") == 0;
     for (l->n = 0; l->n < MAX_IO; l->n++) {
         char path[4096], file[64];
         snprintf(file, sizeof file, "%s_%zu.pb", prefix, l->n);
         if (join(path, sizeof path, dir, file) || access(path, F_OK) != 0) break;
-        if (ak_tensor_load_pb(path, &l->files[l->n]) != AK_OK) {
+        if (ak_value_load_pb(path, declared_kind(m, output, l->n), &l->files[l->n]) != AK_OK) {
             snprintf(why, wn, "%s_%zu.pb: %s", prefix, l->n, ak_last_error());
             return -1;
         }
@@ -132,6 +144,38 @@ static int compare(const ak_tensor *got, const ak_tensor *want, size_t k, char *
     return 0;
 }
 
+/* Compares a sequence or optional output: an empty optional must be empty, a sequence
+ * must have as many elements, each compared as a tensor. */
+static int compare_value(const ak_tensor *got, const ak_tensor *want, size_t k, char *why,
+                         size_t wn) {
+    ak_value_kind kw = ak_value_kind_of(want), kg = ak_value_kind_of(got);
+    if (kw == AK_VALUE_TENSOR && kg == AK_VALUE_TENSOR) return compare(got, want, k, why, wn);
+    if (kw != kg) {
+        static const char *kinds[] = {"a tensor", "a sequence", "a map", "an empty optional"};
+        snprintf(why, wn, "output %zu is %s, expected %s", k, kinds[kg], kinds[kw]);
+        return -1;
+    }
+    if (kw == AK_VALUE_OPTIONAL) return 0;
+    size_t ng, nw;
+    ak_sequence_length(got, &ng, NULL);
+    ak_sequence_length(want, &nw, NULL);
+    if (ng != nw) {
+        snprintf(why, wn, "output %zu has %zu sequence elements, expected %zu", k, ng, nw);
+        return -1;
+    }
+    for (size_t i = 0; i < nw; i++) {
+        ak_tensor g, w;
+        ak_sequence_at(got, i, &g);
+        ak_sequence_at(want, i, &w);
+        if (compare(&g, &w, k, why, wn)) {
+            size_t len = strlen(why);
+            snprintf(why + len, wn - len, " (sequence element %zu)", i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static enum verdict status_verdict(ak_status st) {
     return st == AK_ERR_UNSUPPORTED ? UNSUPPORTED : FAIL;
 }
@@ -144,7 +188,8 @@ static enum verdict run_data_set(ak_session *s, const ak_model *m, const char *d
     ak_tensor inputs[MAX_IO], outputs[MAX_IO];
     ak_model_summary sum;
     ak_model_get_summary(m, &sum);
-    if (load_series(dir, "input", &in, why, wn) || load_series(dir, "output", &out, why, wn)) {
+    if (load_series(dir, "input", m, &in, why, wn) ||
+        load_series(dir, "output", m, &out, why, wn)) {
         v = ak_last_error()[0] && strstr(why, "not supported") ? UNSUPPORTED : FAIL;
         goto done;
     }
@@ -175,7 +220,7 @@ static enum verdict run_data_set(ak_session *s, const ak_model *m, const char *d
         ak_tensor want;
         ak_tensor_file_get(out.files[k], NULL, &want);
         if (outputs[k].type == AK_ELEM_BF16 && want.type == AK_ELEM_U16) want.type = AK_ELEM_BF16;
-        if (compare(&outputs[k], &want, k, why, wn)) v = FAIL;
+        if (compare_value(&outputs[k], &want, k, why, wn)) v = FAIL;
     }
 done:
     loaded_free(&in);

@@ -1,4 +1,4 @@
-"""Control flow (If, Loop, Scan) and opsets 19-21, checked against real references.
+"""Control flow (If, Loop, Scan, SequenceMap), optional values and opsets 19-21, checked against real references.
 
 Models are built here with onnx.helper (Debian's onnx 1.12 writes opset 21 / IR 10
 files when its checker is not asked) and run in accelkit (the Python package) and in ONNX
@@ -166,6 +166,53 @@ def opset21_model():
 
 # ---- running --------------------------------------------------------------------------
 
+def sequence_map_model():
+    """SequenceMap over the rows of x: the body reads W, an activation of the outer graph,
+    and b, an additional tensor input fed whole to every iteration; a second body output
+    is each element's shape. Both sequences end as tensors (ConcatFromSequence)."""
+    body = oh.make_graph(
+        [oh.make_node("Mul", ["e", "W"], ["m"]),
+         oh.make_node("Add", ["m", "b_in"], ["y"]),
+         oh.make_node("Shape", ["y"], ["shape"])],
+        "map_body", [vi("e", TP.FLOAT, [3]), vi("b_in", TP.FLOAT, [3])],
+        [vi("y", TP.FLOAT, [3]), vi("shape", TP.INT64, [1])])
+    g = oh.make_graph(
+        [oh.make_node("Mul", ["w", "two"], ["W"]),
+         oh.make_node("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0),
+         oh.make_node("SequenceMap", ["rows", "b"], ["ys", "shapes"], body=body),
+         oh.make_node("ConcatFromSequence", ["ys"], ["Y"], axis=0, new_axis=1),
+         oh.make_node("ConcatFromSequence", ["shapes"], ["S"], axis=0)],
+        "seqmap",
+        [vi("x", TP.FLOAT, ["n", 3]), vi("w", TP.FLOAT, [3]), vi("b", TP.FLOAT, [3])],
+        [vi("Y", TP.FLOAT, ["n", 3]), vi("S", TP.INT64, ["n"])],
+        [const("two", np.array(2.0, np.float32))])
+    return model(g, 17)
+
+
+def optional_if_model():
+    """An If whose branches return an optional (full: Optional(x + 1); empty: Optional
+    with a type); OptionalHasElement picks a second If's branch, whose then branch takes
+    the element out (OptionalGetElement of a value two graph levels up)."""
+    opt_type = oh.make_optional_type_proto(oh.make_tensor_type_proto(TP.FLOAT, [3]))
+    full = oh.make_graph([oh.make_node("Add", ["x", "one"], ["x1"]),
+                          oh.make_node("Optional", ["x1"], ["o1"])], "full", [],
+                         [oh.make_value_info("o1", opt_type)])
+    empty = oh.make_graph([oh.make_node("Optional", [], ["o2"], type=opt_type.optional_type.elem_type)],
+                          "empty", [], [oh.make_value_info("o2", opt_type)])
+    take = oh.make_graph([oh.make_node("OptionalGetElement", ["opt"], ["r1"])], "take", [],
+                         [vi("r1", TP.FLOAT, [3])])
+    zero = oh.make_graph([oh.make_node("Mul", ["x", "nothing"], ["r2"])], "zero", [],
+                         [vi("r2", TP.FLOAT, [3])])
+    g = oh.make_graph(
+        [oh.make_node("If", ["c"], ["opt"], then_branch=full, else_branch=empty),
+         oh.make_node("OptionalHasElement", ["opt"], ["has"]),
+         oh.make_node("If", ["has"], ["Y"], then_branch=take, else_branch=zero)],
+        "optional_if", [vi("c", TP.BOOL, []), vi("x", TP.FLOAT, [3])],
+        [vi("has", TP.BOOL, []), vi("Y", TP.FLOAT, [3])],
+        [const("one", np.array(1.0, np.float32)), const("nothing", np.array(0.0, np.float32))])
+    return model(g, 16)
+
+
 class ControlFlowTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -253,6 +300,19 @@ class ControlFlowTest(unittest.TestCase):
         with self.assertRaises(Exception) as cm:
             InferenceSession(path)
         self.assertIn("GroupNormalization", str(cm.exception))
+
+    def test_sequence_map_reads_outer_values(self):
+        rng = np.random.RandomState(7)
+        feeds = [{"x": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
+                  "w": rng.uniform(-1, 1, 3).astype(np.float32),
+                  "b": rng.uniform(-1, 1, 3).astype(np.float32)} for n in (1, 4, 9)]
+        self.check(sequence_map_model(), "seqmap", feeds)
+
+    def test_optional_through_if(self):
+        x = np.array([1.0, -2.0, 3.0], np.float32)
+        self.check(optional_if_model(), "optional_if",
+                   [{"c": np.array(True), "x": x}, {"c": np.array(False), "x": x},
+                    {"c": np.array(True), "x": x}])
 
     def test_torch_script_loop(self):
         """torch.jit.script with a loop over the sequence and a data-dependent branch:

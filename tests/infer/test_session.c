@@ -2,7 +2,8 @@
  * plan exists (a counting allocator wraps malloc and friends), memory flat over 10 000
  * runs, the arena smaller than one buffer per value, identical results planned and
  * unplanned, with and without the optimizer, and clear errors for bad feeds and
- * unsupported operators. Skips when the test data is not installed. */
+ * unsupported operators; sequence and optional values packed by the public calls.
+ * Skips when the test data is not installed. */
 #include <dlfcn.h>
 #include <malloc.h>
 #include <math.h>
@@ -216,6 +217,74 @@ static void test_unsupported_operator(void **state) {
     assert_non_null(strstr(ak_last_error(), "unsupported operator TfIdfVectorizer (opset 9) at node"));
 }
 
+/* Sequence and optional values built with the public packing calls, checked by reading
+ * them back and by running them through models that take and return them. */
+static void test_packed_values(void **state) {
+    (void)state;
+    int64_t d0[2] = {2, 3}, d1[1] = {4};
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[4] = {-1, -2, -3, -4};
+    ak_tensor elems[2] = {{AK_ELEM_F32, 2, d0, a}, {AK_ELEM_F32, 1, d1, b}};
+    size_t size = 0, n = 0;
+    assert_int_equal(ak_sequence_pack(AK_ELEM_F32, elems, 2, NULL, 0, &size), AK_OK);
+    void *buf = NULL;
+    assert_int_equal(ak_alloc(size, &buf), AK_OK);
+    assert_int_equal(ak_sequence_pack(AK_ELEM_F32, elems, 2, buf, size - 1, &size), AK_ERR_INVALID_ARG);
+    assert_int_equal(ak_sequence_pack(AK_ELEM_I64, elems, 2, buf, size, &size), AK_ERR_INVALID_ARG);
+    assert_non_null(strstr(ak_last_error(), "element 0 has type float32"));
+    assert_int_equal(ak_sequence_pack(AK_ELEM_F32, elems, 2, buf, size, &size), AK_OK);
+    int64_t sdim = (int64_t)size;
+    ak_tensor seq = {AK_ELEM_U8, 1, &sdim, buf}, e;
+    assert_int_equal(ak_value_kind_of(&seq), AK_VALUE_SEQUENCE);
+    ak_elem_type et;
+    assert_int_equal(ak_sequence_length(&seq, &n, &et), AK_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(et, AK_ELEM_F32);
+    assert_int_equal(ak_sequence_at(&seq, 1, &e), AK_OK);
+    assert_int_equal(e.rank, 1);
+    assert_int_equal(e.dims[0], 4);
+    assert_memory_equal(e.data, b, sizeof b);
+    assert_int_equal(ak_sequence_at(&seq, 2, &e), AK_ERR_INVALID_ARG);
+    ak_tensor plain = {AK_ELEM_F32, 2, d0, a};
+    assert_int_equal(ak_value_kind_of(&plain), AK_VALUE_TENSOR);
+    assert_int_equal(ak_sequence_length(&plain, &n, NULL), AK_ERR_INVALID_ARG);
+
+    /* through a model: Identity of a sequence returns the same elements */
+    const char *path = DATA "/node/test_identity_sequence/model.onnx";
+    ak_session *s = NULL;
+    if (access(path, F_OK) != 0) fail_msg("%s is missing: scripts/setup installs libonnx-testdata", path);
+    assert_int_equal(ak_session_create_from_file(path, NULL, &s), AK_OK);
+    const ak_model *m = ak_session_model(s);
+    ak_value_info info;
+    assert_int_equal(ak_model_input(m, 0, &info), AK_OK);
+    assert_int_equal(info.kind, AK_VALUE_SEQUENCE);
+    const char *names[1] = {info.name};
+    ak_tensor out;
+    assert_int_equal(ak_session_run(s, names, &seq, 1, NULL, &out, 1), AK_OK);
+    assert_int_equal(ak_sequence_length(&out, &n, NULL), AK_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ak_sequence_at(&out, 0, &e), AK_OK);
+    assert_int_equal(e.rank, 2);
+    assert_memory_equal(e.data, a, sizeof a);
+    ak_session_free(s);
+
+    /* an empty optional: OptionalHasElement says false, a tensor makes it true */
+    assert_int_equal(ak_optional_none(buf, size, &size), AK_OK);
+    sdim = (int64_t)size;
+    assert_int_equal(ak_value_kind_of(&seq), AK_VALUE_OPTIONAL);
+    path = DATA "/node/test_optional_has_element/model.onnx";
+    assert_int_equal(ak_session_create_from_file(path, NULL, &s), AK_OK);
+    assert_int_equal(ak_model_input(ak_session_model(s), 0, &info), AK_OK);
+    names[0] = info.name;
+    assert_int_equal(ak_session_run(s, names, &seq, 1, NULL, &out, 1), AK_OK);
+    assert_int_equal(*(const uint8_t *)out.data, 0);
+    int64_t four = 4;
+    ak_tensor full = {AK_ELEM_F32, 1, &four, b};
+    assert_int_equal(ak_session_run(s, names, &full, 1, NULL, &out, 1), AK_OK);
+    assert_int_equal(*(const uint8_t *)out.data, 1);
+    ak_session_free(s);
+    ak_free(buf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_heap_after_first_run),
@@ -223,6 +292,7 @@ int main(void) {
         cmocka_unit_test(test_optimizer_off_same_results),
         cmocka_unit_test(test_bad_feeds),
         cmocka_unit_test(test_unsupported_operator),
+        cmocka_unit_test(test_packed_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* Tensors in files: serialized ONNX TensorProto (.pb, the test_data_set format) and
- * NumPy .npy (read and write), for ak run / ak compare and the conformance runner. */
+ * NumPy .npy (read and write), for ak run / ak compare and the conformance runner; and
+ * SequenceProto / OptionalProto .pb files, read as packed values. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 
 #include "core/check.h"
 #include "infer/onnx/onnx_internal.h"
+#include "infer/ops/sequence/packed.h"
 
 struct ak_tensor_file {
     char *name;          /* TensorProto name, "" for .npy */
@@ -223,5 +225,201 @@ ak_status ak_tensor_save_npy(const char *path, const ak_tensor *t) {
     int ok = fwrite(t->data, 1, nbytes, fp) == nbytes;
     if (fclose(fp) != 0 || !ok)
         return AK_FAIL(AK_ERR_IO, "writing '%.200s' failed: %s", path, strerror(errno));
+    return AK_OK;
+}
+
+/* ---- SequenceProto and OptionalProto (.pb): packed sequence and optional values ----------
+ * Read with a small wire-format walk; each element is a TensorProto decoded by the guarded
+ * decoder above. The result is packed as ak_session_run takes it (ops/sequence/packed.h). */
+
+enum { PB_VARINT = 0, PB_FIXED64 = 1, PB_LEN = 2, PB_FIXED32 = 5 };
+/* SequenceProto.elem_type / OptionalProto.elem_type values */
+enum { PB_ELEM_TENSOR = 1, PB_ELEM_SEQUENCE = 3 };
+
+typedef struct pb_field {
+    uint32_t num;
+    int wire;
+    uint64_t value;     /* PB_VARINT */
+    const uint8_t *data; /* PB_LEN */
+    size_t len;
+} pb_field;
+
+static int pb_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* The next field at *p: 1 when read, 0 at the end, -1 on malformed bytes. */
+static int pb_next(const uint8_t **p, const uint8_t *end, pb_field *f) {
+    if (*p >= end) return 0;
+    uint64_t key;
+    if (pb_varint(p, end, &key) || (key >> 3) == 0 || (key >> 3) > UINT32_MAX) return -1;
+    f->num = (uint32_t)(key >> 3);
+    f->wire = (int)(key & 7);
+    switch (f->wire) {
+    case PB_VARINT: return pb_varint(p, end, &f->value) ? -1 : 1;
+    case PB_FIXED64: if (end - *p < 8) return -1; *p += 8; return 1;
+    case PB_FIXED32: if (end - *p < 4) return -1; *p += 4; return 1;
+    case PB_LEN:
+        if (pb_varint(p, end, &f->value) || f->value > (uint64_t)(end - *p)) return -1;
+        f->data = *p;
+        f->len = (size_t)f->value;
+        *p += f->len;
+        return 1;
+    default: return -1;
+    }
+}
+
+typedef struct seq_reader {
+    ak_tensor_file *f;
+    const char *path;
+    ak__tensor items[AK__SEQ_MAX];
+    uint64_t n;
+    ak_elem_type type;
+} seq_reader;
+
+static ak_status seq_add_tensor(seq_reader *r, const uint8_t *bytes, size_t len) {
+    if (r->n == AK__SEQ_MAX)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "'%.200s': more than %d sequence elements", r->path,
+                       AK__SEQ_MAX);
+    Akonnx__TensorProto *p = NULL;
+    ak__ir_tensor *t = NULL;
+    ak__onnx_ctx ctx = {NULL, -1};
+    ak_status st = ak__onnx_decode_tensor(bytes, len, &p);
+    if (st == AK_OK) st = ak__onnx_tensor(r->f->owner, &ctx, p, r->path, &t);
+    ak__onnx_tensor_free(p);
+    AK_CHECK(st);
+    if (t->type == AK_ELEM_STRING)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "'%.200s': string tensors are not supported", r->path);
+    if (r->n && t->type != r->type)
+        return AK_FAIL(AK_ERR_INVALID_ARG, "'%.200s': sequence element %llu is %s, the first %s",
+                       r->path, (unsigned long long)r->n, ak_elem_type_name(t->type),
+                       ak_elem_type_name(r->type));
+    ak__tensor *e = &r->items[r->n];
+    AK_CHECK(ak__tensor_set_shape(e, t->type, t->rank, t->dims, r->path));
+    e->data = t->data;
+    r->type = t->type;
+    r->n++;
+    return AK_OK;
+}
+
+/* Reads the SequenceProto in bytes into r (tensor elements only). */
+static ak_status seq_read(seq_reader *r, const uint8_t *bytes, size_t len) {
+    const uint8_t *p = bytes, *end = bytes + len;
+    pb_field fd;
+    int got;
+    while ((got = pb_next(&p, end, &fd)) == 1) {
+        if (fd.num == 2 && fd.wire == PB_VARINT && fd.value != PB_ELEM_TENSOR && fd.value != 0)
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "'%.200s': sequences of element kind %llu (not "
+                           "tensors) are not supported", r->path, (unsigned long long)fd.value);
+        if (fd.num == 3 && fd.wire == PB_LEN) AK_CHECK(seq_add_tensor(r, fd.data, fd.len));
+        else if (fd.num >= 4 && fd.num <= 7)
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "'%.200s': sequences of sparse tensors, sequences, "
+                           "maps or optionals are not supported", r->path);
+    }
+    if (got < 0) return AK_FAIL(AK_ERR_INVALID_ARG, "'%.200s': malformed SequenceProto", r->path);
+    return AK_OK;
+}
+
+static ak_status seq_store(seq_reader *r) {
+    const ak__tensor *items[AK__SEQ_MAX];
+    for (uint64_t i = 0; i < r->n; i++) items[i] = &r->items[i];
+    uint64_t bytes = ak__seq_packed_bytes(items, r->n);
+    AK_CHECK(ak_alloc((size_t)bytes, &r->f->data));
+    ak__seq_pack(items, r->n, r->type, r->f->data);
+    r->f->dims[0] = (int64_t)bytes;
+    return AK_OK;
+}
+
+static ak_status store_none(ak_tensor_file *f) {
+    AK_CHECK(ak_alloc(sizeof(ak__seq_header), &f->data));
+    ak__none_write(f->data);
+    f->dims[0] = (int64_t)sizeof(ak__seq_header);
+    return AK_OK;
+}
+
+/* The name (field 1) of a SequenceProto or OptionalProto. */
+static ak_status value_name(ak_tensor_file *f, const uint8_t *bytes, size_t len) {
+    const uint8_t *p = bytes, *end = bytes + len;
+    pb_field fd;
+    const char *name = "";
+    size_t n = 0;
+    while (pb_next(&p, end, &fd) == 1)
+        if (fd.num == 1 && fd.wire == PB_LEN) name = (const char *)fd.data, n = fd.len;
+    f->name = malloc(n + 1);
+    if (f->name) memcpy(f->name, name, n), f->name[n] = '\0';
+    return f->name ? AK_OK : AK_FAIL(AK_ERR_NO_MEMORY, "tensor file: out of memory");
+}
+
+/* An OptionalProto: its tensor_value (3) or sequence_value (5), or nothing. */
+static ak_status optional_read(seq_reader *r, const uint8_t *bytes, size_t len) {
+    const uint8_t *p = bytes, *end = bytes + len;
+    pb_field fd;
+    int got, kind = 0;
+    const uint8_t *payload = NULL;
+    size_t plen = 0;
+    while ((got = pb_next(&p, end, &fd)) == 1) {
+        if ((fd.num == 3 || fd.num == 5) && fd.wire == PB_LEN) {
+            kind = fd.num == 3 ? PB_ELEM_TENSOR : PB_ELEM_SEQUENCE;
+            payload = fd.data, plen = fd.len;
+        } else if (fd.num == 4 || fd.num == 6 || fd.num == 7) {
+            return AK_FAIL(AK_ERR_UNSUPPORTED, "'%.200s': optionals of sparse tensors, maps or "
+                           "optionals are not supported", r->path);
+        }
+    }
+    if (got < 0) return AK_FAIL(AK_ERR_INVALID_ARG, "'%.200s': malformed OptionalProto", r->path);
+    if (!kind) return store_none(r->f);
+    if (kind == PB_ELEM_SEQUENCE) {
+        AK_CHECK(seq_read(r, payload, plen));
+        return seq_store(r);
+    }
+    AK_CHECK(seq_add_tensor(r, payload, plen));
+    ak__tensor *t = &r->items[0];
+    r->f->view.type = t->type;
+    r->f->view.rank = t->rank;
+    memcpy(r->f->dims, t->dims, (size_t)t->rank * sizeof *t->dims);
+    r->f->view.data = t->data;
+    return AK_OK;
+}
+
+ak_status ak_value_load_pb(const char *path, ak_value_kind kind, ak_tensor_file **out) {
+    AK_ARG_CHECK(path && out, "ak_value_load_pb: NULL argument");
+    if (kind == AK_VALUE_TENSOR) return ak_tensor_load_pb(path, out);
+    *out = NULL;
+    if (kind != AK_VALUE_SEQUENCE && kind != AK_VALUE_OPTIONAL)
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "'%.200s': only tensors, sequences of tensors and "
+                       "optionals are read (value kind %d)", path, (int)kind);
+    uint8_t *bytes;
+    size_t size;
+    AK_CHECK(ak__onnx_read_file(path, &bytes, &size));
+    seq_reader *r = calloc(1, sizeof *r);
+    ak_status st = r ? file_new(&r->f) : AK_FAIL(AK_ERR_NO_MEMORY, "tensor file: out of memory");
+    if (st == AK_OK) st = ak__ir_graph_create(&r->f->owner);
+    if (st == AK_OK) st = value_name(r->f, bytes, size);
+    if (st == AK_OK) {
+        r->path = path;
+        r->f->view.type = AK_ELEM_U8;
+        r->f->view.rank = 1;
+        st = kind == AK_VALUE_SEQUENCE ? seq_read(r, bytes, size) : optional_read(r, bytes, size);
+        if (st == AK_OK && kind == AK_VALUE_SEQUENCE) st = seq_store(r);
+        if (st == AK_OK && r->f->view.type == AK_ELEM_U8 && r->f->view.rank == 1 && r->f->data)
+            r->f->view.data = r->f->data;
+    }
+    free(bytes);
+    if (st != AK_OK) {
+        if (r) ak_tensor_file_free(r->f);
+        free(r);
+        return st;
+    }
+    *out = r->f;
+    free(r);
     return AK_OK;
 }

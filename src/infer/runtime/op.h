@@ -15,8 +15,8 @@
  * caller fed); something valid the operator does not do fails with AK_ERR_UNSUPPORTED.
  *
  * Operators are grouped in families, one folder each under ops/ (elementwise, tensor,
- * reduce, norm, nn with conv/ and pool/, math, rnn, sequence, fused, control); each exports a
- * NULL-terminated table that runtime/registry.c searches. */
+ * reduce, norm, nn with conv/ and pool/, math, rnn, sequence, fused, control, training);
+ * each exports a NULL-terminated table that runtime/registry.c searches. */
 #ifndef AK_INFER_RUNTIME_OP_H
 #define AK_INFER_RUNTIME_OP_H
 
@@ -83,6 +83,8 @@ extern const ak__op_def *const ak__ops_control[]; /* If, Loop, Scan (ops/control
 extern const ak__op_def *const ak__ops_quant[]; /* ops/quant: INT8 operators */
 extern const ak__op_def *const ak__ops_signal[]; /* ops/signal: windows, DFT, STFT, mel */
 extern const ak__op_def *const ak__ops_select[]; /* ops/select: NonMaxSuppression, Unique */
+/* ops/training: the ai.onnx.preview.training optimizers (Adagrad, Adam, Momentum) */
+extern const ak__op_def *const ak__ops_training[];
 
 /* The definition for (domain, op_type) usable at `opset`, or NULL. */
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset);

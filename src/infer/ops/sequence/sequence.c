@@ -1,89 +1,35 @@
 /* Sequence operators (SequenceEmpty/Construct/Insert/Erase/At/Length, ConcatFromSequence,
  * SplitToSequence). A sequence value travels through the runtime as an opaque uint8 tensor
- * holding a serialized list, so the memory plan, lifetimes and folding need no notion of
- * sequences:
- *   header (64 bytes: magic, count, element type) | count entries | payloads
- * Each entry holds an element's shape, offset and size; payloads are 64-byte aligned.
- * Every reader checks the magic and the bounds, so a tensor passed where a sequence is
- * expected fails cleanly. */
+ * holding a packed list (layout in packed.h), so the memory plan, lifetimes and folding
+ * need no notion of sequences. */
 #include <string.h>
 
+#include "infer/ops/sequence/packed.h"
 #include "infer/runtime/op.h"
 
-#define SEQ_MAGIC 0x5145534b41ULL /* "AKSEQ" */
-#define SEQ_MAX 256 /* elements per sequence: bounds the views kept on the stack */
-
-typedef struct seq_header {
-    uint64_t magic, count;
-    int64_t elem_type;
-    uint64_t pad[5];
-} seq_header;
-
-typedef struct seq_entry {
-    int32_t type, rank;
-    int64_t dims[AK_IR_MAX_RANK];
-    uint64_t offset, nbytes;
-} seq_entry;
-
-static uint64_t align64(uint64_t n) { return (n + 63) & ~(uint64_t)63; }
-
-static uint64_t entries_end(uint64_t count) {
-    return align64(sizeof(seq_header) + count * sizeof(seq_entry));
-}
-
-/* A read view of a serialized sequence. */
-typedef struct seq_view {
-    const seq_header *h;
-    const seq_entry *e;
-    const uint8_t *base;
-} seq_view;
-
-static ak_status seq_open(const ak__op_ctx *ctx, const ak__tensor *t, seq_view *v) {
-    const seq_header *h = t->data;
-    size_t bytes = ak__tensor_nbytes(t);
-    if (t->type != AK_ELEM_U8 || bytes < sizeof *h || h->magic != SEQ_MAGIC || h->count > SEQ_MAX ||
-        entries_end(h->count) > bytes)
-        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "input is not a sequence");
-    v->h = h;
-    v->e = (const seq_entry *)(h + 1);
-    v->base = t->data;
-    for (uint64_t i = 0; i < h->count; i++)
-        if (v->e[i].offset > bytes || v->e[i].nbytes > bytes - v->e[i].offset ||
-            v->e[i].rank < 0 || v->e[i].rank > AK_IR_MAX_RANK)
-            return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "corrupt sequence element %llu",
-                              (unsigned long long)i);
+static ak_status seq_open(const ak__op_ctx *ctx, const ak__tensor *t, ak__seq_view *v) {
+    if (t->type != AK_ELEM_U8 || ak__seq_open_bytes(t->data, ak__tensor_nbytes(t), v))
+        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "input is not a sequence%s",
+                          ak__is_none(t) ? " (it is an empty optional)" : "");
     return AK_OK;
-}
-
-/* Element i of a view as a tensor (data points into the sequence). */
-static ak__tensor seq_elem(const seq_view *v, uint64_t i) {
-    ak__tensor t = {0};
-    const seq_entry *e = &v->e[i];
-    t.type = (ak_elem_type)e->type;
-    t.rank = e->rank;
-    memcpy(t.dims, e->dims, (size_t)e->rank * sizeof *t.dims);
-    t.count = 1;
-    for (int d = 0; d < e->rank; d++) t.count *= (uint64_t)e->dims[d];
-    t.data = (void *)(v->base + e->offset);
-    return t;
 }
 
 /* ---- writing: a list of element tensors -> output 0 ---------------------------------- */
 
 typedef struct seq_list {
-    const ak__tensor *items[SEQ_MAX];
+    const ak__tensor *items[AK__SEQ_MAX];
     uint64_t count;
     ak_elem_type type;
     /* SplitToSequence along an inner axis: items are strided slices of split_src, item i
      * starting at split_start[i] along an axis with `outer` blocks of split_len rows of
      * split_row bytes before it */
     const ak__tensor *split_src;
-    uint64_t outer, split_len, split_row, split_start[SEQ_MAX];
+    uint64_t outer, split_len, split_row, split_start[AK__SEQ_MAX];
 } seq_list;
 
 static uint64_t list_bytes(const seq_list *l) {
-    uint64_t n = entries_end(l->count);
-    for (uint64_t i = 0; i < l->count; i++) n += align64(ak__tensor_nbytes(l->items[i]));
+    uint64_t n = ak__seq_entries_end(l->count);
+    for (uint64_t i = 0; i < l->count; i++) n += ak__seq_align64(ak__tensor_nbytes(l->items[i]));
     return n;
 }
 
@@ -103,13 +49,13 @@ static void copy_slice(const seq_list *l, uint64_t i, uint8_t *dst) {
 
 static void list_write(const seq_list *l, ak__tensor *out) {
     uint8_t *base = out->data;
-    seq_header *h = (seq_header *)base;
+    ak__seq_header *h = (ak__seq_header *)base;
     memset(h, 0, sizeof *h);
-    h->magic = SEQ_MAGIC;
+    h->magic = AK__SEQ_MAGIC;
     h->count = l->count;
     h->elem_type = l->type;
-    seq_entry *e = (seq_entry *)(h + 1);
-    uint64_t off = entries_end(l->count);
+    ak__seq_entry *e = (ak__seq_entry *)(h + 1);
+    uint64_t off = ak__seq_entries_end(l->count);
     for (uint64_t i = 0; i < l->count; i++) {
         const ak__tensor *t = l->items[i];
         memset(&e[i], 0, sizeof e[i]);
@@ -120,20 +66,20 @@ static void list_write(const seq_list *l, ak__tensor *out) {
         e[i].nbytes = ak__tensor_nbytes(t);
         if (l->split_src) copy_slice(l, i, base + off);
         else if (e[i].nbytes) memmove(base + off, t->data, e[i].nbytes);
-        off += align64(e[i].nbytes);
+        off += ak__seq_align64(e[i].nbytes);
     }
 }
 
 /* Builds the list of a sequence input's elements (tensors viewing into it). */
 static ak_status list_from(const ak__op_ctx *ctx, const ak__tensor *seq, seq_list *l,
                            ak__tensor *storage) {
-    seq_view v;
+    ak__seq_view v;
     AK_CHECK(seq_open(ctx, seq, &v));
     l->count = v.h->count;
     l->split_src = NULL;
     l->type = (ak_elem_type)v.h->elem_type;
     for (uint64_t i = 0; i < l->count; i++) {
-        storage[i] = seq_elem(&v, i);
+        storage[i] = ak__seq_elem(&v, i);
         l->items[i] = &storage[i];
     }
     return AK_OK;
@@ -162,7 +108,7 @@ static ak_status position(const ak__op_ctx *ctx, uint32_t input, int64_t n, int6
  * them on the stack, run in the workspace. */
 typedef struct seq_work {
     seq_list list;
-    ak__tensor views[SEQ_MAX];
+    ak__tensor views[AK__SEQ_MAX];
     ak__tensor extra;
 } seq_work;
 
@@ -183,8 +129,8 @@ static ak_status seq_run_with(ak__op_ctx *ctx, build_fn build) {
 }
 
 static ak_status add_item(const ak__op_ctx *ctx, seq_list *l, const ak__tensor *t, uint64_t at) {
-    if (l->count == SEQ_MAX)
-        return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "sequences hold at most %d elements", SEQ_MAX);
+    if (l->count == AK__SEQ_MAX)
+        return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "sequences hold at most %d elements", AK__SEQ_MAX);
     if (l->count && t->type != l->type)
         return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "element type %s differs from the sequence's %s",
                           ak_elem_type_name(t->type), ak_elem_type_name(l->type));
@@ -242,20 +188,20 @@ static ak_status build_split(ak__op_ctx *ctx, seq_work *w) {
     AK_CHECK(ak__op_require(ctx, 0, &x));
     int axis;
     AK_CHECK(ak__op_axis(ctx, ak__attr_int(ctx->node, "axis", 0), x->rank, 0, &axis));
-    int64_t len = x->dims[axis], sizes[SEQ_MAX];
+    int64_t len = x->dims[axis], sizes[AK__SEQ_MAX];
     size_t n = 0;
     const ak__tensor *sp = ak__op_in(ctx, 1);
     int squeeze = !sp && !ak__attr_int(ctx->node, "keepdims", 1);
     if (!sp) {
-        if (len > SEQ_MAX) return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "more than %d chunks", SEQ_MAX);
+        if (len > AK__SEQ_MAX) return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "more than %d chunks", AK__SEQ_MAX);
         for (n = 0; n < (size_t)len; n++) sizes[n] = 1;
     } else if (sp->rank == 0) {
         int64_t c = sp->type == AK_ELEM_I64 ? *(const int64_t *)sp->data : *(const int32_t *)sp->data;
-        if (c <= 0 || (len + c - 1) / c > SEQ_MAX)
+        if (c <= 0 || (len + c - 1) / c > AK__SEQ_MAX)
             return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "split size %lld is invalid", (long long)c);
         for (int64_t done = 0; done < len; done += c) sizes[n++] = len - done < c ? len - done : c;
     } else {
-        AK_CHECK(ak__op_read_ints(ctx, sp, "split", sizes, SEQ_MAX, &n));
+        AK_CHECK(ak__op_read_ints(ctx, sp, "split", sizes, AK__SEQ_MAX, &n));
         int64_t sum = 0;
         for (size_t i = 0; i < n; i++) sum += sizes[i] < 0 ? -len - 1 : sizes[i];
         if (sum != len) return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "split sizes do not add up to %lld", (long long)len);
@@ -300,12 +246,12 @@ SEQ_OP(build_split)
 
 static ak_status at_element(const ak__op_ctx *ctx, ak__tensor *out) {
     const ak__tensor *seq;
-    seq_view v;
+    ak__seq_view v;
     AK_CHECK(ak__op_require(ctx, 0, &seq));
     AK_CHECK(seq_open(ctx, seq, &v));
     int64_t at;
     AK_CHECK(position(ctx, 1, (int64_t)v.h->count, 0, 0, &at));
-    *out = seq_elem(&v, (uint64_t)at);
+    *out = ak__seq_elem(&v, (uint64_t)at);
     return AK_OK;
 }
 
@@ -324,27 +270,27 @@ static ak_status at_run(ak__op_ctx *ctx) {
 
 static ak_status length_reshape(ak__op_ctx *ctx) {
     const ak__tensor *seq;
-    seq_view v;
+    ak__seq_view v;
     AK_CHECK(ak__op_require(ctx, 0, &seq));
     AK_CHECK(seq_open(ctx, seq, &v));
     return ak__op_set_output(ctx, 0, AK_ELEM_I64, 0, NULL);
 }
 
 static ak_status length_run(ak__op_ctx *ctx) {
-    seq_view v;
+    ak__seq_view v;
     AK_CHECK(seq_open(ctx, ctx->inputs[0], &v));
     *(int64_t *)ctx->outputs[0]->data = (int64_t)v.h->count;
     return AK_OK;
 }
 
 /* ConcatFromSequence: along axis, or stacked along a new axis with new_axis = 1. */
-static ak_status concat_shape(const ak__op_ctx *ctx, seq_view *v, int *axis, ak__tensor *shape) {
+static ak_status concat_shape(const ak__op_ctx *ctx, ak__seq_view *v, int *axis, ak__tensor *shape) {
     const ak__tensor *seq;
     AK_CHECK(ak__op_require(ctx, 0, &seq));
     AK_CHECK(seq_open(ctx, seq, v));
     if (!v->h->count) return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_ARG, "concatenating an empty sequence");
     int new_axis = (int)ak__attr_int(ctx->node, "new_axis", 0);
-    ak__tensor first = seq_elem(v, 0);
+    ak__tensor first = ak__seq_elem(v, 0);
     AK_CHECK(ak__op_axis(ctx, ak__attr_int(ctx->node, "axis", 0), first.rank, new_axis, axis));
     *shape = first;
     if (new_axis) {
@@ -356,7 +302,7 @@ static ak_status concat_shape(const ak__op_ctx *ctx, seq_view *v, int *axis, ak_
         shape->dims[*axis] = 0;
     }
     for (uint64_t i = 0; i < v->h->count; i++) {
-        ak__tensor e = seq_elem(v, i);
+        ak__tensor e = ak__seq_elem(v, i);
         for (int d = 0; d < first.rank; d++)
             if (e.rank != first.rank || (e.dims[d] != first.dims[d] && (new_axis || d != *axis)))
                 return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "element %llu's shape does not fit", (unsigned long long)i);
@@ -366,7 +312,7 @@ static ak_status concat_shape(const ak__op_ctx *ctx, seq_view *v, int *axis, ak_
 }
 
 static ak_status concat_reshape(ak__op_ctx *ctx) {
-    seq_view v;
+    ak__seq_view v;
     int axis;
     ak__tensor shape;
     AK_CHECK(concat_shape(ctx, &v, &axis, &shape));
@@ -374,7 +320,7 @@ static ak_status concat_reshape(ak__op_ctx *ctx) {
 }
 
 static ak_status concat_run(ak__op_ctx *ctx) {
-    seq_view v;
+    ak__seq_view v;
     int axis;
     ak__tensor shape;
     AK_CHECK(concat_shape(ctx, &v, &axis, &shape));
@@ -383,7 +329,7 @@ static ak_status concat_run(ak__op_ctx *ctx) {
     uint8_t *dst = ctx->outputs[0]->data;
     for (uint64_t o = 0; o < outer; o++)
         for (uint64_t i = 0; i < v.h->count; i++) {
-            ak__tensor e = seq_elem(&v, i);
+            ak__tensor e = ak__seq_elem(&v, i);
             uint64_t chunk = outer ? e.count / outer * esz : 0;
             memcpy(dst, (const uint8_t *)e.data + o * chunk, chunk);
             dst += chunk;
@@ -402,7 +348,13 @@ SEQ_DEF(seq_at, "SequenceAt", 11, at_reshape, at_run)
 SEQ_DEF(seq_length, "SequenceLength", 11, length_reshape, length_run)
 SEQ_DEF(seq_concat, "ConcatFromSequence", 11, concat_reshape, concat_run)
 
+/* optional.c, seqmap.c */
+extern const ak__op_def ak__op_optional, ak__op_optional_has_element, ak__op_optional_get_element;
+extern const ak__op_def ak__op_sequence_map; /* seqmap.c */
+
 const ak__op_def *const ak__ops_sequence[] = {
     &seq_empty, &seq_construct, &seq_insert, &seq_erase, &seq_split,
-    &seq_at,    &seq_length,    &seq_concat, NULL,
+    &seq_at,    &seq_length,    &seq_concat,
+    &ak__op_optional, &ak__op_optional_has_element, &ak__op_optional_get_element,
+    &ak__op_sequence_map, NULL,
 };
