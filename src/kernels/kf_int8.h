@@ -38,4 +38,45 @@ typedef void ak__kf_u8s8_gemm(size_t M, size_t N, size_t K, const uint8_t *A, si
 void ak__i8_pack_b(const void *B, int flip_u8, size_t K, size_t N, size_t rs, size_t cs,
                    int8_t *Bp, int32_t *colsum);
 
+/* ---- the channel-major product with its epilogue fused (quantized convolutions) -------
+ * C[m][p] = Σ_k W[m][k]·X[k][p] for m < M output channels and p < P pixels, W int8 and
+ * X uint8 (vpdpbusd's operands the other way round: the weights are broadcast, the
+ * pixels fill the vector lanes), so each output channel's pixels come out contiguous, as
+ * NCHW stores them, and the requantization runs on the accumulators before they leave
+ * the registers.
+ *
+ * W: M rows of ak__i8_w_stride(K) bytes (zero past K). X packed: k-group g (k in
+ * [4g, 4g + 4)) at Xp + g·ak__i8_x_stride(P), pixel p's four values at byte 4p; pixels
+ * P to the next multiple of 16 are read and may hold anything (their results are not
+ * stored); values past K may too, W being zero there. */
+static inline size_t ak__i8_w_stride(size_t K) {
+    return (K + AK_KF_I8_KG - 1) / AK_KF_I8_KG * AK_KF_I8_KG;
+}
+static inline size_t ak__i8_x_stride(size_t P) {
+    return (P + AK_KF_I8_NR - 1) / AK_KF_I8_NR * AK_KF_I8_NR * AK_KF_I8_KG;
+}
+
+enum { AK_I8_OUT_I32, AK_I8_OUT_U8, AK_I8_OUT_S8 };
+
+/* What becomes of C[m][p]: v = C + row_bias[m] − row_zp[m]·col_sum[p] (int32, wrapping;
+ * the row_zp term only when row_zp is not NULL), then
+ *   AK_I8_OUT_I32  out[m·ldo + p] = v (int32)
+ *   AK_I8_OUT_U8 / AK_I8_OUT_S8  out[m·ldo + p] = saturate(rint((float)v·row_mult[m]) +
+ *                  out_zp) in the type's range, rint rounding half to even, a NaN product
+ *                  giving the lowest value; with relu, values below out_zp become out_zp. */
+typedef struct ak__i8_epilogue {
+    int kind;
+    const int32_t *row_bias; /* M values (required) */
+    const int32_t *row_zp;   /* M values, or NULL */
+    const int32_t *col_sum;  /* P values (read only with row_zp) */
+    const float *row_mult;   /* M values (U8 / S8) */
+    int32_t out_zp;
+    int relu;
+    void *out;
+    size_t ldo; /* elements between rows of out */
+} ak__i8_epilogue;
+
+typedef void ak__kf_u8s8_conv(size_t M, size_t P, size_t K, const int8_t *W, const uint8_t *Xp,
+                              const ak__i8_epilogue *e);
+
 #endif /* AK_KERNELS_KF_INT8_H */

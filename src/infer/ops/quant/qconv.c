@@ -184,7 +184,10 @@ static void im2col_rows(const ak__qmm *q, size_t m0, size_t mr, uint8_t *dst) {
 
 /* ---- state: the packed weights of every group ------------------------------------------- */
 
+/* One of the two: the channel-major path's rows (direct.rows set), or the driver's packed
+ * panels per group. */
 typedef struct qconv_state {
+    ak__qconv_w direct;
     ak__qmm_b *groups;
     void *mem;
 } qconv_state;
@@ -211,6 +214,12 @@ static ak_status qconv_create(const ak__ir_node *node, const ak__tensor *const *
     uint64_t K = W->count / (uint64_t)W->dims[0];
     qconv_state *s = calloc(1, sizeof *s);
     if (!s) return AK_ERR_NO_MEMORY;
+    if (ak__qconv_direct_usable()) {
+        ak_status st = ak__qconv_w_pack(&s->direct, W->data, W->type, (size_t)W->dims[0], (size_t)K);
+        if (st != AK_OK) free(s);
+        else *state = s;
+        return st;
+    }
     s->groups = calloc((size_t)group, sizeof *s->groups);
     s->mem = aligned_alloc(64, group_bytes(K, Mg) * (size_t)group);
     if (!s->groups || !s->mem) {
@@ -225,12 +234,59 @@ static ak_status qconv_create(const ak__ir_node *node, const ak__tensor *const *
 
 static void qconv_destroy(void *state) {
     qconv_state *s = state;
-    if (s) free(s->groups), free(s->mem);
+    if (s) ak__qconv_w_free(&s->direct), free(s->groups), free(s->mem);
     free(s);
 }
 
 static size_t ws_driver(const ak__op_ctx *ctx, const qconv_plan *pl) {
-    return (ak__qmm_workspace((size_t)pl->K, ak__nn_pool_threads(ctx)) + 63) / 64 * 64;
+    size_t threads = (size_t)ak__nn_pool_threads(ctx);
+    size_t a = ak__qmm_workspace((size_t)pl->K, (int)threads);
+    size_t b = ak__qconv_direct_workspace((size_t)pl->K, (size_t)pl->P, (int)threads) +
+               3 * ((pl->M * 4 + 63) / 64 * 64); /* the direct path's per-channel finish */
+    return ((a > b ? a : b) + 63) / 64 * 64;
+}
+
+static int is_direct(const ak__op_ctx *ctx) {
+    const qconv_state *st = ctx->state;
+    return st && st->direct.rows;
+}
+
+/* The channel-major path (qconv_direct.c): the zero points folded into a bias per
+ * channel, Σ(x' − zx')(w' − zw') = Σx'w' − zw'·Σx' − zx'·Σw' + K·zx'·zw' over the flipped
+ * operands (x' uint8, w' int8), in wrapping uint32 arithmetic. */
+static void run_direct(ak__op_ctx *ctx, int op, const qconv_args *a, const float *mult,
+                       ak__tensor *Y) {
+    const qconv_plan *pl = &a->pl;
+    const qconv_state *st = ctx->state;
+    int threads = ak__nn_pool_threads(ctx);
+    size_t M = (size_t)pl->M, K = (size_t)pl->K;
+    char *ws = ctx->workspace;
+    size_t row_bytes = (M * 4 + 63) / 64 * 64;
+    int32_t *row_bias = (int32_t *)ws, *row_zp = (int32_t *)(ws + row_bytes);
+    float *mults = (float *)(ws + 2 * row_bytes);
+    void *work = ws + 3 * row_bytes;
+    int x_signed = a->X->type == AK_ELEM_I8;
+    uint32_t zx = (uint32_t)(ak__qzp_at(&a->zx, 0) + (x_signed ? 128 : 0));
+    int any_zw = 0;
+    for (size_t m = 0; m < M; m++) {
+        uint32_t zw = (uint32_t)(ak__qzp_at(&a->zw, m) - (st->direct.flipped ? 128 : 0));
+        uint32_t b = a->bias ? (uint32_t)a->bias[m] : 0;
+        row_bias[m] = (int32_t)(b - zx * (uint32_t)st->direct.wsum[m] + (uint32_t)K * zx * zw);
+        row_zp[m] = (int32_t)zw;
+        any_zw |= zw != 0;
+        mults[m] = op == OP_QLCONV ? mult[a->nw_scale > 1 ? m : 0] : 1.0f;
+    }
+    ak__qconv_direct c = {pl->g.in, pl->g.out, pl->g.k, pl->g.s, pl->g.d, pl->g.pb,
+                          (size_t)pl->N, (size_t)pl->C, M, (size_t)pl->group, (size_t)pl->Cg,
+                          (size_t)pl->Mg, K, (size_t)pl->P, a->X->data, x_signed,
+                          (uint8_t)ak__qzp_at(&a->zx, 0), &st->direct, AK_I8_OUT_I32, row_bias,
+                          any_zw ? row_zp : NULL, mults, ak__qzp_at(&a->zy, 0), 0, Y->data};
+    if (op == OP_QLCONV) {
+        c.kind = a->zy.type == AK_ELEM_I8 ? AK_I8_OUT_S8 : AK_I8_OUT_U8;
+        c.relu = strcmp(ctx->node->domain, "com.accelkit") == 0 &&
+                 ak__attr_int(ctx->node, "relu", 0);
+    }
+    ak__qconv_direct_run(&c, ctx->pool, threads, work);
 }
 
 static ak_status qconv_reshape_op(ak__op_ctx *ctx, int op) {
@@ -264,6 +320,10 @@ static ak_status qconv_run_op(ak__op_ctx *ctx, int op) {
     if (op == OP_QLCONV)
         for (size_t m = 0; m < a.nw_scale; m++)
             mult[m] = a.x_scale[0] * a.w_scale[m] / a.y_scale[0]; /* as ONNX Runtime forms it */
+    if (is_direct(ctx)) {
+        run_direct(ctx, op, &a, mult, Y);
+        return AK_OK;
+    }
     const qconv_state *st = ctx->state;
     size_t esz_y = ak_elem_type_size(Y->type);
     uint64_t plane_x = ak__nn_prod(pl->g.in, MAX_SP);

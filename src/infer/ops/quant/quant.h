@@ -116,6 +116,49 @@ size_t ak__qmm_workspace(size_t K, int threads);
 /* Runs q over the pool (threads as given to ak__qmm_workspace). */
 void ak__qmm_run(const ak__qmm *q, ak_threadpool *pool, int threads, void *workspace);
 
+
+/* ---- the channel-major convolution path (qconv_direct.c) ------------------------------
+ * Convolutions on the fused kernel of kernels/kf_int8.h (ak__kf_u8s8_conv): weights
+ * prepacked once at session creation as padded int8 rows with their sums, the pixels
+ * packed per task straight from NCHW (a 1x1 stride-1 layer reads its channel planes
+ * directly, others gather their taps), the zero points folded into a per-channel bias
+ * and, only when the weights' zero point is not 0, a per-pixel term. */
+
+/* W (M × K, uint8 flipped to int8) as the kernel's rows, and each row's sum. */
+typedef struct ak__qconv_w {
+    int8_t *rows;
+    int32_t *wsum;
+    size_t M, K;
+    int flipped; /* W was uint8 */
+} ak__qconv_w;
+
+ak_status ak__qconv_w_pack(ak__qconv_w *w, const void *data, ak_elem_type type, size_t M,
+                           size_t K);
+void ak__qconv_w_free(ak__qconv_w *w);
+/* Whether the fast path runs here: the CPU has a kernel of its own (AVX-512 VNNI), or the
+ * references were asked for (AK_KERNELS=ref), so they are what runs everywhere. */
+int ak__qconv_direct_usable(void);
+
+typedef struct ak__qconv_direct {
+    const int64_t *in, *out, *k, *s, *d, *pb; /* three spatial axes (leading ones 1) */
+    size_t N, C, M, group, Cg, Mg, K, P;
+    const uint8_t *x;
+    int x_signed;
+    uint8_t x_pad; /* x_zero_point's byte, as x stores it */
+    const ak__qconv_w *w;
+    /* the finish: M values each (row_zp NULL when every weight zero point is 0) */
+    int kind; /* AK_I8_OUT_* */
+    const int32_t *row_bias, *row_zp;
+    const float *mult;
+    int32_t out_zp;
+    int relu;
+    void *y;
+} ak__qconv_direct;
+
+size_t ak__qconv_direct_workspace(size_t K, size_t P, int threads);
+void ak__qconv_direct_run(const ak__qconv_direct *c, ak_threadpool *pool, int threads,
+                          void *workspace);
+
 /* ---- operator definitions ------------------------------------------------------------ */
 extern const ak__op_def ak__q_quantize_linear, ak__q_dequantize_linear,
     ak__q_dynamic_quantize_linear, ak__q_matmul_integer, ak__q_qlinear_matmul,
