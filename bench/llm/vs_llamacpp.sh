@@ -19,7 +19,10 @@
 #
 # Environment: REPS (default 3, medians), N_GEN (decode tokens, default 64; per sequence for
 # bd), SEQS (default 16; 0 leaves bd out), THREADS (default "1 2"),
-# TYPES (default "f32 f16 bf16 q8_0 q4_0 q4_k_m q6_k"), AK_BIN (default build/ak).
+# TYPES (default "f32 f16 bf16 q8_0 q4_0 q4_k_m q6_k"), AK_BIN (default build/ak),
+# PROMPT (prompt tokens of pp, default 128; 0 leaves pp out, e.g. for the bd cells alone:
+# PROMPT=0 TYPES=q4_0 ...), AK_LOCK (the lock file each measurement holds, default
+# /tmp/ak.lock).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -31,6 +34,8 @@ THREADS=${THREADS:-1 2}
 SEQS=${SEQS:-16}
 TYPES=${TYPES:-f32 f16 bf16 q8_0 q4_0 q4_k_m q6_k}
 AK_BIN=${AK_BIN:-$root/build/ak}
+PROMPT=${PROMPT:-128}
+AK_LOCK=${AK_LOCK:-/tmp/ak.lock}
 
 install_peer() {
   [ -f "$LLAMAPEER/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama.v0.5.0.so" ] && return
@@ -53,7 +58,7 @@ EOF
 fields='import json, sys; r = json.loads(sys.stdin.read().strip().splitlines()[-1]); print(" ".join("%.1f" % r[k] if r.get(k) else "-" for k in sys.argv[1:]))'
 
 peer() {  # peer MODEL THREADS -> "pp tg bd"
-  flock /tmp/ak.lock /usr/bin/python3 "$here/llamacpp_bench.py" "$1" "$2" 128 "$N_GEN" "$REPS" "$SEQS" |
+  flock "$AK_LOCK" /usr/bin/python3 "$here/llamacpp_bench.py" "$1" "$2" "$PROMPT" "$N_GEN" "$REPS" "$SEQS" |
     /usr/bin/python3 -c "$fields" pp_tps tg_tps bd_tps
 }
 
@@ -61,7 +66,7 @@ peer() {  # peer MODEL THREADS -> "pp tg bd"
 # `ak bench llm --json` on the same model and thread count, under the same lock, right
 # after llama.cpp's run (A B A B per row); "- -" when ak cannot run it.
 accelkit() {  # accelkit MODEL THREADS -> "pp tg bd"
-  flock /tmp/ak.lock "$AK_BIN" bench llm -m "$1" -t "$2" -p 128 -n "$N_GEN" --seqs "$SEQS" \
+  flock "$AK_LOCK" "$AK_BIN" bench llm -m "$1" -t "$2" -p "$PROMPT" -n "$N_GEN" --seqs "$SEQS" \
     --reps "$REPS" --json 2>/dev/null | /usr/bin/python3 -c "$fields" pp_tps tg_tps seqs_tps 2>/dev/null ||
     echo "- - -"
 }
@@ -71,7 +76,7 @@ accelkit() {  # accelkit MODEL THREADS -> "pp tg bd"
 record_peer() { # type threads pp tg bd ("-": not measured)
   local p="\"model\":\"llama-134m\",\"type\":\"$1\",\"threads\":$2"
   {
-    [ "$3" = - ] || printf '{"benchmark":"llm.prefill","params":{%s,"tokens":128},"figures":{"tokens_per_s":%s}}\n' "$p" "$3"
+    [ "$3" = - ] || printf '{"benchmark":"llm.prefill","params":{%s,"tokens":%s},"figures":{"tokens_per_s":%s}}\n' "$p" "$PROMPT" "$3"
     [ "$4" = - ] || printf '{"benchmark":"llm.decode","params":{%s,"tokens":%s},"figures":{"tokens_per_s":%s}}\n' "$p" "$N_GEN" "$4"
     [ "$5" = - ] || printf '{"benchmark":"llm.batched","params":{%s,"tokens":%s,"seqs":%s},"figures":{"tokens_per_s":%s}}\n' "$p" "$N_GEN" "$SEQS" "$5"
   } | /usr/bin/python3 "$root/bench/results.py" --ak "$AK_BIN" --stem llm --peer llama.cpp \
@@ -86,7 +91,7 @@ main() {
   for type in $TYPES; do [ -f "$models/llama-134m-$type.gguf" ] || missing="$missing $type"; done
   [ -z "$missing" ] || BENCH_TYPES="$missing" AK_BIN="$AK_BIN" "$here/make-bench-models" "$models" >&2
   echo "llama.cpp (libllama of node-llama-cpp 3.22.1); model: 134 M Llama (dim 768, 12 layers, FFN 2048, vocab 32000)"
-  echo "pp = prompt 128 tokens in one batch, tg = decode $N_GEN tokens one at a time, bd = $SEQS sequences decoded together ($N_GEN steps of one token each); medians of $REPS; $(nproc) cores"
+  echo "pp = prompt $PROMPT tokens in one batch, tg = decode $N_GEN tokens one at a time, bd = $SEQS sequences decoded together ($N_GEN steps of one token each); medians of $REPS; $(nproc) cores"
   # the lock keeps builds out, not other benchmarks: a busy machine shows in the load
   echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
   row='%-6s %3s | %9s %9s %9s %7s | %9s %9s %9s | %6s %6s %6s\n'

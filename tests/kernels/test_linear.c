@@ -1,7 +1,7 @@
 /* Linear-layer tests: storage conversions (exact bytes of hand-made Q8_0/Q4_0 blocks,
  * round-trip error bounds), the kernels of every variant table against the scalar
- * reference for each weight type × T ∈ {1, 3, 16, 70} × accumulate, the public ak_linear
- * on 1-3 thread pools with padded strides and guard bytes, and argument checks.
+ * reference for each weight type × T ∈ {1, 3, 4, 12, 16, 70} × accumulate, the public
+ * ak_linear on 1-3 thread pools with padded strides and guard bytes, and argument checks.
  *
  * Tolerance: |y − y_ref| ≤ 4·(K+2)·eps_f32·Σ_k |w_k·x_k| (+ eps·|y0| when accumulating),
  * the forward error bound of a float dot product (the reference accumulates in double).
@@ -321,7 +321,8 @@ static void check_public(const lin_case *c, ak_threadpool *pool) {
     guarded_free(&g);
 }
 
-static const size_t Ts[] = {1, 3, 16, 70};
+/* 4, 12, 16, 70: the VNNI tiles of 1, 3, 4 and 4 + 2 groups of 4 tokens */
+static const size_t Ts[] = {1, 3, 4, 12, 16, 70};
 
 /* Every type × T × accumulate on shapes around the kernels' row and k tiles. */
 static void test_kernels_vs_ref(void **state) {

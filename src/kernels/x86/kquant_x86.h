@@ -477,37 +477,93 @@ KQ_AI void kq_interleave(const ak__linear_job *j, size_t t, size_t kb, size_t nb
     }
 }
 
+/* One Q4_K or Q6_K super-block as kq_irow meets it, unpacked in registers: the levels of
+ * sub-block s (32 values) in q[s], its integer scales in the lanes of one vpdpbusd
+ * result (lanes 0-3: values 0-15, lanes 4-7: values 16-31) in sc[s], the bsum
+ * multipliers of the 16 groups of 16 in mn. The scales go from the block's bytes to
+ * vectors by widening and vpermd, not through kq_decoded's per-group scalar stores,
+ * which cost as much as the super-block's dot products for 4 tokens. */
+typedef struct kq_unpacked {
+    __m256i q[8], sc[8], mn;
+    float dA, dB;
+} kq_unpacked;
+
+/* vpermd indices: dword s of src into lanes 0-3 and dword s + 1 into lanes 4-7 */
+KQ_AI __m256i kq_pair_index(int s) {
+    return _mm256_setr_epi32(s, s, s, s, s + 1, s + 1, s + 1, s + 1);
+}
+
+KQ_AI void kq_unpack(ak_wtype wt, const void *blk, kq_unpacked *U) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    if (wt == AK_WTYPE_Q4_K) {
+        const ak__block_q4_k *b = blk;
+        for (int j = 0; j < 4; j++) { /* sub-blocks 2j (low nibbles) and 2j+1 (high) */
+            __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(b->qs + 32 * j));
+            U->q[2 * j] = _mm256_and_si256(v, m4);
+            U->q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        }
+        uint8_t sc[8], m[8];
+        kq_k4_scales(b->scales, sc, m);
+        __m256i sc32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)sc));
+        for (int s = 0; s < 8; s++) /* one scale per 32 values */
+            U->sc[s] = _mm256_permutevar8x32_epi32(sc32, _mm256_set1_epi32(s));
+        __m128i m8 = _mm_loadl_epi64((const __m128i *)(const void *)m);
+        U->mn = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m[g/2] for g < 16 */
+        U->dA = kq_h2f(b->d), U->dB = kq_h2f(b->dmin);
+        return;
+    }
+    const ak__block_q6_k *b = blk; /* Q6_K */
+    const __m256i m2 = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; h++) {
+        __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(b->ql + 64 * h));
+        __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(b->ql + 64 * h + 32));
+        __m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)(b->qh + 32 * h));
+        __m256i lows[4] = {_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
+                           _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
+        for (int s = 0; s < 4; s++) {
+            __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * s), m2), 4);
+            U->q[4 * h + s] = _mm256_or_si256(lows[s], hi);
+        }
+    }
+    __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)b->scales);
+    __m256i lo = _mm256_cvtepi8_epi32(sc8), hi = _mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8));
+    for (int s = 0; s < 4; s++) { /* one scale per 16 values: groups 2s and 2s + 1 */
+        U->sc[s] = _mm256_permutevar8x32_epi32(lo, kq_pair_index(2 * s));
+        U->sc[4 + s] = _mm256_permutevar8x32_epi32(hi, kq_pair_index(2 * s));
+    }
+    U->mn = _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc8), 5); /* the offset 32·sc */
+    U->dA = U->dB = kq_h2f(b->d);
+}
+
 /* Row n, super-blocks [kb, kb + nb), against the G groups of gs from token t. */
 KQ_AI void kq_irow(ak_wtype wt, int G, const ak__linear_job *j, size_t bsz, size_t n, size_t kb,
                    size_t nb, const kq_igroup *gs, size_t t, int accumulate) {
     const uint8_t *row = j->W + n * j->row_bytes + kb * bsz;
     __m256 acc[KQ_IG];
     for (int g = 0; g < G; g++) acc[g] = _mm256_setzero_ps();
-    kq_decoded D;
+    kq_unpacked U;
     for (size_t b = 0; b < nb; b++) {
-        kq_decode(wt, &D, row + b * bsz);
+        kq_unpack(wt, row + b * bsz, &U);
         __m256i si[KQ_IG];
         for (int g = 0; g < G; g++) si[g] = _mm256_setzero_si256();
         for (int s = 0; s < 8; s++) {
-            __m256i wv = _mm256_load_si256((const __m256i *)(const void *)(D.q + 32 * s));
+            __m256i wv = U.q[s];
             __m256i w0 = _mm256_shuffle_epi32(wv, 0x00), w1 = _mm256_shuffle_epi32(wv, 0x55);
             __m256i w2 = _mm256_shuffle_epi32(wv, 0xaa), w3 = _mm256_shuffle_epi32(wv, 0xff);
-            __m256i sc = _mm256_load_si256((const __m256i *)(const void *)D.scv[s]);
-            sc = _mm256_cvtepi16_epi32(_mm_unpacklo_epi64(_mm256_castsi256_si128(sc),
-                                                          _mm256_extracti128_si256(sc, 1)));
             for (int g = 0; g < G; g++) {
                 const __m256i *x = (const __m256i *)(const void *)gs[g].q[b][s];
                 __m256i d = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w0, _mm256_load_si256(x));
                 d = _mm256_dpbusd_epi32(d, w1, _mm256_load_si256(x + 1));
                 d = _mm256_dpbusd_epi32(d, w2, _mm256_load_si256(x + 2));
                 d = _mm256_dpbusd_epi32(d, w3, _mm256_load_si256(x + 3));
-                si[g] = _mm256_add_epi32(si[g], _mm256_mullo_epi32(d, sc));
+                si[g] = _mm256_add_epi32(si[g], _mm256_mullo_epi32(d, U.sc[s]));
             }
         }
-        __m256i mn = _mm256_load_si256((const __m256i *)(const void *)D.mn);
+        __m256i mn = U.mn;
         __m256i m0 = _mm256_shuffle_epi32(mn, 0x00), m1 = _mm256_shuffle_epi32(mn, 0x55);
         __m256i m2 = _mm256_shuffle_epi32(mn, 0xaa), m3 = _mm256_shuffle_epi32(mn, 0xff);
-        __m256 dA = _mm256_set1_ps(D.dA), dB = _mm256_set1_ps(D.dB);
+        __m256 dA = _mm256_set1_ps(U.dA), dB = _mm256_set1_ps(U.dB);
         for (int g = 0; g < G; g++) {
             const __m256i *bs = (const __m256i *)(const void *)gs[g].bs[b];
             __m256i m = _mm256_dpwssd_epi32(_mm256_setzero_si256(), m0, _mm256_load_si256(bs));
