@@ -812,7 +812,7 @@ ak_status ak__exec_responses(ak_train *t, ak__pset *p, ak__response *r, int n) {
     }
     ak_status st = AK_OK;
     /* with fusion streams: one size for this cycle's buffers, from the responses alone */
-    size_t threshold = ak__streams_buffer_bytes(t, r, n);
+    size_t threshold = ak__streams_buffer_bytes(t, p, r, n);
     for (int i = 0; i < n && st == AK_OK; i++) {
         if (taken[i]) continue;
         if (r[i].error) {

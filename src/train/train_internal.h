@@ -172,8 +172,7 @@ typedef struct ak__stream {
     pthread_mutex_t lock;
     pthread_cond_t changed;
     ak__stream_job *head, *tail;
-    int running; /* a job is being run */
-    int stop;    /* drain and exit */
+    int stop; /* drain and exit */
 } ak__stream;
 
 #define AK__MAX_STREAMS 8
@@ -293,8 +292,9 @@ void ak__scratch_free(ak__scratch *sc);
 ak_status ak__streams_start(ak_train *t);
 /* 1 when the fused allreduces of p's signature s go to the streams. */
 int ak__streams_take(const ak_train *t, const ak__pset *p, const ak__signature *s);
-/* The bytes per fused buffer for this cycle's responses (the adaptive size when on). */
-size_t ak__streams_buffer_bytes(ak_train *t, const ak__response *r, int n);
+/* The bytes per fused buffer for this cycle's responses r[0..n) of p (the adaptive size
+ * when on; it learns from the global set's responses only). */
+size_t ak__streams_buffer_bytes(ak_train *t, const ak__pset *p, const ak__response *r, int n);
 /* Queues the fused allreduce g[0..m) on the next stream; on success the entries are the
  * stream's (g[i].entry set NULL). */
 ak_status ak__streams_dispatch(ak_train *t, ak__response *g, int m);

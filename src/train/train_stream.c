@@ -61,11 +61,13 @@ static void record_failure(ak_train *t, ak_status st, const char *msg) {
     pthread_mutex_unlock(&t->lock);
 }
 
-/* AK_OK while neither the runtime nor a stream failed; else that status and message. */
-static ak_status runtime_failure(ak_train *t, char *msg, size_t cap) {
+/* AK_OK until a stream failed; else that status and message. A runtime that stopped for
+ * another reason (shutdown, a stall) still runs what was queued: every rank queued the
+ * same, and a peer may already be inside one of those collectives. */
+static ak_status stream_failure(ak_train *t, char *msg, size_t cap) {
     pthread_mutex_lock(&t->lock);
-    ak_status st = t->stream_failed != AK_OK ? t->stream_failed : t->failed;
-    snprintf(msg, cap, "%s", t->stream_failed != AK_OK ? t->stream_msg : t->failed_msg);
+    ak_status st = t->stream_failed;
+    snprintf(msg, cap, "%s", t->stream_msg);
     pthread_mutex_unlock(&t->lock);
     return st;
 }
@@ -80,8 +82,8 @@ static void note_in_flight(ak_train *t, int delta) {
 static void run_job(ak__stream *s, ak__stream_job *j) {
     ak_train *t = s->t;
     char msg[512];
-    ak_status st = runtime_failure(t, msg, sizeof msg);
-    if (st != AK_OK) { /* after a failure the peers may never run this one: do not wait */
+    ak_status st = stream_failure(t, msg, sizeof msg);
+    if (st != AK_OK) { /* a broken channel: the peers cannot run this one either */
         job_fail(t, j, st, msg);
         return;
     }
@@ -101,14 +103,10 @@ static void *stream_main(void *arg) {
         while (!s->head && !s->stop) pthread_cond_wait(&s->changed, &s->lock);
         ak__stream_job *j = s->head;
         if (j && !(s->head = j->next)) s->tail = NULL;
-        s->running = j != NULL;
         pthread_mutex_unlock(&s->lock);
         if (!j) return NULL; /* stopped with an empty queue */
         run_job(s, j);
         job_free(j);
-        pthread_mutex_lock(&s->lock);
-        s->running = 0;
-        pthread_mutex_unlock(&s->lock);
     }
 }
 
@@ -177,8 +175,9 @@ static size_t response_bytes(const ak__response *r) {
     return ak__sig_elements(&r->sig) * es;
 }
 
-size_t ak__streams_buffer_bytes(ak_train *t, const ak__response *r, int n) {
-    if (!t->streams) return t->fusion_threshold;
+size_t ak__streams_buffer_bytes(ak_train *t, const ak__pset *p, const ak__response *r, int n) {
+    /* only the global set's lists: every rank runs those (not other sets') */
+    if (!t->streams || p->id != 0) return t->fusion_threshold;
     if (!t->fusion_adaptive) return t->stream_buffer = t->fusion_threshold;
     double arrived = 0;
     for (int i = 0; i < n; i++)
@@ -244,10 +243,5 @@ ak_status ak__streams_dispatch(ak_train *t, ak__response *g, int m) {
 }
 
 ak_status ak__streams_failed(ak_train *t, char *msg, size_t cap) {
-    if (!t->streams) return AK_OK;
-    pthread_mutex_lock(&t->lock);
-    ak_status st = t->stream_failed;
-    snprintf(msg, cap, "%s", t->stream_msg);
-    pthread_mutex_unlock(&t->lock);
-    return st;
+    return t->streams ? stream_failure(t, msg, cap) : AK_OK;
 }

@@ -749,6 +749,9 @@ static void test_join_uneven(void **state) {
     (void)state;
     run_world(2, scenario_join, NULL, NULL);
     run_world(3, scenario_join, NULL, NULL);
+    ak_train_config cfg = AK_TRAIN_CONFIG_INIT; /* joined ranks' zeros through streams */
+    cfg.fusion_streams = 2;
+    run_world(3, scenario_join, &cfg, NULL);
 }
 
 /* One f32 op of 2 elements (this rank's value in both), waited for; returns its status
@@ -831,6 +834,10 @@ static void scenario_process_sets(rank_ctx *c) {
 static void test_process_sets(void **state) {
     (void)state;
     run_world(3, scenario_process_sets, NULL, NULL);
+    /* with fusion streams: the global set's allreduces on the streams, the others not */
+    ak_train_config cfg = AK_TRAIN_CONFIG_INIT;
+    cfg.fusion_streams = 2;
+    run_world(3, scenario_process_sets, &cfg, NULL);
 }
 
 /* ---- errors: mismatch, stall, shutdown ----------------------------------------------------- */
