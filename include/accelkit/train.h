@@ -144,9 +144,13 @@ typedef struct ak_train_config {
     const char *timeline;     /* NULL: HOROVOD_TIMELINE (Chrome trace, rank 0) */
     int zero_blocks;          /* < 0: AK_TRAIN_ZERO_BLOCKS (default 1): float32 sum/average
                                  allreduces send only the blocks not zero on every rank */
+    int fusion_streams;       /* <= 0: AK_FUSION_STREAMS (default 1); 2-8: that many fused
+                                 allreduces in flight at once, each on its own connections */
+    int fusion_adaptive;      /* < 0: AK_FUSION_ADAPTIVE (default 1): with streams, buffers
+                                 sized from the bytes each cycle negotiates */
 } ak_train_config;
 
-#define AK_TRAIN_CONFIG_INIT {sizeof(ak_train_config), NULL, 0.0, -1, -1, -1.0, -1.0, NULL, -1}
+#define AK_TRAIN_CONFIG_INIT {sizeof(ak_train_config), NULL, 0.0, -1, -1, -1.0, -1.0, NULL, -1, 0, -1}
 
 AK_API ak_status ak_train_init(const ak_train_config *cfg, ak_train **out);
 /* Completes every pending handle with an error, stops the threads, frees (NULL: no-op). */

@@ -76,6 +76,11 @@ static void read_config(ak_train *t, const ak_train_config *cfg) {
     t->stall_shutdown_s = cfg->stall_shutdown_s >= 0
                               ? cfg->stall_shutdown_s
                               : (double)ak__param_int(AK_PARAM_HVD_STALL_SHUTDOWN_TIME);
+    int streams = cfg->fusion_streams > 0 ? cfg->fusion_streams
+                                          : (int)ak__param_int(AK_PARAM_FUSION_STREAMS);
+    t->nstreams = streams > 1 ? streams : 0; /* 1: allreduces on the background thread */
+    t->fusion_adaptive = cfg->fusion_adaptive >= 0 ? cfg->fusion_adaptive != 0
+                                                   : (int)ak__param_int(AK_PARAM_FUSION_ADAPTIVE);
 }
 
 static ak_status start_timeline(ak_train *t, const ak_train_config *cfg) {
@@ -120,6 +125,9 @@ static ak_status train_setup(ak_train *t, const ak_train_config *cfg) {
     }
     AK_CHECK(ak_comm_rank(t->comm, &t->rank));
     AK_CHECK(ak_comm_size(t->comm, &t->size));
+    AK_ARG_CHECK(cfg->fusion_streams <= AK__MAX_STREAMS,
+                 "ak_train_init: fusion_streams %d is out of range [1, %d] (0 = AK_FUSION_STREAMS)",
+                 cfg->fusion_streams, AK__MAX_STREAMS);
     read_config(t, cfg);
     AK_CHECK(ak__autotune_start(t, cfg));
     ak__train_keep_heap();
@@ -164,6 +172,7 @@ static void stop_threads(ak_train *t) {
     pthread_cond_broadcast(&t->changed);
     pthread_mutex_unlock(&t->lock);
     if (t->bg_started) pthread_join(t->bg_thread, NULL);
+    ak__streams_stop(t); /* before the update thread: streams hand it entries */
     if (t->update_started) {
         pthread_mutex_lock(&t->lock);
         t->uq_stop = 1;

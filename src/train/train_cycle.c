@@ -730,6 +730,9 @@ static void fail_everything(ak_train *t, ak_status st, const char *msg) {
 }
 
 static ak_status cycle_all(ak_train *t, int *stop) {
+    char msg[512];
+    ak_status failed = ak__streams_failed(t, msg, sizeof msg);
+    if (failed != AK_OK) return AK_FAIL(failed, "%s", msg);
     for (int i = 0; i < t->npsets && !*stop; i++) {
         ak__pset *p = t->psets[i];
         if (p && p->active && p->comm) AK_CHECK(pset_cycle(t, p, stop));
@@ -757,7 +760,14 @@ static void sleep_until(ak_train *t, uint64_t deadline_ns) {
 
 void *ak__train_bg_main(void *arg) {
     ak_train *t = arg;
-    for (;;) {
+    /* here, not in ak_train_init: splitting is collective, and init is not */
+    int started = ak__streams_start(t) == AK_OK;
+    if (!started) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "cannot start the fusion streams: %s", ak_last_error());
+        fail_everything(t, AK_ERR_REMOTE, msg);
+    }
+    while (started) {
         uint64_t cycle_ns = (uint64_t)(t->cycle_ms * 1e6); /* autotune may change it */
         uint64_t start = ak_now_ns();
         int stop = 0;

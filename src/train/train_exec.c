@@ -31,14 +31,18 @@ static ak_status ensure(void **buf, size_t *cap, size_t need) {
     return AK_OK;
 }
 
-void ak__exec_free_scratch(ak_train *t) {
-    ak_free(t->fusion);
-    ak_free(t->wire);
-    ak_free(t->zmask);
-    ak_free(t->segs);
-    t->fusion = t->wire = t->zmask = t->segs = NULL;
-    t->fusion_cap = t->wire_cap = t->zmask_cap = t->segs_cap = 0;
+void ak__scratch_free(ak__scratch *sc) {
+    ak_free(sc->fusion);
+    ak_free(sc->wire);
+    ak_free(sc->zmask);
+    ak_free(sc->segs);
+    *sc = (ak__scratch){0};
 }
+
+void ak__exec_free_scratch(ak_train *t) { ak__scratch_free(&t->scratch); }
+
+/* The background thread's channel for p: p's communicator and its scratch. */
+static ak__chan bg_chan(ak_train *t, ak__pset *p) { return (ak__chan){p->comm, p->size, &t->scratch}; }
 
 /* An integer scaled as Horovod scales one: the product in double, converted back toward
  * zero. Out-of-range products saturate (C leaves that conversion undefined). */
@@ -190,10 +194,10 @@ static void mark_fused_blocks(const ak__response *r, int m, uint8_t *mark, size_
 
 /* Max-reduces this rank's marks of `blocks` blocks over n values; returns the values in
  * blocks marked on some rank, or 0 when those are too many to pay (send everything). */
-static ak_status exchange_marks(ak__pset *p, uint8_t *mark, size_t blocks, size_t n,
+static ak_status exchange_marks(ak_comm *comm, uint8_t *mark, size_t blocks, size_t n,
                                 size_t *marked) {
     *marked = 0;
-    AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, mark, blocks, AK_DTYPE_U8, AK_REDUCE_MAX));
+    AK_CHECK(ak_comm_allreduce(comm, AK_IN_PLACE, mark, blocks, AK_DTYPE_U8, AK_REDUCE_MAX));
     size_t floats = 0;
     for (size_t b = 0; b < blocks; b++)
         if (mark[b]) floats += b + 1 < blocks ? ZERO_BLOCK_FLOATS : n - b * ZERO_BLOCK_FLOATS;
@@ -215,20 +219,21 @@ static void move_marked_blocks(float *x, size_t n, const uint8_t *mark, float *p
 
 /* Allreduces (sum) the f32 buffer x of n floats in place, sending only the blocks that
  * are non-zero on some rank when that pays; *done = 0 leaves x for a dense allreduce. */
-static ak_status allreduce_nonzero_blocks(ak_train *t, ak__pset *p, float *x, size_t n,
+static ak_status allreduce_nonzero_blocks(ak_train *t, ak__chan *ch, float *x, size_t n,
                                           int *done) {
     *done = 0;
+    ak__scratch *sc = ch->sc;
     size_t blocks = (n + ZERO_BLOCK_FLOATS - 1) / ZERO_BLOCK_FLOATS, floats;
-    AK_CHECK(ensure(&t->zmask, &t->zmask_cap, blocks));
-    uint8_t *mark = t->zmask;
+    AK_CHECK(ensure(&sc->zmask, &sc->zmask_cap, blocks));
+    uint8_t *mark = sc->zmask;
     memset(mark, 0, blocks);
     mark_blocks(x, n, 0, mark);
-    AK_CHECK(exchange_marks(p, mark, blocks, n, &floats));
+    AK_CHECK(exchange_marks(ch->comm, mark, blocks, n, &floats));
     if (!floats) return AK_OK;
-    AK_CHECK(ensure(&t->wire, &t->wire_cap, floats * sizeof(float)));
-    move_marked_blocks(x, n, mark, t->wire, 1);
-    AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, t->wire, floats, AK_DTYPE_F32, AK_REDUCE_SUM));
-    move_marked_blocks(x, n, mark, t->wire, 0);
+    AK_CHECK(ensure(&sc->wire, &sc->wire_cap, floats * sizeof(float)));
+    move_marked_blocks(x, n, mark, sc->wire, 1);
+    AK_CHECK(ak_comm_allreduce(ch->comm, AK_IN_PLACE, sc->wire, floats, AK_DTYPE_F32, AK_REDUCE_SUM));
+    move_marked_blocks(x, n, mark, sc->wire, 0);
     t->st_zero_elided += (uint64_t)(n - floats) * sizeof(float);
     *done = 1;
     return AK_OK;
@@ -237,18 +242,18 @@ static ak_status allreduce_nonzero_blocks(ak_train *t, ak__pset *p, float *x, si
 /* The wire allreduce of an uncompressed buffer of n elements for signature s: zero
  * blocks elided where they may be, else every byte. Adasum gets the tensors' sizes
  * (segs[0..nseg), nseg 0: one tensor) to keep their dot products apart. */
-static ak_status allreduce_buffer(ak_train *t, ak__pset *p, const ak__signature *s, void *buf,
+static ak_status allreduce_buffer(ak_train *t, ak__chan *ch, const ak__signature *s, void *buf,
                                   size_t n, const size_t *segs, size_t nseg) {
     if (s->op == AK_TRAIN_REDUCE_ADASUM)
-        return ak_comm_allreduce_adasum(p->comm, AK_IN_PLACE, buf, n, s->dtype, segs, nseg);
+        return ak_comm_allreduce_adasum(ch->comm, AK_IN_PLACE, buf, n, s->dtype, segs, nseg);
     ak_reduce_op op = wire_op(s->op);
     if (t->zero_blocks && s->dtype == AK_DTYPE_F32 && op == AK_REDUCE_SUM &&
         n >= ZERO_BLOCK_MIN_FLOATS) {
         int done = 0;
-        AK_CHECK(allreduce_nonzero_blocks(t, p, buf, n, &done));
+        AK_CHECK(allreduce_nonzero_blocks(t, ch, buf, n, &done));
         if (done) return AK_OK;
     }
-    return ak_comm_allreduce(p->comm, AK_IN_PLACE, buf, n, s->dtype, op);
+    return ak_comm_allreduce(ch->comm, AK_IN_PLACE, buf, n, s->dtype, op);
 }
 
 /* ---- allreduce: fusion, compression ------------------------------------------------- */
@@ -260,8 +265,8 @@ static int fusable(const ak__signature *a, const ak__signature *b) {
 }
 
 /* Copies the inputs (prescaled; zeros for a missing entry) into the fusion buffer. */
-static void fusion_copy_in(ak_train *t, ak__response *r, int m, size_t es) {
-    char *dst = t->fusion;
+static void fusion_copy_in(ak__scratch *sc, ak__response *r, int m, size_t es) {
+    char *dst = sc->fusion;
     for (int i = 0; i < m; i++) {
         size_t n = ak__sig_elements(&r[i].sig);
         if (r[i].entry) memcpy(dst, r[i].entry->op.input, n * es);
@@ -271,8 +276,8 @@ static void fusion_copy_in(ak_train *t, ak__response *r, int m, size_t es) {
     }
 }
 
-static void fusion_copy_out(ak_train *t, ak__response *r, int m, size_t es) {
-    const char *src = t->fusion;
+static void fusion_copy_out(ak__scratch *sc, ak__response *r, int m, size_t es) {
+    const char *src = sc->fusion;
     for (int i = 0; i < m; i++) {
         size_t n = ak__sig_elements(&r[i].sig);
         if (r[i].entry) memcpy(r[i].entry->op.output, src, n * es);
@@ -292,8 +297,9 @@ static void fusion_copy_out(ak_train *t, ak__response *r, int m, size_t es) {
 
 /* Casts the inputs (zeros for a missing entry) into the wire buffer, 2 bytes a value;
  * with marks, only the pieces in marked blocks of their concatenation. */
-static ak_status cast_in(ak_train *t, ak__response *r, int m, float scale, const uint8_t *mark) {
-    char *dst = t->wire;
+static ak_status cast_in(ak__scratch *sc, ak__response *r, int m, float scale,
+                         const uint8_t *mark) {
+    char *dst = sc->wire;
     size_t at = 0, len;
     for (int i = 0; i < m; i++) {
         size_t n = ak__sig_elements(&r[i].sig);
@@ -315,9 +321,9 @@ static ak_status cast_in(ak_train *t, ak__response *r, int m, float scale, const
 
 /* The reduced wire buffer into the outputs; with marks, the pieces in unmarked blocks
  * (zero on every rank) are zero: already so in place, else written. */
-static ak_status decompress_out(ak_train *t, ak__response *r, int m, float scale, int size,
+static ak_status decompress_out(ak__scratch *sc, ak__response *r, int m, float scale, int size,
                                 const uint8_t *mark) {
-    const char *src = t->wire;
+    const char *src = sc->wire;
     size_t at = 0, len;
     for (int i = 0; i < m; i++) {
         size_t n = ak__sig_elements(&r[i].sig);
@@ -351,79 +357,81 @@ static float fused_absmax(ak__response *r, int m) {
     return amax;
 }
 
-static ak_status allreduce_cast(ak_train *t, ak__pset *p, ak__response *r, int m, size_t total) {
+static ak_status allreduce_cast(ak_train *t, ak__chan *ch, ak__response *r, int m, size_t total) {
     ak_train_compression kind = r[0].sig.compression;
+    ak__scratch *sc = ch->sc;
     float global = fused_absmax(r, m);
-    AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, &global, 1, AK_DTYPE_F32, AK_REDUCE_MAX));
-    AK_CHECK(ensure(&t->wire, &t->wire_cap, total * 2));
-    float scale = ak__compress_scale(kind, global, p->size);
+    AK_CHECK(ak_comm_allreduce(ch->comm, AK_IN_PLACE, &global, 1, AK_DTYPE_F32, AK_REDUCE_MAX));
+    AK_CHECK(ensure(&sc->wire, &sc->wire_cap, total * 2));
+    float scale = ak__compress_scale(kind, global, ch->size);
     /* zero blocks elided as for float32 (the casts of zeros are zeros) */
     const uint8_t *mark = NULL;
     size_t sent = total;
     if (t->zero_blocks && wire_op(r[0].sig.op) == AK_REDUCE_SUM && total >= ZERO_BLOCK_MIN_FLOATS) {
         size_t blocks = (total + ZERO_BLOCK_FLOATS - 1) / ZERO_BLOCK_FLOATS, floats;
-        AK_CHECK(ensure(&t->zmask, &t->zmask_cap, blocks));
-        mark_fused_blocks(r, m, t->zmask, blocks);
-        AK_CHECK(exchange_marks(p, t->zmask, blocks, total, &floats));
-        if (floats) mark = t->zmask, sent = floats;
+        AK_CHECK(ensure(&sc->zmask, &sc->zmask_cap, blocks));
+        mark_fused_blocks(r, m, sc->zmask, blocks);
+        AK_CHECK(exchange_marks(ch->comm, sc->zmask, blocks, total, &floats));
+        if (floats) mark = sc->zmask, sent = floats;
     }
-    AK_CHECK(cast_in(t, r, m, scale, mark));
+    AK_CHECK(cast_in(sc, r, m, scale, mark));
     ak_dtype wd = kind == AK_COMPRESS_FP16 ? AK_DTYPE_F16 : AK_DTYPE_BF16;
-    AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, t->wire, sent, wd, AK_REDUCE_SUM));
+    AK_CHECK(ak_comm_allreduce(ch->comm, AK_IN_PLACE, sc->wire, sent, wd, AK_REDUCE_SUM));
     t->st_zero_elided += (uint64_t)(total - sent) * 2;
-    return decompress_out(t, r, m, scale, p->size, mark);
+    return decompress_out(sc, r, m, scale, ch->size, mark);
 }
 
-/* The element counts of the m fused tensors, in t->segs. */
-static ak_status tensor_sizes(ak_train *t, const ak__response *r, int m, size_t **out) {
-    AK_CHECK(ensure(&t->segs, &t->segs_cap, (size_t)m * sizeof(size_t)));
-    size_t *segs = t->segs;
+/* The element counts of the m fused tensors, in sc->segs. */
+static ak_status tensor_sizes(ak__scratch *sc, const ak__response *r, int m, size_t **out) {
+    AK_CHECK(ensure(&sc->segs, &sc->segs_cap, (size_t)m * sizeof(size_t)));
+    size_t *segs = sc->segs;
     for (int i = 0; i < m; i++) segs[i] = ak__sig_elements(&r[i].sig);
     *out = segs;
     return AK_OK;
 }
 
-static ak_status allreduce_fused(ak_train *t, ak__pset *p, ak__response *r, int m) {
+static ak_status allreduce_fused(ak_train *t, ak__chan *ch, ak__response *r, int m) {
     const ak__signature *s = &r[0].sig;
+    ak__scratch *sc = ch->sc;
     size_t es = esize_of(s->dtype), total = 0;
     for (int i = 0; i < m; i++) total += ak__sig_elements(&r[i].sig);
     uint64_t t0 = ak_now_ns();
     if (s->compression != AK_COMPRESS_NONE) { /* casts straight from inputs to outputs */
-        ak_status st = allreduce_cast(t, p, r, m, total);
+        ak_status st = allreduce_cast(t, ch, r, m, total);
         t->st_comm_ns += ak_now_ns() - t0;
         trace_span("communicate", r, m, t0);
         return st;
     }
-    AK_CHECK(ensure(&t->fusion, &t->fusion_cap, total * es));
+    AK_CHECK(ensure(&sc->fusion, &sc->fusion_cap, total * es));
     size_t *segs = NULL; /* only Adasum keeps the fused tensors apart */
-    if (s->op == AK_TRAIN_REDUCE_ADASUM) AK_CHECK(tensor_sizes(t, r, m, &segs));
-    fusion_copy_in(t, r, m, es);
+    if (s->op == AK_TRAIN_REDUCE_ADASUM) AK_CHECK(tensor_sizes(sc, r, m, &segs));
+    fusion_copy_in(sc, r, m, es);
     uint64_t t1 = ak_now_ns();
     t->st_fusion_ns += t1 - t0;
     trace_span("fusion_copy_in", r, m, t0);
-    AK_CHECK(allreduce_buffer(t, p, s, t->fusion, total, segs, segs ? (size_t)m : 0));
+    AK_CHECK(allreduce_buffer(t, ch, s, sc->fusion, total, segs, segs ? (size_t)m : 0));
     uint64_t t2 = ak_now_ns();
     t->st_comm_ns += t2 - t1;
     trace_span("communicate", r, m, t1);
-    finish_reduction(s, t->fusion, total, p->size);
-    fusion_copy_out(t, r, m, es);
+    finish_reduction(s, sc->fusion, total, ch->size);
+    fusion_copy_out(sc, r, m, es);
     t->st_fusion_ns += ak_now_ns() - t2;
     trace_span("fusion_copy_out", r, m, t2);
     return AK_OK;
 }
 
 /* One uncompressed tensor: reduced in place in the caller's output, no fusion copy. */
-static ak_status allreduce_single(ak_train *t, ak__pset *p, ak__response *r) {
+static ak_status allreduce_single(ak_train *t, ak__chan *ch, ak__response *r) {
     const ak__signature *s = &r->sig;
     size_t n = ak__sig_elements(s), es = esize_of(s->dtype);
     void *buf = r->entry->op.output;
     if (r->entry->op.input != buf) memcpy(buf, r->entry->op.input, n * es);
     scale_buf(s->dtype, buf, n, s->prescale);
     uint64_t t0 = ak_now_ns();
-    AK_CHECK(allreduce_buffer(t, p, s, buf, n, NULL, 0));
+    AK_CHECK(allreduce_buffer(t, ch, s, buf, n, NULL, 0));
     t->st_comm_ns += ak_now_ns() - t0;
     trace_span("communicate", r, 1, t0);
-    finish_reduction(s, buf, n, p->size);
+    finish_reduction(s, buf, n, ch->size);
     return AK_OK;
 }
 
@@ -461,8 +469,8 @@ static ak_status dgc_encode(ak_train *t, ak__pset *p, ak__response *r, int m, si
         st = dgc_state_for(p, r[i].entry, &states[i]);
         if (st == AK_OK) need += 8 * ak__dgc_capacity(states[i]);
     }
-    if (st == AK_OK) st = ensure(&t->wire, &t->wire_cap, need);
-    unsigned char *q = t->wire;
+    if (st == AK_OK) st = ensure(&t->scratch.wire, &t->scratch.wire_cap, need);
+    unsigned char *q = t->scratch.wire;
     for (int i = 0; i < m && st == AK_OK; i++) {
         size_t k = 0;
         uint32_t *idx = (uint32_t *)(void *)(q + 4);
@@ -478,7 +486,7 @@ static ak_status dgc_encode(ak_train *t, ak__pset *p, ak__response *r, int m, si
         q += 4 + 8 * k;
     }
     free(states);
-    *len = (size_t)(q - (unsigned char *)t->wire);
+    *len = (size_t)(q - (unsigned char *)t->scratch.wire);
     return st;
 }
 
@@ -505,7 +513,7 @@ static ak_status allreduce_dgc(ak_train *t, ak__pset *p, ak__response *r, int m)
     AK_CHECK(dgc_encode(t, p, r, m, &len));
     unsigned char *all = NULL;
     size_t *counts = NULL;
-    ak_status st = ak__allgather_bytes(p->comm, p->size, t->wire, len, &all, &counts);
+    ak_status st = ak__allgather_bytes(p->comm, p->size, t->scratch.wire, len, &all, &counts);
     const size_t *displs = counts ? counts + p->size : NULL;
     t->st_comm_ns += ak_now_ns() - t0;
     trace_span("communicate", r, m, t0);
@@ -529,7 +537,7 @@ static int fuse_candidate(const ak__signature *s, size_t bytes) {
 
 /* Indices of the responses from i on that fuse with r[i] (same kind of reduction) within
  * the threshold, in order; marks them taken. Returns how many. */
-static int collect_fusion(ak_train *t, const ak__response *r, int n, int i, char *taken,
+static int collect_fusion(size_t threshold, const ak__response *r, int n, int i, char *taken,
                           int *group) {
     size_t es = esize_of(r[i].sig.dtype);
     size_t bytes = ak__sig_elements(&r[i].sig) * es;
@@ -540,7 +548,7 @@ static int collect_fusion(ak_train *t, const ak__response *r, int n, int i, char
     for (int j = i + 1; j < n; j++) {
         if (taken[j] || r[j].error || !fusable(&r[i].sig, &r[j].sig)) continue;
         size_t b = ak__sig_elements(&r[j].sig) * es;
-        if (!fuse_candidate(&r[j].sig, b) || bytes + b > t->fusion_threshold) continue;
+        if (!fuse_candidate(&r[j].sig, b) || bytes + b > threshold) continue;
         bytes += b;
         group[m++] = j;
         taken[j] = 1;
@@ -548,21 +556,37 @@ static int collect_fusion(ak_train *t, const ak__response *r, int n, int i, char
     return m;
 }
 
-static ak_status run_allreduce(ak_train *t, ak__pset *p, ak__response *g, int m) {
-    const ak__signature *s = &g[0].sig;
-    t->st_collectives++;
-    if (m > 1) t->st_fused++;
-    if (s->compression == AK_COMPRESS_DGC) AK_CHECK(allreduce_dgc(t, p, g, m));
-    else if (m == 1 && g[0].entry && s->compression == AK_COMPRESS_NONE)
-        AK_CHECK(allreduce_single(t, p, &g[0]));
-    else
-        AK_CHECK(allreduce_fused(t, p, g, m));
+/* Sets the outputs' shapes and completes (or hands to the update thread) g's entries. */
+static void complete_allreduce(ak_train *t, ak__response *g, int m) {
     for (int i = 0; i < m; i++) {
         if (!g[i].entry) continue;
         set_output_shape(g[i].entry, &g[i].sig);
         finish_entry(t, g[i].entry);
         g[i].entry = NULL;
     }
+}
+
+ak_status ak__run_allreduce(ak_train *t, ak__chan *ch, ak__response *g, int m) {
+    t->st_collectives++;
+    if (m > 1) t->st_fused++;
+    if (m == 1 && g[0].entry && g[0].sig.compression == AK_COMPRESS_NONE)
+        AK_CHECK(allreduce_single(t, ch, &g[0]));
+    else
+        AK_CHECK(allreduce_fused(t, ch, g, m));
+    complete_allreduce(t, g, m);
+    return AK_OK;
+}
+
+/* On the background thread: DGC (its per-name state is p's), the rest via the channel. */
+static ak_status run_allreduce(ak_train *t, ak__pset *p, ak__response *g, int m) {
+    if (g[0].sig.compression != AK_COMPRESS_DGC) {
+        ak__chan ch = bg_chan(t, p);
+        return ak__run_allreduce(t, &ch, g, m);
+    }
+    t->st_collectives++;
+    if (m > 1) t->st_fused++;
+    AK_CHECK(allreduce_dgc(t, p, g, m));
+    complete_allreduce(t, g, m);
     return AK_OK;
 }
 
@@ -576,8 +600,8 @@ static ak_status run_broadcast(ak_train *t, ak__pset *p, ak__response *r) {
         buf = r->entry->op.output;
         if (p->rank == s->root && r->entry->op.input != buf) memcpy(buf, r->entry->op.input, n * es);
     } else {
-        AK_CHECK(ensure(&t->fusion, &t->fusion_cap, n * es + 1));
-        buf = t->fusion;
+        AK_CHECK(ensure(&t->scratch.fusion, &t->scratch.fusion_cap, n * es + 1));
+        buf = t->scratch.fusion;
     }
     uint64_t t0 = ak_now_ns();
     AK_CHECK(ak_comm_broadcast(p->comm, buf, n, s->dtype, s->root));
@@ -694,20 +718,22 @@ static ak_status run_reducescatter(ak_train *t, ak__pset *p, ak__response *r) {
     size_t row = row_elements(s), es = esize_of(s->dtype), n = ak__sig_elements(s);
     int64_t mine, off;
     scatter_rows(s->shape[0], p->size, p->rank, &mine, &off);
-    AK_CHECK(ensure(&t->fusion, &t->fusion_cap, n * es + 1));
-    memcpy(t->fusion, e->op.input, n * es);
-    scale_buf(s->dtype, t->fusion, n, s->prescale);
+    void *work = NULL;
+    AK_CHECK(ensure(&t->scratch.fusion, &t->scratch.fusion_cap, n * es + 1));
+    work = t->scratch.fusion;
+    memcpy(work, e->op.input, n * es);
+    scale_buf(s->dtype, work, n, s->prescale);
     void *out = e->op.output;
     if (!out) {
         AK_CHECK(alloc_result(e, (size_t)mine * row * es));
         out = e->result;
     }
     if (s->shape[0] % p->size == 0) {
-        AK_CHECK(ak_comm_reduce_scatter(p->comm, t->fusion, out, (size_t)mine * row, s->dtype,
+        AK_CHECK(ak_comm_reduce_scatter(p->comm, work, out, (size_t)mine * row, s->dtype,
                                         wire_op(s->op)));
     } else {
-        AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, t->fusion, n, s->dtype, wire_op(s->op)));
-        memcpy(out, (char *)t->fusion + (size_t)off * row * es, (size_t)mine * row * es);
+        AK_CHECK(ak_comm_allreduce(p->comm, AK_IN_PLACE, work, n, s->dtype, wire_op(s->op)));
+        memcpy(out, (char *)work + (size_t)off * row * es, (size_t)mine * row * es);
     }
     finish_reduction(s, out, (size_t)mine * row, p->size);
     set_output_shape(e, s);
@@ -785,6 +811,8 @@ ak_status ak__exec_responses(ak_train *t, ak__pset *p, ak__response *r, int n) {
         return AK_FAIL(AK_ERR_NO_MEMORY, "train: out of memory");
     }
     ak_status st = AK_OK;
+    /* with fusion streams: one size for this cycle's buffers, from the responses alone */
+    size_t threshold = ak__streams_buffer_bytes(t, p, r, n);
     for (int i = 0; i < n && st == AK_OK; i++) {
         if (taken[i]) continue;
         if (r[i].error) {
@@ -792,9 +820,10 @@ ak_status ak__exec_responses(ak_train *t, ak__pset *p, ak__response *r, int n) {
             if (r[i].entry) ak__train_complete(t, r[i].entry, r[i].error_status, r[i].error);
             r[i].entry = NULL;
         } else if (r[i].sig.kind == AK_TRAIN_ALLREDUCE) {
-            int m = collect_fusion(t, r, n, i, taken, idx);
+            int streamed = ak__streams_take(t, p, &r[i].sig);
+            int m = collect_fusion(streamed ? threshold : t->fusion_threshold, r, n, i, taken, idx);
             for (int k = 0; k < m; k++) group[k] = r[idx[k]]; /* shallow: r keeps ownership */
-            st = run_allreduce(t, p, group, m);
+            st = streamed ? ak__streams_dispatch(t, group, m) : run_allreduce(t, p, group, m);
             for (int k = 0; k < m; k++) r[idx[k]].entry = group[k].entry; /* NULL once done */
         } else {
             taken[i] = 1;

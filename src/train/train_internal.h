@@ -3,11 +3,14 @@
  *   train_cycle.c   the background thread: per-cycle state exchange, response cache,
  *                   replicated coordinator (negotiation), stall inspector
  *   train_exec.c    running responses: fusion, compression, collectives, update thread
+ *   train_stream.c  AK_FUSION_STREAMS: fused allreduces in flight on several channels
  *   train_heap.c    AK_TRAIN_KEEP_HEAP: glibc's malloc keeps the step's pages mapped
  *
  * Threads: user threads enqueue into a process set's `incoming` list under train->lock;
  * the background thread owns everything else in a process set; the update thread runs
- * optimizer steps handed over by the background thread. An entry completes exactly once
+ * optimizer steps handed over by the background thread; with fusion streams, each stream
+ * thread runs the fused allreduces the background thread queued on it, on its own
+ * communicator and scratch. An entry completes exactly once
  * (complete_entry) and is freed by ak_train_release. */
 #ifndef AK_TRAIN_INTERNAL_H
 #define AK_TRAIN_INTERNAL_H
@@ -130,6 +133,50 @@ typedef struct ak__pset {
 
 #define AK__MAX_PSETS 64
 
+/* Scratch of one thread that runs allreduces (the background thread, each stream). */
+typedef struct ak__scratch {
+    void *fusion;
+    size_t fusion_cap;
+    void *wire;
+    size_t wire_cap;
+    void *zmask; /* a byte per block: non-zero on this rank, then on any */
+    size_t zmask_cap;
+    void *segs; /* Adasum: the fused tensors' element counts (size_t each) */
+    size_t segs_cap; /* bytes */
+} ak__scratch;
+
+/* Where a collective runs: a communicator and the scratch of the thread that uses it. */
+typedef struct ak__chan {
+    ak_comm *comm;
+    int size;
+    ak__scratch *sc;
+} ak__chan;
+
+/* One fused allreduce queued on a stream: copies of its responses (entries owned). */
+typedef struct ak__stream_job {
+    ak__response *r;
+    int m;
+    struct ak__stream_job *next;
+} ak__stream_job;
+
+/* A fusion stream (train_stream.c): a thread, its own communicator (a split of the
+ * global one: its own connections) and scratch, and a queue the background thread fills
+ * in negotiated order, the same on every rank. */
+typedef struct ak__stream {
+    struct ak_train *t;
+    int index;
+    ak__chan chan;
+    ak__scratch sc;
+    pthread_t thread;
+    int started;
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    ak__stream_job *head, *tail;
+    int stop; /* drain and exit */
+} ak__stream;
+
+#define AK__MAX_STREAMS 8
+
 typedef struct ak__update_item {
     ak__entry *entry;
     struct ak__update_item *next;
@@ -167,14 +214,20 @@ struct ak_train {
     pthread_cond_t uq_changed;
 
     /* fusion and compression scratch (background thread) */
-    void *fusion;
-    size_t fusion_cap;
-    void *wire;
-    size_t wire_cap;
-    void *zmask; /* a byte per block: non-zero on this rank, then on any */
-    size_t zmask_cap;
-    void *segs; /* Adasum: the fused tensors' element counts (size_t each) */
-    size_t segs_cap; /* bytes */
+    ak__scratch scratch;
+
+    /* AK_FUSION_STREAMS (train_stream.c); nstreams 0: allreduces run on the background
+     * thread. The fields below streams belong to the background thread. */
+    int nstreams;
+    int fusion_adaptive;
+    ak__stream *streams;
+    uint64_t stream_next;  /* fused buffers dispatched: the next goes to this % nstreams */
+    double arrival_ema;    /* allreduce bytes negotiated per cycle (moving average) */
+    size_t stream_buffer;  /* the buffer size of the last dispatch */
+    uint64_t fusion_digest; /* hash of every dispatch decision (tests compare ranks) */
+    ak_status stream_failed; /* guarded by lock: first failure of a stream */
+    char stream_msg[512];
+    _Atomic int in_flight, in_flight_peak; /* streams inside a collective */
 
     _Atomic uint64_t st_cycles, st_negotiations, st_cache_hits, st_fused, st_collectives,
         st_negotiate_ns, st_fusion_ns, st_comm_ns, st_update_ns, st_negotiate_cpu_ns,
@@ -229,6 +282,26 @@ void ak__exec_free_scratch(ak_train *t);
  * ak__train_heap_advise, called every cycle, advises huge pages over the heap's growth. */
 int ak__train_keep_heap(void);
 void ak__train_heap_advise(void);
+
+/* The allreduce of the fused responses g[0..m) on ch, completing their entries. */
+ak_status ak__run_allreduce(ak_train *t, ak__chan *ch, ak__response *g, int m);
+void ak__scratch_free(ak__scratch *sc);
+
+/* train_stream.c: AK_FUSION_STREAMS */
+/* Splits the global communicator once per stream and starts the threads (nstreams > 0). */
+ak_status ak__streams_start(ak_train *t);
+/* 1 when the fused allreduces of p's signature s go to the streams. */
+int ak__streams_take(const ak_train *t, const ak__pset *p, const ak__signature *s);
+/* The bytes per fused buffer for this cycle's responses r[0..n) of p (the adaptive size
+ * when on; it learns from the global set's responses only). */
+size_t ak__streams_buffer_bytes(ak_train *t, const ak__pset *p, const ak__response *r, int n);
+/* Queues the fused allreduce g[0..m) on the next stream; on success the entries are the
+ * stream's (g[i].entry set NULL). */
+ak_status ak__streams_dispatch(ak_train *t, ak__response *g, int m);
+/* A stream's failure (AK_OK: none), its message into msg. */
+ak_status ak__streams_failed(ak_train *t, char *msg, size_t cap);
+/* Drains (runs, or fails after a failure) the queued jobs, stops and frees the streams. */
+void ak__streams_stop(ak_train *t);
 
 /* train_autotune.c: HOROVOD_AUTOTUNE (background thread) */
 typedef struct ak__autotune ak__autotune;

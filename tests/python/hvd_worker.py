@@ -1253,6 +1253,8 @@ def run_fusion(outdir):
         model(x).pow(2).mean().backward()
         opt.step()
     threshold = os.environ.get("HOROVOD_FUSION_THRESHOLD", "default")
+    if os.environ.get("AK_FUSION_STREAMS"):
+        threshold += ".streams" + os.environ["AK_FUSION_STREAMS"]
     torch.save({"params": [p.detach().clone() for p in model.parameters()],
                 "stats": hvd.stats()},
                os.path.join(outdir, f"fusion.{threshold}.{r}.pt"))

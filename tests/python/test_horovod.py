@@ -272,24 +272,36 @@ _add_case_tests()
 
 class TestFusion(unittest.TestCase):
     def test_fusion_on_off_bit_identical(self):
-        """HOROVOD_FUSION_THRESHOLD=0 and the default give bit-identical parameters."""
+        """HOROVOD_FUSION_THRESHOLD=0, the default and the default with three fusion streams
+        (AK_FUSION_STREAMS=3) give bit-identical parameters."""
         with tempfile.TemporaryDirectory() as tmp:
-            for threshold in ("0", None):  # None: unset, the default (128 MiB)
+            # None: unset, the default (128 MiB; one stream)
+            for threshold, streams in (("0", None), (None, None), (None, "3")):
                 rc, out = launch([sys.executable, WORKER, "fusion", tmp],
-                                 env={"HOROVOD_FUSION_THRESHOLD": threshold}, timeout=120)
+                                 env={"HOROVOD_FUSION_THRESHOLD": threshold,
+                                      "AK_FUSION_STREAMS": streams}, timeout=120)
                 self.assertEqual(rc, 0, out[-4000:])
             runs = {}
-            for label in ("0", "default"):
+            for label in ("0", "default", "default.streams3"):
                 runs[label] = [torch.load(Path(tmp) / f"fusion.{label}.{r}.pt") for r in range(2)]
-        unfused, fused = runs["0"], runs["default"]
+        unfused, fused, streamed = runs["0"], runs["default"], runs["default.streams3"]
         for r in range(2):
             for a, b in zip(unfused[r]["params"], fused[r]["params"]):
                 self.assertTrue(torch.equal(a, b), f"rank {r}: fused and unfused differ")
+            for a, b in zip(streamed[r]["params"], fused[r]["params"]):
+                self.assertTrue(torch.equal(a, b), f"rank {r}: 3 streams and 1 differ")
             for a, b in zip(fused[r]["params"], fused[0]["params"]):
                 self.assertTrue(torch.equal(a, b), f"rank {r} differs from rank 0")
         self.assertEqual(unfused[0]["stats"]["fused_buffers"], 0, unfused[0]["stats"])
         self.assertGreater(fused[0]["stats"]["fused_buffers"], 0, fused[0]["stats"])
         self.assertLess(fused[0]["stats"]["collectives"], unfused[0]["stats"]["collectives"])
+
+    def test_bad_fusion_streams_refused_by_name(self):
+        """AK_FUSION_STREAMS out of 1-8 makes hvd.init() fail naming the variable."""
+        rc, out = launch([sys.executable, "-c", "import horovod.torch as hvd; hvd.init()"],
+                         env={"AK_FUSION_STREAMS": "9"}, timeout=60, prefix=None)
+        self.assertNotEqual(rc, 0, out[-4000:])
+        self.assertIn("AK_FUSION_STREAMS=9 is out of range", out)
 
 
 class TestTimeline(unittest.TestCase):

@@ -21,6 +21,7 @@
 #endif
 
 #include "accelkit/train.h"
+#include "core/params.h"
 #include "train/train_internal.h"
 
 typedef struct rank_ctx rank_ctx;
@@ -478,6 +479,154 @@ static void test_other_ops(void **state) {
     run_world(3, scenario_other_ops, NULL, NULL);
 }
 
+/* ---- fusion streams ----------------------------------------------------------------------
+ * AK_FUSION_STREAMS: many tensors of mixed dtypes and ops, submitted in a different order
+ * and rhythm on each rank, reduced over 2-4 streams: exact results (small integers), and
+ * the same fusion decisions (tensors, buffer sizes, streams) on every rank. */
+#define FS_N 40
+#define FS_ITERS 3
+
+typedef struct fs_world {
+    uint64_t digest[8];
+    uint64_t buffers[8];
+    size_t buffer_bytes[8];
+    int peak[8];
+} fs_world;
+
+static ak_dtype fs_dtype(int i) {
+    static const ak_dtype kinds[] = {AK_DTYPE_F32, AK_DTYPE_F64, AK_DTYPE_I32, AK_DTYPE_I64,
+                                     AK_DTYPE_F32};
+    return kinds[i % 5];
+}
+
+/* Some tensors large enough that a cycle carries several adaptive buffers' worth. */
+static int64_t fs_len(int i) { return i % 7 == 3 ? 150000 + i : 1 + (int64_t)i * 331 % 5000; }
+
+static double fs_value(int rank, int i, int64_t j) { return (double)((rank + 1) * ((j + i) % 9)); }
+
+static void fs_store(ak_dtype d, void *buf, int64_t j, double v) {
+    if (d == AK_DTYPE_F32) ((float *)buf)[j] = (float)v;
+    else if (d == AK_DTYPE_F64) ((double *)buf)[j] = v;
+    else if (d == AK_DTYPE_I32) ((int32_t *)buf)[j] = (int32_t)v;
+    else ((int64_t *)buf)[j] = (int64_t)v;
+}
+
+static double fs_load(ak_dtype d, const void *buf, int64_t j) {
+    if (d == AK_DTYPE_F32) return ((const float *)buf)[j];
+    if (d == AK_DTYPE_F64) return ((const double *)buf)[j];
+    if (d == AK_DTYPE_I32) return ((const int32_t *)buf)[j];
+    return (double)((const int64_t *)buf)[j];
+}
+
+/* Tensor i's op: sums, a max, and fp16 on the wire for every fifth (float32). */
+static ak_train_op fs_op(int i, const char *name, const void *in, void *out) {
+    ak_train_op op = AK_TRAIN_OP_INIT;
+    op.name = name;
+    op.dtype = fs_dtype(i);
+    op.input = in;
+    op.output = out;
+    op.ndim = 1;
+    op.shape[0] = fs_len(i);
+    op.op = i % 5 == 2 ? AK_REDUCE_MAX : AK_REDUCE_SUM;
+    if (i % 5 == 4) op.compression = AK_COMPRESS_FP16;
+    return op;
+}
+
+static double fs_expected(int size, int i, int64_t j) {
+    double unit = (double)((j + i) % 9);
+    return i % 5 == 2 ? unit * size : unit * size * (size + 1) / 2;
+}
+
+static void fs_check(rank_ctx *c, int i, const void *out) {
+    ak_dtype d = fs_dtype(i);
+    for (int64_t j = 0; j < fs_len(i); j++) {
+        double want = fs_expected(c->size, i, j), got = fs_load(d, out, j);
+        CHECK(i % 5 == 4 ? fabs(got - want) <= 1e-3 * (want + 1) : got == want);
+    }
+}
+
+static void scenario_fusion_streams(rank_ctx *c) {
+    fs_world *w = c->user;
+    void *in[FS_N], *out[FS_N];
+    char names[FS_N][24];
+    for (int i = 0; i < FS_N; i++) {
+        size_t es = 0;
+        ak_dtype_size(fs_dtype(i), &es);
+        in[i] = malloc((size_t)fs_len(i) * es);
+        out[i] = malloc((size_t)fs_len(i) * es);
+        for (int64_t j = 0; j < fs_len(i); j++) fs_store(fs_dtype(i), in[i], j, fs_value(c->rank, i, j));
+        snprintf(names[i], sizeof names[i], "stream.%d", i);
+    }
+    unsigned seed = 17u + (unsigned)c->rank;
+    for (int iter = 0; iter < FS_ITERS; iter++) {
+        ak_train_handle h[FS_N];
+        for (int k = 0; k < FS_N; k++) {
+            int i = c->rank % 2 ? FS_N - 1 - k : k; /* odd ranks submit in reverse */
+            ak_train_op op = fs_op(i, names[i], in[i], out[i]);
+            CHECK(ak_train_enqueue(c->train, &op, &h[i]) == AK_OK);
+            seed = seed * 1103515245u + 12345u; /* each rank its own rhythm */
+            if ((seed >> 16) % 4 == 0) usleep((seed >> 8) % 1500);
+        }
+        for (int i = 0; i < FS_N; i++) {
+            CHECK(ak_train_wait(c->train, h[i]) == AK_OK);
+            fs_check(c, i, out[i]);
+            CHECK(ak_train_release(c->train, h[i]) == AK_OK);
+        }
+    }
+    /* every dispatch happened before the last completion this thread waited for */
+    ak_train *t = c->train;
+    w->digest[c->rank] = t->fusion_digest;
+    w->buffers[c->rank] = t->stream_next;
+    w->buffer_bytes[c->rank] = t->stream_buffer;
+    w->peak[c->rank] = atomic_load(&t->in_flight_peak);
+    for (int i = 0; i < FS_N; i++) {
+        free(in[i]);
+        free(out[i]);
+    }
+}
+
+static void run_streams(int ranks, int streams, int adaptive, int64_t threshold) {
+    ak_train_config cfg = AK_TRAIN_CONFIG_INIT;
+    cfg.fusion_streams = streams;
+    cfg.fusion_adaptive = adaptive;
+    cfg.fusion_threshold = threshold;
+    fs_world w;
+    memset(&w, 0, sizeof w);
+    run_world(ranks, scenario_fusion_streams, &cfg, &w);
+    for (int r = 1; r < ranks; r++) {
+        assert_int_equal(w.digest[r], w.digest[0]); /* same fusion decisions everywhere */
+        assert_int_equal(w.buffers[r], w.buffers[0]);
+    }
+    assert_true(w.buffers[0] >= (uint64_t)streams); /* every stream carried buffers */
+    if (adaptive) /* sized from the arrivals, within its bounds */
+        assert_true(w.buffer_bytes[0] >= ((size_t)256 << 10) && w.buffer_bytes[0] <= (size_t)threshold);
+    print_message("fusion streams %d on %d ranks (adaptive %d): %llu buffers, last %zu bytes, "
+                  "at most %d in flight at once on rank 0\n", streams, ranks, adaptive,
+                  (unsigned long long)w.buffers[0], w.buffer_bytes[0], w.peak[0]);
+}
+
+static void test_fusion_streams(void **state) {
+    (void)state;
+    run_streams(2, 2, 1, 128 << 20);
+    run_streams(3, 3, 1, 1 << 20);
+    run_streams(4, 4, 0, 96 << 10); /* fixed small buffers: many per cycle */
+    /* bad values are refused by name */
+    ak_comm *comm = NULL;
+    ak_train *t = NULL;
+    assert_int_equal(ak_comm_init_local(1, NULL, &comm), AK_OK);
+    ak_train_config cfg = AK_TRAIN_CONFIG_INIT;
+    cfg.comm = comm;
+    cfg.fusion_streams = 9;
+    assert_int_equal(ak_train_init(&cfg, &t), AK_ERR_INVALID_ARG);
+    assert_non_null(strstr(ak_last_error(), "fusion_streams"));
+    ak_comm_free(comm);
+    setenv("AK_FUSION_STREAMS", "0", 1);
+    assert_int_equal(ak__params_load(), AK_ERR_INVALID_ARG);
+    assert_non_null(strstr(ak_last_error(), "AK_FUSION_STREAMS"));
+    unsetenv("AK_FUSION_STREAMS");
+    assert_int_equal(ak__params_load(), AK_OK);
+}
+
 /* ---- compression and the optimizer hand-off ----------------------------------------------- */
 
 /* Three tensors enqueued together (fused when they meet in one cycle), the last in place,
@@ -600,6 +749,9 @@ static void test_join_uneven(void **state) {
     (void)state;
     run_world(2, scenario_join, NULL, NULL);
     run_world(3, scenario_join, NULL, NULL);
+    ak_train_config cfg = AK_TRAIN_CONFIG_INIT; /* joined ranks' zeros through streams */
+    cfg.fusion_streams = 2;
+    run_world(3, scenario_join, &cfg, NULL);
 }
 
 /* One f32 op of 2 elements (this rank's value in both), waited for; returns its status
@@ -682,6 +834,10 @@ static void scenario_process_sets(rank_ctx *c) {
 static void test_process_sets(void **state) {
     (void)state;
     run_world(3, scenario_process_sets, NULL, NULL);
+    /* with fusion streams: the global set's allreduces on the streams, the others not */
+    ak_train_config cfg = AK_TRAIN_CONFIG_INIT;
+    cfg.fusion_streams = 2;
+    run_world(3, scenario_process_sets, &cfg, NULL);
 }
 
 /* ---- errors: mismatch, stall, shutdown ----------------------------------------------------- */
@@ -1000,6 +1156,7 @@ int main(void) {
         cmocka_unit_test(test_group_identity),
         cmocka_unit_test(test_other_ops),
         cmocka_unit_test(test_compression),
+        cmocka_unit_test(test_fusion_streams),
         cmocka_unit_test(test_dgc),
         cmocka_unit_test(test_update_handoff),
         cmocka_unit_test(test_join_uneven),

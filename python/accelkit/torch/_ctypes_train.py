@@ -148,11 +148,13 @@ class TrainConfig(ctypes.Structure):
         ("stall_shutdown_s", ctypes.c_double),
         ("timeline", ctypes.c_char_p),
         ("zero_blocks", ctypes.c_int),
+        ("fusion_streams", ctypes.c_int),
+        ("fusion_adaptive", ctypes.c_int),
     ]
 
     def __init__(self):
         # AK_TRAIN_CONFIG_INIT
-        super().__init__(ctypes.sizeof(TrainConfig), None, 0.0, -1, -1, -1.0, -1.0, None, -1)
+        super().__init__(ctypes.sizeof(TrainConfig), None, 0.0, -1, -1, -1.0, -1.0, None, -1, 0, -1)
 
 
 class TrainStats(ctypes.Structure):
