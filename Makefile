@@ -128,6 +128,13 @@ fault: build
 	tests/fault/campaign.sh -n $(FAULT_RUNS) $(if $(FAULT_SEED),--seed $(FAULT_SEED)) \
 	  $(BUILD)/ak $(BUILD)/tests/fault_job
 
+# accelkit.torch.parallel.build under every plan of tp x pp x dp in {1,2}^3 within 4 ranks,
+# ZeRO 0-3, each recompute mode, SP on/off (test_plan_run's subset runs in make test)
+.PHONY: test-parallel-matrix
+test-parallel-matrix: build
+	cd tests/python && AK_PLAN_RUN_MODE=full PYTHONPATH=$(CURDIR)/python \
+	  AK_LIBRARY=$(abspath $(BUILD))/libaccelkit.so /usr/bin/python3 -m unittest -v test_plan_run
+
 install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
