@@ -36,19 +36,21 @@ _PLAN_KEYS = ("tp", "pp", "dp", "vp", "mbs", "microbatches", "sequence_parallel"
 
 
 class Plan:
-    """The fields of one plan of `ak plan --json` (the first of its "plans" list when
-    given the whole output), with its prediction when present."""
+    """The fields of one plan of `ak plan --json` (plan `index` of its "plans" list when
+    given the whole output; the planner's prediction stays in .fields)."""
 
-    def __init__(self, plan):
+    def __init__(self, plan, index=0):
         if isinstance(plan, Plan):
-            plan = plan.raw
+            self.__dict__.update(plan.__dict__)
+            return
         if isinstance(plan, str):
             plan = load_json(plan)
         top = plan
         if "plans" in plan:
-            if not plan["plans"]:
-                raise ValueError("plan: the planner's output holds no plan")
-            plan = plan["plans"][0]
+            if len(plan["plans"]) <= index:
+                raise ValueError(f"plan: the planner's output holds {len(plan['plans'])} "
+                                 f"plan(s), no plan {index}")
+            plan = plan["plans"][index]
         missing = [k for k in ("tp", "pp", "dp", "mbs") if k not in plan]
         if missing:
             raise ValueError(f"plan: missing field(s) {', '.join(missing)}")
