@@ -184,7 +184,7 @@ class Trainer:
         return chunks
 
     def _layers(self):
-        return [m for chunk in self.chunks for m in chunk if hasattr(m, "recompute")]
+        return [m for chunk in self.chunks for m in chunk if isinstance(m, DecoderLayer)]
 
     def _set_recompute(self):
         layers = self._layers()
@@ -229,9 +229,9 @@ class Trainer:
         emb = head = None
         for chunk in self.chunks:
             for m in chunk:
-                if hasattr(m, "tokens"):
+                if isinstance(m, Embedding):
                     emb = m.tokens
-                if hasattr(m, "norm") and hasattr(m, "weight"):
+                elif isinstance(m, Head):
                     head = m
         return emb, head
 
