@@ -54,6 +54,8 @@ demo: build
 	$(BUILD)/ak bench comm -np 2 -b 8 -e 64M -f 8 --check --out $(DEMO_RESULTS)
 	@echo; echo "== training planner: Megatron-LM's 1T model on 3072 A100s, against its published plan"
 	$(BUILD)/ak plan --model megatron-1t --cluster a100-80gb --devices 3072 --gbs 3072 --top 5 --attention standard --baseline tp=8,pp=64,dp=6,recompute=full,zero=0,sp=off --out $(DEMO_RESULTS)
+	@echo; echo "== plan -> run -> check: ak plan for 4 ranks of this host (ak sysinfo --cluster-json, calibrated), the best plan trained by ak train, predicted vs measured"
+	bench/train/plan_vs_measured.sh $(BUILD) bench/train/gpt-demo.json 4 8 3 best
 	@echo; echo "== ONNX inference: torchvision ResNet-18 exported by PyTorch; ak info, ak compare, ak bench"
 	scripts/infer-demo $(BUILD)
 	@echo; echo "== LLM engine: ak generate, then ak serve with a completion streamed over its OpenAI-compatible HTTP API"
@@ -135,6 +137,13 @@ fuzz-short: fuzz-build
 fault: build
 	tests/fault/campaign.sh -n $(FAULT_RUNS) $(if $(FAULT_SEED),--seed $(FAULT_SEED)) \
 	  $(BUILD)/ak $(BUILD)/tests/fault_job
+
+# accelkit.torch.parallel.build under every plan of tp x pp x dp in {1,2}^3 within 4 ranks,
+# ZeRO 0-3, each recompute mode, SP on/off (test_plan_run's subset runs in make test)
+.PHONY: test-parallel-matrix
+test-parallel-matrix: build
+	cd tests/python && AK_PLAN_RUN_MODE=full PYTHONPATH=$(CURDIR)/python \
+	  AK_LIBRARY=$(abspath $(BUILD))/libaccelkit.so /usr/bin/python3 -m unittest -v test_plan_run
 
 install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"

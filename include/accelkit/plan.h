@@ -46,6 +46,13 @@ typedef struct ak_plan_group {
     double host_memory_bytes;/* per node, for offload */
     double pcie_bw;          /* per-device host<->device bandwidth, bytes/s */
     double host_optimizer_rate; /* parameters/s one node's CPUs update with Adam */
+    /* Terms of the software on the device, with GPU defaults; a CPU cluster description
+     * (ak sysinfo --cluster-json) measures them: */
+    double value_bytes;      /* bytes of a weight, gradient or activation value (2: bf16) */
+    double optimizer_bytes;  /* optimizer state bytes per parameter (12: Adam + fp32 master) */
+    double reserved_bytes;   /* device memory never available to training */
+    double kernel_overhead;  /* s of launch/dispatch cost per kernel */
+    double elementwise_efficiency; /* fraction of memory_bw elementwise kernels reach */
 } ak_plan_group;
 
 typedef struct ak_plan_cluster {

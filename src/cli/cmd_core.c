@@ -8,6 +8,7 @@
 #include "cli/bench_results.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
+#include "cli/cmd_train.h"
 #include "core/params.h"
 #include "kernels/dispatch.h"
 
@@ -64,9 +65,14 @@ static int print_sysinfo_json(const ak_cpu_info *c, int threads, double peak, do
 }
 
 int ak_cli_sysinfo(int argc, char **argv) {
-    int json = 0, quick = 0, first;
+    int json = 0, quick = 0, cluster_json = 0, first;
+    long ranks = 0;
+    const char *comm_tuning = NULL;
     const ak_opt opts[] = {
         {"json", 0, AK_OPT_FLAG, &json, .help = "one JSON object instead of text"},
+        {"cluster-json", 0, AK_OPT_FLAG, &cluster_json, .help = "this host as a cluster description for ak plan (one device per rank; needs --comm-tuning)"},
+        {"ranks", 0, AK_OPT_INT, &ranks, "N", .help = "--cluster-json: ranks the host is split into (default: the cores)", .min = 1, .max = 4096},
+        {"comm-tuning", 0, AK_OPT_STRING, &comm_tuning, "FILE", .help = "--cluster-json: link alpha/beta from ak bench comm --np N --calibrate FILE"},
         {"quick", 0, AK_OPT_FLAG, &quick, .help = "shorter FMA-peak measurement (less precise)"},
         AK_OPT_END};
     const ak_cli_cmd cmd = {.name = "sysinfo", .opts = opts};
@@ -86,6 +92,10 @@ int ak_cli_sysinfo(int argc, char **argv) {
         return ak_cli_report("FMA peak", st);
     if ((st = ak_measure_memcpy((size_t)16 << 20, &memcpy_bw)) != AK_OK)
         return ak_cli_report("memcpy", st);
+    if (cluster_json) {
+        ak_cluster_measures m = {peak, memcpy_bw, c.logical_cores, ranks ? ranks : c.logical_cores, comm_tuning};
+        return ak__cli_cluster_json(&m);
+    }
     if (json) return print_sysinfo_json(&c, threads, peak, memcpy_bw);
     printf("accelkit      %s\n", AK_VERSION_STRING);
     printf("cpu           %s (%s)\n", c.brand[0] ? c.brand : "unknown", c.vendor);

@@ -11,13 +11,13 @@
 #include "core/check.h"
 #include "plan/plan_internal.h"
 
-#define KERNEL_OVERHEAD_S 4e-6 /* launch + tail of one kernel */
 #define FLASH_EFFICIENCY 0.6   /* fused attention vs the device's GEMM efficiency */
 #define CAUSAL_FRACTION 0.5    /* a fused kernel skips the masked half of the scores */
 #define OPTIMIZER_BYTES_PER_PARAM 28.0 /* Adam: read p,g,m,v, write p,m,v + bf16 copy */
-/* Framework elementwise kernels reach this fraction of the nominal memory bandwidth
- * (streaming kernels measure 85-90 %; unfused PyTorch/Megatron ops less). */
-#define MEMORY_BW_EFFICIENCY 0.8
+/* The group's software terms (ak_plan_group): value_bytes (2 = bf16) scales the
+ * bytes of values; kernel_overhead (4 us on a GPU: launch + tail of one kernel) is added
+ * per kernel; elementwise_efficiency (0.8 on a GPU: streaming kernels measure 85-90 %,
+ * unfused PyTorch/Megatron ops less) is the fraction of memory_bw elementwise work gets. */
 
 /* Seconds of one micro-batch on one stage, by cause. */
 typedef struct mb_time {
@@ -51,12 +51,12 @@ typedef struct eval_ctx {
  * which is the size-dependent efficiency curve of the model. */
 static double gemm_time(const ak_plan_group *g, double count, double M, double N, double K) {
     double compute = count * 2.0 * M * N * K / (g->peak_flops * g->gemm_efficiency);
-    double memory = count * 2.0 * (M * K + K * N + M * N) / (g->memory_bw * MEMORY_BW_EFFICIENCY);
-    return fmax(compute, memory) + KERNEL_OVERHEAD_S;
+    double memory = count * g->value_bytes * (M * K + K * N + M * N) / (g->memory_bw * g->elementwise_efficiency);
+    return fmax(compute, memory) + g->kernel_overhead;
 }
 
 static double memory_time(const ak_plan_group *g, double bytes) {
-    return bytes / (g->memory_bw * MEMORY_BW_EFFICIENCY) + KERNEL_OVERHEAD_S;
+    return bytes / (g->memory_bw * g->elementwise_efficiency) + g->kernel_overhead;
 }
 
 /* Ring all-reduce of `bytes` over n ranks on links of `bw` with `latency` per step. */
@@ -81,11 +81,11 @@ static double attention_core_time(const eval_ctx *x, const ak_plan_group *g) {
     double dh = (double)m->hidden / (double)m->heads, heads = (double)m->heads / t;
     if (x->o->flash_attention) {
         double flops = CAUSAL_FRACTION * 4.0 * b * s * s * (double)m->hidden / t;
-        return flops / (g->peak_flops * g->gemm_efficiency * FLASH_EFFICIENCY) + KERNEL_OVERHEAD_S;
+        return flops / (g->peak_flops * g->gemm_efficiency * FLASH_EFFICIENCY) + g->kernel_overhead;
     }
     double bmm = gemm_time(g, b * heads, s, s, dh) + gemm_time(g, b * heads, s, dh, s);
     /* fused scale+mask+softmax (read, write) and dropout (read, write, mask) */
-    double per_score = m->dropout ? 9.0 : 4.0;
+    double per_score = (m->dropout ? 9.0 : 4.0) * g->value_bytes / PLAN_BYTES_ACT;
     return bmm + memory_time(g, b * heads * s * s * per_score);
 }
 
@@ -107,9 +107,9 @@ static mb_time layer_forward(const eval_ctx *x, const ak_plan_group *g) {
     double rotary = m->learned_positions ? 0.0 : 4.0 * (h + 0.5 * (qkv - h)); /* Q and K, read + write */
     double split = (m->gated_ffn ? 6.0 : 4.0) * f * k_active + rotary;
     double per_token = replicated / (x->cfg->sequence_parallel ? t : 1.0) + split / t;
-    r.elementwise = memory_time(g, M * per_token);
+    r.elementwise = memory_time(g, M * per_token * g->value_bytes / PLAN_BYTES_ACT);
     /* two all-reduces (or all-gather + reduce-scatter pairs with SP: the same bytes) */
-    r.tp_comm = 2.0 * tp_allreduce(g, x->cfg->tp, M * h * PLAN_BYTES_ACT);
+    r.tp_comm = 2.0 * tp_allreduce(g, x->cfg->tp, M * h * g->value_bytes);
     return r;
 }
 
@@ -161,8 +161,8 @@ static void stage_compute(const eval_ctx *x, const stage_spec *sp, stage_eval *e
     mb_add(&e->bwd, &layer, full_layers);
     if (!x->o->flash_attention) e->bwd.attention += selective_layers * layer.attention;
     if (sp->first) { /* embedding lookup / gradient scatter */
-        e->fwd.elementwise += memory_time(g, M * h * 2.0 * PLAN_BYTES_ACT);
-        e->bwd.elementwise += memory_time(g, M * h * 2.0 * PLAN_BYTES_ACT);
+        e->fwd.elementwise += memory_time(g, M * h * 2.0 * g->value_bytes);
+        e->bwd.elementwise += memory_time(g, M * h * 2.0 * g->value_bytes);
     }
     if (sp->last) { /* final norm, logits, fp32 cross-entropy */
         double V = (double)m->vocab;
@@ -223,23 +223,29 @@ static double stage_activations(const eval_ctx *x, const stage_spec *sp) {
 
 static void stage_memory(const eval_ctx *x, const stage_spec *sp, stage_eval *e) {
     const ak_plan_config *cfg = x->cfg;
+    const ak_plan_group *g = sp->g;
     double w, gr, opt, host;
     plan_zero_bytes_per_param(cfg->dp, cfg->zero_stage, cfg->offload != AK_PLAN_OFFLOAD_NONE, &w, &gr, &opt, &host);
+    /* the table is of bf16 values and Adam with fp32 master weights: the group's types */
+    double value_scale = g->value_bytes / PLAN_BYTES_PARAM;
+    w *= value_scale;
+    gr *= value_scale;
+    opt *= g->optimizer_bytes / PLAN_BYTES_OPTIM;
     e->params = stage_params(x, sp);
     ak_plan_memory *mem = &e->mem;
     memset(mem, 0, sizeof(*mem));
     mem->weights = w * e->params;
     mem->gradients = gr * e->params;
     mem->optimizer = opt * e->params;
-    mem->buffers = PLAN_RESERVED_BYTES;
+    mem->buffers = g->reserved_bytes;
     double layer_params = x->params.layer / (double)cfg->tp;
     if (cfg->zero_stage >= 3) /* gathered weights of the current and the prefetched layer */
-        mem->buffers += 2.0 * layer_params * PLAN_BYTES_PARAM;
+        mem->buffers += 2.0 * layer_params * g->value_bytes;
     if (cfg->offload == AK_PLAN_OFFLOAD_PARAMS) { /* parameter shards live on the host */
         host += w;
         mem->weights = 0.0;
     }
-    mem->activations = stage_activations(x, sp);
+    mem->activations = stage_activations(x, sp) * value_scale; /* Korthikanti's bytes: bf16 */
     mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations + mem->buffers;
     mem->host_bytes_per_node = host * e->params * (double)sp->g->devices_per_node;
 }
@@ -267,8 +273,8 @@ static void tail_for_stage(const eval_ctx *x, const stage_spec *sp, const stage_
     const ak_plan_config *cfg = x->cfg;
     const ak_plan_group *g = sp->g;
     double m = (double)x->microbatches, P = e->params;
-    double grad_bytes = P * PLAN_BYTES_GRAD, fwd = mb_total(&e->fwd), bwd = mb_total(&e->bwd);
-    double rs = dp_collective(x, g, grad_bytes, 0.5), ag = dp_collective(x, g, P * PLAN_BYTES_PARAM, 0.5);
+    double grad_bytes = P * g->value_bytes, fwd = mb_total(&e->fwd), bwd = mb_total(&e->bwd);
+    double rs = dp_collective(x, g, grad_bytes, 0.5), ag = dp_collective(x, g, P * g->value_bytes, 0.5);
     memset(out, 0, sizeof(*out));
     switch (cfg->zero_stage) {
     case 0: out->dp = fmax(0.0, 2.0 * rs - bwd); break; /* all-reduce behind the last backward */
@@ -291,10 +297,10 @@ static void tail_for_stage(const eval_ctx *x, const stage_spec *sp, const stage_
         return;
     }
     /* gradients down and weights up over PCIe; the node's CPUs update all its devices' shards */
-    out->offload = 2.0 * owned * PLAN_BYTES_GRAD / g->pcie_bw;
+    out->offload = 2.0 * owned * g->value_bytes / g->pcie_bw;
     out->optimizer = owned * (double)g->devices_per_node / g->host_optimizer_rate;
     if (cfg->offload == AK_PLAN_OFFLOAD_PARAMS) /* shards fetched for forward and backward */
-        out->offload += m * fmax(0.0, 2.0 * owned * PLAN_BYTES_PARAM / g->pcie_bw - fwd - bwd);
+        out->offload += m * fmax(0.0, 2.0 * owned * g->value_bytes / g->pcie_bw - fwd - bwd);
 }
 
 /* ---- pipeline ---------------------------------------------------------------------- */
@@ -302,7 +308,7 @@ static void tail_for_stage(const eval_ctx *x, const stage_spec *sp, const stage_
 /* Point-to-point activation (or gradient) transfer between neighbouring stages; with
  * TP the tensor is scattered over the tp ranks and gathered after (Narayanan 2021). */
 static double p2p_time(const eval_ctx *x, const ak_plan_group *g) {
-    double bytes = x->tokens * (double)x->m->hidden * PLAN_BYTES_ACT / (double)x->cfg->tp;
+    double bytes = x->tokens * (double)x->m->hidden * g->value_bytes / (double)x->cfg->tp;
     int cross_node = x->cfg->tp * x->cfg->dp >= g->devices_per_node || x->c->ngroups > 1;
     if (cross_node) return g->inter_latency + bytes / (g->inter_bw / (double)g->devices_per_node);
     return g->intra_latency + bytes / g->intra_bw;

@@ -212,6 +212,7 @@ static const char *const group_keys[] = {
     "preset", "device", "nodes", "devices_per_node", "peak_tflops", "memory_gib",
     "memory_bw_gbs", "gemm_efficiency", "intra_bw_gbs", "intra_latency_us", "inter_bw_gbs",
     "inter_latency_us", "host_memory_gib", "pcie_bw_gbs", "host_optimizer_params_per_s",
+    "value_bytes", "optimizer_bytes", "reserved_gib", "kernel_overhead_us", "elementwise_efficiency",
     /* allowed in a single-group cluster written flat */
     "name", "description", "source", NULL};
 
@@ -235,6 +236,18 @@ static void read_group(reader *r, ak_plan_group *g, int have_base) {
     g->host_memory_bytes = GIB * read_number(r, "host_memory_gib", g->host_memory_bytes / GIB, req);
     g->pcie_bw = 1e9 * read_number(r, "pcie_bw_gbs", g->pcie_bw / 1e9, req);
     g->host_optimizer_rate = read_number(r, "host_optimizer_params_per_s", g->host_optimizer_rate, req);
+    if (!have_base) { /* optional software terms: a GPU's bf16 training unless given */
+        g->value_bytes = 2.0;
+        g->optimizer_bytes = 12.0;
+        g->reserved_bytes = 2.0 * GIB;
+        g->kernel_overhead = 4e-6;
+        g->elementwise_efficiency = 0.8;
+    }
+    g->value_bytes = read_number(r, "value_bytes", g->value_bytes, 0);
+    g->optimizer_bytes = read_number(r, "optimizer_bytes", g->optimizer_bytes, 0);
+    g->reserved_bytes = GIB * read_number(r, "reserved_gib", g->reserved_bytes / GIB, 0);
+    g->kernel_overhead = 1e-6 * read_number(r, "kernel_overhead_us", g->kernel_overhead / 1e-6, 0);
+    g->elementwise_efficiency = read_number(r, "elementwise_efficiency", g->elementwise_efficiency, 0);
     reject_unknown_keys(r, group_keys);
 }
 
@@ -296,6 +309,10 @@ static ak_status check_group(const ak_plan_group *g, int i) {
     REQUIRE(g->peak_flops > 0 && g->memory_bytes > 0 && g->memory_bw > 0 && g->intra_bw > 0 &&
                 g->inter_bw > 0 && g->pcie_bw > 0 && g->host_optimizer_rate > 0,
             "cluster group %d (%s): peak, memory, bandwidths and host optimizer rate must be positive", i, g->device);
+    REQUIRE(g->value_bytes > 0 && g->optimizer_bytes >= 0 && g->reserved_bytes >= 0 && g->kernel_overhead >= 0 &&
+                g->elementwise_efficiency > 0 && g->elementwise_efficiency <= 1,
+            "cluster group %d (%s): value_bytes must be positive, optimizer_bytes, reserved_gib and kernel_overhead_us "
+            "non-negative, elementwise_efficiency in (0, 1]", i, g->device);
     REQUIRE(g->gemm_efficiency > 0 && g->gemm_efficiency <= 1,
             "cluster group %d (%s): gemm_efficiency must be in (0, 1] (got %g)", i, g->device, g->gemm_efficiency);
     REQUIRE(g->intra_latency >= 0 && g->inter_latency >= 0 && g->host_memory_bytes >= 0,

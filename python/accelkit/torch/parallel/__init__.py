@@ -10,6 +10,7 @@ torch.distributed process groups. See docs/parallel.md.
     group = dist.new_group([0, 1], backend="accelkit")     # a tensor-parallel group
     fc1 = tp.ColumnParallelLinear(512, 2048, group)
     fc2 = tp.RowParallelLinear(2048, 512, group)
+    trainer = tp.build("model.json", "plan.json")         # a whole model, as `ak plan` says
 """
 import accelkit.torch.distributed  # noqa: F401  (registers the "accelkit" backend)
 
@@ -20,6 +21,8 @@ from .mappings import copy_to_tp, gather_from_sequence, gather_from_tp, reduce_f
 from .zero import ZeroOptimizer
 from .pipeline import Pipeline, PipelineGroups, pipeline_groups, split_sequential
 from .recompute import GPTBlock, SavedTensorMeter, parse_recompute, set_recompute
+from .model import ModelSpec, Reference
+from .build import Plan, Trainer, build
 
 __all__ = ["ColumnParallelLinear", "RowParallelLinear", "VocabParallelEmbedding",
            "vocab_parallel_cross_entropy", "mark_sequence_parallel",
@@ -27,4 +30,5 @@ __all__ = ["ColumnParallelLinear", "RowParallelLinear", "VocabParallelEmbedding"
            "scatter_to_tp", "gather_from_tp", "scatter_to_sequence", "gather_from_sequence",
            "reduce_scatter_to_sequence", "ZeroOptimizer",
            "Pipeline", "PipelineGroups", "pipeline_groups", "split_sequential",
-           "GPTBlock", "SavedTensorMeter", "parse_recompute", "set_recompute"]
+           "GPTBlock", "SavedTensorMeter", "parse_recompute", "set_recompute",
+           "ModelSpec", "Reference", "Plan", "Trainer", "build"]

@@ -254,6 +254,12 @@ class ZeroOptimizer:
             for unit in self.units:  # modules some of whose parameters got no gradient
                 if unit.grads_seen:
                     unit.reduce_grads()
+            for unit in self.units:
+                # a prefetch late in backward (the module before the last one to run)
+                # gathered the old values: drop them, and let no gather read a shard
+                # while the optimizer writes it
+                if unit.gathered:
+                    unit.free()
             self.inner.step()
             return
         flat = self.flat
