@@ -96,6 +96,7 @@ _RUN_ARGS = [_vp, _cpp, ctypes.POINTER(_Tensor), ctypes.c_size_t, _cpp,
 _run = _declare("ak_session_run", _RUN_ARGS)
 _run_into = _declare("ak_session_run_into", _RUN_ARGS)
 _end_profiling = _declare("ak_session_end_profiling", [_vp, ctypes.c_char_p])
+_save_optimized = _declare("ak_session_save_optimized", [_vp, ctypes.c_char_p])
 
 
 class NodeArg:
@@ -233,6 +234,11 @@ class NativeSession:
     def end_profiling(self, path):
         with self._lock:
             check(_end_profiling(self._s, str(path).encode()))
+
+    def save_optimized(self, path):
+        """Writes the graph this session runs (folded, optimized) as an ONNX file."""
+        with self._lock:
+            check(_save_optimized(self._s, str(path).encode()))
 
     def __del__(self):
         if getattr(self, "_s", None):

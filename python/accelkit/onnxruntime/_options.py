@@ -9,8 +9,9 @@ from .capi.onnxruntime_pybind11_state import InvalidArgument, NotImplemented
 
 class GraphOptimizationLevel(enum.IntEnum):
     """Which of the engine's graph passes run: DISABLE_ALL none, ENABLE_BASIC constant
-    folding, EXTENDED / LAYOUT / ALL constant folding and the fusions (Conv+Add+activation,
-    MatMul+bias, GELU, LayerNorm ...); accelkit has no separate layout level."""
+    folding and the passes that keep standard operators (dead nodes, duplicates, Conv+BN
+    ...), EXTENDED also the fusions (Conv+Add+activation, MatMul+bias, GELU, LayerNorm ...),
+    LAYOUT / ALL also the blocked layouts."""
     ORT_DISABLE_ALL = 0
     ORT_ENABLE_BASIC = 1
     ORT_ENABLE_EXTENDED = 2
@@ -53,6 +54,13 @@ class _Slots:
         table[key] = value
 
 
+# GraphOptimizationLevel -> the engine's AK_OPTIMIZE_* (include/accelkit/infer.h): none,
+# basic (standard operators only), extended (the kit's fusions), all (and blocked layouts)
+_ENGINE_LEVEL = {GraphOptimizationLevel.ORT_DISABLE_ALL: 0, GraphOptimizationLevel.ORT_ENABLE_BASIC: 2,
+                 GraphOptimizationLevel.ORT_ENABLE_EXTENDED: 3, GraphOptimizationLevel.ORT_ENABLE_LAYOUT: 1,
+                 GraphOptimizationLevel.ORT_ENABLE_ALL: 1}
+
+
 class SessionOptions(_Slots):
     """onnxruntime.SessionOptions. Used by accelkit:
     - intra_op_num_threads: the engine's threads (0 = all cores, AK_NUM_THREADS);
@@ -63,8 +71,10 @@ class SessionOptions(_Slots):
       reports through exceptions and writes no per-session log;
     - inter_op_num_threads: kept; as in onnxruntime it is used by the parallel executor
       only, which accelkit does not have (execution_mode ORT_PARALLEL is refused).
-    Refused at session creation, by name: optimized_model_filepath (the engine cannot save
-    an optimized graph through this API), execution_mode ORT_PARALLEL,
+    - optimized_model_filepath: the graph the session runs, written as an ONNX file at
+      session creation (ak_session_save_optimized; levels above basic write the kit's
+      fused operators in the ai.accelkit domain, which only accelkit loads).
+    Refused at session creation, by name: execution_mode ORT_PARALLEL,
     enable_cpu_mem_arena / enable_mem_pattern / enable_mem_reuse set to False (accelkit
     always plans one arena), use_deterministic_compute, config keys other than
     session.load_model_format=ONNX, and the add_* calls for initializers, custom ops and
@@ -122,10 +132,6 @@ class SessionOptions(_Slots):
     def engine_settings(self):
         """(threads, fold_constants, optimize, profile) for the engine, after refusing what
         it cannot do."""
-        if self.optimized_model_filepath:
-            raise NotImplemented(
-                "SessionOptions.optimized_model_filepath: accelkit's Python API cannot save "
-                f"the optimized graph ({self.optimized_model_filepath!r}); leave it empty")
         if ExecutionMode(self.execution_mode) != ExecutionMode.ORT_SEQUENTIAL:
             raise NotImplemented("SessionOptions.execution_mode ORT_PARALLEL: accelkit runs "
                                  "nodes one at a time (operators are parallel inside); use "
@@ -151,8 +157,7 @@ class SessionOptions(_Slots):
                 raise InvalidArgument(f"SessionOptions.{name} {value!r} must be an int >= 0")
         level = GraphOptimizationLevel(self.graph_optimization_level)
         fold = level >= GraphOptimizationLevel.ORT_ENABLE_BASIC
-        fuse = level >= GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-        return self.intra_op_num_threads, fold, fuse, bool(self.enable_profiling)
+        return self.intra_op_num_threads, fold, _ENGINE_LEVEL[level], bool(self.enable_profiling)
 
 
 class RunOptions(_Slots):

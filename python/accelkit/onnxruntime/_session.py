@@ -125,8 +125,8 @@ class InferenceSession:
 
     def _create(self, providers, provider_options):
         names, options = _normalize_providers(providers, provider_options)
-        threads, fold, fuse, profile = self._sess_options.engine_settings()
-        settings = {"threads": threads, "fold_constants": fold, "optimize": fuse,
+        threads, fold, level, profile = self._sess_options.engine_settings()
+        settings = {"threads": threads, "fold_constants": fold, "optimize": level,
                     "profile": profile}
         settings.update({k: v for k, v in self._kwargs.items() if k in self._ACCELKIT_KWARGS})
         where = "Load model from memory" if isinstance(self._model, bytes) else \
@@ -138,6 +138,11 @@ class InferenceSession:
             self._native = NativeSession(self._model, **settings)
         except AccelkitError as e:
             raise from_accelkit(e, f"{where} failed:") from None
+        if self._sess_options.optimized_model_filepath:
+            try:
+                self._native.save_optimized(self._sess_options.optimized_model_filepath)
+            except AccelkitError as e:
+                raise from_accelkit(e, "Saving the optimized model failed:") from None
         self._providers, self._provider_options = names, dict(zip(names, options))
         self._profiling = bool(settings["profile"])
         self._profiling_start_ns = time.monotonic_ns()

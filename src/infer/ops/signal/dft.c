@@ -21,6 +21,8 @@
 
 #include "infer/ops/signal/signal.h"
 
+#define DFT_MAX_LENGTH (INT64_C(1) << 24)
+
 /* cos and sin of 2 pi m / n for m < n, into tab[0..n) and tab[n..2n). */
 static void twiddles(double *tab, int64_t n) {
     const double two_pi = 6.283185307179586476925286766559;
@@ -110,6 +112,13 @@ static ak_status dft_plan_of(const ak__op_ctx *ctx, const ak__tensor *x, dft_pla
             return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_ARG, "dft_length %lld is not positive",
                               (long long)p->n);
     }
+    if (p->n == 0)
+        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_ARG, "the signal along axis %d is empty",
+                          p->axis);
+    if (p->n > DFT_MAX_LENGTH) /* the twiddle table alone would take 256 MiB */
+        return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED,
+                          "a transform of length %lld (above 2^24) is not implemented",
+                          (long long)p->n);
     p->inverse = ak__attr_int(ctx->node, "inverse", 0) != 0;
     int onesided = ak__attr_int(ctx->node, "onesided", 0) != 0;
     if (onesided && p->inverse)
@@ -202,6 +211,10 @@ static ak_status stft_plan_of(const ak__op_ctx *ctx, const ak__tensor *x, stft_p
     if (p->frame < 0)
         return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
                           "neither a window nor frame_length is given");
+    if (p->frame > DFT_MAX_LENGTH)
+        return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED,
+                          "a frame of length %lld (above 2^24) is not implemented",
+                          (long long)p->frame);
     if (p->step <= 0 || p->frame == 0 || p->frame > p->length)
         return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_ARG,
                           "frame_step %lld must be > 0 and frame_length %lld in [1, %lld]",
