@@ -1,5 +1,6 @@
 """The table of bench/train/plan_vs_measured.sh: measured vs predicted step time per plan,
-then the planner's compute efficiency fitted to those measurements.
+then the planner's compute efficiency fitted to those measurements. Each plan also goes as
+a plan.best line with its measured time to $AK_BENCH_OUT/plan.jsonl (`ak report`).
 
 The fit: a plan's predicted time is C + R, C its compute terms (GEMM, attention,
 elementwise, optimizer: all inversely proportional to the cluster's efficiencies) and R
@@ -54,6 +55,20 @@ def fit_inverse_k(rows):
     return num / den
 
 
+def record(ak, model, gbs, rows):
+    """Each measured plan as a plan.best line (docs/report.md) with its prediction, its
+    breakdown and measured_time_per_iter_s, to $AK_BENCH_OUT/plan.jsonl for `ak report`."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from results import DEFAULT_OUT, Writer
+    w = Writer(os.environ.get("AK_BENCH_OUT", DEFAULT_OUT), "plan", ak)
+    for k, desc, p, meas in rows:
+        w.add("plan.best", {"model": os.path.basename(model), "cluster": "this machine, calibrated",
+                            "devices": p["tp"] * p["pp"] * p["dp"], "gbs": int(gbs), "rank": k + 1,
+                            "plan": desc},
+              {"time_per_iter_s": p["time_per_iter_s"], "measured_time_per_iter_s": round(meas, 4),
+               "breakdown": p["breakdown"]})
+
+
 def main():
     out, ak, model, gbs = sys.argv[1:5]
     rows = []
@@ -77,6 +92,7 @@ def main():
         within_fit += abs(ratio_fit - 1) <= 0.25
         print(f"{k:>2}  {desc:<62} {p['time_per_iter_s']:>7.3f} {meas:>7.3f} {ratio:>9.3f} "
               f"{fitted:>8.3f} {ratio_fit:>8.3f}")
+    record(ak, model, gbs, rows)
     fastest = min(rows, key=lambda r: r[3])
     print(f"within +-25 %: {within} of {len(rows)} plans as calibrated by the micro-benchmarks, "
           f"{within_fit} of {len(rows)} with the efficiency fitted on the other plans")

@@ -30,16 +30,7 @@ WARMUP=${WARMUP:-2}
 VARIANTS=${VARIANTS:-s1 s2 s4}
 LOCK=${LOCK:-/tmp/ak-cpu.lock}
 RANK_TIMEOUT=${RANK_TIMEOUT:-900}
-if [ -z "${AK_LIBRARY:-}" ]; then
-  for b in build-bench build; do
-    [ -f "$b/libaccelkit.so" ] && { AK_LIBRARY=$PWD/$b/libaccelkit.so; break; }
-  done
-fi
-export AK_LIBRARY=${AK_LIBRARY:-} PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
-export OMP_NUM_THREADS=1
-LOG=$RESULTS.log
-RUN_ID=$(date +%Y%m%dT%H%M%S)-$$
-mkdir -p "$(dirname "$RESULTS")"
+. bench/train/cluster_run.sh
 echo "streams: run $RUN_ID, R=$R, rate $RATE, cases: $CASES, variants: $VARIANTS," \
      "AK_LIBRARY=${AK_LIBRARY:-none}" | tee -a "$LOG"
 
@@ -61,23 +52,11 @@ for c in $CASES; do
   esac
   for ((rep = 1; rep <= R; rep++)); do
     for v in $VARIANTS; do
-      tag="$RUN_ID/$c/$v/$rep"
-      echo "== $tag" >>"$LOG"
       # shellcheck disable=SC2046 # the variant's variables are words
-      out=$(flock "$LOCK" env $(env_of "$v") scripts/netns-cluster -H 2 -G 2 --rate "$RATE" -- \
-            timeout -k 10 "$RANK_TIMEOUT" "$PY" bench/train/hvd_train.py --model "$model" \
-            --warmup "$WARMUP" --steps "$steps" --tag "$tag" 2>&1)
-      rc=$?
-      printf '%s\n' "$out" >>"$LOG"
-      line=$(printf '%s\n' "$out" | sed -n 's/^\[0\] \({.*}\)$/\1/p' | tail -n 1)
-      if [ -n "$line" ]; then
-        printf '%s\n' "$line" >>"$RESULTS"
-        printf '%-7s %-5s round %d: %s\n' "$c" "$v" "$rep" "$(printf '%s' "$line" | "$PY" -c \
-          'import json,sys; r=json.load(sys.stdin); print("%8.1f ms/step (median)  sync=%s" % (r["step_ms_median"], r["params_in_sync"]))')"
-      else
-        printf '{"tag": "%s", "error": "exit %d, no result (see %s)"}\n' "$tag" "$rc" "$LOG" >>"$RESULTS"
-        printf '%-7s %-5s round %d: FAILED (exit %d; see %s)\n' "$c" "$v" "$rep" "$rc" "$LOG"
-      fi
+      (export $(env_of "$v")
+       cluster_run "$RUN_ID/$c/$v/$rep" 2 2 "$RATE" \
+         '"%8.1f ms/step (median)  sync=%s" % (r["step_ms_median"], r["params_in_sync"])' \
+         bench/train/hvd_train.py --model "$model" --warmup "$WARMUP" --steps "$steps")
     done
   done
 done

@@ -9,10 +9,7 @@ built with onnx.helper (Debian's onnx 1.12 writes opset 20 when its checker is n
     AK_LIBRARY=build/libaccelkit.so PYTHONPATH=python python3 -m unittest test_signal_select
 """
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import unittest
 
 import numpy as np
@@ -26,8 +23,8 @@ from onnx import TensorProto as TP  # noqa: E402
 from onnx import helper as oh  # noqa: E402
 
 from accelkit.inference import InferenceSession  # noqa: E402
+from ort_case import OrtCase  # noqa: E402
 
-NODE_MODULES = os.path.join(ROOT, "node_modules")
 NP_TO_TP = {np.dtype(np.float32): TP.FLOAT, np.dtype(np.float64): TP.DOUBLE,
             np.dtype(np.int64): TP.INT64, np.dtype(np.int32): TP.INT32}
 
@@ -43,36 +40,8 @@ def model(nodes, feeds, outputs, opset=17):
     return m
 
 
-class SignalSelectTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.node = shutil.which("node")
-        if not cls.node:
-            raise AssertionError("node (Node.js) not found: run scripts/setup")
-        if not os.path.isdir(os.path.join(NODE_MODULES, "onnxruntime-node")):
-            raise AssertionError("onnxruntime-node is not in node_modules/: run scripts/setup "
-                                 "(npm onnxruntime-node@1.30.0)")
-        cls.tmp = tempfile.mkdtemp(prefix="ak-signal-")
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def save(self, m, name):
-        path = os.path.join(self.tmp, name + ".onnx")
-        onnx.save(m, path)
-        return path
-
-    def ort(self, path, feeds):
-        inp, out = path + ".in", path + ".out"
-        os.makedirs(inp, exist_ok=True)
-        for k, v in feeds.items():
-            np.save(os.path.join(inp, k + ".npy"), np.ascontiguousarray(v))
-        env = dict(os.environ, NODE_PATH=NODE_MODULES)
-        subprocess.run([self.node, os.path.join(HERE, "ort_run.js"), path, inp, out],
-                       check=True, env=env, timeout=60)
-        names = [o.name for o in onnx.load(path).graph.output]
-        return [np.load(os.path.join(out, n + ".npy")) for n in names]
+class SignalSelectTest(OrtCase):
+    TMP_PREFIX = "ak-signal-"
 
     def check(self, m, name, feeds, exact=False, rtol=1e-5, atol=1e-5):
         path = self.save(m, name)

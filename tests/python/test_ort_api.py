@@ -242,6 +242,7 @@ except Fail as e:
 '''
 
 SCRIPTS["profiling"] = '''
+import json
 import numpy as np
 import onnxruntime as ort
 

@@ -28,6 +28,9 @@ static inline const cJSON *ak__json_get(const cJSON *obj, const char *key) {
  * optional, AK_ERR_INVALID_MODEL when it is not JSON. */
 ak_status ak__hf_read_json(const char *dir, const char *name, int optional, cJSON **out);
 
+/* A tokenizer.json precompiled_charsmap: standard base64 (padding optional) into a new
+ * *out (an error names dir/tokenizer.json and the bad byte). */
+ak_status ak__base64_decode(const char *dir, const char *s, uint8_t **out, size_t *n);
 /* Standard base64 with padding, a new string (NULL: out of memory). */
 char *ak__base64_encode(const uint8_t *data, size_t n);
 /* Adds the normalizer, pre_tokenizer and decoder of a `t5` vocabulary to root; 0 on

@@ -259,38 +259,6 @@ static ak_status read_replace(hf_tok *x, const cJSON *node) {
                      content, 0);
 }
 
-static int base64_value(char c) {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    return c == '+' ? 62 : c == '/' ? 63 : -1;
-}
-
-/* Standard base64 (padding optional) into a new *out. */
-static ak_status base64_decode(const hf_tok *x, const char *s, uint8_t **out, size_t *n) {
-    size_t len = strlen(s);
-    *n = 0;
-    *out = malloc(len / 4 * 3 + 3);
-    if (!*out) return AK_FAIL(AK_ERR_NO_MEMORY, "precompiled_charsmap");
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < len && s[i] != '='; i++) {
-        int v = base64_value(s[i]);
-        if (v < 0) {
-            free(*out);
-            return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: Precompiled "
-                           "precompiled_charsmap is not base64 (byte %zu)", x->dir, i);
-        }
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            (*out)[(*n)++] = (uint8_t)(acc >> bits);
-        }
-    }
-    return AK_OK;
-}
-
 /* Precompiled: SentencePiece's normalizer map, base64 in the file. */
 static ak_status read_precompiled(hf_tok *x, const cJSON *node) {
     const char *b64 = json_str(node, "precompiled_charsmap");
@@ -299,7 +267,7 @@ static ak_status read_precompiled(hf_tok *x, const cJSON *node) {
                        "precompiled_charsmap", x->dir);
     uint8_t *blob;
     size_t n;
-    AK_CHECK(base64_decode(x, b64, &blob, &n));
+    AK_CHECK(ak__base64_decode(x->dir, b64, &blob, &n));
     ak_status st = AK_OK;
     if (!x->norm) st = ak__textnorm_new(&x->norm);
     if (st == AK_OK) st = ak__textnorm_add_charsmap(x->norm, blob, n);

@@ -48,7 +48,7 @@ static int b64_value(char c) {
     return c == '+' ? 62 : c == '/' ? 63 : -1;
 }
 
-static ak_status b64_decode(const char *dir, const char *s, uint8_t **out, size_t *n) {
+ak_status ak__base64_decode(const char *dir, const char *s, uint8_t **out, size_t *n) {
     size_t len = strlen(s);
     uint32_t acc = 0;
     int bits = 0;
@@ -120,7 +120,7 @@ static ak_status norm_part(const char *dir, const cJSON *node, int *step, ak__ug
     if (!b64)
         return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: Precompiled without a "
                        "precompiled_charsmap", dir);
-    return b64_decode(dir, b64, &f->charsmap, &f->charsmap_len);
+    return ak__base64_decode(dir, b64, &f->charsmap, &f->charsmap_len);
 }
 
 static ak_status read_normalizer(const char *dir, const cJSON *norm, ak__ugm_form *f,

@@ -1,4 +1,5 @@
-/* What the optimizer made, out of the session: the graph it runs written as an ONNX file
+/* What the optimizer made, out of the session (kept beside the writer, as the loader is,
+ * since it reads the runtime's session): the graph it runs written as an ONNX file
  * (ak_session_save_optimized, through infer/onnx/onnx_write.c) and the list of what each
  * pass did (ak_session_optimizations). */
 #include <stdlib.h>
