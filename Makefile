@@ -49,13 +49,13 @@ demo: build
 	@rm -rf $(DEMO_RESULTS)
 	@echo "== ak sysinfo"; $(BUILD)/ak sysinfo
 	@echo; echo "== ak bench kernels (1 thread; AK_NUM_THREADS=N for more)"; $(BUILD)/ak bench kernels --out $(DEMO_RESULTS)
-	@echo; echo "== ak bench pool"; $(BUILD)/ak bench pool
+	@echo; echo "== ak bench pool"; $(BUILD)/ak bench pool --out $(DEMO_RESULTS)
 	@echo; echo "== ak bench comm (allreduce, 2 ranks on this machine, results checked)"
 	$(BUILD)/ak bench comm -np 2 -b 8 -e 64M -f 8 --check --out $(DEMO_RESULTS)
 	@echo; echo "== training planner: Megatron-LM's 1T model on 3072 A100s, against its published plan"
 	$(BUILD)/ak plan --model megatron-1t --cluster a100-80gb --devices 3072 --gbs 3072 --top 5 --attention standard --baseline tp=8,pp=64,dp=6,recompute=full,zero=0,sp=off --out $(DEMO_RESULTS)
 	@echo; echo "== plan -> run -> check: ak plan for 4 ranks of this host (ak sysinfo --cluster-json, calibrated), the best plan trained by ak train, predicted vs measured"
-	bench/train/plan_vs_measured.sh $(BUILD) bench/train/gpt-demo.json 4 8 3 best
+	AK_BENCH_OUT=$(DEMO_RESULTS) bench/train/plan_vs_measured.sh $(BUILD) bench/train/gpt-demo.json 4 8 3 best
 	@echo; echo "== ONNX inference: torchvision ResNet-18 exported by PyTorch; ak info, ak compare, ak bench"
 	scripts/infer-demo $(BUILD)
 	@echo; echo "== LLM engine: ak generate, then ak serve with a completion streamed over its OpenAI-compatible HTTP API"

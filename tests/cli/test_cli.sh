@@ -33,7 +33,7 @@ if grep -q '"openblas_gflops":[1-9]' <<<"$out"; then
 fi
 check bench-vec 0 "$AK" bench kernels --quick --only vec --json; contains bench-vec '"kernel":"bf16 add a+=b"'
 check bench-convert 0 "$AK" bench kernels --quick --only convert; contains bench-convert "f32->f16"
-check bench-pool 0 "$AK" bench pool --json; contains bench-pool '"wake_sleeping_p50_us":'
+check bench-pool 0 "$AK" bench pool --json --out none; contains bench-pool '"wake_sleeping_p50_us":'
 
 # ak launch: rank variables, output prefixes, first failure propagated, others stopped
 check launch 0 "$AK" launch -np 3 -- sh -c 'echo "r=$AK_RANK w=$AK_WORLD_SIZE l=$AK_LOCAL_RANK"'
@@ -81,7 +81,7 @@ rm -f "$tune"
 
 # ---- the option layer ----------------------------------------------------------------
 src=$(cd "$(dirname "$0")/../../src/cli" && pwd)
-check opt-eq 0 "$AK" bench pool --threads=2 --json;       contains opt-eq '"threads":2'
+check opt-eq 0 "$AK" bench pool --threads=2 --json --out none;      contains opt-eq '"threads":2'
 check bad-number 2 "$AK" compare m.onnx --tol abc --reference d
 contains_text bad-number "ak compare: bad value 'abc' for --tol: want a number"
 check bad-number-eq 2 "$AK" compare --tol=1e-3x m.onnx --reference d

@@ -47,7 +47,7 @@ check bench-model 0 "$AK" bench "$model" --input "in\"x\\=$dir/inputs/in\"x\\.np
 field bench-model-iters "d['iters'] == 3 and d['p50_ms'] >= 0"
 check plan 0 "$AK" plan --model llama2-7b --cluster h100 --devices 8 --gbs 64 --top 2 --json; json plan
 check mfu 0 "$AK" mfu --model llama2-7b --cluster h100 --devices 8 --tokens-per-s 20000 --json; json mfu
-check pool 0 "$AK" bench pool --threads 2 --json; json pool
+check pool 0 "$AK" bench pool --threads 2 --json --out none; json pool
 check comm 0 env AK_COMM_TRANSPORT=tcp "$AK" bench comm -np 2 -b 8 -e 1K -f 32 -n 2 -w 0 --check --json
 json_lines comm
 check_summary
