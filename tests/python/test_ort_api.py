@@ -9,7 +9,6 @@ A missing onnx module or onnxruntime-node is a failure naming what to install.""
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -18,7 +17,6 @@ import warnings
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-NODE_MODULES = os.path.join(ROOT, "node_modules")
 try:
     import onnx
     from onnx import TensorProto as TP
@@ -28,6 +26,9 @@ except ImportError:
     sys.exit("FAIL: the python3 module onnx is missing (Debian python3-onnx; run scripts/setup)")
 
 import accelkit.onnxruntime as akort  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "infer"))
+from ort_case import OrtCase  # noqa: E402  (ONNX Runtime through tests/infer/ort_run.js)
 
 RNG = np.random.default_rng(20261129)
 W = RNG.standard_normal((3, 4)).astype(np.float32)
@@ -511,37 +512,18 @@ class TestOrtScripts(unittest.TestCase):
             accelkit.InferenceSession("mlp.onnx", thread=1)
 
 
-class TestAgainstOnnxRuntime(unittest.TestCase):
+class TestAgainstOnnxRuntime(OrtCase):
     """The same models and inputs through accelkit.onnxruntime and ONNX Runtime 1.30."""
+
+    TMP_PREFIX = "ak_ort_ref_"
 
     @classmethod
     def setUpClass(cls):
-        cls.node = shutil.which("node")
-        if not cls.node:
-            raise RuntimeError("FAIL: node is missing (Debian nodejs; run scripts/setup)")
-        if not os.path.isdir(os.path.join(NODE_MODULES, "onnxruntime-node")):
-            raise RuntimeError("FAIL: npm package onnxruntime-node is missing (run "
-                               "scripts/setup, which installs it into node_modules)")
-        cls.dir = tempfile.mkdtemp(prefix="ak_ort_ref_")
-        build_models(cls.dir)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.dir, ignore_errors=True)
-
-    def ort(self, path, feeds):
-        inp, out = path + ".in", path + ".out"
-        os.makedirs(inp, exist_ok=True)
-        for k, v in feeds.items():
-            np.save(os.path.join(inp, k + ".npy"), np.ascontiguousarray(v))
-        env = dict(os.environ, NODE_PATH=NODE_MODULES)
-        subprocess.run([self.node, os.path.join(ROOT, "tests", "infer", "ort_run.js"), path, inp,
-                        out], check=True, env=env, timeout=60)
-        names = [o.name for o in onnx.load(path).graph.output]
-        return [np.load(os.path.join(out, n + ".npy")) for n in names]
+        super().setUpClass()
+        build_models(cls.tmp)
 
     def compare(self, name, feeds):
-        path = os.path.join(self.dir, name)
+        path = os.path.join(self.tmp, name)
         got = akort.InferenceSession(path, providers=["AccelkitExecutionProvider"]).run(None, feeds)
         # the preallocated-output path must agree too
         sess = akort.InferenceSession(path)
