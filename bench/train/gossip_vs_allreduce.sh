@@ -59,17 +59,12 @@ for ((rep = 1; rep <= R; rep++)); do
 done
 
 "$PY" - "$RESULTS" "$RUN_ID" <<'EOF'
-import json, os, statistics, sys
-path, run_id = sys.argv[1], sys.argv[2]
+import os, statistics, sys
+sys.path.insert(0, "bench/train")
+from run_lines import run_lines
 recs = {}
-for line in open(path):
-    try:
-        r = json.loads(line)
-    except ValueError:
-        continue
-    parts = r.get("tag", "").split("/")
-    if len(parts) == 3 and parts[0] == run_id and "error" not in r:
-        recs.setdefault(parts[1], {})[int(parts[2])] = r
+for (variant, rep), r in run_lines(sys.argv[1], sys.argv[2], 2):
+    recs.setdefault(variant, {})[int(rep)] = r
 base = recs.get("allreduce", {})
 med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
 base_ms = med([r["step_ms_mean"] for r in base.values()])

@@ -62,17 +62,12 @@ for c in $CASES; do
 done
 
 "$PY" - "$RESULTS" "$RUN_ID" <<'EOF'
-import json, statistics, sys
-path, run_id = sys.argv[1], sys.argv[2]
+import statistics, sys
+sys.path.insert(0, "bench/train")
+from run_lines import run_lines
 recs = {}
-for line in open(path):
-    try:
-        r = json.loads(line)
-    except ValueError:
-        continue
-    parts = r.get("tag", "").split("/")
-    if len(parts) == 4 and parts[0] == run_id and "error" not in r:
-        recs.setdefault(parts[1], {}).setdefault(parts[2], {})[int(parts[3])] = r
+for (case, variant, rep), r in run_lines(sys.argv[1], sys.argv[2], 3):
+    recs.setdefault(case, {}).setdefault(variant, {})[int(rep)] = r
 med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
 print()
 print(f"{'case':7} {'variant':7} {'runs':>4} {'ms/step':>9} {'vs s1':>6} {'per round':>20}")

@@ -98,17 +98,13 @@ done
 
 # Table: per case and variant, medians over the runs of this invocation; ratio to DDP.
 "$PY" - "$RESULTS" "$RUN_ID" <<'EOF'
-import json, statistics, sys
-path, run_id = sys.argv[1], sys.argv[2]
+import statistics, sys
+sys.path.insert(0, "bench/train")
+from run_lines import run_lines
 recs = {}
-for line in open(path):
-    try:
-        r = json.loads(line)
-    except ValueError:
-        continue
-    parts = r.get("tag", "").split("/")
-    if len(parts) == 4 and parts[0] == run_id and "error" not in r and parts[2] != "timeline":
-        recs.setdefault((parts[1], parts[2]), []).append((int(parts[3]), r))
+for (case, variant, rep), r in run_lines(sys.argv[1], sys.argv[2], 3):
+    if variant != "timeline":  # the untimed HOROVOD_TIMELINE run
+        recs.setdefault((case, variant), []).append((int(rep), r))
 targets = {("ctr", "ak"): 1.3, ("ctr", "ak-fp16"): 2.0, ("ctr", "ak-dgc"): 5.0,
            ("ctr", "ak-fused"): 1.3, ("ctr", "ak-fp16-fused"): 2.0, ("ctr", "ak-dgc-fused"): 5.0,
            ("resnet", "ak"): 1.1, ("resnet", "ak-fused"): 1.1,
