@@ -67,33 +67,37 @@ static double measure_empty_call_us(ak_threadpool *pool, int nthreads, int reps)
     return ak_cli_median(t, (size_t)reps);
 }
 
+/* What one `ak bench pool` measures, in µs. */
+typedef struct pool_figures {
+    double hot50, hot99, cold50, cold99, empty;
+} pool_figures;
+
+/* The figures under their names, in the --json object and the results line alike. */
+static void add_figures(cJSON *o, const pool_figures *f) {
+    ak_cli_json_round(o, "wake_spinning_p50_us", f->hot50, 2);
+    ak_cli_json_round(o, "wake_spinning_p99_us", f->hot99, 2);
+    ak_cli_json_round(o, "wake_sleeping_p50_us", f->cold50, 2);
+    ak_cli_json_round(o, "wake_sleeping_p99_us", f->cold99, 2);
+    ak_cli_json_round(o, "empty_parallel_for_us", f->empty, 2);
+}
+
 /* The core.pool results line (docs/report.md). */
-static int record_pool(const char *dir, int n, double hot50, double hot99, double cold50,
-                       double cold99, double empty_us) {
+static int record_pool(const char *dir, int n, const pool_figures *f) {
     ak__bench_out out;
     int rc = ak__bench_out_open(&out, dir, "kernels", 0, 0);
     if (rc || !out.file) return rc;
     cJSON *params = cJSON_CreateObject(), *figures = cJSON_CreateObject();
     cJSON_AddNumberToObject(params, "threads", n);
-    ak_cli_json_round(figures, "wake_spinning_p50_us", hot50, 2);
-    ak_cli_json_round(figures, "wake_spinning_p99_us", hot99, 2);
-    ak_cli_json_round(figures, "wake_sleeping_p50_us", cold50, 2);
-    ak_cli_json_round(figures, "wake_sleeping_p99_us", cold99, 2);
-    ak_cli_json_round(figures, "empty_parallel_for_us", empty_us, 2);
+    add_figures(figures, f);
     ak__bench_out_add(&out, "core.pool", NULL, NULL, params, figures);
     ak__bench_out_close(&out);
     return 0;
 }
 
-static int print_json(int n, double hot50, double hot99, double cold50, double cold99,
-                      double empty_us) {
+static int print_json(int n, const pool_figures *f) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "threads", n);
-    ak_cli_json_round(o, "wake_spinning_p50_us", hot50, 2);
-    ak_cli_json_round(o, "wake_spinning_p99_us", hot99, 2);
-    ak_cli_json_round(o, "wake_sleeping_p50_us", cold50, 2);
-    ak_cli_json_round(o, "wake_sleeping_p99_us", cold99, 2);
-    ak_cli_json_round(o, "empty_parallel_for_us", empty_us, 2);
+    add_figures(o, f);
     return ak_cli_print_json(o) ? AK_EXIT_ERROR : AK_EXIT_OK;
 }
 
@@ -116,17 +120,17 @@ int ak_bench_pool(int argc, char **argv) {
     int n = threads ? (int)threads : (cpu.logical_cores > 2 ? cpu.logical_cores : 2);
     ak_threadpool *pool;
     if ((st = ak_threadpool_create(n, &pool)) != AK_OK) return ak_cli_report("thread pool", st);
-    double hot50, hot99, cold50, cold99;
-    measure_wake(pool, n, 2000, 0, &hot50, &hot99);
-    measure_wake(pool, n, 200, 3000, &cold50, &cold99);
-    double empty_us = measure_empty_call_us(pool, n, 2000);
+    pool_figures f;
+    measure_wake(pool, n, 2000, 0, &f.hot50, &f.hot99);
+    measure_wake(pool, n, 200, 3000, &f.cold50, &f.cold99);
+    f.empty = measure_empty_call_us(pool, n, 2000);
     ak_threadpool_free(pool);
-    if ((rc = record_pool(out, n, hot50, hot99, cold50, cold99, empty_us)) != 0) return rc;
-    if (json) return print_json(n, hot50, hot99, cold50, cold99, empty_us);
+    if ((rc = record_pool(out, n, &f)) != 0) return rc;
+    if (json) return print_json(n, &f);
     printf("thread pool, %d threads (caller included)\n", n);
     printf("%-34s %9s %9s\n", "", "p50 µs", "p99 µs");
-    printf("%-34s %9.2f %9.2f\n", "wake-up, workers spinning", hot50, hot99);
-    printf("%-34s %9.2f %9.2f\n", "wake-up, workers asleep (futex)", cold50, cold99);
-    printf("%-34s %9.2f\n", "empty parallel_for round trip", empty_us);
+    printf("%-34s %9.2f %9.2f\n", "wake-up, workers spinning", f.hot50, f.hot99);
+    printf("%-34s %9.2f %9.2f\n", "wake-up, workers asleep (futex)", f.cold50, f.cold99);
+    printf("%-34s %9.2f\n", "empty parallel_for round trip", f.empty);
     return AK_EXIT_OK;
 }
