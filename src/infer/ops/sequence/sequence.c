@@ -203,7 +203,12 @@ static ak_status build_split(ak__op_ctx *ctx, seq_work *w) {
     } else {
         AK_CHECK(ak__op_read_ints(ctx, sp, "split", sizes, AK__SEQ_MAX, &n));
         int64_t sum = 0;
-        for (size_t i = 0; i < n; i++) sum += sizes[i] < 0 ? -len - 1 : sizes[i];
+        for (size_t i = 0; i < n; i++) {
+            if (sizes[i] < 0) /* (a negative one could have cancelled a too large one) */
+                return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "split size %lld is negative",
+                                  (long long)sizes[i]);
+            sum += sizes[i];
+        }
         if (sum != len) return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "split sizes do not add up to %lld", (long long)len);
     }
     uint64_t outer = 1, inner = ak_elem_type_size(x->type);
