@@ -234,24 +234,26 @@ function linePlot({title, xLabel, yLabel, series, bounds = [], xLog = true, yLog
 }
 
 /* categories: labels along x; series: [{name, refs: [ref|undefined per category]}] */
-function barPlot({title, yLabel, categories, series, bounds = [], xLabel = ''}) {
+/* yLog: a log axis for figures spread over decades; bars then rise from the axis' foot */
+function barPlot({title, yLabel, categories, series, bounds = [], xLabel = '', yLog = false}) {
   bounds = uniqBounds(bounds);
   const vals = series.flatMap(se => se.refs.filter(Boolean).map(r => r.value)).concat(bounds.map(b => b.value));
-  const [y0, y1] = domain(vals.concat([0]), false, true);
-  const y = scale(y0, y1, H - M.b, M.t, false);
+  const [y0, y1] = yLog ? domain(vals.filter(v => v > 0), true, true) : domain(vals.concat([0]), false, true);
+  const y = scale(y0, y1, H - M.b, M.t, yLog), foot = yLog ? y0 : 0;
   const band = (W - M.l - M.r) / categories.length, bw = Math.min(28, band * 0.8 / series.length);
   const cx = i => M.l + band * (i + 0.5);
   const svg = s('svg', {viewBox: `0 0 ${W} ${H}`, role: 'img'});
-  axes(svg, cx, y, categories.map((c, i) => ({pos: cx(i), label: c})), linearTicks(y0, y1), String, xLabel, yLabel);
+  axes(svg, cx, y, categories.map((c, i) => ({pos: cx(i), label: c})),
+       yLog ? logTicks(y0, y1, false) : linearTicks(y0, y1), yLog ? fmtTick : String, xLabel, yLabel);
   const items = [];
   series.forEach((se, si) => {
     const color = colorOf(se.name, si);
     const g = s('g', {class: 'series', 'data-name': se.name});
     se.refs.forEach((r, ci) => {
-      if (!r) return;
+      if (!r || (yLog && !(r.value > 0))) return;
       const left = cx(ci) - bw * series.length / 2 + bw * si;
       g.append(mark('rect', {x: left.toFixed(1), y: y(r.value).toFixed(1), width: (bw - 1).toFixed(1),
-                             height: Math.max(0, y(0) - y(r.value)).toFixed(1), fill: color,
+                             height: Math.max(0, y(foot) - y(r.value)).toFixed(1), fill: color,
                              'fill-opacity': se.folder > 0 ? 0.55 : 1}, r, `${se.name}, ${categories[ci]}`));
     });
     svg.append(g);
@@ -425,12 +427,20 @@ function linearKernels() {
   return out;
 }
 
-/* `ak bench pool`: wake-up latencies spread over four decades, so a table, not bars */
+/* `ak bench pool`: wake-up latencies spread over four decades, so bars on a log axis */
 function threadPool() {
   const pool = records(isBench('core.pool'));
   if (!pool.length) return [];
   const fields = ['wake_spinning_p50_us', 'wake_spinning_p99_us', 'wake_sleeping_p50_us', 'wake_sleeping_p99_us', 'empty_parallel_for_us'];
+  const label = f => f.replace(/_us$/, '').replace(/_/g, ' ');
+  /* one series per engine, folder and thread count (the last line of each) */
+  const series = [...groupBy(pool, r => `${seriesName(r)}, ${r.line.params.threads} threads`)].map(([name, rs]) => {
+    const r = rs[rs.length - 1];
+    return {name, folder: r.fi, refs: fields.map(f => fig(r, f) !== undefined ? ref(r, f) : undefined)};
+  });
   return [h('h3', null, 'Thread pool wake-up, µs (`ak bench pool`)'),
+          plots(barPlot({title: 'thread pool: wake-up and empty parallel-for, µs (log; lower is better)', yLabel: 'µs (log)',
+                         categories: fields.map(label), series, yLog: true})),
           table([{title: 'engine', text: 1, cell: seriesName}, {title: 'threads', cell: r => r.line.params.threads},
                  ...fields.map(f => ({title: f.replace(/_us$/, '').replace(/_/g, ' '), cell: r => ref(r, f)}))], pool)];
 }
