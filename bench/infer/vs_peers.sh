@@ -28,7 +28,8 @@ printf "%-14s %10s %10s %10s %9s %9s  %s\n" model accelkit ort pytorch "ak/ort" 
 for m in "${models[@]}"; do
   [ -f "$out/$m.onnx" ] || $py "$here/bench/infer/export.py" "$m" "$out" >/dev/null
   prec=$("$build/ak" compare "$out/$m.onnx" --inputs "$out/$m/inputs" --reference "$out/$m/reference" \
-         -t "$threads" --json | grep -o '"max_rel": [0-9.e+-]*' | head -1 | cut -d' ' -f2)
+         -t "$threads" --json | grep -o '"max_rel": *[0-9.e+-]*' | head -1 | grep -o '[0-9.e+-]*$') ||
+    { echo "vs_peers.sh: ak compare gave no max_rel for $m" >&2; exit 1; }
   a=""; o=""; t=""
   for ((r = 0; r < rounds; r++)); do
     a+="$("$build/ak" bench "$out/$m.onnx" -t "$threads" -n 50 -w 5 --json | p50) "
