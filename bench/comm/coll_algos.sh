@@ -8,6 +8,9 @@
 #   e.g.   BUILD=build bench/comm/coll_algos.sh 5 4 broadcast allgather reduce reduce_scatter
 # One host: the hierarchical algorithms (hier, hier_pipe) need several; on emulated hosts
 # bench/comm/hier_pipe.sh compares them.
+# The medians also go as comm.<collective> lines (params.algo: the forced algorithm or auto)
+# to $AK_BENCH_OUT/comm.jsonl (bench/results.py; default bench-results/), which `ak report`
+# draws one series per algorithm.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 rounds=${1:-5}; np=${2:-4}; shift 2 || true
@@ -52,3 +55,13 @@ for coll in $colls; do
     printf " %10s  %-24s %s\n" "$t" "$pick" "$(awk -v a="$t" -v m="$best" 'BEGIN {printf "%.2f", a / m}')"
   done
 done
+
+# results lines: every collective × size × algorithm's median (auto included)
+for coll in $colls; do
+  for b in $sizes; do
+    for a in $(algos "$coll") auto; do
+      printf '{"benchmark":"comm.%s","params":{"bytes":%s,"ranks":%s,"dtype":"f32","op":"sum","transport":"%s","algo":"%s","rounds":%s},"figures":{"time_us":%s}}\n' \
+        "$coll" "$b" "$np" "${TRANSPORT:-tcp}" "$a" "$rounds" "$(times "$coll" "$b" "$a" | median)"
+    done
+  done
+done | /usr/bin/python3 "$here/bench/results.py" --ak "$build/ak" --stem comm
