@@ -461,8 +461,10 @@ section('comm', 'Collectives: allreduce bus bandwidth and latency by size', () =
     const algo = r => r.line.params.algo && r.line.params.algo !== 'auto' ? ` --algo ${r.line.params.algo}` : '';
     const ser = [...groupBy(rs, r => seriesName(r) + algo(r))].map(([name, g]) => ({name, folder: g[0].fi, recs: g}));
     const byIndex = ser.some(se => se.name.includes('--algo')); /* one engine: a color per algorithm */
+    /* coll_algos.sh's lines carry time_us only: no busbw plot for them */
+    const hasBusbw = rs.some(r => fig(r, 'busbw') !== undefined);
     out.push(h('h3', null, key), plots(
-      linePlot({title: `busbw GB/s by size (${key})`, xLabel: 'bytes', yLabel: 'busbw GB/s', xBytes: true,
+      hasBusbw && linePlot({title: `busbw GB/s by size (${key})`, xLabel: 'bytes', yLabel: 'busbw GB/s', xBytes: true,
                 series: ser.map(se => ({name: se.name, folder: se.folder,
                   points: se.recs.filter(r => fig(r, 'busbw') !== undefined).map(r => ({x: r.line.params.bytes, ref: ref(r, 'busbw')}))})),
                 bounds: bw.filter(b => b.value !== undefined), colorByIndex: byIndex}),

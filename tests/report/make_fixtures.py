@@ -83,6 +83,12 @@ def comm(run, scale):
                 out.append(line(run, "comm.allreduce", {"bytes": b, "ranks": 2, "dtype": "f32", "op": "sum",
                                                         "transport": transport}, {"time_us": t, "busbw": bw}, peer))
     out.append(line(run, "comm.bound", {"transport": "tcp", "streams": 1}, {"gbps": 5.62}, "iperf3"))
+    # bench/comm/coll_algos.sh: each algorithm forced and auto, time only, 4 ranks
+    for algo, times in (("ring", (126, 157, 1052)), ("tree", (10.9, 55.2, 653)), ("auto", (9.5, 54.6, 766))):
+        for b, t in zip((8, 65536, 1048576), times):
+            out.append(line(run, "comm.broadcast", {"bytes": b, "ranks": 4, "dtype": "f32", "op": "sum",
+                                                    "transport": "tcp", "algo": algo, "rounds": 9},
+                            {"time_us": round(t / scale, 2)}))
     return out
 
 
