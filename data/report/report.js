@@ -575,6 +575,11 @@ section('train', 'Training: step time against PyTorch DDP', () => {
     out.push(plots(stackedPlot({title: 'step breakdown, ms', yLabel: 'ms', categories: cats2,
       parts: names.map(n => ({name: n, refs: withParts.map(r => fig(r, 'breakdown.' + n) !== undefined ? ref(r, 'breakdown.' + n) : undefined)}))})));
   }
+  /* the runtime's own CPU share of the wall time (its ≤ 2 % target drawn as a bound) */
+  const withOverhead = recs.filter(r => fig(r, 'runtime_overhead_pct') !== undefined);
+  if (withOverhead.length)
+    out.push(plots(barsBy({title: 'runtime overhead, % of the wall time (lower is better)', yLabel: '%', recs: withOverhead,
+                           catOf: caseOf, field: 'runtime_overhead_pct', bounds: [{name: 'target', value: 2}]})));
   out.push(table([{title: 'engine', text: 1, cell: r => seriesName(r) + variant(r)}, {title: 'case', text: 1, cell: caseOf},
                   {title: 'step ms', cell: r => ref(r, 'step_ms')}, {title: 'samples/s', cell: r => ref(r, 'samples_per_s')},
                   {title: 'runtime overhead %', cell: r => ref(r, 'runtime_overhead_pct')},
