@@ -112,6 +112,7 @@ bench: build
 	bench/llm/server_load.sh $(BUILD)
 	AK_BIN=$(abspath $(BUILD))/ak bench/llm/make-bench-models $(BUILD)/llm-models
 	AK_BIN=$(abspath $(BUILD))/ak bench/llm/vs_llamacpp.sh $(BUILD)/llm-models
+	AK_BIN=$(abspath $(BUILD))/ak bench/llm/server_latency.sh $(BUILD)/llm-models/llama-134m-q8_0.gguf 1 4 16
 	$(BUILD)/ak bench llm -m $(BUILD)/llm-models/llama-134m-f16.gguf --draft $(BUILD)/llm-models/llama-134m-draft-q4_0.gguf -t 2 -p 0 -n 128 --reps 5
 	AK_LIBRARY=$(abspath $(BUILD))/libaccelkit.so /usr/bin/python3 bench/train/optim_vs_torch.py
 	AK_LIBRARY=$(abspath $(BUILD))/libaccelkit.so bench/train/vs_ddp.sh 1
