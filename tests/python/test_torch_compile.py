@@ -130,7 +130,8 @@ def bert_inputs(batch, seq, g):
 
 
 class DataDependent(torch.nn.Module):
-    """A branch on a tensor's value in Python: the trace would freeze it."""
+    """A branch on a tensor's value in Python: the trace would freeze it. The forward
+    also reads a parameter of a submodule that the partitioner replaces."""
 
     def __init__(self):
         super().__init__()
@@ -143,7 +144,24 @@ class DataDependent(torch.nn.Module):
             h = torch.relu(h)
         else:
             h = -h
-        return self.head(h)
+        return self.head(h) + self.gate.bias.sum()
+
+
+class Mystery(torch.autograd.Function):
+    """x * 2 + 1, exported as an operator of a domain accelkit does not know."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2 + 1
+
+    @staticmethod
+    def symbolic(g, x):
+        return g.op("accelkit.test::Mystery", x)
+
+
+class MysteryModule(torch.nn.Module):
+    def forward(self, x):
+        return Mystery.apply(x)
 
 
 class TestTorchCompile(unittest.TestCase):
@@ -218,6 +236,9 @@ class TestTorchCompile(unittest.TestCase):
                 want = model(imgs)
             self.assertGreater(want[0]["scores"].std().item(), 1e-2)
             self.check_close(fast(imgs), want, f"detection on {len(imgs)} images")
+        # the backbone's height and width are the example's (after the transform's resize)
+        with self.assertRaisesRegex(ValueError, "input 0: dimension 3 is"):
+            fast([torch.rand(3, 96, 96)])
 
     def test_data_dependent_code_stays_in_pytorch(self):
         torch.manual_seed(5)
@@ -236,6 +257,21 @@ class TestTorchCompile(unittest.TestCase):
             self.check_close(fast(x), want, "data-dependent module")
         with self.assertRaisesRegex(RuntimeError, "data-dependent"):
             akt.compile(model, (x,), partition=False)
+
+    def test_unsupported_operator_stays_in_pytorch(self):
+        torch.manual_seed(7)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), MysteryModule(),
+                                    torch.nn.Linear(8, 4)).eval()
+        fast = akt.compile(model, (torch.randn(2, 8),))
+        where = {p.name: (p.runs_on, p.reason) for p in fast.partitions}
+        self.assertEqual(where[""][0], "pytorch")
+        self.assertIn("accelkit.test:Mystery", where[""][1])
+        self.assertEqual([where[n][0] for n in "012"], ["accelkit", "pytorch", "accelkit"])
+        self.assertIn("unsupported operator accelkit.test:Mystery", where["1"][1])
+        x = torch.randn(5, 8)
+        with torch.no_grad():
+            want = model(x)
+        self.check_close(fast(x), want, "module with an unsupported operator")
 
     def test_refusals(self):
         torch.manual_seed(6)

@@ -23,8 +23,12 @@ import copy
 
 import torch
 
-from .compile_export import export_part
+from .compile_export import _close, export_part
 from .compile_tree import Unsupported, clone, flatten
+
+# later calls of a submodule checked against eager (a cell called in a long loop would
+# make compile slow; the dimensions that vary are checked doubled in any case)
+MAX_CHECKED_CALLS = 8
 
 Partition = collections.namedtuple("Partition", "name module runs_on reason")
 
@@ -34,13 +38,19 @@ def _as_args(example_inputs):
 
 
 def _default_dynamic(args):
-    """Dimension 0 (the batch) of every top-level tensor argument, by flat input index."""
+    """Dimension 0 (the batch) of every top-level tensor argument, by flat input index.
+    (An argument that is not made of tensors makes the export fail with its name.)"""
     dynamic, index = {}, 0
     for a in args:
-        leaves, _ = flatten(a, "argument") if not isinstance(a, torch.Tensor) else ([a], None)
-        if isinstance(a, torch.Tensor) and a.dim() > 0:
-            dynamic[index] = [0]
-        index += len(leaves)
+        if isinstance(a, torch.Tensor):
+            if a.dim() > 0:
+                dynamic[index] = [0]
+            index += 1
+            continue
+        try:
+            index += len(flatten(a, "argument")[0])
+        except Unsupported:
+            break
     return dynamic
 
 
@@ -102,7 +112,8 @@ class _Partitioner:
                 shapes = {len(flatten(c, "argument")[0]) for c in call_list}
                 if len(shapes) > 1:
                     raise Unsupported("called with different numbers of tensors")
-                part = export_part(module, call_list[0], _varying_dims(call_list), self.threads)
+                part = export_part(module, call_list[0], _varying_dims(call_list), self.threads,
+                                   name)
                 _check_calls(part, module, call_list[1:])
                 self.partitions.append(Partition(name, kind, "accelkit", ""))
                 return part
@@ -119,8 +130,7 @@ class _Partitioner:
 def _check_calls(part, module, other_calls):
     """The later calls of a submodule (a shared head over several feature levels) must
     run on the session too, within tolerance of eager."""
-    from .compile_export import _close
-    for k, args in enumerate(other_calls, start=2):
+    for k, args in enumerate(other_calls[:MAX_CHECKED_CALLS], start=2):
         with torch.no_grad():
             want, _ = flatten(module(*clone(args)), "output")
         try:
@@ -131,6 +141,26 @@ def _check_calls(part, module, other_calls):
             why = _close(g.numpy(), w, f"output {i} of call {k}")
             if why:
                 raise Unsupported(why)
+
+
+def _check_composition(partitioned, args, want, name):
+    """The partitioned module (eager glue around accelkit parts) against the eager one on
+    the example: each part was checked alone, this checks how they are put together."""
+    try:
+        with torch.no_grad():
+            got = partitioned(*clone(args))
+        got_leaves, got_spec = flatten(got, "output")
+        want_leaves, want_spec = flatten(want, "output")
+    except Exception as e:  # noqa: BLE001  (reported with its type)
+        raise RuntimeError(f"accelkit.torch.compile: {name} partitioned fails on the example "
+                           f"inputs ({type(e).__name__}: {e})") from None
+    if got_spec != want_spec:
+        raise RuntimeError(f"accelkit.torch.compile: {name} partitioned returns another "
+                           "structure than eager PyTorch")
+    for k, (g, w) in enumerate(zip(got_leaves, want_leaves)):
+        why = _close(g.numpy(), w, f"output {k}")
+        if why:
+            raise RuntimeError(f"accelkit.torch.compile: {name} partitioned: {why}")
 
 
 class CompiledModule(torch.nn.Module):
@@ -168,7 +198,10 @@ class CompiledModule(torch.nn.Module):
                                    f"accelkit: {e}") from None
             why = str(e)
         partitioner = _Partitioner(_record_calls(snapshot, self._args), self._threads)
+        with torch.no_grad():
+            want = snapshot(*clone(self._args))
         partitioner.place(snapshot, "")
+        _check_composition(snapshot, self._args, want, name)
         self.runner = snapshot
         self.partitions = [Partition("", name, "pytorch", "its forward code; the whole module "
                                      f"does not run on accelkit: {why}")] + partitioner.partitions

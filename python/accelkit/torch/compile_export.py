@@ -81,23 +81,38 @@ class AccelkitPart(torch.nn.Module):
     are checked (structure, dtype, rank, fixed dimensions), fed to the session, and its
     outputs returned as torch tensors in the nesting eager PyTorch returned."""
 
-    def __init__(self, session, in_spec, in_meta, feed_names, out_spec, out_names):
+    def __init__(self, module, label, session, in_spec, in_meta, feed_names, out_spec,
+                 out_names):
         super().__init__()
+        # the module it replaces, unregistered: a parent's forward code may read its
+        # attributes (out_channels, a weight), which __getattr__ then finds there
+        self.__dict__["_module"] = module
+        self._label = label  # "backbone (BackboneWithFPN)": named in every refusal
         self._session, self._in_spec, self._in_meta = session, in_spec, in_meta
         self._feed_names, self._out_spec, self._out_names = feed_names, out_spec, out_names
 
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            module = self.__dict__.get("_module")
+            if module is None:
+                raise
+            return getattr(module, name)
+
     def _check(self, i, x):
         dtype, shape, dyn = self._in_meta[i]
+        at = f"{self._label}: input {i}"
         if x.device.type != "cpu":
-            raise ValueError(f"input {i}: accelkit runs on the CPU; the tensor is on {x.device}")
+            raise ValueError(f"{at}: accelkit runs on the CPU; the tensor is on {x.device}")
         if x.dtype != dtype:
-            raise TypeError(f"input {i}: dtype {x.dtype}, compiled for {dtype}")
+            raise TypeError(f"{at}: dtype {x.dtype}, compiled for {dtype}")
         if x.dim() != len(shape):
-            raise ValueError(f"input {i}: rank {x.dim()} (shape {list(x.shape)}), compiled "
-                             f"for rank {len(shape)} (shape {list(shape)})")
+            raise ValueError(f"{at}: rank {x.dim()} (shape {list(x.shape)}), compiled for "
+                             f"rank {len(shape)} (shape {list(shape)})")
         for d, (got, want) in enumerate(zip(x.shape, shape)):
             if d not in dyn and got != want:
-                raise ValueError(f"input {i}: dimension {d} is {got}, compiled for {want} "
+                raise ValueError(f"{at}: dimension {d} is {got}, compiled for {want} "
                                  f"(dynamic dimensions: {sorted(dyn) or 'none'}; pass "
                                  "dynamic_axes to compile to make it dynamic)")
 
@@ -105,9 +120,9 @@ class AccelkitPart(torch.nn.Module):
         try:
             leaves, spec = flatten(args, "arguments")
         except Unsupported as e:
-            raise TypeError(f"accelkit-compiled module: {e}") from None
+            raise TypeError(f"{self._label}: {e}") from None
         if spec != self._in_spec:
-            raise TypeError(f"accelkit-compiled module: called with {describe(spec)}, compiled "
+            raise TypeError(f"{self._label}: called with {describe(spec)}, compiled "
                             f"for {describe(self._in_spec)}")
         names, arrays = [], []
         for i, x in enumerate(leaves):
@@ -119,9 +134,10 @@ class AccelkitPart(torch.nn.Module):
         return unflatten(self._out_spec, [torch.from_numpy(o) for o in outs])
 
 
-def export_part(module, args, dynamic, threads=0):
+def export_part(module, args, dynamic, threads=0, name=""):
     """An AccelkitPart running module(*args), checked against eager; raises Unsupported.
-    dynamic: {flat input index: dimensions that may change}."""
+    dynamic: {flat input index: dimensions that may change}; name: the module's dotted
+    name in the compiled tree ("" for the root), for error messages."""
     in_leaves, in_spec = flatten(args, "argument")
     if not in_leaves:
         raise Unsupported("takes no tensor")
@@ -153,8 +169,11 @@ def export_part(module, args, dynamic, threads=0):
     if [a.name for a in session.outputs] != out_names:
         raise Unsupported(f"the exported graph has outputs {[a.name for a in session.outputs]}, "
                           f"expected {out_names}")
-    meta = [(x.dtype, tuple(x.shape), frozenset(dynamic.get(i, ()))) for i, x in enumerate(in_leaves)]
-    part = AccelkitPart(session, in_spec, meta, feed, out_spec, out_names)
+    meta = [(x.dtype, tuple(x.shape), frozenset(dynamic.get(i, ())))
+            for i, x in enumerate(in_leaves)]
+    kind = type(module).__name__
+    label = f"accelkit-compiled {name} ({kind})" if name else f"accelkit-compiled {kind}"
+    part = AccelkitPart(module, label, session, in_spec, meta, feed, out_spec, out_names)
     _verify(part, module, args, in_leaves, in_spec, out_leaves, dynamic)
     return part
 
