@@ -164,6 +164,20 @@ class MysteryModule(torch.nn.Module):
         return Mystery.apply(x)
 
 
+class SharedConv(torch.nn.Module):
+    """One convolution over two resolutions (as detection heads run one head over every
+    feature level), next to an operator accelkit refuses, which forces partitioning."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.pool = torch.nn.AvgPool2d(2)
+        self.mystery = MysteryModule()
+
+    def forward(self, x):
+        return self.conv(x), self.conv(self.pool(x)), self.mystery(x)
+
+
 class TestTorchCompile(unittest.TestCase):
     def check_close(self, got, want, what):
         d = max_diff(got, want)
@@ -272,6 +286,21 @@ class TestTorchCompile(unittest.TestCase):
         with torch.no_grad():
             want = model(x)
         self.check_close(fast(x), want, "module with an unsupported operator")
+
+    def test_shared_submodule_over_two_sizes(self):
+        torch.manual_seed(8)
+        model = SharedConv().eval()
+        fast = akt.compile(model, (torch.randn(1, 3, 16, 16),), dynamic_axes={0: [0, 2, 3]})
+        where = {p.name: p.runs_on for p in fast.partitions}
+        self.assertEqual(where, {"": "pytorch", "conv": "accelkit", "pool": "accelkit",
+                                 "mystery": "pytorch"}, fast.report())
+        # the root's dynamic height and width reach both submodules
+        x = torch.randn(2, 3, 12, 20)
+        with torch.no_grad():
+            want = model(x)
+        got = fast(x)
+        self.assertIsInstance(got, tuple)
+        self.check_close(got, want, "shared convolution")
 
     def test_refusals(self):
         torch.manual_seed(6)

@@ -23,8 +23,8 @@ import copy
 
 import torch
 
-from .compile_export import _close, export_part
-from .compile_tree import Unsupported, clone, flatten
+from .compile_export import _close, export_part, grow_dynamic
+from .compile_tree import Unsupported, clone, flatten, unflatten
 
 # later calls of a submodule checked against eager (a cell called in a long loop would
 # make compile slow; the dimensions that vary are checked doubled in any case)
@@ -54,21 +54,30 @@ def _default_dynamic(args):
     return dynamic
 
 
-def _record_calls(root, args):
-    """Runs root eagerly once, recording each submodule's positional call arguments
-    (cloned) and how many times it was called: the examples submodules compile on."""
+def _record_calls(root, runs):
+    """Runs root eagerly on each argument tuple of runs, recording each submodule's
+    positional call arguments (cloned): the examples submodules compile on. A run that
+    fails in eager PyTorch (other than the first) records nothing."""
     calls = {}
+    for k, args in enumerate(runs):
+        this_run = {}
 
-    def hook(mod, inputs):
-        calls.setdefault(id(mod), []).append(clone(inputs))
+        def hook(mod, inputs):
+            this_run.setdefault(id(mod), []).append(clone(inputs))
 
-    handles = [m.register_forward_pre_hook(hook) for _, m in root.named_modules() if m is not root]
-    try:
-        with torch.no_grad():
-            root(*clone(args))
-    finally:
-        for h in handles:
-            h.remove()
+        handles = [m.register_forward_pre_hook(hook) for m in root.modules() if m is not root]
+        try:
+            with torch.no_grad():
+                root(*clone(args))
+        except Exception:  # noqa: BLE001  (only the example itself must run)
+            if k == 0:
+                raise
+            continue
+        finally:
+            for h in handles:
+                h.remove()
+        for key, recorded in this_run.items():
+            calls.setdefault(key, []).extend(recorded)
     return calls
 
 
@@ -197,7 +206,16 @@ class CompiledModule(torch.nn.Module):
                 raise RuntimeError(f"accelkit.torch.compile: {name} cannot run whole on "
                                    f"accelkit: {e}") from None
             why = str(e)
-        partitioner = _Partitioner(_record_calls(snapshot, self._args), self._threads)
+        # a second run with the root's dynamic dimensions doubled shows which dimensions
+        # of each submodule's arguments follow them
+        runs = [self._args]
+        try:
+            leaves, spec = flatten(self._args, "argument")
+            if any(dynamic.values()):
+                runs.append(unflatten(spec, grow_dynamic(leaves, dynamic)))
+        except Unsupported:
+            pass  # arguments that are not all tensors: the example run only
+        partitioner = _Partitioner(_record_calls(snapshot, runs), self._threads)
         with torch.no_grad():
             want = snapshot(*clone(self._args))
         partitioner.place(snapshot, "")

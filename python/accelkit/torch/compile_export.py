@@ -44,7 +44,7 @@ def _export_bytes(module, args, in_names, out_names, dynamic_axes):
     return buf.getvalue()
 
 
-def _grow_dynamic(leaves, dynamic):
+def grow_dynamic(leaves, dynamic):
     """The example leaves with every dynamic dimension doubled (the leaf repeated along
     it), to check that the exported graph did not freeze the example's sizes."""
     grown = []
@@ -187,7 +187,7 @@ def _verify(part, module, args, in_leaves, in_spec, eager_leaves, dynamic):
     example arguments, or on them with every dynamic dimension doubled."""
     trials = [("the example inputs", args, eager_leaves)]
     if any(dynamic.values()):
-        grown = unflatten(in_spec, _grow_dynamic(in_leaves, dynamic))
+        grown = unflatten(in_spec, grow_dynamic(in_leaves, dynamic))
         with torch.no_grad():
             try:
                 want, _ = flatten(module(*_clone_args(grown)), "output")
