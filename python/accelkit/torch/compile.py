@@ -206,6 +206,13 @@ class CompiledModule(torch.nn.Module):
                 raise RuntimeError(f"accelkit.torch.compile: {name} cannot run whole on "
                                    f"accelkit: {e}") from None
             why = str(e)
+        placed = self._partitioned(snapshot, dynamic)
+        self.runner = snapshot
+        self.partitions = [Partition("", name, "pytorch", "its forward code; the whole module "
+                                     f"does not run on accelkit: {why}")] + placed
+
+    def _partitioned(self, snapshot, dynamic):
+        """Places snapshot's submodules (in place) and returns the Partition list."""
         # a second run with the root's dynamic dimensions doubled shows which dimensions
         # of each submodule's arguments follow them
         runs = [self._args]
@@ -219,10 +226,8 @@ class CompiledModule(torch.nn.Module):
         with torch.no_grad():
             want = snapshot(*clone(self._args))
         partitioner.place(snapshot, "")
-        _check_composition(snapshot, self._args, want, name)
-        self.runner = snapshot
-        self.partitions = [Partition("", name, "pytorch", "its forward code; the whole module "
-                                     f"does not run on accelkit: {why}")] + partitioner.partitions
+        _check_composition(snapshot, self._args, want, type(snapshot).__name__)
+        return partitioner.partitions
 
     def refresh(self):
         """Exports the source module again (after its weights changed)."""
