@@ -302,6 +302,16 @@ class TestTorchCompile(unittest.TestCase):
         self.assertIsInstance(got, tuple)
         self.check_close(got, want, "shared convolution")
 
+    def test_import_spellings(self):
+        import importlib
+        submodule = importlib.import_module("accelkit.torch.compile")
+        model = torch.nn.Linear(4, 2).eval()
+        x = torch.randn(3, 4)
+        with torch.no_grad():
+            want = model(x)
+        for fn in (akt.compile, akt.optimize, submodule, submodule.compile):
+            self.check_close(fn(model, x)(x), want, f"compiled through {fn!r}")
+
     def test_refusals(self):
         torch.manual_seed(6)
         model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()).eval()

@@ -20,6 +20,8 @@ original's weights call .refresh() to export again.
 """
 import collections
 import copy
+import sys
+import types
 
 import torch
 
@@ -286,3 +288,16 @@ def compile(module, example_inputs, dynamic_axes=None, threads=0, partition=True
 
 
 optimize = compile
+
+
+class _CallableModule(types.ModuleType):
+    """This file is accelkit.torch's submodule `compile`, and importing a submodule sets
+    the package's attribute of that name to the module, hiding the function
+    accelkit.torch.compile (after `from accelkit.torch.compile import CompiledModule`,
+    say). Calling the module calls the function, so both spellings keep working."""
+
+    def __call__(self, *args, **kwargs):
+        return compile(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
