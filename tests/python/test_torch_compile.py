@@ -229,7 +229,7 @@ class TestTorchCompile(unittest.TestCase):
         # score threshold 0: random weights give low scores, and the outputs must not be empty
         model = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(
             weights=None, weights_backbone=None, box_score_thresh=0.0,
-            box_detections_per_img=20).eval()
+            box_detections_per_img=20, min_size=160, max_size=224).eval()
         randomize_batch_norms(model, 4)
         # spread the random logits: near-equal objectness or class scores would leave the
         # order of top-k and NMS to rounding, in eager PyTorch as on accelkit
