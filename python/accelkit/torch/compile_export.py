@@ -48,8 +48,9 @@ def _export_bytes(module, args, in_names, out_names, dynamic_axes):
 
 
 def grow_dynamic(leaves, dynamic):
-    """The example leaves with every dynamic dimension doubled (the leaf repeated along
-    it), to check that the exported graph did not freeze the example's sizes."""
+    """The example leaves with every dynamic dimension doubled (the leaf followed by its
+    mirror image along it), to check that the exported graph did not freeze the
+    example's sizes."""
     grown = []
     for i, x in enumerate(leaves):
         for d in dynamic.get(i, ()):
@@ -156,7 +157,7 @@ def export_part(module, args, dynamic, threads=0, name=""):
             raise Unsupported(f"input {i} is on {x.device} (accelkit runs on the CPU)")
     with torch.no_grad():
         try:
-            eager = module(*_clone_args(args))
+            eager = module(*clone(args))
         except Exception as e:  # e.g. a call that passed keywords the hooks cannot see
             raise Unsupported(f"eager PyTorch fails on the recorded positional arguments "
                               f"({type(e).__name__}: {e})") from None
@@ -169,7 +170,7 @@ def export_part(module, args, dynamic, threads=0, name=""):
     # every output dimension may follow the inputs' dynamic ones
     axes.update({n: {d: f"out{k}_d{d}" for d in range(o.dim())}
                  for k, (n, o) in enumerate(zip(out_names, out_leaves)) if o.dim()})
-    data = _export_bytes(module, _clone_args(args), in_names, out_names, axes)
+    data = _export_bytes(module, clone(args), in_names, out_names, axes)
     try:
         session = NativeSession(data, threads=threads)
     except AccelkitError as e:
@@ -188,10 +189,6 @@ def export_part(module, args, dynamic, threads=0, name=""):
     return part
 
 
-def _clone_args(args):
-    return clone(args)
-
-
 def _verify(part, module, args, in_leaves, in_spec, eager_leaves, dynamic):
     """Raises Unsupported when the session's outputs differ from eager PyTorch on the
     example arguments, or on them with every dynamic dimension doubled."""
@@ -200,7 +197,7 @@ def _verify(part, module, args, in_leaves, in_spec, eager_leaves, dynamic):
         grown = unflatten(in_spec, grow_dynamic(in_leaves, dynamic))
         with torch.no_grad():
             try:
-                want, _ = flatten(module(*_clone_args(grown)), "output")
+                want, _ = flatten(module(*clone(grown)), "output")
             except Exception as e:
                 raise Unsupported(f"eager PyTorch fails with the dynamic dimensions doubled "
                                   f"({type(e).__name__}: {e})") from None
