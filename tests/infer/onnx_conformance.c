@@ -3,7 +3,9 @@
  * outputs at the suite's tolerance (rtol 1e-3, atol 1e-7; integers and bools exact).
  * Sequence and optional values (SequenceProto / OptionalProto files) are read packed
  * (ak_value_load_pb) and compared element by element.
- * Prints pass / fail / unsupported per test with the reason, and totals per suite.
+ * Prints pass / fail / unsupported per test with the reason, totals per suite, and at the
+ * end the pass rate per operator family (the folder of src/infer/ops/ whose registry
+ * table holds the operator a test exercises).
  *
  *   onnx_conformance [--filter SUBSTR] [--verbose] [--quiet] [--threads N]
  *                    [--expected FILE] [--write-expected FILE] [DIR...]
@@ -25,6 +27,7 @@
 
 #include "accelkit/infer.h"
 #include "accelkit/kernels.h"
+#include "infer/runtime/op.h"
 
 #define DEFAULT_ROOT "/usr/share/libonnx-testdata/data"
 #define MAX_IO 64
@@ -232,7 +235,99 @@ static int is_data_set(const struct dirent *d) {
     return strncmp(d->d_name, "test_data_set_", 14) == 0;
 }
 
-static enum verdict run_test(const char *dir, int threads, char *why, size_t wn) {
+/* ---- the operator family a test exercises ------------------------------------------ */
+
+/* The registry's family tables (runtime/registry.c), named by their folder of ops/. */
+typedef struct family_table {
+    const char *name;
+    const ak__op_def *const *defs;
+} family_table;
+
+static const family_table family_tables[] = {
+    {"elementwise", ak__ops_elementwise}, {"nn", ak__ops_nn},
+    {"tensor", ak__ops_tensor},           {"reduce", ak__ops_reduce},
+    {"norm", ak__ops_norm},               {"math", ak__ops_math},
+    {"rnn", ak__ops_rnn},                 {"fused", ak__ops_fused},
+    {"sequence", ak__ops_sequence},       {"control", ak__ops_control},
+    {"quant", ak__ops_quant},             {"signal", ak__ops_signal},
+    {"select", ak__ops_select},           {"training", ak__ops_training},
+};
+/* an operator no family table defines (the test can only be unsupported) */
+#define FAMILY_NONE "(not implemented)"
+/* a model that did not load, so its operators are unknown */
+#define FAMILY_UNKNOWN "(model not loaded)"
+
+/* The family whose table defines op ("Conv", or "domain:Op" as ak_model_op_count says). */
+static const char *op_family(const char *op) {
+    const char *colon = strchr(op, ':');
+    size_t dlen = colon ? (size_t)(colon - op) : 0;
+    const char *type = colon ? colon + 1 : op;
+    for (size_t f = 0; f < sizeof family_tables / sizeof *family_tables; f++)
+        for (const ak__op_def *const *d = family_tables[f].defs; *d; d++)
+            if (strcmp((*d)->op_type, type) == 0 && strlen((*d)->domain) == dlen &&
+                strncmp((*d)->domain, op, dlen) == 0)
+                return family_tables[f].name;
+    return FAMILY_NONE;
+}
+
+/* Position of a family name in family_tables (after them: the tests of no family). */
+static size_t family_rank(const char *name) {
+    size_t f = 0;
+    for (; f < sizeof family_tables / sizeof *family_tables; f++)
+        if (strcmp(family_tables[f].name, name) == 0) break;
+    return f;
+}
+
+/* s lowercased without '_' into out (test names spell ReduceSum "reduce_sum"). */
+static void squash(char *out, size_t size, const char *s) {
+    size_t n = 0;
+    for (; *s && n + 1 < size; s++)
+        if (*s != '_') out[n++] = (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
+    out[n] = '\0';
+}
+
+/* The operator a test exercises: of the main graph's operators, the one whose name is
+ * the longest prefix of the test's name without "test_" / "operator_"
+ * ("test_reduce_sum_keepdims" -> ReduceSum over Identity). When no operator is named
+ * (an expanded test names the function its nodes implement; "test_operator_addmm" runs
+ * Gemm), the most frequent operator of the graph. */
+static const char *tested_op(const ak_model *m, const char *test_dir) {
+    const char *base = strrchr(test_dir, '/') ? strrchr(test_dir, '/') + 1 : test_dir;
+    if (strncmp(base, "test_", 5) == 0) base += 5;
+    if (strncmp(base, "operator_", 9) == 0) base += 9;
+    char test[256];
+    squash(test, sizeof test, base);
+    ak_model_summary sum;
+    if (ak_model_get_summary(m, &sum) != AK_OK || sum.num_op_types == 0) return NULL;
+    const char *best = NULL, *first = NULL;
+    size_t best_len = 0;
+    for (size_t i = 0; i < sum.num_op_types; i++) {
+        const char *op;
+        size_t count;
+        if (ak_model_op_count(m, i, &op, &count) != AK_OK) continue;
+        if (!first) first = op;
+        char name[128];
+        const char *colon = strchr(op, ':');
+        squash(name, sizeof name, colon ? colon + 1 : op);
+        size_t len = strlen(name);
+        if (len > best_len && strncmp(test, name, len) == 0) best = op, best_len = len;
+    }
+    return best ? best : first;
+}
+
+/* Writes the test's family as the first line to fd, before anything that could crash. */
+static void send_family(int fd, const ak_model *m, const char *dir) {
+    const char *op = m ? tested_op(m, dir) : NULL;
+    const char *family = !m ? FAMILY_UNKNOWN : op ? op_family(op) : FAMILY_NONE;
+    char line[128];
+    int n = snprintf(line, sizeof line, "%s\n", family);
+    ssize_t w = write(fd, line, (size_t)n);
+    (void)w;
+}
+
+/* Loads and runs one test; its family goes to family_fd first (see send_family). */
+static enum verdict run_test(const char *dir, int threads, int family_fd, char *why,
+                             size_t wn) {
     char path[4096];
     if (join(path, sizeof path, dir, "model.onnx")) {
         snprintf(why, wn, "path too long");
@@ -240,6 +335,7 @@ static enum verdict run_test(const char *dir, int threads, char *why, size_t wn)
     }
     ak_model *m;
     ak_status st = ak_onnx_load_file(path, &m);
+    send_family(family_fd, st == AK_OK ? m : NULL, dir);
     if (st != AK_OK) {
         snprintf(why, wn, "load: %s", ak_last_error());
         return status_verdict(st);
@@ -271,7 +367,20 @@ static enum verdict run_test(const char *dir, int threads, char *why, size_t wn)
 
 /* ---- the parent: one child per test ------------------------------------------------- */
 
-static enum verdict run_isolated(const char *dir, int threads, char *why, size_t wn) {
+/* Moves the family line at the start of text (what the child sent) into family. */
+static void split_family(char *text, char *family, size_t fn) {
+    char *nl = strchr(text, '\n');
+    if (!nl) return;
+    *nl = '\0';
+    snprintf(family, fn, "%s", text);
+    memmove(text, nl + 1, strlen(nl + 1) + 1);
+}
+
+/* Runs one test in a child. family (fn bytes) receives the first line the child sent
+ * (send_family), FAMILY_UNKNOWN when it sent none; why the rest. */
+static enum verdict run_isolated(const char *dir, int threads, char *family, size_t fn,
+                                 char *why, size_t wn) {
+    snprintf(family, fn, "%s", FAMILY_UNKNOWN);
     int fds[2];
     if (pipe(fds) != 0) {
         snprintf(why, wn, "pipe: %s", strerror(errno));
@@ -283,7 +392,7 @@ static enum verdict run_isolated(const char *dir, int threads, char *why, size_t
         close(fds[0]);
         alarm(TEST_TIMEOUT_S);
         char reason[1024] = "";
-        enum verdict v = run_test(dir, threads, reason, sizeof reason);
+        enum verdict v = run_test(dir, threads, fds[1], reason, sizeof reason);
         ssize_t w = write(fds[1], reason, strlen(reason));
         (void)w;
         _exit((int)v);
@@ -294,6 +403,7 @@ static enum verdict run_isolated(const char *dir, int threads, char *why, size_t
     while (got + 1 < wn && (r = read(fds[0], why + got, wn - 1 - got)) > 0) got += (size_t)r;
     why[got] = '\0';
     close(fds[0]);
+    split_family(why, family, fn);
     int status = 0;
     waitpid(pid, &status, 0);
     if (WIFEXITED(status) && WEXITSTATUS(status) <= UNSUPPORTED) return WEXITSTATUS(status);
@@ -307,6 +417,54 @@ static enum verdict run_isolated(const char *dir, int threads, char *why, size_t
 typedef struct tally {
     size_t n[3];
 } tally;
+
+/* Pass counts per operator family over every suite run. */
+#define MAX_FAMILIES 32
+typedef struct family_tally {
+    char names[MAX_FAMILIES][64];
+    size_t pass[MAX_FAMILIES], total[MAX_FAMILIES];
+    size_t n;
+} family_tally;
+
+static family_tally families;
+
+static void count_family(const char *family, enum verdict v) {
+    size_t i = 0;
+    while (i < families.n && strcmp(families.names[i], family) != 0) i++;
+    if (i == families.n) {
+        if (families.n == MAX_FAMILIES) return; /* more names than families exist */
+        snprintf(families.names[families.n++], sizeof families.names[0], "%s", family);
+    }
+    families.total[i]++;
+    if (v == PASS) families.pass[i]++;
+}
+
+/* The table printed at the end: family, passed/total, rate; families in registry order,
+ * then the tests of no family. */
+static void print_families(void) {
+    if (!families.n) return;
+    printf("== pass rate per operator family (the folder of src/infer/ops/ of the operator "
+           "each test exercises)\n");
+    printf("   %-20s %13s %7s\n", "family", "passed/total", "rate");
+    for (size_t i = 0; i < families.n; i++)
+        printf("   %-20s %6zu/%-6zu %6.1f%%\n", families.names[i], families.pass[i],
+               families.total[i], 100.0 * (double)families.pass[i] / (double)families.total[i]);
+}
+
+/* Registry order for the table (count_family adds in the order tests are met). */
+static void sort_families(void) {
+    for (size_t i = 0; i < families.n; i++)
+        for (size_t j = i + 1; j < families.n; j++) {
+            if (family_rank(families.names[j]) >= family_rank(families.names[i])) continue;
+            char name[64];
+            size_t p = families.pass[i], t = families.total[i];
+            memcpy(name, families.names[i], sizeof name);
+            memcpy(families.names[i], families.names[j], sizeof name);
+            memcpy(families.names[j], name, sizeof name);
+            families.pass[i] = families.pass[j], families.total[i] = families.total[j];
+            families.pass[j] = p, families.total[j] = t;
+        }
+}
 
 typedef struct expectations {
     char **names;
@@ -346,8 +504,9 @@ static int run_suite_dir(const char *root, const options *o, tally *total, expec
                          FILE *write_to, int *regressions) {
     char path[4096];
     if (join(path, sizeof path, root, "model.onnx") == 0 && access(path, F_OK) == 0) {
-        char why[1024];
-        enum verdict v = run_isolated(root, o->threads, why, sizeof why);
+        char why[1024], family[64];
+        enum verdict v = run_isolated(root, o->threads, family, sizeof family, why, sizeof why);
+        count_family(family, v);
         total->n[v]++;
         report(root, v, why, o, e, regressions, write_to);
         return 0;
@@ -361,13 +520,14 @@ static int run_suite_dir(const char *root, const options *o, tally *total, expec
     }
     tally t = {{0}};
     for (int i = 0; i < n; i++) {
-        char id[512], dir[4096], why[1024];
+        char id[512], dir[4096], why[1024], family[64];
         int ok = join(id, sizeof id, suite, tests[i]->d_name) == 0 &&
                  join(dir, sizeof dir, root, tests[i]->d_name) == 0;
         free(tests[i]);
         if (!ok) continue;
         if (o->filter && !strstr(id, o->filter)) continue;
-        enum verdict v = run_isolated(dir, o->threads, why, sizeof why);
+        enum verdict v = run_isolated(dir, o->threads, family, sizeof family, why, sizeof why);
+        count_family(family, v);
         t.n[v]++;
         report(id, v, why, o, e, regressions, write_to);
     }
@@ -444,6 +604,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < ndirs; i++)
         if (run_suite_dir(dirs[i], &o, &total, &e, w, &regressions)) return 2;
     if (w) fclose(w);
+    sort_families();
+    print_families();
     size_t all = total.n[0] + total.n[1] + total.n[2];
     printf("== total: %zu tests, %zu pass (%.1f%%), %zu fail, %zu unsupported\n", all,
            total.n[PASS], all ? 100.0 * (double)total.n[PASS] / (double)all : 0.0,

@@ -34,3 +34,18 @@ from . import elastic  # noqa: F401
 def gpu_available(ext_base_name=None, verbose=False):
     """accelkit runs collectives on the CPU: False."""
     return False
+
+
+# accelkit.torch.compile (alias optimize): a module's forward on accelkit's ONNX engine
+# (compile.py). Imported on first use: it needs a library built with the ONNX engine,
+# which the Horovod API above does not.
+# Importing the submodule sets this package's attribute `compile` to the submodule, so
+# the function is put back over it.
+def __getattr__(name):
+    if name in ("compile", "optimize", "CompiledModule"):
+        import importlib
+        impl = importlib.import_module(__name__ + ".compile")
+        globals().update(compile=impl.compile, optimize=impl.optimize,
+                         CompiledModule=impl.CompiledModule)
+        return globals()[name]
+    raise AttributeError(f"module 'accelkit.torch' has no attribute {name!r}")
