@@ -1,0 +1,240 @@
+/* com.microsoft MatMulNBits: Y = A @ dequant(B)ᵀ (+ bias), B an (N, K) weight quantized
+ * blockwise along K (Olive's and onnxruntime's 4-bit LLM export).
+ *
+ *   A            float32 (..., K)
+ *   B            uint8 (N, k_blocks, blob_bytes): block b of row n holds values
+ *                k = b·block_size + j, packed `bits` to a byte-run, low bits first
+ *   scales       float32 (N, k_blocks) (or flattened)
+ *   zero_points  optional: uint8 packed like B, (N, ceil(k_blocks·bits/8)); or float32
+ *                (N, k_blocks); absent: 2^(bits-1)
+ *   bias         optional float32 (N)
+ *   dequant(B)[n][k] = (q - zero_point) · scale
+ *
+ * The weight is dequantized once to float32 at session creation when B, scales and zero
+ * points are constants (the usual case; 8x the memory of 4-bit B, the price of running
+ * the kit's float32 GEMM and GEMV kernels exactly), else into the workspace on each run.
+ * The product is ak_linear (few rows: a pass over the weight rows) or ak_sgemm.
+ *
+ * accuracy_level is ignored: the spec defines it as the *minimum* accuracy allowed for A
+ * (a permission to quantize A to int8 or downcast it internally), and float32 throughout
+ * meets every level. Refused by name: bits other than 2, 4, 8; weight_prepacked; the
+ * deprecated g_idx input; A of a type other than float32. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "accelkit/kernels.h"
+#include "infer/ops/contrib/contrib.h"
+#include "infer/ops/elementwise/elementwise.h"
+
+enum { IN_A, IN_B, IN_SCALES, IN_ZP, IN_GIDX, IN_BIAS };
+
+/* Up to this many rows of A, the product runs as ak_linear instead of ak_sgemm. */
+#define LINEAR_MAX_ROWS 4
+
+typedef struct nbits_state {
+    ak__nbits_layout l;
+    float *W; /* (N, K) dequantized weight, or NULL when B is not constant */
+} nbits_state;
+
+/* ---- the dequantization (scalar reference; it runs once per constant weight) ------ */
+
+/* Value idx of a run of `bits`-wide values packed low bits first (bits 2, 4 or 8 never
+ * straddle a byte). */
+static unsigned packed_value(const uint8_t *run, int64_t idx, int64_t bits) {
+    uint64_t bit = (uint64_t)idx * (uint64_t)bits;
+    return (unsigned)(run[bit / 8] >> (bit % 8)) & ((1u << bits) - 1u);
+}
+
+void ak__nbits_dequantize(const ak__nbits_layout *l, const uint8_t *B, const float *scales,
+                          const uint8_t *zp_packed, const float *zp_float, float *W) {
+    float zp_default = (float)(1 << (l->bits - 1));
+    for (int64_t n = 0; n < l->N; n++)
+        for (int64_t b = 0; b < l->k_blocks; b++) {
+            int64_t blk = n * l->k_blocks + b;
+            const uint8_t *blob = B + blk * l->blob_bytes;
+            float scale = scales[blk];
+            float zp = zp_packed  ? (float)packed_value(zp_packed + n * l->zp_row_bytes, b, l->bits)
+                       : zp_float ? zp_float[blk]
+                                  : zp_default;
+            int64_t k0 = b * l->block_size;
+            int64_t len = l->K - k0 < l->block_size ? l->K - k0 : l->block_size;
+            float *w = W + n * l->K + k0;
+            for (int64_t j = 0; j < len; j++)
+                w[j] = ((float)packed_value(blob, j, l->bits) - zp) * scale;
+        }
+}
+
+/* ---- attributes and input shapes ---------------------------------------------------- */
+
+static int input_present(const ak__ir_node *n, uint32_t i) {
+    return i < n->num_inputs && n->inputs[i] != AK_IR_NONE;
+}
+
+static ak_status layout_make(const ak__ir_node *n, ak__nbits_layout *l) {
+    if (!ak__attr_has(n, "K") || !ak__attr_has(n, "N") || !ak__attr_has(n, "block_size"))
+        return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL, "attributes K, N and block_size are required");
+    l->K = ak__attr_int(n, "K", 0);
+    l->N = ak__attr_int(n, "N", 0);
+    l->bits = ak__attr_int(n, "bits", 4);
+    l->block_size = ak__attr_int(n, "block_size", 0);
+    if (l->bits != 2 && l->bits != 4 && l->bits != 8)
+        return AK_OP_FAIL(n, AK_ERR_UNSUPPORTED, "bits=%lld is not implemented (2, 4 or 8)",
+                          (long long)l->bits);
+    if (l->block_size < 16 || (l->block_size & (l->block_size - 1)))
+        return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL,
+                          "block_size=%lld (a power of 2, at least 16, expected)",
+                          (long long)l->block_size);
+    if (l->K <= 0 || l->N <= 0)
+        return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL, "K=%lld and N=%lld must be positive",
+                          (long long)l->K, (long long)l->N);
+    if (ak__attr_int(n, "weight_prepacked", 0) != 0)
+        return AK_OP_FAIL(n, AK_ERR_UNSUPPORTED,
+                          "weight_prepacked=%lld (an execution provider's layout) is not implemented",
+                          (long long)ak__attr_int(n, "weight_prepacked", 0));
+    if (input_present(n, IN_GIDX))
+        return AK_OP_FAIL(n, AK_ERR_UNSUPPORTED,
+                          "input 4 (g_idx, deprecated by the spec) is not implemented");
+    l->k_blocks = (l->K + l->block_size - 1) / l->block_size;
+    l->blob_bytes = l->block_size * l->bits / 8;
+    l->zp_row_bytes = (l->k_blocks * l->bits + 7) / 8;
+    return AK_OK;
+}
+
+/* Checks B, scales, zero points and bias against the layout. */
+static ak_status weights_check(const ak__ir_node *n, const ak__nbits_layout *l,
+                               const ak__tensor *B, const ak__tensor *scales,
+                               const ak__tensor *zp, const ak__tensor *bias) {
+    if (B->type != AK_ELEM_U8 || B->count != (uint64_t)(l->N * l->k_blocks * l->blob_bytes))
+        return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL,
+                          "input 1 (B) must be uint8 (N %lld, k_blocks %lld, blob %lld), it is "
+                          "%s with %llu values",
+                          (long long)l->N, (long long)l->k_blocks, (long long)l->blob_bytes,
+                          ak_elem_type_name(B->type), (unsigned long long)B->count);
+    if (scales->type != AK_ELEM_F32 || scales->count != (uint64_t)(l->N * l->k_blocks))
+        return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL,
+                          "input 2 (scales) must be float32 (N %lld, k_blocks %lld)",
+                          (long long)l->N, (long long)l->k_blocks);
+    if (zp && zp->type == AK_ELEM_U8) {
+        if (zp->count != (uint64_t)(l->N * l->zp_row_bytes))
+            return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL,
+                              "input 3 (packed zero_points) must have N %lld x %lld bytes",
+                              (long long)l->N, (long long)l->zp_row_bytes);
+    } else if (zp && zp->type == AK_ELEM_F32) {
+        if (zp->count != (uint64_t)(l->N * l->k_blocks))
+            return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL,
+                              "input 3 (zero_points) must be (N %lld, k_blocks %lld)",
+                              (long long)l->N, (long long)l->k_blocks);
+    } else if (zp) {
+        return AK_OP_FAIL(n, AK_ERR_UNSUPPORTED,
+                          "input 3 (zero_points) of type %s is not implemented "
+                          "(uint8 or float32)",
+                          ak_elem_type_name(zp->type));
+    }
+    if (bias && (bias->type != AK_ELEM_F32 || bias->count != (uint64_t)l->N))
+        return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL, "input 5 (bias) must be float32 (N %lld)",
+                          (long long)l->N);
+    return AK_OK;
+}
+
+static void dequantize_tensors(const ak__nbits_layout *l, const ak__tensor *B,
+                               const ak__tensor *scales, const ak__tensor *zp, float *W) {
+    ak__nbits_dequantize(l, B->data, scales->data,
+                         zp && zp->type == AK_ELEM_U8 ? zp->data : NULL,
+                         zp && zp->type == AK_ELEM_F32 ? zp->data : NULL, W);
+}
+
+/* ---- operator steps ----------------------------------------------------------------- */
+
+static ak_status nbits_create(const ak__ir_node *node, const ak__tensor *const *consts,
+                              void **state) {
+    *state = NULL;
+    ak__nbits_layout l;
+    AK_CHECK(layout_make(node, &l));
+    if (!input_present(node, IN_B) || !input_present(node, IN_SCALES))
+        return AK_OP_FAIL(node, AK_ERR_INVALID_MODEL, "inputs 1 (B) and 2 (scales) are required");
+    const ak__tensor *B = consts[IN_B], *scales = consts[IN_SCALES];
+    const ak__tensor *zp = input_present(node, IN_ZP) ? consts[IN_ZP] : NULL;
+    int constant = B && scales && (zp || !input_present(node, IN_ZP));
+    if (constant) AK_CHECK(weights_check(node, &l, B, scales, zp, NULL));
+    nbits_state *s = calloc(1, sizeof *s);
+    if (!s) return AK_ERR_NO_MEMORY;
+    s->l = l;
+    if (constant) { /* dequantized once here; otherwise on each run */
+        size_t bytes = ((size_t)l.N * (size_t)l.K * sizeof(float) + 63) / 64 * 64;
+        if (!(s->W = aligned_alloc(64, bytes))) {
+            free(s);
+            return AK_ERR_NO_MEMORY;
+        }
+        dequantize_tensors(&l, B, scales, zp, s->W);
+    }
+    *state = s;
+    return AK_OK;
+}
+
+static void nbits_destroy(void *state) {
+    nbits_state *s = state;
+    if (s) free(s->W);
+    free(s);
+}
+
+/* A, and the weights checked; *rows = A's rows of K. */
+static ak_status inputs_check(const ak__op_ctx *ctx, uint64_t *rows) {
+    const nbits_state *s = ctx->state;
+    const ak__tensor *A, *B, *scales;
+    AK_CHECK(ak__op_require(ctx, IN_A, &A));
+    AK_CHECK(ak__op_require(ctx, IN_B, &B));
+    AK_CHECK(ak__op_require(ctx, IN_SCALES, &scales));
+    if (A->type != AK_ELEM_F32)
+        return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED,
+                          "input 0 (A) of type %s is not implemented (float32)",
+                          ak_elem_type_name(A->type));
+    if (A->rank < 1 || A->dims[A->rank - 1] != s->l.K)
+        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
+                          "input 0 (A) must end in K = %lld", (long long)s->l.K);
+    AK_CHECK(weights_check(ctx->node, &s->l, B, scales, ak__op_in(ctx, IN_ZP),
+                           ak__op_in(ctx, IN_BIAS)));
+    *rows = A->count / (uint64_t)s->l.K;
+    return AK_OK;
+}
+
+static ak_status nbits_reshape(ak__op_ctx *ctx) {
+    const nbits_state *s = ctx->state;
+    uint64_t rows;
+    AK_CHECK(inputs_check(ctx, &rows));
+    const ak__tensor *A = ctx->inputs[IN_A];
+    int64_t dims[AK_IR_MAX_RANK];
+    memcpy(dims, A->dims, sizeof(int64_t) * (size_t)A->rank);
+    dims[A->rank - 1] = s->l.N; /* Y (..., N) */
+    if (!s->W) ctx->workspace_bytes = (size_t)s->l.N * (size_t)s->l.K * sizeof(float);
+    return ak__op_set_output(ctx, 0, AK_ELEM_F32, A->rank, dims);
+}
+
+static ak_status nbits_run(ak__op_ctx *ctx) {
+    const nbits_state *s = ctx->state;
+    uint64_t rows;
+    AK_CHECK(inputs_check(ctx, &rows));
+    ak__tensor *Y = ak__op_out(ctx, 0);
+    if (!Y || Y->count == 0) return AK_OK;
+    const float *W = s->W; /* W (N, K) */
+    if (!W) {
+        dequantize_tensors(&s->l, ctx->inputs[IN_B], ctx->inputs[IN_SCALES],
+                           ak__op_in(ctx, IN_ZP), ctx->workspace);
+        W = ctx->workspace;
+    }
+    size_t N = (size_t)s->l.N, K = (size_t)s->l.K, T = (size_t)rows;
+    const float *A = ctx->inputs[IN_A]->data; /* A (T, K) */
+    float *y = Y->data;                         /* Y (T, N) */
+    ak_status st = T <= LINEAR_MAX_ROWS
+                       ? ak_linear(AK_WTYPE_F32, W, N, K, A, K, T, y, N, 0, ctx->pool)
+                       : ak_sgemm(AK_NO_TRANS, AK_TRANS, T, N, K, 1.0f, A, K, W, K, 0.0f, y, N,
+                                  ctx->pool);
+    AK_CHECK(st);
+    const ak__tensor *bias = ak__op_in(ctx, IN_BIAS);
+    if (bias)
+        for (size_t t = 0; t < T; t++)
+            ew_f32_binary(AK_EW_F32_ADD, y + t * N, y + t * N, bias->data, N, 1, 1);
+    return AK_OK;
+}
+
+const ak__op_def ak__contrib_matmul_nbits = {"com.microsoft", "MatMulNBits", 1, 0, nbits_create,
+                                             nbits_destroy, nbits_reshape, nbits_run};

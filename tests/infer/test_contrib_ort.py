@@ -1,0 +1,375 @@
+"""The com.microsoft contrib operators of ops/contrib (Gelu, BiasGelu, FastGelu, QuickGelu,
+FusedMatMul, RotaryEmbedding, MatMulNBits) against ONNX Runtime (npm onnxruntime-node 1.30,
+tests/infer/ort_run.js) on small models built with onnx.helper (Debian's onnx 1.12; domain
+com.microsoft, its opset 1): several shapes and attribute combinations each, odd sizes,
+broadcast batches, zero points present and absent, interleaved rotation or not. Outputs are
+also checked against numpy formulas written here, alone for the types ONNX Runtime's CPU
+provider does not register (float64 Gelu and FusedMatMul, float16 Gelu). Every refusal is
+checked by the name of what is refused.
+
+    AK_LIBRARY=build/libaccelkit.so PYTHONPATH=python python3 -m unittest test_contrib_ort
+"""
+import math
+import os
+import sys
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import onnx  # noqa: E402  (Debian python3-onnx)
+from onnx import TensorProto as TP  # noqa: E402
+from onnx import helper as oh  # noqa: E402
+from onnx import numpy_helper as onh  # noqa: E402
+
+from accelkit.inference import InferenceSession  # noqa: E402
+from ort_case import OrtCase  # noqa: E402
+
+MS = "com.microsoft"
+NP_TO_TP = {np.dtype(np.float32): TP.FLOAT, np.dtype(np.float64): TP.DOUBLE,
+            np.dtype(np.float16): TP.FLOAT16, np.dtype(np.int64): TP.INT64,
+            np.dtype(np.uint8): TP.UINT8, np.dtype(np.int32): TP.INT32}
+
+
+def model(nodes, feeds, outputs, inits=None):
+    """feeds: {name: example array} (graph inputs); inits: {name: array} (initializers)."""
+    g = oh.make_graph(nodes, "contrib",
+                      [oh.make_tensor_value_info(n, NP_TO_TP[a.dtype], a.shape)
+                       for n, a in feeds.items()],
+                      [onnx.ValueInfoProto(name=n) for n in outputs],
+                      [onh.from_array(a, n) for n, a in (inits or {}).items()])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid(MS, 1)])
+    m.ir_version = 8
+    return m
+
+
+def ms(op, ins, outs, **attrs):
+    return oh.make_node(op, ins, outs, domain=MS, **attrs)
+
+
+# ---- numpy formulas -------------------------------------------------------------------
+
+def np_gelu(x):
+    erf = np.vectorize(math.erf)
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def np_fast_gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def np_quick_gelu(x, alpha):
+    return x / (1.0 + np.exp(-alpha * x))
+
+
+def quantize_nbits(w, bits, block, zp_mode, rng):
+    """(B, scales, zero_points or None, the dequantized weight) for an (N, K) float weight
+    quantized blockwise along K; zp_mode: None (default 2^(bits-1)), 'u8' (packed), 'f32'."""
+    N, K = w.shape
+    kb = (K + block - 1) // block
+    levels = (1 << bits) - 1
+    q = rng.randint(0, levels + 1, (N, kb * block)).astype(np.uint8)
+    scales = rng.uniform(0.01, 0.1, (N, kb)).astype(np.float32)
+    if zp_mode == "u8":
+        zp = rng.randint(0, levels + 1, (N, kb)).astype(np.uint8)
+    elif zp_mode == "f32":
+        zp = rng.uniform(0, levels, (N, kb)).astype(np.float32)
+    else:
+        zp = np.full((N, kb), 1 << (bits - 1), np.float32)
+    per = 8 // bits
+    packed = np.zeros((N, kb * block // per), np.uint8)
+    for j in range(per):
+        packed |= (q[:, j::per] << (j * bits)).astype(np.uint8)
+    B = packed.reshape(N, kb, block * bits // 8)
+    deq = ((q.astype(np.float32).reshape(N, kb, block) - zp.astype(np.float32)[:, :, None])
+           * scales[:, :, None]).reshape(N, kb * block)[:, :K]
+    zp_in = None
+    if zp_mode == "u8":
+        row = (kb * bits + 7) // 8
+        zpp = np.zeros((N, row * per), np.uint8)
+        zpp[:, :kb] = zp
+        zp_in = np.zeros((N, row), np.uint8)
+        for j in range(per):
+            zp_in |= (zpp[:, j::per] << (j * bits)).astype(np.uint8)
+    elif zp_mode == "f32":
+        zp_in = zp
+    return B, scales, zp_in, deq
+
+
+def np_rope(x, pos, cos, sin, interleaved, num_heads=0, rot_dim=0):
+    """The spec's RotaryEmbedding on a 3-D (B, S, H·D) or 4-D (B, H, S, D) input."""
+    x4 = x
+    if x.ndim == 3:
+        b, s, hidden = x.shape
+        d = hidden // num_heads if num_heads else cos.shape[1] * 2
+        x4 = x.reshape(b, s, hidden // d, d).transpose(0, 2, 1, 3)
+    b, h, s, d = x4.shape
+    rot = rot_dim or d
+    half = rot // 2
+    p = pos.reshape(1, -1)[0, 0] + np.arange(s)[None, :].repeat(b, 0) if pos.size == 1 else pos
+    c = cos[p][:, None]  # (B, 1, S, half)
+    sn = sin[p][:, None]
+    y = x4.copy()
+    if interleaved:
+        a, bb = x4[..., 0:rot:2], x4[..., 1:rot:2]
+        y[..., 0:rot:2] = a * c - bb * sn
+        y[..., 1:rot:2] = bb * c + a * sn
+    else:
+        a, bb = x4[..., :half], x4[..., half:rot]
+        y[..., :half] = a * c - bb * sn
+        y[..., half:rot] = bb * c + a * sn
+    if x.ndim == 3:
+        y = y.transpose(0, 2, 1, 3).reshape(x.shape)
+    return y
+
+
+class ContribTest(OrtCase):
+    TMP_PREFIX = "ak-contrib-"
+
+    def ours(self, m, name, feeds):
+        path = self.save(m, name)
+        return path, InferenceSession(path).run(None, feeds)
+
+    def check(self, m, name, feeds, rtol=1e-5, atol=1e-5):
+        """accelkit against ONNX Runtime; returns accelkit's outputs."""
+        path, got = self.ours(m, name, feeds)
+        want = self.ort(path, feeds)
+        self.assertEqual(len(got), len(want), name)
+        for k, (g, w) in enumerate(zip(got, want)):
+            msg = "%s output %d" % (name, k)
+            self.assertEqual(g.shape, w.shape, msg)
+            self.assertEqual(g.dtype, w.dtype, msg)
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=msg)
+        return got
+
+    def refused(self, m, name, feeds, words):
+        path = self.save(m, name)
+        with self.assertRaises(Exception) as cm:
+            InferenceSession(path).run(None, feeds)
+        for w in words:
+            self.assertIn(w, str(cm.exception), name)
+
+    # ---- the GELU family ---------------------------------------------------------------
+
+    def test_gelu_family(self):
+        rng = np.random.RandomState(1)
+        # odd sizes, a tensor large enough to split over threads, a scalar row
+        for shape in [(2, 3, 5), (7,), (4, 2101), (1, 1)]:
+            x = rng.uniform(-5, 5, shape).astype(np.float32)
+            bias = rng.uniform(-1, 1, shape[-1:]).astype(np.float32)
+            nodes = [ms("Gelu", ["x"], ["gelu"]),
+                     ms("BiasGelu", ["x", "b"], ["bias_gelu"]),
+                     ms("FastGelu", ["x"], ["fast"]),
+                     ms("FastGelu", ["x", "b"], ["fast_bias"]),
+                     ms("QuickGelu", ["x"], ["quick"]),
+                     ms("QuickGelu", ["x"], ["quick_a"], alpha=-0.75)]
+            outs = ["gelu", "bias_gelu", "fast", "fast_bias", "quick", "quick_a"]
+            got = self.check(model(nodes, {"x": x}, outs, {"b": bias}), "gelu%d" % len(shape),
+                             {"x": x}, rtol=1e-5, atol=2e-6)
+            xd = x.astype(np.float64)
+            want = [np_gelu(xd), np_gelu(xd + bias), np_fast_gelu(xd), np_fast_gelu(xd + bias),
+                    np_quick_gelu(xd, 1.702), np_quick_gelu(xd, -0.75)]
+            for g, w, n in zip(got, want, outs):
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=2e-6, err_msg=n)
+
+    def test_gelu_float64_and_float16(self):
+        """Types ONNX Runtime's CPU provider leaves out: against the numpy formulas."""
+        rng = np.random.RandomState(2)
+        x = rng.uniform(-4, 4, (3, 9))
+        bias = rng.uniform(-1, 1, (9,))
+        for dt, tol in [(np.float64, 1e-12), (np.float16, 2e-3)]:
+            xs, bs = x.astype(dt), bias.astype(dt)
+            nodes = [ms("Gelu", ["x"], ["g"]), ms("BiasGelu", ["x", "b"], ["bg"]),
+                     ms("FastGelu", ["x", "b"], ["fg"]), ms("QuickGelu", ["x"], ["qg"], alpha=1.5)]
+            _, got = self.ours(model(nodes, {"x": xs}, ["g", "bg", "fg", "qg"], {"b": bs}),
+                               "gelu_" + np.dtype(dt).name, {"x": xs})
+            xd, bd = xs.astype(np.float64), bs.astype(np.float64)
+            want = [np_gelu(xd), np_gelu(xd + bd), np_fast_gelu(xd + bd), np_quick_gelu(xd, 1.5)]
+            for g, w in zip(got, want):
+                self.assertEqual(g.dtype, np.dtype(dt))
+                np.testing.assert_allclose(g.astype(np.float64), w, rtol=tol, atol=tol)
+
+    def test_gelu_refusals(self):
+        x = np.ones((2, 4), np.float32)
+        self.refused(model([ms("BiasGelu", ["x", "b"], ["y"])], {"x": x}, ["y"],
+                           {"b": np.ones((3,), np.float32)}), "biasgelu_bad", {"x": x}, ["bias"])
+        xi = np.ones((2, 4), np.int32)
+        self.refused(model([ms("Gelu", ["x"], ["y"])], {"x": xi}, ["y"]), "gelu_int",
+                     {"x": xi}, ["int32"])
+
+    # ---- FusedMatMul -------------------------------------------------------------------
+
+    def test_fused_matmul(self):
+        rng = np.random.RandomState(3)
+        cases = [  # (A shape, B shape, attributes)
+            ((3, 5), (5, 4), {}),
+            ((3, 5), (5, 4), {"alpha": 0.125}),
+            ((5, 3), (5, 4), {"transA": 1, "alpha": -2.0}),
+            ((3, 5), (4, 5), {"transB": 1}),
+            ((5, 3), (4, 5), {"transA": 1, "transB": 1, "alpha": 0.5}),
+            ((2, 3, 7, 5), (5, 6), {"alpha": 0.3}),           # B shared: one folded GEMM
+            ((2, 1, 7, 5), (3, 5, 6), {}),                    # broadcast batches
+            ((2, 3, 5, 7), (1, 3, 6, 5), {"transA": 1, "transB": 1}),
+            ((5,), (2, 5, 3), {}),                            # 1-D A
+            ((2, 4, 5), (5,), {"alpha": 3.0}),                # 1-D B
+            ((7, 2, 5), (2, 5, 3), {"transBatchA": 1}),       # A viewed (2, 7, 5)
+            ((5, 2, 7), (1, 5, 3), {"transBatchA": 1, "transA": 1}),
+            ((4, 2, 5), (5, 2, 6), {"transBatchA": 1, "transBatchB": 1, "alpha": 0.25}),
+            ((2, 4, 5), (6, 2, 5), {"transBatchB": 1, "transB": 1}),
+            ((3, 2, 2, 5), (1, 2, 5, 4), {"transBatchA": 1}),  # A viewed (2, 2, 3, 5)
+            ((2, 33, 65), (2, 65, 70), {"alpha": 0.1}),       # past the small-product path
+        ]
+        for i, (sa, sb, attrs) in enumerate(cases):
+            a = rng.uniform(-1, 1, sa).astype(np.float32)
+            b = rng.uniform(-1, 1, sb).astype(np.float32)
+            m = model([ms("FusedMatMul", ["a", "b"], ["y"], **attrs)], {"a": a, "b": b}, ["y"])
+            self.check(m, "fmm%d" % i, {"a": a, "b": b}, rtol=1e-4, atol=1e-5)
+
+    def test_fused_matmul_float64(self):
+        rng = np.random.RandomState(4)
+        a = rng.uniform(-1, 1, (4, 2, 3))
+        b = rng.uniform(-1, 1, (2, 5, 3))
+        m = model([ms("FusedMatMul", ["a", "b"], ["y"], transBatchA=1, transB=1, alpha=0.5)],
+                  {"a": a, "b": b}, ["y"])
+        _, (y,) = self.ours(m, "fmm_f64", {"a": a, "b": b})
+        want = 0.5 * np.matmul(a.transpose(1, 0, 2), b.transpose(0, 2, 1))
+        np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-12)
+
+    def test_fused_matmul_refusals(self):
+        a = np.ones((5,), np.float32)
+        b = np.ones((5, 3), np.float32)
+        m = model([ms("FusedMatMul", ["a", "b"], ["y"], transA=1)], {"a": a, "b": b}, ["y"])
+        self.refused(m, "fmm_1d_trans", {"a": a, "b": b}, ["transA", "1-D"])
+        a3 = np.ones((2, 3, 5), np.float32)
+        m = model([ms("FusedMatMul", ["a", "b"], ["y"], transBatchA=1)], {"a": a3, "b": b}, ["y"])
+        self.refused(m, "fmm_tb_rank", {"a": a3, "b": b}, ["transBatchA", "rank"])
+        a2 = np.ones((2, 5), np.float32)
+        m = model([ms("FusedMatMul", ["a", "b"], ["y"])], {"a": a2, "b": np.ones((4, 3), np.float32)},
+                  ["y"])
+        self.refused(m, "fmm_inner", {"a": a2, "b": np.ones((4, 3), np.float32)}, ["inner"])
+
+    # ---- RotaryEmbedding ---------------------------------------------------------------
+
+    def rope_case(self, rng, name, x_shape, max_seq, half, attrs, offset=None):
+        x = rng.uniform(-1, 1, x_shape).astype(np.float32)
+        batch = x_shape[0]
+        seq = x_shape[1] if len(x_shape) == 3 else x_shape[2]
+        if offset is None:
+            pos = rng.randint(0, max_seq, (batch, seq)).astype(np.int64)
+        else:
+            pos = np.array([offset], np.int64)
+        ang = rng.uniform(0, 6.3, (max_seq, half))
+        cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+        m = model([ms("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], **attrs)],
+                  {"x": x, "pos": pos}, ["y"], {"cos": cos, "sin": sin})
+        (y,) = self.check(m, name, {"x": x, "pos": pos}, rtol=1e-5, atol=1e-6)
+        want = np_rope(x.astype(np.float64), pos, cos.astype(np.float64), sin.astype(np.float64),
+                       attrs.get("interleaved", 0), attrs.get("num_heads", 0),
+                       attrs.get("rotary_embedding_dim", 0))
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6, err_msg=name)
+
+    def test_rotary_embedding(self):
+        rng = np.random.RandomState(5)
+        for il in (0, 1):
+            # 3-D, head size from the caches (num_heads 0)
+            self.rope_case(rng, "rope3_%d" % il, (2, 5, 24), 16, 4, {"interleaved": il})
+            # 3-D with num_heads and a partial rotary dim (half of head 12 rotated)
+            self.rope_case(rng, "rope3p_%d" % il, (2, 3, 36), 10, 3,
+                           {"interleaved": il, "num_heads": 3, "rotary_embedding_dim": 6})
+            # 4-D (batch, heads, seq, head), position offset form
+            self.rope_case(rng, "rope4_%d" % il, (1, 3, 7, 10), 20, 5, {"interleaved": il},
+                           offset=4)
+            # 4-D with a partial rotary dim and explicit num_heads, odd sizes
+            self.rope_case(rng, "rope4p_%d" % il, (3, 2, 5, 14), 9, 4,
+                           {"interleaved": il, "num_heads": 2, "rotary_embedding_dim": 8})
+
+    def test_rotary_refusals(self):
+        x = np.ones((1, 2, 8), np.float32)
+        pos = np.zeros((1, 2), np.int64)
+        cs = {"cos": np.ones((4, 4), np.float32), "sin": np.zeros((4, 4), np.float32)}
+        for attrs, words in [({"scale": 2.0}, ["scale"]),
+                             ({"is_packed_batching": 1}, ["is_packed_batching"]),
+                             ({"rotary_embedding_dim": 4}, ["rotary_embedding_dim", "num_heads"])]:
+            m = model([ms("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], **attrs)],
+                      {"x": x, "pos": pos}, ["y"], cs)
+            self.refused(m, "rope_" + words[0], {"x": x, "pos": pos}, words)
+        m = model([ms("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"])],
+                  {"x": x, "pos": pos}, ["y"], cs)
+        self.refused(m, "rope_pos", {"x": x, "pos": np.array([[0, 4]], np.int64)},
+                     ["position_ids", "4"])
+
+    # ---- MatMulNBits -------------------------------------------------------------------
+
+    def nbits_case(self, rng, name, a_shape, N, bits, block, zp_mode, bias=False,
+                   constant=True):
+        K = a_shape[-1]
+        a = rng.uniform(-1, 1, a_shape).astype(np.float32)
+        w = rng.uniform(-1, 1, (N, K)).astype(np.float32)
+        B, scales, zp, deq = quantize_nbits(w, bits, block, zp_mode, rng)
+        weights = {"B": B, "scales": scales}
+        ins = ["a", "B", "scales"]
+        if zp is not None:
+            weights["zp"] = zp
+            ins.append("zp")
+        if bias:
+            weights["bias"] = rng.uniform(-1, 1, (N,)).astype(np.float32)
+            ins += [""] * (5 - len(ins)) + ["bias"]
+        feeds = {"a": a}
+        if not constant:
+            feeds.update(weights)
+        node = ms("MatMulNBits", ins, ["y"], K=K, N=N, bits=bits, block_size=block)
+        m = model([node], feeds, ["y"], None if not constant else weights)
+        (y,) = self.check(m, name, feeds, rtol=1e-4, atol=1e-4)
+        want = a.astype(np.float64) @ deq.T.astype(np.float64)
+        if bias:
+            want += weights["bias"]
+        np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4, err_msg=name)
+
+    def test_matmul_nbits(self):
+        rng = np.random.RandomState(6)
+        cases = [  # (A shape, N, block, zero points, bias)
+            ((1, 64), 8, 32, None, False),      # GEMV path, default zero point 8
+            ((3, 7, 64), 5, 16, "u8", False),   # batched rows, packed zero points, odd N
+            ((2, 40), 6, 16, "u8", True),       # K not a multiple of the block: padded last
+            ((9, 100), 3, 64, None, True),      # odd k_blocks (2): half-used zero-point byte
+            ((5, 48), 7, 16, "u8", False),      # 3 blocks: an odd number of packed nibbles
+            ((4, 128), 16, 128, "f32", False),  # float zero points
+        ]
+        for i, (sa, N, block, zp, bias) in enumerate(cases):
+            self.nbits_case(rng, "nbits%d" % i, sa, N, 4, block, zp, bias)
+        # B, scales and zero points fed at run time: dequantized on each run
+        self.nbits_case(rng, "nbits_fed", (3, 48), 5, 4, 16, "u8", True, constant=False)
+
+    def test_matmul_nbits_other_widths(self):
+        """bits 2 and 8, against ONNX Runtime and the numpy dequantization."""
+        rng = np.random.RandomState(7)
+        for bits in (2, 8):
+            for zp in (None, "u8"):
+                self.nbits_case(rng, "nbits_b%d_%s" % (bits, zp), (3, 80), 6, bits, 32, zp)
+
+    def test_matmul_nbits_refusals(self):
+        a = np.ones((2, 32), np.float32)
+        B = np.zeros((4, 2, 8), np.uint8)
+        sc = np.ones((4, 2), np.float32)
+        base = {"K": 32, "N": 4, "block_size": 16}
+        for attrs, words, ins, extra in [
+                ({"bits": 3}, ["bits=3"], ["a", "B", "s"], {}),
+                ({"weight_prepacked": 1}, ["weight_prepacked"], ["a", "B", "s"], {}),
+                ({"block_size": 24}, ["block_size=24"], ["a", "B", "s"], {}),
+                ({}, ["g_idx"], ["a", "B", "s", "", "g"], {"g": np.zeros((32,), np.int32)}),
+                ({"K": 48}, ["B"], ["a", "B", "s"], {})]:
+            at = dict(base, **attrs)
+            m = model([ms("MatMulNBits", ins, ["y"], **at)], {"a": a}, ["y"],
+                      dict({"B": B, "s": sc}, **extra))
+            self.refused(m, "nbits_" + words[0], {"a": a}, words)
+        a64 = a.astype(np.float64)
+        m = model([ms("MatMulNBits", ["a", "B", "s"], ["y"], **base)], {"a": a64}, ["y"],
+                  {"B": B, "s": sc})
+        self.refused(m, "nbits_a64", {"a": a64}, ["float64"])
+
+
+if __name__ == "__main__":
+    unittest.main()
