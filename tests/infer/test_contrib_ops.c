@@ -2,8 +2,8 @@
  * operator harness, so the release and the ASan+UBSan builds both drive them (the
  * comparison with ONNX Runtime is tests/infer/test_contrib_ort.py): MatMulNBits against
  * a double reference that unpacks B and the zero points on its own, for bits 2/4/8, a K
- * that is not a multiple of the block, weights constant (dequantized at create) or not,
- * the GEMV and the SGEMM row counts; FusedMatMul with transBatch, transposes and broadcast
+ * that is not a multiple of the block, weights dequantized at creation or tile by tile on
+ * each run (fed, or too large), the GEMV and the SGEMM row counts; FusedMatMul with transBatch, transposes and broadcast
  * against index arithmetic in double; RotaryEmbedding 3-D and 4-D, interleaved and
  * halves, a partial rotary dim; the GELU family in float32 and float16; and refusals. */
 #include <math.h>
@@ -102,6 +102,12 @@ static void test_matmul_nbits(void **s) {
     check_nbits(5, 80, 6, 2, 32, 1, 1, 1);
     check_nbits(2, 48, 3, 8, 16, 1, 0, 0);
     check_nbits(6, 33, 4, 8, 16, 0, 1, 1);
+    /* dequantized tile by tile on each run: tiles of 16 rows of K 8192 (3 tiles), the
+     * GEMV and the SGEMM on each; then a constant weight too large to dequantize at
+     * creation (17 MB as float32), in tiles of 32 rows */
+    check_nbits(2, 8192, 40, 4, 128, 1, 1, 0);
+    check_nbits(5, 8192, 37, 4, 64, 0, 0, 0);
+    check_nbits(1, 4096, 1040, 4, 32, 1, 0, 1);
 }
 
 static void nbits_refused(int64_t bits, int64_t block, int with_gidx, const char *what) {

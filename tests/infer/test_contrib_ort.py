@@ -342,6 +342,9 @@ class ContribTest(OrtCase):
             self.nbits_case(rng, "nbits%d" % i, sa, N, 4, block, zp, bias)
         # B, scales and zero points fed at run time: dequantized on each run
         self.nbits_case(rng, "nbits_fed", (3, 48), 5, 4, 16, "u8", True, constant=False)
+        # fed with K 4096: dequantized in two tiles of 32 rows, GEMV and SGEMM
+        self.nbits_case(rng, "nbits_tiles1", (1, 4096), 40, 4, 128, "u8", True, constant=False)
+        self.nbits_case(rng, "nbits_tiles5", (5, 4096), 40, 4, 32, None, False, constant=False)
 
     def test_matmul_nbits_other_widths(self):
         """bits 2 and 8, against ONNX Runtime and the numpy dequantization."""

@@ -18,7 +18,7 @@ extern const ak__op_def ak__contrib_fused_matmul;
 extern const ak__op_def ak__contrib_rotary_embedding;
 extern const ak__op_def ak__contrib_matmul_nbits;
 
-/* ---- MatMulNBits' dequantization (matmul_nbits.c), exposed for its tests ------------ */
+/* ---- MatMulNBits' dequantization (matmul_nbits.c) ---------------------------------- */
 
 /* The blockwise-quantized weight of MatMulNBits: N rows of K values, each row cut into
  * k_blocks blocks of block_size values packed `bits` to a byte-run (low bits first). */
@@ -29,10 +29,11 @@ typedef struct ak__nbits_layout {
     int64_t zp_row_bytes; /* ceil(k_blocks * bits / 8): bytes of one row of packed zero points */
 } ak__nbits_layout;
 
-/* W[n][k] (N x K float32, row-major) = (q - zero point) * scale for every value of B.
- * scales: N x k_blocks float32. zp_packed (N x zp_row_bytes, packed like B) or zp_float
- * (N x k_blocks float32) or neither (the default zero point 2^(bits-1)). */
+/* W[n - n0][k] (float32 rows of K) = (q - zero point) * scale for rows n0 <= n < n1 of
+ * B. scales: N x k_blocks float32. zp_packed (N x zp_row_bytes, packed like B) or
+ * zp_float (N x k_blocks float32) or neither (the default zero point 2^(bits-1)). */
 void ak__nbits_dequantize(const ak__nbits_layout *l, const uint8_t *B, const float *scales,
-                          const uint8_t *zp_packed, const float *zp_float, float *W);
+                          const uint8_t *zp_packed, const float *zp_float, int64_t n0,
+                          int64_t n1, float *W);
 
 #endif /* AK_INFER_OPS_CONTRIB_CONTRIB_H */

@@ -10,10 +10,12 @@
  *   bias         optional float32 (N)
  *   dequant(B)[n][k] = (q - zero_point) · scale
  *
- * The weight is dequantized once to float32 at session creation when B, scales and zero
- * points are constants (the usual case; 8x the memory of 4-bit B, the price of running
- * the kit's float32 GEMM and GEMV kernels exactly), else into the workspace on each run.
- * The product is ak_linear (few rows: a pass over the weight rows) or ak_sgemm.
+ * A constant weight of at most PREDEQUANT_MAX_BYTES as float32 is dequantized once at
+ * session creation and runs the kit's float32 kernels directly. A larger one (an LLM's
+ * layers), or one fed at run time, stays packed (its memory is B's) and each run
+ * dequantizes tiles of TILE_BYTES of rows into the workspace, on the pool, each tile
+ * then multiplied while it is in cache. The products are ak_linear (up to
+ * LINEAR_MAX_ROWS rows of A: one pass over the weight rows) or ak_sgemm.
  *
  * accuracy_level is ignored: the spec defines it as the *minimum* accuracy allowed for A
  * (a permission to quantize A to int8 or downcast it internally), and float32 throughout
@@ -30,6 +32,11 @@ enum { IN_A, IN_B, IN_SCALES, IN_ZP, IN_GIDX, IN_BIAS };
 
 /* Up to this many rows of A, the product runs as ak_linear instead of ak_sgemm. */
 #define LINEAR_MAX_ROWS 4
+/* A constant weight up to this size as float32 is dequantized at creation (BERT-sized
+ * layers); above, it stays packed and is dequantized tile by tile on each run. */
+#define PREDEQUANT_MAX_BYTES ((size_t)16 << 20)
+/* float32 bytes of one dequantized tile of weight rows (about an L2's worth). */
+#define TILE_BYTES ((size_t)512 << 10)
 
 typedef struct nbits_state {
     ak__nbits_layout l;
@@ -46,9 +53,10 @@ static unsigned packed_value(const uint8_t *run, int64_t idx, int64_t bits) {
 }
 
 void ak__nbits_dequantize(const ak__nbits_layout *l, const uint8_t *B, const float *scales,
-                          const uint8_t *zp_packed, const float *zp_float, float *W) {
+                          const uint8_t *zp_packed, const float *zp_float, int64_t n0,
+                          int64_t n1, float *W) {
     float zp_default = (float)(1 << (l->bits - 1));
-    for (int64_t n = 0; n < l->N; n++)
+    for (int64_t n = n0; n < n1; n++)
         for (int64_t b = 0; b < l->k_blocks; b++) {
             int64_t blk = n * l->k_blocks + b;
             const uint8_t *blob = B + blk * l->blob_bytes;
@@ -58,7 +66,7 @@ void ak__nbits_dequantize(const ak__nbits_layout *l, const uint8_t *B, const flo
                                   : zp_default;
             int64_t k0 = b * l->block_size;
             int64_t len = l->K - k0 < l->block_size ? l->K - k0 : l->block_size;
-            float *w = W + n * l->K + k0;
+            float *w = W + (n - n0) * l->K + k0;
             for (int64_t j = 0; j < len; j++)
                 w[j] = ((float)packed_value(blob, j, l->bits) - zp) * scale;
         }
@@ -138,11 +146,40 @@ static ak_status weights_check(const ak__ir_node *n, const ak__nbits_layout *l,
     return AK_OK;
 }
 
-static void dequantize_tensors(const ak__nbits_layout *l, const ak__tensor *B,
-                               const ak__tensor *scales, const ak__tensor *zp, float *W) {
-    ak__nbits_dequantize(l, B->data, scales->data,
-                         zp && zp->type == AK_ELEM_U8 ? zp->data : NULL,
-                         zp && zp->type == AK_ELEM_F32 ? zp->data : NULL, W);
+/* Rows [n0, n0 + rows) of the weight, dequantized on the pool into W (rows, K). */
+typedef struct deq_job {
+    const ak__nbits_layout *l;
+    const uint8_t *B, *zp_packed;
+    const float *scales, *zp_float;
+    int64_t n0;
+    float *W;
+} deq_job;
+
+static void deq_task(void *vj, size_t begin, size_t end, int tid) {
+    (void)tid;
+    const deq_job *j = vj;
+    ak__nbits_dequantize(j->l, j->B, j->scales, j->zp_packed, j->zp_float,
+                         j->n0 + (int64_t)begin, j->n0 + (int64_t)end,
+                         j->W + (int64_t)begin * j->l->K);
+}
+
+static ak_status dequantize_rows(const ak__nbits_layout *l, const ak__tensor *B,
+                                 const ak__tensor *scales, const ak__tensor *zp, int64_t n0,
+                                 int64_t rows, float *W, ak_threadpool *pool) {
+    deq_job j = {l, B->data, zp && zp->type == AK_ELEM_U8 ? zp->data : NULL, scales->data,
+                 zp && zp->type == AK_ELEM_F32 ? zp->data : NULL, n0, W};
+    if (!pool) {
+        deq_task(&j, 0, (size_t)rows, 0);
+        return AK_OK;
+    }
+    return ak_threadpool_parallel_for(pool, (size_t)rows, 4, deq_task, &j);
+}
+
+/* Weight rows per dequantized tile. */
+static int64_t tile_rows(const ak__nbits_layout *l) {
+    int64_t rows = (int64_t)(TILE_BYTES / ((size_t)l->K * sizeof(float)));
+    rows = rows < 16 ? 16 : rows / 16 * 16;
+    return rows < l->N ? rows : l->N;
 }
 
 /* ---- operator steps ----------------------------------------------------------------- */
@@ -158,16 +195,17 @@ static ak_status nbits_create(const ak__ir_node *node, const ak__tensor *const *
     const ak__tensor *zp = node->num_inputs > IN_ZP ? consts[IN_ZP] : NULL;
     int constant = B && scales && (zp || !input_present(node, IN_ZP));
     if (constant) AK_CHECK(weights_check(node, &l, B, scales, zp, NULL));
+    if ((size_t)l.N * (size_t)l.K * sizeof(float) > PREDEQUANT_MAX_BYTES) constant = 0;
     nbits_state *s = calloc(1, sizeof *s);
     if (!s) return AK_ERR_NO_MEMORY;
     s->l = l;
-    if (constant) { /* dequantized once here; otherwise on each run */
+    if (constant) { /* dequantized once here; otherwise tile by tile on each run */
         size_t bytes = ((size_t)l.N * (size_t)l.K * sizeof(float) + 63) / 64 * 64;
         if (!(s->W = aligned_alloc(64, bytes))) {
             free(s);
             return AK_ERR_NO_MEMORY;
         }
-        dequantize_tensors(&l, B, scales, zp, s->W);
+        (void)dequantize_rows(&l, B, scales, zp, 0, l.N, s->W, NULL); /* serial: no fail */
     }
     *state = s;
     return AK_OK;
@@ -210,8 +248,16 @@ static ak_status nbits_reshape(ak__op_ctx *ctx) {
     int64_t dims[AK_IR_MAX_RANK];
     memcpy(dims, A->dims, sizeof(int64_t) * (size_t)A->rank);
     dims[A->rank - 1] = s->l.N; /* Y (..., N) */
-    if (!s->W) ctx->workspace_bytes = (size_t)s->l.N * (size_t)s->l.K * sizeof(float);
+    if (!s->W) ctx->workspace_bytes = (size_t)tile_rows(&s->l) * (size_t)s->l.K * sizeof(float);
     return ak__op_set_output(ctx, 0, AK_ELEM_F32, A->rank, dims);
+}
+
+/* y (T, ldy) [columns of rows n0..n0+tn) = A (T, K) @ W (tn, K)ᵀ */
+static ak_status product(const float *A, size_t T, size_t K, const float *W, size_t tn,
+                         float *y, size_t ldy, ak_threadpool *pool) {
+    if (T <= LINEAR_MAX_ROWS)
+        return ak_linear(AK_WTYPE_F32, W, tn, K, A, K, T, y, ldy, 0, pool);
+    return ak_sgemm(AK_NO_TRANS, AK_TRANS, T, tn, K, 1.0f, A, K, W, K, 0.0f, y, ldy, pool);
 }
 
 static ak_status nbits_run(ak__op_ctx *ctx) {
@@ -220,20 +266,20 @@ static ak_status nbits_run(ak__op_ctx *ctx) {
     AK_CHECK(inputs_check(ctx, &rows));
     ak__tensor *Y = ak__op_out(ctx, 0);
     if (!Y || Y->count == 0) return AK_OK;
-    const float *W = s->W; /* W (N, K) */
-    if (!W) {
-        dequantize_tensors(&s->l, ctx->inputs[IN_B], ctx->inputs[IN_SCALES],
-                           ak__op_in(ctx, IN_ZP), ctx->workspace);
-        W = ctx->workspace;
-    }
     size_t N = (size_t)s->l.N, K = (size_t)s->l.K, T = (size_t)rows;
     const float *A = ctx->inputs[IN_A]->data; /* A (T, K) */
     float *y = Y->data;                         /* Y (T, N) */
-    ak_status st = T <= LINEAR_MAX_ROWS
-                       ? ak_linear(AK_WTYPE_F32, W, N, K, A, K, T, y, N, 0, ctx->pool)
-                       : ak_sgemm(AK_NO_TRANS, AK_TRANS, T, N, K, 1.0f, A, K, W, K, 0.0f, y, N,
-                                  ctx->pool);
-    AK_CHECK(st);
+    if (s->W) {
+        AK_CHECK(product(A, T, K, s->W, N, y, N, ctx->pool));
+    } else { /* tiles of weight rows, each dequantized then multiplied */
+        int64_t tile = tile_rows(&s->l);
+        for (int64_t n0 = 0; n0 < s->l.N; n0 += tile) {
+            int64_t tn = s->l.N - n0 < tile ? s->l.N - n0 : tile;
+            AK_CHECK(dequantize_rows(&s->l, ctx->inputs[IN_B], ctx->inputs[IN_SCALES],
+                                     ak__op_in(ctx, IN_ZP), n0, tn, ctx->workspace, ctx->pool));
+            AK_CHECK(product(A, T, K, ctx->workspace, (size_t)tn, y + n0, N, ctx->pool));
+        }
+    }
     const ak__tensor *bias = ak__op_in(ctx, IN_BIAS);
     if (bias)
         for (size_t t = 0; t < T; t++)
