@@ -35,6 +35,8 @@ enum { IN_A, IN_B, IN_SCALES, IN_ZP, IN_GIDX, IN_BIAS };
 /* A constant weight up to this size as float32 is dequantized at creation (BERT-sized
  * layers); above, it stays packed and is dequantized tile by tile on each run. */
 #define PREDEQUANT_MAX_BYTES ((size_t)16 << 20)
+/* Largest K, N and block_size accepted. */
+#define DIM_MAX ((int64_t)1 << 30)
 /* float32 bytes of one dequantized tile of weight rows (about an L2's worth). */
 #define TILE_BYTES ((size_t)512 << 10)
 
@@ -94,9 +96,11 @@ static ak_status layout_make(const ak__ir_node *n, ak__nbits_layout *l) {
         return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL,
                           "block_size=%lld (a power of 2, at least 16, expected)",
                           (long long)l->block_size);
-    if (l->K <= 0 || l->N <= 0)
-        return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL, "K=%lld and N=%lld must be positive",
-                          (long long)l->K, (long long)l->N);
+    /* bounds that keep every size product below 2^63 (N·K·4 < 2^62 + ...) */
+    if (l->K <= 0 || l->N <= 0 || l->K > DIM_MAX || l->N > DIM_MAX || l->block_size > DIM_MAX)
+        return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL,
+                          "K=%lld, N=%lld and block_size=%lld must be positive and at most 2^30",
+                          (long long)l->K, (long long)l->N, (long long)l->block_size);
     if (ak__attr_int(n, "weight_prepacked", 0) != 0)
         return AK_OP_FAIL(n, AK_ERR_UNSUPPORTED,
                           "weight_prepacked=%lld (an execution provider's layout) is not implemented",

@@ -84,6 +84,10 @@ static ak_status plan_make(const ak__op_ctx *ctx, rope_plan *pl) {
         if (attr_rot > 0 && attr_heads == 0)
             return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL,
                               "rotary_embedding_dim needs num_heads for a 3-D input");
+        if (attr_heads && hidden % attr_heads != 0)
+            return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL,
+                              "hidden size %lld is not a multiple of num_heads=%lld",
+                              (long long)hidden, (long long)attr_heads);
         pl->head_size = attr_heads ? hidden / attr_heads : cosc->dims[1] * 2;
         if (pl->head_size <= 0 || hidden % pl->head_size != 0)
             return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL,
