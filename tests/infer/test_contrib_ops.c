@@ -3,7 +3,8 @@
  * comparison with ONNX Runtime is tests/infer/test_contrib_ort.py): MatMulNBits against
  * a double reference that unpacks B and the zero points on its own, for bits 2/4/8, a K
  * that is not a multiple of the block, weights dequantized at creation or tile by tile on
- * each run (fed, or too large), the GEMV and the SGEMM row counts; FusedMatMul with transBatch, transposes and broadcast
+ * each run (fed, or too large), the GEMV and the SGEMM row counts, float32, float16 and
+ * bfloat16; FusedMatMul with transBatch, transposes and broadcast
  * against index arithmetic in double; RotaryEmbedding 3-D and 4-D, interleaved and
  * halves, a partial rotary dim; the GELU family in float32 and float16; and refusals. */
 #include <math.h>
@@ -48,8 +49,31 @@ static unsigned ref_unpack(const uint8_t *run, int64_t j, int bits) {
     return (unsigned)(run[j / per] >> (bits * (j % per))) & ((1u << bits) - 1u);
 }
 
-static void check_nbits(int64_t T, int64_t K, int64_t N, int bits, int64_t block, int with_zp,
-                        int with_bias, int constant) {
+/* For t float16/bfloat16: rounds x[0..n) to t in place and returns its t copy (freed by
+ * the caller); for float32: x itself. */
+static void *as_type(float *x, size_t n, ak_elem_type t) {
+    if (t == AK_ELEM_F32) return x;
+    uint16_t *h = malloc(n * 2 + 2);
+    assert_non_null(h);
+    for (size_t i = 0; i < n; i++) {
+        h[i] = t == AK_ELEM_F16 ? ak__f32_to_f16_ref(x[i]) : ak__f32_to_bf16_ref(x[i]);
+        x[i] = t == AK_ELEM_F16 ? ak__f16_to_f32_ref(h[i]) : ak__bf16_to_f32_ref(h[i]);
+    }
+    return h;
+}
+
+static double value_of(const void *y, size_t i, ak_elem_type t) {
+    if (t == AK_ELEM_F32) return ((const float *)y)[i];
+    uint16_t h = ((const uint16_t *)y)[i];
+    return t == AK_ELEM_F16 ? ak__f16_to_f32_ref(h) : ak__bf16_to_f32_ref(h);
+}
+
+static void free_typed(void *h, const float *x) {
+    if (h != x) free(h);
+}
+
+static void check_nbits_typed(ak_elem_type t, int64_t T, int64_t K, int64_t N, int bits,
+                              int64_t block, int with_zp, int with_bias, int constant) {
     int64_t kb = (K + block - 1) / block, blob = block * bits / 8, zrow = (kb * bits + 7) / 8;
     unsigned seed = (unsigned)(T * 131 + K * 7 + N + bits);
     uint8_t *B = malloc((size_t)(N * kb * blob)), *zp = malloc((size_t)(N * zrow));
@@ -59,15 +83,17 @@ static void check_nbits(int64_t T, int64_t K, int64_t N, int bits, int64_t block
     float *A = random_floats((size_t)(T * K), -1.0f, 1.0f, seed + 1);
     float *scales = random_floats((size_t)(N * kb), 0.01f, 0.1f, seed + 2);
     float *bias = random_floats((size_t)N, -1.0f, 1.0f, seed + 3);
+    void *At = as_type(A, (size_t)(T * K), t), *st_ = as_type(scales, (size_t)(N * kb), t);
+    void *bt = as_type(bias, (size_t)N, t);
     op_call c = {0};
     int64_t ad[2] = {T, K}, bd[3] = {N, kb, blob}, sd[2] = {N, kb}, zd[2] = {N, zrow}, nd[1] = {N};
-    add_in(&c, AK_ELEM_F32, 2, ad, A);
+    add_in(&c, t, 2, ad, At);
     add_in(&c, AK_ELEM_U8, 3, bd, B);
-    add_in(&c, AK_ELEM_F32, 2, sd, scales);
+    add_in(&c, t, 2, sd, st_);
     add_in(&c, AK_ELEM_U8, with_zp ? 2 : -1, zd, zp);
     if (with_bias) {
         add_in(&c, AK_ELEM_F32, -1, NULL, NULL); /* g_idx omitted */
-        add_in(&c, AK_ELEM_F32, 1, nd, bias);
+        add_in(&c, t, 1, nd, bt);
     }
     if (constant) c.const_mask = 0xe; /* B, scales, zero points */
     attr_int(&c, "K", K);
@@ -78,20 +104,28 @@ static void check_nbits(int64_t T, int64_t K, int64_t N, int bits, int64_t block
     if (st != AK_OK) fail_msg("%s", ak_last_error());
     assert_int_equal(c.out[0].rank, 2);
     assert_int_equal(c.out[0].dims[1], N);
-    const float *y = c.out[0].data;
-    for (int64_t t = 0; t < T; t++)
+    assert_int_equal(c.out[0].type, t);
+    /* one rounding of the float32 result to t */
+    double rtol = t == AK_ELEM_F32 ? 1e-4 : t == AK_ELEM_F16 ? 1.0 / 1024 : 1.0 / 128;
+    for (int64_t r = 0; r < T; r++)
         for (int64_t n = 0; n < N; n++) {
             double acc = with_bias ? bias[n] : 0.0;
             for (int64_t k = 0; k < K; k++) {
                 int64_t b = k / block;
                 double z = with_zp ? ref_unpack(zp + n * zrow, b, bits) : (double)(1 << (bits - 1));
                 double q = ref_unpack(B + (n * kb + b) * blob, k % block, bits);
-                acc += A[t * K + k] * (q - z) * scales[n * kb + b];
+                acc += A[r * K + k] * (q - z) * scales[n * kb + b];
             }
-            assert_close(y[t * N + n], acc, 1e-4, 1e-4);
+            assert_close(value_of(c.out[0].data, (size_t)(r * N + n), t), acc, rtol, 1e-4);
         }
     op_call_free(&c);
+    free_typed(At, A), free_typed(st_, scales), free_typed(bt, bias);
     free(B), free(zp), free(A), free(scales), free(bias);
+}
+
+static void check_nbits(int64_t T, int64_t K, int64_t N, int bits, int64_t block, int with_zp,
+                        int with_bias, int constant) {
+    check_nbits_typed(AK_ELEM_F32, T, K, N, bits, block, with_zp, with_bias, constant);
 }
 
 static void test_matmul_nbits(void **s) {
@@ -108,6 +142,11 @@ static void test_matmul_nbits(void **s) {
     check_nbits(2, 8192, 40, 4, 128, 1, 1, 0);
     check_nbits(5, 8192, 37, 4, 64, 0, 0, 0);
     check_nbits(1, 4096, 1040, 4, 32, 1, 0, 1);
+    /* float16 and bfloat16 A, scales and bias, weights at creation and in tiles */
+    check_nbits_typed(AK_ELEM_F16, 3, 40, 5, 4, 16, 1, 1, 1);
+    check_nbits_typed(AK_ELEM_F16, 6, 8192, 20, 4, 64, 0, 1, 0);
+    check_nbits_typed(AK_ELEM_BF16, 2, 100, 7, 4, 32, 1, 1, 1);
+    check_nbits_typed(AK_ELEM_BF16, 1, 8192, 33, 8, 32, 1, 0, 0);
 }
 
 static void nbits_refused(int64_t bits, int64_t block, int with_gidx, const char *what) {

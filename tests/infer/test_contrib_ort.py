@@ -65,10 +65,10 @@ def np_quick_gelu(x, alpha):
     return x / (1.0 + np.exp(-alpha * x))
 
 
-def quantize_nbits(w, bits, block, zp_mode, rng):
-    """(B, scales, zero_points or None, the dequantized weight) for an (N, K) float weight
-    quantized blockwise along K; zp_mode: None (default 2^(bits-1)), 'u8' (packed), 'f32'."""
-    N, K = w.shape
+def quantize_nbits(N, K, bits, block, zp_mode, rng):
+    """Random blockwise-quantized (N, K) weight: (B, scales, zero_points input or None,
+    q (N, k_blocks·block), zero points as floats (N, k_blocks)). zp_mode: None (the default
+    2^(bits-1)), 'u8' (packed like B) or 'f32' (float zero points)."""
     kb = (K + block - 1) // block
     levels = (1 << bits) - 1
     q = rng.randint(0, levels + 1, (N, kb * block)).astype(np.uint8)
@@ -84,8 +84,6 @@ def quantize_nbits(w, bits, block, zp_mode, rng):
     for j in range(per):
         packed |= (q[:, j::per] << (j * bits)).astype(np.uint8)
     B = packed.reshape(N, kb, block * bits // 8)
-    deq = ((q.astype(np.float32).reshape(N, kb, block) - zp.astype(np.float32)[:, :, None])
-           * scales[:, :, None]).reshape(N, kb * block)[:, :K]
     zp_in = None
     if zp_mode == "u8":
         row = (kb * bits + 7) // 8
@@ -96,7 +94,14 @@ def quantize_nbits(w, bits, block, zp_mode, rng):
             zp_in |= (zpp[:, j::per] << (j * bits)).astype(np.uint8)
     elif zp_mode == "f32":
         zp_in = zp
-    return B, scales, zp_in, deq
+    return B, scales, zp_in, q, zp.astype(np.float64)
+
+
+def np_dequant(q, zp, scales, block, K):
+    """(q - zero point)·scale per block, in float64, cut to K columns."""
+    N, kb = scales.shape
+    return ((q.astype(np.float64).reshape(N, kb, block) - zp[:, :, None])
+            * scales.astype(np.float64)[:, :, None]).reshape(N, kb * block)[:, :K]
 
 
 def np_rope(x, pos, cos, sin, interleaved, num_heads=0, rot_dim=0):
@@ -253,8 +258,9 @@ class ContribTest(OrtCase):
 
     # ---- RotaryEmbedding ---------------------------------------------------------------
 
-    def rope_case(self, rng, name, x_shape, max_seq, half, attrs, offset=None):
-        x = rng.uniform(-1, 1, x_shape).astype(np.float32)
+    def rope_case(self, rng, name, x_shape, max_seq, half, attrs, offset=None,
+                  dtype=np.float32):
+        x = rng.uniform(-1, 1, x_shape).astype(dtype)
         batch = x_shape[0]
         seq = x_shape[1] if len(x_shape) == 3 else x_shape[2]
         if offset is None:
@@ -262,14 +268,15 @@ class ContribTest(OrtCase):
         else:
             pos = np.array([offset], np.int64)
         ang = rng.uniform(0, 6.3, (max_seq, half))
-        cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+        cos, sin = np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)
         m = model([ms("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], **attrs)],
                   {"x": x, "pos": pos}, ["y"], {"cos": cos, "sin": sin})
-        (y,) = self.check(m, name, {"x": x, "pos": pos}, rtol=1e-5, atol=1e-6)
+        tol = 1e-3 if dtype == np.float16 else 1e-5  # float16: one rounding per value
+        (y,) = self.check(m, name, {"x": x, "pos": pos}, rtol=tol, atol=tol)
         want = np_rope(x.astype(np.float64), pos, cos.astype(np.float64), sin.astype(np.float64),
                        attrs.get("interleaved", 0), attrs.get("num_heads", 0),
                        attrs.get("rotary_embedding_dim", 0))
-        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(y.astype(np.float64), want, rtol=tol, atol=tol, err_msg=name)
 
     def test_rotary_embedding(self):
         rng = np.random.RandomState(5)
@@ -285,6 +292,8 @@ class ContribTest(OrtCase):
             # 4-D with a partial rotary dim and explicit num_heads, odd sizes
             self.rope_case(rng, "rope4p_%d" % il, (3, 2, 5, 14), 9, 4,
                            {"interleaved": il, "num_heads": 2, "rotary_embedding_dim": 8})
+            self.rope_case(rng, "rope_f16_%d" % il, (2, 4, 12), 8, 3,
+                           {"interleaved": il, "num_heads": 2}, dtype=np.float16)
 
     def test_rotary_refusals(self):
         x = np.ones((1, 2, 8), np.float32)
@@ -304,29 +313,36 @@ class ContribTest(OrtCase):
     # ---- MatMulNBits -------------------------------------------------------------------
 
     def nbits_case(self, rng, name, a_shape, N, bits, block, zp_mode, bias=False,
-                   constant=True):
+                   constant=True, dtype=np.float32):
+        """dtype: A's type, which scales, float zero points and bias share."""
         K = a_shape[-1]
-        a = rng.uniform(-1, 1, a_shape).astype(np.float32)
-        w = rng.uniform(-1, 1, (N, K)).astype(np.float32)
-        B, scales, zp, deq = quantize_nbits(w, bits, block, zp_mode, rng)
+        a = rng.uniform(-1, 1, a_shape).astype(dtype)
+        B, scales, zp, q, zp_values = quantize_nbits(N, K, bits, block, zp_mode, rng)
+        scales = scales.astype(dtype)
+        if zp_mode == "f32":
+            zp = zp.astype(dtype)
+            zp_values = zp.astype(np.float64)
+        deq = np_dequant(q, zp_values, scales, block, K)
         weights = {"B": B, "scales": scales}
         ins = ["a", "B", "scales"]
         if zp is not None:
             weights["zp"] = zp
             ins.append("zp")
         if bias:
-            weights["bias"] = rng.uniform(-1, 1, (N,)).astype(np.float32)
+            weights["bias"] = rng.uniform(-1, 1, (N,)).astype(dtype)
             ins += [""] * (5 - len(ins)) + ["bias"]
         feeds = {"a": a}
         if not constant:
             feeds.update(weights)
         node = ms("MatMulNBits", ins, ["y"], K=K, N=N, bits=bits, block_size=block)
         m = model([node], feeds, ["y"], None if not constant else weights)
-        (y,) = self.check(m, name, feeds, rtol=1e-4, atol=1e-4)
-        want = a.astype(np.float64) @ deq.T.astype(np.float64)
+        half = dtype != np.float32  # one rounding of the float32 result to float16
+        tol = 2e-3 if half else 1e-4
+        (y,) = self.check(m, name, feeds, rtol=tol, atol=tol)
+        want = a.astype(np.float64) @ deq.T
         if bias:
-            want += weights["bias"]
-        np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4, err_msg=name)
+            want += weights["bias"].astype(np.float64)
+        np.testing.assert_allclose(y.astype(np.float64), want, rtol=tol, atol=tol, err_msg=name)
 
     def test_matmul_nbits(self):
         rng = np.random.RandomState(6)
@@ -342,6 +358,10 @@ class ContribTest(OrtCase):
             self.nbits_case(rng, "nbits%d" % i, sa, N, 4, block, zp, bias)
         # B, scales and zero points fed at run time: dequantized on each run
         self.nbits_case(rng, "nbits_fed", (3, 48), 5, 4, 16, "u8", True, constant=False)
+        # float16 A, scales, zero points and bias
+        self.nbits_case(rng, "nbits_f16", (3, 64), 6, 4, 32, "u8", True, dtype=np.float16)
+        self.nbits_case(rng, "nbits_f16z", (2, 96), 5, 4, 32, "f32", False, constant=False,
+                        dtype=np.float16)
         # fed with K 4096: dequantized in two tiles of 32 rows, GEMV and SGEMM
         self.nbits_case(rng, "nbits_tiles1", (1, 4096), 40, 4, 128, "u8", True, constant=False)
         self.nbits_case(rng, "nbits_tiles5", (5, 4096), 40, 4, 32, None, False, constant=False)
