@@ -4,9 +4,10 @@
  * a double reference that unpacks B and the zero points on its own, for bits 2/4/8, a K
  * that is not a multiple of the block, weights dequantized at creation or tile by tile on
  * each run (fed, or too large), the GEMV and the SGEMM row counts, float32, float16 and
- * bfloat16; FusedMatMul with transBatch, transposes and broadcast
- * against index arithmetic in double; RotaryEmbedding 3-D and 4-D, interleaved and
- * halves, a partial rotary dim; the GELU family in float32 and float16; and refusals. */
+ * bfloat16; FusedMatMul with transBatch, transposes and broadcast against index
+ * arithmetic in double, in the same three types; RotaryEmbedding 3-D and 4-D,
+ * interleaved and halves, a partial rotary dim; the GELU family in float32 and float16;
+ * and refusals. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -181,14 +182,15 @@ static void test_matmul_nbits_refusals(void **s) {
 /* ---- FusedMatMul -------------------------------------------------------------------- */
 
 /* A (4, 2, 3) with transBatchA: viewed (2, 4, 3), transA: (2, 3, 4) = M 3, K 4;
- * B (1, 5, 4) with transB: (1, 4, 5) broadcast over the batch; Y (2, 3, 5) · alpha. */
-static void test_fused_matmul_views(void **s) {
-    (void)s;
+ * B (1, 5, 4) with transB: (1, 4, 5) broadcast over the batch; Y (2, 3, 5) · alpha; in
+ * type t (float16/bfloat16 widened to float32, rounded once). */
+static void check_fused_matmul_views(ak_elem_type t) {
     float *A = random_floats(24, -1, 1, 5), *B = random_floats(20, -1, 1, 6);
+    void *At = as_type(A, 24, t), *Bt = as_type(B, 20, t);
     int64_t ad[3] = {4, 2, 3}, bd[3] = {1, 5, 4};
     op_call c = {0};
-    add_in(&c, AK_ELEM_F32, 3, ad, A);
-    add_in(&c, AK_ELEM_F32, 3, bd, B);
+    add_in(&c, t, 3, ad, At);
+    add_in(&c, t, 3, bd, Bt);
     attr_int(&c, "transBatchA", 1);
     attr_int(&c, "transA", 1);
     attr_int(&c, "transB", 1);
@@ -196,17 +198,26 @@ static void test_fused_matmul_views(void **s) {
     assert_int_equal(op_call_run(&c, MS, "FusedMatMul", 1, 1, NULL), AK_OK);
     assert_int_equal(c.out[0].rank, 3);
     assert_true(c.out[0].dims[0] == 2 && c.out[0].dims[1] == 3 && c.out[0].dims[2] == 5);
-    const float *y = c.out[0].data;
+    double rtol = t == AK_ELEM_F32 ? 1e-5 : t == AK_ELEM_F16 ? 1.0 / 1024 : 1.0 / 128;
     for (int b = 0; b < 2; b++)
         for (int m = 0; m < 3; m++)
             for (int n = 0; n < 5; n++) {
                 double acc = 0;
                 for (int k = 0; k < 4; k++) /* op(A)[b][m][k] = A[k][b][m]; op(B)[k][n] = B[0][n][k] */
                     acc += (double)A[(k * 2 + b) * 3 + m] * B[n * 4 + k];
-                assert_close(y[(b * 3 + m) * 5 + n], 0.5 * acc, 1e-5, 1e-6);
+                assert_close(value_of(c.out[0].data, (size_t)((b * 3 + m) * 5 + n), t), 0.5 * acc,
+                             rtol, 1e-5);
             }
     op_call_free(&c);
+    free_typed(At, A), free_typed(Bt, B);
     free(A), free(B);
+}
+
+static void test_fused_matmul_views(void **s) {
+    (void)s;
+    check_fused_matmul_views(AK_ELEM_F32);
+    check_fused_matmul_views(AK_ELEM_F16);
+    check_fused_matmul_views(AK_ELEM_BF16);
 }
 
 /* ---- RotaryEmbedding ---------------------------------------------------------------- */

@@ -65,6 +65,17 @@ def np_quick_gelu(x, alpha):
     return x / (1.0 + np.exp(-alpha * x))
 
 
+def np_fused_matmul(a, b, alpha=1.0, transA=0, transB=0, transBatchA=0, transBatchB=0):
+    """The spec's FusedMatMul: the batch transposes move dim 0 behind the batch dims."""
+    def view(x, trans_batch, trans):
+        if trans_batch:
+            x = np.moveaxis(x, 0, -2)
+        if trans and x.ndim >= 2:
+            x = np.swapaxes(x, -1, -2)
+        return x
+    return alpha * np.matmul(view(a, transBatchA, transA), view(b, transBatchB, transB))
+
+
 def quantize_nbits(N, K, bits, block, zp_mode, rng):
     """Random blockwise-quantized (N, K) weight: (B, scales, zero_points input or None,
     q (N, k_blocks·block), zero points as floats (N, k_blocks)). zp_mode: None (the default
@@ -157,6 +168,26 @@ class ContribTest(OrtCase):
         for w in words:
             self.assertIn(w, str(cm.exception), name)
 
+    def check_batch(self, name, cases):
+        """Many independent cases in one model (one ONNX Runtime process): each case is
+        (nodes, feeds, initializers, [(output, numpy expectation, tolerance)])."""
+        nodes, feeds, inits, expects = [], {}, {}, []
+        for n, f, i, e in cases:
+            nodes += n
+            feeds.update(f)
+            inits.update(i)
+            expects += e
+        m = model(nodes, feeds, [o for o, _, _ in expects], inits)
+        path, got = self.ours(m, name, feeds)
+        want_ort = self.ort(path, feeds)
+        for (out, want, tol), g, w in zip(expects, got, want_ort):
+            msg = "%s: %s" % (name, out)
+            self.assertEqual(g.shape, w.shape, msg)
+            self.assertEqual(g.dtype, w.dtype, msg)
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=msg + " vs ORT")
+            np.testing.assert_allclose(g.astype(np.float64), want, rtol=tol, atol=tol,
+                                       err_msg=msg + " vs numpy")
+
     # ---- the GELU family ---------------------------------------------------------------
 
     def test_gelu_family(self):
@@ -227,11 +258,20 @@ class ContribTest(OrtCase):
             ((3, 2, 2, 5), (1, 2, 5, 4), {"transBatchA": 1}),  # A viewed (2, 2, 3, 5)
             ((2, 33, 65), (2, 65, 70), {"alpha": 0.1}),       # past the small-product path
         ]
-        for i, (sa, sb, attrs) in enumerate(cases):
-            a = rng.uniform(-1, 1, sa).astype(np.float32)
-            b = rng.uniform(-1, 1, sb).astype(np.float32)
-            m = model([ms("FusedMatMul", ["a", "b"], ["y"], **attrs)], {"a": a, "b": b}, ["y"])
-            self.check(m, "fmm%d" % i, {"a": a, "b": b}, rtol=1e-4, atol=1e-5)
+        # float16: widened, float32 GEMMs, rounded once
+        cases += [((4, 2, 3), (2, 5, 3), {"transBatchA": 1, "transB": 1, "alpha": 0.5},
+                   np.float16),
+                  ((2, 3, 6, 5), (5, 7), {"alpha": 2.0}, np.float16)]
+        batch = []
+        for i, (sa, sb, attrs, *dt) in enumerate(cases):
+            dtype = dt[0] if dt else np.float32
+            a = rng.uniform(-1, 1, sa).astype(dtype)
+            b = rng.uniform(-1, 1, sb).astype(dtype)
+            want = np_fused_matmul(a.astype(np.float64), b.astype(np.float64), **attrs)
+            tol = 2e-3 if dtype == np.float16 else 1e-5
+            batch.append(([ms("FusedMatMul", ["a%d" % i, "b%d" % i], ["y%d" % i], **attrs)],
+                          {"a%d" % i: a, "b%d" % i: b}, {}, [("y%d" % i, want, tol)]))
+        self.check_batch("fmm", batch)
 
     def test_fused_matmul_float64(self):
         rng = np.random.RandomState(4)
@@ -260,6 +300,7 @@ class ContribTest(OrtCase):
 
     def rope_case(self, rng, name, x_shape, max_seq, half, attrs, offset=None,
                   dtype=np.float32):
+        """One RotaryEmbedding node (inputs and output prefixed by name) for check_batch."""
         x = rng.uniform(-1, 1, x_shape).astype(dtype)
         batch = x_shape[0]
         seq = x_shape[1] if len(x_shape) == 3 else x_shape[2]
@@ -269,31 +310,35 @@ class ContribTest(OrtCase):
             pos = np.array([offset], np.int64)
         ang = rng.uniform(0, 6.3, (max_seq, half))
         cos, sin = np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)
-        m = model([ms("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], **attrs)],
-                  {"x": x, "pos": pos}, ["y"], {"cos": cos, "sin": sin})
+        n = [name + s for s in ("x", "pos", "cos", "sin", "y")]
+        node = ms("RotaryEmbedding", n[:4], [n[4]], **attrs)
         tol = 1e-3 if dtype == np.float16 else 1e-5  # float16: one rounding per value
-        (y,) = self.check(m, name, {"x": x, "pos": pos}, rtol=tol, atol=tol)
         want = np_rope(x.astype(np.float64), pos, cos.astype(np.float64), sin.astype(np.float64),
                        attrs.get("interleaved", 0), attrs.get("num_heads", 0),
                        attrs.get("rotary_embedding_dim", 0))
-        np.testing.assert_allclose(y.astype(np.float64), want, rtol=tol, atol=tol, err_msg=name)
+        return [node], {n[0]: x, n[1]: pos}, {n[2]: cos, n[3]: sin}, [(n[4], want, tol)]
 
     def test_rotary_embedding(self):
         rng = np.random.RandomState(5)
+        batch = []
         for il in (0, 1):
             # 3-D, head size from the caches (num_heads 0)
-            self.rope_case(rng, "rope3_%d" % il, (2, 5, 24), 16, 4, {"interleaved": il})
+            batch.append(self.rope_case(rng, "r3_%d_" % il, (2, 5, 24), 16, 4,
+                                        {"interleaved": il}))
             # 3-D with num_heads and a partial rotary dim (half of head 12 rotated)
-            self.rope_case(rng, "rope3p_%d" % il, (2, 3, 36), 10, 3,
-                           {"interleaved": il, "num_heads": 3, "rotary_embedding_dim": 6})
+            batch.append(self.rope_case(rng, "r3p_%d_" % il, (2, 3, 36), 10, 3,
+                                        {"interleaved": il, "num_heads": 3,
+                                         "rotary_embedding_dim": 6}))
             # 4-D (batch, heads, seq, head), position offset form
-            self.rope_case(rng, "rope4_%d" % il, (1, 3, 7, 10), 20, 5, {"interleaved": il},
-                           offset=4)
+            batch.append(self.rope_case(rng, "r4_%d_" % il, (1, 3, 7, 10), 20, 5,
+                                        {"interleaved": il}, offset=4))
             # 4-D with a partial rotary dim and explicit num_heads, odd sizes
-            self.rope_case(rng, "rope4p_%d" % il, (3, 2, 5, 14), 9, 4,
-                           {"interleaved": il, "num_heads": 2, "rotary_embedding_dim": 8})
-            self.rope_case(rng, "rope_f16_%d" % il, (2, 4, 12), 8, 3,
-                           {"interleaved": il, "num_heads": 2}, dtype=np.float16)
+            batch.append(self.rope_case(rng, "r4p_%d_" % il, (3, 2, 5, 14), 9, 4,
+                                        {"interleaved": il, "num_heads": 2,
+                                         "rotary_embedding_dim": 8}))
+            batch.append(self.rope_case(rng, "rf16_%d_" % il, (2, 4, 12), 8, 3,
+                                        {"interleaved": il, "num_heads": 2}, dtype=np.float16))
+        self.check_batch("rope", batch)
 
     def test_rotary_refusals(self):
         x = np.ones((1, 2, 8), np.float32)
@@ -314,7 +359,9 @@ class ContribTest(OrtCase):
 
     def nbits_case(self, rng, name, a_shape, N, bits, block, zp_mode, bias=False,
                    constant=True, dtype=np.float32):
-        """dtype: A's type, which scales, float zero points and bias share."""
+        """One MatMulNBits node (names prefixed by name) for check_batch; dtype: A's type,
+        which scales, float zero points and bias share; constant: weights as initializers
+        (else fed)."""
         K = a_shape[-1]
         a = rng.uniform(-1, 1, a_shape).astype(dtype)
         B, scales, zp, q, zp_values = quantize_nbits(N, K, bits, block, zp_mode, rng)
@@ -322,27 +369,23 @@ class ContribTest(OrtCase):
         if zp_mode == "f32":
             zp = zp.astype(dtype)
             zp_values = zp.astype(np.float64)
-        deq = np_dequant(q, zp_values, scales, block, K)
-        weights = {"B": B, "scales": scales}
-        ins = ["a", "B", "scales"]
+        want = a.astype(np.float64) @ np_dequant(q, zp_values, scales, block, K).T
+        weights = {name + "B": B, name + "scales": scales}
+        ins = [name + "a", name + "B", name + "scales"]
         if zp is not None:
-            weights["zp"] = zp
-            ins.append("zp")
+            weights[name + "zp"] = zp
+            ins.append(name + "zp")
         if bias:
-            weights["bias"] = rng.uniform(-1, 1, (N,)).astype(dtype)
-            ins += [""] * (5 - len(ins)) + ["bias"]
-        feeds = {"a": a}
+            b = rng.uniform(-1, 1, (N,)).astype(dtype)
+            weights[name + "bias"] = b
+            ins += [""] * (5 - len(ins)) + [name + "bias"]
+            want += b.astype(np.float64)
+        feeds = {name + "a": a}
         if not constant:
             feeds.update(weights)
-        node = ms("MatMulNBits", ins, ["y"], K=K, N=N, bits=bits, block_size=block)
-        m = model([node], feeds, ["y"], None if not constant else weights)
-        half = dtype != np.float32  # one rounding of the float32 result to float16
-        tol = 2e-3 if half else 1e-4
-        (y,) = self.check(m, name, feeds, rtol=tol, atol=tol)
-        want = a.astype(np.float64) @ deq.T
-        if bias:
-            want += weights["bias"].astype(np.float64)
-        np.testing.assert_allclose(y.astype(np.float64), want, rtol=tol, atol=tol, err_msg=name)
+        node = ms("MatMulNBits", ins, [name + "y"], K=K, N=N, bits=bits, block_size=block)
+        tol = 2e-3 if dtype != np.float32 else 1e-4  # float16: one rounding of the result
+        return ([node], feeds, {} if not constant else weights, [(name + "y", want, tol)])
 
     def test_matmul_nbits(self):
         rng = np.random.RandomState(6)
@@ -354,24 +397,27 @@ class ContribTest(OrtCase):
             ((5, 48), 7, 16, "u8", False),      # 3 blocks: an odd number of packed nibbles
             ((4, 128), 16, 128, "f32", False),  # float zero points
         ]
-        for i, (sa, N, block, zp, bias) in enumerate(cases):
-            self.nbits_case(rng, "nbits%d" % i, sa, N, 4, block, zp, bias)
+        batch = [self.nbits_case(rng, "n%d_" % i, sa, N, 4, block, zp, bias)
+                 for i, (sa, N, block, zp, bias) in enumerate(cases)]
         # B, scales and zero points fed at run time: dequantized on each run
-        self.nbits_case(rng, "nbits_fed", (3, 48), 5, 4, 16, "u8", True, constant=False)
+        batch.append(self.nbits_case(rng, "fed_", (3, 48), 5, 4, 16, "u8", True,
+                                     constant=False))
         # float16 A, scales, zero points and bias
-        self.nbits_case(rng, "nbits_f16", (3, 64), 6, 4, 32, "u8", True, dtype=np.float16)
-        self.nbits_case(rng, "nbits_f16z", (2, 96), 5, 4, 32, "f32", False, constant=False,
-                        dtype=np.float16)
+        batch.append(self.nbits_case(rng, "f16_", (3, 64), 6, 4, 32, "u8", True,
+                                     dtype=np.float16))
+        batch.append(self.nbits_case(rng, "f16z_", (2, 96), 5, 4, 32, "f32", False,
+                                     constant=False, dtype=np.float16))
         # fed with K 4096: dequantized in two tiles of 32 rows, GEMV and SGEMM
-        self.nbits_case(rng, "nbits_tiles1", (1, 4096), 40, 4, 128, "u8", True, constant=False)
-        self.nbits_case(rng, "nbits_tiles5", (5, 4096), 40, 4, 32, None, False, constant=False)
-
-    def test_matmul_nbits_other_widths(self):
-        """bits 2 and 8, against ONNX Runtime and the numpy dequantization."""
-        rng = np.random.RandomState(7)
+        batch.append(self.nbits_case(rng, "t1_", (1, 4096), 40, 4, 128, "u8", True,
+                                     constant=False))
+        batch.append(self.nbits_case(rng, "t5_", (5, 4096), 40, 4, 32, None, False,
+                                     constant=False))
+        # bits 2 and 8
         for bits in (2, 8):
             for zp in (None, "u8"):
-                self.nbits_case(rng, "nbits_b%d_%s" % (bits, zp), (3, 80), 6, bits, 32, zp)
+                batch.append(self.nbits_case(rng, "b%d%s_" % (bits, zp), (3, 80), 6, bits, 32,
+                                             zp))
+        self.check_batch("nbits", batch)
 
     def test_matmul_nbits_refusals(self):
         a = np.ones((2, 32), np.float32)

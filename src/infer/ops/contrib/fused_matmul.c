@@ -7,13 +7,15 @@
  * Every form is a strided view of the operand as stored: a batch of matrices of R rows
  * `ld` apart, columns contiguous, read transposed or not. So no operand is copied:
  * float32 runs ak_sgemm on each batch (one GEMM over batch·M rows when B is shared and A
- * is a plain stack of matrices); float16, bfloat16 and float64 take a reference loop in
- * double. 1-D operands are promoted as MatMul does (A to a row, B to a column, the unit
- * dim dropped from Y); a transpose asked of a 1-D operand is refused by name. */
+ * is a plain stack of matrices); float16 and bfloat16 are widened into the workspace
+ * (same layout, same views), multiplied so and rounded once; float64 takes a reference
+ * loop in double. 1-D operands are promoted as MatMul does (A to a row, B to a column,
+ * the unit dim dropped from Y); a transpose asked of a 1-D operand is refused by name. */
 #include <string.h>
 
 #include "accelkit/kernels.h"
 #include "infer/ops/contrib/contrib.h"
+#include "infer/ops/elementwise/elementwise.h"
 
 /* Below this many multiply-adds per product, batches are spread over threads. */
 #define SMALL_PRODUCT_MACS ((uint64_t)64 * 64 * 64)
@@ -208,10 +210,35 @@ static void fmm_f32_task(void *vj, size_t begin, size_t end, int tid) {
     }
 }
 
+static int is_half(ak_elem_type t) { return t == AK_ELEM_F16 || t == AK_ELEM_BF16; }
+
+/* 64-byte rounded float32 bytes of n values. */
+static size_t f32_bytes(uint64_t n) { return ((size_t)n * sizeof(float) + 63) / 64 * 64; }
+
 static ak_status fmm_reshape(ak__op_ctx *ctx) {
     fmm_plan pl;
     AK_CHECK(plan_make(ctx, &pl));
-    return ak__op_set_output(ctx, 0, ctx->inputs[0]->type, pl.rank, pl.out);
+    const ak__tensor *A = ctx->inputs[0], *B = ctx->inputs[1];
+    if (is_half(A->type)) /* float32 copies of A, B and Y */
+        ctx->workspace_bytes = f32_bytes(A->count) + f32_bytes(B->count) +
+                               f32_bytes(pl.batch * pl.M * pl.N);
+    return ak__op_set_output(ctx, 0, A->type, pl.rank, pl.out);
+}
+
+/* Y (batch, M, N) of float32 operands laid out as the plan's views say. */
+static ak_status fmm_f32(ak__op_ctx *ctx, const fmm_plan *pl, const float *A, const float *B,
+                         float *Y) {
+    fmm_job j = {pl, A, B, Y, AK_ELEM_F32, ctx->pool};
+    if (pl->fold && pl->batch > 1) /* (batch·M, K) @ op(B): one GEMM */
+        return ak_sgemm(AK_NO_TRANS, pl->b.trans ? AK_TRANS : AK_NO_TRANS,
+                        (size_t)(pl->batch * pl->M), (size_t)pl->N, (size_t)pl->K, pl->alpha,
+                        A, (size_t)pl->K, B, (size_t)pl->b.ld, 0.0f, Y, (size_t)pl->N,
+                        ctx->pool);
+    if (pl->batch > 1 && pl->M * pl->N * pl->K < SMALL_PRODUCT_MACS)
+        /* serial GEMMs, batches across threads */
+        return ak_threadpool_parallel_for(ctx->pool, (size_t)pl->batch, 1, fmm_f32_task, &j);
+    fmm_f32_task(&j, 0, (size_t)pl->batch, 0); /* each GEMM uses the pool */
+    return AK_OK;
 }
 
 static ak_status fmm_run(ak__op_ctx *ctx) {
@@ -223,17 +250,21 @@ static ak_status fmm_run(ak__op_ctx *ctx) {
         memset(Y->data, 0, ak__tensor_nbytes(Y));
         return AK_OK;
     }
-    fmm_job j = {&pl, ctx->inputs[0]->data, ctx->inputs[1]->data, Y->data, Y->type, ctx->pool};
-    if (Y->type != AK_ELEM_F32)
+    const ak__tensor *A = ctx->inputs[0], *B = ctx->inputs[1];
+    if (Y->type == AK_ELEM_F32) return fmm_f32(ctx, &pl, A->data, B->data, Y->data);
+    if (Y->type == AK_ELEM_F64) { /* double stays double: the reference loop */
+        fmm_job j = {&pl, A->data, B->data, Y->data, Y->type, ctx->pool};
         return ak_threadpool_parallel_for(ctx->pool, (size_t)pl.batch, 1, fmm_reference_task, &j);
-    if (pl.fold && pl.batch > 1) /* (batch·M, K) @ op(B): one GEMM */
-        return ak_sgemm(AK_NO_TRANS, pl.b.trans ? AK_TRANS : AK_NO_TRANS,
-                        (size_t)(pl.batch * pl.M), (size_t)pl.N, (size_t)pl.K, pl.alpha,
-                        j.A, (size_t)pl.K, j.B, (size_t)pl.b.ld, 0.0f, j.Y, (size_t)pl.N,
-                        ctx->pool);
-    if (pl.batch > 1 && pl.M * pl.N * pl.K < SMALL_PRODUCT_MACS) /* serial GEMMs, batches across threads */
-        return ak_threadpool_parallel_for(ctx->pool, (size_t)pl.batch, 1, fmm_f32_task, &j);
-    fmm_f32_task(&j, 0, (size_t)pl.batch, 0); /* each GEMM uses the pool */
+    }
+    /* float16 / bfloat16: widened (same layout, so the same views), float32 GEMMs, Y
+     * rounded once */
+    char *ws = ctx->workspace;
+    float *a = (float *)ws, *b = (float *)(ws + f32_bytes(A->count));
+    float *y = (float *)(ws + f32_bytes(A->count) + f32_bytes(B->count));
+    ew_half_to_f32(a, A->data, (size_t)A->count, A->type);
+    ew_half_to_f32(b, B->data, (size_t)B->count, B->type);
+    AK_CHECK(fmm_f32(ctx, &pl, a, b, y));
+    ew_f32_to_half(Y->data, y, (size_t)Y->count, Y->type);
     return AK_OK;
 }
 
