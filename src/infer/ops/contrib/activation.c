@@ -65,8 +65,7 @@ static double act_f64_value(const act_job *j, double x) {
 
 /* ---- driver ------------------------------------------------------------------------ */
 
-/* Processes chunks [begin, end) of ACT_CHUNK elements; a chunk never crosses a bias row
- * because chunks are counted per row (chunks_per_row of them). */
+/* The m (<= ACT_CHUNK) values from flat index i0, all within one bias row. */
 static void act_range(const act_job *j, uint64_t i0, size_t m) {
     size_t es = ak_elem_type_size(j->type);
     if (j->type == AK_ELEM_F64) {
@@ -94,6 +93,8 @@ static void act_range(const act_job *j, uint64_t i0, size_t m) {
 
 static uint64_t chunks_per_row(const act_job *j) { return (j->H + ACT_CHUNK - 1) / ACT_CHUNK; }
 
+/* Chunks [begin, end) of up to ACT_CHUNK values; chunks are counted per bias row
+ * (chunks_per_row of them), so none crosses a row. */
 static void act_task(void *vj, size_t begin, size_t end, int tid) {
     (void)tid;
     const act_job *j = vj;
