@@ -8,7 +8,8 @@ const fs = require('fs');
 const path = require('path');
 const ort = require('onnxruntime-node');
 
-const DTYPES = { '<f4': ['float32', Float32Array], '|u1': ['uint8', Uint8Array],
+const DTYPES = { '<f4': ['float32', Float32Array], '<f2': ['float16', Uint16Array],
+                 '|u1': ['uint8', Uint8Array],
                  '|i1': ['int8', Int8Array], '<i4': ['int32', Int32Array],
                  '<i8': ['int64', BigInt64Array], '<f8': ['float64', Float64Array],
                  '|b1': ['bool', Uint8Array] };

@@ -85,6 +85,9 @@ extern const ak__op_def *const ak__ops_signal[]; /* ops/signal: windows, DFT, ST
 extern const ak__op_def *const ak__ops_select[]; /* ops/select: NonMaxSuppression, Unique */
 /* ops/training: the ai.onnx.preview.training optimizers (Adagrad, Adam, Momentum) */
 extern const ak__op_def *const ak__ops_training[];
+/* ops/contrib: com.microsoft contrib operators exporters emit (Gelu family, FusedMatMul,
+ * RotaryEmbedding, MatMulNBits) */
+extern const ak__op_def *const ak__ops_contrib[];
 
 /* The definition for (domain, op_type) usable at `opset`, or NULL. */
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset);
