@@ -237,21 +237,6 @@ static int is_data_set(const struct dirent *d) {
 
 /* ---- the operator family a test exercises ------------------------------------------ */
 
-/* The registry's family tables (runtime/registry.c), named by their folder of ops/. */
-typedef struct family_table {
-    const char *name;
-    const ak__op_def *const *defs;
-} family_table;
-
-static const family_table family_tables[] = {
-    {"elementwise", ak__ops_elementwise}, {"nn", ak__ops_nn},
-    {"tensor", ak__ops_tensor},           {"reduce", ak__ops_reduce},
-    {"norm", ak__ops_norm},               {"math", ak__ops_math},
-    {"rnn", ak__ops_rnn},                 {"fused", ak__ops_fused},
-    {"sequence", ak__ops_sequence},       {"control", ak__ops_control},
-    {"quant", ak__ops_quant},             {"signal", ak__ops_signal},
-    {"select", ak__ops_select},           {"training", ak__ops_training},
-};
 /* an operator no family table defines (the test can only be unsupported) */
 #define FAMILY_NONE "(not implemented)"
 /* a model that did not load, so its operators are unknown */
@@ -260,21 +245,17 @@ static const family_table family_tables[] = {
 /* The family whose table defines op ("Conv", or "domain:Op" as ak_model_op_count says). */
 static const char *op_family(const char *op) {
     const char *colon = strchr(op, ':');
-    size_t dlen = colon ? (size_t)(colon - op) : 0;
-    const char *type = colon ? colon + 1 : op;
-    for (size_t f = 0; f < sizeof family_tables / sizeof *family_tables; f++)
-        for (const ak__op_def *const *d = family_tables[f].defs; *d; d++)
-            if (strcmp((*d)->op_type, type) == 0 && strlen((*d)->domain) == dlen &&
-                strncmp((*d)->domain, op, dlen) == 0)
-                return family_tables[f].name;
-    return FAMILY_NONE;
+    char domain[128] = "";
+    if (colon && (size_t)(colon - op) < sizeof domain) memcpy(domain, op, (size_t)(colon - op));
+    const char *family = ak__op_family_of(domain, colon ? colon + 1 : op);
+    return family ? family : FAMILY_NONE;
 }
 
-/* Position of a family name in family_tables (after them: the tests of no family). */
+/* Position of a family name in the registry's order (after them: the tests of no family). */
 static size_t family_rank(const char *name) {
     size_t f = 0;
-    for (; f < sizeof family_tables / sizeof *family_tables; f++)
-        if (strcmp(family_tables[f].name, name) == 0) break;
+    for (; f < ak__op_family_count(); f++)
+        if (strcmp(ak__op_family_name(f), name) == 0) break;
     return f;
 }
 

@@ -89,6 +89,11 @@ extern const ak__op_def *const ak__ops_training[];
  * RotaryEmbedding, MatMulNBits) */
 extern const ak__op_def *const ak__ops_contrib[];
 
+/* The families, by the name of their folder of ops/: how many, the name of family f (NULL
+ * past the end), and the family defining (domain, op_type) (NULL: none). */
+size_t ak__op_family_count(void);
+const char *ak__op_family_name(size_t f);
+const char *ak__op_family_of(const char *domain, const char *op_type);
 /* The definition for (domain, op_type) usable at `opset`, or NULL. */
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset);
 /* Fails naming the node when its operator version changed semantics after the version

@@ -5,21 +5,45 @@
 
 #include "infer/runtime/op.h"
 
-static const ak__op_def *const *const families[] = {
-    ak__ops_elementwise, ak__ops_nn,  ak__ops_tensor, ak__ops_reduce,   ak__ops_norm,
-    ak__ops_math,        ak__ops_rnn, ak__ops_fused,  ak__ops_sequence,
-    ak__ops_control, /* If, Loop, Scan */
-    ak__ops_quant, /* the INT8 operators (ops/quant) */
-    ak__ops_signal, /* windows, MelWeightMatrix, DFT, STFT (ops/signal) */
-    ak__ops_select, /* NonMaxSuppression, Unique (ops/select) */
-    ak__ops_training, /* ai.onnx.preview.training optimizers (ops/training) */
-    ak__ops_contrib, /* com.microsoft Gelu family, FusedMatMul, RotaryEmbedding, MatMulNBits */
+/* Each family table with the name of its folder of ops/ (the conformance runner's rates per
+ * family read the names). */
+static const struct {
+    const char *name;
+    const ak__op_def *const *defs;
+} families[] = {
+    {"elementwise", ak__ops_elementwise},
+    {"nn", ak__ops_nn},
+    {"tensor", ak__ops_tensor},
+    {"reduce", ak__ops_reduce},
+    {"norm", ak__ops_norm},
+    {"math", ak__ops_math},
+    {"rnn", ak__ops_rnn},
+    {"fused", ak__ops_fused},
+    {"sequence", ak__ops_sequence},
+    {"control", ak__ops_control},   /* If, Loop, Scan */
+    {"quant", ak__ops_quant},       /* the INT8 operators */
+    {"signal", ak__ops_signal},     /* windows, MelWeightMatrix, DFT, STFT */
+    {"select", ak__ops_select},     /* NonMaxSuppression, Unique */
+    {"training", ak__ops_training}, /* ai.onnx.preview.training optimizers */
+    {"contrib", ak__ops_contrib},   /* com.microsoft Gelu family, FusedMatMul, RotaryEmbedding, MatMulNBits */
 };
+
+size_t ak__op_family_count(void) { return sizeof families / sizeof *families; }
+
+const char *ak__op_family_name(size_t f) { return f < ak__op_family_count() ? families[f].name : NULL; }
+
+const char *ak__op_family_of(const char *domain, const char *op_type) {
+    for (size_t f = 0; f < ak__op_family_count(); f++)
+        for (const ak__op_def *const *d = families[f].defs; *d; d++)
+            if (strcmp((*d)->op_type, op_type) == 0 && strcmp((*d)->domain, domain) == 0)
+                return families[f].name;
+    return NULL;
+}
 
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset) {
     const ak__op_def *best = NULL;
-    for (size_t f = 0; f < sizeof families / sizeof *families; f++)
-        for (const ak__op_def *const *d = families[f]; *d; d++) {
+    for (size_t f = 0; f < ak__op_family_count(); f++)
+        for (const ak__op_def *const *d = families[f].defs; *d; d++) {
             const ak__op_def *def = *d;
             if (strcmp(def->op_type, op_type) != 0 || strcmp(def->domain, domain) != 0) continue;
             if (def->min_opset > opset) continue;
