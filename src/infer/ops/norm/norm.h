@@ -1,6 +1,7 @@
 /* The norm family's operator definitions, listed by norm/table.c: LayerNormalization and
  * MeanVarianceNormalization (layer_norm.c); BatchNormalization, InstanceNormalization
- * and LRN over NCHW tensors (batch_norm.c). */
+ * and LRN over NCHW tensors (batch_norm.c); the onnxruntime contrib RMS and skip
+ * normalizations (rms_norm.c). */
 #ifndef AK_INFER_OPS_NORM_NORM_H
 #define AK_INFER_OPS_NORM_NORM_H
 
@@ -8,5 +9,7 @@
 
 extern const ak__op_def ak__op_layer_norm, ak__op_mvn;
 extern const ak__op_def ak__nn_batchnorm, ak__nn_instancenorm, ak__nn_lrn;
+extern const ak__op_def ak__op_simplified_ln, ak__op_simplified_ln_onnx, ak__op_skip_ln,
+    ak__op_skip_simplified_ln;
 
 #endif /* AK_INFER_OPS_NORM_NORM_H */
