@@ -1,14 +1,14 @@
 #!/usr/bin/python3
 """The extended optimizer's fusions recognised by what the subgraph computes: for each
 pattern (LayerNorm, RMSNorm, SkipLayerNorm, GELU erf and tanh, Gemm/MatMul + bias +
-activation) several differently written forms, built by hand with onnx.helper (opsets 13,
+activation, Shape/Size subgraphs folded into constants) several differently written forms, built by hand with onnx.helper (opsets 13,
 17 and 18) and exported by torch.onnx.export of small modules (torch 1.13, opsets 11, 13
 and 17). For each model:
 
 - the fused operator appears in the session's optimization notes (what `ak info
   --optimized` lists, read through ak_session_optimizations) — or, for the near misses
-  (a wrong constant, an intermediate with a second reader, a wrong axis, Gemm alpha ≠ 1),
-  does NOT appear;
+  (a wrong constant, an intermediate with a second reader, a wrong axis, Gemm alpha ≠ 1,
+  the Shape of a symbolic dim), does NOT appear;
 - the outputs equal the unoptimized session's (AK_OPTIMIZE_NONE) within 1e-5 and ONNX
   Runtime's (npm onnxruntime-node, tests/infer/ort_run.js) within 1e-4.
 
@@ -199,6 +199,39 @@ def skip_ln(bias=True, sum_read=False, rms=False):
     return model(nodes, {"x": x}, list(x.shape), inits), {"x": x}
 
 
+def I(name, values):
+    return N("Constant", [], [name], value=onh.from_array(np.array(values, np.int64), name))
+
+
+def shape_chain(form, batch_dim=2):
+    """Shape subgraphs feeding a Reshape / Expand of x[B, 3, 16]: folded to constants when
+    the dims they read are fixed (batch_dim a number), left to run when B is symbolic."""
+    x = f32(2, 3, H)
+    if form == "gather_concat":  # Reshape(x, [B, 3*16]) from Shape -> Gather -> Unsqueeze
+        nodes = [N("Shape", ["x"], ["s"]), I("i0", 0), N("Gather", ["s", "i0"], ["b"]),
+                 I("ax", [0]), N("Unsqueeze", ["b", "ax"], ["b1"]), I("rest", [-1]),
+                 N("Concat", ["b1", "rest"], ["shape"], axis=0), N("Reshape", ["x", "shape"], ["y"])]
+        out = [batch_dim, 3 * H]
+    elif form == "slice_size":  # Shape -> Slice, Size -> Div: Reshape(x, [B*3*16/16, 16])
+        nodes = [N("Shape", ["x"], ["s"]), I("st", [2]), I("en", [3]),
+                 N("Slice", ["s", "st", "en"], ["last"]), N("Size", ["x"], ["n"]),
+                 N("Unsqueeze", ["n", "ax"], ["n1"]), I("ax", [0]),
+                 N("Div", ["n1", "last"], ["rows"]), N("Concat", ["rows", "last"], ["shape"], axis=0),
+                 N("Reshape", ["x", "shape"], ["y"])]
+        nodes = nodes[:5] + [nodes[6], nodes[5]] + nodes[7:]
+        out = [batch_dim * 3, H]
+    else:  # ConstantOfShape(Shape(x, start=1)) broadcast onto x
+        nodes = [N("Shape", ["x"], ["s"], start=1),
+                 N("ConstantOfShape", ["s"], ["c"], value=onh.from_array(np.array([0.5], np.float32))),
+                 N("Mul", ["x", "c"], ["y"])]
+        out = [batch_dim, 3, H]
+    m = model(nodes, {"x": x}, out, {}, 15)
+    if not isinstance(batch_dim, int):
+        m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = batch_dim
+        m.graph.output[0].type.tensor_type.shape.dim[0].dim_param = batch_dim
+    return m, {"x": x}
+
+
 # ---- torch-exported forms ------------------------------------------------------------------
 
 class HandLayerNorm(nn.Module):  # BERT's original TF-style LayerNorm
@@ -256,6 +289,7 @@ def exported(module, opset, shape=(2, 3, H)):
 
 LN, RMS = "LayerNormalization", "SimplifiedLayerNormalization"
 SKIP, SKIP_RMS, MMB = "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "MatMulBias"
+FOLDED = "nodes folded into constants"
 
 
 def cases():
@@ -293,6 +327,12 @@ def cases():
         ("miss_gelu_tanh_wrong_k", None, None, ["Gelu"]),
         ("miss_gemm_alpha", gemm("Relu", alpha=2.0), None, [MMB]),
         ("miss_gemm_c_full", gemm("Relu", c_shape=(4, 8)), None, [MMB]),
+        # shape subgraphs folded (FOLDED: at least that many nodes besides Constant folded)
+        ("shape_gather_concat", shape_chain("gather_concat"), {FOLDED: 4}),
+        ("shape_slice_size", shape_chain("slice_size"), {FOLDED: 6}),
+        ("shape_constant_of_shape", shape_chain("constant_of_shape"), {FOLDED: 2}),
+        ("shape_symbolic_start1", shape_chain("constant_of_shape", "batch"), {FOLDED: 2}),
+        ("miss_shape_symbolic_batch", shape_chain("gather_concat", "batch"), None, [FOLDED]),
     ]
     out = []
     for case in c:
@@ -321,15 +361,26 @@ def cases():
     return out
 
 
+class Memory(ctypes.Structure):  # ak_session_memory
+    _fields_ = [("arena_bytes", ctypes.c_size_t), ("naive_bytes", ctypes.c_size_t),
+                ("workspace_bytes", ctypes.c_size_t), ("folded_bytes", ctypes.c_size_t),
+                ("num_folded", ctypes.c_size_t), ("num_fused", ctypes.c_size_t),
+                ("planned", ctypes.c_int)]
+
+
 def optimizations(sess):
-    """{what: times} of ak_session_optimizations (what `ak info --optimized` prints)."""
+    """{what: times} of ak_session_optimizations (what `ak info --optimized` prints), and
+    FOLDED: the nodes folded at creation (its title line)."""
     lib = ctypes.CDLL(os.environ["AK_LIBRARY"])
+    mem = Memory()
+    lib.ak_session_get_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(Memory)]
+    assert lib.ak_session_get_memory(sess._s, ctypes.byref(mem)) == 0
     fn = lib.ak_session_optimizations
     fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
                    ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
     count = ctypes.c_size_t()
     assert fn(sess._s, 0, None, None, ctypes.byref(count)) == 0
-    out = {}
+    out = {FOLDED: mem.num_folded} if mem.num_folded else {}
     for i in range(count.value):
         what, times = ctypes.c_char_p(), ctypes.c_size_t()
         assert fn(sess._s, i, ctypes.byref(what), ctypes.byref(times), None) == 0
@@ -350,6 +401,10 @@ class FusionForms(OrtCase):
             fused_sess = NativeSession(path, optimize=OPT_EXTENDED)
             got = fused_sess.run(names, arrays, outs)
             notes = optimizations(fused_sess)
+            constants = sum(n.op_type == "Constant" for n in m.graph.node)
+            notes[FOLDED] = notes.get(FOLDED, 0) - constants
+            if notes[FOLDED] <= 0:
+                del notes[FOLDED]
             for op, times in (want or {}).items():
                 if notes.get(op, 0) < times:
                     errors.append("%s: %s not fused (notes %s)" % (name, op, notes))
