@@ -192,6 +192,13 @@ static int computed(const optimizer *o, int32_t v) {
     return v != AK_IR_NONE && !constant(o, v);
 }
 
+/* v omitted, or a float32 constant of rank ≤ 1 with as many elements as gamma (not 1). */
+static int row_vector_like(const optimizer *o, int32_t v, const ak__tensor *gamma) {
+    if (v == AK_IR_NONE) return 1;
+    const ak__tensor *t = row_constant(o, v, AK_ELEM_F32);
+    return t && gamma->count > 1 && t->count == gamma->count;
+}
+
 /* Gives the fused node at exec index k the extra output `sum` as output 3. */
 static ak_status add_sum_output(optimizer *o, int32_t k, int32_t sum) {
     ak__exec_node *e = &o->s->nodes[k];
@@ -232,8 +239,9 @@ static ak_status fuse_skip(optimizer *o, int32_t k, int simplified, int *hit) {
         else a = in(p, 1 - c);
     }
     if (!computed(o, a) || !computed(o, b) || a == b) return AK_OK;
+    /* gamma of n elements (or 1), beta and bias of gamma's n: what the kernel takes */
     const ak__tensor *g = row_constant(o, in(ln, 1), AK_ELEM_F32);
-    if (!g || (in(ln, 2) != AK_IR_NONE && !row_constant(o, in(ln, 2), AK_ELEM_F32))) return AK_OK;
+    if (!g || !row_vector_like(o, in(ln, 2), g) || !row_vector_like(o, bias, g)) return AK_OK;
     fused_spec f = {"com.microsoft", "SkipLayerNormalization", 1, {a, b, in(ln, 1), in(ln, 2), bias},
                     5, ln->outputs[0], NULL, {{0}}, 0, {0}};
     if (simplified) {

@@ -12,4 +12,10 @@ extern const ak__op_def ak__nn_batchnorm, ak__nn_instancenorm, ak__nn_lrn;
 extern const ak__op_def ak__op_simplified_ln, ak__op_simplified_ln_onnx, ak__op_skip_ln,
     ak__op_skip_simplified_ln;
 
+/* One RMSNorm row: y = x / sqrt(mean(x²) + eps) * g (g[0] for every element when g_all);
+ * returns 1/sqrt(mean(x²) + eps). The scalar reference (double sums) and the vectorized
+ * path (rms_norm.c). */
+float ak__rms_row_ref(const float *x, float *y, size_t n, const float *g, int g_all, float eps);
+float ak__rms_row_fast(const float *x, float *y, size_t n, const float *g, int g_all, float eps);
+
 #endif /* AK_INFER_OPS_NORM_NORM_H */

@@ -14,10 +14,11 @@
  * shape or its trailing dims, the optimizer fuses any residual Add); scale/gamma/beta/bias have the normalized row's n elements (or 1 for
  * scale/gamma: the optimizer's stand-in for an absent one).
  *
- * Each RMS row has a scalar reference (rms_row_ref: double sums, the kernel set "ref"
- * runs it, AK_KERNELS=ref) and a vectorized path (rms_row_fast: eight float partial sums
+ * Each RMS row has a scalar reference (ak__rms_row_ref: double sums, the kernel set "ref"
+ * runs it, AK_KERNELS=ref) and a vectorized path (ak__rms_row_fast: eight float partial sums
  * the compiler keeps in one SIMD register, then a scaled product loop); the LayerNorm
- * rows run the kernel table's f32_layer_norm_rows. */
+ * rows run the kernel table's f32_layer_norm_rows. tests/infer/test_norm_kernels.c checks
+ * the fast rows against the reference. */
 #include <math.h>
 #include <string.h>
 
@@ -28,7 +29,7 @@
 /* ---- rows ------------------------------------------------------------------------------ */
 
 /* y = x / sqrt(mean(x²) + eps) * g (g[0] for all when g_all); returns 1/sqrt(...). */
-static float rms_row_ref(const float *x, float *y, size_t n, const float *g, int g_all, float eps) {
+float ak__rms_row_ref(const float *x, float *y, size_t n, const float *g, int g_all, float eps) {
     double ss = 0.0;
     for (size_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
     double inv = 1.0 / sqrt(ss / (double)n + (double)eps);
@@ -36,8 +37,8 @@ static float rms_row_ref(const float *x, float *y, size_t n, const float *g, int
     return (float)inv;
 }
 
-static float rms_row_fast(const float *x, float *y, size_t n, const float *g, int g_all,
-                          float eps) {
+float ak__rms_row_fast(const float *x, float *y, size_t n, const float *g, int g_all,
+                       float eps) {
     float acc[8] = {0};
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -170,7 +171,7 @@ static void norm_worker(void *arg, size_t begin, size_t end, int thread) {
         return;
     }
     for (size_t r = begin; r < end; r++) {
-        float inv = (j->ref ? rms_row_ref : rms_row_fast)(j->x + r * n, j->y + r * n, n, j->g,
+        float inv = (j->ref ? ak__rms_row_ref : ak__rms_row_fast)(j->x + r * n, j->y + r * n, n, j->g,
                                                            j->g_all, j->eps);
         if (j->inv) j->inv[r] = inv;
     }
