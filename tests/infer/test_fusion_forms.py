@@ -10,7 +10,9 @@ and 17). For each model:
   (a wrong constant, an intermediate with a second reader, a wrong axis, Gemm alpha ≠ 1,
   the Shape of a symbolic dim), does NOT appear;
 - the outputs equal the unoptimized session's (AK_OPTIMIZE_NONE) within 1e-5 and ONNX
-  Runtime's (npm onnxruntime-node, tests/infer/ort_run.js) within 1e-4.
+  Runtime's (npm onnxruntime-node, tests/infer/ort_run.js) within 1e-4;
+- the optimized graph saved as ONNX (what `ak optimize --level extended` writes) reloads
+  and computes the same.
 
     AK_LIBRARY=build/libaccelkit.so PYTHONPATH=python test_fusion_forms.py
 
@@ -412,6 +414,12 @@ class FusionForms(OrtCase):
                 if op in notes:
                     errors.append("%s: a near miss fused into %s" % (name, op))
             fused_forms += bool(want)
+            saved = path + ".extended.onnx"  # `ak optimize --level extended` writes it
+            fused_sess.save_optimized(saved)
+            again = NativeSession(saved, optimize=OPT_NONE).run(names, arrays, outs)
+            for o, g, a in zip(outs, got, again):
+                if a.shape != g.shape or not np.allclose(a, g, rtol=0, atol=1e-6):
+                    errors.append("%s %s: the saved optimized graph computes otherwise" % (name, o))
             ref = self.ort(path, feeds)
             for o, p, g, r in zip(outs, plain, got, ref):
                 if g.shape != p.shape or not np.allclose(g, p, rtol=0, atol=1e-5):

@@ -93,17 +93,23 @@ static ak__tensor *own_constant(const optimizer *o, int32_t v) {
     return &o->s->values[v];
 }
 
-/* B[N, K] of Gemm(transB=1) becomes B[K, N] in its own slot. */
-static ak_status transpose_in_place(optimizer *o, int32_t v) {
+/* Gives slot v a folded copy of its float32 data, transposed (B[N, K] of Gemm(transB=1)
+ * to [K, N]) or as is, with the given shape: a folded value is what the session and
+ * `ak optimize` read (an initializer would be written with its model shape). */
+static ak_status refold(optimizer *o, int32_t v, int transpose, int rank, const int64_t *dims) {
     ak_session *s = o->s;
     ak__tensor *t = &s->values[v];
-    int64_t n = t->dims[0], kk = t->dims[1], dims[2] = {kk, n};
     float *p;
     AK_CHECK(ak_alloc((size_t)(t->count ? t->count : 1) * sizeof *p, (void **)&p));
     const float *src = t->data;
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < kk; j++) p[j * n + i] = src[i * kk + j];
-    AK_CHECK(ak__tensor_set_shape(t, AK_ELEM_F32, 2, dims, s->g->values[v].name));
+    if (transpose) {
+        int64_t n = t->dims[0], kk = t->dims[1];
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < kk; j++) p[j * n + i] = src[i * kk + j];
+    } else {
+        memcpy(p, src, t->count * sizeof *p);
+    }
+    AK_CHECK(ak__tensor_set_shape(t, AK_ELEM_F32, rank, dims, s->g->values[v].name));
     if (s->folded_data[v]) ak_free(s->folded_data[v]);
     s->folded_data[v] = p;
     s->folded_bytes += t->count * sizeof *p;
@@ -128,10 +134,13 @@ ak_status ak__opt_fuse_gemm(optimizer *o, int32_t k, int *hit) {
     ak__tensor *cw = c->rank == 1 ? NULL : own_constant(o, in(gm, 2));
     if (c->rank != 1 && !(c->rank == 2 && c->dims[0] == 1 && cw)) return AK_OK;
     if (trans_b && !own_constant(o, in(gm, 1))) return AK_OK;
-    if (trans_b) AK_CHECK(transpose_in_place(o, in(gm, 1)));
+    if (trans_b) {
+        int64_t kn[2] = {b->dims[1], b->dims[0]};
+        AK_CHECK(refold(o, in(gm, 1), 1, 2, kn));
+    }
     if (cw) { /* [1, N] read as [N] */
         int64_t n = cw->dims[1];
-        AK_CHECK(ak__tensor_set_shape(cw, AK_ELEM_F32, 1, &n, o->s->g->values[in(gm, 2)].name));
+        AK_CHECK(refold(o, in(gm, 2), 0, 1, &n));
     }
     fused_spec f = {"com.accelkit", "MatMulBias", 1, {in(gm, 0), in(gm, 1), in(gm, 2)}, 3,
                     gm->outputs[0], NULL, {{0}}, 0, {0}};
