@@ -257,6 +257,19 @@ class LlamaRMSNorm(nn.Module):
         return self.weight * (x * torch.rsqrt(var + 1e-6))
 
 
+class HFLlamaRMSNorm(LlamaRMSNorm):  # transformers' LlamaRMSNorm: Cast nodes around it
+    def forward(self, x):
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        var = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(var + 1e-6)).to(dtype)
+
+
+class FastGelu(nn.Module):  # transformers' gelu_fast spelling of the tanh form
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)))
+
+
 class T5RMSNorm(LlamaRMSNorm):
     def forward(self, x):
         var = (x * x).mean(dim=2, keepdim=True)  # a positive last axis
@@ -351,6 +364,8 @@ def cases():
         ("torch_hand_layernorm_13", exported(HandLayerNorm(), 13), {LN: 1}, []),
         ("torch_llama_rms_13", exported(LlamaRMSNorm(), 13), {RMS: 1}, []),
         ("torch_t5_rms_17", exported(T5RMSNorm(), 17), {RMS: 1}, []),
+        ("torch_hf_llama_rms_cast_13", exported(HFLlamaRMSNorm(), 13), {RMS: 1}, []),
+        ("torch_gelu_fast_13", exported(FastGelu(), 13), {"Gelu": 1}, []),
         ("torch_gelu_erf_13", exported(nn.GELU(), 13), {"Gelu": 1}, []),
         ("torch_gelu_tanh_13", exported(nn.GELU(approximate="tanh"), 13), {"Gelu": 1}, []),
         ("torch_new_gelu_17", exported(NewGelu(), 17), {"Gelu": 1}, []),
@@ -368,6 +383,17 @@ class Memory(ctypes.Structure):  # ak_session_memory
                 ("workspace_bytes", ctypes.c_size_t), ("folded_bytes", ctypes.c_size_t),
                 ("num_folded", ctypes.c_size_t), ("num_fused", ctypes.c_size_t),
                 ("planned", ctypes.c_int)]
+
+
+# the whole exported pattern is absorbed: the saved optimized graph's nodes, in order
+WHOLE = {
+    "torch_layernorm_11": [LN], "torch_hand_layernorm_13": [LN], "torch_llama_rms_13": [RMS],
+    "torch_t5_rms_17": [RMS], "torch_hf_llama_rms_cast_13": ["Cast", RMS],
+    "torch_gelu_erf_13": ["Gelu"], "torch_gelu_tanh_13": ["Gelu"], "torch_new_gelu_17": ["Gelu"],
+    "torch_gelu_fast_13": ["Gelu"], "torch_linear_relu_gemm_13": [MMB],
+    "torch_linear_tanh_gemm_11": [MMB], "torch_block_skip_ln_13": [MMB, SKIP],
+    "skip_ln_bias": ["Relu", MMB, SKIP, "Identity"], "skip_ln_sum_read": ["MatMul", "Relu", SKIP, "Mul"],
+}
 
 
 def optimizations(sess):
@@ -417,6 +443,9 @@ class FusionForms(OrtCase):
             saved = path + ".extended.onnx"  # `ak optimize --level extended` writes it
             fused_sess.save_optimized(saved)
             again = NativeSession(saved, optimize=OPT_NONE).run(names, arrays, outs)
+            ops = [n.op_type for n in onnx.load(saved).graph.node]
+            if name in WHOLE and ops != WHOLE[name]:
+                errors.append("%s: optimized graph %s, expected %s" % (name, ops, WHOLE[name]))
             for o, g, a in zip(outs, got, again):
                 if a.shape != g.shape or not np.allclose(a, g, rtol=0, atol=1e-6):
                     errors.append("%s %s: the saved optimized graph computes otherwise" % (name, o))

@@ -2,6 +2,7 @@
  *
  *   erf form   0.5 · x · (1 + erf(x / √2))                                => Gelu
  *   tanh form  0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))         => Gelu(approximate=tanh)
+ *              and its `gelu_fast` spelling (x · √(2/π)) · (1 + 0.044715 · x²)
  *
  * in the arrangements exporters write: x / √2 or x · (1/√2); x³ as Pow(x, 3), x·x·x in
  * either association; every constant product in either operand order (Div by 1/c for
@@ -54,9 +55,45 @@ static int32_t cube_root_of(const optimizer *o, gelu_match *m, int32_t v) {
     return AK_IR_NONE;
 }
 
-/* The Tanh's input = √(2/π) · (x + 0.044715 · x³): x. */
+/* v = 0.044715 · x² (as k·(x·x), (k·x)·x, x·(x·k), either order): x. */
+static int32_t k_times_square(const optimizer *o, gelu_match *m, int32_t v) {
+    const ak__ir_node *n = node_of(o, take(m, sole_producer(o, v)));
+    int32_t sq = scaled(o, n, 0.044715);
+    const ak__ir_node *q = node_of(o, sole_producer(o, sq));
+    if (is_op(q, "Mul") && in(q, 0) == in(q, 1)) return take(m, o->producer[sq]), in(q, 0);
+    if (!is_op(n, "Mul") || sq != AK_IR_NONE) return AK_IR_NONE;
+    for (int side = 0; side < 2; side++) { /* (k · x) · x */
+        int32_t kx = in(n, side), kk = sole_producer(o, kx);
+        if (kk >= 0 && scaled(o, node_of(o, kk), 0.044715) == in(n, 1 - side))
+            return take(m, kk), in(n, 1 - side);
+    }
+    return AK_IR_NONE;
+}
+
+/* The `gelu_fast` argument (x · √(2/π)) · (1 + 0.044715 · x²) at node n: x. */
+static int32_t fast_tanh_argument(const optimizer *o, gelu_match *m, const ak__ir_node *n) {
+    if (!is_op(n, "Mul")) return AK_IR_NONE;
+    for (int side = 0; side < 2; side++) {
+        gelu_match save = *m;
+        int32_t sk = sole_producer(o, in(n, side)), ak = sole_producer(o, in(n, 1 - side));
+        int32_t x = scaled(o, node_of(o, take(m, sk)), sqrt(2.0 / M_PI));
+        const ak__ir_node *add = node_of(o, take(m, ak));
+        if (x != AK_IR_NONE && is_op(add, "Add")) {
+            for (int a = 0; a < 2; a++)
+                if (const_near(o, in(add, a), 1.0) && k_times_square(o, m, in(add, 1 - a)) == x)
+                    return x;
+        }
+        *m = save;
+    }
+    return AK_IR_NONE;
+}
+
+/* The Tanh's input = √(2/π) · (x + 0.044715 · x³), or the fast form: x. */
 static int32_t tanh_argument(const optimizer *o, gelu_match *m, int32_t v) {
-    int32_t u = scaled(o, node_of(o, take(m, sole_producer(o, v))), sqrt(2.0 / M_PI));
+    const ak__ir_node *top = node_of(o, take(m, sole_producer(o, v)));
+    int32_t fast = fast_tanh_argument(o, m, top);
+    if (fast != AK_IR_NONE) return fast;
+    int32_t u = scaled(o, top, sqrt(2.0 / M_PI));
     const ak__ir_node *add = node_of(o, take(m, sole_producer(o, u)));
     if (!is_op(add, "Add")) return AK_IR_NONE;
     for (int side = 0; side < 2; side++) {

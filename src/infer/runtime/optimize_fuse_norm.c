@@ -135,10 +135,20 @@ static int32_t centered_input(const optimizer *o, norm_match *m, int32_t d, int 
     return x;
 }
 
+/* A Cast to `type` of a value of that type (an exporter's `.to(float32)`): the next
+ * node after it, taken into the chain. */
+static const ak__ir_node *past_same_cast(const optimizer *o, norm_match *m, int32_t *k,
+                                         ak_elem_type type) {
+    const ak__ir_node *n = node_of(o, *k);
+    if (!is_op(n, "Cast") || ak__attr_int(n, "to", 0) != (int64_t)type || m->n >= 15) return n;
+    take(m, *k), m->out = n->outputs[0];
+    return node_of(o, *k = ak__opt_sole_reader(o, m->out));
+}
+
 /* gamma and beta after the normalized value: the fused node's output. */
 static void affine(const optimizer *o, norm_match *m, ak_elem_type type) {
     int32_t k = ak__opt_sole_reader(o, m->out);
-    const ak__ir_node *n = node_of(o, k);
+    const ak__ir_node *n = past_same_cast(o, m, &k, type);
     if (is_op(n, "Mul") && row_constant(o, other_input(n, m->out), type)) {
         m->gamma = other_input(n, m->out), m->out = n->outputs[0], take(m, k);
         n = node_of(o, k = ak__opt_sole_reader(o, m->out));
