@@ -168,9 +168,10 @@ static int static_shape_of_input(const ak_session *s, const ak__ir_node *n, int6
     lo = lo < 0 ? 0 : lo > r ? r : lo, hi = hi < 0 ? 0 : hi > r ? r : hi;
     int64_t count = 1;
     for (int64_t i = lo; i < hi; i++) {
-        if (x->dims[i].value < 0 || x->dims[i].param) return 0;
-        out[i - lo] = x->dims[i].value;
-        count *= x->dims[i].value;
+        int64_t d = x->dims[i].value;
+        if (d < 0 || x->dims[i].param || (d && count > INT64_MAX / d)) return 0;
+        out[i - lo] = d;
+        count *= d;
     }
     if (size) return out[0] = count, -1;
     return hi > lo ? (int)(hi - lo) : 0; /* an empty range: left to run */
