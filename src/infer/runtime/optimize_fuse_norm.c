@@ -19,8 +19,8 @@
  *
  * Then SkipLayerNormalization: LayerNormalization / SimplifiedLayerNormalization over the
  * last axis of Add(a, b) [+ const bias] where a and b are computed values (the kernel
- * broadcasts them as Add does) => com.microsoft Skip[Simplified]LayerNormalization(a, b, gamma, [beta],
- * [bias]); when the sum has other readers it is the fused node's output 3 (the spec's
+ * broadcasts them as Add does) => com.microsoft Skip[Simplified]LayerNormalization(a, b,
+ * gamma, [beta], [bias]); when the sum has other readers it is the fused node's output 3 (the spec's
  * input_skip_bias_sum) and the node takes the Add's place. */
 #include <math.h>
 #include <stdlib.h>
@@ -252,8 +252,8 @@ static ak_status fuse_skip(optimizer *o, int32_t k, int simplified, int *hit) {
     /* gamma of n elements (or 1), beta and bias of gamma's n: what the kernel takes */
     const ak__tensor *g = row_constant(o, in(ln, 1), AK_ELEM_F32);
     if (!g || !row_vector_like(o, in(ln, 2), g) || !row_vector_like(o, bias, g)) return AK_OK;
-    fused_spec f = {"com.microsoft", "SkipLayerNormalization", 1, {a, b, in(ln, 1), in(ln, 2), bias},
-                    5, ln->outputs[0], NULL, {{0}}, 0, {0}};
+    fused_spec f = {"com.microsoft", "SkipLayerNormalization", 1,
+                    {a, b, in(ln, 1), in(ln, 2), bias}, 5, ln->outputs[0], NULL, {{0}}, 0, {0}};
     if (simplified) {
         if (in(ln, 2) != AK_IR_NONE) return AK_OK;
         f.op_type = "SkipSimplifiedLayerNormalization", f.inputs[3] = bias, f.num_inputs = 4;

@@ -9,8 +9,8 @@
 
 extern const ak__op_def ak__op_layer_norm, ak__op_mvn;
 extern const ak__op_def ak__nn_batchnorm, ak__nn_instancenorm, ak__nn_lrn;
-extern const ak__op_def ak__op_simplified_ln, ak__op_simplified_ln_onnx, ak__op_skip_ln,
-    ak__op_skip_simplified_ln;
+extern const ak__op_def ak__norm_rms_contrib, ak__norm_rms_onnx_domain, ak__norm_skip_ln_contrib,
+    ak__norm_skip_rms_contrib;
 
 /* One RMSNorm row: y = x / sqrt(mean(x²) + eps) * g (g[0] for every element when g_all);
  * returns 1/sqrt(mean(x²) + eps). The scalar reference (double sums) and the vectorized

@@ -11,8 +11,9 @@
  *     the same with RMSNorm; output 1 (a mean RMSNorm never computes) is refused.
  *
  * input and skip broadcast together (numpy rules; onnxruntime wants skip of the input's
- * shape or its trailing dims, the optimizer fuses any residual Add); scale/gamma/beta/bias have the normalized row's n elements (or 1 for
- * scale/gamma: the optimizer's stand-in for an absent one).
+ * shape or its trailing dims, the optimizer fuses any residual Add); scale/gamma/beta/bias
+ * have the normalized row's n elements (or 1 for scale/gamma: the optimizer's stand-in for
+ * an absent one).
  *
  * Each RMS row has a scalar reference (ak__rms_row_ref: double sums, the kernel set "ref"
  * runs it, AK_KERNELS=ref) and a vectorized path (ak__rms_row_fast: eight float partial sums
@@ -99,7 +100,8 @@ static ak_status layout_of(const ak__op_ctx *ctx, int has_skip, int simplified, 
     int64_t axis = has_skip ? -1 : ak__attr_int(ctx->node, "axis", -1);
     AK_CHECK(ak__op_axis(ctx, axis, l->x->rank, 0, &l->axis));
     l->rows = l->n = 1;
-    for (int d = 0; d < l->x->rank; d++) *(d < l->axis ? &l->rows : &l->n) *= (uint64_t)l->x->dims[d];
+    for (int d = 0; d < l->x->rank; d++)
+        *(d < l->axis ? &l->rows : &l->n) *= (uint64_t)l->x->dims[d];
     AK_CHECK(check_row_vector(ctx, l->gamma, "gamma (scale)", l->n, 1));
     AK_CHECK(check_row_vector(ctx, l->beta, "beta", l->n, 0));
     AK_CHECK(check_row_vector(ctx, l->bias, "bias", l->n, 0));
@@ -171,8 +173,10 @@ static void norm_worker(void *arg, size_t begin, size_t end, int thread) {
         return;
     }
     for (size_t r = begin; r < end; r++) {
-        float inv = (j->ref ? ak__rms_row_ref : ak__rms_row_fast)(j->x + r * n, j->y + r * n, n, j->g,
-                                                           j->g_all, j->eps);
+        const float *x = j->x + r * n;
+        float *y = j->y + r * n;
+        float inv = j->ref ? ak__rms_row_ref(x, y, n, j->g, j->g_all, j->eps)
+                           : ak__rms_row_fast(x, y, n, j->g, j->g_all, j->eps);
         if (j->inv) j->inv[r] = inv;
     }
 }
@@ -244,11 +248,11 @@ static ak_status skip_ln_run(ak__op_ctx *ctx) { return norm_run(ctx, 1, 0); }
 static ak_status skip_rms_reshape(ak__op_ctx *ctx) { return norm_reshape(ctx, 1, 1); }
 static ak_status skip_rms_run(ak__op_ctx *ctx) { return norm_run(ctx, 1, 1); }
 
-const ak__op_def ak__op_simplified_ln = {"com.microsoft", "SimplifiedLayerNormalization", 1, 0,
+const ak__op_def ak__norm_rms_contrib = {"com.microsoft", "SimplifiedLayerNormalization", 1, 0,
                                          NULL, NULL, rms_reshape, rms_run};
-const ak__op_def ak__op_simplified_ln_onnx = {"", "SimplifiedLayerNormalization", 1, 0, NULL, NULL,
-                                              rms_reshape, rms_run};
-const ak__op_def ak__op_skip_ln = {"com.microsoft", "SkipLayerNormalization", 1, 0, NULL, NULL,
-                                   skip_ln_reshape, skip_ln_run};
-const ak__op_def ak__op_skip_simplified_ln = {"com.microsoft", "SkipSimplifiedLayerNormalization",
+const ak__op_def ak__norm_rms_onnx_domain = {"", "SimplifiedLayerNormalization", 1, 0, NULL, NULL,
+                                             rms_reshape, rms_run};
+const ak__op_def ak__norm_skip_ln_contrib = {"com.microsoft", "SkipLayerNormalization", 1, 0,
+                                             NULL, NULL, skip_ln_reshape, skip_ln_run};
+const ak__op_def ak__norm_skip_rms_contrib = {"com.microsoft", "SkipSimplifiedLayerNormalization",
                                               1, 0, NULL, NULL, skip_rms_reshape, skip_rms_run};
