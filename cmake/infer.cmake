@@ -73,6 +73,14 @@ function(ak_infer_link_libraries)
              ${CMAKE_SOURCE_DIR}/tests/infer/test_optimize_ort.py $<TARGET_FILE:ak>)
     set_tests_properties(infer/test_optimize_ort PROPERTIES TIMEOUT 300)
   endif()
+  # the extended optimizer's fusions (norms, GELU, Gemm) in several exported forms each,
+  # against the unoptimized session and ONNX Runtime (onnxruntime-node) (~7 s)
+  if(AK_BUILD_TESTS AND TARGET ak AND NOT AK_SANITIZE)
+    add_test(NAME infer/test_fusion_forms COMMAND /usr/bin/python3
+             ${CMAKE_SOURCE_DIR}/tests/infer/test_fusion_forms.py)
+    set_tests_properties(infer/test_fusion_forms PROPERTIES TIMEOUT 120 ENVIRONMENT
+      "PYTHONPATH=${CMAKE_SOURCE_DIR}/python;AK_LIBRARY=$<TARGET_FILE:accelkit>")
+  endif()
   # the ONNX backend suites of Debian's libonnx-testdata against an expected-pass list
   if(AK_BUILD_TESTS)
     add_executable(onnx_conformance ${CMAKE_SOURCE_DIR}/tests/infer/onnx_conformance.c)

@@ -6,8 +6,12 @@
  *   Conv -> [Add residual] -> [Relu|Clip|LeakyRelu|Sigmoid|Tanh]  => FusedConv (com.microsoft:
  *                                      the residual and activation applied per output tile)
  *   MatMul(A, const B[K,N]) -> Add(const bias[N]) -> [Relu|Gelu]   => MatMulBias
- *   x / sqrt(2) -> Erf -> +1 -> * x -> * 0.5 (either order)        => Gelu
- *   ReduceMean/Sub/Pow 2/ReduceMean/Add eps/Sqrt/Div/Mul g/Add b    => LayerNormalization
+ *   Gemm(A, const B, const C[N]) (alpha = beta = 1, no transA) -> [act] => MatMulBias
+ *   0.5·x·(1 + erf(x/√2)), 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³)))  => Gelu (none | tanh)
+ *   (x - mean(x)) / sqrt(mean(d²) + eps) [* g] [+ b]               => LayerNormalization
+ *   x / sqrt(mean(x²) + eps) [* g]                                 => SimplifiedLayerNormalization
+ *   Add(x, skip) [+ bias] -> LayerNormalization | Simplified...    => Skip[Simplified]LayerNormalization
+ *   (each in every arrangement exporters write: optimize_fuse_gelu.c, optimize_fuse_norm.c)
  *   DequantizeLinear -> Conv(·, DQ(const int8 W), [DQ(const int32 bias)]) -> [Relu] ->
  *   QuantizeLinear                                                 => QLinearConv (com.accelkit)
  *   DequantizeLinear -> MatMul(·, DQ(const int8 B)) -> QuantizeLinear => QLinearMatMul
@@ -19,7 +23,7 @@
  * match whatever Identity/Constant nodes an exporter put in front of them. The fused node
  * takes the place of the chain's last node, where all its inputs are ready.
  * This file holds the driver and the emitting of fused nodes; the passes are in
- * optimize_basic.c, optimize_fuse.c, optimize_qdq.c and optimize_layout.c, their shared
+ * optimize_basic.c, optimize_fuse*.c, optimize_qdq.c and optimize_layout.c, their shared
  * helpers in optimize.h. */
 #include <math.h>
 #include <stdlib.h>
@@ -211,10 +215,15 @@ ak_status ak__optimize(ak_session *s, int level) {
     if (st == AK_OK && level != AK_OPTIMIZE_BASIC) {
         /* Gelu first: MatMulBias absorbs the Gelu nodes it creates */
         static const struct { const char *root; pattern_fn fn; } passes[] = {
-            {"Erf", ak__opt_fuse_gelu}, {"Pow", ak__opt_fuse_layernorm},
+            {"Erf", ak__opt_fuse_gelu}, {"Tanh", ak__opt_fuse_gelu_tanh},
+            {"ReduceMean", ak__opt_fuse_norm}, /* LayerNorm and RMSNorm (optimize_fuse_norm.c) */
+            {"Gemm", ak__opt_fuse_gemm},
             /* QDQ first: the float fusions would take its Conv and MatMul nodes */
             {"Conv", ak__opt_fuse_qdq_conv}, {"MatMul", ak__opt_fuse_qdq_matmul},
             {"MatMul", ak__opt_fuse_matmul}, {"Conv", ak__opt_fuse_conv},
+            /* after MatMulBias took the projections' biases: residual Add + norm */
+            {"LayerNormalization", ak__opt_fuse_skip_ln},
+            {"SimplifiedLayerNormalization", ak__opt_fuse_skip_rms},
         };
         for (size_t p = 0; st == AK_OK && p < sizeof passes / sizeof *passes; p++)
             st = ak__opt_run_pass(&o, passes[p].root, passes[p].fn);

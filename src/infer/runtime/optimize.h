@@ -116,8 +116,12 @@ typedef ak_status (*pattern_fn)(optimizer *o, int32_t k, int *hit);
 ak_status ak__opt_run_pass(optimizer *o, const char *root_op, pattern_fn fn);
 
 ak_status ak__opt_basic(optimizer *o);                           /* optimize_basic.c */
-ak_status ak__opt_fuse_gelu(optimizer *o, int32_t k, int *hit);      /* optimize_fuse.c */
-ak_status ak__opt_fuse_layernorm(optimizer *o, int32_t k, int *hit);
+ak_status ak__opt_fuse_gelu(optimizer *o, int32_t k, int *hit);      /* optimize_fuse_gelu.c */
+ak_status ak__opt_fuse_gelu_tanh(optimizer *o, int32_t k, int *hit);
+ak_status ak__opt_fuse_norm(optimizer *o, int32_t k, int *hit);      /* optimize_fuse_norm.c */
+ak_status ak__opt_fuse_skip_ln(optimizer *o, int32_t k, int *hit);
+ak_status ak__opt_fuse_skip_rms(optimizer *o, int32_t k, int *hit);
+ak_status ak__opt_fuse_gemm(optimizer *o, int32_t k, int *hit);      /* optimize_fuse.c */
 ak_status ak__opt_fuse_matmul(optimizer *o, int32_t k, int *hit);
 ak_status ak__opt_fuse_conv(optimizer *o, int32_t k, int *hit);
 ak_status ak__opt_fuse_qdq_conv(optimizer *o, int32_t k, int *hit);  /* optimize_qdq.c */

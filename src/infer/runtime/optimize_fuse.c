@@ -1,18 +1,11 @@
 /* The graph optimizer's float fusions (the extended level): chains of nodes into one
- * operator that computes the whole chain faster — FusedConv, MatMulBias, Gelu,
- * LayerNormalization (see optimize.c's overview). */
+ * operator that computes the whole chain faster — FusedConv, MatMulBias (see optimize.c's
+ * overview); GELU is in optimize_fuse_gelu.c, the normalizations in optimize_fuse_norm.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "infer/runtime/optimize.h"
-
-static int last_axis_mean(const ak__ir_node *n) {
-    const int64_t *axes;
-    return is_op(n, "ReduceMean") && n->opset < 18 && ak__attr_ints(n, "axes", &axes) == 1 &&
-           axes[0] == -1 && ak__attr_int(n, "keepdims", 1) == 1;
-}
-
 
 /* ---- patterns ------------------------------------------------------------------------- */
 
@@ -65,6 +58,14 @@ ak_status ak__opt_fuse_conv(optimizer *o, int32_t k, int *hit) {
     return ak__opt_emit(o, &f, chain, (size_t)n);
 }
 
+/* Emits f over chain[0..n) and the activation reading its output, when there is one. */
+static ak_status emit_with_activation(optimizer *o, fused_spec *f, int32_t *chain, size_t n) {
+    int32_t a = ak__opt_sole_reader(o, f->output);
+    const ak__ir_node *act = node_of(o, a);
+    if (act && activation_of(o, act, f)) chain[n++] = a, f->output = act->outputs[0];
+    return ak__opt_emit(o, f, chain, n);
+}
+
 ak_status ak__opt_fuse_matmul(optimizer *o, int32_t k, int *hit) {
     const ak__ir_node *mm = node_of(o, k);
     const ak__tensor *b = constant(o, in(mm, 1));
@@ -78,83 +79,72 @@ ak_status ak__opt_fuse_matmul(optimizer *o, int32_t k, int *hit) {
         return AK_OK;
     fused_spec f = {"com.accelkit", "MatMulBias", 1, {in(mm, 0), in(mm, 1), bias}, 3,
                     add->outputs[0], NULL, {{0}}, 0, {0}};
-    int32_t chain[3] = {k, r}, n = 2, a = ak__opt_sole_reader(o, add->outputs[0]);
-    const ak__ir_node *act = node_of(o, a);
-    if ((is_op(act, "Relu") || is_op(act, "Gelu")) && activation_of(o, act, &f))
-        chain[n++] = a, f.output = act->outputs[0];
+    int32_t chain[3] = {k, r};
     *hit = 1;
-    return ak__opt_emit(o, &f, chain, (size_t)n);
+    return emit_with_activation(o, &f, chain, 2);
 }
 
-/* From the Erf: x/sqrt(2) (or x*(1/sqrt(2))) -> Erf -> +1 -> then x*0.5*(...) in either
- * association. */
-ak_status ak__opt_fuse_gelu(optimizer *o, int32_t k, int *hit) {
-    const ak__ir_node *erf = node_of(o, k);
-    int32_t d = in(erf, 0), dk = o->producer[d >= 0 ? d : 0];
-    const ak__ir_node *scale = d >= 0 && o->uses[d] == 1 ? node_of(o, dk) : NULL;
-    if (!scale || !((is_op(scale, "Div") && const_near(o, in(scale, 1), M_SQRT2)) ||
-                    (is_op(scale, "Mul") && const_near(o, in(scale, 1), M_SQRT1_2))))
-        return AK_OK;
-    int32_t x = in(scale, 0), ak_ = ak__opt_sole_reader(o, erf->outputs[0]);
-    const ak__ir_node *plus = node_of(o, ak_);
-    if (!is_op(plus, "Add") || !const_near(o, other_input(plus, erf->outputs[0]), 1.0))
-        return AK_OK;
-    int32_t mk = ak__opt_sole_reader(o, plus->outputs[0]);
-    const ak__ir_node *mul = node_of(o, mk);
-    if (!is_op(mul, "Mul")) return AK_OK;
-    int32_t t = other_input(mul, plus->outputs[0]);
-    fused_spec f = {"", "Gelu", erf->opset, {x}, 1, AK_IR_NONE, NULL, {{0}}, 0, {0}};
-    int32_t chain[5] = {dk, k, ak_, mk};
-    if (t == x) { /* x * (1 + erf) then * 0.5 */
-        int32_t hk = ak__opt_sole_reader(o, mul->outputs[0]);
-        const ak__ir_node *half = node_of(o, hk);
-        if (!is_op(half, "Mul") || !const_near(o, other_input(half, mul->outputs[0]), 0.5))
-            return AK_OK;
-        chain[4] = hk, f.output = half->outputs[0];
-    } else { /* (x * 0.5) * (1 + erf) */
-        const ak__ir_node *half = t >= 0 && o->uses[t] == 1 ? node_of(o, o->producer[t]) : NULL;
-        if (!is_op(half, "Mul") || other_input(half, x) == AK_IR_NONE ||
-            !const_near(o, other_input(half, x), 0.5))
-            return AK_OK;
-        chain[4] = o->producer[t], f.output = mul->outputs[0];
+/* A float32 constant no caller can override (not also a graph input), read only here. */
+static ak__tensor *own_constant(const optimizer *o, int32_t v) {
+    const ak__tensor *t = constant(o, v);
+    if (!t || t->type != AK_ELEM_F32 || o->uses[v] != 1 ||
+        (o->s->g->values[v].flags & AK_IR_VALUE_INPUT))
+        return NULL;
+    return &o->s->values[v];
+}
+
+/* Gives slot v a folded copy of its float32 data, transposed (B[N, K] of Gemm(transB=1)
+ * to [K, N]) or as is, with the given shape: a folded value is what the session and
+ * `ak optimize` read (an initializer would be written with its model shape). */
+static ak_status refold(optimizer *o, int32_t v, int transpose, int rank, const int64_t *dims) {
+    ak_session *s = o->s;
+    ak__tensor *t = &s->values[v];
+    float *p;
+    AK_CHECK(ak_alloc((size_t)(t->count ? t->count : 1) * sizeof *p, (void **)&p));
+    const float *src = t->data;
+    if (transpose) {
+        int64_t n = t->dims[0], kk = t->dims[1];
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < kk; j++) p[j * n + i] = src[i * kk + j];
+    } else {
+        memcpy(p, src, t->count * sizeof *p);
     }
-    *hit = 1;
-    return ak__opt_emit(o, &f, chain, 5);
+    AK_CHECK(ak__tensor_set_shape(t, AK_ELEM_F32, rank, dims, s->g->values[v].name));
+    if (s->folded_data[v]) ak_free(s->folded_data[v]);
+    s->folded_data[v] = p;
+    s->folded_bytes += t->count * sizeof *p;
+    t->data = p;
+    s->source[v] = AK_SRC_FOLDED;
+    return AK_OK;
 }
 
-/* From the Pow: mean = ReduceMean(x); d = x - mean; var = ReduceMean(d^2);
- * y = d / sqrt(var + eps) * gamma + beta, over the last axis. */
-ak_status ak__opt_fuse_layernorm(optimizer *o, int32_t k, int *hit) {
-    const ak__ir_node *pw = node_of(o, k);
-    int32_t d = in(pw, 0);
-    if (d < 0 || !const_near(o, in(pw, 1), 2.0) || o->uses[d] != 2) return AK_OK;
-    int32_t c[9] = {-1, o->producer[d], k};
-    const ak__ir_node *sub = node_of(o, c[1]);
-    if (!is_op(sub, "Sub")) return AK_OK;
-    int32_t x = in(sub, 0), mean = in(sub, 1);
-    c[0] = mean >= 0 && o->uses[mean] == 1 ? o->producer[mean] : -1;
-    const ak__ir_node *m1 = node_of(o, c[0]);
-    if (!last_axis_mean(m1) || in(m1, 0) != x) return AK_OK;
-    const ak__ir_node *m2 = node_of(o, c[3] = ak__opt_sole_reader(o, pw->outputs[0]));
-    if (!last_axis_mean(m2)) return AK_OK;
-    const ak__ir_node *add = node_of(o, c[4] = ak__opt_sole_reader(o, m2->outputs[0]));
-    double eps;
-    if (!is_op(add, "Add") || !const_scalar(o, other_input(add, m2->outputs[0]), &eps)) return AK_OK;
-    const ak__ir_node *sq = node_of(o, c[5] = ak__opt_sole_reader(o, add->outputs[0]));
-    if (!is_op(sq, "Sqrt")) return AK_OK;
-    const ak__ir_node *div = node_of(o, c[6] = ak__opt_sole_reader(o, sq->outputs[0]));
-    if (!is_op(div, "Div") || in(div, 0) != d || in(div, 1) != sq->outputs[0]) return AK_OK;
-    const ak__ir_node *mul = node_of(o, c[7] = ak__opt_sole_reader(o, div->outputs[0]));
-    int32_t gamma = mul ? other_input(mul, div->outputs[0]) : AK_IR_NONE;
-    const ak__tensor *g = constant(o, gamma);
-    if (!is_op(mul, "Mul") || !g || g->rank != 1 || g->type != AK_ELEM_F32) return AK_OK;
-    const ak__ir_node *badd = node_of(o, c[8] = ak__opt_sole_reader(o, mul->outputs[0]));
-    int32_t beta = badd ? other_input(badd, mul->outputs[0]) : AK_IR_NONE;
-    const ak__tensor *b = constant(o, beta);
-    if (!is_op(badd, "Add") || !b || b->rank != 1 || b->count != g->count) return AK_OK;
-    fused_spec f = {"", "LayerNormalization", 17, {x, gamma, beta}, 3, badd->outputs[0], NULL,
-                    {{0}}, 0, {0}};
-    ak__opt_add_float_attr(&f, "epsilon", (float)eps);
+/* Gemm(A, const B, const C) with alpha = beta = 1, transA = 0 and C of N elements =>
+ * MatMulBias [+ activation]; transB = 1 transposes B in its slot (only this Gemm reads
+ * it). Other alpha, beta, transA or a C of another shape keep the Gemm: exact or nothing. */
+ak_status ak__opt_fuse_gemm(optimizer *o, int32_t k, int *hit) {
+    const ak__ir_node *gm = node_of(o, k);
+    if (ak__attr_float(gm, "alpha", 1.0f) != 1.0f || ak__attr_float(gm, "beta", 1.0f) != 1.0f ||
+        ak__attr_int(gm, "transA", 0) != 0 || gm->num_outputs != 1)
+        return AK_OK;
+    int trans_b = ak__attr_int(gm, "transB", 0) != 0;
+    const ak__tensor *b = constant(o, in(gm, 1)), *c = constant(o, in(gm, 2));
+    if (!b || b->rank != 2 || b->type != AK_ELEM_F32 || !c || c->type != AK_ELEM_F32 ||
+        c->count != (uint64_t)b->dims[trans_b ? 0 : 1] || in(gm, 0) == AK_IR_NONE)
+        return AK_OK;
+    ak__tensor *cw = c->rank == 1 ? NULL : own_constant(o, in(gm, 2));
+    if (c->rank != 1 && !(c->rank == 2 && c->dims[0] == 1 && cw)) return AK_OK;
+    if (trans_b && !own_constant(o, in(gm, 1))) return AK_OK;
+    if (trans_b) {
+        int64_t kn[2] = {b->dims[1], b->dims[0]};
+        AK_CHECK(refold(o, in(gm, 1), 1, 2, kn));
+    }
+    if (cw) { /* [1, N] read as [N] */
+        int64_t n = cw->dims[1];
+        AK_CHECK(refold(o, in(gm, 2), 0, 1, &n));
+    }
+    fused_spec f = {"com.accelkit", "MatMulBias", 1, {in(gm, 0), in(gm, 1), in(gm, 2)}, 3,
+                    gm->outputs[0], NULL, {{0}}, 0, {0}};
+    int32_t chain[2] = {k};
     *hit = 1;
-    return ak__opt_emit(o, &f, c, 9);
+    return emit_with_activation(o, &f, chain, 1);
 }

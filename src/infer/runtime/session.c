@@ -1,4 +1,5 @@
-/* Sessions: binding every node to an operator, constant folding, lifetimes, and the
+/* Sessions: binding every node to an operator, constant folding (and the Shape/Size of
+ * inputs with fixed dims), lifetimes, and the
  * query calls of accelkit/infer.h. The run loop is in session_run.c, the memory plan in
  * memplan.c. */
 #include <stdlib.h>
@@ -146,6 +147,51 @@ static ak_status fold_node(ak_session *s, ak__exec_node *e) {
     return st;
 }
 
+/* ---- Shape and Size of a graph input with fixed dims ---------------------------------- */
+
+/* Shape (its start/end range) or Size of a model's graph input whose dims there are all
+ * fixed numbers: every run's input has them (session_run.c's check_input refuses any
+ * other), so the result is known now. A symbolic or unknown dim, a subgraph's input
+ * (model NULL: bound from its parent unchecked) or any other value is not. Returns the
+ * result's element count (Size: -1 with the product in out[0]), or 0 when not static. */
+static int static_shape_of_input(const ak_session *s, const ak__ir_node *n, int64_t *out) {
+    int size = strcmp(n->op_type, "Size") == 0;
+    if (!s->model || n->domain[0] || n->num_inputs != 1 || n->num_outputs != 1 ||
+        n->inputs[0] == AK_IR_NONE || (!size && strcmp(n->op_type, "Shape") != 0))
+        return 0;
+    const ak__ir_value *x = &s->g->values[n->inputs[0]];
+    if (!(x->flags & AK_IR_VALUE_INPUT) || s->source[n->inputs[0]] != AK_SRC_INPUT || x->rank < 0)
+        return 0;
+    int64_t r = x->rank, lo = size ? 0 : ak__attr_int(n, "start", 0),
+            hi = size ? r : ak__attr_int(n, "end", r);
+    lo = lo < 0 ? lo + r : lo, hi = hi < 0 ? hi + r : hi;
+    lo = lo < 0 ? 0 : lo > r ? r : lo, hi = hi < 0 ? 0 : hi > r ? r : hi;
+    int64_t count = 1;
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t d = x->dims[i].value;
+        if (d < 0 || x->dims[i].param || (d && count > INT64_MAX / d)) return 0;
+        out[i - lo] = d;
+        count *= d;
+    }
+    if (size) return out[0] = count, -1;
+    return hi > lo ? (int)(hi - lo) : 0; /* an empty range: left to run */
+}
+
+static ak_status fold_static_shape(ak_session *s, ak__exec_node *e, const int64_t *dims, int n) {
+    int32_t v = e->node->outputs[0];
+    ak__tensor *t = &s->values[v];
+    int64_t len = n;
+    AK_CHECK(ak__tensor_set_shape(t, AK_ELEM_I64, n < 0 ? 0 : 1, &len, s->g->values[v].name));
+    AK_CHECK(ak_alloc(ak__tensor_nbytes(t), &s->folded_data[v]));
+    memcpy(s->folded_data[v], dims, (size_t)(n < 0 ? 1 : n) * sizeof *dims);
+    t->data = s->folded_data[v];
+    s->folded_bytes += ak__tensor_nbytes(t);
+    s->source[v] = AK_SRC_FOLDED;
+    e->folded = 1;
+    s->num_folded++;
+    return AK_OK;
+}
+
 /* Runs each operator's create in execution order, folding constant nodes as it goes so
  * later nodes see folded values as constants (weights behind a Transpose, say). */
 static ak_status create_operators(ak_session *s, int fold) {
@@ -166,6 +212,10 @@ static ak_status create_operators(ak_session *s, int fold) {
         free(heap);
         AK_CHECK(st);
         if (fold && foldable(s, e)) AK_CHECK(fold_node(s, e));
+        int64_t dims[AK_IR_MAX_RANK];
+        int nd = fold && !e->folded && e->node->num_outputs == 1 &&
+                         e->node->outputs[0] != AK_IR_NONE ? static_shape_of_input(s, n, dims) : 0;
+        if (nd) AK_CHECK(fold_static_shape(s, e, dims, nd));
     }
     return AK_OK;
 }
