@@ -85,6 +85,8 @@ extern const ak__op_def *const ak__ops_signal[]; /* ops/signal: windows, DFT, ST
 extern const ak__op_def *const ak__ops_select[]; /* ops/select: NonMaxSuppression, Unique */
 /* ops/training: the ai.onnx.preview.training optimizers (Adagrad, Adam, Momentum) */
 extern const ak__op_def *const ak__ops_training[];
+/* ops/attention: com.microsoft Attention and MultiHeadAttention */
+extern const ak__op_def *const ak__ops_attention[];
 
 /* The definition for (domain, op_type) usable at `opset`, or NULL. */
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset);

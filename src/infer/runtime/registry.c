@@ -13,6 +13,7 @@ static const ak__op_def *const *const families[] = {
     ak__ops_signal, /* windows, MelWeightMatrix, DFT, STFT (ops/signal) */
     ak__ops_select, /* NonMaxSuppression, Unique (ops/select) */
     ak__ops_training, /* ai.onnx.preview.training optimizers (ops/training) */
+    ak__ops_attention, /* com.microsoft Attention, MultiHeadAttention (ops/attention) */
 };
 
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset) {

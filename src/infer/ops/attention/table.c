@@ -1,0 +1,4 @@
+/* The attention operator family: the table registry.c searches. */
+#include "infer/ops/attention/attention.h"
+
+const ak__op_def *const ak__ops_attention[] = {&ak__op_multi_head_attention, &ak__op_attention, NULL};
