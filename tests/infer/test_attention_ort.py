@@ -62,13 +62,11 @@ def contrib_model(op, inputs, outputs, attrs, opset=17):
     return m
 
 
-def optimizations(sess):
-    """{what: times} the optimizer noted for an accelkit session."""
-    lib = akinf.lib
-    fn = lib.ak_session_optimizations
+def optimizations(native):
+    """{what: times} the optimizer noted for an accelkit NativeSession."""
+    fn = akinf.lib.ak_session_optimizations
     fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
                    ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
-    native = sess._native if hasattr(sess, "_native") else sess
     count = ctypes.c_size_t()
     assert fn(native._s, 0, None, None, ctypes.byref(count)) == 0
     notes = {}
@@ -77,6 +75,14 @@ def optimizations(sess):
         assert fn(native._s, i, ctypes.byref(what), ctypes.byref(times), ctypes.byref(count)) == 0
         notes[what.value.decode()] = times.value
     return notes
+
+
+def ak_run(path, feeds, optimize=True):
+    """accelkit's outputs (in the model's order) and its optimizer notes."""
+    sess = akinf.NativeSession(path, optimize=optimize)
+    names = [o.name for o in onnx.load(path).graph.output]
+    arrays = [np.require(a, requirements="C") for a in feeds.values()]
+    return sess.run(list(feeds), arrays, names), optimizations(sess)
 
 
 class KernelsVsOrt(OrtCase):
@@ -234,6 +240,134 @@ class KernelsVsOrt(OrtCase):
         self.refused("ref_packed_bias", "MultiHeadAttention",
                      [("q", f32(1, 2, 2, 3, 4)), ("k", None), ("v", None), ("bias", f32(24))],
                      [("y", [1, 2, 8])], {"num_heads": 2}, "bias with packed")
+
+
+# ---- (b) the fusion on differently exported forms -------------------------------------
+
+def split_heads_torch(x, n, d):
+    return x.view(x.shape[0], x.shape[1], n, d).permute(0, 2, 1, 3)
+
+
+def torch_attention_module(style):
+    """A self-attention block (projections, head split, SDPA, merge) in one of three
+    exporter styles."""
+    import math
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self, hidden=32, heads=4):
+            super().__init__()
+            self.n, self.d = heads, hidden // heads
+            self.q = torch.nn.Linear(hidden, hidden)
+            self.k = torch.nn.Linear(hidden, hidden)
+            self.v = torch.nn.Linear(hidden, hidden)
+
+        def forward(self, x, mask):
+            q = split_heads_torch(self.q(x), self.n, self.d)
+            k = split_heads_torch(self.k(x), self.n, self.d)
+            v = split_heads_torch(self.v(x), self.n, self.d)
+            if style == "hf":  # Div by sqrt(d); HF's (1 - mask) * -10000 added after
+                scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d)
+                scores = scores + (1.0 - mask[:, None, None, :]) * -10000.0
+            elif style == "torch2":  # d^-1/4 on q and on k; an additive mask added first
+                s = self.d ** -0.25
+                scores = mask + torch.matmul(q * s, k.transpose(-2, -1) * s)
+            else:  # "qscale": 1/sqrt(d) on q only, no mask
+                scores = torch.matmul(q * (1.0 / math.sqrt(self.d)), k.transpose(-2, -1))
+            p = torch.softmax(scores, dim=-1)
+            c = torch.matmul(p, v).permute(0, 2, 1, 3).contiguous()
+            return c.view(c.shape[0], c.shape[1], self.n * self.d)
+
+    torch.manual_seed(1)
+    return Block().eval()
+
+
+def hand_attention(variant="fused"):
+    """onnx.helper SDPA over graph inputs q, k, v [2,5,16] (2 heads of 8): Kᵀ as two
+    Transposes, Reshape shapes with 0 entries, the scale a Mul with the constant first and
+    the mask Add'ed with the mask first. Variants that must not fuse: softmax over axis 2,
+    the scores also a graph output, the scale a graph input."""
+    B, S, N, D = 2, 5, 2, 8
+    nodes = [
+        oh.make_node("Reshape", ["q", "split"], ["q4"]),
+        oh.make_node("Transpose", ["q4"], ["qh"], perm=[0, 2, 1, 3]),
+        oh.make_node("Reshape", ["k", "split"], ["k4"]),
+        oh.make_node("Transpose", ["k4"], ["kh"], perm=[0, 2, 1, 3]),
+        oh.make_node("Transpose", ["kh"], ["kt"], perm=[0, 1, 3, 2]),
+        oh.make_node("Reshape", ["v", "split"], ["v4"]),
+        oh.make_node("Transpose", ["v4"], ["vh"], perm=[0, 2, 1, 3]),
+        oh.make_node("MatMul", ["qh", "kt"], ["qk"]),
+        oh.make_node("Mul", ["scale", "qk"], ["scores"]),
+        oh.make_node("Add", ["mask", "scores"], ["masked"]),
+        oh.make_node("Softmax", ["masked"], ["p"], axis=2 if variant == "axis2" else -1),
+        oh.make_node("MatMul", ["p", "vh"], ["ctx"]),
+        oh.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]),
+        oh.make_node("Reshape", ["ctx_t", "merge"], ["y"]),
+    ]
+    inits = [onh.from_array(np.array([0, 0, N, D], np.int64), "split"),
+             onh.from_array(np.array([0, 0, -1], np.int64), "merge")]
+    feeds = {"q": f32(B, S, N * D), "k": f32(B, S, N * D), "v": f32(B, S, N * D),
+             "mask": np.where(rng.uniform(size=(B, 1, 1, S)) > 0.3, 0, -10000).astype(np.float32)}
+    inputs = [oh.make_tensor_value_info(n, TP.FLOAT, a.shape) for n, a in feeds.items()]
+    if variant == "scale_input":
+        feeds["scale"] = np.array(D ** -0.5, np.float32)
+        inputs.append(oh.make_tensor_value_info("scale", TP.FLOAT, []))
+    else:
+        inits.append(onh.from_array(np.array(D ** -0.5, np.float32), "scale"))
+    outputs = [oh.make_tensor_value_info("y", TP.FLOAT, [B, S, N * D])]
+    if variant == "scores_read":
+        outputs.append(oh.make_tensor_value_info("scores", TP.FLOAT, [B, N, S, S]))
+    m = oh.make_model(oh.make_graph(nodes, "sdpa", inputs, outputs, inits),
+                      opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m, feeds
+
+
+class FusionForms(OrtCase):
+    """(b) each form fused, equal to the unfused run and to ONNX Runtime."""
+
+    def fused_equal(self, name, path, feeds, fused=1):
+        got, notes = ak_run(path, feeds)
+        plain, plain_notes = ak_run(path, feeds, optimize=False)
+        self.assertEqual(notes.get("MultiHeadAttention", 0), fused, (name, notes))
+        self.assertNotIn("MultiHeadAttention", plain_notes, name)
+        want = self.ort(path, feeds)
+        for g, p, w in zip(got, plain, want):
+            np.testing.assert_allclose(g, p, rtol=1e-5, atol=1e-5, err_msg=name + " vs unfused")
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=name + " vs ORT")
+        return notes
+
+    def export(self, module, args, names, opset, name):
+        import torch
+        path = os.path.join(self.tmp, name + ".onnx")
+        torch.onnx.export(module, args, path, opset_version=opset, input_names=names,
+                          output_names=["y"])
+        return path
+
+    def test_torch_forms(self):
+        import torch
+        x = torch.randn(2, 6, 32)
+        keys = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.float32)
+        causal = torch.triu(torch.full((6, 6), -1e4), 1)[None, None].repeat(2, 1, 1, 1)
+        for style, opset, mask in (("hf", 14, keys), ("torch2", 13, causal),
+                                   ("qscale", 17, keys)):
+            name = "torch_%s_%d" % (style, opset)
+            path = self.export(torch_attention_module(style), (x, mask), ["x", "mask"], opset,
+                               name)
+            feeds = {"x": x.numpy(), "mask": mask.numpy()}
+            if style == "qscale":  # the mask is unused: the exporter drops the input
+                feeds.pop("mask")
+            notes = self.fused_equal(name, path, feeds)
+            self.assertEqual(notes.get("MatMulBias", 0), 3, (name, notes))
+
+    def test_hand_form(self):
+        m, feeds = hand_attention()
+        self.fused_equal("hand", self.save(m, "hand"), feeds)
+
+    def test_near_misses(self):
+        for variant in ("axis2", "scores_read", "scale_input"):
+            m, feeds = hand_attention(variant)
+            self.fused_equal(variant, self.save(m, variant), feeds, fused=0)
 
 
 if __name__ == "__main__":

@@ -214,6 +214,8 @@ ak_status ak__optimize(ak_session *s, int level) {
             {"Erf", ak__opt_fuse_gelu}, {"Pow", ak__opt_fuse_layernorm},
             /* QDQ first: the float fusions would take its Conv and MatMul nodes */
             {"Conv", ak__opt_fuse_qdq_conv}, {"MatMul", ak__opt_fuse_qdq_matmul},
+            /* attention before MatMulBias, which then takes the projections it leaves */
+            {"Softmax", ak__opt_fuse_attention},
             {"MatMul", ak__opt_fuse_matmul}, {"Conv", ak__opt_fuse_conv},
         };
         for (size_t p = 0; st == AK_OK && p < sizeof passes / sizeof *passes; p++)

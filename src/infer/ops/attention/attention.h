@@ -14,6 +14,8 @@
 #include "infer/runtime/op.h"
 
 extern const ak__op_def ak__op_multi_head_attention, ak__op_attention;
+/* com.accelkit MultiHeadAttention: what runtime/optimize_attention.c emits (mha.c) */
+extern const ak__op_def ak__op_fused_multi_head_attention;
 
 /* Element (b, h, row, d) of a view is data[b·batch + h·head + row·row + d]. */
 typedef struct ak__attn_view {

@@ -141,10 +141,13 @@ ak_status ak__attn_set_bias(const ak__op_ctx *ctx, const ak__tensor *t, ak__attn
     if (t->type != AK_ELEM_F32)
         return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "attention_bias of type %s is not supported (float32 is)",
                           ak_elem_type_name(t->type));
-    const int64_t *d = t->dims;
-    if (t->rank != 4 || (d[0] != 1 && d[0] != (int64_t)p->B) ||
-        (d[1] != 1 && d[1] != (int64_t)p->N) || (d[2] != 1 && d[2] != (int64_t)p->S) ||
-        d[3] != (int64_t)p->T)
+    /* [B|1, N|1, S|1, T]; a lower rank broadcasts from the right, as the Add it stands for */
+    int64_t d[4] = {1, 1, 1, 1};
+    if (t->rank > 4 || t->rank < 1)
+        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "attention_bias must have rank 1 to 4");
+    memcpy(d + 4 - t->rank, t->dims, (size_t)t->rank * sizeof *d);
+    if ((d[0] != 1 && d[0] != (int64_t)p->B) || (d[1] != 1 && d[1] != (int64_t)p->N) ||
+        (d[2] != 1 && d[2] != (int64_t)p->S) || d[3] != (int64_t)p->T)
         return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
                           "attention_bias must be [B or 1, N or 1, S or 1, T] = [%zu, %zu, %zu, %zu]",
                           p->B, p->N, p->S, p->T);

@@ -9,7 +9,8 @@
  * [B,N,T,D], num_heads, scale (default 1/sqrt(D)), unidirectional (causal) and
  * mask_filter_value. Refused by name: float16, the [3B+2] mask, past_sequence_length
  * (buffer sharing), cache_indirection (beam search), the qk output, and bias or past with
- * the packed or per-head forms. */
+ * the packed or per-head forms. The graph optimizer's com.accelkit variant also takes
+ * split_shapes (see its definition at the end). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,9 +35,42 @@ static ak_status fail(const ak__op_ctx *ctx, const char *what) {
     return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "%s is not implemented", what);
 }
 
+/* The [b, s, N·D] a Reshape of t to `shape` (4 entries; 0 copies t's dim, -1 is
+ * inferred) splits into heads: how the fused node reads its inputs. */
+static ak_status split_dims(const ak__op_ctx *ctx, const ak__tensor *t, const int64_t *shape,
+                            ak__tensor *out) {
+    int64_t d[4], known = 1;
+    int infer = -1;
+    for (int i = 0; i < 4; i++) {
+        d[i] = shape[i] == 0 && i < t->rank ? t->dims[i] : shape[i];
+        if (d[i] == -1 && infer < 0) infer = i;
+        else if (d[i] < 0 || (shape[i] == 0 && i >= t->rank))
+            return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "split_shapes do not fit the input's shape");
+        else known *= d[i];
+    }
+    if (infer >= 0) d[infer] = known ? (int64_t)t->count / known : 0;
+    if (d[0] * d[1] * d[2] * d[3] != (int64_t)t->count)
+        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
+                          "an input of %llu elements cannot be split as the head split's Reshape says",
+                          (unsigned long long)t->count);
+    *out = *t;
+    int64_t dims[3] = {d[0], d[1], d[2] * d[3]};
+    return ak__tensor_set_shape(out, t->type, 3, dims, "split input");
+}
+
 static ak_status shapes(ak__op_ctx *ctx, mha_plan *pl) {
     const ak__tensor *q = ak__op_in(ctx, IN_Q), *k = ak__op_in(ctx, IN_K),
                      *v = ak__op_in(ctx, IN_V);
+    /* the graph optimizer's node (com.accelkit) reads q, k and v as its head splits did */
+    ak__tensor split[3];
+    const int64_t *sh;
+    if (ctx->node->domain[0] && strcmp(ctx->node->domain, "com.accelkit") == 0 &&
+        ak__attr_ints(ctx->node, "split_shapes", &sh) == 12 && q && k && v) {
+        AK_CHECK(split_dims(ctx, q, sh, &split[0]));
+        AK_CHECK(split_dims(ctx, k, sh + 4, &split[1]));
+        AK_CHECK(split_dims(ctx, v, sh + 8, &split[2]));
+        q = &split[0], k = &split[1], v = &split[2];
+    }
     int64_t n = ak__attr_int(ctx->node, "num_heads", 0);
     if (n <= 0) return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "num_heads must be positive");
     pl->N = (size_t)n;
@@ -238,3 +272,9 @@ static ak_status mha_run(ak__op_ctx *ctx) {
 
 const ak__op_def ak__op_multi_head_attention = {"com.microsoft", "MultiHeadAttention", 1, 0, NULL,
                                                 NULL, mha_reshape, mha_run};
+/* What the graph optimizer's attention fusion emits: the same operator, whose q, k and v
+ * are the inputs of the head splits it replaced, read as those Reshapes would
+ * (split_shapes: their three 4-entry shapes), so the fusion is exact whatever shapes
+ * the inputs have at run time. */
+const ak__op_def ak__op_fused_multi_head_attention = {"com.accelkit", "MultiHeadAttention", 1, 0,
+                                                      NULL, NULL, mha_reshape, mha_run};
