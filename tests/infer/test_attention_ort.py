@@ -370,5 +370,40 @@ class FusionForms(OrtCase):
             self.fused_equal(variant, self.save(m, variant), feeds, fused=0)
 
 
+# ---- (c) BERT end to end --------------------------------------------------------------
+
+class BertFused(OrtCase):
+    """A small BERT (2 layers, hidden 64, 4 heads) exported with nn.LayerNorm at opset 17
+    and with a hand-written LayerNorm at opset 14: every attention fused, every LayerNorm a
+    LayerNormalization after optimizing, outputs against ONNX Runtime within 1e-4."""
+
+    def check_bert(self, norm, opset):
+        import torch
+        import bert_torch
+        torch.manual_seed(3)
+        layers = 2
+        model = bert_torch.Bert(layers=layers, hidden=64, heads=4, norm=norm).eval()
+        path = os.path.join(self.tmp, "bert_%s_%d.onnx" % (norm, opset))
+        feeds = bert_torch.export(model, path, 2, 16, opset)
+        got, notes = ak_run(path, feeds)
+        self.assertEqual(notes.get("MultiHeadAttention", 0), layers, (norm, notes))
+        sess = akinf.NativeSession(path)
+        saved = path + ".optimized.onnx"
+        sess.save_optimized(saved)
+        ops = [n.op_type for n in onnx.load(saved).graph.node]
+        self.assertEqual(ops.count("MultiHeadAttention"), layers, (norm, ops))
+        self.assertEqual(ops.count("LayerNormalization"), 2 * layers + 1, (norm, ops))
+        self.assertNotIn("Softmax", ops, norm)
+        want = self.ort(path, feeds)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=norm)
+
+    def test_bert_torch_layernorm_opset17(self):
+        self.check_bert("torch", 17)
+
+    def test_bert_handwritten_layernorm_opset14(self):
+        self.check_bert("tf", 14)
+
+
 if __name__ == "__main__":
     unittest.main()
