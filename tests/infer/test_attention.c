@@ -64,6 +64,13 @@ static void check_shape(const shape *c) {
     }
     if (p.mask_kind == AK_ATTN_MASK_KEYS || p.mask_kind == AK_ATTN_MASK_ROWS)
         for (size_t i = 0; i < B * S * T; i++) mask[i] = (frand(&seed) > -0.5f) || (T && i % T == 0);
+    uint8_t *cond = (uint8_t *)mask; /* BOOL: [B,1,S,T], false masks (keep = 1) */
+    if (p.mask_kind == AK_ATTN_MASK_BOOL) {
+        for (size_t i = 0; i < B * S * T; i++) cond[i] = (frand(&seed) > -0.5f) || (T && i % T == 0);
+        p.bool_mask = cond, p.bool_keep = 1;
+        p.bool_stride[0] = S * T, p.bool_stride[1] = 0, p.bool_stride[2] = T, p.bool_stride[3] = 1;
+        p.mask_filter = -INFINITY;
+    }
     p.out = fast, p.out_batch = S * N * Dv, p.out_head = Dv, p.out_row = N * Dv;
     ak_threadpool *pool;
     assert_int_equal(ak_threadpool_create(3, &pool), AK_OK);
@@ -89,6 +96,7 @@ static void test_fast_matches_reference(void **state) {
         {2, 2, 70, 75, 12, 20, 0, 1, 2, AK_ATTN_MASK_ROWS},    /* past of 5, broadcast bias */
         {3, 2, 4, 9, 8, 4, 1, 0, 0, AK_ATTN_MASK_END},
         {2, 4, 1, 17, 32, 32, 0, 1, 1, AK_ATTN_MASK_END_START}, /* one decode step */
+        {2, 3, 6, 6, 8, 8, 0, 0, 0, AK_ATTN_MASK_BOOL},        /* a [B,1,S,T] condition */
         {1, 2, 3, 0, 4, 4, 0, 0, 0, AK_ATTN_MASK_NONE},          /* no keys: zeros */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) check_shape(&shapes[i]);

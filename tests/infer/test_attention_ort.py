@@ -269,6 +269,9 @@ def torch_attention_module(style):
             if style == "hf":  # Div by sqrt(d); HF's (1 - mask) * -10000 added after
                 scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d)
                 scores = scores + (1.0 - mask[:, None, None, :]) * -10000.0
+            elif style == "masked_fill":  # scores.masked_fill(mask == 0, -inf): a Where
+                scores = torch.matmul(q, k.transpose(-1, -2)) * (self.d ** -0.5)
+                scores = scores.masked_fill(mask[:, None, None, :] == 0, float("-inf"))
             elif style == "torch2":  # d^-1/4 on q and on k; an additive mask added first
                 s = self.d ** -0.25
                 scores = mask + torch.matmul(q * s, k.transpose(-2, -1) * s)
@@ -350,7 +353,7 @@ class FusionForms(OrtCase):
         keys = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.float32)
         causal = torch.triu(torch.full((6, 6), -1e4), 1)[None, None].repeat(2, 1, 1, 1)
         for style, opset, mask in (("hf", 14, keys), ("torch2", 13, causal),
-                                   ("qscale", 17, keys)):
+                                   ("qscale", 17, keys), ("masked_fill", 14, keys)):
             name = "torch_%s_%d" % (style, opset)
             path = self.export(torch_attention_module(style), (x, mask), ["x", "mask"], opset,
                                name)
@@ -359,6 +362,36 @@ class FusionForms(OrtCase):
                 feeds.pop("mask")
             notes = self.fused_equal(name, path, feeds)
             self.assertEqual(notes.get("MatMulBias", 0), 3, (name, notes))
+
+    def test_past_kv(self):
+        """A decoder step: keys and values concatenated after a past on the sequence axis,
+        the concatenations (present) also graph outputs."""
+        import torch
+
+        class Step(torch.nn.Module):
+            def __init__(self, hidden=32, heads=4):
+                super().__init__()
+                self.n, self.d = heads, hidden // heads
+                self.q, self.k, self.v = (torch.nn.Linear(hidden, hidden) for _ in range(3))
+
+            def forward(self, x, past_k, past_v, bias):
+                q = split_heads_torch(self.q(x), self.n, self.d)
+                k = torch.cat([past_k, split_heads_torch(self.k(x), self.n, self.d)], dim=2)
+                v = torch.cat([past_v, split_heads_torch(self.v(x), self.n, self.d)], dim=2)
+                p = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) / self.d ** 0.5 + bias, -1)
+                c = torch.matmul(p, v).permute(0, 2, 1, 3).contiguous()
+                return c.view(c.shape[0], c.shape[1], self.n * self.d), k, v
+
+        torch.manual_seed(2)
+        B, S, P = 2, 3, 5
+        args = (torch.randn(B, S, 32), torch.randn(B, 4, P, 8), torch.randn(B, 4, P, 8),
+                torch.triu(torch.full((S, P + S), -1e4), P + 1)[None, None])
+        path = os.path.join(self.tmp, "past.onnx")
+        torch.onnx.export(Step().eval(), args, path, opset_version=17,
+                          input_names=["x", "past_k", "past_v", "bias"],
+                          output_names=["y", "present_k", "present_v"])
+        self.fused_equal("past", path, {n: a.numpy() for n, a in
+                                        zip(["x", "past_k", "past_v", "bias"], args)})
 
     def test_hand_form(self):
         m, feeds = hand_attention()

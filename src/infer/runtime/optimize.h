@@ -83,7 +83,7 @@ typedef struct fused_spec {
     uint32_t num_inputs;
     int32_t output;
     const ak__ir_node *base; /* attributes copied from this node (Conv), or NULL */
-    ak__ir_attr extra[4];
+    ak__ir_attr extra[6]; /* MultiHeadAttention's five at most */
     uint32_t num_extra;
     float params[2];
 } fused_spec;

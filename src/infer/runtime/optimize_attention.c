@@ -58,10 +58,12 @@ static int32_t scaled_input(const optimizer *o, const ak__ir_node *n, double *sc
     return AK_IR_NONE;
 }
 
-/* One head split: where it starts and the Reshape's shape. */
+/* One head split: where it starts and the Reshape's shape; for keys and values with a
+ * past, the Concat's past and result (present). */
 typedef struct head_split {
     int32_t input;
     int64_t shape[4]; /* [b, s, N, D]: N, D positive */
+    int32_t past, present;
 } head_split;
 
 static int transpose_perm(const ak__ir_node *n, int64_t perm[4]) {
@@ -74,9 +76,32 @@ static int transpose_perm(const ak__ir_node *n, int64_t perm[4]) {
 /* Walks back from v (a MatMul operand) through Transposes and constant scalings to the
  * Reshape of a head split; the Transposes must compose to `want`. */
 static int trace_split(const optimizer *o, int32_t v, const int64_t want[4], int scalable,
+                       double *scale, chain *c, head_split *h);
+
+/* Concat(past, new keys or values, axis 2) on [B,N,T,D]: its result may also be a graph
+ * output (the present the fused node then writes), read by nothing else. */
+static int trace_past(const optimizer *o, int32_t v, const int64_t perm[4], const int64_t want[4],
+                      double *scale, chain *c, head_split *h) {
+    static const int64_t split_perm[4] = {0, 2, 1, 3};
+    int32_t k = v >= 0 ? o->producer[v] : -1;
+    const ak__ir_node *cat = node_of(o, k);
+    int64_t axis = cat ? ak__attr_int(cat, "axis", 0) : 0;
+    if (!is_op(cat, "Concat") || cat->num_inputs != 2 || (axis != 2 && axis != -2) ||
+        (o->uses[v] != 1 && o->uses[v] != 1 + (1 << 20)) || h->past != AK_IR_NONE ||
+        in(cat, 0) == AK_IR_NONE || !push(c, k))
+        return 0;
+    for (int i = 0; i < 4; i++) /* the split's (0,2,1,3), then what follows the Concat */
+        if (split_perm[perm[i]] != want[i]) return 0;
+    h->past = in(cat, 0), h->present = v;
+    return trace_split(o, in(cat, 1), split_perm, 0, scale, c, h);
+}
+
+static int trace_split(const optimizer *o, int32_t v, const int64_t want[4], int scalable,
                        double *scale, chain *c, head_split *h) {
     int64_t perm[4] = {0, 1, 2, 3}; /* v = Transpose(current value, perm) */
     for (int step = 0; step < MAX_STEPS; step++) {
+        if (v >= 0 && is_op(node_of(o, o->producer[v]), "Concat"))
+            return trace_past(o, v, perm, want, scale, c, h);
         int32_t k = sole_producer(o, v);
         const ak__ir_node *n = node_of(o, k);
         if (!n || !push(c, k)) return 0;
@@ -107,15 +132,44 @@ static int trace_split(const optimizer *o, int32_t v, const int64_t want[4], int
     return 0;
 }
 
-/* Walks back from the Softmax input: [Add mask] then constant scalings then the Q·Kᵀ
- * MatMul. Returns the MatMul's exec index, or -1. */
+/* A Where(cond, x, fill) or Where(cond, fill, x) with fill a constant scalar the score
+ * may be added to with the same result: −inf, or about −FLT_MAX (torch.finfo.min),
+ * which absorbs any score below 1e31. */
+typedef struct where_mask {
+    int32_t cond;
+    int keeps; /* 1: true keeps the score */
+    float fill;
+} where_mask;
+
+static int32_t where_input(const optimizer *o, const ak__ir_node *n, where_mask *w) {
+    double fill;
+    if (!is_op(n, "Where") || n->num_inputs != 3) return AK_IR_NONE;
+    for (int keeps = 1; keeps >= 0; keeps--) {
+        int32_t f = in(n, keeps ? 2 : 1), x = in(n, keeps ? 1 : 2);
+        if (const_scalar(o, f, &fill) && (fill == -INFINITY || fill <= -3.0e38) &&
+            !constant(o, x)) {
+            w->cond = in(n, 0), w->keeps = keeps, w->fill = (float)fill;
+            return x;
+        }
+    }
+    return AK_IR_NONE;
+}
+
+/* Walks back from the Softmax input: [Add mask] then [Where] then constant scalings then
+ * the Q·Kᵀ MatMul. Returns the MatMul's exec index, or -1. */
 static int32_t trace_scores(const optimizer *o, int32_t v, double *scale, int32_t *mask,
-                            chain *c) {
+                            where_mask *w, chain *c) {
     for (int step = 0; step < MAX_STEPS; step++) {
         int32_t k = sole_producer(o, v);
         const ak__ir_node *n = node_of(o, k);
         if (!n) return -1;
         if (is_op(n, "MatMul")) return push(c, k) ? k : -1;
+        int32_t x = w->cond == AK_IR_NONE && !(*scale != 1.0) ? where_input(o, n, w) : AK_IR_NONE;
+        if (x != AK_IR_NONE) {
+            if (!push(c, k)) return -1;
+            v = x;
+            continue;
+        }
         if (is_op(n, "Add") && *mask == AK_IR_NONE && step == 0 && n->num_inputs == 2 &&
             in(n, 0) != in(n, 1)) {
             /* either operand may be the scores: try the first, then the second */
@@ -125,7 +179,7 @@ static int32_t trace_scores(const optimizer *o, int32_t v, double *scale, int32_
                 int32_t m = in(n, 1 - side), found = -1;
                 if (push(&tried, k)) {
                     int32_t dummy = m; /* a mask is taken only once */
-                    found = trace_scores(o, in(n, side), &s, &dummy, &tried);
+                    found = trace_scores(o, in(n, side), &s, &dummy, w, &tried);
                 }
                 if (found >= 0) {
                     *c = tried, *scale = s, *mask = m;
@@ -134,7 +188,7 @@ static int32_t trace_scores(const optimizer *o, int32_t v, double *scale, int32_
             }
             return -1;
         }
-        int32_t x = scaled_input(o, n, scale);
+        x = scaled_input(o, n, scale);
         if (x == AK_IR_NONE || !push(c, k)) return -1;
         v = x;
     }
@@ -165,6 +219,28 @@ static int32_t merge_transpose(const optimizer *o, int32_t v) {
     return tk;
 }
 
+/* Gives the node just emitted at the chain's last place the outputs present_key and
+ * present_value (the Concats' results it replaced): the emitting helper makes one. */
+static ak_status add_presents(optimizer *o, const chain *c, int32_t present_k, int32_t present_v) {
+    int32_t last = c->k[0];
+    for (size_t i = 1; i < c->n; i++)
+        if (c->k[i] > last) last = c->k[i];
+    ak__exec_node *e = &o->s->nodes[last];
+    ak__ir_node *n = (ak__ir_node *)e->node; /* made by the optimizer, in its arena */
+    int32_t *outs;
+    const ak__tensor **io;
+    AK_CHECK(ak__opt_arena_array(o, 3, sizeof *outs, (void **)&outs));
+    AK_CHECK(ak__opt_arena_array(o, n->num_inputs + 3, sizeof *io, (void **)&io));
+    outs[0] = n->outputs[0], outs[1] = present_k, outs[2] = present_v;
+    memcpy(io, e->inputs, n->num_inputs * sizeof *io);
+    for (int i = 0; i < 3; i++) io[n->num_inputs + i] = &o->s->values[outs[i]];
+    n->outputs = outs, n->num_outputs = 3;
+    e->inputs = io;
+    e->outputs = (ak__tensor **)io + n->num_inputs;
+    ak__opt_count_uses(o);
+    return AK_OK;
+}
+
 ak_status ak__opt_fuse_attention(optimizer *o, int32_t k, int *hit) {
     static const int64_t split_perm[4] = {0, 2, 1, 3}, kt_perm[4] = {0, 2, 3, 1};
     const ak__ir_node *sm = node_of(o, k);
@@ -176,27 +252,34 @@ ak_status ak__opt_fuse_attention(optimizer *o, int32_t k, int *hit) {
     if (!is_op(pv, "MatMul") || in(pv, 0) != sm->outputs[0] || !push(&c, pvk)) return AK_OK;
     int32_t tk = merge_transpose(o, pv->outputs[0]);
     if (tk < 0 || !push(&c, tk)) return AK_OK;
-    head_split hq, hk, hv;
+    head_split hq = {AK_IR_NONE, {0}, AK_IR_NONE, AK_IR_NONE}, hk = hq, hv = hq;
     double scale = 1.0;
     if (!trace_split(o, in(pv, 1), split_perm, 0, &scale, &c, &hv)) return AK_OK;
-    /* backward: mask, scale, Q·Kᵀ */
+    /* backward: mask, Where, scale, Q·Kᵀ */
     int32_t mask = AK_IR_NONE;
-    int32_t qk = trace_scores(o, in(sm, 0), &scale, &mask, &c);
+    where_mask w = {AK_IR_NONE, 1, 0.0f};
+    int32_t qk = trace_scores(o, in(sm, 0), &scale, &mask, &w, &c);
     const ak__ir_node *mm = node_of(o, qk);
     if (!mm || !trace_split(o, in(mm, 0), split_perm, 1, &scale, &c, &hq) ||
         !trace_split(o, in(mm, 1), kt_perm, 1, &scale, &c, &hk))
         return AK_OK;
     if (hq.shape[2] != hk.shape[2] || hq.shape[2] != hv.shape[2] || hq.shape[3] != hk.shape[3] ||
-        !(scale > 0.0) || !isfinite(scale))
+        !(scale > 0.0) || !isfinite(scale) || hq.past != AK_IR_NONE ||
+        (hk.past == AK_IR_NONE) != (hv.past == AK_IR_NONE))
         return AK_OK;
     for (size_t i = 0; i < c.n; i++) /* a node reached twice (shared splits) is no block */
         for (size_t j = i + 1; j < c.n; j++)
             if (c.k[i] == c.k[j]) return AK_OK;
     fused_spec f = {"com.accelkit", "MultiHeadAttention", 1,
-                    {hq.input, hk.input, hv.input, AK_IR_NONE, AK_IR_NONE, mask}, mask == AK_IR_NONE ? 3 : 6,
+                    {hq.input, hk.input, hv.input, AK_IR_NONE, w.cond, mask, hk.past, hv.past},
+                    hk.past != AK_IR_NONE ? 8 : mask != AK_IR_NONE ? 6 : w.cond != AK_IR_NONE ? 5 : 3,
                     node_of(o, tk)->outputs[0], NULL, {{0}}, 0, {0}};
     ak__opt_add_int_attr(&f, "num_heads", hq.shape[2]);
     ak__opt_add_float_attr(&f, "scale", (float)scale);
+    if (w.cond != AK_IR_NONE) {
+        ak__opt_add_float_attr(&f, "mask_filter_value", w.fill);
+        ak__opt_add_int_attr(&f, "bool_mask_keeps", w.keeps);
+    }
     int64_t *shapes;
     AK_CHECK(ak__opt_arena_array(o, 12, sizeof *shapes, (void **)&shapes));
     memcpy(shapes, hq.shape, sizeof hq.shape);
@@ -206,5 +289,6 @@ ak_status ak__opt_fuse_attention(optimizer *o, int32_t k, int *hit) {
     memset(a, 0, sizeof *a);
     a->name = "split_shapes", a->type = AK_ATTR_INTS, a->u.ints = shapes, a->count = 12;
     *hit = 1;
-    return ak__opt_emit(o, &f, c.k, c.n);
+    AK_CHECK(ak__opt_emit(o, &f, c.k, c.n));
+    return hk.past == AK_IR_NONE ? AK_OK : add_presents(o, &c, hk.present, hv.present);
 }

@@ -31,6 +31,8 @@ typedef enum ak__attn_mask_kind {
     AK_ATTN_MASK_KEYS,      /* [B, T]: 0 = padding */
     AK_ATTN_MASK_ROWS,      /* [B, S, T]: 0 = masked, per query row */
     AK_ATTN_MASK_SQUARE,    /* [B, 1, M, M]: row past + i of each batch's square, 0 = masked */
+    AK_ATTN_MASK_BOOL,      /* bool broadcast to [B, N, S, T] (the fusion's Where): a key is
+                               masked where the value differs from bool_keep */
 } ak__attn_mask_kind;
 
 typedef struct ak__attn_problem {
@@ -44,6 +46,9 @@ typedef struct ak__attn_problem {
     ak__attn_mask_kind mask_kind;
     const int32_t *mask;
     size_t mask_max;       /* SQUARE: M */
+    const uint8_t *bool_mask; /* BOOL: its strides per (b, h, i, j), 0 where broadcast */
+    size_t bool_stride[4];
+    int bool_keep;
     const float *bias;     /* additive [.., .., S or 1, T] scores, or NULL */
     size_t bias_batch, bias_head, bias_row; /* its strides (0 where broadcast) */
 } ak__attn_problem;
@@ -62,6 +67,10 @@ ak_status ak__attn_set_bias(const ak__op_ctx *ctx, const ak__tensor *t, ak__attn
  * (`square_ok`: the [B,1,M,M] form, Attention's only). */
 ak_status ak__attn_set_mask(const ak__op_ctx *ctx, const ak__tensor *m, int square_ok,
                             ak__attn_problem *p);
+/* Reads a bool mask broadcastable to [B,N,S,T] (the fusion's Where(cond, scores, fill):
+ * keep = 1; Where(cond, fill, scores): keep = 0) into p. */
+ak_status ak__attn_set_bool_mask(const ak__op_ctx *ctx, const ak__tensor *m, int keep,
+                                 ak__attn_problem *p);
 /* Copies past [B,N,P,D] rows and the new keys (a view over L rows) into present
  * [B,N,P+L,D]. */
 void ak__attn_concat(float *present, const float *past, size_t P, ak__attn_view fresh, size_t L,

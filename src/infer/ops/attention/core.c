@@ -19,8 +19,8 @@
 
 #define ATTN_ROWS 64 /* query rows per task: bounds the scratch at ATTN_ROWS·T per thread */
 
-/* Whether query row i of batch b may not see key j. */
-static int masked(const ak__attn_problem *p, size_t b, size_t i, size_t j) {
+/* Whether query row i of batch b, head h may not see key j. */
+static int masked(const ak__attn_problem *p, size_t b, size_t h, size_t i, size_t j) {
     if (p->causal && j > i + (p->T - p->S)) return 1;
     const int32_t *m = p->mask;
     switch (p->mask_kind) {
@@ -31,6 +31,10 @@ static int masked(const ak__attn_problem *p, size_t b, size_t i, size_t j) {
     case AK_ATTN_MASK_ROWS: return m[(b * p->S + i) * p->T + j] == 0;
     case AK_ATTN_MASK_SQUARE:
         return m[(b * p->mask_max + (p->T - p->S) + i) * p->mask_max + j] == 0;
+    case AK_ATTN_MASK_BOOL: {
+        const size_t *st = p->bool_stride;
+        return (p->bool_mask[b * st[0] + h * st[1] + i * st[2] + j * st[3]] != 0) != p->bool_keep;
+    }
     }
     return 0;
 }
@@ -74,7 +78,7 @@ static void attn_task(const attn_job *j, size_t task, int thread) {
     if (p->causal || p->mask_kind != AK_ATTN_MASK_NONE)
         for (size_t r = 0; r < rows; r++)
             for (size_t c = 0; c < T; c++)
-                if (masked(p, b, i0 + r, c)) sc[r * T + c] += p->mask_filter;
+                if (masked(p, b, h, i0 + r, c)) sc[r * T + c] += p->mask_filter;
     j->kern->f32_softmax_rows(sc, sc, rows, T, AK_KF_SOFTMAX);
     (void)ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, rows, p->Dv, T, 1.0f, sc, T, v, p->v.row, 0.0f, out,
                    p->out_row, j->pool);
@@ -118,7 +122,7 @@ ak_status ak__attn_reference(const ak__attn_problem *p) {
                     for (size_t d = 0; d < p->D; d++) dot += (double)q[d] * k[d];
                     w[j] = dot * p->scale;
                     if (p->bias) w[j] += bias_row(p, b, h, i)[j];
-                    if (masked(p, b, i, j)) w[j] += p->mask_filter;
+                    if (masked(p, b, h, i, j)) w[j] += p->mask_filter;
                     if (w[j] > mx) mx = w[j];
                 }
                 for (size_t j = 0; j < p->T; j++) sum += w[j] = exp(w[j] - mx);
@@ -181,6 +185,28 @@ ak_status ak__attn_set_mask(const ak__op_ctx *ctx, const ak__tensor *m, int squa
                           "the mask's shape does not fit batch %zu, sequence %zu, total sequence %zu "
                           "([B], [2B], [B,T], [B,S,T]%s)",
                           p->B, p->S, p->T, square_ok ? " or [B,1,M,M] with M >= T" : "");
+    return AK_OK;
+}
+
+ak_status ak__attn_set_bool_mask(const ak__op_ctx *ctx, const ak__tensor *m, int keep,
+                                 ak__attn_problem *p) {
+    int64_t d[4] = {1, 1, 1, 1};
+    const size_t want[4] = {p->B, p->N, p->S, p->T};
+    if (m->type != AK_ELEM_BOOL || m->rank < 1 || m->rank > 4)
+        return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "the boolean mask must be bool of rank 1 to 4");
+    memcpy(d + 4 - m->rank, m->dims, (size_t)m->rank * sizeof *d);
+    size_t stride = 1;
+    for (int i = 3; i >= 0; i--) {
+        if (d[i] != 1 && d[i] != (int64_t)want[i])
+            return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
+                              "the boolean mask does not broadcast to [%zu, %zu, %zu, %zu]", p->B,
+                              p->N, p->S, p->T);
+        p->bool_stride[i] = d[i] == 1 ? 0 : stride;
+        stride *= (size_t)d[i];
+    }
+    p->mask_kind = AK_ATTN_MASK_BOOL;
+    p->bool_mask = m->data;
+    p->bool_keep = keep != 0;
     return AK_OK;
 }
 

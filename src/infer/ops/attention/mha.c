@@ -21,6 +21,8 @@ enum { IN_Q, IN_K, IN_V, IN_BIAS, IN_MASK, IN_ATTN_BIAS, IN_PAST_K, IN_PAST_V, I
        IN_CACHE_INDIRECTION };
 enum { OUT_Y, OUT_PRESENT_K, OUT_PRESENT_V, OUT_QK };
 
+static int fused_node(const ak__ir_node *n);
+
 typedef enum { FORM_SEPARATE, FORM_PACKED_QKV, FORM_PACKED_KV, FORM_PER_HEAD } mha_form;
 
 /* The node's shapes and where each operand lives in the workspace (float offsets). */
@@ -64,8 +66,7 @@ static ak_status shapes(ak__op_ctx *ctx, mha_plan *pl) {
     /* the graph optimizer's node (com.accelkit) reads q, k and v as its head splits did */
     ak__tensor split[3];
     const int64_t *sh;
-    if (ctx->node->domain[0] && strcmp(ctx->node->domain, "com.accelkit") == 0 &&
-        ak__attr_ints(ctx->node, "split_shapes", &sh) == 12 && q && k && v) {
+    if (fused_node(ctx->node) && ak__attr_ints(ctx->node, "split_shapes", &sh) == 12 && q && k && v) {
         AK_CHECK(split_dims(ctx, q, sh, &split[0]));
         AK_CHECK(split_dims(ctx, k, sh + 4, &split[1]));
         AK_CHECK(split_dims(ctx, v, sh + 8, &split[2]));
@@ -177,14 +178,28 @@ static void problem_shape(const ak__op_ctx *ctx, const mha_plan *pl, ak__attn_pr
     p->mask_filter = ak__attr_float(ctx->node, "mask_filter_value", -10000.0f);
 }
 
+static int fused_node(const ak__ir_node *n) {
+    return n->domain[0] && strcmp(n->domain, "com.accelkit") == 0;
+}
+
+/* The masks: key_padding_mask (int32; in the fusion's node also a bool Where condition,
+ * bool_mask_keeps saying whether true keeps the score) and attention_bias. */
+static ak_status read_masks(const ak__op_ctx *ctx, ak__attn_problem *p) {
+    const ak__tensor *mask = ak__op_in(ctx, IN_MASK), *ab = ak__op_in(ctx, IN_ATTN_BIAS);
+    if (mask && mask->type == AK_ELEM_BOOL && fused_node(ctx->node))
+        AK_CHECK(ak__attn_set_bool_mask(ctx, mask, (int)ak__attr_int(ctx->node, "bool_mask_keeps", 1), p));
+    else if (mask)
+        AK_CHECK(ak__attn_set_mask(ctx, mask, 0, p));
+    if (ab) AK_CHECK(ak__attn_set_bias(ctx, ab, p));
+    return AK_OK;
+}
+
 static ak_status mha_reshape(ak__op_ctx *ctx) {
     mha_plan pl;
     AK_CHECK(plan(ctx, &pl));
     ak__attn_problem p;
     problem_shape(ctx, &pl, &p);
-    const ak__tensor *mask = ak__op_in(ctx, IN_MASK), *ab = ak__op_in(ctx, IN_ATTN_BIAS);
-    if (mask) AK_CHECK(ak__attn_set_mask(ctx, mask, 0, &p));
-    if (ab) AK_CHECK(ak__attn_set_bias(ctx, ab, &p));
+    AK_CHECK(read_masks(ctx, &p));
     int threads = 1;
     if (ak_threadpool_size(ctx->pool, &threads) != AK_OK || threads < 1) threads = 1;
     ctx->workspace_bytes = pl.ws_attn * sizeof(float) + ak__attn_workspace_bytes(&p, threads);
@@ -217,9 +232,7 @@ static ak_status mha_run(ak__op_ctx *ctx) {
     AK_CHECK(plan(ctx, &pl));
     ak__attn_problem p;
     problem_shape(ctx, &pl, &p);
-    const ak__tensor *mask = ak__op_in(ctx, IN_MASK), *ab = ak__op_in(ctx, IN_ATTN_BIAS);
-    if (mask) AK_CHECK(ak__attn_set_mask(ctx, mask, 0, &p));
-    if (ab) AK_CHECK(ak__attn_set_bias(ctx, ab, &p));
+    AK_CHECK(read_masks(ctx, &p));
     float *ws = ctx->workspace;
     size_t B = pl.B, S = pl.S, L = pl.L, N = pl.N, D = pl.D, Dv = pl.Dv;
     const float *q = ak__op_in(ctx, IN_Q)->data;
