@@ -69,9 +69,10 @@ static ak_status plan(ak__op_ctx *ctx, att_plan *pl) {
     if (bias && (bias->rank != 1 || bias->dims[0] != w->dims[1]))
         return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL, "bias must be [Hq+Hk+Hv]");
     size_t D = pl->hq / pl->N;
+    if ((past || ak__op_out(ctx, OUT_PRESENT)) && pl->hv != pl->hq)
+        return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL, "past and present need equal Q, K and V hidden sizes");
     if (past) {
         const int64_t *d = past->dims;
-        if (pl->hv != pl->hq) return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL, "past needs equal Q, K and V hidden sizes");
         if (past->type != AK_ELEM_F32 || past->rank != 5 || d[0] != 2 || d[1] != (int64_t)pl->B ||
             d[2] != (int64_t)pl->N || d[4] != (int64_t)D)
             return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL, "past must be float32 [2,B,num_heads,P,head_size]");
@@ -141,6 +142,7 @@ static ak_status att_run(ak__op_ctx *ctx) {
         p.v = (ak__attn_view){cv, N * T * Dv, T * Dv, Dv};
     }
     ak__tensor *y = ak__op_out(ctx, OUT_Y);
+    if (!y) return AK_OK; /* only the present outputs asked for */
     p.out = y->data;
     p.out_batch = S * pl.hv, p.out_head = Dv, p.out_row = pl.hv;
     return ak__attn_run(&p, qkv + pl.ws_attn, ctx->pool);

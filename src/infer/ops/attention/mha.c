@@ -46,12 +46,15 @@ static ak_status split_dims(const ak__op_ctx *ctx, const ak__tensor *t, const in
     for (int i = 0; i < 4; i++) {
         d[i] = shape[i] == 0 && i < t->rank ? t->dims[i] : shape[i];
         if (d[i] == -1 && infer < 0) infer = i;
-        else if (d[i] < 0 || (shape[i] == 0 && i >= t->rank))
+        else if (d[i] < 0 || (shape[i] == 0 && i >= t->rank) ||
+                 __builtin_mul_overflow(known, d[i], &known))
             return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "split_shapes do not fit the input's shape");
-        else known *= d[i];
     }
     if (infer >= 0) d[infer] = known ? (int64_t)t->count / known : 0;
-    if (d[0] * d[1] * d[2] * d[3] != (int64_t)t->count)
+    int64_t total = 1;
+    for (int i = 0; i < 4; i++)
+        if (__builtin_mul_overflow(total, d[i], &total)) total = -1;
+    if (total != (int64_t)t->count)
         return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
                           "an input of %llu elements cannot be split as the head split's Reshape says",
                           (unsigned long long)t->count);
@@ -278,6 +281,7 @@ static ak_status mha_run(ak__op_ctx *ctx) {
     if (pl.has_past) p.k = by_head(ck, p.T, N, D), p.v = by_head(cv, p.T, N, Dv);
     else p.k = k, p.v = v;
     ak__tensor *y = ak__op_out(ctx, OUT_Y);
+    if (!y) return AK_OK; /* only the present outputs asked for */
     p.out = y->data;
     p.out_batch = S * N * Dv, p.out_head = Dv, p.out_row = N * Dv;
     return ak__attn_run(&p, ws + pl.ws_attn, ctx->pool);
