@@ -11,7 +11,11 @@
  * (either operand order) on the scores, on q only, or on q and k separately (d^-1/4 each,
  * torch 2), or several of those (their product is the scale); the additive mask Add'ed
  * in either operand order, whatever computes it (the Hugging Face (1 - mask)·-10000
- * expansion, a causal bias...). The whole block becomes one com.accelkit
+ * expansion, a causal bias...); a Where(cond, scores, fill) / Where(cond, fill, scores)
+ * with fill -inf or about -FLT_MAX (torch's masked_fill), which adding the fill to the
+ * score reproduces; with a past, keys and values Concat'ed after past_key/past_value on
+ * the sequence axis (their results become the node's present outputs). The whole block
+ * becomes one com.accelkit
  * MultiHeadAttention node reading q_in, k_in and v_in (the projections stay where they
  * are, fused into MatMulBias by the later pass) and the mask as attention_bias; its
  * split_shapes attribute holds the three Reshape shapes, so the operator reads its inputs
