@@ -5,9 +5,10 @@
     attention_bias, past/present and causal attention, and their refusals by message;
 (b) the attention fusion (src/infer/runtime/optimize_attention.c) on differently
     exported forms of scaled-dot-product attention, hand-built with onnx.helper and
-    exported by torch.onnx at opsets 13, 14 and 17: each fused (the optimizer's notes
-    count MultiHeadAttention nodes), equal to the unfused run within 1e-5 and to ONNX
-    Runtime on the original within 1e-4; near misses are left alone;
+    exported by torch.onnx at opsets 13, 14 and 17 (Where masks and past keys and values
+    among them): each fused (the optimizer's notes count MultiHeadAttention nodes), equal
+    to the unfused run within 1e-5 and to ONNX Runtime on the original within 1e-4, and
+    the optimized graph written and reloaded runs the same; near misses are left alone;
 (c) a small Hugging-Face-style BERT written here in plain PyTorch, exported with
     nn.LayerNorm at opset 17 and with a hand-written LayerNorm at opset 14: every
     layer's attention fused and every LayerNorm a LayerNormalization, outputs against
@@ -287,9 +288,10 @@ def torch_attention_module(style):
 
 def hand_attention(variant="fused"):
     """onnx.helper SDPA over graph inputs q, k, v [2,5,16] (2 heads of 8): Kᵀ as two
-    Transposes, Reshape shapes with 0 entries, the scale a Mul with the constant first and
-    the mask Add'ed with the mask first. Variants that must not fuse: softmax over axis 2,
-    the scores also a graph output, the scale a graph input."""
+    Transposes, Reshape shapes with 0 entries, the scale a Mul with the constant first,
+    the mask Add'ed with the mask first, then a causal Where(keep, scores, -inf). Variants
+    that must not fuse: softmax over axis 2, the scores also a graph output, the scale a
+    graph input, a Where filling -1e9."""
     B, S, N, D = 2, 5, 2, 8
     nodes = [
         oh.make_node("Reshape", ["q", "split"], ["q4"]),
@@ -301,17 +303,24 @@ def hand_attention(variant="fused"):
         oh.make_node("Transpose", ["v4"], ["vh"], perm=[0, 2, 1, 3]),
         oh.make_node("MatMul", ["qh", "kt"], ["qk"]),
         oh.make_node("Mul", ["scale", "qk"], ["scores"]),
-        oh.make_node("Add", ["mask", "scores"], ["masked"]),
+        oh.make_node("Add", ["mask", "scores"], ["added"]),
+        # the near miss "where_finite": a Where filling -1e9, which adding to a score
+        # does not reproduce; otherwise a Where filling -inf
+        oh.make_node("Where", ["keep", "added", "fill"], ["masked"]),
         oh.make_node("Softmax", ["masked"], ["p"], axis=2 if variant == "axis2" else -1),
         oh.make_node("MatMul", ["p", "vh"], ["ctx"]),
         oh.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]),
         oh.make_node("Reshape", ["ctx_t", "merge"], ["y"]),
     ]
     inits = [onh.from_array(np.array([0, 0, N, D], np.int64), "split"),
-             onh.from_array(np.array([0, 0, -1], np.int64), "merge")]
+             onh.from_array(np.array([0, 0, -1], np.int64), "merge"),
+             onh.from_array(np.array(-1e9 if variant == "where_finite" else -np.inf,
+                                     np.float32), "fill")]
     feeds = {"q": f32(B, S, N * D), "k": f32(B, S, N * D), "v": f32(B, S, N * D),
-             "mask": np.where(rng.uniform(size=(B, 1, 1, S)) > 0.3, 0, -10000).astype(np.float32)}
-    inputs = [oh.make_tensor_value_info(n, TP.FLOAT, a.shape) for n, a in feeds.items()]
+             "mask": np.where(rng.uniform(size=(B, 1, 1, S)) > 0.3, 0, -10000).astype(np.float32),
+             "keep": np.tril(np.ones((S, S), bool))}
+    inputs = [oh.make_tensor_value_info(n, TP.BOOL if a.dtype == bool else TP.FLOAT, a.shape)
+              for n, a in feeds.items()]
     if variant == "scale_input":
         feeds["scale"] = np.array(D ** -0.5, np.float32)
         inputs.append(oh.make_tensor_value_info("scale", TP.FLOAT, []))
@@ -335,9 +344,14 @@ class FusionForms(OrtCase):
         self.assertEqual(notes.get("MultiHeadAttention", 0), fused, (name, notes))
         self.assertNotIn("MultiHeadAttention", plain_notes, name)
         want = self.ort(path, feeds)
-        for g, p, w in zip(got, plain, want):
+        # the optimized graph written (ai.accelkit nodes) and reloaded runs the same
+        saved = path + ".optimized.onnx"
+        akinf.NativeSession(path).save_optimized(saved)
+        again, _ = ak_run(saved, feeds)
+        for g, p, w, a in zip(got, plain, want, again):
             np.testing.assert_allclose(g, p, rtol=1e-5, atol=1e-5, err_msg=name + " vs unfused")
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=name + " vs ORT")
+            np.testing.assert_array_equal(g, a, err_msg=name + " reloaded")
         return notes
 
     def export(self, module, args, names, opset, name):
@@ -398,7 +412,7 @@ class FusionForms(OrtCase):
         self.fused_equal("hand", self.save(m, "hand"), feeds)
 
     def test_near_misses(self):
-        for variant in ("axis2", "scores_read", "scale_input"):
+        for variant in ("axis2", "scores_read", "scale_input", "where_finite"):
             m, feeds = hand_attention(variant)
             self.fused_equal(variant, self.save(m, variant), feeds, fused=0)
 

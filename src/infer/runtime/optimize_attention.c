@@ -159,10 +159,12 @@ static int32_t where_input(const optimizer *o, const ak__ir_node *n, where_mask 
     return AK_IR_NONE;
 }
 
-/* Walks back from the Softmax input: [Add mask] then [Where] then constant scalings then
- * the Q·Kᵀ MatMul. Returns the MatMul's exec index, or -1. */
+/* Walks back from the Softmax input: an Add of a mask and a Where in either order (the
+ * node adds the bias, then the fill, which absorbs it), then constant scalings, then the
+ * Q·Kᵀ MatMul. Returns the MatMul's exec index, or -1. */
 static int32_t trace_scores(const optimizer *o, int32_t v, double *scale, int32_t *mask,
                             where_mask *w, chain *c) {
+    int after_where = 0;
     for (int step = 0; step < MAX_STEPS; step++) {
         int32_t k = sole_producer(o, v);
         const ak__ir_node *n = node_of(o, k);
@@ -171,10 +173,11 @@ static int32_t trace_scores(const optimizer *o, int32_t v, double *scale, int32_
         int32_t x = w->cond == AK_IR_NONE && !(*scale != 1.0) ? where_input(o, n, w) : AK_IR_NONE;
         if (x != AK_IR_NONE) {
             if (!push(c, k)) return -1;
-            v = x;
+            v = x, after_where = step == 0;
             continue;
         }
-        if (is_op(n, "Add") && *mask == AK_IR_NONE && step == 0 && n->num_inputs == 2 &&
+        if (is_op(n, "Add") && *mask == AK_IR_NONE && (step == 0 || after_where) &&
+            n->num_inputs == 2 &&
             in(n, 0) != in(n, 1)) {
             /* either operand may be the scores: try the first, then the second */
             for (int side = 0; side < 2; side++) {
