@@ -41,8 +41,8 @@ typedef struct ak__attn_problem {
     float *out;               /* (b, h, i, d) at out[b·out_batch + h·out_head + i·out_row + d] */
     size_t out_batch, out_head, out_row;
     float scale;
-    float mask_filter; /* added to the score of a masked key (key mask or causal) */
-    int causal;        /* query i sees keys j <= i + T - S */
+    float mask_filter; /* added to the score of a key the key mask hides */
+    int causal;        /* query i sees keys j <= i + T - S (the others score -FLT_MAX) */
     ak__attn_mask_kind mask_kind;
     const int32_t *mask;
     size_t mask_max;       /* SQUARE: M */

@@ -2,13 +2,16 @@
  *   out[b,h] = softmax(scale·Q[b,h]·K[b,h]ᵀ + bias[b,h] + masked·mask_filter)·V[b,h]
  * with Q, K, V and out strided views (attention.h).
  *
+ * where a key the key mask hides gets mask_filter added to its score and a key in the
+ * future of a causal query gets the lowest float as its score (ONNX Runtime's rules).
  * The fast path splits the work into tasks of (batch, head, block of ATTN_ROWS query
  * rows) across the thread pool; each task computes its block of scores with one SGEMM
- * into the thread's scratch rows (started from the bias rows when there is a bias),
- * adds mask_filter where the key mask or causality hides a key, normalizes the rows with
+ * into the thread's scratch rows (started from the bias plus the key mask's mask_filter
+ * terms), sets the causal future to the lowest float, normalizes the rows with
  * the Softmax operator's row kernel and multiplies by V with a second SGEMM straight
  * into the output. The SGEMMs run serially inside a task (the pool is busy with the
  * tasks). The reference does the same in plain loops, accumulating in double. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +22,15 @@
 
 #define ATTN_ROWS 64 /* query rows per task: bounds the scratch at ATTN_ROWS·T per thread */
 
-/* Whether query row i of batch b, head h may not see key j. */
+/* Whether causality hides key j from query row i: its score becomes the lowest float,
+ * as ONNX Runtime does (so a key mask on top adds nothing). */
+static int future(const ak__attn_problem *p, size_t i, size_t j) {
+    return p->causal && j + p->S > i + p->T;
+}
+
+/* Whether the key mask hides key j from query row i of batch b, head h: mask_filter is
+ * added to its score. */
 static int masked(const ak__attn_problem *p, size_t b, size_t h, size_t i, size_t j) {
-    if (p->causal && j > i + (p->T - p->S)) return 1;
     const int32_t *m = p->mask;
     switch (p->mask_kind) {
     case AK_ATTN_MASK_NONE: return 0;
@@ -67,18 +76,28 @@ static void attn_task(const attn_job *j, size_t task, int thread) {
     const float *k = p->k.data + b * p->k.batch + h * p->k.head;
     const float *v = p->v.data + b * p->v.batch + h * p->v.head;
     float *out = p->out + b * p->out_batch + h * p->out_head + i0 * p->out_row;
+    /* the scores start as bias + mask_filter where the key mask hides a key, and the
+     * SGEMM adds scale·Q·Kᵀ to them (beta = 1) */
     float beta = 0.0f;
     if (p->bias) {
         for (size_t r = 0; r < rows; r++)
             memcpy(sc + r * T, bias_row(p, b, h, i0 + r), T * sizeof *sc);
         beta = 1.0f;
     }
+    if (p->mask_kind != AK_ATTN_MASK_NONE) {
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < T; c++) {
+                float m = masked(p, b, h, i0 + r, c) ? p->mask_filter : 0.0f;
+                sc[r * T + c] = beta != 0.0f ? sc[r * T + c] + m : m;
+            }
+        beta = 1.0f;
+    }
     (void)ak_sgemm(AK_NO_TRANS, AK_TRANS, rows, T, p->D, p->scale, q, p->q.row, k, p->k.row,
                    beta, sc, T, j->pool);
-    if (p->causal || p->mask_kind != AK_ATTN_MASK_NONE)
+    if (p->causal)
         for (size_t r = 0; r < rows; r++)
             for (size_t c = 0; c < T; c++)
-                if (masked(p, b, h, i0 + r, c)) sc[r * T + c] += p->mask_filter;
+                if (future(p, i0 + r, c)) sc[r * T + c] = -FLT_MAX;
     j->kern->f32_softmax_rows(sc, sc, rows, T, AK_KF_SOFTMAX);
     (void)ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, rows, p->Dv, T, 1.0f, sc, T, v, p->v.row, 0.0f, out,
                    p->out_row, j->pool);
@@ -123,6 +142,7 @@ ak_status ak__attn_reference(const ak__attn_problem *p) {
                     w[j] = dot * p->scale;
                     if (p->bias) w[j] += bias_row(p, b, h, i)[j];
                     if (masked(p, b, h, i, j)) w[j] += p->mask_filter;
+                    if (future(p, i, j)) w[j] = -FLT_MAX;
                     if (w[j] > mx) mx = w[j];
                 }
                 for (size_t j = 0; j < p->T; j++) sum += w[j] = exp(w[j] - mx);
