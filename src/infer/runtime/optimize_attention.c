@@ -82,8 +82,16 @@ static int transpose_perm(const ak__ir_node *n, int64_t perm[4]) {
 static int trace_split(const optimizer *o, int32_t v, const int64_t want[4], int scalable,
                        double *scale, chain *c, head_split *h);
 
+/* Whether v is one of the graph's outputs. */
+static int graph_output(const optimizer *o, int32_t v) {
+    for (size_t i = 0; i < o->s->g->num_outputs; i++)
+        if (o->s->g->outputs[i] == v) return 1;
+    return 0;
+}
+
 /* Concat(past, new keys or values, axis 2) on [B,N,T,D]: its result may also be a graph
- * output (the present the fused node then writes), read by nothing else. */
+ * output (the present the fused node then writes), read by nothing else (a subgraph
+ * reading it could run before the fused node). */
 static int trace_past(const optimizer *o, int32_t v, const int64_t perm[4], const int64_t want[4],
                       double *scale, chain *c, head_split *h) {
     static const int64_t split_perm[4] = {0, 2, 1, 3};
@@ -91,7 +99,8 @@ static int trace_past(const optimizer *o, int32_t v, const int64_t perm[4], cons
     const ak__ir_node *cat = node_of(o, k);
     int64_t axis = cat ? ak__attr_int(cat, "axis", 0) : 0;
     if (!is_op(cat, "Concat") || cat->num_inputs != 2 || (axis != 2 && axis != -2) ||
-        (o->uses[v] != 1 && o->uses[v] != 1 + (1 << 20)) || h->past != AK_IR_NONE ||
+        (o->uses[v] != 1 && (o->uses[v] != 1 + (1 << 20) || !graph_output(o, v))) ||
+        h->past != AK_IR_NONE ||
         in(cat, 0) == AK_IR_NONE || !push(c, k))
         return 0;
     for (int i = 0; i < 4; i++) /* the split's (0,2,1,3), then what follows the Concat */
