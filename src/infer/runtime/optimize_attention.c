@@ -49,15 +49,20 @@ static int32_t sole_producer(const optimizer *o, int32_t v) {
     return v >= 0 && o->uses[v] == 1 ? o->producer[v] : -1;
 }
 
+/* A constant of one element whose rank does not raise the 4-D operand's by broadcasting. */
+static int scalar_of(const optimizer *o, int32_t v, double *out) {
+    return const_scalar(o, v, out) && constant(o, v)->rank <= 4;
+}
+
 /* A Mul or Div of x by a constant scalar: multiplies *scale by its factor and returns
  * the input it scales, else AK_IR_NONE. */
 static int32_t scaled_input(const optimizer *o, const ak__ir_node *n, double *scale) {
     double c;
     if (is_op(n, "Mul") && n->num_inputs == 2) {
-        if (const_scalar(o, in(n, 1), &c)) return *scale *= c, in(n, 0);
-        if (const_scalar(o, in(n, 0), &c)) return *scale *= c, in(n, 1);
+        if (scalar_of(o, in(n, 1), &c)) return *scale *= c, in(n, 0);
+        if (scalar_of(o, in(n, 0), &c)) return *scale *= c, in(n, 1);
     }
-    if (is_op(n, "Div") && n->num_inputs == 2 && const_scalar(o, in(n, 1), &c) && c != 0.0)
+    if (is_op(n, "Div") && n->num_inputs == 2 && scalar_of(o, in(n, 1), &c) && c != 0.0)
         return *scale /= c, in(n, 0);
     return AK_IR_NONE;
 }
@@ -159,7 +164,7 @@ static int32_t where_input(const optimizer *o, const ak__ir_node *n, where_mask 
     if (!is_op(n, "Where") || n->num_inputs != 3) return AK_IR_NONE;
     for (int keeps = 1; keeps >= 0; keeps--) {
         int32_t f = in(n, keeps ? 2 : 1), x = in(n, keeps ? 1 : 2);
-        if (const_scalar(o, f, &fill) && (fill == -INFINITY || fill <= -3.0e38) &&
+        if (scalar_of(o, f, &fill) && (fill == -INFINITY || fill <= -3.0e38) &&
             !constant(o, x)) {
             w->cond = in(n, 0), w->keeps = keeps, w->fill = (float)fill;
             return x;
@@ -173,13 +178,13 @@ static int32_t where_input(const optimizer *o, const ak__ir_node *n, where_mask 
  * Q·Kᵀ MatMul. Returns the MatMul's exec index, or -1. */
 static int32_t trace_scores(const optimizer *o, int32_t v, double *scale, int32_t *mask,
                             where_mask *w, chain *c) {
-    int after_where = 0;
+    int after_where = 0, scaled = 0; /* no Where or Add below a scaling (it would scale them) */
     for (int step = 0; step < MAX_STEPS; step++) {
         int32_t k = sole_producer(o, v);
         const ak__ir_node *n = node_of(o, k);
         if (!n) return -1;
         if (is_op(n, "MatMul")) return push(c, k) ? k : -1;
-        int32_t x = w->cond == AK_IR_NONE && !(*scale != 1.0) ? where_input(o, n, w) : AK_IR_NONE;
+        int32_t x = w->cond == AK_IR_NONE && !scaled ? where_input(o, n, w) : AK_IR_NONE;
         if (x != AK_IR_NONE) {
             if (!push(c, k)) return -1;
             v = x, after_where = step == 0;
@@ -192,13 +197,14 @@ static int32_t trace_scores(const optimizer *o, int32_t v, double *scale, int32_
             for (int side = 0; side < 2; side++) {
                 chain tried = *c;
                 double s = *scale;
+                where_mask tried_w = *w;
                 int32_t m = in(n, 1 - side), found = -1;
                 if (push(&tried, k)) {
-                    int32_t dummy = m; /* a mask is taken only once */
-                    found = trace_scores(o, in(n, side), &s, &dummy, w, &tried);
+                    int32_t taken = m; /* a mask is taken only once */
+                    found = trace_scores(o, in(n, side), &s, &taken, &tried_w, &tried);
                 }
                 if (found >= 0) {
-                    *c = tried, *scale = s, *mask = m;
+                    *c = tried, *scale = s, *mask = m, *w = tried_w;
                     return found;
                 }
             }
@@ -206,7 +212,7 @@ static int32_t trace_scores(const optimizer *o, int32_t v, double *scale, int32_
         }
         x = scaled_input(o, n, scale);
         if (x == AK_IR_NONE || !push(c, k)) return -1;
-        v = x;
+        v = x, scaled = 1;
     }
     return -1;
 }
