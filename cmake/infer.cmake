@@ -81,6 +81,14 @@ function(ak_infer_link_libraries)
     set_tests_properties(infer/test_fusion_forms PROPERTIES TIMEOUT 120 ENVIRONMENT
       "PYTHONPATH=${CMAKE_SOURCE_DIR}/python;AK_LIBRARY=$<TARGET_FILE:accelkit>")
   endif()
+  # com.microsoft Attention/MultiHeadAttention and the attention fusion against ONNX
+  # Runtime (onnxruntime-node), torch.onnx exports and a small BERT (release tree only)
+  if(AK_BUILD_TESTS AND TARGET ak AND NOT AK_SANITIZE)
+    add_test(NAME infer/test_attention_ort COMMAND /usr/bin/python3 -m unittest -v test_attention_ort
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}/tests/infer)
+    set_tests_properties(infer/test_attention_ort PROPERTIES TIMEOUT 300 ENVIRONMENT
+      "PYTHONPATH=${CMAKE_SOURCE_DIR}/python;AK_LIBRARY=$<TARGET_FILE:accelkit>")
+  endif()
   # the ONNX backend suites of Debian's libonnx-testdata against an expected-pass list
   if(AK_BUILD_TESTS)
     add_executable(onnx_conformance ${CMAKE_SOURCE_DIR}/tests/infer/onnx_conformance.c)

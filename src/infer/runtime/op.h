@@ -88,6 +88,8 @@ extern const ak__op_def *const ak__ops_training[];
 /* ops/contrib: com.microsoft contrib operators exporters emit (Gelu family, FusedMatMul,
  * RotaryEmbedding, MatMulNBits) */
 extern const ak__op_def *const ak__ops_contrib[];
+/* ops/attention: com.microsoft Attention and MultiHeadAttention */
+extern const ak__op_def *const ak__ops_attention[];
 
 /* The families, by the name of their folder of ops/: how many, the name of family f (NULL
  * past the end), and the family defining (domain, op_type) (NULL: none). */

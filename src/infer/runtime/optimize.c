@@ -220,6 +220,8 @@ ak_status ak__optimize(ak_session *s, int level) {
             {"Gemm", ak__opt_fuse_gemm},
             /* QDQ first: the float fusions would take its Conv and MatMul nodes */
             {"Conv", ak__opt_fuse_qdq_conv}, {"MatMul", ak__opt_fuse_qdq_matmul},
+            /* attention before MatMulBias, which then takes the projections it leaves */
+            {"Softmax", ak__opt_fuse_attention},
             {"MatMul", ak__opt_fuse_matmul}, {"Conv", ak__opt_fuse_conv},
             /* after MatMulBias took the projections' biases: residual Add + norm */
             {"LayerNormalization", ak__opt_fuse_skip_ln},

@@ -83,7 +83,7 @@ typedef struct fused_spec {
     uint32_t num_inputs;
     int32_t output;
     const ak__ir_node *base; /* attributes copied from this node (Conv), or NULL */
-    ak__ir_attr extra[4];
+    ak__ir_attr extra[6]; /* MultiHeadAttention's five at most */
     uint32_t num_extra;
     float params[2];
 } fused_spec;
@@ -127,5 +127,6 @@ ak_status ak__opt_fuse_conv(optimizer *o, int32_t k, int *hit);
 ak_status ak__opt_fuse_qdq_conv(optimizer *o, int32_t k, int *hit);  /* optimize_qdq.c */
 ak_status ak__opt_fuse_qdq_matmul(optimizer *o, int32_t k, int *hit);
 ak_status ak__opt_layout_nchwc(optimizer *o);                    /* optimize_layout.c */
+ak_status ak__opt_fuse_attention(optimizer *o, int32_t k, int *hit); /* optimize_attention.c */
 
 #endif

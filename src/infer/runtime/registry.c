@@ -26,6 +26,7 @@ static const struct {
     {"select", ak__ops_select},     /* NonMaxSuppression, Unique */
     {"training", ak__ops_training}, /* ai.onnx.preview.training optimizers */
     {"contrib", ak__ops_contrib},   /* com.microsoft Gelu family, FusedMatMul, RotaryEmbedding, MatMulNBits */
+    {"attention", ak__ops_attention}, /* com.microsoft Attention, MultiHeadAttention */
 };
 
 size_t ak__op_family_count(void) { return sizeof families / sizeof *families; }
