@@ -108,6 +108,7 @@ bench: build
 	BUILD=$(abspath $(BUILD)) bench/comm/vs_peers.sh shm 3 2
 	bench/infer/vs_peers.sh $(BUILD) 3 2
 	/usr/bin/python3 bench/infer/profile_vs_ort.py --build $(BUILD) resnet50 mobilenet_v2
+	BUILD=$(abspath $(BUILD)) bench/comm/coll_algos.sh 3 4 broadcast allgather reduce reduce_scatter allreduce
 	for a in ring hier auto; do scripts/netns-cluster -H 2 -G 2 -- $(BUILD)/ak bench comm -b 8 -e 64M -f 8 -n 5 -w 1 --algo $$a; done
 	bench/llm/server_load.sh $(BUILD)
 	AK_BIN=$(abspath $(BUILD))/ak bench/llm/make-bench-models $(BUILD)/llm-models
