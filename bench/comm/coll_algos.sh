@@ -10,7 +10,7 @@
 # bench/comm/hier_pipe.sh compares them.
 # The medians also go as comm.<collective> lines (params.algo: the forced algorithm or auto)
 # to $AK_BENCH_OUT/comm.jsonl (bench/results.py; default bench-results/), which `ak report`
-# draws one series per algorithm.
+# draws one series per algorithm (the runs themselves write no lines: --out none).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 rounds=${1:-5}; np=${2:-4}; shift 2 || true
@@ -29,7 +29,7 @@ for ((r = 0; r < rounds; r++)); do
     for b in $sizes; do
       for algo in $(algos "$coll") auto; do
         AK_COMM_TRANSPORT=${TRANSPORT:-tcp} "$build/ak" bench comm -np "$np" --coll "$coll" --algo "$algo" \
-          -b "$b" -e "$b" -n "$(iters "$b")" -w 5 --json |
+          -b "$b" -e "$b" -n "$(iters "$b")" -w 5 --out none --json |
           sed -n "s/.*\"time_us\":\([0-9.]*\).*\"algo\":\"\([a-z_]*\)\".*/$coll $b $algo \1 \2/p" >> "$tmp/runs"
       done
     done

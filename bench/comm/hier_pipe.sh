@@ -19,7 +19,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 lock=(flock /tmp/ak-cpu.lock); [ -n "${AK_CPU_LOCK_HELD:-}" ] && lock=()
 run() { # coll algo: one run, its time_us appended to $tmp/coll.algo
   "${lock[@]}" timeout 300 "$here/scripts/netns-cluster" -H 2 -G 2 --rate 1gbit -- \
-    "$build/ak" bench comm --coll "$1" --algo "$2" -b "$size" -e "$size" -n 3 -w 1 --json |
+    "$build/ak" bench comm --coll "$1" --algo "$2" -b "$size" -e "$size" -n 3 -w 1 --out none --json |
     sed -n 's/.*"bytes":\([0-9]*\).*"time_us":\([0-9.]*\).*/\1 \2/p' | tail -1 >> "$tmp/$1.$2"
 }
 for ((r = 0; r < rounds; r++)); do

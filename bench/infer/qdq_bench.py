@@ -124,8 +124,8 @@ def main():
     fp32, qdq = os.path.join(out, "stack_fp32.onnx"), os.path.join(out, "stack_qdq.onnx")
     res = {"ak fp32": [], "ak qdq": [], "ort qdq": []}
     for _ in range(rounds):
-        res["ak fp32"].append(p50([ak, "bench", fp32, "-t", threads, "-n", "50", "-w", "5", "--json"]))
-        res["ak qdq"].append(p50([ak, "bench", qdq, "-t", threads, "-n", "50", "-w", "5", "--json"]))
+        res["ak fp32"].append(p50([ak, "bench", fp32, "-t", threads, "-n", "50", "-w", "5", "--out", "none", "--json"]))
+        res["ak qdq"].append(p50([ak, "bench", qdq, "-t", threads, "-n", "50", "-w", "5", "--out", "none", "--json"]))
         res["ort qdq"].append(p50(["node", os.path.join(ROOT, "bench", "peers", "ort_bench.js"), qdq,
                                    threads, "50"], env))
     med = {k: statistics.median(v) for k, v in res.items()}

@@ -32,7 +32,7 @@ for m in "${models[@]}"; do
     { echo "vs_peers.sh: ak compare gave no max_rel for $m" >&2; exit 1; }
   a=""; o=""; t=""
   for ((r = 0; r < rounds; r++)); do
-    a+="$("$build/ak" bench "$out/$m.onnx" -t "$threads" -n 50 -w 5 --json | p50) "
+    a+="$("$build/ak" bench "$out/$m.onnx" -t "$threads" -n 50 -w 5 --out none --json | p50) "
     o+="$(NODE_PATH=$ortdir/node_modules node "$peers/ort_bench.js" "$out/$m.onnx" "$threads" 50 | tr -d ' ' | sed 's/:/: /g' | p50) "
     if [ "$m" = bert ]; then t+="$($py "$here/bench/infer/bert.py" "$threads" | p50) "
     else t+="$($py "$peers/torch_infer.py" "$m" "$threads" | p50) "; fi

@@ -39,7 +39,7 @@ for shape in "${shapes[@]}"; do
   IFS=x read -r M N K <<<"$shape"
   declare -A runs=()
   for ((r = 0; r < rounds; r++)); do
-    g=$(AK_NUM_THREADS=$threads "$build/ak" bench kernels --gemm "$shape" --no-peers --json |
+    g=$(AK_NUM_THREADS=$threads "$build/ak" bench kernels --gemm "$shape" --no-peers --out none --json |
         grep -o '"gflops":[0-9.]*' | cut -d: -f2)
     runs[ak]+="$g "
     for p in "${peers[@]}"; do

@@ -15,7 +15,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 run() { # label env kv-type
   tps=$(flock /tmp/ak-cpu.lock env "$2" "$ak" bench llm -m "$model" -t 1 -p 0 -n 128 \
-        --context "$ctx" --reps 1 --kv-type "$3" --json |
+        --context "$ctx" --reps 1 --kv-type "$3" --out none --json |
         /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["tg_tps"])')
   echo "$1 $tps" | tee -a "$out"
 }

@@ -67,7 +67,7 @@ peer() {  # peer MODEL THREADS -> "pp tg bd"
 # after llama.cpp's run (A B A B per row); "- -" when ak cannot run it.
 accelkit() {  # accelkit MODEL THREADS -> "pp tg bd"
   flock "$AK_LOCK" "$AK_BIN" bench llm -m "$1" -t "$2" -p "$PROMPT" -n "$N_GEN" --seqs "$SEQS" \
-    --reps "$REPS" --json 2>/dev/null | /usr/bin/python3 -c "$fields" pp_tps tg_tps seqs_tps 2>/dev/null ||
+    --reps "$REPS" --out none --json 2>/dev/null | /usr/bin/python3 -c "$fields" pp_tps tg_tps seqs_tps 2>/dev/null ||
     echo "- - -"
 }
 # <<< accelkit columns ----------------------------------------------------------------------
