@@ -41,6 +41,9 @@ typedef struct ak__op_ctx {
      * order); only control-flow operators (If, Loop, Scan) have any */
     uint32_t num_captures;
     const ak__tensor *const *captures;
+    /* where operators that compute STRING tensors put the bytes (runtime/string_pool.h);
+     * NULL inside control-flow bodies, whose runs do not keep them */
+    struct ak__string_pool *strings;
 } ak__op_ctx;
 
 enum {
@@ -69,6 +72,11 @@ typedef struct ak__op_def {
     ak_status (*run)(ak__op_ctx *ctx);
 } ak__op_def;
 
+/* STRING tensors reach only the operators that handle them (ops/string/string_ops.c):
+ * fails naming the operator when any input or output of the node is a STRING tensor and
+ * the operator is not one of those. Cheap when there is none. */
+ak_status ak__op_strings_check(const ak__op_ctx *ctx);
+
 /* Family tables (NULL-terminated), one per folder of ops/. */
 extern const ak__op_def *const ak__ops_elementwise[];
 extern const ak__op_def *const ak__ops_nn[];
@@ -85,6 +93,8 @@ extern const ak__op_def *const ak__ops_signal[]; /* ops/signal: windows, DFT, ST
 extern const ak__op_def *const ak__ops_select[]; /* ops/select: NonMaxSuppression, Unique */
 /* ops/training: the ai.onnx.preview.training optimizers (Adagrad, Adam, Momentum) */
 extern const ak__op_def *const ak__ops_training[];
+extern const ak__op_def *const ak__ops_string[]; /* ops/string: string operators */
+extern const ak__op_def *const ak__ops_random[]; /* ops/random: seeded random operators */
 
 /* The definition for (domain, op_type) usable at `opset`, or NULL. */
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset);

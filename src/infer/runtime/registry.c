@@ -13,6 +13,8 @@ static const ak__op_def *const *const families[] = {
     ak__ops_signal, /* windows, MelWeightMatrix, DFT, STFT (ops/signal) */
     ak__ops_select, /* NonMaxSuppression, Unique (ops/select) */
     ak__ops_training, /* ai.onnx.preview.training optimizers (ops/training) */
+    ak__ops_string, /* StringNormalizer, RegexFullMatch, StringSplit, StringConcat */
+    ak__ops_random, /* RandomNormal/Uniform(Like), Bernoulli, Multinomial */
 };
 
 const ak__op_def *ak__op_find(const char *domain, const char *op_type, int64_t opset) {
