@@ -3,7 +3,7 @@ tests/infer/ort_run.js), exactly: StringNormalizer (UTF-8 case mapping, empty st
 stopwords compared with and without case), RegexFullMatch (anchors, Unicode classes),
 StringSplit (maxsplit, the empty delimiter), StringConcat (broadcasting), Cast between
 strings and numbers, and strings through Identity, Reshape, Squeeze, Unsqueeze, Concat,
-Gather, Slice and Transpose. Refusals are checked by name.
+Gather, Slice, Transpose, Flatten and Expand. Refusals are checked by name.
 
 The seeded random operators (RandomNormal, RandomUniform and their Like forms, Bernoulli,
 Multinomial, training-mode Dropout) draw from accelkit's own generator (Philox4x32-10), so
@@ -205,11 +205,14 @@ class StringsTest(OrtCase):
                  oh.make_node("Squeeze", ["u", "axes"], ["sq"]),
                  oh.make_node("Concat", ["x", "x"], ["c"], axis=1),
                  oh.make_node("Slice", ["x", "st", "en"], ["sl"]),
-                 oh.make_node("Transpose", ["x"], ["t"], perm=[1, 0])]
-        m = model(nodes, {"x": x}, ["id", "r", "u", "sq", "c", "sl", "t"])
+                 oh.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+                 oh.make_node("Flatten", ["x"], ["f"], axis=0),
+                 oh.make_node("Expand", ["u", "big"], ["e"])]
+        m = model(nodes, {"x": x}, ["id", "r", "u", "sq", "c", "sl", "t", "f", "e"])
         m.graph.initializer.extend([
             oh.make_tensor("shape", TP.INT64, [2], [4, 2]), axes,
-            oh.make_tensor("st", TP.INT64, [2], [0, 1]), oh.make_tensor("en", TP.INT64, [2], [2, 3])])
+            oh.make_tensor("st", TP.INT64, [2], [0, 1]), oh.make_tensor("en", TP.INT64, [2], [2, 3]),
+            oh.make_tensor("big", TP.INT64, [3], [3, 2, 4])])
         self.check(m, "tensor_ops", {"x": x})
         # Gather against numpy: onnxruntime-node 1.30 gathers strings wrongly (rows of
         # [[a, b], [c, d]] by [1, 0, 1] come back as [[c, ""], [a, ""], [c, ""]])
@@ -291,6 +294,21 @@ class RandomTest(OrtCase):
         a = InferenceSession(path).run(None, {})[0]
         b = InferenceSession(path).run(None, {})[0]
         self.assertFalse(np.array_equal(a, b))
+
+    def test_never_merged_or_folded(self):
+        # two identical unseeded nodes stay two (the optimizer merges duplicates), and a
+        # node whose input is a constant is not folded (a second run draws again)
+        nodes = [oh.make_node("RandomUniform", [], ["a"], shape=[16]),
+                 oh.make_node("RandomUniform", [], ["b"], shape=[16]),
+                 oh.make_node("Sub", ["a", "b"], ["d"]),
+                 oh.make_node("RandomNormalLike", ["c"], ["n"], seed=1.0)]
+        m = model(nodes, {}, ["d", "n"])
+        m.graph.initializer.append(oh.make_tensor("c", TP.FLOAT, [8], [0] * 8))
+        s = InferenceSession(self.save(m, "merge_fold"))
+        d, n1 = s.run(None, {})
+        n2 = s.run(None, {})[1]
+        self.assertTrue(np.any(d != 0))
+        self.assertFalse(np.array_equal(n1, n2))
 
     def test_like_and_bernoulli(self):
         x = np.full((self.N // 100, 100), 0.3, np.float32)
