@@ -3,7 +3,7 @@ tests/infer/ort_run.js), exactly: StringNormalizer (UTF-8 case mapping, empty st
 stopwords compared with and without case), RegexFullMatch (anchors, Unicode classes),
 StringSplit (maxsplit, the empty delimiter), StringConcat (broadcasting), Cast between
 strings and numbers, and strings through Identity, Reshape, Squeeze, Unsqueeze, Concat,
-Gather, Slice, Transpose, Flatten and Expand. Refusals are checked by name.
+Gather, Slice, Transpose, Flatten, Expand, Equal and Where. Refusals are checked by name.
 
 The seeded random operators (RandomNormal, RandomUniform and their Like forms, Bernoulli,
 Multinomial, training-mode Dropout) draw from accelkit's own generator (Philox4x32-10), so
@@ -230,12 +230,19 @@ class StringsTest(OrtCase):
         m.graph.initializer.append(c)
         self.check(m, "string_initializer", {"x": x})
 
+    def test_equal_where(self):
+        x, y = strings("a", "", "ü", "b"), strings("a", "", "u", "B")
+        c = np.array([True, False, True, False])
+        nodes = [oh.make_node("Equal", ["x", "y"], ["e"]),
+                 oh.make_node("Equal", ["x", "k"], ["ek"]),
+                 oh.make_node("Where", ["c", "x", "y"], ["w"]),
+                 oh.make_node("Where", ["e", "k", "y"], ["wk"])]
+        m = model(nodes, {"x": x, "y": y, "c": c}, ["e", "ek", "w", "wk"])
+        m.graph.initializer.append(oh.make_tensor("k", TP.STRING, [1], [b"a"]))
+        self.check(m, "equal_where", {"x": x, "y": y, "c": c})
+
     def test_refused_operator(self):
         x = strings("a", "b")
-        m = model([oh.make_node("Where", ["b", "x", "x"], ["y"])],
-                  {"b": np.array([True, False]), "x": x}, ["y"])
-        self.refused(m, "where_strings", {"b": np.array([True, False]), "x": x},
-                     ["Where", "string"])
         reps = np.array([2], np.int64)
         m = model([oh.make_node("Tile", ["x", "r"], ["y"])], {"x": x, "r": reps}, ["y"])
         self.refused(m, "tile_strings", {"x": x, "r": reps},

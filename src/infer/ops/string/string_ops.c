@@ -18,8 +18,8 @@ ak_status ak__strings_pool(const ak__op_ctx *ctx, ak__string_pool **out) {
 static const char *const string_capable[] = {
     "Identity", "Reshape",  "Flatten",  "Squeeze",       "Unsqueeze",     "Concat",
     "Gather",   "Slice",    "Transpose", "Expand",       "Shape",         "Size",
-    "Cast",     "CastLike", "StringNormalizer", "RegexFullMatch", "StringSplit",
-    "StringConcat",
+    "Cast",     "CastLike", "Equal",     "Where",        "StringNormalizer", "RegexFullMatch",
+    "StringSplit", "StringConcat",
 };
 
 static int has_string(const ak__tensor *const *ts, uint32_t n) {
@@ -38,7 +38,7 @@ ak_status ak__op_strings_check(const ak__op_ctx *ctx) {
     return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED,
                       "string tensors are not supported by this operator (only by Identity, "
                       "Reshape, Flatten, Squeeze, Unsqueeze, Concat, Gather, Slice, Transpose, "
-                      "Expand, Cast, CastLike and the string operators)");
+                      "Expand, Cast, CastLike, Equal, Where and the string operators)");
 }
 
 static ak_status require_strings(const ak__op_ctx *ctx, uint32_t i, const ak__tensor **t) {
