@@ -28,6 +28,7 @@ from onnx import TensorProto as TP  # noqa: E402
 from onnx import helper as oh  # noqa: E402
 
 from accelkit.inference import InferenceSession  # noqa: E402
+from accelkit.onnxruntime import SessionOptions  # noqa: E402
 from ort_case import OrtCase  # noqa: E402
 
 NP_TO_TP = {np.dtype(np.float32): TP.FLOAT, np.dtype(np.float64): TP.DOUBLE,
@@ -240,6 +241,22 @@ class StringsTest(OrtCase):
         m = model(nodes, {"x": x, "y": y, "c": c}, ["e", "ek", "w", "wk"])
         m.graph.initializer.append(oh.make_tensor("k", TP.STRING, [1], [b"a"]))
         self.check(m, "equal_where", {"x": x, "y": y, "c": c})
+
+    def test_folded_strings_saved(self):
+        # a string computed from constants is folded at creation; the optimized model
+        # written by the session keeps it as a string initializer
+        c = oh.make_tensor("c", TP.STRING, [2], [b"ab", b"\xc3\xa9"])
+        x = strings("x", "y")
+        m = model([oh.make_node("StringNormalizer", ["c"], ["u"], case_change_action="UPPER"),
+                   oh.make_node("StringConcat", ["x", "u"], ["y"])], {"x": x}, ["y"])
+        m.graph.initializer.append(c)
+        out = os.path.join(self.tmp, "folded_opt.onnx")
+        so = SessionOptions()
+        so.optimized_model_filepath = out
+        want = InferenceSession(self.save(m, "folded"), so).run(None, {"x": x})[0]
+        self.assertEqual(want.tolist(), ["xAB", "yÉ"])
+        self.assertEqual([n.op_type for n in onnx.load(out).graph.node], ["StringConcat"])
+        self.assertEqual(InferenceSession(out).run(None, {"x": x})[0].tolist(), want.tolist())
 
     def test_refused_operator(self):
         x = strings("a", "b")
