@@ -51,8 +51,19 @@ typedef enum ak_elem_type {
 
 /* Lower-case name ("float32", "int64", ...); "unknown" for values out of range. */
 AK_API const char *ak_elem_type_name(ak_elem_type type);
-/* Bytes per element; 0 for UNDEFINED and STRING (variable size). */
+/* Bytes per element; 0 for UNDEFINED. A STRING element is an ak_string (a pointer and a
+ * length), so its size is sizeof(ak_string); the bytes it points at live elsewhere. */
 AK_API size_t ak_elem_type_size(ak_elem_type type);
+
+/* One element of a STRING tensor: len bytes at data (not NUL-terminated; may contain
+ * NUL bytes; data may be NULL when len is 0). The strings of an output live in the session
+ * (or the model) until the next run or ak_session_free, like the output itself; an output
+ * computed from an input's strings without changing them (Identity, Gather, StringSplit)
+ * points into the caller's input strings, as a numeric view of an input does. */
+typedef struct ak_string {
+    const char *data;
+    size_t len;
+} ak_string;
 
 /* What kind of value a graph input or output is. Only tensors are computed on later;
  * the others are reported so `ak info` can describe every model. */

@@ -38,6 +38,50 @@ class _Tensor(ctypes.Structure):
                 ("dims", ctypes.POINTER(ctypes.c_int64)), ("data", ctypes.c_void_p)]
 
 
+class _String(ctypes.Structure):  # ak_string: one element of a STRING tensor
+    _fields_ = [("data", ctypes.c_void_p), ("len", ctypes.c_size_t)]  # not NUL-terminated
+
+
+STRING = 8  # AK_ELEM_STRING
+
+
+def is_string_array(a):
+    """NumPy str, bytes and object arrays travel as STRING tensors (UTF-8)."""
+    return a.dtype.kind in "USO"
+
+
+def _string_elements(a):
+    """ak_string array of a's elements (str encoded as UTF-8, bytes as they are), in C
+    order; the returned array keeps the encoded bytes alive."""
+    flat = a.reshape(-1)
+    c = (_String * max(1, flat.size))()
+    keep = []
+    for i, v in enumerate(flat):
+        if isinstance(v, (str, np.str_)):
+            v = v.encode("utf-8", "surrogateescape")
+        elif not isinstance(v, (bytes, np.bytes_)):
+            raise TypeError(f"string tensor element {i} is {type(v).__name__}, not str or bytes")
+        buf = ctypes.create_string_buffer(bytes(v), max(1, len(v)))
+        keep.append(buf)
+        c[i].data, c[i].len = ctypes.addressof(buf), len(v)
+    return c, keep
+
+
+def _string_array(t, shape, count):
+    """A NumPy object array of str (bytes where an element is not UTF-8) from a STRING
+    ak_tensor, as onnxruntime returns string outputs."""
+    els = ctypes.cast(t.data, ctypes.POINTER(_String))
+    out = np.empty(count, dtype=object)
+    for i in range(count):
+        e = els[i]
+        raw = ctypes.string_at(e.data, e.len) if e.len else b""
+        try:
+            out[i] = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            out[i] = raw
+    return out.reshape(shape)
+
+
 class _ValueInfo(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("kind", ctypes.c_int), ("type", ctypes.c_int),
                 ("rank", ctypes.c_int), ("dims", ctypes.POINTER(ctypes.c_int64)),
@@ -189,6 +233,12 @@ class NativeSession:
         for t, a in zip(c, arrays):
             dims = (ctypes.c_int64 * max(1, a.ndim))(*a.shape)
             keep.append(dims)
+            if is_string_array(a):
+                els, strings = _string_elements(a)
+                keep += [els, strings]
+                t.type, t.rank, t.dims = STRING, a.ndim, dims
+                t.data = ctypes.cast(els, ctypes.c_void_p)
+                continue
             t.type, t.rank, t.dims, t.data = CODES[a.dtype], a.ndim, dims, a.ctypes.data
         return c, keep
 
@@ -224,8 +274,10 @@ class NativeSession:
     @staticmethod
     def _copy_out(t):
         shape = tuple(t.dims[i] for i in range(t.rank))
-        dtype = np.dtype(DTYPES[t.type])
         count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if t.type == STRING:
+            return _string_array(t, shape, count)
+        dtype = np.dtype(DTYPES[t.type])
         if count == 0:
             return np.zeros(shape, dtype)
         buf = (ctypes.c_char * (count * dtype.itemsize)).from_address(t.data)

@@ -135,7 +135,15 @@ static void print_tensor_line(const char *name, const ak_tensor *t) {
     for (int i = 0; i < t->rank; i++) printf(i ? ", %lld" : "%lld", (long long)t->dims[i]);
     printf("]");
     size_t n = numel(t);
-    for (size_t i = 0; i < n && i < 5; i++) printf(i ? " %.6g" : "  %.6g", value_at(t, i));
+    for (size_t i = 0; i < n && i < 5; i++) {
+        if (t->type == AK_ELEM_STRING) { /* quoted, at most 40 bytes each */
+            const ak_string *e = &((const ak_string *)t->data)[i];
+            printf(" \"%.*s%s\"", (int)(e->len < 40 ? e->len : 40), e->data ? e->data : "",
+                   e->len > 40 ? "..." : "");
+        } else {
+            printf(i ? " %.6g" : "  %.6g", value_at(t, i));
+        }
+    }
     printf(n > 5 ? " ...\n" : "\n");
 }
 
@@ -199,10 +207,25 @@ typedef struct diff {
 } diff;
 
 /* max_rel is max|got - ref| / max|ref| (the max-norm relative error). */
+/* Strings have no distance: any differing element (or a type that is not STRING on both
+ * sides) is an infinite error and cosine 0; all equal is 0 and 1. */
+static diff measure_strings(const ak_tensor *got, const ak_tensor *ref, diff d) {
+    int same = got->type == ref->type;
+    for (size_t i = 0, n = numel(ref); same && i < n; i++) {
+        const ak_string *x = &((const ak_string *)got->data)[i];
+        const ak_string *y = &((const ak_string *)ref->data)[i];
+        same = x->len == y->len && (!x->len || !memcmp(x->data, y->data, x->len));
+    }
+    d.max_abs = d.max_rel = same ? 0 : INFINITY;
+    d.cosine = same;
+    return d;
+}
+
 static diff measure(const ak_tensor *got, const ak_tensor *ref) {
     diff d = {0, 0, 1, got->rank == ref->rank && numel(got) == numel(ref)};
     for (int i = 0; d.shape_ok && i < got->rank; i++) d.shape_ok = got->dims[i] == ref->dims[i];
     if (!d.shape_ok) return d;
+    if (got->type == AK_ELEM_STRING || ref->type == AK_ELEM_STRING) return measure_strings(got, ref, d);
     double ref_max = 0, dot = 0, ng = 0, nr = 0;
     for (size_t i = 0, n = numel(ref); i < n; i++) {
         double x = value_at(got, i), y = value_at(ref, i), e = fabs(x - y);

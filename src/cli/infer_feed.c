@@ -130,6 +130,7 @@ static void fill(void *data, ak_elem_type type, size_t n, unsigned *state) {
         case AK_ELEM_F64: ((double *)data)[i] = r * 2 - 1; break;
         case AK_ELEM_I64: ((int64_t *)data)[i] = (int64_t)(r * 100); break;
         case AK_ELEM_I32: ((int32_t *)data)[i] = (int32_t)(r * 100); break;
+        case AK_ELEM_STRING: break; /* zeroed: empty strings */
         default: ((uint8_t *)data)[i * ak_elem_type_size(type)] = (uint8_t)(r * 2); break;
         }
     }

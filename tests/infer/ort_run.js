@@ -25,16 +25,42 @@ function readNpy(file) {
   if (/'fortran_order':\s*True/.test(header)) throw new Error(`${file}: Fortran order`);
   const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').map(s => s.trim())
     .filter(s => s).map(Number);
+  const body = buf.subarray(start + hlen);
+  if (/^<U\d+$/.test(descr)) return new ort.Tensor('string', readUnicode(body, descr), shape);
   const entry = DTYPES[descr];
   if (!entry) throw new Error(`${file}: dtype ${descr} is not handled`);
   const [type, Arr] = entry;
-  const body = buf.subarray(start + hlen);
   const data = new Arr(body.buffer.slice(body.byteOffset, body.byteOffset + body.length));
   return new ort.Tensor(type, data, shape);
 }
 
+// numpy's '<Un' strings (the string-operator tests): n UTF-32LE code units per element,
+// NUL-padded
+function readUnicode(body, descr) {
+  const n = Number(descr.slice(2)), out = [];
+  for (let at = 0; at + 4 * n <= body.length; at += 4 * n) {
+    let s = '';
+    for (let k = 0; k < n; k++) {
+      const cp = body.readUInt32LE(at + 4 * k);
+      if (cp === 0) break;
+      s += String.fromCodePoint(cp);
+    }
+    out.push(s);
+  }
+  return out;
+}
+
+function unicodeBody(strings) {
+  const cps = strings.map(s => Array.from(s, c => c.codePointAt(0)));
+  const n = Math.max(1, ...cps.map(c => c.length));
+  const body = Buffer.alloc(4 * n * strings.length);
+  cps.forEach((c, i) => c.forEach((cp, k) => body.writeUInt32LE(cp, 4 * (n * i + k))));
+  return [`<U${n}`, body];
+}
+
 function writeNpy(file, tensor) {
-  const descr = Object.keys(DTYPES).find(k => DTYPES[k][0] === tensor.type);
+  let descr = Object.keys(DTYPES).find(k => DTYPES[k][0] === tensor.type), strings = null;
+  if (tensor.type === 'string') [descr, strings] = unicodeBody(tensor.data);
   if (!descr) throw new Error(`output type ${tensor.type} is not handled`);
   const shape = tensor.dims.length === 1 ? `(${tensor.dims[0]},)` : `(${tensor.dims.join(', ')})`;
   let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': ${shape}, }`;
@@ -42,7 +68,8 @@ function writeNpy(file, tensor) {
   const head = Buffer.alloc(10);
   Buffer.from('\x93NUMPY', 'latin1').copy(head, 0);
   head[6] = 1; head[7] = 0; head.writeUInt16LE(header.length, 8);
-  const data = Buffer.from(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength);
+  const data = strings ||
+    Buffer.from(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength);
   fs.writeFileSync(file, Buffer.concat([head, Buffer.from(header, 'latin1'), data]));
 }
 

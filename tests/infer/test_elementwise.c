@@ -395,7 +395,7 @@ static void test_cast(void **state) {
     assert_int_equal(call_op(&c, "Cast", 13), AK_OK);
     assert_true(((double *)c.out[0].data)[0] == 18446744073709551615.0);
     call_free(&c);
-    add_in(&c, AK_ELEM_F32, 1, &n, x);
+    add_in(&c, AK_ELEM_F16, 1, &n, x); /* float16 -> string is refused by name */
     attr_int(&c, "to", AK_ELEM_STRING);
     assert_int_equal(call_op(&c, "Cast", 13), AK_ERR_UNSUPPORTED);
     call_free(&c);

@@ -49,4 +49,15 @@ sys.exit(0 if n > 100 else 1)' "$lines"
   echo "$out"
   rm -f "$lines"
 fi
+
+# string tensors in `ak run` (printed quoted) and `ak compare` (equal or not, no distance)
+S=$DATA/node/test_strnormalizer_export_monday_casesensintive_upper
+L=$DATA/node/test_strnormalizer_export_monday_casesensintive_lower
+check run-strings 0 "$AK" run "$S/model.onnx" --inputs "$S/test_data_set_0"
+contains run-strings 'string \[3\] "TUESDAY" "WEDNESDAY" "THURSDAY"'
+check compare-strings 0 "$AK" compare "$S/model.onnx" --inputs "$S/test_data_set_0" \
+  --reference "$S/test_data_set_0"
+check compare-strings-differ 1 "$AK" compare "$S/model.onnx" --inputs "$S/test_data_set_0" \
+  --reference "$L/test_data_set_0"
+contains compare-strings-differ "FAIL"
 check_summary

@@ -262,7 +262,7 @@ class InferenceSession:
         if got != arg.type and arg.type != "tensor(undefined)":
             raise InvalidArgument(f"Unexpected input data type. Actual: ({got}) , expected: "
                                   f"({arg.type})")
-        if a.dtype not in CODES:
+        if a.dtype not in CODES and got != "tensor(string)":
             raise NotImplemented(f"input '{arg.name}': {got} tensors are not supported by "
                                  "accelkit")
         if arg.shape is not None:

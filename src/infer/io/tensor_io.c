@@ -45,8 +45,6 @@ static ak_status pb_convert(ak_tensor_file *f, const Akonnx__TensorProto *p, con
     ak__onnx_ctx ctx = {NULL, -1};
     ak__ir_tensor *t;
     AK_CHECK(ak__onnx_tensor(f->owner, &ctx, p, path, &t));
-    if (t->type == AK_ELEM_STRING)
-        return AK_FAIL(AK_ERR_UNSUPPORTED, "'%.200s': string tensors are not supported", path);
     if (t->rank > AK_IR_MAX_RANK)
         return AK_FAIL(AK_ERR_INVALID_MODEL, "'%.200s': rank %d is too large", path, t->rank);
     f->name = strdup(p->name ? p->name : "");
@@ -298,7 +296,7 @@ static ak_status seq_add_tensor(seq_reader *r, const uint8_t *bytes, size_t len)
     ak__onnx_tensor_free(p);
     AK_CHECK(st);
     if (t->type == AK_ELEM_STRING)
-        return AK_FAIL(AK_ERR_UNSUPPORTED, "'%.200s': string tensors are not supported", r->path);
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "'%.200s': sequences of strings are not supported", r->path);
     if (r->n && t->type != r->type)
         return AK_FAIL(AK_ERR_INVALID_ARG, "'%.200s': sequence element %llu is %s, the first %s",
                        r->path, (unsigned long long)r->n, ak_elem_type_name(t->type),

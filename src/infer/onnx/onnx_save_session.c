@@ -35,10 +35,7 @@ static ak_status constant_of(const ak_session *s, int32_t v, ak__ir_tensor *view
         return AK_OK;
     }
     if (s->source[v] != AK_SRC_FOLDED) return AK_OK;
-    const ak__tensor *t = &s->values[v];
-    if (t->type == AK_ELEM_STRING)
-        return AK_FAIL(AK_ERR_UNSUPPORTED, "cannot write value '%.80s': a folded string tensor",
-                       iv->name);
+    const ak__tensor *t = &s->values[v]; /* strings: ak_string elements, as ak__ir_bytes */
     *view = (ak__ir_tensor){t->type, t->rank, t->dims, t->count, ak__tensor_nbytes(t), t->data};
     *out = view;
     return AK_OK;

@@ -19,7 +19,7 @@ typedef struct ak__onnx_graph_view {
 } ak__onnx_graph_view;
 
 /* Serialises model (view NULL: its graph as loaded) into a malloc'ed buffer. Fails with
- * AK_ERR_UNSUPPORTED naming what it cannot write (sparse tensors, folded strings). */
+ * AK_ERR_UNSUPPORTED naming what it cannot write (sparse tensors). */
 ak_status ak__onnx_write_model(const ak_model *model, const ak__onnx_graph_view *view,
                                uint8_t **out, size_t *size);
 /* The same, written to path (replaced atomically: a temporary file renamed over it). */

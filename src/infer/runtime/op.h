@@ -41,6 +41,9 @@ typedef struct ak__op_ctx {
      * order); only control-flow operators (If, Loop, Scan) have any */
     uint32_t num_captures;
     const ak__tensor *const *captures;
+    /* where operators that compute STRING tensors put the bytes (runtime/string_pool.h);
+     * NULL inside control-flow bodies, whose runs do not keep them */
+    struct ak__string_pool *strings;
 } ak__op_ctx;
 
 enum {
@@ -69,6 +72,11 @@ typedef struct ak__op_def {
     ak_status (*run)(ak__op_ctx *ctx);
 } ak__op_def;
 
+/* STRING tensors reach only the operators that handle them (ops/string/string_ops.c):
+ * fails naming the operator when any input or output of the node is a STRING tensor and
+ * the operator is not one of those. Cheap when there is none. */
+ak_status ak__op_strings_check(const ak__op_ctx *ctx);
+
 /* Family tables (NULL-terminated), one per folder of ops/. */
 extern const ak__op_def *const ak__ops_elementwise[];
 extern const ak__op_def *const ak__ops_nn[];
@@ -90,6 +98,8 @@ extern const ak__op_def *const ak__ops_training[];
 extern const ak__op_def *const ak__ops_contrib[];
 /* ops/attention: com.microsoft Attention and MultiHeadAttention */
 extern const ak__op_def *const ak__ops_attention[];
+extern const ak__op_def *const ak__ops_string[]; /* ops/string: string operators */
+extern const ak__op_def *const ak__ops_random[]; /* ops/random: seeded random operators */
 
 /* The families, by the name of their folder of ops/: how many, the name of family f (NULL
  * past the end), and the family defining (domain, op_type) (NULL: none). */

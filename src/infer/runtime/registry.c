@@ -27,6 +27,8 @@ static const struct {
     {"training", ak__ops_training}, /* ai.onnx.preview.training optimizers */
     {"contrib", ak__ops_contrib},   /* com.microsoft Gelu family, FusedMatMul, RotaryEmbedding, MatMulNBits */
     {"attention", ak__ops_attention}, /* com.microsoft Attention, MultiHeadAttention */
+    {"string", ak__ops_string}, /* StringNormalizer, RegexFullMatch, StringSplit, StringConcat */
+    {"random", ak__ops_random}, /* RandomNormal/Uniform(Like), Bernoulli, Multinomial */
 };
 
 size_t ak__op_family_count(void) { return sizeof families / sizeof *families; }

@@ -122,8 +122,9 @@ static int foldable(const ak_session *s, const ak__exec_node *e) {
  * owned by the session. */
 static ak_status fold_node(ak_session *s, ak__exec_node *e) {
     ak__op_ctx ctx = {e->node, e->state, e->node->num_inputs, e->node->num_outputs,
-                      e->inputs, e->outputs, s->pool, 0, NULL, 0, NULL};
+                      e->inputs, e->outputs, s->pool, 0, NULL, 0, NULL, &s->folded_strings};
     AK_CHECK(e->def->reshape(&ctx));
+    AK_CHECK(ak__op_strings_check(&ctx));
     for (uint32_t o = 0; o < e->node->num_outputs; o++) {
         int32_t v = e->node->outputs[o];
         if (v == AK_IR_NONE) continue;
@@ -333,6 +334,8 @@ void ak_session_free(ak_session *s) {
     ak_free(s->arena);
     ak_free(s->retired_arena);
     ak_free(s->workspace);
+    ak__string_pool_free(&s->folded_strings);
+    ak__string_pool_free(&s->run_strings);
     free(s->values);
     free(s->source);
     free(s->baked);

@@ -6,6 +6,7 @@
 
 #include "infer/model.h"
 #include "infer/runtime/op.h"
+#include "infer/runtime/string_pool.h"
 
 /* Where a value's bytes come from. */
 typedef enum value_source {
@@ -75,6 +76,9 @@ struct ak_session {
     struct ak__profile_event *events;
     size_t num_events, cap_events;
     uint64_t profile_start_ns;
+
+    /* bytes of STRING tensors: computed by folding (kept) and by the current run */
+    ak__string_pool folded_strings, run_strings;
 };
 
 /* Computes offsets for every activation root from s->values' shapes (of the run just

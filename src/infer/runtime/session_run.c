@@ -153,9 +153,11 @@ static void record_time(ak_session *s, ak__exec_node *e, uint64_t t0) {
 ak_status ak__session_exec_node(ak_session *s, ak__exec_node *e, int *planned) {
     ak__op_ctx ctx = {e->node, e->state, e->node->num_inputs, e->node->num_outputs,
                       e->inputs, e->outputs, s->pool, 0, NULL,
-                      e->node->num_captures, e->captures};
+                      e->node->num_captures, e->captures,
+                      s->outer_slot ? NULL : &s->run_strings};
     uint64_t t0 = s->profile ? ak_now_ns() : 0;
     AK_CHECK(e->def->reshape(&ctx));
+    AK_CHECK(ak__op_strings_check(&ctx));
     for (uint32_t o = 0; o < e->node->num_outputs && *planned; o++) {
         int32_t v = e->node->outputs[o];
         if (v != AK_IR_NONE && !same_shape(&s->values[v], &s->plan_shapes[v])) *planned = 0;
@@ -180,6 +182,7 @@ void ak__session_release_previous(ak_session *s) {
     }
     ak_free(s->retired_arena);
     s->retired_arena = NULL;
+    ak__string_pool_reset(&s->run_strings);
 }
 
 static ak_status fill_outputs(ak_session *s, const char *const *names, ak_tensor *outputs,

@@ -315,6 +315,18 @@ static ew_seg_fn bits_seg(ak_elem_type t) {
 }
 
 /* The kernel for kind on these types, or NULL when the types are not accepted. */
+/* Equal on STRING tensors (ak_string elements): byte for byte. */
+static void seg_equal_strings(const void *op, void *dst, const void *const *in, const int *step,
+                              size_t n) {
+    (void)op;
+    const ak_string *a = in[0], *b = in[1];
+    uint8_t *d = dst;
+    for (size_t i = 0; i < n; i++) {
+        const ak_string *x = &a[i * (size_t)step[0]], *y = &b[i * (size_t)step[1]];
+        d[i] = x->len == y->len && (!x->len || !memcmp(x->data, y->data, x->len));
+    }
+}
+
 static ew_seg_fn pick_seg(bin_kind k, ak_elem_type ta, ak_elem_type tb) {
     int num = ak__elem_is_float(ta) || ak__elem_is_integer(ta);
     if (k == BIN_POW) {
@@ -322,6 +334,7 @@ static ew_seg_fn pick_seg(bin_kind k, ak_elem_type ta, ak_elem_type tb) {
         return ta == tb ? arith_seg(ta) : seg_pow_mixed;
     }
     if (ta != tb) return NULL;
+    if (k == BIN_EQ && ta == AK_ELEM_STRING) return seg_equal_strings;
     if (is_compare(k)) return num || ta == AK_ELEM_BOOL ? arith_seg(ta) : NULL;
     if (is_logic(k)) return ta == AK_ELEM_BOOL ? seg_logic : NULL;
     if (is_bitwise(k)) return ak__elem_is_integer(ta) ? bits_seg(ta) : NULL;
@@ -541,9 +554,10 @@ WHERE_FN(where_8, uint8_t)
 WHERE_FN(where_16, uint16_t)
 WHERE_FN(where_32, uint32_t)
 WHERE_FN(where_64, uint64_t)
+WHERE_FN(where_strings, ak_string) /* the elements: their bytes stay where they are */
 
 static ew_seg_fn where_seg(ak_elem_type t) {
-    if (t == AK_ELEM_STRING) return NULL;
+    if (t == AK_ELEM_STRING) return where_strings;
     switch (ak_elem_type_size(t)) {
     case 1: return where_8;
     case 2: return where_16;

@@ -4,12 +4,14 @@
  * toward zero and saturates (NaN gives 0), which ONNX leaves undefined; anything to bool
  * is "!= 0" (NaN is true, as numpy); float16/bfloat16 round to nearest even. float32 <->
  * float16/bfloat16/float64/int32/int64 and bool -> float32 have typed loops; the rest go
- * element by element through int64 or double. Strings and float8 are not handled. */
+ * element by element through int64 or double. Strings go to ops/string/cast_string.c;
+ * float8 is not handled. */
 #include <math.h>
 #include <string.h>
 
 #include "core/half.h"
 #include "infer/ops/elementwise/elementwise.h"
+#include "infer/ops/string/string_ops.h"
 
 typedef struct cast_op {
     ak_elem_type from, to;
@@ -116,6 +118,8 @@ static ak_status cast_check(const ak__op_ctx *ctx, ak_elem_type from, int64_t to
     if (to <= 0 || to >= AK_ELEM_COUNT_)
         return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "target type %lld is not an ONNX type",
                           (long long)to);
+    if (from == AK_ELEM_STRING || to == AK_ELEM_STRING) /* ops/string/cast_string.c */
+        return ak__cast_strings_check(ctx, from, (ak_elem_type)to);
     if (!castable(from) || !castable((ak_elem_type)to))
         return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "cast from %s to %s is not handled",
                           ak_elem_type_name(from), ak_elem_type_name((ak_elem_type)to));
@@ -165,6 +169,7 @@ static ak_status cast_run(ak__op_ctx *ctx) {
     const ak__tensor *x = ak__op_in(ctx, 0);
     ak__tensor *y = ak__op_out(ctx, 0);
     if (!x || !y) return AK_OK;
+    if (x->type == AK_ELEM_STRING || y->type == AK_ELEM_STRING) return ak__cast_strings(ctx, x, y);
     cast_op c = {x->type, y->type};
     return ew_map_run(ctx, y, x, cast_map, &c, EW_PAR_CHEAP);
 }
