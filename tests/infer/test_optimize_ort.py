@@ -83,8 +83,11 @@ def case_convnet():
         N("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
         N("BatchNormalization", ["c1"] + bn_params("bn1", 8, inits), ["n1"], epsilon=1e-3),
         N("Relu", ["n1"], ["r1"]),
+        # a layout round trip exporters write around NHWC operators (Transpose pair, form 3)
+        N("Transpose", ["r1"], ["r1_nhwc"], perm=[0, 2, 3, 1]),
+        N("Transpose", ["r1_nhwc"], ["r1b"], perm=[0, 3, 1, 2]),
         # form 2: Conv without bias -> BN
-        N("Conv", ["r1", "w2"], ["c2"]),
+        N("Conv", ["r1b", "w2"], ["c2"]),
         N("BatchNormalization", ["c2"] + bn_params("bn2", 8, inits), ["n2"]),
         # form 3: grouped Conv -> BN (second branch from x)
         N("Conv", ["x", "w3"], ["c3"], pads=[1, 1, 1, 1], group=2),
@@ -108,8 +111,9 @@ def case_convnet():
     ]
     model = make_model(nodes, {"x": x}, {"y": [1, 8, 9, 9], "a6": [1, 8, 9, 9]}, inits)
     expect = {"BatchNormalization folded into Conv": 3, "Mul/Div folded into Conv": 3,
-              "Add/Sub folded into Conv": 3}
-    ops = {"Conv": 7, "BatchNormalization": 0, "Mul": 0, "Div": 0, "Sub": 0, "Add": 1}
+              "Add/Sub folded into Conv": 3, "Transpose pair cancelled": 1}
+    ops = {"Conv": 7, "BatchNormalization": 0, "Mul": 0, "Div": 0, "Sub": 0, "Add": 1,
+           "Transpose": 0}
     return "convnet", model, {"x": x}, expect, ops
 
 
@@ -125,14 +129,15 @@ def case_mlp():
         N("Reshape", ["r1", "s2"], ["flat"]),
         N("Gemm", ["flat", "wa", "ba"], ["g1"], transB=1),
         N("Relu", ["g1"], ["h1"]),
-        N("Identity", ["h1"], ["h1i"]),
+        N("Identity", ["h1"], ["h1i0"]),                 # Identity forms 2 and 3: a chain
+        N("Identity", ["h1i0"], ["h1i"]),
         N("Gemm", ["h1i", "wb", "bb"], ["g2"], transB=1, alpha=1.0, beta=1.0),
         N("Flatten", ["g2"], ["f2"], axis=1),            # form 2: Flatten -> Reshape
         N("Reshape", ["f2", "s3"], ["r3"]),
         N("Reshape", ["r3", "s4"], ["y"]),               # form 3: a chain of three
     ]
     model = make_model(nodes, {"x": x}, {"y": [4, 10]}, inits)
-    expect = {"Identity removed": 2, "Reshape chain shortened": 3}
+    expect = {"Identity removed": 3, "Reshape chain shortened": 3}
     ops = {"Identity": 0, "Flatten": 0, "Gemm": 2, "Reshape": 2}
     return "mlp_gemm", model, {"x": x}, expect, ops
 
