@@ -206,9 +206,14 @@ typedef struct direct_job {
     const ak__qconv_direct *c;
     const uint8_t *x4;
     char *slots;
-    size_t qbytes, pc, chunks, slab_rows, slabs, slot;
+    size_t qbytes, pc, vecs, chunks, slab_rows, slabs, slot;
     int threads;
 } direct_job;
+
+/* The first pixel of chunk i (i = chunks: past the last); a multiple of 16 except past P. */
+static size_t chunk_start(const direct_job *j, size_t i) {
+    return i * j->vecs / j->chunks * 16;
+}
 
 /* ---- packing ------------------------------------------------------------------------------ */
 
@@ -281,7 +286,8 @@ static void direct_task(void *vj, size_t begin, size_t end, int tid) {
         size_t slab = t % j->slabs, rest = t / j->slabs;
         size_t chunk = rest % j->chunks, ig = rest / j->chunks; /* ig: image·group + group */
         size_t n = ig / c->group, gi = ig % c->group;
-        size_t p0 = chunk * j->pc, pc = c->P - p0 < j->pc ? c->P - p0 : j->pc;
+        size_t p0 = chunk_start(j, chunk), p1 = chunk_start(j, chunk + 1);
+        size_t pc = (p1 < c->P ? p1 : c->P) - p0;
         if (packed != rest) { /* a new chunk: pack it (a thread's next slab reuses it) */
             const uint8_t *x4g = j->x4 + ig * quads(c->Cg) * j->qbytes;
             pack_chunk(j, x4g, p0, pc, xp, c->row_zp ? colsum : NULL, runs);
@@ -296,23 +302,25 @@ static void direct_task(void *vj, size_t begin, size_t end, int tid) {
     }
 }
 
-/* The chunking of the pixels: even chunks of whole vectors, no larger than chunk_max, and
- * when there are few per thread, as many as make every thread's share equal. */
+/* The chunking of the pixels: the P/16 vectors dealt evenly (chunk sizes differ by one
+ * vector at most), no chunk larger than chunk_max, and when there are few per thread, as
+ * many chunks as make every thread's share equal. */
 static void plan_chunks(direct_job *j, size_t images, size_t Kp) {
     const ak__qconv_direct *c = j->c;
-    size_t chunks = (c->P + chunk_max(Kp) - 1) / chunk_max(Kp);
+    size_t vecs = (c->P + 15) / 16, per = chunk_max(Kp) / 16;
+    size_t chunks = (vecs + per - 1) / per;
     size_t T = (size_t)j->threads;
     if (T > 1 && images * chunks < 8 * T)
-        while ((images * chunks) % T && chunks < c->P) chunks++;
-    j->pc = round16((c->P + chunks - 1) / chunks);
-    j->chunks = (c->P + j->pc - 1) / j->pc;
+        while ((images * chunks) % T && chunks < vecs) chunks++;
+    j->vecs = vecs, j->chunks = chunks;
+    j->pc = (vecs + chunks - 1) / chunks * 16; /* the largest chunk */
 }
 
 void ak__qconv_direct_run(const ak__qconv_direct *c, ak_threadpool *pool, int threads,
                           void *workspace) {
     if (c->P == 0 || c->Mg == 0 || c->N == 0) return;
     size_t Kp = c->w->Kp, images = c->N * c->group;
-    direct_job j = {c, workspace, NULL, quad_bytes(c->g), 0, 0, 0, 1, 0, threads > 0 ? threads : 1};
+    direct_job j = {c, workspace, NULL, quad_bytes(c->g), 0, 0, 0, 0, 1, 0, threads > 0 ? threads : 1};
     j.slots = (char *)workspace + padded_input_bytes(c->g, c->N, c->group, c->Cg);
     convert_job cj = {c, workspace, j.qbytes};
     ak__nn_parallel(pool, images * quads(c->Cg), 1, convert_task, &cj);
