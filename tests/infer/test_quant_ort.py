@@ -160,6 +160,15 @@ def cases_qlinearconv():
     yield qlinearconv("qlinearconv_depthwise", u8(1, 8, 10, 10), s8(8, 1, 3, 3),
                       dict(group=8, pads=[1, 1, 1, 1], strides=[2, 2]), scal(0.01),
                       scal(0, np.int8))
+    # more than one chunk of pixels per image (the channel-major path packs about 256 KiB
+    # of taps at a time), channels not a multiple of 4, and the per-pixel sum term of
+    # uint8 weights with a zero point
+    yield qlinearconv("qlinearconv_chunks", u8(1, 6, 50, 44), s8(10, 6, 3, 3),
+                      dict(pads=[1, 1, 1, 1]), f32(10, lo=0.0002, hi=0.001),
+                      np.zeros(10, np.int8), bias=rng.integers(-3000, 3000, 10, dtype=np.int32))
+    yield qlinearconv("qlinearconv_chunks_u8w_stride2", u8(2, 7, 90, 70), u8(9, 7, 3, 3),
+                      dict(pads=[1, 0, 1, 2], strides=[2, 2]), scal(0.0005),
+                      scal(131, np.uint8))
 
 
 def case_convinteger():

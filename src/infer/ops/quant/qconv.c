@@ -210,12 +210,14 @@ static ak_status qconv_create(const ak__ir_node *node, const ak__tensor *const *
     if (!W || W->rank < 3 || (W->type != AK_ELEM_U8 && W->type != AK_ELEM_I8)) return AK_OK;
     int64_t group = ak__attr_int(node, "group", 1);
     if (group < 1 || W->dims[0] % group) return AK_OK; /* reshape reports it */
+    if (W->count == 0) return AK_OK; /* nothing to pack */
     uint64_t Mg = (uint64_t)W->dims[0] / (uint64_t)group;
     uint64_t K = W->count / (uint64_t)W->dims[0];
     qconv_state *s = calloc(1, sizeof *s);
     if (!s) return AK_ERR_NO_MEMORY;
     if (ak__qconv_direct_usable()) {
-        ak_status st = ak__qconv_w_pack(&s->direct, W->data, W->type, (size_t)W->dims[0], (size_t)K);
+        ak_status st = ak__qconv_w_pack(&s->direct, W->data, W->type, (size_t)W->dims[0],
+                                         (size_t)W->dims[1], (size_t)(K / (uint64_t)W->dims[1]));
         if (st != AK_OK) free(s);
         else *state = s;
         return st;
@@ -241,7 +243,8 @@ static void qconv_destroy(void *state) {
 static size_t ws_driver(const ak__op_ctx *ctx, const qconv_plan *pl) {
     size_t threads = (size_t)ak__nn_pool_threads(ctx);
     size_t a = ak__qmm_workspace((size_t)pl->K, (int)threads);
-    size_t b = ak__qconv_direct_workspace((size_t)pl->K, (size_t)pl->P, (int)threads) +
+    size_t b = ak__qconv_direct_workspace(&pl->g, (size_t)pl->N, (size_t)pl->group,
+                                          (size_t)pl->Cg, (size_t)pl->P, (int)threads) +
                3 * ((pl->M * 4 + 63) / 64 * 64); /* the direct path's per-channel finish */
     return ((a > b ? a : b) + 63) / 64 * 64;
 }
@@ -276,7 +279,7 @@ static void run_direct(ak__op_ctx *ctx, int op, const qconv_args *a, const float
         any_zw |= zw != 0;
         mults[m] = op == OP_QLCONV ? mult[a->nw_scale > 1 ? m : 0] : 1.0f;
     }
-    ak__qconv_direct c = {pl->g.in, pl->g.out, pl->g.k, pl->g.s, pl->g.d, pl->g.pb,
+    ak__qconv_direct c = {&pl->g,
                           (size_t)pl->N, (size_t)pl->C, M, (size_t)pl->group, (size_t)pl->Cg,
                           (size_t)pl->Mg, K, (size_t)pl->P, a->X->data, x_signed,
                           (uint8_t)ak__qzp_at(&a->zx, 0), &st->direct, AK_I8_OUT_I32, row_bias,

@@ -11,6 +11,7 @@
  * input (max = min = 0) gets y_scale 1 in DynamicQuantizeLinear, as in ONNX Runtime (the
  * spec's formula would divide by zero). */
 #include <math.h>
+#include <string.h>
 
 #include "infer/ops/nn/common.h"
 #include "infer/ops/quant/quant.h"
@@ -86,12 +87,81 @@ typedef struct qdq_job {
     void *y;
 } qdq_job;
 
+/* n floats quantized with one scale and zero point, the result of ak__q_round_sat written
+ * so the compiler vectorizes it (the file is built at -O3): x / s first clamped to a range
+ * that saturates alike, one step past each end (NaN to the low end, where
+ * ak__q_round_sat sends it), then rounded half to even by adding and subtracting
+ * 1.5·2^23, exact for magnitudes below 2^22. */
+#define RINT_MAGIC 12582912.0f
+
+static inline __attribute__((always_inline)) void
+quantize_run_u8(const float *restrict x, float s, int32_t zp, uint8_t *restrict y, size_t n) {
+    float a = -1.0f - (float)zp, b = 256.0f - (float)zp, z = (float)zp;
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i] / s;
+        v = v >= a ? v : a;
+        v = v <= b ? v : b;
+        float r = (v + RINT_MAGIC) - RINT_MAGIC + z;
+        r = r >= 0.0f ? r : 0.0f;
+        r = r <= 255.0f ? r : 255.0f;
+        y[i] = (uint8_t)(int32_t)r;
+    }
+}
+
+static inline __attribute__((always_inline)) void
+quantize_run_s8(const float *restrict x, float s, int32_t zp, int8_t *restrict y, size_t n) {
+    float a = -129.0f - (float)zp, b = 128.0f - (float)zp, z = (float)zp;
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i] / s;
+        v = v >= a ? v : a;
+        v = v <= b ? v : b;
+        float r = (v + RINT_MAGIC) - RINT_MAGIC + z;
+        r = r >= -128.0f ? r : -128.0f;
+        r = r <= 127.0f ? r : 127.0f;
+        y[i] = (int8_t)(int32_t)r;
+    }
+}
+
+/* The same loops compiled for AVX-512 (wider divisions), taken where the kernels'
+ * dispatch runs its avx512 variant, so AK_KERNELS and AK_ISA choose them as well. The
+ * operations are the same IEEE ones in each lane, so are the bytes. */
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,prefer-vector-width=512")))
+static AVX512 void quantize_run_u8_avx512(const float *x, float s, int32_t zp, uint8_t *y,
+                                          size_t n) {
+    quantize_run_u8(x, s, zp, y, n);
+}
+static AVX512 void quantize_run_s8_avx512(const float *x, float s, int32_t zp, int8_t *y,
+                                          size_t n) {
+    quantize_run_s8(x, s, zp, y, n);
+}
+static void quantize_run_u8_plain(const float *x, float s, int32_t zp, uint8_t *y, size_t n) {
+    quantize_run_u8(x, s, zp, y, n);
+}
+static void quantize_run_s8_plain(const float *x, float s, int32_t zp, int8_t *y, size_t n) {
+    quantize_run_s8(x, s, zp, y, n);
+}
+
 static void quantize_rows(void *vj, size_t begin, size_t end, int tid) {
     (void)tid;
     const qdq_job *j = vj;
     int is_signed = j->zp.type == AK_ELEM_I8;
+    int wide = strcmp(ak__kernels_active()->name, "avx512") == 0;
     for (size_t r = begin; r < end; r++) {
         uint64_t o = r / j->l.D, d = r % j->l.D, base = r * j->l.inner;
+        if (j->xt == AK_ELEM_F32 && j->l.mode != 2) { /* one scale for the whole row */
+            uint64_t p = param_index(&j->l, o, d, 0);
+            const float *x = (const float *)j->x + base;
+            float sc = j->scale[p];
+            int32_t zp = ak__qzp_at(&j->zp, p);
+            size_t n = (size_t)j->l.inner;
+            int8_t *ys = (int8_t *)j->y + base;
+            uint8_t *yu = (uint8_t *)j->y + base;
+            if (is_signed)
+                (wide ? quantize_run_s8_avx512 : quantize_run_s8_plain)(x, sc, zp, ys, n);
+            else
+                (wide ? quantize_run_u8_avx512 : quantize_run_u8_plain)(x, sc, zp, yu, n);
+            continue;
+        }
         for (uint64_t i = 0; i < j->l.inner; i++) {
             uint64_t p = param_index(&j->l, o, d, i);
             float x = j->xt == AK_ELEM_F32 ? ((const float *)j->x)[base + i]

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "infer/ops/nn/common.h"
 #include "infer/runtime/op.h"
 #include "kernels/dispatch.h"
 
@@ -119,28 +120,31 @@ void ak__qmm_run(const ak__qmm *q, ak_threadpool *pool, int threads, void *works
 
 /* ---- the channel-major convolution path (qconv_direct.c) ------------------------------
  * Convolutions on the fused kernel of kernels/kf_int8.h (ak__kf_u8s8_conv): weights
- * prepacked once at session creation as padded int8 rows with their sums, the pixels
- * packed per task straight from NCHW (a 1x1 stride-1 layer reads its channel planes
- * directly, others gather their taps), the zero points folded into a per-channel bias
- * and, only when the weights' zero point is not 0, a per-pixel term. */
+ * prepacked once at session creation as padded int8 rows with their sums, K ordered by
+ * quads of four input channels at each tap; per run the input rewritten once into padded
+ * quads (four channels' bytes side by side), from which each task copies its chunk of
+ * pixels as whole words; the zero points folded into a per-channel bias and, only when
+ * the weights' zero point is not 0, a per-pixel term. */
 
-/* W (M × K, uint8 flipped to int8) as the kernel's rows, and each row's sum. */
+/* W (M × K, K = Cg·taps, uint8 flipped to int8) as the kernel's rows of Kp bytes (Cg
+ * rounded up to a multiple of 4, the extra channels' weights 0), K in the order (quad of
+ * channels, tap, channel in quad), and each row's sum. */
 typedef struct ak__qconv_w {
     int8_t *rows;
     int32_t *wsum;
-    size_t M, K;
+    size_t M, K, Kp;
     int flipped; /* W was uint8 */
 } ak__qconv_w;
 
 ak_status ak__qconv_w_pack(ak__qconv_w *w, const void *data, ak_elem_type type, size_t M,
-                           size_t K);
+                           size_t Cg, size_t taps);
 void ak__qconv_w_free(ak__qconv_w *w);
 /* Whether the fast path runs here: the CPU has a kernel of its own (AVX-512 VNNI), or the
  * references were asked for (AK_KERNELS=ref), so they are what runs everywhere. */
 int ak__qconv_direct_usable(void);
 
 typedef struct ak__qconv_direct {
-    const int64_t *in, *out, *k, *s, *d, *pb; /* three spatial axes (leading ones 1) */
+    const ak__nn_geom *g; /* three spatial axes (leading ones 1) */
     size_t N, C, M, group, Cg, Mg, K, P;
     const uint8_t *x;
     int x_signed;
@@ -155,7 +159,10 @@ typedef struct ak__qconv_direct {
     void *y;
 } ak__qconv_direct;
 
-size_t ak__qconv_direct_workspace(size_t K, size_t P, int threads);
+/* Workspace bytes for geometry g (three axes) with `threads` threads: the padded quads
+ * of the whole input and each thread's packed chunk. */
+size_t ak__qconv_direct_workspace(const ak__nn_geom *g, size_t N, size_t group, size_t Cg,
+                                  size_t P, int threads);
 void ak__qconv_direct_run(const ak__qconv_direct *c, ak_threadpool *pool, int threads,
                           void *workspace);
 
