@@ -2,8 +2,8 @@
 """`ak quantize` end to end, against ONNX Runtime (npm onnxruntime-node, tests/infer/ort_run.js)
 and the float model, on two small float32 models built here with onnx.helper (opset 17,
 batch dimension symbolic):
-- convnet: Conv 3x3 -> Relu -> MaxPool -> Conv 3x3 -> Relu -> GlobalAveragePool ->
-  Flatten -> Gemm (a 10-class classifier);
+- convnet: Conv 3x3 -> Relu -> MaxPool -> Conv 3x3 -> Relu -> Flatten -> Gemm (a 10-class
+  classifier on 3x16x16 images);
 - mlp: a transformer feed-forward block, MatMul -> Add -> Relu -> MatMul -> Add -> residual
   Add on [batch, 8, 64] tokens.
 Static mode calibrates on 16 random samples (one sub-folder each, NAME.npy) and is checked on
@@ -60,14 +60,13 @@ def model(nodes, x_shape, y_shape, inits, dtype=TP.FLOAT):
 def convnet():
     inits = {"w1": he(8, 3, 3, 3), "b1": (rng.standard_normal(8) * 0.1).astype(np.float32),
              "w2": he(16, 8, 3, 3), "b2": (rng.standard_normal(16) * 0.1).astype(np.float32),
-             "wf": he(10, 16), "bf": (rng.standard_normal(10) * 0.1).astype(np.float32)}
+             "wf": he(10, 16 * 8 * 8), "bf": (rng.standard_normal(10) * 0.1).astype(np.float32)}
     nodes = [oh.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1] * 4, name="conv1"),
              oh.make_node("Relu", ["c1"], ["r1"]),
              oh.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
              oh.make_node("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1] * 4, name="conv2"),
              oh.make_node("Relu", ["c2"], ["r2"]),
-             oh.make_node("GlobalAveragePool", ["r2"], ["g"]),
-             oh.make_node("Flatten", ["g"], ["f"]),
+             oh.make_node("Flatten", ["r2"], ["f"]),
              oh.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1, name="fc")]
     return model(nodes, ["N", 3, 16, 16], ["N", 10], inits), (3, 16, 16)
 
@@ -181,6 +180,18 @@ class QuantizeTest(OrtCase):
 
     def test_convnet_per_channel_percentile(self):
         self.check_static("convnet", "pc_pct", "--per-channel", "--method", "percentile")
+        # the file has one weight scale per output channel, and the percentile ranges
+        # are inside the MinMax ones, some strictly
+        pct = {i.name: onh.to_array(i) for i in onnx.load(
+            os.path.join(self.tmp, "convnet_pc_pct.onnx")).graph.initializer}
+        mm = {i.name: onh.to_array(i) for i in onnx.load(self.quantize(
+            "convnet", "mm_ref", "--calibrate", self.calib["convnet"])[0]).graph.initializer}
+        self.assertEqual(pct["w1_scale"].shape, (8,))
+        self.assertEqual(pct["w2_scale"].shape, (16,))
+        acts = [n for n in mm if n.endswith("_scale") and n[0] in "xrpf" and mm[n].ndim == 0]
+        self.assertGreaterEqual(len(acts), 4, acts)
+        self.assertTrue(all(pct[n] <= mm[n] for n in acts), [(n, pct[n], mm[n]) for n in acts])
+        self.assertTrue(any(pct[n] < mm[n] * 0.999 for n in acts), [(n, pct[n], mm[n]) for n in acts])
 
     def test_mlp_static(self):
         self.check_static("mlp", "minmax")
