@@ -28,6 +28,8 @@ typedef struct quantizer {
     ak__ir_graph *g;
     const ak_quantize_options *o;
     unsigned op_mask;
+    uint8_t *dropped; /* per node (the first num_dropped): bypassed, not written */
+    size_t num_dropped;
     int32_t *picked; /* node indices to quantize */
     size_t num_picked;
     ak_quantize_report report;
@@ -112,6 +114,27 @@ static ak_status check_model(quantizer *q) {
         if (k == g->num_nodes)
             return AK_FAIL(AK_ERR_INVALID_ARG, "quantize: no node named '%.80s' to exclude",
                            name ? name : "");
+    }
+    return AK_OK;
+}
+
+/* Exporters share one initializer between several nodes through Identity nodes (PyTorch
+ * does it for equal biases): readers of such an Identity read the initializer itself,
+ * so that its weights are seen as the constants they are; the Identity is not written. */
+static ak_status bypass_constant_identities(quantizer *q) {
+    ak__ir_graph *g = q->g;
+    q->dropped = calloc(g->num_nodes ? g->num_nodes : 1, 1);
+    if (!q->dropped) return AK_FAIL(AK_ERR_NO_MEMORY, "quantize: out of memory");
+    q->num_dropped = g->num_nodes;
+    for (size_t k = 0; k < g->num_nodes; k++) {
+        const ak__ir_node *n = &g->nodes[k];
+        if (strcmp(n->op_type, "Identity") || n->domain[0] || n->num_inputs != 1) continue;
+        int32_t src = n->inputs[0], out = n->outputs[0];
+        if (src == AK_IR_NONE || out == AK_IR_NONE || ak__qz_is_graph_output(g, out) ||
+            (g->values[src].flags & (AK_IR_VALUE_CONST | AK_IR_VALUE_INPUT)) != AK_IR_VALUE_CONST)
+            continue;
+        ak__qz_rewire(g, out, src, (int32_t)k);
+        q->dropped[k] = 1;
     }
     return AK_OK;
 }
@@ -505,14 +528,23 @@ static ak_status write_result(quantizer *q, const char *path) {
     const ak__ir_node **nodes = malloc((g->num_nodes ? g->num_nodes : 1) * sizeof *nodes);
     const ak__ir_tensor **constants = calloc(g->num_values ? g->num_values : 1, sizeof *constants);
     ak_status st = nodes && constants ? AK_OK : AK_FAIL(AK_ERR_NO_MEMORY, "quantize: out of memory");
+    size_t num_nodes = 0;
+    for (size_t k = 0; st == AK_OK && k < g->num_nodes; k++) {
+        int32_t i = g->order[k];
+        if (i < (int32_t)q->num_dropped && q->dropped[i]) continue;
+        const ak__ir_node *n = nodes[num_nodes++] = &g->nodes[i];
+        for (uint32_t j = 0; j < n->num_inputs + n->num_captures; j++) {
+            int32_t v = j < n->num_inputs ? n->inputs[j] : n->captures[j - n->num_inputs];
+            if (v != AK_IR_NONE && (g->values[v].flags & AK_IR_VALUE_CONST))
+                constants[v] = g->values[v].constant;
+        }
+    }
     for (size_t v = 0; st == AK_OK && v < g->num_values; v++) {
         const ak__ir_value *iv = &g->values[v];
-        if ((iv->flags & AK_IR_VALUE_CONST) &&
-            (ak__qz_readers(g, (int32_t)v, AK_IR_NONE) || (iv->flags & (AK_IR_VALUE_INPUT | AK_IR_VALUE_OUTPUT))))
+        if ((iv->flags & AK_IR_VALUE_CONST) && (iv->flags & (AK_IR_VALUE_INPUT | AK_IR_VALUE_OUTPUT)))
             constants[v] = iv->constant;
     }
-    for (size_t k = 0; k < g->num_nodes; k++) nodes[k] = &g->nodes[g->order[k]];
-    ak__onnx_graph_view view = {nodes, g->num_nodes, constants, 0};
+    ak__onnx_graph_view view = {nodes, num_nodes, constants, 0};
     if (st == AK_OK) st = ak__onnx_write_file(q->model, &view, path);
     free(nodes);
     free(constants);
@@ -523,6 +555,7 @@ static ak_status quantize_loaded(quantizer *q, const char *out_path) {
     AK_CHECK(check_options(q));
     AK_CHECK(check_model(q));
     AK_CHECK(ak__ir_graph_sort(q->g));
+    AK_CHECK(bypass_constant_identities(q));
     AK_CHECK(pick_nodes(q));
     for (size_t i = 0; i < q->num_picked; i++)
         if (!strcmp(q->g->nodes[q->picked[i]].op_type, "Gemm"))
@@ -544,6 +577,7 @@ ak_status ak_quantize_model(const char *in_path, const char *out_path,
     ak_status st = quantize_loaded(&q, out_path);
     if (report) *report = q.report;
     free(q.picked);
+    free(q.dropped);
     ak_model_free(q.model);
     return st;
 }
