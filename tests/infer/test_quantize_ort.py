@@ -16,7 +16,8 @@ Static mode calibrates on 16 random samples (one sub-folder each, NAME.npy) and 
       >= 95 % of the 64 inputs;
   (d) accelkit fused every QDQ chain (`ak optimize --level extended` lists a QLinearConv or
       QLinearMatMul per quantized node);
-also with --per-channel and --method percentile. Dynamic mode on the MLP: ONNX Runtime and
+also with --per-channel and --method percentile, and with weights read through Identity
+nodes (as PyTorch's export shares equal initializers). Dynamic mode on the MLP: ONNX Runtime and
 accelkit agree (1e-5 relative), cosine >= 0.99 against float. Refusals (e) name what is
 refused: an unknown --op-types entry, an --exclude name no node has, a float16 model, an
 already quantized model, static mode without samples.
@@ -217,6 +218,30 @@ class QuantizeTest(OrtCase):
         self.assertIn("2 nodes quantized", text)
         count, _ = self.fused(path)
         self.assertEqual(count, 2)
+
+    def test_weight_through_identity(self):
+        """PyTorch's export shares equal initializers through Identity nodes: a bias and a
+        weight read that way are still constants, quantized and fused."""
+        m, shape = convnet()
+        for n in m.graph.node:
+            if n.name == "conv1":
+                n.input[2] = "b1_shared"
+            if n.name == "fc":
+                n.input[1] = "wf_shared"
+        m.graph.node.insert(0, oh.make_node("Identity", ["b1"], ["b1_shared"]))
+        m.graph.node.insert(0, oh.make_node("Identity", ["wf"], ["wf_shared"]))
+        src = os.path.join(self.tmp, "identity.onnx")
+        onnx.save(m, src)
+        out = os.path.join(self.tmp, "identity_q.onnx")
+        self.assertIn("3 nodes quantized", ak("quantize", src, out, "--calibrate",
+                                              self.calib["convnet"]).stdout)
+        q = onnx.load(out)
+        onnx.checker.check_model(q)
+        self.assertNotIn("Identity", [n.op_type for n in q.graph.node])
+        self.assertEqual(self.fused(out)[0], 3)
+        x = self.test_x["convnet"][:8]
+        got = self.run_ak(out, x, "identity_ak")
+        self.assertLess(np.abs(got - self.ort(out, {"x": x})[0]).max(), 1.001 * self.output_step(out))
 
     def refused(self, args, pattern):
         p = ak("quantize", *args, ok=False)
