@@ -18,7 +18,8 @@ Static mode calibrates on 16 random samples (one sub-folder each, NAME.npy) and 
       QLinearMatMul per quantized node);
 also with --per-channel and --method percentile, and with weights read through Identity
 nodes (as PyTorch's export shares equal initializers). Dynamic mode on the MLP: ONNX Runtime and
-accelkit agree (1e-5 relative), cosine >= 0.99 against float. Refusals (e) name what is
+accelkit agree (1e-5 relative), cosine >= 0.99 against float; on the classifier, only its Gemm
+is quantized. Refusals (e) name what is
 refused: an unknown --op-types entry, an --exclude name no node has, a float16 model, an
 already quantized model, static mode without samples.
 
@@ -211,6 +212,20 @@ class QuantizeTest(OrtCase):
             cos = cosine(got, self.ref["mlp"])
             self.assertGreaterEqual(cos, 0.99, "mlp %s: cosine %.5f" % (tag, cos))
             print("mlp %s: cos %.5f, engines max rel %.2g" % (tag, cos, rel), file=sys.stderr)
+
+    def test_gemm_dynamic(self):
+        """Dynamic mode leaves Conv in float and turns the classifier's Gemm (transB, bias)
+        into MatMulInteger + Add."""
+        path, text = self.quantize("convnet", "dyn", "--dynamic")
+        self.assertIn("1 nodes quantized (dynamic", text)
+        ops = [n.op_type for n in onnx.load(path).graph.node]
+        self.assertEqual((ops.count("Conv"), ops.count("MatMulInteger"), ops.count("Gemm")), (2, 1, 0), ops)
+        x = self.test_x["convnet"]
+        got = self.run_ak(path, x, "convnet_dyn_ak")
+        ort = self.ort(path, {"x": x})[0]
+        self.assertLess(float(np.abs(got - ort).max() / np.abs(ort).max()), 1e-5)
+        self.assertGreaterEqual(cosine(got, self.ref["convnet"]), 0.99)
+        self.assertGreaterEqual(float((got.argmax(1) == self.ref["convnet"].argmax(1)).mean()), 0.95)
 
     def test_exclude_and_op_types(self):
         path, text = self.quantize("convnet", "noconv2", "--calibrate", self.calib["convnet"],
