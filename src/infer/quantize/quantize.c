@@ -277,7 +277,8 @@ static ak_status weight_constants(quantizer *q, const ak__ir_tensor *w, const ch
     int8_t *wq = malloc(count ? count : 1), *zeros = calloc(groups, 1);
     out->scales = malloc(groups * sizeof *out->scales);
     out->groups = groups;
-    ak_status st = wq && zeros && out->scales ? AK_OK : AK_FAIL(AK_ERR_NO_MEMORY, "quantize: out of memory");
+    ak_status st = wq && zeros && out->scales
+                       ? AK_OK : AK_FAIL(AK_ERR_NO_MEMORY, "quantize: out of memory");
     if (st == AK_OK) quantize_weight(w->data, outer, groups, inner, wq, out->scales);
     int64_t gdim = (int64_t)groups;
     int grank = per_group ? 1 : 0;
@@ -414,12 +415,13 @@ static ak_status quantize_node_weights(quantizer *q, int32_t k, float x_scale) {
 
 static ak_status quantize_static(quantizer *q) {
     ak__ir_graph *g = q->g;
-    int32_t *list = malloc((2 * q->num_picked + 1) * sizeof *list);
-    const char **names = malloc((2 * q->num_picked + 1) * sizeof *names);
-    float *lo = malloc((2 * q->num_picked + 1) * sizeof *lo), *hi = malloc((2 * q->num_picked + 1) * sizeof *hi);
-    qact *acts = calloc(2 * q->num_picked + 1, sizeof *acts);
-    ak_status st = list && names && lo && hi && acts ? AK_OK
-                                                      : AK_FAIL(AK_ERR_NO_MEMORY, "quantize: out of memory");
+    size_t cap = 2 * q->num_picked + 1; /* each node's input and output at most */
+    int32_t *list = malloc(cap * sizeof *list);
+    const char **names = malloc(cap * sizeof *names);
+    float *lo = malloc(cap * sizeof *lo), *hi = malloc(cap * sizeof *hi);
+    qact *acts = calloc(cap, sizeof *acts);
+    ak_status st = list && names && lo && hi && acts
+                       ? AK_OK : AK_FAIL(AK_ERR_NO_MEMORY, "quantize: out of memory");
     size_t n = st == AK_OK ? activations(q, list) : 0;
     for (size_t i = 0; i < n; i++) names[i] = g->values[list[i]].name;
     if (st == AK_OK) st = ak__ir_graph_sort(g);
