@@ -68,6 +68,13 @@ function(ak_infer_link_libraries)
              ${CMAKE_SOURCE_DIR}/tests/infer/test_quant_ort.py $<TARGET_FILE:ak>)
     set_tests_properties(infer/test_quant_ort PROPERTIES TIMEOUT 300)
   endif()
+  # `ak quantize`: static QDQ and dynamic files against ONNX Runtime and the float model,
+  # the QDQ chains fused, refusals (~1 s; release tree only)
+  if(AK_BUILD_TESTS AND TARGET ak AND NOT AK_SANITIZE)
+    add_test(NAME infer/test_quantize_ort COMMAND /usr/bin/python3
+             ${CMAKE_SOURCE_DIR}/tests/infer/test_quantize_ort.py $<TARGET_FILE:ak>)
+    set_tests_properties(infer/test_quantize_ort PROPERTIES TIMEOUT 300)
+  endif()
   # `ak optimize`: basic files against ONNX Runtime, basic and extended files reloaded by
   # accelkit, on models built with python3-onnx (~1.5 s; release tree only)
   if(AK_BUILD_TESTS AND TARGET ak AND NOT AK_SANITIZE)

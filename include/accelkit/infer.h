@@ -271,6 +271,58 @@ AK_API ak_status ak_session_profile(const ak_session *session, size_t i, ak_op_p
  * AK_ERR_INVALID_ARG when the session was made without profiling. */
 AK_API ak_status ak_session_end_profiling(ak_session *session, const char *path);
 
+/* ---- quantization: float32 model -> INT8 model ------------------------------------------
+ * ak_quantize_model reads a float32 ONNX model and writes an INT8 one that accelkit and
+ * ONNX Runtime both run.
+ * - static (QDQ): the float model runs over the calibration samples; every activation
+ *   that feeds a quantized node (and that node's output, after a Relu that alone reads
+ *   it) gets QuantizeLinear -> DequantizeLinear with a uint8 scale and zero point from its
+ *   range (min/max, or the percentile of its values' histogram; 0 always inside); weights
+ *   become constant int8 (symmetric, per tensor, or per output channel of a Conv with
+ *   per_channel) behind a DequantizeLinear, biases int32 at scale x_scale*w_scale. Gemm
+ *   becomes MatMul (+ Add of its bias). This is the form accelkit's optimizer fuses into
+ *   QLinearConv / QLinearMatMul.
+ * - dynamic: each MatMul / Gemm with a constant float weight becomes
+ *   DynamicQuantizeLinear -> MatMulInteger (int8 weight, per tensor or per column) -> Cast
+ *   -> Mul by x_scale*w_scale (+ Add of the bias).
+ * Nodes whose weight is not a constant float32 tensor are left in float (counted in
+ * ak_quantize_report.skipped). Refused with a message naming what: a model that already
+ * holds quantization operators, float inputs or weights other than float32, an op type
+ * other than Conv, MatMul, Gemm, an --exclude name no node has, opsets too old for the
+ * operators written. */
+typedef enum ak_calibration {
+    AK_CALIBRATE_MINMAX = 0,     /* the smallest and largest value seen */
+    AK_CALIBRATE_PERCENTILE = 1, /* the values between the (100-p)th and pth percentiles */
+} ak_calibration;
+
+typedef struct ak_quantize_options {
+    int dynamic;      /* 0: static QDQ from calibration samples; 1: dynamic MatMul/Gemm */
+    int per_channel;  /* weights: one scale per output channel (Conv) / column (dynamic) */
+    ak_calibration method;
+    double percentile; /* with AK_CALIBRATE_PERCENTILE, in (50, 100]; default 99.99 */
+    const char *const *op_types; /* NULL: Conv, MatMul, Gemm */
+    size_t num_op_types;
+    const char *const *exclude; /* node names left in float */
+    size_t num_exclude;
+    /* static: num_samples sets of num_inputs tensors each, sample-major:
+     * inputs[s * num_inputs + i] feeds input_names[i] in sample s */
+    size_t num_samples, num_inputs;
+    const char *const *input_names;
+    const ak_tensor *inputs;
+    int threads; /* calibration session threads; 0 = default */
+} ak_quantize_options;
+
+typedef struct ak_quantize_report {
+    size_t quantized; /* nodes now in INT8 form */
+    size_t skipped;   /* nodes of a selected type left in float (weight not constant) */
+    size_t calibrated; /* activations given a scale (static) */
+} ak_quantize_report;
+
+AK_API ak_status ak_quantize_options_init(ak_quantize_options *opts);
+/* Reads in_path, writes out_path (replaced atomically). report may be NULL. */
+AK_API ak_status ak_quantize_model(const char *in_path, const char *out_path,
+                                   const ak_quantize_options *opts, ak_quantize_report *report);
+
 /* ---- tensors in files ------------------------------------------------------------------
  * A serialized ONNX TensorProto (.pb, as in the ONNX test_data_set folders) or a NumPy
  * .npy array (little-endian bool/int/uint/float, C order). */

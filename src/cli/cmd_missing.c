@@ -29,6 +29,7 @@ AK_MISSING(ak_cli_info, "info", "ONNX engine", "AK_WITH_ONNX")
 AK_MISSING(ak_cli_run, "run", "ONNX engine", "AK_WITH_ONNX")
 AK_MISSING(ak_cli_compare, "compare", "ONNX engine", "AK_WITH_ONNX")
 AK_MISSING(ak_cli_optimize, "optimize", "ONNX engine", "AK_WITH_ONNX")
+AK_MISSING(ak_cli_quantize, "quantize", "ONNX engine", "AK_WITH_ONNX")
 AK_MISSING(ak_bench_model, "bench MODEL.onnx", "ONNX engine", "AK_WITH_ONNX")
 #endif
 
