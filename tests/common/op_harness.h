@@ -6,6 +6,7 @@
 #ifndef AK_TESTS_OP_HARNESS_H
 #define AK_TESTS_OP_HARNESS_H
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,6 +105,25 @@ static inline void op_call_free(op_call *c) {
     ak_free(c->ws);
     c->ws = NULL;
     c->nout = 0;
+}
+
+/* ---- test data and checks ---------------------------------------------------------- */
+
+/* n floats in [lo, hi] from a small LCG: the same values on every machine and libc. */
+static inline float *op_random_floats(size_t n, float lo, float hi, unsigned seed) {
+    float *p = malloc(n * sizeof *p + 1);
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        p[i] = lo + (hi - lo) * (float)((seed >> 8) & 0xffff) / 65535.0f;
+    }
+    return p;
+}
+
+/* |got - want| <= atol + rtol·|want|; a NaN on either side fails. */
+static inline void op_assert_close(double got, double want, double rtol, double atol) {
+    if (!(fabs(got - want) <= atol + rtol * fabs(want)))
+        fail_msg("got %.9g, expected %.9g", got, want);
 }
 
 #endif /* AK_TESTS_OP_HARNESS_H */

@@ -1,7 +1,8 @@
 """A unittest base for the Python tests that check accelkit against ONNX Runtime
 (onnxruntime-node 1.30 from node_modules/, run by ort_run.js with .npy inputs and outputs):
 setUpClass finds node and the package (a missing one is a failure naming scripts/setup) and
-makes a temporary folder; save() writes a model there; ort() runs it in ONNX Runtime."""
+makes a temporary folder; save() writes a model there; ort() runs it in ONNX Runtime;
+refused() checks that accelkit refuses one by name."""
 import os
 import shutil
 import subprocess
@@ -48,3 +49,13 @@ class OrtCase(unittest.TestCase):
                        check=True, env=env, timeout=60)
         names = [o.name for o in onnx.load(path).graph.output]
         return [np.load(os.path.join(out, n + ".npy")) for n in names]
+
+    def refused(self, m, name, feeds, words):
+        """accelkit refuses the model (at session creation or its run) with a message that
+        holds every one of words."""
+        from accelkit.inference import InferenceSession  # the tests put python/ on the path
+        path = self.save(m, name)
+        with self.assertRaises(Exception) as cm:
+            InferenceSession(path).run(None, feeds)
+        for w in words:
+            self.assertIn(w, str(cm.exception), name)

@@ -30,18 +30,6 @@ static unsigned next_rand(unsigned *seed) {
     return (*seed >> 8) & 0xffffu;
 }
 
-static float *random_floats(size_t n, float lo, float hi, unsigned seed) {
-    float *p = malloc(n * sizeof *p + 1);
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++) p[i] = lo + (hi - lo) * (float)next_rand(&seed) / 65535.0f;
-    return p;
-}
-
-static void assert_close(double got, double want, double rtol, double atol) {
-    if (!(fabs(got - want) <= atol + rtol * fabs(want)))
-        fail_msg("got %.9g, expected %.9g", got, want);
-}
-
 /* ---- MatMulNBits -------------------------------------------------------------------- */
 
 /* The reference's own unpacking: value j of a bits-wide run, low bits first. */
@@ -81,9 +69,9 @@ static void check_nbits_typed(ak_elem_type t, int64_t T, int64_t K, int64_t N, i
     assert_true(B && zp);
     for (int64_t i = 0; i < N * kb * blob; i++) B[i] = (uint8_t)next_rand(&seed);
     for (int64_t i = 0; i < N * zrow; i++) zp[i] = (uint8_t)next_rand(&seed);
-    float *A = random_floats((size_t)(T * K), -1.0f, 1.0f, seed + 1);
-    float *scales = random_floats((size_t)(N * kb), 0.01f, 0.1f, seed + 2);
-    float *bias = random_floats((size_t)N, -1.0f, 1.0f, seed + 3);
+    float *A = op_random_floats((size_t)(T * K), -1.0f, 1.0f, seed + 1);
+    float *scales = op_random_floats((size_t)(N * kb), 0.01f, 0.1f, seed + 2);
+    float *bias = op_random_floats((size_t)N, -1.0f, 1.0f, seed + 3);
     void *At = as_type(A, (size_t)(T * K), t), *st_ = as_type(scales, (size_t)(N * kb), t);
     void *bt = as_type(bias, (size_t)N, t);
     op_call c = {0};
@@ -117,7 +105,7 @@ static void check_nbits_typed(ak_elem_type t, int64_t T, int64_t K, int64_t N, i
                 double q = ref_unpack(B + (n * kb + b) * blob, k % block, bits);
                 acc += A[r * K + k] * (q - z) * scales[n * kb + b];
             }
-            assert_close(value_of(c.out[0].data, (size_t)(r * N + n), t), acc, rtol, 1e-4);
+            op_assert_close(value_of(c.out[0].data, (size_t)(r * N + n), t), acc, rtol, 1e-4);
         }
     op_call_free(&c);
     free_typed(At, A), free_typed(st_, scales), free_typed(bt, bias);
@@ -185,7 +173,7 @@ static void test_matmul_nbits_refusals(void **s) {
  * B (1, 5, 4) with transB: (1, 4, 5) broadcast over the batch; Y (2, 3, 5) · alpha; in
  * type t (float16/bfloat16 widened to float32, rounded once). */
 static void check_fused_matmul_views(ak_elem_type t) {
-    float *A = random_floats(24, -1, 1, 5), *B = random_floats(20, -1, 1, 6);
+    float *A = op_random_floats(24, -1, 1, 5), *B = op_random_floats(20, -1, 1, 6);
     void *At = as_type(A, 24, t), *Bt = as_type(B, 20, t);
     int64_t ad[3] = {4, 2, 3}, bd[3] = {1, 5, 4};
     op_call c = {0};
@@ -205,8 +193,8 @@ static void check_fused_matmul_views(ak_elem_type t) {
                 double acc = 0;
                 for (int k = 0; k < 4; k++) /* op(A)[b][m][k] = A[k][b][m]; op(B)[k][n] = B[0][n][k] */
                     acc += (double)A[(k * 2 + b) * 3 + m] * B[n * 4 + k];
-                assert_close(value_of(c.out[0].data, (size_t)((b * 3 + m) * 5 + n), t), 0.5 * acc,
-                             rtol, 1e-5);
+                op_assert_close(value_of(c.out[0].data, (size_t)((b * 3 + m) * 5 + n), t),
+                                0.5 * acc, rtol, 1e-5);
             }
     op_call_free(&c);
     free_typed(At, A), free_typed(Bt, B);
@@ -225,9 +213,9 @@ static void test_fused_matmul_views(void **s) {
 static void check_rope(int four_d, int interleaved, int64_t heads, int64_t head, int64_t rot) {
     int64_t batch = 2, seq = 3, max_seq = 8, half = rot / 2;
     size_t count = (size_t)(batch * seq * heads * head);
-    float *x = random_floats(count, -1, 1, (unsigned)(head + rot + interleaved));
-    float *cs = random_floats((size_t)(max_seq * half), -1, 1, 9);
-    float *sn = random_floats((size_t)(max_seq * half), -1, 1, 10);
+    float *x = op_random_floats(count, -1, 1, (unsigned)(head + rot + interleaved));
+    float *cs = op_random_floats((size_t)(max_seq * half), -1, 1, 9);
+    float *sn = op_random_floats((size_t)(max_seq * half), -1, 1, 10);
     int64_t pos[6] = {7, 0, 3, 1, 1, 5};
     int64_t xd4[4] = {batch, heads, seq, head}, xd3[3] = {batch, seq, heads * head};
     int64_t pd[2] = {batch, seq}, cd[2] = {max_seq, half};
@@ -261,7 +249,7 @@ static void check_rope(int four_d, int interleaved, int64_t heads, int64_t head,
                         want = first ? x[off + i] * cv - x[off + other] * sv
                                      : x[off + i] * cv + x[off + other] * sv;
                     }
-                    assert_close(y[off + i], want, 1e-5, 1e-6);
+                    op_assert_close(y[off + i], want, 1e-5, 1e-6);
                 }
             }
     op_call_free(&c);
@@ -310,7 +298,8 @@ static double gelu_ref(const char *op, double x, double alpha) {
 
 static void check_gelu(const char *op, int with_bias, int half, int64_t rows, int64_t H) {
     size_t count = (size_t)(rows * H);
-    float *x = random_floats(count, -5, 5, (unsigned)(rows + H)), *b = random_floats((size_t)H, -1, 1, 3);
+    float *x = op_random_floats(count, -5, 5, (unsigned)(rows + H));
+    float *b = op_random_floats((size_t)H, -1, 1, 3);
     uint16_t *xh = malloc(count * 2 + 2), *bh = malloc((size_t)H * 2 + 2);
     assert_true(xh && bh);
     for (size_t i = 0; i < count; i++) xh[i] = ak__f32_to_f16_ref(x[i]), x[i] = ak__f16_to_f32_ref(xh[i]);
@@ -327,8 +316,8 @@ static void check_gelu(const char *op, int with_bias, int half, int64_t rows, in
         double want = gelu_ref(op, v, 1.25);
         double got = half ? ak__f16_to_f32_ref(((const uint16_t *)c.out[0].data)[i])
                           : ((const float *)c.out[0].data)[i];
-        if (half) assert_close(got, want, 2e-3, 2e-3);
-        else assert_close(got, want, 1e-5, 2e-6);
+        if (half) op_assert_close(got, want, 2e-3, 2e-3);
+        else op_assert_close(got, want, 1e-5, 2e-6);
     }
     op_call_free(&c);
     free(x), free(b), free(xh), free(bh);

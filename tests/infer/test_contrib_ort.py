@@ -161,13 +161,6 @@ class ContribTest(OrtCase):
             np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=msg)
         return got
 
-    def refused(self, m, name, feeds, words):
-        path = self.save(m, name)
-        with self.assertRaises(Exception) as cm:
-            InferenceSession(path).run(None, feeds)
-        for w in words:
-            self.assertIn(w, str(cm.exception), name)
-
     def check_batch(self, name, cases):
         """Many independent cases in one model (one ONNX Runtime process): each case is
         (nodes, feeds, initializers, [(output, numpy expectation, tolerance)])."""

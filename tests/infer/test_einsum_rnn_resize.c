@@ -25,26 +25,11 @@ static ak_status call_op(op_call *c, const char *op_type, int64_t opset, uint32_
 
 static void call_free(op_call *c) { op_call_free(c); }
 
-static float *random_floats(size_t n, unsigned seed) {
-    float *p = malloc(n * sizeof *p + 1);
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        p[i] = -1.0f + 2.0f * (float)((seed >> 8) & 0xffff) / 65535.0f;
-    }
-    return p;
-}
-
 static double *to_double(const float *x, size_t n) {
     double *d = malloc(n * sizeof *d + 1);
     assert_non_null(d);
     for (size_t i = 0; i < n; i++) d[i] = x[i];
     return d;
-}
-
-static void assert_close(double got, double want, double rtol, double atol) {
-    if (fabs(got - want) > atol + rtol * fabs(want))
-        fail_msg("got %.9g, expected %.9g", got, want);
 }
 
 /* ---- Einsum ------------------------------------------------------------------------ */
@@ -55,7 +40,7 @@ static void einsum_check(const char *eq, int ra, const int64_t *da, int rb, cons
     size_t na = 1, nb = 1;
     for (int d = 0; d < ra; d++) na *= (size_t)da[d];
     for (int d = 0; d < rb; d++) nb *= (size_t)db[d];
-    float *a = random_floats(na, 1), *b = random_floats(nb, 2);
+    float *a = op_random_floats(na, -1.0f, 1.0f, 1), *b = op_random_floats(nb, -1.0f, 1.0f, 2);
     double *a64 = to_double(a, na), *b64 = to_double(b, nb);
     op_call f = {0}, g = {0};
     add_in(&f, AK_ELEM_F32, ra, da, a);
@@ -69,7 +54,7 @@ static void einsum_check(const char *eq, int ra, const int64_t *da, int rb, cons
     assert_int_equal(f.out[0].rank, g.out[0].rank);
     assert_int_equal(f.out[0].count, g.out[0].count);
     for (uint64_t i = 0; i < f.out[0].count; i++)
-        assert_close(((float *)f.out[0].data)[i], ((double *)g.out[0].data)[i], 1e-4, 1e-4);
+        op_assert_close(((float *)f.out[0].data)[i], ((double *)g.out[0].data)[i], 1e-4, 1e-4);
     call_free(&f);
     call_free(&g);
     free(a), free(b), free(a64), free(b64);
@@ -133,8 +118,9 @@ static void rnn_call(op_call *c, const char *kind, int gates, const char *dir, i
 static void rnn_directions(const char *kind, int gates) {
     size_t nx = T * NB * IN, nw = (size_t)gates * H * IN, nr = (size_t)gates * H * H;
     size_t nbias = 2 * (size_t)gates * H;
-    float *x = random_floats(nx, 3), *w = random_floats(2 * nw, 4), *r = random_floats(2 * nr, 5);
-    float *b = random_floats(2 * nbias, 6), *xr = malloc(nx * sizeof *xr);
+    float *x = op_random_floats(nx, -1.0f, 1.0f, 3), *w = op_random_floats(2 * nw, -1.0f, 1.0f, 4);
+    float *r = op_random_floats(2 * nr, -1.0f, 1.0f, 5);
+    float *b = op_random_floats(2 * nbias, -1.0f, 1.0f, 6), *xr = malloc(nx * sizeof *xr);
     assert_non_null(xr);
     for (int t = 0; t < T; t++)
         memcpy(xr + (size_t)t * NB * IN, x + (size_t)(T - 1 - t) * NB * IN,
@@ -145,11 +131,11 @@ static void rnn_directions(const char *kind, int gates) {
     const float *ybi = bi.out[0].data, *yfw = fw.out[0].data;
     for (int t = 0; t < T; t++) /* Y[t, 1] of bidi = Y[T-1-t, 0] of the reversed run */
         for (int i = 0; i < NB * H; i++)
-            assert_close(ybi[((size_t)t * 2 + 1) * NB * H + i],
-                         yfw[(size_t)(T - 1 - t) * NB * H + i], 1e-5, 1e-6);
+            op_assert_close(ybi[((size_t)t * 2 + 1) * NB * H + i],
+                            yfw[(size_t)(T - 1 - t) * NB * H + i], 1e-5, 1e-6);
     for (int i = 0; i < NB * H; i++)
-        assert_close(((float *)bi.out[1].data)[NB * H + i], ((float *)fw.out[1].data)[i], 1e-5,
-                     1e-6);
+        op_assert_close(((float *)bi.out[1].data)[NB * H + i], ((float *)fw.out[1].data)[i], 1e-5,
+                        1e-6);
     call_free(&bi);
     call_free(&fw);
 
@@ -161,12 +147,12 @@ static void rnn_directions(const char *kind, int gates) {
     for (int t = 0; t < T; t++)
         for (int j = 0; j < H; j++) {
             float y1 = y[((size_t)t * NB + 1) * H + j], y2 = y[((size_t)t * NB + 2) * H + j];
-            if (t < 2) assert_close(y1, yp[((size_t)t * NB + 1) * H + j], 1e-5, 1e-6);
+            if (t < 2) op_assert_close(y1, yp[((size_t)t * NB + 1) * H + j], 1e-5, 1e-6);
             else assert_true(y1 == 0.0f);
             assert_true(y2 == 0.0f); /* length 0: no output, state stays the initial zeros */
         }
     for (int j = 0; j < H; j++) {
-        assert_close(yh[H + j], ((float *)part.out[1].data)[H + j], 1e-5, 1e-6);
+        op_assert_close(yh[H + j], ((float *)part.out[1].data)[H + j], 1e-5, 1e-6);
         assert_true(yh[2 * H + j] == 0.0f);
     }
     call_free(&rv);
@@ -196,7 +182,7 @@ static void test_rnn_directions(void **s) {
 static void resize_compare(const char *mode, const char *coord, const float *scales) {
     int64_t dims[4] = {2, 3, 37, 29};
     size_t n = 2 * 3 * 37 * 29;
-    float *x = random_floats(n, 7);
+    float *x = op_random_floats(n, -1.0f, 1.0f, 7);
     double *x64 = to_double(x, n);
     op_call f = {0}, g = {0};
     op_call *calls[2] = {&f, &g};
@@ -210,7 +196,7 @@ static void resize_compare(const char *mode, const char *coord, const float *sca
     }
     assert_int_equal(f.out[0].count, g.out[0].count);
     for (uint64_t i = 0; i < f.out[0].count; i++)
-        assert_close(((float *)f.out[0].data)[i], ((double *)g.out[0].data)[i], 1e-5, 1e-6);
+        op_assert_close(((float *)f.out[0].data)[i], ((double *)g.out[0].data)[i], 1e-5, 1e-6);
     call_free(&f);
     call_free(&g);
     free(x), free(x64);

@@ -31,16 +31,6 @@ static void call_free(op_call *c) {
     memset(c, 0, sizeof *c);
 }
 
-static float *random_floats(size_t n, float lo, float hi, unsigned seed) {
-    float *p = malloc(n * sizeof *p + 1);
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        p[i] = lo + (hi - lo) * (float)((seed >> 8) & 0xffff) / 65535.0f;
-    }
-    return p;
-}
-
 static void assert_close(double got, double want, double rtol, double atol, const char *what,
                          double x) {
     if (isnan(want) && isnan(got)) return;
@@ -82,7 +72,7 @@ static void check_binary_f32(const char *op, int ra, const int64_t *da, int rb, 
     size_t na = 1, nb = 1;
     for (int d = 0; d < ra; d++) na *= (size_t)da[d];
     for (int d = 0; d < rb; d++) nb *= (size_t)db[d];
-    float *a = random_floats(na, -3, 3, 1), *b = random_floats(nb, 0.5f, 2, 2);
+    float *a = op_random_floats(na, -3, 3, 1), *b = op_random_floats(nb, 0.5f, 2, 2);
     add_in(&c, AK_ELEM_F32, ra, da, a);
     add_in(&c, AK_ELEM_F32, rb, db, b);
     assert_int_equal(call_op(&c, op, 17), AK_OK);
@@ -165,7 +155,7 @@ static void check_unary(const char *op, double (*ref)(double), double rtol, doub
                                   -5, 9, 20, -20, 88, -88, 89, -104, 1e30f, -1e30f,
                                   INFINITY, -INFINITY, NAN};
     size_t big = 100003;
-    float *x = random_floats(big, -12, 12, 7);
+    float *x = op_random_floats(big, -12, 12, 7);
     memcpy(x, edges, sizeof edges);
     size_t lens[] = {sizeof edges / sizeof *edges, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 40, big};
     for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {

@@ -27,21 +27,6 @@ static ak_status call_op(op_call *c, const char *op_type, int64_t opset, uint32_
 
 static void call_free(op_call *c) { op_call_free(c); }
 
-static float *random_floats(size_t n, float lo, float hi, unsigned seed) {
-    float *p = malloc(n * sizeof *p + 1);
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        p[i] = lo + (hi - lo) * (float)((seed >> 8) & 0xffff) / 65535.0f;
-    }
-    return p;
-}
-
-static void assert_close(double got, double want, double rtol, double atol) {
-    if (fabs(got - want) > atol + rtol * fabs(want))
-        fail_msg("got %.9g, expected %.9g", got, want);
-}
-
 /* ---- the vector exp ---------------------------------------------------------------- */
 
 static void test_exp_accuracy(void **s) {
@@ -66,7 +51,7 @@ static void test_exp_accuracy(void **s) {
 static void check_softmax(const char *op, int64_t rows, int64_t n, int64_t inner, int is_log) {
     int64_t dims[3] = {rows, n, inner};
     size_t count = (size_t)(rows * n * inner);
-    float *x = random_floats(count, -30.0f, 30.0f, (unsigned)(rows + n));
+    float *x = op_random_floats(count, -30.0f, 30.0f, (unsigned)(rows + n));
     op_call c = {0};
     add_in(&c, AK_ELEM_F32, 3, dims, x);
     attr_int(&c, "axis", 1);
@@ -80,7 +65,7 @@ static void check_softmax(const char *op, int64_t rows, int64_t n, int64_t inner
             for (int64_t k = 0; k < n; k++) {
                 size_t at = (size_t)((o * n + k) * inner + i);
                 double want = is_log ? x[at] - m - log(sum) : exp(x[at] - m) / sum;
-                assert_close(y[at], want, 2e-6, is_log ? 2e-5 : 1e-12);
+                op_assert_close(y[at], want, 2e-6, is_log ? 2e-5 : 1e-12);
             }
         }
     call_free(&c);
@@ -107,7 +92,7 @@ static void test_softmax_columns(void **s) {
 static void test_softmax_old_coercion(void **s) {
     (void)s;
     int64_t dims[3] = {2, 3, 4};
-    float *x = random_floats(24, -3.0f, 3.0f, 7);
+    float *x = op_random_floats(24, -3.0f, 3.0f, 7);
     op_call c = {0};
     add_in(&c, AK_ELEM_F32, 3, dims, x);
     assert_int_equal(call_op(&c, "Softmax", 11, 1), AK_OK);
@@ -115,7 +100,7 @@ static void test_softmax_old_coercion(void **s) {
     for (int r = 0; r < 2; r++) {
         double sum = 0.0;
         for (int k = 0; k < 12; k++) sum += y[r * 12 + k];
-        assert_close(sum, 1.0, 1e-6, 0);
+        op_assert_close(sum, 1.0, 1e-6, 0);
     }
     call_free(&c);
     free(x);
@@ -125,10 +110,10 @@ static void test_softmax_old_coercion(void **s) {
 
 static void check_layer_norm(int64_t rows, int64_t n, int broadcast_bias) {
     int64_t dims[2] = {rows, n}, sdims[2] = {1, n}, one = 1;
-    float *x = random_floats((size_t)(rows * n), -4.0f, 6.0f, 3);
-    float *g = random_floats((size_t)n, 0.5f, 2.0f, 4);
+    float *x = op_random_floats((size_t)(rows * n), -4.0f, 6.0f, 3);
+    float *g = op_random_floats((size_t)n, 0.5f, 2.0f, 4);
     float b1 = 0.25f;
-    float *b = broadcast_bias ? &b1 : random_floats((size_t)n, -1.0f, 1.0f, 5);
+    float *b = broadcast_bias ? &b1 : op_random_floats((size_t)n, -1.0f, 1.0f, 5);
     op_call c = {0};
     add_in(&c, AK_ELEM_F32, 2, dims, x);
     add_in(&c, AK_ELEM_F32, 2, sdims, g); /* [1, n]: leading 1 broadcast */
@@ -144,11 +129,11 @@ static void check_layer_norm(int64_t rows, int64_t n, int broadcast_bias) {
         double m = sum / (double)n;
         for (int64_t e = 0; e < n; e++) ss += (x[r * n + e] - m) * (x[r * n + e] - m);
         double is = 1.0 / sqrt(ss / (double)n + 1e-5);
-        assert_close(mean[r], m, 1e-5, 1e-5);
-        assert_close(inv[r], is, 1e-5, 0);
+        op_assert_close(mean[r], m, 1e-5, 1e-5);
+        op_assert_close(inv[r], is, 1e-5, 0);
         for (int64_t e = 0; e < n; e++)
-            assert_close(y[r * n + e], (x[r * n + e] - m) * is * g[e] + b[broadcast_bias ? 0 : e],
-                         1e-4, 1e-4);
+            op_assert_close(y[r * n + e],
+                            (x[r * n + e] - m) * is * g[e] + b[broadcast_bias ? 0 : e], 1e-4, 1e-4);
     }
     call_free(&c);
     free(x);
@@ -177,7 +162,7 @@ static void test_layer_norm_bad_scale(void **s) {
 static void test_layer_norm_high_rank_scale(void **s) {
     (void)s;
     int64_t dims[2] = {4, 6}, sd[4] = {1, 1, 1, 6};
-    float *x = random_floats(24, -1.0f, 1.0f, 9), g[6] = {1, 2, 3, 4, 5, 6};
+    float *x = op_random_floats(24, -1.0f, 1.0f, 9), g[6] = {1, 2, 3, 4, 5, 6};
     op_call c = {0};
     add_in(&c, AK_ELEM_F32, 2, dims, x);
     add_in(&c, AK_ELEM_F32, 4, sd, g);
@@ -187,8 +172,8 @@ static void test_layer_norm_high_rank_scale(void **s) {
         for (int e = 0; e < 6; e++) m += x[r * 6 + e] / 6.0;
         for (int e = 0; e < 6; e++) ss += (x[r * 6 + e] - m) * (x[r * 6 + e] - m);
         for (int e = 0; e < 6; e++)
-            assert_close(((float *)c.out[0].data)[r * 6 + e],
-                         (x[r * 6 + e] - m) / sqrt(ss / 6.0 + 1e-5) * g[e], 1e-4, 1e-4);
+            op_assert_close(((float *)c.out[0].data)[r * 6 + e],
+                            (x[r * 6 + e] - m) / sqrt(ss / 6.0 + 1e-5) * g[e], 1e-4, 1e-4);
     }
     call_free(&c);
     free(x);
@@ -200,7 +185,7 @@ static void test_layer_norm_high_rank_scale(void **s) {
 static void check_reduce(const char *op, int64_t a, int64_t b, int64_t cc, const int64_t *axes,
                          size_t naxes) {
     int64_t dims[3] = {a, b, cc};
-    float *x = random_floats((size_t)(a * b * cc), -2.0f, 2.0f, 11);
+    float *x = op_random_floats((size_t)(a * b * cc), -2.0f, 2.0f, 11);
     op_call c = {0};
     add_in(&c, AK_ELEM_F32, 3, dims, x);
     attr_ints(&c, "axes", axes, naxes);
@@ -224,7 +209,7 @@ static void check_reduce(const char *op, int64_t a, int64_t b, int64_t cc, const
                 double want = strcmp(op, "ReduceSum") == 0    ? sum
                               : strcmp(op, "ReduceMean") == 0 ? sum / cnt
                                                               : mx;
-                assert_close(y[(i * ext[1] + j) * ext[2] + k], want, 1e-4, 1e-4);
+                op_assert_close(y[(i * ext[1] + j) * ext[2] + k], want, 1e-4, 1e-4);
             }
     call_free(&c);
     free(x);

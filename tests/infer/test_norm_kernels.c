@@ -18,21 +18,6 @@
 #include "infer/runtime/op.h"
 #include "op_harness.h"
 
-static float *random_floats(size_t n, float lo, float hi, unsigned seed) {
-    float *p = malloc(n * sizeof *p + 1);
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        p[i] = lo + (hi - lo) * (float)((seed >> 8) & 0xffff) / 65535.0f;
-    }
-    return p;
-}
-
-static void assert_close(double got, double want, double rtol, double atol) {
-    if (fabs(got - want) > atol + rtol * fabs(want))
-        fail_msg("got %.9g, expected %.9g", got, want);
-}
-
 /* ---- the RMS row: vectorized against the reference ----------------------------------- */
 
 static void test_rms_row_fast_matches_reference(void **s) {
@@ -40,13 +25,14 @@ static void test_rms_row_fast_matches_reference(void **s) {
     static const size_t lengths[] = {1, 3, 7, 8, 9, 16, 31, 64, 100, 1027};
     for (size_t t = 0; t < sizeof lengths / sizeof *lengths; t++) {
         size_t n = lengths[t];
-        float *x = random_floats(n, -3.0f, 5.0f, (unsigned)n), *g = random_floats(n, 0.5f, 2.0f, 7);
+        float *x = op_random_floats(n, -3.0f, 5.0f, (unsigned)n);
+        float *g = op_random_floats(n, 0.5f, 2.0f, 7);
         float *ya = malloc(n * sizeof *ya), *yb = malloc(n * sizeof *yb);
         for (int g_all = 0; g_all < 2; g_all++) {
             float ia = ak__rms_row_ref(x, ya, n, g, g_all, 1e-6f);
             float ib = ak__rms_row_fast(x, yb, n, g, g_all, 1e-6f);
-            assert_close(ib, ia, 1e-6, 0);
-            for (size_t i = 0; i < n; i++) assert_close(yb[i], ya[i], 1e-6, 1e-7);
+            op_assert_close(ib, ia, 1e-6, 0);
+            for (size_t i = 0; i < n; i++) op_assert_close(yb[i], ya[i], 1e-6, 1e-7);
         }
         free(x), free(g), free(ya), free(yb);
     }
@@ -75,10 +61,11 @@ static void expected(const float *x, const float *skip, size_t skip_count, const
 
 static void check_skip(int rms, int64_t rows, int64_t n, int broadcast_skip) {
     int64_t dims[2] = {rows, n};
-    float *x = random_floats((size_t)(rows * n), -2.0f, 3.0f, 11);
-    float *sk = random_floats((size_t)(rows * n), -1.0f, 1.0f, 12);
-    float *g = random_floats((size_t)n, 0.5f, 1.5f, 13), *b = random_floats((size_t)n, -1, 1, 14);
-    float *bias = random_floats((size_t)n, -0.5f, 0.5f, 15);
+    float *x = op_random_floats((size_t)(rows * n), -2.0f, 3.0f, 11);
+    float *sk = op_random_floats((size_t)(rows * n), -1.0f, 1.0f, 12);
+    float *g = op_random_floats((size_t)n, 0.5f, 1.5f, 13);
+    float *b = op_random_floats((size_t)n, -1, 1, 14);
+    float *bias = op_random_floats((size_t)n, -0.5f, 0.5f, 15);
     op_call c = {0};
     add_in(&c, AK_ELEM_F32, 2, dims, x);
     add_in(&c, AK_ELEM_F32, broadcast_skip ? 1 : 2, broadcast_skip ? &n : dims, sk);
@@ -98,12 +85,13 @@ static void check_skip(int rms, int64_t rows, int64_t n, int broadcast_skip) {
     double *inv = malloc((size_t)rows * sizeof *inv);
     expected(x, sk, broadcast_skip ? (size_t)n : total, bias, g, rms ? NULL : b, rms, rows, n, y,
              sum, inv);
-    for (size_t i = 0; i < total; i++) assert_close(((float *)c.out[0].data)[i], y[i], 1e-4, 1e-4);
+    for (size_t i = 0; i < total; i++)
+        op_assert_close(((float *)c.out[0].data)[i], y[i], 1e-4, 1e-4);
     if (!rms) {
         for (size_t i = 0; i < total; i++)
-            assert_close(((float *)c.out[3].data)[i], sum[i], 1e-6, 1e-6);
+            op_assert_close(((float *)c.out[3].data)[i], sum[i], 1e-6, 1e-6);
         for (int64_t r = 0; r < rows; r++)
-            assert_close(((float *)c.out[2].data)[r], inv[r], 1e-5, 0);
+            op_assert_close(((float *)c.out[2].data)[r], inv[r], 1e-5, 0);
         assert_int_equal(c.out[1].rank, 2);
         assert_int_equal(c.out[1].dims[1], 1);
     }
@@ -122,7 +110,7 @@ static void test_skip_layer_norm(void **s) {
 static void test_simplified_layer_norm(void **s) {
     (void)s;
     int64_t dims[3] = {2, 3, 19}, n = 19, one = 1;
-    float *x = random_floats(114, -2.0f, 2.0f, 21), *g = random_floats(19, 0.5f, 1.5f, 22);
+    float *x = op_random_floats(114, -2.0f, 2.0f, 21), *g = op_random_floats(19, 0.5f, 1.5f, 22);
     float g1 = 1.5f;
     for (int broadcast = 0; broadcast < 2; broadcast++) {
         op_call c = {0};
@@ -134,8 +122,9 @@ static void test_simplified_layer_norm(void **s) {
         float gb[19];
         for (int e = 0; e < 19; e++) gb[e] = broadcast ? g1 : g[e];
         expected(x, NULL, 0, NULL, gb, NULL, 1, 6, 19, y, sum, inv);
-        for (int i = 0; i < 114; i++) assert_close(((float *)c.out[0].data)[i], y[i], 1e-5, 1e-6);
-        for (int r = 0; r < 6; r++) assert_close(((float *)c.out[1].data)[r], inv[r], 1e-5, 0);
+        for (int i = 0; i < 114; i++)
+            op_assert_close(((float *)c.out[0].data)[i], y[i], 1e-5, 1e-6);
+        for (int r = 0; r < 6; r++) op_assert_close(((float *)c.out[1].data)[r], inv[r], 1e-5, 0);
         assert_int_equal(c.out[1].rank, 3);
         assert_int_equal(c.out[1].dims[2], 1);
         op_call_free(&c);
