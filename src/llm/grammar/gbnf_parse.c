@@ -230,7 +230,7 @@ static ak_status repeat_item(parser *p, uint32_t parent, elems *out, uint32_t it
     uint32_t n_item = out->n - item;
     ak__gelem *copy = malloc((n_item ? n_item : 1) * sizeof *copy);
     if (!copy) return AK_FAIL(AK_ERR_NO_MEMORY, "grammar: out of memory");
-    memcpy(copy, out->v + item, n_item * sizeof *copy);
+    if (n_item) memcpy(copy, out->v + item, n_item * sizeof *copy); /* an empty item: v may be NULL */
     p->total_elems -= n_item;
     out->n = item;
     ak_status st = AK_OK;
