@@ -63,6 +63,9 @@ run_one() {
   return 1
 }
 export -f run_one
+# an UBSan report stops the target and counts as a finding, as ASan's do (by default
+# UBSan only prints and the run goes on, so undefined behaviour passed unnoticed)
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
 printf '%s\n' "${targets[@]}" |
   xargs -P "$jobs" -I{} bash -c 'run_one "$@"' _ {} "$build" "$seconds" "$runs"
