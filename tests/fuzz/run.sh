@@ -63,6 +63,8 @@ run_one() {
   return 1
 }
 export -f run_one
+# UBSan only prints its reports and the run goes on unless UBSAN_OPTIONS has
+# halt_on_error=1, which makes them findings (docs/fuzzing.md lists the open ones)
 
 printf '%s\n' "${targets[@]}" |
   xargs -P "$jobs" -I{} bash -c 'run_one "$@"' _ {} "$build" "$seconds" "$runs"

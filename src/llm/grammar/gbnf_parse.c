@@ -14,6 +14,7 @@
 
 #include "core/check.h"
 #include "llm/grammar/grammar.h"
+#include "llm/strmap.h"
 
 typedef struct elems {
     ak__gelem *v;
@@ -32,6 +33,7 @@ typedef struct parser {
     size_t n, pos;
     rule *rules;
     uint32_t n_rules, cap_rules;
+    ak_strmap names; /* rule name -> index: a scan per lookup made repetitions quadratic */
     uint32_t depth; /* nesting of groups (bounded, the parser recurses) */
     uint32_t total_elems;
 } parser;
@@ -76,14 +78,27 @@ static int is_word_char(char c) {
            c == '_';
 }
 
-static ak_status rule_index(parser *p, const char *name, size_t len, uint32_t *out) {
+/* Makes room in the name index for one more rule (doubling it, rules re-inserted). */
+static ak_status names_reserve(parser *p) {
+    if (p->names.slots && p->names.count < p->names.limit) return AK_OK;
+    ak_strmap bigger;
+    AK_CHECK(ak_strmap_init(&bigger, p->names.limit ? p->names.limit * 2 : 64));
     for (uint32_t i = 0; i < p->n_rules; ++i)
-        if (strlen(p->rules[i].name) == len && memcmp(p->rules[i].name, name, len) == 0) {
-            *out = i;
-            return AK_OK;
-        }
+        ak_strmap_put(&bigger, p->rules[i].name, strlen(p->rules[i].name), i, 0);
+    ak_strmap_free(&p->names);
+    p->names = bigger;
+    return AK_OK;
+}
+
+static ak_status rule_index(parser *p, const char *name, size_t len, uint32_t *out) {
+    int64_t known = ak_strmap_get(&p->names, name, len);
+    if (known >= 0) {
+        *out = (uint32_t)known;
+        return AK_OK;
+    }
     if (p->n_rules >= AK__GRAMMAR_MAX_RULES)
         return AK_FAIL(AK_ERR_INVALID_ARG, "grammar: more than %u rules", AK__GRAMMAR_MAX_RULES);
+    AK_CHECK(names_reserve(p));
     if (p->n_rules == p->cap_rules) {
         uint32_t cap = p->cap_rules ? p->cap_rules * 2 : 32;
         rule *r = realloc(p->rules, cap * sizeof *r);
@@ -97,6 +112,7 @@ static ak_status rule_index(parser *p, const char *name, size_t len, uint32_t *o
     memcpy(r->name, name, len);
     r->name[len] = 0;
     r->pos = p->pos;
+    ak_strmap_put(&p->names, r->name, len, p->n_rules, 0); /* the key is the rule's own copy */
     *out = p->n_rules++;
     return AK_OK;
 }
@@ -106,9 +122,7 @@ static ak_status generated_rule(parser *p, uint32_t parent, uint32_t *out) {
     char name[96];
     for (uint32_t k = p->n_rules;; ++k) {
         int n = snprintf(name, sizeof name, "%.60s_%u", p->rules[parent].name, k);
-        int taken = 0;
-        for (uint32_t i = 0; i < p->n_rules && !taken; ++i) taken = strcmp(p->rules[i].name, name) == 0;
-        if (!taken) {
+        if (ak_strmap_get(&p->names, name, (size_t)n) < 0) {
             AK_CHECK(rule_index(p, name, (size_t)n, out));
             p->rules[*out].defined = 1;
             return AK_OK;
@@ -216,7 +230,7 @@ static ak_status repeat_item(parser *p, uint32_t parent, elems *out, uint32_t it
     uint32_t n_item = out->n - item;
     ak__gelem *copy = malloc((n_item ? n_item : 1) * sizeof *copy);
     if (!copy) return AK_FAIL(AK_ERR_NO_MEMORY, "grammar: out of memory");
-    memcpy(copy, out->v + item, n_item * sizeof *copy);
+    if (n_item) memcpy(copy, out->v + item, n_item * sizeof *copy); /* an empty item: v may be NULL */
     p->total_elems -= n_item;
     out->n = item;
     ak_status st = AK_OK;
@@ -510,6 +524,7 @@ static ak_status check_left_recursion(const ak__gbnf *g, const uint8_t *nullable
 static void free_parser(parser *p) {
     for (uint32_t i = 0; i < p->n_rules; ++i) free(p->rules[i].name), free(p->rules[i].body.v);
     free(p->rules);
+    ak_strmap_free(&p->names);
 }
 
 void ak__gbnf_free(ak__gbnf *g) {

@@ -47,6 +47,9 @@ typedef struct ak__gelem {
 /* Limits that keep pathological grammars bounded (an error, never a hang). */
 #define AK__GRAMMAR_MAX_STACKS 4096   /* stacks alive in one state */
 #define AK__GRAMMAR_MAX_DEPTH 2048    /* nesting of one stack */
+/* rule references expanded for one character: chains of empty alternatives (""{0,N}) have
+ * exponentially many paths to the same few stacks */
+#define AK__GRAMMAR_MAX_EXPANSIONS (1u << 18)
 #define AK__GRAMMAR_MAX_RULES 65536
 #define AK__GRAMMAR_MAX_ELEMS (1u << 22)
 #define AK__GRAMMAR_MAX_TEXT (1u << 24) /* bytes of GBNF */

@@ -84,7 +84,8 @@ typedef struct ctx {
     const ak_llm_grammar *gr;
     const ak__gelem *elems;
     arena a;
-    ak_status st; /* the first failure (limits, memory) */
+    uint32_t expansions; /* expand() calls for the current character */
+    ak_status st;        /* the first failure (limits, memory) */
 } ctx;
 
 static int same_stack(const gnode *x, const gnode *y) {
@@ -144,6 +145,11 @@ static int is_end(const ak__gelem *e) { return e->type == AK__GE_END || e->type 
  * the parser refuses left recursion. */
 static void expand(ctx *c, const gnode *n, gset *out) {
     if (c->st != AK_OK) return;
+    if (++c->expansions > AK__GRAMMAR_MAX_EXPANSIONS) {
+        c->st = AK_FAIL(AK_ERR_INVALID_ARG, "grammar: more than %u rule expansions for one "
+                        "character (the grammar is too ambiguous)", AK__GRAMMAR_MAX_EXPANSIONS);
+        return;
+    }
     if (!n) {
         set_add(c, out, NULL);
         return;
@@ -238,6 +244,7 @@ static int may_match_range(const ak__gelem *e, uint32_t low, uint32_t high) {
 
 /* The stacks after code point cp; `out` starts empty. */
 static void advance(ctx *c, const gset *in, uint32_t cp, gset *out) {
+    c->expansions = 0;
     for (uint32_t i = 0; i < in->n && c->st == AK_OK; ++i) {
         const gnode *n = in->v[i];
         if (!n || !match_char(c->elems + n->pos, cp)) continue;

@@ -26,6 +26,10 @@
 #include "llm/tokenizer/tokenizer.h"
 
 #define MAX_VOCAB (1 << 24)
+/* Unused ids ("[PADn]" fill) a vocabulary may have beyond as many as it names: real ones
+ * pad a few hundred ids at most; one added token at id 16 000 000 would otherwise cost
+ * 2 GB of fill (seen fuzzing) */
+#define MAX_UNUSED_IDS (1 << 16)
 
 /* Everything read from the files, and the arrays of the spec being assembled. */
 typedef struct hf_tok {
@@ -482,17 +486,23 @@ static ak_status vocab_size(hf_tok *x, int32_t min_size, int32_t *n) {
     if (!cJSON_IsObject(vocab))
         return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: model.vocab is not an object",
                        x->dir);
-    int32_t max = min_size - 1, id;
-    for (const cJSON *e = vocab->child; e; e = e->next) {
+    int32_t max = min_size - 1, id, named = 0;
+    for (const cJSON *e = vocab->child; e; e = e->next, named++) {
         AK_CHECK(json_id(x, e, e->string, &id));
         if (id > max) max = id;
     }
     const cJSON *added = ak__json_get(x->json, "added_tokens");
-    for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e; e = e->next) {
+    for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e; e = e->next, named++) {
         AK_CHECK(json_id(x, ak__json_get(e, "id"), "an added token", &id));
         if (id > max) max = id;
     }
     if (max < 0) return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: no tokens", x->dir);
+    int32_t unused = max + 1 - named; /* at least: a name given twice counts twice */
+    if (unused > MAX_UNUSED_IDS && unused > named)
+        return AK_FAIL(AK_ERR_INVALID_MODEL, "%s/tokenizer.json: ids (or config vocab_size) "
+                       "run to %d but only %d tokens are named: %d unused ids, more than the "
+                       "named ones and more than %d", x->dir, max + 1, named, unused,
+                       MAX_UNUSED_IDS);
     *n = max + 1;
     return AK_OK;
 }

@@ -657,7 +657,7 @@ ak_status ak__conv_igemm_run(const ak__conv_igemm *p, const ak__conv_igemm_args 
             jb.fused = jb.ukernel_epi && ak__nn_act_fusable(&jb.act, jb.bias, jb.z, &fused)
                            ? &fused
                            : NULL;
-            jb.a = p->a + (uint64_t)gi * p->Mp * p->Kg;
+            jb.a = p->a ? p->a + (uint64_t)gi * p->Mp * p->Kg : NULL; /* NULL: no weights (an empty conv) */
             jb.at = p->at ? p->at + (uint64_t)gi * p->Np * p->Kg : NULL;
             if (jb.s.shared)
                 run_parallel(args->pool, serial, shared_pack_units(&jb), shared_pack_task, &jb);
