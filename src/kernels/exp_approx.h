@@ -1,7 +1,7 @@
 /* expf for loops the compiler vectorizes: Cody–Waite range reduction x = n·ln2 + r,
  * a degree-6 polynomial for e^r on |r| ≤ ln2/2 and 2^n built in the exponent bits.
  * Relative error below 3e-7 over [-87, 88] (measured against double exp on a fine grid);
- * inputs below -87 give e^-87, above 88 saturate. The LLM kernels' softmax and SwiGLU
+ * inputs below -87 give e^-87, above 88 saturate, NaN gives NaN. The LLM kernels' softmax and SwiGLU
  * (kernels/ref/llm_ref.c, and lane for lane kernels/x86/llm_avx2.c) use it. */
 #ifndef AK_KERNELS_EXP_APPROX_H
 #define AK_KERNELS_EXP_APPROX_H
@@ -22,7 +22,9 @@ static inline float ak__exp_approx(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
+    /* a NaN x leaves n NaN, whose conversion to int is undefined: convert 0 instead (p is
+     * NaN already, so the result stays NaN); a select, so the loop still vectorizes */
+    int32_t bits = ((int32_t)(n == n ? n : 0.0f) + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;

@@ -178,14 +178,16 @@ static size_t stop_safe_end(const ak__detok *d) {
 ak_status ak__detok_take(ak__detok *d, int final, size_t stop_trim, ak__bytes *out) {
     if (d->done) return AK_OK;
     size_t end;
+    /* no text yet leaves d->text NULL, and NULL + 0 is undefined: read "" instead */
+    const char *unsent = d->text ? d->text + d->sent : "";
     if (final) {
         end = stop_trim < d->len - d->sent ? d->len - stop_trim : d->sent;
         d->done = 1;
     } else {
         end = stop_safe_end(d);
-        end = d->sent + ak__utf8_complete_prefix(d->text + d->sent, end - d->sent);
+        end = d->sent + ak__utf8_complete_prefix(unsent, end - d->sent);
     }
-    AK_CHECK(ak__utf8_sanitize(d->text + d->sent, end - d->sent, out));
+    AK_CHECK(ak__utf8_sanitize(unsent, end - d->sent, out));
     d->sent = final ? d->len : end;
     return AK_OK;
 }
