@@ -391,6 +391,10 @@ static void test_json_schema(void **state) {
     expect_refused("{\"type\":\"tuple\"}", "'tuple'");
     expect_refused("[1,", "not valid JSON");
     expect_refused("{\"type\":\"number\",\"minimum\":1.5,\"exclusiveMaximum\":1.5}", "empty number range");
+    /* a $ref back to its own schema through anyOf before anything is matched */
+    expect_refused("{\"anyOf\":[{\"type\":\"object\"},{\"$ref\":\"#\"}]}", "reaches its own schema");
+    expect_refused("{\"$defs\":{\"a\":{\"anyOf\":[{\"type\":\"null\"},{\"$ref\":\"#/$defs/a\"}]}},"
+                   "\"$ref\":\"#/$defs/a\"}", "left-recursive");
     /* oneOf: only branches that provably cannot both match (a grammar's "|" is anyOf) */
     expect_refused("{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "oneOf branches 0 and 1");
     expect_refused("{\"oneOf\":[{\"type\":\"string\"},{\"enum\":[1,2]},{\"enum\":[2,3]}]}",

@@ -25,6 +25,7 @@
 
 #include "core/check.h"
 #include "llm/grammar/gbnf_text.h"
+#include "llm/grammar/grammar.h"
 #include "llm/grammar/json_number.h"
 #include "llm/grammar/json_pattern.h"
 #include "llm/grammar/json_schema.h"
@@ -656,6 +657,33 @@ static ak_status check_strings(const cJSON *n) {
     return AK_OK;
 }
 
+/* The written rules are parsed once as the grammar compiler will: a schema whose $ref
+ * comes back to itself through anyOf/oneOf/allOf before anything is matched
+ * ({"anyOf": [{"type": "object"}, {"$ref": "#"}]}) becomes a left-recursive rule, and
+ * a huge one can pass the compiler's limits; both are refused here, naming why, rather
+ * than handed on as a grammar that does not compile. */
+static ak_status check_compiles(const char *prefix, const char *rules) {
+    sbuf text = {0};
+    sb_printf(&text, "root ::= %s\n%s", prefix, rules);
+    if (text.oom) {
+        free(text.v);
+        return AK_FAIL(AK_ERR_NO_MEMORY, "json schema: out of memory");
+    }
+    ak__gbnf g;
+    ak_status st = ak__gbnf_parse(text.v, text.n, &g);
+    free(text.v);
+    if (st == AK_OK) {
+        ak__gbnf_free(&g);
+        return AK_OK;
+    }
+    if (st == AK_ERR_NO_MEMORY) return st;
+    char why[512]; /* copied: the new error is written where the old one is */
+    snprintf(why, sizeof why, "%s", ak_last_error());
+    return AK_FAIL(AK_ERR_INVALID_ARG, "json schema: its grammar does not compile%s: %s",
+                   strstr(why, "left-recursive") ? " (a $ref reaches its own schema before "
+                                                   "matching any character)" : "", why);
+}
+
 ak_status ak__json_schema_rules(const char *schema_json, size_t len, const char *prefix, char **gbnf) {
     AK_ARG_CHECK(gbnf != NULL, "json schema: gbnf is NULL");
     *gbnf = NULL;
@@ -680,6 +708,7 @@ ak_status ak__json_schema_rules(const char *schema_json, size_t len, const char 
         emit_helpers(&c);
         if (c.rules.v) sb_puts(&all, c.rules.v);
         if (all.oom || c.rules.oom || top.oom) st = AK_FAIL(AK_ERR_NO_MEMORY, "json schema: out of memory");
+        if (st == AK_OK) st = check_compiles(prefix, all.v);
         if (st == AK_OK) st = ak_alloc(all.n + 1, (void **)gbnf);
         if (st == AK_OK) memcpy(*gbnf, all.v, all.n + 1);
         free(all.v);
