@@ -1,7 +1,9 @@
 """A Hugging-Face-style BERT written in plain PyTorch (embeddings, self-attention with the
 (1 - mask) * -10000 attention mask, LayerNorm, erf GELU, pooler), for the attention fusion's
-end-to-end test (test_attention_ort.py) and bench/infer/bert_fused.py. `layer_norm` picks
-nn.LayerNorm (LayerNormalization at opset 17) or a hand-written TF-style LayerNorm."""
+end-to-end test (test_attention_ort.py), bench/infer/bert_fused.py and the PyTorch front
+end's test (tests/python/test_torch_compile.py). `norm` picks nn.LayerNorm
+(LayerNormalization at opset 17) or a hand-written TF-style LayerNorm; `as_dict` returns
+Hugging Face's output dict instead of a tuple."""
 import math
 
 import torch
@@ -63,8 +65,9 @@ class Layer(torch.nn.Module):
 
 class Bert(torch.nn.Module):
     def __init__(self, layers=2, hidden=64, heads=4, inter=None, vocab=100, max_pos=128,
-                 norm="torch"):
+                 norm="torch", as_dict=False):
         super().__init__()
+        self.as_dict = as_dict
         self.words = torch.nn.Embedding(vocab, hidden)
         self.positions = torch.nn.Embedding(max_pos, hidden)
         self.token_types = torch.nn.Embedding(2, hidden)
@@ -73,14 +76,20 @@ class Bert(torch.nn.Module):
             [Layer(hidden, heads, inter or 4 * hidden, norm) for _ in range(layers)])
         self.pooler = torch.nn.Linear(hidden, hidden)
 
-    def forward(self, input_ids, attention_mask):
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        # input_ids, attention_mask, token_type_ids: [batch, seq]
         pos = torch.arange(input_ids.size(1)).unsqueeze(0)
-        x = self.words(input_ids) + self.positions(pos) + self.token_types(torch.zeros_like(input_ids))
-        x = self.emb_norm(x)
-        ext = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * -10000.0
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        x = self.words(input_ids) + self.positions(pos) + self.token_types(token_type_ids)
+        x = self.emb_norm(x)  # [batch, seq, hidden]
+        ext = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * -10000.0  # [batch, 1, 1, seq]
         for layer in self.layers:
             x = layer(x, ext)
-        return x, torch.tanh(self.pooler(x[:, 0]))
+        pooled = torch.tanh(self.pooler(x[:, 0]))  # [batch, hidden]
+        if self.as_dict:
+            return {"last_hidden_state": x, "pooler_output": pooled}
+        return x, pooled
 
 
 def export(model, path, batch, seq, opset, vocab=100):

@@ -1,11 +1,11 @@
 """accelkit.torch.compile against eager PyTorch: torchvision classifiers (resnet18,
 mobilenet_v2), a detection model (fasterrcnn_mobilenet_v3_large_320_fpn) that the
-partitioner splits between accelkit and PyTorch, and a Hugging-Face-style BERT written
-here in plain PyTorch, each with random weights (no downloads) and checked within 1e-4
+partitioner splits between accelkit and PyTorch, and a Hugging-Face-style BERT in plain
+PyTorch (tests/infer/bert_torch.py), each with random weights (no downloads) and checked within 1e-4
 of eager at two batch sizes; plus the refusals (dtype, rank, fixed dimensions, grad,
 training mode), partition=False, and .refresh() after a weight change.
 A missing torch or torchvision is a failure naming what to install."""
-import math
+import os
 import sys
 import unittest
 
@@ -17,6 +17,9 @@ except ImportError as e:
              "run scripts/setup)")
 
 import accelkit.torch as akt  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "infer"))
+import bert_torch  # noqa: E402
 
 TOL = 1e-4
 
@@ -49,75 +52,6 @@ def randomize_batch_norms(model, seed):
                 m.weight.copy_(torch.rand(m.num_features, generator=g) * 0.5 + 0.75)
                 m.bias.copy_(torch.randn(m.num_features, generator=g) * 0.1)
     return model
-
-
-# ---- a Hugging-Face-style BERT in plain PyTorch ---------------------------------------
-
-class BertEmbeddings(torch.nn.Module):
-    def __init__(self, vocab, hidden, max_pos, types):
-        super().__init__()
-        self.word = torch.nn.Embedding(vocab, hidden)
-        self.position = torch.nn.Embedding(max_pos, hidden)
-        self.token_type = torch.nn.Embedding(types, hidden)
-        self.norm = torch.nn.LayerNorm(hidden, eps=1e-12)
-        self.register_buffer("position_ids", torch.arange(max_pos).unsqueeze(0))
-
-    def forward(self, input_ids, token_type_ids):
-        positions = self.position_ids[:, :input_ids.size(1)]
-        x = self.word(input_ids) + self.position(positions) + self.token_type(token_type_ids)
-        return self.norm(x)
-
-
-class BertSelfAttention(torch.nn.Module):
-    def __init__(self, hidden, heads):
-        super().__init__()
-        self.heads, self.head_size = heads, hidden // heads
-        self.query = torch.nn.Linear(hidden, hidden)
-        self.key = torch.nn.Linear(hidden, hidden)
-        self.value = torch.nn.Linear(hidden, hidden)
-
-    def split(self, x):
-        b, s, _ = x.shape
-        return x.view(b, s, self.heads, self.head_size).permute(0, 2, 1, 3)
-
-    def forward(self, x, additive_mask):
-        q, k, v = self.split(self.query(x)), self.split(self.key(x)), self.split(self.value(x))
-        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_size)
-        probs = torch.softmax(scores + additive_mask, dim=-1)
-        ctx = torch.matmul(probs, v).permute(0, 2, 1, 3).contiguous()
-        return ctx.view(ctx.size(0), ctx.size(1), -1)
-
-
-class BertLayer(torch.nn.Module):
-    def __init__(self, hidden, heads, inner):
-        super().__init__()
-        self.attention = BertSelfAttention(hidden, heads)
-        self.attention_out = torch.nn.Linear(hidden, hidden)
-        self.attention_norm = torch.nn.LayerNorm(hidden, eps=1e-12)
-        self.intermediate = torch.nn.Linear(hidden, inner)
-        self.output = torch.nn.Linear(inner, hidden)
-        self.output_norm = torch.nn.LayerNorm(hidden, eps=1e-12)
-
-    def forward(self, x, additive_mask):
-        x = self.attention_norm(x + self.attention_out(self.attention(x, additive_mask)))
-        h = torch.nn.functional.gelu(self.intermediate(x))
-        return self.output_norm(x + self.output(h))
-
-
-class Bert(torch.nn.Module):
-    def __init__(self, vocab=100, hidden=64, heads=4, layers=2, inner=128, max_pos=32):
-        super().__init__()
-        self.embeddings = BertEmbeddings(vocab, hidden, max_pos, 2)
-        self.layers = torch.nn.ModuleList(BertLayer(hidden, heads, inner) for _ in range(layers))
-        self.pooler = torch.nn.Linear(hidden, hidden)
-
-    def forward(self, input_ids, attention_mask, token_type_ids):
-        additive = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * -10000.0
-        x = self.embeddings(input_ids, token_type_ids)
-        for layer in self.layers:
-            x = layer(x, additive)
-        pooled = torch.tanh(self.pooler(x[:, 0]))
-        return {"last_hidden_state": x, "pooler_output": pooled}
 
 
 def bert_inputs(batch, seq, g):
@@ -211,7 +145,7 @@ class TestTorchCompile(unittest.TestCase):
 
     def test_bert_dynamic_batch_and_sequence(self):
         torch.manual_seed(3)
-        model = Bert().eval()
+        model = bert_torch.Bert(inter=128, max_pos=32, as_dict=True).eval()
         g = torch.Generator().manual_seed(3)
         dyn = {0: [0, 1], 1: [0, 1], 2: [0, 1]}
         fast = akt.optimize(model, bert_inputs(2, 8, g), dynamic_axes=dyn)
