@@ -21,6 +21,11 @@ Tolerances, per output:
   on at most 2 % of the elements against ONNX Runtime with them off (Conv in float
   between DequantizeLinear and QuantizeLinear): a float sum against an exact integer sum
   can land on the other side of a rounding boundary, never more than one step away.
+- the QDQ residual add (DequantizeLinear, DequantizeLinear -> Add [-> Relu] ->
+  QuantizeLinear, fused by accelkit into QLinearAdd): exact against ONNX Runtime with its
+  optimizations off (the fusion computes the same float32 operations), within one step
+  on at most 2 % of the elements against its own QLinearAdd (level all), which rescales
+  by precomputed scale ratios.
 A missing onnxruntime-node or onnx module is a failure naming what to install."""
 import argparse
 import os
@@ -286,6 +291,44 @@ def case_qdq_net():
     return "qdq_convnet", make_model(nodes, feeds, outs, inits), feeds, tol
 
 
+def case_qdq_residual():
+    """The QDQ residual add: DequantizeLinear of two quantized tensors -> Add [-> Relu] ->
+    QuantizeLinear, as a ResNet block's shortcut is quantized; accelkit fuses each chain
+    into one QLinearAdd. Uint8 and int8 operands mixed, a [1, C, 1, 1] operand broadcast,
+    results uint8 and int8. The fusion computes the unfused float32 operations, so the
+    results equal ONNX Runtime's unfused ones exactly; ONNX Runtime's own QLinearAdd
+    (level all) rescales differently, within one step."""
+    nodes, inits = [], {}
+
+    def dq(x, s, z, name):
+        inits[name + "_s"], inits[name + "_z"] = scal(s), z
+        nodes.append(oh.make_node("DequantizeLinear", [x, name + "_s", name + "_z"], [name]))
+        return name
+
+    def q(x, s, z, y):
+        inits[y + "_s"], inits[y + "_z"] = scal(s), z
+        nodes.append(oh.make_node("QuantizeLinear", [x, y + "_s", y + "_z"], [y]))
+
+    a = dq("a", 0.031, scal(131, np.uint8), "af")
+    b = dq("b", 0.017, scal(-5, np.int8), "bf")
+    nodes.append(oh.make_node("Add", [a, b], ["sum1"]))
+    nodes.append(oh.make_node("Relu", ["sum1"], ["r1"]))
+    q("r1", 0.04, scal(0, np.uint8), "y1")  # uint8 + int8 -> Relu -> uint8
+    y1 = dq("y1", 0.04, scal(0, np.uint8), "y1f")
+    c = dq("c", 0.05, scal(3, np.int8), "cf")  # [1, C, 1, 1], broadcast
+    nodes.append(oh.make_node("Add", [y1, c], ["sum2"]))
+    q("sum2", 0.03, scal(-2, np.int8), "y2")  # no Relu, int8 out
+    # exact ties: 0.5 + k on the output's grid (scales powers of two)
+    t = dq("t", 0.25, scal(0, np.uint8), "tf")
+    u = dq("u", 0.125, scal(0, np.uint8), "uf")
+    nodes.append(oh.make_node("Add", [t, u], ["sum3"]))
+    q("sum3", 0.25, scal(128, np.uint8), "y3")
+    feeds = {"a": u8(2, 6, 7, 9), "b": s8(2, 6, 7, 9), "c": s8(1, 6, 1, 1),
+             "t": u8(3, 40), "u": u8(3, 40)}
+    tol = {"y1": "exact", "y2": "exact", "y3": "exact"}
+    return "qdq_residual", make_model(nodes, feeds, list(tol), inits), feeds, tol
+
+
 def all_cases():
     yield case_quantize()
     yield case_dynamic()
@@ -297,6 +340,7 @@ def all_cases():
     yield case_dynamic_matmul()
     yield case_matmul_integer_to_float()
     yield case_qdq_net()
+    yield case_qdq_residual()
 
 
 # ---- running and comparing ---------------------------------------------------------------
@@ -364,7 +408,8 @@ def main():
         try:
             run([args.ak, "run", path, "--inputs", os.path.join(d, "in"), "-o",
                  os.path.join(d, "ak"), "-t", "2"])
-            levels = ["disabled", "all"] if name == "qdq_convnet" or name == "dynamic_matmul" else ["all"]
+            levels = (["disabled", "all"] if name in ("qdq_convnet", "dynamic_matmul", "qdq_residual")
+                      else ["all"])
             for level in levels:
                 od = os.path.join(d, "ort_" + level)
                 run(["node", runner, path, os.path.join(d, "in"), od, level], env)
@@ -379,6 +424,8 @@ def main():
                         tol = ("rel", 1e-6)
                     if level == "all" and name == "qdq_convnet":
                         tol = "exact"
+                    if level == "all" and name == "qdq_residual":
+                        tol = ("step", 1)
                     err = compare("%s[ort %s]" % (name, level), out, got, want, tol)
                     n += 1
                     if err:

@@ -37,6 +37,12 @@ static int per_tensor_params(const optimizer *o, const ak__ir_node *n) {
     return is_8bit(z) && z->count == 1;
 }
 
+/* DequantizeLinear of an activation, per tensor, with a zero point: its type is x's, so x
+ * is 8-bit (x is known only at run time; an int32 x has none). */
+static int activation_dq(const optimizer *o, const ak__ir_node *dq) {
+    return is_op(dq, "DequantizeLinear") && per_tensor_params(o, dq) && in(dq, 2) != AK_IR_NONE;
+}
+
 /* DequantizeLinear of a constant 8-bit tensor with constant scale and zero point, per tensor
  * or per slice of axis 0 (M slices): the weights' form. */
 static int const_weight_dq(const optimizer *o, const ak__ir_node *dq, int64_t M) {
@@ -94,9 +100,7 @@ ak_status ak__opt_fuse_qdq_conv(optimizer *o, int32_t k, int *hit) {
     const ak__ir_node *conv = node_of(o, k);
     int32_t kx = producer_index(o, in(conv, 0));
     const ak__ir_node *dqx = node_of(o, kx);
-    /* its zero point's type is x's (x is known only at run time; int32 x has none) */
-    if (!is_op(dqx, "DequantizeLinear") || !per_tensor_params(o, dqx) || in(dqx, 2) == AK_IR_NONE)
-        return AK_OK;
+    if (!activation_dq(o, dqx)) return AK_OK;
     const ak__ir_node *dqw = any_producer(o, in(conv, 1));
     const ak__tensor *w = dqw ? constant(o, in(dqw, 0)) : NULL;
     if (!w || w->rank < 3 || !const_weight_dq(o, dqw, w->dims[0])) return AK_OK;
@@ -125,8 +129,7 @@ ak_status ak__opt_fuse_qdq_matmul(optimizer *o, int32_t k, int *hit) {
     const ak__ir_node *mm = node_of(o, k);
     int32_t ka = producer_index(o, in(mm, 0));
     const ak__ir_node *dqa = node_of(o, ka);
-    if (!is_op(dqa, "DequantizeLinear") || !per_tensor_params(o, dqa) || in(dqa, 2) == AK_IR_NONE)
-        return AK_OK;
+    if (!activation_dq(o, dqa)) return AK_OK;
     const ak__ir_node *dqb = any_producer(o, in(mm, 1));
     const ak__tensor *b = dqb ? constant(o, in(dqb, 0)) : NULL;
     /* per column of B is axis 1 of a 2-D B; per tensor only, to keep to QLinearMatMul's */
@@ -140,6 +143,33 @@ ak_status ak__opt_fuse_qdq_matmul(optimizer *o, int32_t k, int *hit) {
                     8, q->outputs[0], NULL, {{0}}, 0, {0}};
     int32_t chain[3] = {k, kq}, n = 2;
     if (o->uses[in(mm, 0)] == 1) chain[n++] = ka;
+    *hit = 1;
+    return ak__opt_emit(o, &f, chain, (size_t)n);
+}
+
+/* DequantizeLinear(A), DequantizeLinear(B) -> Add [-> Relu] -> QuantizeLinear, everything
+ * per tensor (a residual connection in a QDQ network): QLinearAdd, which computes what
+ * these nodes compute without the float tensors between them. */
+ak_status ak__opt_fuse_qdq_add(optimizer *o, int32_t k, int *hit) {
+    const ak__ir_node *add = node_of(o, k);
+    if (add->opset < 7 || add->num_inputs != 2) return AK_OK; /* opset 6's broadcast attribute */
+    int32_t ka = producer_index(o, in(add, 0)), kb = producer_index(o, in(add, 1));
+    const ak__ir_node *dqa = node_of(o, ka), *dqb = node_of(o, kb);
+    if (!activation_dq(o, dqa) || !activation_dq(o, dqb)) return AK_OK;
+    int32_t relu = -1, kq = quantize_after(o, add->outputs[0], &relu);
+    if (kq < 0) return AK_OK;
+    const ak__ir_node *q = node_of(o, kq);
+    fused_spec f = {"com.accelkit", "QLinearAdd", 1,
+                    {in(dqa, 0), in(dqa, 1), in(dqa, 2), in(dqb, 0), in(dqb, 1), in(dqb, 2),
+                     in(q, 1), in(q, 2)},
+                    8, q->outputs[0], NULL, {{0}}, 0, {0}};
+    if (relu >= 0) ak__opt_add_int_attr(&f, "relu", 1);
+    int32_t chain[5] = {k, kq}, n = 2;
+    if (relu >= 0) chain[n++] = relu;
+    /* a DequantizeLinear no other node reads goes too (the block's input is also read by
+     * the next convolution, whose fusion took its own copy of the parameters) */
+    if (o->uses[in(add, 0)] == 1) chain[n++] = ka;
+    if (ka != kb && o->uses[in(add, 1)] == 1) chain[n++] = kb;
     *hit = 1;
     return ak__opt_emit(o, &f, chain, (size_t)n);
 }

@@ -170,6 +170,6 @@ void ak__qconv_direct_run(const ak__qconv_direct *c, ak_threadpool *pool, int th
 extern const ak__op_def ak__q_quantize_linear, ak__q_dequantize_linear,
     ak__q_dynamic_quantize_linear, ak__q_matmul_integer, ak__q_qlinear_matmul,
     ak__q_matmul_integer_to_float, ak__q_conv_integer, ak__q_qlinear_conv,
-    ak__q_qlinear_conv_fused, ak__q_qlinear_matmul_fused;
+    ak__q_qlinear_conv_fused, ak__q_qlinear_matmul_fused, ak__q_qlinear_add_fused;
 
 #endif /* AK_INFER_OPS_QUANT_QUANT_H */
