@@ -6,11 +6,18 @@
 # input and PyTorch's output, and `ak compare` checks accelkit against that output first.
 # The medians also go as infer.latency lines to $AK_BENCH_OUT/infer.jsonl (bench/results.py;
 # default bench-results/), which `ak report` plots.
-#   usage: bench/infer/vs_peers.sh [build-dir] [rounds] [threads] [model ...]
+#   usage: bench/infer/vs_peers.sh [--int8] [build-dir] [rounds] [threads] [model ...]
 #   models: resnet50 mobilenet_v2 bert (BERT-base encoder, sequence 128) resnet18 ...
+# --int8: the INT8 comparison instead (bench/infer/int8_vs_peers.py): the same quantized
+# file (static QDQ ResNet-50, dynamic BERT-base) in accelkit and ONNX Runtime beside
+# accelkit's float32, a column per thread count (threads may be a list: 1,2; default
+# 1,2), and the INT8 file's accuracy against float32.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-$here/build}; rounds=${2:-3}; threads=${3:-2}; shift $(( $# > 3 ? 3 : $# ))
+int8=0
+if [ "${1:-}" = --int8 ]; then int8=1; shift; fi
+build=${1:-$here/build}; rounds=${2:-3}; threads_arg=${3:-}; shift $(( $# > 3 ? 3 : $# ))
+threads=${threads_arg:-2}
 models=("$@"); [ ${#models[@]} -gt 0 ] || models=(resnet50 mobilenet_v2 bert)
 py=/usr/bin/python3
 peers=$here/bench/peers
@@ -18,6 +25,11 @@ ortdir=${ORT_PEER_DIR:-$here/.cache/peers/ortpeer} # inside the checkout, ignore
 if [ ! -d "$ortdir/node_modules/onnxruntime-node" ]; then
   echo "installing onnxruntime-node@1.30.0 into $ortdir (npm registry)"
   mkdir -p "$ortdir" && (cd "$ortdir" && npm init -y >/dev/null && npm install --ignore-scripts onnxruntime-node@1.30.0 >/dev/null)
+fi
+if [ $int8 = 1 ]; then
+  [ $# -gt 0 ] || models=(resnet50 bert)
+  exec $py "$here/bench/infer/int8_vs_peers.py" --build "$build" --rounds "$rounds" \
+    --threads "${threads_arg:-1,2}" "${models[@]}"
 fi
 out=$build/models; mkdir -p "$out"
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
