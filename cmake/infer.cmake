@@ -33,9 +33,10 @@ file(GLOB_RECURSE AK_INFER_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/inf
 # without a remainder, and its scalar Relu branches on every sign (half the time of a
 # 1×1 convolution went there). Not all the operators: -O3 made the depthwise loops slower.
 # The int8 convolutions' input rewrite (quant/qconv_direct.c) and QuantizeLinear's loop
-# (quant/qdq.c) and the QDQ residual add (quant/qadd.c) likewise: they stay scalar at -O2.
+# (quant/qdq.c), the QDQ residual add (quant/qadd.c) and the int8 products' epilogue
+# (quant/qmm.c) likewise: they stay scalar at -O2.
 foreach(src IN LISTS AK_INFER_SOURCES)
-  if(src MATCHES "/ops/(nn/(conv/(conv|activation|igemm|winograd|nchwc)|pool/pool)|quant/(qconv_direct|qdq|qadd))\\.c$")
+  if(src MATCHES "/ops/(nn/(conv/(conv|activation|igemm|winograd|nchwc)|pool/pool)|quant/(qconv_direct|qdq|qadd|qmm))\\.c$")
     set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-O3")
   endif()
 endforeach()

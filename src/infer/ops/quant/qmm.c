@@ -23,9 +23,18 @@ void ak__qmm_b_pack(ak__qmm_b *qb, void *mem, const void *b, ak_elem_type type, 
     ak__i8_pack_b(b, qb->flipped, K, N, rs, cs, qb->packed, qb->colsum);
 }
 
-/* one thread's scratch: the rows of A, then the int32 tile */
+/* The per-column values of a tile's epilogue, gathered once so the per-row loops below
+ * are plain vector loops (the file is built at -O3). */
+typedef struct tile_cols {
+    uint32_t zb[COLS], colsum[COLS];
+    int32_t bias[COLS];
+    float mult[COLS], fbias[COLS];
+} tile_cols;
+
+/* one thread's scratch: the rows of A, the int32 tile, the tile's column values */
 static size_t slot_bytes(size_t K) {
-    return (ROWS * K + 63) / 64 * 64 + (size_t)ROWS * COLS * sizeof(int32_t);
+    return (ROWS * K + 63) / 64 * 64 + (size_t)ROWS * COLS * sizeof(int32_t) +
+           (sizeof(tile_cols) + 63) / 64 * 64;
 }
 
 size_t ak__qmm_workspace(size_t K, int threads) {
@@ -57,44 +66,97 @@ static uint32_t zb_at(const ak__qmm *q, size_t n) {
     return (uint32_t)(ak__qzp_at(&q->zb, n) - (q->b->flipped ? 128 : 0));
 }
 
-/* Σ(a − za)(b − zb) = Σab − zb·Σa − za·Σb + K·za·zb, in wrapping uint32 arithmetic. */
-static void apply_zero_points(const ak__qmm *q, const uint8_t *a, size_t lda, size_t m0,
-                              size_t mr, size_t n0, size_t nc, int32_t *acc) {
+static void gather_cols(const ak__qmm *q, size_t n0, size_t nc, tile_cols *c) {
+    for (size_t j = 0; j < nc; j++) {
+        size_t n = n0 + j;
+        c->zb[j] = zb_at(q, n);
+        c->colsum[j] = (uint32_t)q->b->colsum[n];
+        c->bias[j] = q->bias ? q->bias[n] : 0;
+        c->mult[j] = q->mult ? q->mult[q->mult_n == 1 ? 0 : n] : 1.0f;
+        c->fbias[j] = q->fbias ? q->fbias[n] : 0.0f;
+    }
+}
+
+/* Σ(a − za)(b − zb) = Σab − zb·Σa − za·Σb + K·za·zb, in wrapping uint32 arithmetic, plus
+ * the int32 bias. */
+static inline __attribute__((always_inline)) void
+apply_zero_points(const ak__qmm *q, const uint8_t *a, size_t lda, size_t m0, size_t mr,
+                  size_t nc, const tile_cols *c, int32_t *acc) {
     for (size_t r = 0; r < mr; r++) {
-        uint32_t za = za_at(q, m0 + r), rowsum = 0;
-        for (size_t k = 0; k < q->K; k++) rowsum += a[r * lda + k];
-        for (size_t j = 0; j < nc; j++) {
-            uint32_t zb = zb_at(q, n0 + j), v = (uint32_t)acc[r * nc + j];
-            v += -zb * rowsum - za * (uint32_t)q->b->colsum[n0 + j] + (uint32_t)q->K * za * zb;
-            acc[r * nc + j] = (int32_t)v;
+        uint32_t za = za_at(q, m0 + r), rowsum = 0, kza = (uint32_t)q->K * za;
+        const uint8_t *ar = a + r * lda;
+        for (size_t k = 0; k < q->K; k++) rowsum += ar[k];
+        uint32_t *row = (uint32_t *)acc + r * nc;
+        for (size_t j = 0; j < nc; j++)
+            row[j] += (kza - rowsum) * c->zb[j] - za * c->colsum[j] + (uint32_t)c->bias[j];
+    }
+}
+
+/* saturate(round_half_even(v·mult) + zp) as ak__q_round_sat, written to vectorize: the
+ * product clamped one step past each end of the range (NaN to the low end), then rounded
+ * by adding and subtracting 1.5·2^23 (exact below 2^22). */
+#define RINT_MAGIC 12582912.0f
+
+static inline __attribute__((always_inline)) void
+finish_q8_row(const int32_t *restrict v, const float *restrict mult, int32_t zp, int is_signed,
+              int relu, void *restrict out, size_t nc) {
+    float lo = is_signed ? -128.0f : 0.0f, hi = is_signed ? 127.0f : 255.0f, z = (float)zp;
+    float ca = lo - 1.0f - z, cb = hi + 1.0f - z;
+    if (relu) lo = z > lo ? z : lo; /* results below the zero point raised to it */
+    for (size_t j = 0; j < nc; j++) {
+        float x = (float)v[j] * mult[j];
+        x = x >= ca ? x : ca;
+        x = x <= cb ? x : cb;
+        float r = (x + RINT_MAGIC) - RINT_MAGIC + z;
+        r = r >= lo ? r : lo;
+        r = r <= hi ? r : hi;
+        if (is_signed) ((int8_t *)out)[j] = (int8_t)(int32_t)r;
+        else ((uint8_t *)out)[j] = (uint8_t)(int32_t)r;
+    }
+}
+
+/* Element (m, n) of the tile to out + (m·out_rs + n·out_cs) in the operator's form. */
+static inline __attribute__((always_inline)) void
+finish(const ak__qmm *q, size_t m0, size_t mr, size_t n0, size_t nc, const tile_cols *c,
+       const int32_t *acc) {
+    size_t esize = q->out_kind == AK_QMM_OUT_Q8 ? 1 : 4;
+    for (size_t r = 0; r < mr; r++) {
+        const int32_t *v = acc + r * nc;
+        char *out = (char *)q->out + ((m0 + r) * q->out_rs + n0 * q->out_cs) * esize;
+        if (q->out_cs != 1) { /* a transposed output: element by element */
+            for (size_t j = 0; j < nc; j++) {
+                char *at = out + j * q->out_cs * esize;
+                if (q->out_kind == AK_QMM_OUT_I32) *(int32_t *)at = v[j];
+                else if (q->out_kind == AK_QMM_OUT_F32)
+                    *(float *)at = (float)v[j] * c->mult[j] + c->fbias[j];
+                else finish_q8_row(v + j, c->mult + j, q->out_zp, q->out_signed, q->relu, at, 1);
+            }
+        } else if (q->out_kind == AK_QMM_OUT_I32) {
+            memcpy(out, v, nc * sizeof *v);
+        } else if (q->out_kind == AK_QMM_OUT_F32) {
+            float *restrict f = (float *)out;
+            for (size_t j = 0; j < nc; j++) f[j] = (float)v[j] * c->mult[j] + c->fbias[j];
+        } else if (q->out_signed) {
+            finish_q8_row(v, c->mult, q->out_zp, 1, q->relu, out, nc);
+        } else {
+            finish_q8_row(v, c->mult, q->out_zp, 0, q->relu, out, nc);
         }
     }
 }
 
-static void finish(const ak__qmm *q, size_t m0, size_t mr, size_t n0, size_t nc,
-                   const int32_t *acc) {
-    for (size_t r = 0; r < mr; r++) {
-        size_t m = m0 + r;
-        for (size_t j = 0; j < nc; j++) {
-            size_t n = n0 + j, at = m * q->out_rs + n * q->out_cs;
-            int32_t v = acc[r * nc + j];
-            if (q->bias) v = (int32_t)((uint32_t)v + (uint32_t)q->bias[n]);
-            float mult = q->mult ? q->mult[q->mult_n == 1 ? 0 : n] : 1.0f;
-            switch (q->out_kind) {
-            case AK_QMM_OUT_I32: ((int32_t *)q->out)[at] = v; break;
-            case AK_QMM_OUT_Q8: {
-                int32_t y = ak__q_round_sat((float)v * mult, q->out_zp, q->out_signed);
-                if (q->relu && y < q->out_zp) y = q->out_zp;
-                if (q->out_signed) ((int8_t *)q->out)[at] = (int8_t)y;
-                else ((uint8_t *)q->out)[at] = (uint8_t)y;
-                break;
-            }
-            default:
-                ((float *)q->out)[at] = (float)v * mult + (q->fbias ? q->fbias[n] : 0.0f);
-                break;
-            }
-        }
-    }
+/* The epilogue compiled for AVX-512 as well, taken where the kernels' dispatch runs its
+ * avx512 variant (the same IEEE operations in each lane, so the same results). */
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,prefer-vector-width=512")))
+static AVX512 void epilogue_avx512(const ak__qmm *q, const uint8_t *a, size_t lda, size_t m0,
+                                   size_t mr, size_t n0, size_t nc, const tile_cols *c,
+                                   int32_t *acc) {
+    apply_zero_points(q, a, lda, m0, mr, nc, c, acc);
+    finish(q, m0, mr, n0, nc, c, acc);
+}
+static void epilogue_plain(const ak__qmm *q, const uint8_t *a, size_t lda, size_t m0,
+                           size_t mr, size_t n0, size_t nc, const tile_cols *c, int32_t *acc) {
+    apply_zero_points(q, a, lda, m0, mr, nc, c, acc);
+    finish(q, m0, mr, n0, nc, c, acc);
 }
 
 static void qmm_task(void *vj, size_t begin, size_t end, int tid) {
@@ -105,6 +167,9 @@ static void qmm_task(void *vj, size_t begin, size_t end, int tid) {
     uint8_t *arows = (uint8_t *)slot;
     int32_t *tile = (int32_t *)(slot + (ROWS * q->K + 63) / 64 * 64);
     const ak__kernels *kern = ak__kernels_active();
+    int wide = strcmp(kern->name, "avx512") == 0;
+    tile_cols *cols = (tile_cols *)(slot + (ROWS * q->K + 63) / 64 * 64 +
+                                    (size_t)ROWS * COLS * sizeof(int32_t));
     for (size_t t = begin; t < end; t++) {
         size_t rb = t / j->col_blocks, cb = t % j->col_blocks;
         size_t m0 = rb * ROWS, mr = q->M - m0 < ROWS ? q->M - m0 : ROWS;
@@ -122,8 +187,8 @@ static void qmm_task(void *vj, size_t begin, size_t end, int tid) {
         size_t k4 = (q->K + AK_KF_I8_KG - 1) / AK_KF_I8_KG;
         const int8_t *bp = q->b->packed + (n0 / AK_KF_I8_NR) * k4 * AK_KF_I8_NR * AK_KF_I8_KG;
         kern->u8s8_gemm(mr, nc, q->K, a, lda, bp, tile, nc);
-        apply_zero_points(q, a, lda, m0, mr, n0, nc, tile);
-        finish(q, m0, mr, n0, nc, tile);
+        gather_cols(q, n0, nc, cols);
+        (wide ? epilogue_avx512 : epilogue_plain)(q, a, lda, m0, mr, n0, nc, cols, tile);
     }
 }
 
