@@ -221,6 +221,7 @@ ak_status ak__optimize(ak_session *s, int level) {
             /* QDQ first: the float fusions would take its Conv and MatMul nodes */
             {"Conv", ak__opt_fuse_qdq_conv}, {"MatMul", ak__opt_fuse_qdq_matmul},
             {"Add", ak__opt_fuse_qdq_add}, /* after Conv: it keeps the DQ the Add shares */
+            {"MatMulInteger", ak__opt_fuse_dynamic_matmul},
             /* attention before MatMulBias, which then takes the projections it leaves */
             {"Softmax", ak__opt_fuse_attention},
             {"MatMul", ak__opt_fuse_matmul}, {"Conv", ak__opt_fuse_conv},

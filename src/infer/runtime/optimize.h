@@ -127,6 +127,7 @@ ak_status ak__opt_fuse_conv(optimizer *o, int32_t k, int *hit);
 ak_status ak__opt_fuse_qdq_conv(optimizer *o, int32_t k, int *hit);  /* optimize_qdq.c */
 ak_status ak__opt_fuse_qdq_matmul(optimizer *o, int32_t k, int *hit);
 ak_status ak__opt_fuse_qdq_add(optimizer *o, int32_t k, int *hit);
+ak_status ak__opt_fuse_dynamic_matmul(optimizer *o, int32_t k, int *hit);
 ak_status ak__opt_layout_nchwc(optimizer *o);                    /* optimize_layout.c */
 ak_status ak__opt_fuse_attention(optimizer *o, int32_t k, int *hit); /* optimize_attention.c */
 

@@ -173,3 +173,65 @@ ak_status ak__opt_fuse_qdq_add(optimizer *o, int32_t k, int *hit) {
     *hit = 1;
     return ak__opt_emit(o, &f, chain, (size_t)n);
 }
+
+/* The exec index of the sole reader of v when it is operator `op`, else -1. */
+static int32_t sole_reader_op(const optimizer *o, int32_t v, const char *op) {
+    int32_t r = ak__opt_sole_reader(o, v);
+    return is_op(node_of(o, r), op) ? r : -1;
+}
+
+/* A constant float32 scale of 1 or N values (rank 0 or 1), or a bias: 1-D of N. */
+static int const_f32_vector(const optimizer *o, int32_t v, int64_t N, int is_scale) {
+    const ak__tensor *t = constant(o, v);
+    if (!t || t->type != AK_ELEM_F32) return 0;
+    if (!is_scale) return t->rank == 1 && t->count == (uint64_t)N;
+    return t->rank <= 1 && (t->count == (uint64_t)N || t->count == 1);
+}
+
+/* The dynamically quantized MatMul as quantizers write it (`ak quantize --dynamic`,
+ * ONNX Runtime's dynamic quantizer):
+ *   DynamicQuantizeLinear(x) -> (xq, xs, xz)
+ *   MatMulInteger(xq, const 8-bit W [K, N], xz[, wz]) -> Cast(float) -> Mul(·, Mul(xs, ws))
+ *   [-> Add(·, const bias [N])]
+ * with ws a constant float32 of 1 or N values: com.microsoft MatMulIntegerToFloat(xq, W,
+ * xs, ws, xz, wz, bias), whose epilogue computes acc·(xs·ws) (+ bias) with the same
+ * float32 product and the same two roundings, without the int32 and float tensors
+ * between. xs must come from a DynamicQuantizeLinear (a scalar, as the fused operator
+ * requires). */
+ak_status ak__opt_fuse_dynamic_matmul(optimizer *o, int32_t k, int *hit) {
+    const ak__ir_node *mmi = node_of(o, k);
+    const ak__ir_node *dql = node_of(o, producer_index(o, in(mmi, 0)));
+    const ak__tensor *w = constant(o, in(mmi, 1));
+    if (!is_op(dql, "DynamicQuantizeLinear") || dql->outputs[0] != in(mmi, 0) ||
+        (in(mmi, 2) != AK_IR_NONE && in(mmi, 2) != dql->outputs[2]) || !is_8bit(w) ||
+        w->rank != 2)
+        return AK_OK;
+    int64_t N = w->dims[1];
+    int32_t kc = sole_reader_op(o, mmi->outputs[0], "Cast");
+    if (kc < 0 || ak__attr_int(node_of(o, kc), "to", 0) != 1 /* FLOAT */) return AK_OK;
+    int32_t km = sole_reader_op(o, node_of(o, kc)->outputs[0], "Mul");
+    if (km < 0) return AK_OK;
+    const ak__ir_node *mul = node_of(o, km);
+    int32_t cast_out = node_of(o, kc)->outputs[0];
+    int32_t scale = in(mul, 0) == cast_out ? in(mul, 1) : in(mul, 0);
+    int32_t ks = producer_index(o, scale);
+    const ak__ir_node *smul = node_of(o, ks);
+    if (!is_op(smul, "Mul")) return AK_OK;
+    /* Mul(xs, ws) in either order */
+    int32_t ws = in(smul, 0) == dql->outputs[1] ? in(smul, 1)
+                 : in(smul, 1) == dql->outputs[1] ? in(smul, 0) : AK_IR_NONE;
+    if (ws == AK_IR_NONE || !const_f32_vector(o, ws, N, 1)) return AK_OK;
+    int32_t out = mul->outputs[0], bias = AK_IR_NONE, chain[5] = {k, kc, km}, n = 3;
+    int32_t ka = sole_reader_op(o, out, "Add");
+    if (ka >= 0) {
+        const ak__ir_node *add = node_of(o, ka);
+        int32_t b = in(add, 0) == out ? in(add, 1) : in(add, 0);
+        if (const_f32_vector(o, b, N, 0)) bias = b, out = add->outputs[0], chain[n++] = ka;
+    }
+    fused_spec f = {"com.microsoft", "MatMulIntegerToFloat", 1,
+                    {in(mmi, 0), in(mmi, 1), dql->outputs[1], ws, in(mmi, 2), in(mmi, 3), bias},
+                    7, out, NULL, {{0}}, 0, {0}};
+    if (o->uses[scale] == 1) chain[n++] = ks; /* the scale product has no other reader */
+    *hit = 1;
+    return ak__opt_emit(o, &f, chain, (size_t)n);
+}
