@@ -388,6 +388,29 @@ def compare(name, out, got, want, tol):
     return None
 
 
+# the fused operators accelkit's optimizer must make of these cases' chains, and the
+# operators that must then be gone (read from AK_PROFILE's table of operator types)
+FUSED = {"qdq_residual": (["QLinearAdd"], ["Add", "Relu", "DequantizeLinear"]),
+         "dynamic_matmul": (["MatMulIntegerToFloat"], ["MatMulInteger", "Cast", "Mul", "Add"]),
+         "qdq_convnet": (["QLinearConv", "QLinearMatMul"], ["Conv", "MatMul"])}
+
+
+def check_fused(ak, name, path):
+    if name not in FUSED:
+        return None
+    p = subprocess.run([ak, "bench", path, "-n", "1", "-w", "0", "--out", "none"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env=dict(os.environ, AK_PROFILE="1"), timeout=120)
+    ops = {line.split()[0] for line in p.stdout.splitlines()[1:] if line.strip()}
+    want, gone = FUSED[name]
+    missing = [op for op in want if op not in ops]
+    left = [op for op in gone if op in ops]
+    if p.returncode != 0 or missing or left:
+        return "%s: fused operators missing %s, unfused left %s (exit %d)" % (
+            name, missing, left, p.returncode)
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("ak")
@@ -408,6 +431,9 @@ def main():
         try:
             run([args.ak, "run", path, "--inputs", os.path.join(d, "in"), "-o",
                  os.path.join(d, "ak"), "-t", "2"])
+            err = check_fused(args.ak, name, path)
+            if err:
+                failures.append(err)
             levels = (["disabled", "all"] if name in ("qdq_convnet", "dynamic_matmul", "qdq_residual")
                       else ["all"])
             for level in levels:
