@@ -113,7 +113,7 @@ static ak_status mmb_run(ak__op_ctx *ctx) {
         ak__gemm_epilogue epi = {add_col_bias, (void *)bias->data, &in_regs};
         ak__sgemm_blocked_epi(cfg, 0, 0, m, n, k, 1.0f, a->data, k, b->data, n, 0.0f, c, n,
                               ctx->pool, &epi);
-    } else { /* no blocked driver (AK_KERNELS=ref, generic): C starts as the bias rows */
+    } else { /* no blocked driver (AK_KERNELS=ref) or K = 0: C starts as the bias rows */
         for (size_t i = 0; i < m; i++) memcpy(c + i * n, bias->data, n * sizeof *c);
         AK_CHECK(ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, m, n, k, 1.0f, a->data, k, b->data, n, 1.0f,
                           c, n, ctx->pool));
