@@ -24,12 +24,15 @@ typedef void (*ak__sgemm_ukernel_fn)(size_t k, float alpha, const float *Ap, con
 /* A convolution's finish of a full MR×NR tile, applied in registers before the tile is
  * stored: + bias[r] on row r (bias NULL: none), + z (laid out like C with the same ldc;
  * NULL: none), then the activation: AK_SGEMM_ACT_MAX max(·, lo) (ReLU, NaN → lo), or
- * AK_SGEMM_ACT_CLAMP min(hi, max(lo, ·)) (Clip, NaN kept). */
+ * AK_SGEMM_ACT_CLAMP min(hi, max(lo, ·)) (Clip, NaN kept). MatMulBias's bias is one per
+ * column instead: col_bias[j] on column j (NULL: none; only the GEMM microkernels read it,
+ * the convolution kernels that share this finish leave it NULL). */
 enum { AK_SGEMM_ACT_NONE, AK_SGEMM_ACT_MAX, AK_SGEMM_ACT_CLAMP };
 typedef struct ak__sgemm_tile_epi {
     const float *bias, *z;
     int act;
     float lo, hi;
+    const float *col_bias;
 } ak__sgemm_tile_epi;
 /* The microkernel with alpha = 1 on a full tile, finished by epi: C = epi(Σ_k Ap[k]·Bp[k]
  * + beta·C). */

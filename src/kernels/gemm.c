@@ -253,6 +253,7 @@ static inline void run_tile(const gemm_job *job, const float *a, const float *b,
         ak__sgemm_tile_epi t = *epi->fused;
         if (t.bias) t.bias += row;
         if (t.z) t.z += row * job->ldc + col;
+        if (t.col_bias) t.col_bias += col;
         cfg->ukernel_epi(job->kb, a, b, job->beta, c, job->ldc, &t);
         return;
     }

@@ -33,8 +33,8 @@ typedef struct ak__gemm_epilogue {
     void (*fn)(void *ctx, float *c, size_t ldc, size_t row, size_t col, size_t m, size_t n);
     void *ctx;
     /* When not NULL, the same finish in a form the microkernel applies in registers to
-     * full tiles (fn then only sees edge tiles): bias indexed by C's row, z laid out like
-     * C (same origin and ldc). Only with alpha = 1. */
+     * full tiles (fn then only sees edge tiles): bias indexed by C's row, col_bias by C's
+     * column, z laid out like C (same origin and ldc). Only with alpha = 1. */
     const ak__sgemm_tile_epi *fused;
 } ak__gemm_epilogue;
 /* ak__sgemm_blocked with an epilogue (epi may be NULL). */

@@ -179,6 +179,17 @@ def matmul_bias_first(act="Sigmoid"):
     return model(nodes, {"a": a}, [2, 3, 8], {"B": f32(H, 8), "bias": f32(8)}), {"a": a}
 
 
+def matmul_bias_tiles(act=None, opset=17):
+    """Large enough for the blocked GEMM's full tiles (the bias added in the microkernel's
+    registers), its ragged edges (37 rows, 70 columns) and two depth slices (K = 300)."""
+    a = f32(1, 37, 300)
+    nodes = [N("MatMul", ["a", "B"], ["m"]), N("Add", ["m", "bias"], ["z" if act else "y"])]
+    if act:
+        nodes.append(N(act, ["z"], ["y"]))
+    return model(nodes, {"a": a}, [1, 37, 70], {"B": f32(300, 70), "bias": f32(70)},
+                 opset), {"a": a}
+
+
 def skip_ln(bias=True, sum_read=False, rms=False):
     """y = LN(a + b [+ bias]) with a, b computed (MatMuls of the input), written out."""
     x = f32(2, 3, H)
@@ -331,6 +342,9 @@ def cases():
         ("gemm_clip", gemm("Clip", trans_b=0), {MMB: 1}),
         ("gemm_tanh_11", gemm("Tanh", opset=11), {MMB: 1}),
         ("matmul_bias_first_sigmoid", matmul_bias_first(), {MMB: 1}),
+        ("matmul_bias_tiles", matmul_bias_tiles(), {MMB: 1}),
+        ("matmul_bias_tiles_gelu_20", matmul_bias_tiles("Gelu", 20), {MMB: 1}),
+        ("matmul_bias_tiles_relu", matmul_bias_tiles("Relu"), {MMB: 1}),
         ("skip_ln_bias", skip_ln(), {SKIP: 1}),
         ("skip_ln_sum_read", skip_ln(bias=False, sum_read=True), {SKIP: 1}),
         ("skip_rms", skip_ln(rms=True), {SKIP_RMS: 1}),

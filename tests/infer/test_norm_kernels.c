@@ -1,7 +1,7 @@
 /* Tests of the onnxruntime contrib normalizations (src/infer/ops/norm/rms_norm.c): the
  * vectorized RMSNorm row against its scalar reference over lengths with tails and a
  * one-element gamma; SimplifiedLayerNormalization, SkipLayerNormalization (with beta,
- * bias and the sum output, a broadcast skip) and SkipSimplifiedLayerNormalization against
+ * bias and the sum output, a skip of X's shape or broadcast, on the pool) and SkipSimplifiedLayerNormalization against
  * double loops written here; refusals of a bad gamma, non-broadcasting skip, float64
  * input and the RMS form's mean output. */
 #include <math.h>
@@ -103,8 +103,10 @@ static void test_skip_layer_norm(void **s) {
     (void)s;
     check_skip(0, 5, 7, 0);
     check_skip(0, 300, 768, 1); /* the pool; a skip broadcast over the rows */
+    check_skip(0, 300, 768, 0); /* the pool; X and skip of one shape: each task sums its rows */
     check_skip(1, 4, 33, 0);
     check_skip(1, 64, 256, 1);
+    check_skip(1, 64, 256, 0);
 }
 
 static void test_simplified_layer_norm(void **s) {

@@ -21,9 +21,9 @@
 
 /* The finishes every conv-like kernel is tried with: none, ReLU, Clip. */
 static const ak__sgemm_tile_epi infer_finishes[] = {
-    {NULL, NULL, AK_SGEMM_ACT_NONE, 0.0f, 0.0f},
-    {NULL, NULL, AK_SGEMM_ACT_MAX, 0.0f, 0.0f},
-    {NULL, NULL, AK_SGEMM_ACT_CLAMP, -0.75f, 0.5f},
+    {NULL, NULL, AK_SGEMM_ACT_NONE, 0.0f, 0.0f, NULL},
+    {NULL, NULL, AK_SGEMM_ACT_MAX, 0.0f, 0.0f, NULL},
+    {NULL, NULL, AK_SGEMM_ACT_CLAMP, -0.75f, 0.5f, NULL},
 };
 #define N_INFER_FINISHES (sizeof infer_finishes / sizeof *infer_finishes)
 

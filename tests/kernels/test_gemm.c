@@ -299,16 +299,19 @@ static int setup(void **state) {
 }
 
 /* The fused-finish microkernel (sgemm_ukernel_epi) against the plain sum in double,
- * then + beta·C + bias + Z and the activation, on full tiles of packed panels: every
- * finish (none, ReLU with NaN → 0, Clip), with and without bias and Z, beta 0 and 1. */
+ * then + beta·C + bias + column bias + Z and the activation, on full tiles of packed
+ * panels: every finish (none, ReLU with NaN → 0, Clip), with and without bias, column
+ * bias (MatMulBias) and Z, beta 0 and 1. */
 static void check_ukernel_epi(const ak__kernels *k, size_t K, float beta, int with_bias,
-                              int with_z, int act, uint64_t seed) {
+                              int with_z, int with_col, int act, uint64_t seed) {
     size_t mr = (size_t)k->sgemm_mr, nr = (size_t)k->sgemm_nr, ldc = nr + 3;
     float *Ap = rand_matrix(K * mr, &seed), *Bp = rand_matrix(K * nr, &seed);
     float *C = rand_matrix(mr * ldc, &seed), *Z = rand_matrix(mr * ldc, &seed);
     float *bias = rand_matrix(mr, &seed), *C0 = copy_matrix(C, mr * ldc, 0);
+    float *col = rand_matrix(nr, &seed);
     C[ldc + 1] = C0[ldc + 1] = beta != 0.0f ? NAN : C[ldc + 1]; /* a NaN through the finish */
-    ak__sgemm_tile_epi e = {with_bias ? bias : NULL, with_z ? Z : NULL, act, -0.25f, 0.5f};
+    ak__sgemm_tile_epi e = {with_bias ? bias : NULL, with_z ? Z : NULL, act, -0.25f, 0.5f,
+                            with_col ? col : NULL};
     if (act == AK_SGEMM_ACT_MAX) e.lo = 0.0f;
     k->sgemm_ukernel_epi(K, Ap, Bp, beta, C, ldc, &e);
     for (size_t r = 0; r < mr; r++)
@@ -324,16 +327,17 @@ static void check_ukernel_epi(const ak__kernels *k, size_t K, float beta, int wi
                 bound += fabs((double)Ap[p * mr + r] * Bp[p * nr + j]);
             }
             double v = sum + (beta != 0.0f ? (double)C0[r * ldc + j] : 0.0) +
-                       (with_bias ? bias[r] : 0.0) + (with_z ? Z[r * ldc + j] : 0.0);
+                       (with_bias ? bias[r] : 0.0) + (with_z ? Z[r * ldc + j] : 0.0) +
+                       (with_col ? col[j] : 0.0);
             if (act == AK_SGEMM_ACT_MAX) v = v > 0.0 ? v : 0.0; /* NaN → 0 */
             if (act == AK_SGEMM_ACT_CLAMP && !isnan(v)) v = v < e.lo ? e.lo : v > e.hi ? e.hi : v;
             double tol = 2.0 * (double)(K + 4) * FLT_EPSILON * (bound + 4.0) + 1e-30;
             if (isnan(v) ? !isnan(got) : !(fabs((double)got - v) <= tol))
-                fail_msg("%s: K=%zu beta=%g bias=%d z=%d act=%d: C[%zu][%zu]=%.9g, expected "
-                         "%.9g", k->name, K, (double)beta, with_bias, with_z, act, r, j,
-                         (double)got, v);
+                fail_msg("%s: K=%zu beta=%g bias=%d z=%d col=%d act=%d: C[%zu][%zu]=%.9g, "
+                         "expected %.9g", k->name, K, (double)beta, with_bias, with_z, with_col,
+                         act, r, j, (double)got, v);
         }
-    free(Ap), free(Bp), free(C), free(Z), free(bias), free(C0);
+    free(Ap), free(Bp), free(C), free(Z), free(bias), free(C0), free(col);
 }
 
 static void test_ukernel_epi(void **state) {
@@ -345,9 +349,9 @@ static void test_ukernel_epi(void **state) {
         if (!k || !k->sgemm_ukernel_epi) continue;
         for (size_t ik = 0; ik < COUNT(Ks); ik++)
             for (int act = AK_SGEMM_ACT_NONE; act <= AK_SGEMM_ACT_CLAMP; act++)
-                for (int flags = 0; flags < 8; flags++)
+                for (int flags = 0; flags < 16; flags++)
                     check_ukernel_epi(k, Ks[ik], (flags & 4) ? 1.0f : 0.0f, flags & 1,
-                                      (flags >> 1) & 1, act, seed++);
+                                      (flags >> 1) & 1, (flags >> 3) & 1, act, seed++);
     }
 }
 

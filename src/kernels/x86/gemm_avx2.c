@@ -173,7 +173,8 @@ void ak_f32_gemm_ukernel_6x16__avx2(size_t k, float alpha, const float *Ap, cons
     ak__sgemm_store_edge(&tile[0][0], NR, alpha, beta, C, ldc, m, n);
 }
 
-/* One finished row of the tile: + beta·C, + bias, + z, the activation, stored. */
+/* One finished row of the tile: + beta·C, + bias (per row), + the column bias, + z, the
+ * activation, stored. */
 static inline void store_row_epi(float *c, __m256 lo, __m256 hi, float beta, int r,
                                  const ak__sgemm_tile_epi *e, size_t ldc) {
     if (beta != 0.0f) {
@@ -185,6 +186,10 @@ static inline void store_row_epi(float *c, __m256 lo, __m256 hi, float beta, int
         __m256 b = _mm256_broadcast_ss(e->bias + r);
         lo = _mm256_add_ps(lo, b);
         hi = _mm256_add_ps(hi, b);
+    }
+    if (e->col_bias) {
+        lo = _mm256_add_ps(lo, _mm256_loadu_ps(e->col_bias));
+        hi = _mm256_add_ps(hi, _mm256_loadu_ps(e->col_bias + 8));
     }
     if (e->z) {
         const float *z = e->z + (size_t)r * ldc;

@@ -97,8 +97,8 @@ void ak_f32_gemm_ukernel_8x16__avx512(size_t k, float alpha, const float *Ap, co
     }
 }
 
-/* The full-tile kernel finishing in its accumulators: + beta·C, + bias, + z, the
- * activation, stored. */
+/* The full-tile kernel finishing in its accumulators: + beta·C, + bias (per row), + the
+ * column bias, + z, the activation, stored. */
 void ak_f32_gemm_ukernel_8x16_epi__avx512(size_t k, const float *Ap, const float *Bp, float beta,
                                           float *C, size_t ldc, const ak__sgemm_tile_epi *epi) {
     __m512 acc[MR];
@@ -106,11 +106,13 @@ void ak_f32_gemm_ukernel_8x16_epi__avx512(size_t k, const float *Ap, const float
     if (epi->z) prefetch_rows(epi->z, ldc, MR);
     accumulate(MR, k, Ap, Bp, acc);
     __m512 vlo = _mm512_set1_ps(epi->lo), vhi = _mm512_set1_ps(epi->hi);
+    __m512 vcol = epi->col_bias ? _mm512_loadu_ps(epi->col_bias) : _mm512_setzero_ps();
     for (int r = 0; r < MR; r++) {
         float *c = C + (size_t)r * ldc;
         __m512 v = acc[r];
         if (beta != 0.0f) v = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_loadu_ps(c), v);
         if (epi->bias) v = _mm512_add_ps(v, _mm512_set1_ps(epi->bias[r]));
+        if (epi->col_bias) v = _mm512_add_ps(v, vcol);
         if (epi->z) v = _mm512_add_ps(v, _mm512_loadu_ps(epi->z + (size_t)r * ldc));
         if (epi->act == AK_SGEMM_ACT_MAX) v = _mm512_max_ps(v, vlo); /* max(x, lo): NaN → lo */
         else if (epi->act == AK_SGEMM_ACT_CLAMP) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));

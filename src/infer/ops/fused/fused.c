@@ -1,15 +1,21 @@
 /* An operator the graph optimizer (runtime/optimize.c) creates, in the com.accelkit domain
  * (its convolutions use com.microsoft FusedConv, in nn/conv/conv.c):
- *   MatMulBias(A, B, bias)      A[..., M, K] x B[K, N] + bias[N] as one SGEMM (C starts as
- *                               the bias rows, beta = 1), then an activation
+ *   MatMulBias(A, B, bias)      A[..., M, K] x B[K, N] + bias[N], then an activation
  * Attributes: activation = "" | Relu | Gelu (others as in FusedConv: Clip, LeakyRelu,
- * Sigmoid, Tanh) and activation_params (Clip: min, max; LeakyRelu: alpha). */
-#include <math.h>
+ * Sigmoid, Tanh) and activation_params (Clip: min, max; LeakyRelu: alpha).
+ *
+ * The product runs on the blocked SGEMM driver with the bias added to each finished tile
+ * in the microkernel's registers (the bias is not first copied into every row of C, and
+ * C is not read back for it); the activation is then one parallel pass of the same
+ * vector kernel the standalone operators (Relu, Gelu ...) use, so the fused node gives
+ * what the chain it replaces gives. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "accelkit/kernels.h"
 #include "infer/runtime/op.h"
+#include "kernels/dispatch.h"
+#include "kernels/gemm.h"
 
 typedef enum act_kind { ACT_NONE, ACT_RELU, ACT_CLIP, ACT_LEAKY, ACT_SIGMOID, ACT_TANH, ACT_GELU } act_kind;
 
@@ -33,31 +39,13 @@ static ak_status parse_activation(const ak__ir_node *n, activation *a) {
     return AK_OP_FAIL(n, AK_ERR_INVALID_MODEL, "unknown fused activation '%s'", s);
 }
 
-/* y = act(y) over [begin, end); one loop per activation so each vectorizes. */
-static void epilogue(const activation *a, float *y, size_t begin, size_t end) {
-    float lo = a->alpha, hi = a->beta;
-    switch (a->kind) {
-    case ACT_NONE: break;
-    case ACT_RELU:
-        for (size_t i = begin; i < end; i++) y[i] = y[i] > 0 ? y[i] : 0;
-        break;
-    case ACT_CLIP:
-        for (size_t i = begin; i < end; i++) y[i] = y[i] < lo ? lo : y[i] > hi ? hi : y[i];
-        break;
-    case ACT_LEAKY:
-        for (size_t i = begin; i < end; i++) y[i] = y[i] >= 0 ? y[i] : lo * y[i];
-        break;
-    case ACT_SIGMOID:
-        for (size_t i = begin; i < end; i++) y[i] = 1.0f / (1.0f + expf(-y[i]));
-        break;
-    case ACT_TANH:
-        for (size_t i = begin; i < end; i++) y[i] = tanhf(y[i]);
-        break;
-    case ACT_GELU:
-        for (size_t i = begin; i < end; i++)
-            y[i] = 0.5f * y[i] * (1.0f + erff(y[i] * 0.70710678118654752f));
-        break;
-    }
+/* The elementwise kernel's operation for an activation (ACT_NONE: none). */
+static ak__ew_f32_un ew_op_of(act_kind k) {
+    static const ak__ew_f32_un ops[] = {
+        [ACT_RELU] = AK_EW_F32_RELU,       [ACT_CLIP] = AK_EW_F32_CLIP,
+        [ACT_LEAKY] = AK_EW_F32_LEAKY,     [ACT_SIGMOID] = AK_EW_F32_SIGMOID,
+        [ACT_TANH] = AK_EW_F32_TANH,       [ACT_GELU] = AK_EW_F32_GELU_ERF};
+    return ops[k];
 }
 
 typedef struct epilogue_job {
@@ -65,10 +53,12 @@ typedef struct epilogue_job {
     float *y;
 } epilogue_job;
 
+/* y = act(y) over [begin, end), in place (the kernel allows dst == src). */
 static void epilogue_chunk(void *p, size_t begin, size_t end, int thread) {
     (void)thread;
     const epilogue_job *j = p;
-    epilogue(j->act, j->y, begin, end);
+    ak__kernels_active()->f32_ew_unary(ew_op_of(j->act->kind), j->y + begin, j->y + begin,
+                                       end - begin, j->act->alpha, j->act->beta);
 }
 
 static ak_status run_epilogue(const ak__op_ctx *ctx, const activation *a, ak__tensor *y) {
@@ -102,14 +92,32 @@ static ak_status mmb_reshape(ak__op_ctx *ctx) {
     return ak__op_set_output(ctx, 0, AK_ELEM_F32, a->rank, dims);
 }
 
+/* The driver's finish of the tiles the microkernel does not finish itself (ragged edges,
+ * the small-product and out-of-memory paths): + bias[col + j] on column j. */
+static void add_col_bias(void *bias, float *c, size_t ldc, size_t row, size_t col, size_t m,
+                         size_t n) {
+    (void)row;
+    const float *b = (const float *)bias + col;
+    for (size_t r = 0; r < m; r++)
+        for (size_t j = 0; j < n; j++) c[r * ldc + j] += b[j];
+}
+
 static ak_status mmb_run(ak__op_ctx *ctx) {
     const ak__tensor *a = ctx->inputs[0], *b = ctx->inputs[1], *bias = ctx->inputs[2];
     ak__tensor *y = ctx->outputs[0];
     size_t k = (size_t)b->dims[0], n = (size_t)b->dims[1], m = n ? (size_t)(y->count / n) : 0;
     float *c = y->data;
-    for (size_t i = 0; i < m; i++) memcpy(c + i * n, bias->data, n * sizeof *c);
-    AK_CHECK(ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, m, n, k, 1.0f, a->data, k, b->data, n, 1.0f, c,
-                      n, ctx->pool));
+    const ak__gemm_config *cfg = ak__kernels_active()->sgemm_config;
+    if (cfg && k > 0) {
+        ak__sgemm_tile_epi in_regs = {NULL, NULL, AK_SGEMM_ACT_NONE, 0.0f, 0.0f, bias->data};
+        ak__gemm_epilogue epi = {add_col_bias, (void *)bias->data, &in_regs};
+        ak__sgemm_blocked_epi(cfg, 0, 0, m, n, k, 1.0f, a->data, k, b->data, n, 0.0f, c, n,
+                              ctx->pool, &epi);
+    } else { /* no blocked driver (AK_KERNELS=ref) or K = 0: C starts as the bias rows */
+        for (size_t i = 0; i < m; i++) memcpy(c + i * n, bias->data, n * sizeof *c);
+        AK_CHECK(ak_sgemm(AK_NO_TRANS, AK_NO_TRANS, m, n, k, 1.0f, a->data, k, b->data, n, 1.0f,
+                          c, n, ctx->pool));
+    }
     return run_epilogue(ctx, ctx->state, y);
 }
 

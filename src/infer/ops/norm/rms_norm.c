@@ -160,12 +160,28 @@ typedef struct {
     float eps;
     float *y, *mean, *inv;
     const ak__kernels *k;
+    float *row_sums; /* X and skip of one shape: each task sums its rows here first */
 } norm_job;
+
+/* sum rows [begin, end) = X + skip [+ bias], X and skip of the rows' shape: by the vector
+ * add kernel, in the task that normalizes them (so on every thread, and each sum row is
+ * still in L1 when its statistics read it). */
+static void skip_sum_rows(const norm_job *j, size_t begin, size_t end) {
+    const norm_layout *l = j->l;
+    size_t n = (size_t)l->n;
+    const float *x = (const float *)l->x->data + begin * n, *sk = (const float *)l->skip->data + begin * n;
+    float *o = j->row_sums + begin * n;
+    j->k->f32_ew_binary(AK_EW_F32_ADD, o, x, sk, (end - begin) * n, 1, 1);
+    if (l->bias)
+        for (size_t r = begin; r < end; r++, o += n)
+            j->k->f32_ew_binary(AK_EW_F32_ADD, o, o, l->bias->data, n, 1, 1);
+}
 
 static void norm_worker(void *arg, size_t begin, size_t end, int thread) {
     (void)thread;
     const norm_job *j = arg;
     size_t n = (size_t)j->l->n;
+    if (j->row_sums) skip_sum_rows(j, begin, end);
     if (!j->l->simplified) {
         j->k->f32_layer_norm_rows(j->x + begin * n, j->y + begin * n, end - begin, n, j->g, j->b,
                                   j->eps, j->mean ? j->mean + begin : NULL,
@@ -196,8 +212,15 @@ static uint64_t bcast_offset(const norm_layout *l, const ak__tensor *t, uint64_t
     return off;
 }
 
-/* s = x + skip [+ bias] into sum: same-shaped and trailing-dims skips directly, any other
- * broadcast through bcast_offset. */
+/* 1 when X and skip both have the rows' shape (the transformer's residual): the tasks
+ * sum their own rows (skip_sum_rows). */
+static int skip_same_shape(const norm_layout *l) {
+    uint64_t total = l->rows * l->n;
+    return l->x->count == total && l->skip->count == total;
+}
+
+/* s = x + skip [+ bias] into sum, for skips that broadcast: trailing-dims skips directly,
+ * any other through bcast_offset. */
 static void skip_sum(const norm_layout *l, float *sum) {
     const float *x = l->x->data, *sk = l->skip->data, *bias = l->bias ? l->bias->data : NULL;
     uint64_t total = l->rows * l->n, period = l->skip->count;
@@ -216,7 +239,8 @@ static ak_status norm_run(ak__op_ctx *ctx, int has_skip, int simplified) {
     AK_CHECK(layout_of(ctx, has_skip, simplified, &l));
     norm_job j = {&l, l.x->data, l.gamma->data, l.beta ? l.beta->data : NULL,
                   l.gamma->count == 1 && l.n != 1, reference_kernels(),
-                  ak__attr_float(ctx->node, "epsilon", 1e-5f), NULL, NULL, NULL, NULL};
+                  ak__attr_float(ctx->node, "epsilon", 1e-5f), NULL, NULL, NULL,
+                  ak__kernels_active(), NULL};
     ak__tensor *y = ak__op_out(ctx, 0);
     if (!y || l.rows == 0 || l.n == 0) return AK_OK;
     j.y = y->data;
@@ -227,7 +251,10 @@ static ak_status norm_run(ak__op_ctx *ctx, int has_skip, int simplified) {
     if (has_skip) {
         ak__tensor *s = ak__op_out(ctx, 3);
         float *sum = s ? (float *)s->data : (float *)ctx->workspace;
-        skip_sum(&l, sum);
+        if (skip_same_shape(&l))
+            j.row_sums = sum;
+        else
+            skip_sum(&l, sum);
         j.x = sum;
         if (j.g_all && !simplified) { /* the row kernel reads n gammas */
             float *g = (float *)ctx->workspace + l.rows * l.n;
@@ -237,7 +264,6 @@ static ak_status norm_run(ak__op_ctx *ctx, int has_skip, int simplified) {
     } else if (j.g_all && !simplified) {
         return AK_OP_FAIL(ctx->node, AK_ERR_INTERNAL, "a one-element scale");
     }
-    j.k = ak__kernels_active();
     return ak__math_parallel(ctx, (size_t)l.rows, (size_t)l.n * 4, norm_worker, &j);
 }
 

@@ -76,7 +76,7 @@ int ak__nn_act_fusable(const ak__nn_act *act, const float *bias, const float *z,
     if (act->kind != AK_NN_ACT_NONE && act->kind != AK_NN_ACT_RELU && act->kind != AK_NN_ACT_CLIP)
         return 0;
     *out = (ak__sgemm_tile_epi){bias, z, kinds[act->kind],
-                                act->kind == AK_NN_ACT_CLIP ? act->a : 0.0f, act->b};
+                                act->kind == AK_NN_ACT_CLIP ? act->a : 0.0f, act->b, NULL};
     return 1;
 }
 

@@ -128,7 +128,7 @@ void ak__nn_dw_planes(const ak__nn_dw_args *a, size_t begin, size_t end, float *
     /* the kernels apply ReLU and Clip themselves; anything else runs afterwards */
     ak__sgemm_tile_epi fin;
     int inline_act = ak__nn_act_fusable(&a->act, NULL, NULL, &fin);
-    if (!inline_act) fin = (ak__sgemm_tile_epi){NULL, NULL, AK_SGEMM_ACT_NONE, 0.0f, 0.0f};
+    if (!inline_act) fin = (ak__sgemm_tile_epi){NULL, NULL, AK_SGEMM_ACT_NONE, 0.0f, 0.0f, NULL};
     int phase_zeroed = 0, use8 = ak__nn_dw_interleaves(a);
     dw8_layout l8 = dw8_layout_of(g);
     float *sc8 = scratch + round8(dw_phase_floats(&l)), *out8 = sc8 + 8 * l8.rows * l8.cols;

@@ -580,7 +580,7 @@ static float *nchwc_bind(ak__op_ctx *ctx, nchwc_run *r, ak__tensor *Y) {
     if (r->reorder_y) scratch += Y->count;
     r->bias = B ? B->data : NULL;
     r->act_fused = ak__nn_act_fusable(&r->act, NULL, NULL, &r->fin);
-    if (!r->act_fused) r->fin = (ak__sgemm_tile_epi){NULL, NULL, AK_SGEMM_ACT_NONE, 0.0f, 0.0f};
+    if (!r->act_fused) r->fin = (ak__sgemm_tile_epi){NULL, NULL, AK_SGEMM_ACT_NONE, 0.0f, 0.0f, NULL};
     r->k = ak__kernels_active();
     r->win = ak__nn_win2d(&r->g);
     r->panels = (size_t)(st->M / 16 + st->M % 16 / BLK);

@@ -255,7 +255,7 @@ static void finish_block(const wino_job *jb, size_t b, const float *planes) {
     float *y = jb->y + b * P * WINO_LANES;
     ak__sgemm_tile_epi fin;
     int fused = ak__nn_act_fusable(&jb->act, NULL, NULL, &fin);
-    if (!fused) fin = (ak__sgemm_tile_epi){NULL, NULL, AK_SGEMM_ACT_NONE, 0.0f, 0.0f};
+    if (!fused) fin = (ak__sgemm_tile_epi){NULL, NULL, AK_SGEMM_ACT_NONE, 0.0f, 0.0f, NULL};
     jb->k->f32_wino_finish_block(planes, P, jb->bias ? jb->bias + b * WINO_LANES : NULL,
                                  jb->z ? jb->z + b * P * WINO_LANES : NULL, y, &fin);
     if (!fused) ak__nn_act_rows(&jb->act, y, 1, P * WINO_LANES, P * WINO_LANES);
