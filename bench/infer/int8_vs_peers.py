@@ -73,16 +73,11 @@ def run(cmd, **kw):
 def export_resnet50(path):
     import torch
     import torchvision
+    sys.path.insert(0, os.path.join(ROOT, "tests", "infer"))
+    from torch_init import randomize_batch_norms
     torch.manual_seed(0)
     model = torchvision.models.resnet50().eval()
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.1)
-                m.running_var.copy_(torch.rand(m.num_features, generator=g) * 0.5 + 0.5)
-                m.weight.copy_(torch.rand(m.num_features, generator=g) * 0.5 + 0.75)
-                m.bias.copy_(torch.randn(m.num_features, generator=g) * 0.1)
+    randomize_batch_norms(model, 1)
     torch.onnx.export(model, (torch.zeros(1, 3, 224, 224),), path, opset_version=13,
                       input_names=["input"], output_names=["output"])
 

@@ -20,6 +20,7 @@ import accelkit.torch as akt  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "infer"))
 import bert_torch  # noqa: E402
+from torch_init import randomize_batch_norms  # noqa: E402
 
 TOL = 1e-4
 
@@ -37,21 +38,6 @@ def max_diff(got, want):
         return max([max_diff(got[k], want[k]) for k in want] or [0.0])
     assert len(got) == len(want)
     return max([max_diff(g, w) for g, w in zip(got, want)] or [0.0])
-
-
-def randomize_batch_norms(model, seed):
-    """Random BatchNorm statistics and affine parameters: with torchvision's
-    initialization the eval-mode activations of mobilenet_v2 shrink to ~1e-10, which
-    would make a 1e-4 comparison meaningless."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.1)
-                m.running_var.copy_(torch.rand(m.num_features, generator=g) * 0.5 + 0.5)
-                m.weight.copy_(torch.rand(m.num_features, generator=g) * 0.5 + 0.75)
-                m.bias.copy_(torch.randn(m.num_features, generator=g) * 0.1)
-    return model
 
 
 def bert_inputs(batch, seq, g):

@@ -54,7 +54,6 @@ static ak_status args_make(ak__op_ctx *ctx, qadd_args *g) {
 /* ---- the kernel: chunks of CHUNK elements through two float buffers ------------------- */
 
 #define CHUNK 256
-#define RINT_MAGIC 12582912.0f /* 1.5·2^23: adding and subtracting it rounds half to even */
 
 /* dst[i] = (x[i·step] − z)·s as DequantizeLinear computes it */
 static inline __attribute__((always_inline)) void
@@ -73,22 +72,15 @@ dequantize_chunk(float *restrict dst, const void *x, ak_elem_type t, int step, i
     }
 }
 
-/* y[i] = QuantizeLinear(relu?(a[i] + b[i])) to [lo, hi]: the sum divided by the scale,
- * clamped one step past each end (NaN to the low end, as ak__q_round_sat), rounded. */
+/* y[i] = QuantizeLinear(relu?(a[i] + b[i])): the sum divided by the scale, rounded */
 static inline __attribute__((always_inline)) void
 quantize_sum_chunk(void *y, int is_signed, const float *restrict a, const float *restrict b,
                    int relu, float s, int32_t zp, size_t n) {
-    float lo = is_signed ? -128.0f : 0.0f, hi = is_signed ? 127.0f : 255.0f, z = (float)zp;
-    float ca = lo - 1.0f - z, cb = hi + 1.0f - z;
+    ak__q_rounding rd = ak__q_rounding_for(zp, is_signed, 0);
     for (size_t i = 0; i < n; i++) {
         float v = a[i] + b[i];
         if (relu) v = v > 0.0f ? v : 0.0f;
-        v = v / s;
-        v = v >= ca ? v : ca;
-        v = v <= cb ? v : cb;
-        float r = (v + RINT_MAGIC) - RINT_MAGIC + z;
-        r = r >= lo ? r : lo;
-        r = r <= hi ? r : hi;
+        float r = ak__q_round_clamp(v / s, &rd);
         if (is_signed) ((int8_t *)y)[i] = (int8_t)(int32_t)r;
         else ((uint8_t *)y)[i] = (uint8_t)(int32_t)r;
     }

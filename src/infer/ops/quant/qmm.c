@@ -92,24 +92,13 @@ apply_zero_points(const ak__qmm *q, const uint8_t *a, size_t lda, size_t m0, siz
     }
 }
 
-/* saturate(round_half_even(v·mult) + zp) as ak__q_round_sat, written to vectorize: the
- * product clamped one step past each end of the range (NaN to the low end), then rounded
- * by adding and subtracting 1.5·2^23 (exact below 2^22). */
-#define RINT_MAGIC 12582912.0f
-
+/* saturate(round_half_even(v·mult) + zp), raised to zp when a Relu was folded */
 static inline __attribute__((always_inline)) void
 finish_q8_row(const int32_t *restrict v, const float *restrict mult, int32_t zp, int is_signed,
               int relu, void *restrict out, size_t nc) {
-    float lo = is_signed ? -128.0f : 0.0f, hi = is_signed ? 127.0f : 255.0f, z = (float)zp;
-    float ca = lo - 1.0f - z, cb = hi + 1.0f - z;
-    if (relu) lo = z > lo ? z : lo; /* results below the zero point raised to it */
+    ak__q_rounding rd = ak__q_rounding_for(zp, is_signed, relu);
     for (size_t j = 0; j < nc; j++) {
-        float x = (float)v[j] * mult[j];
-        x = x >= ca ? x : ca;
-        x = x <= cb ? x : cb;
-        float r = (x + RINT_MAGIC) - RINT_MAGIC + z;
-        r = r >= lo ? r : lo;
-        r = r <= hi ? r : hi;
+        float r = ak__q_round_clamp((float)v[j] * mult[j], &rd);
         if (is_signed) ((int8_t *)out)[j] = (int8_t)(int32_t)r;
         else ((uint8_t *)out)[j] = (uint8_t)(int32_t)r;
     }

@@ -60,6 +60,30 @@ static inline int32_t ak__q_round_sat(float v, int32_t zp, int is_signed) {
     return (int32_t)r;
 }
 
+/* ak__q_round_sat for loops that must vectorize (qadd.c, qmm.c): v is clamped to a range
+ * that saturates alike, one step past each end (NaN to the low end, as ak__q_round_sat
+ * sends it), then rounded half to even by adding and subtracting 1.5·2^23 (exact for
+ * magnitudes below 2^22), shifted by the zero point and clamped to [lo, hi] — lo raised to
+ * the zero point when a Relu was folded in. */
+typedef struct ak__q_rounding {
+    float below, above, zp, lo, hi;
+} ak__q_rounding;
+
+static inline ak__q_rounding ak__q_rounding_for(int32_t zp, int is_signed, int relu) {
+    float lo = is_signed ? -128.0f : 0.0f, hi = is_signed ? 127.0f : 255.0f, z = (float)zp;
+    ak__q_rounding r = {lo - 1.0f - z, hi + 1.0f - z, z, relu && z > lo ? z : lo, hi};
+    return r;
+}
+
+static inline __attribute__((always_inline)) float ak__q_round_clamp(float v,
+                                                                    const ak__q_rounding *r) {
+    v = v >= r->below ? v : r->below;
+    v = v <= r->above ? v : r->above;
+    float q = (v + 12582912.0f) - 12582912.0f + r->zp;
+    q = q >= r->lo ? q : r->lo;
+    return q <= r->hi ? q : r->hi;
+}
+
 /* ---- the int8 product driver (qmm.c) ---------------------------------------------------
  * Y[m][n] = finish(Σ_k (A[m][k] − za[m])·(B[k][n] − zb[n])), computed exactly in int32
  * (modulo 2^32) from the u8·s8 kernel: int8 A is read with its top bit flipped
