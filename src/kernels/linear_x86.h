@@ -543,10 +543,14 @@ LX_AI void lx_otile(int slot, int R, int G, const ak__linear_job *j, size_t n, s
             lx_pf_one(&p);
             npf--;
         }
-        __m256i s[LX_R][LX_OG];
+        /* two chains per (row, group), even and odd dwords: one chain of 8 dependent
+         * vpdpbusd per block kept the scheduler full of waiting operations */
+        __m256i s[2][LX_R][LX_OG];
         for (int r = 0; r < R; r++)
-            for (int g = 0; g < G; g++)
-                s[r][g] = _mm256_load_si256((const __m256i *)(const void *)gs[g].o[b]);
+            for (int g = 0; g < G; g++) {
+                s[0][r][g] = _mm256_load_si256((const __m256i *)(const void *)gs[g].o[b]);
+                s[1][r][g] = _mm256_setzero_si256();
+            }
         for (int c = 0; c < 8; c++) {
             __m256i x[LX_OG];
             for (int g = 0; g < G; g++)
@@ -555,14 +559,16 @@ LX_AI void lx_otile(int slot, int R, int G, const ak__linear_job *j, size_t n, s
                 int32_t wd4;
                 memcpy(&wd4, wq[b][r] + 4 * c, sizeof wd4);
                 __m256i wv = _mm256_set1_epi32(wd4);
-                for (int g = 0; g < G; g++) s[r][g] = _mm256_dpbusd_epi32(s[r][g], wv, x[g]);
+                for (int g = 0; g < G; g++)
+                    s[c & 1][r][g] = _mm256_dpbusd_epi32(s[c & 1][r][g], wv, x[g]);
             }
         }
         for (int r = 0; r < R; r++) {
             __m256 dw = _mm256_set1_ps(wd[b][r]);
             for (int g = 0; g < G; g++) {
                 __m256 dx = _mm256_load_ps(gs[g].d[b]);
-                acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r][g]), _mm256_mul_ps(dw, dx), acc[r][g]);
+                __m256i si = _mm256_add_epi32(s[0][r][g], s[1][r][g]);
+                acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(si), _mm256_mul_ps(dw, dx), acc[r][g]);
             }
         }
     }
