@@ -458,6 +458,169 @@ LX_AI void lx_quant_interleaved(int slot, const ak__linear_job *j, size_t n0, si
         }
     }
 }
+
+/* ---- VNNI, T >= 8: one token per lane ------------------------------------------------------
+ * The tiles above still pay the float side (convert, scale product, FMA) once per 4 tokens
+ * and 4 vpdpbusd, and 4 vpshufd per row and block to broadcast the weights' dwords: on
+ * Zen 4 those share the vector pipes with vpdpbusd. Here each of the 8 int32 lanes is one
+ * token: lane i of the c-th vpdpbusd sums token i's elements 4c..4c+3 of a block against
+ * the weights' dword c broadcast from memory (a load, no shuffle), so 8 vpdpbusd cover a
+ * block for 8 tokens and the float side is paid once per 8 tokens and 8 vpdpbusd. The
+ * accumulator starts at the 8 tokens' offset terms (−8·Σx or −128·Σx), so the unsigned
+ * weight bytes need nothing else. A tile's weights (4 rows × one K chunk) are unpacked
+ * once into bytes in element order on the stack, where the broadcasts read them, and
+ * the activations of 8 tokens are transposed (8×8 dwords per block) per K chunk, as the
+ * 4-token groups are. */
+
+#define LX_OG 2 /* groups of 8 tokens per tile (16 tokens) */
+
+/* One group of 8 tokens, one chunk of blocks: per block, 8 vectors (dword c of each
+ * token in lane i), the 8 activation scales and the 8 offset terms. Tokens past T are
+ * zeros. */
+typedef struct lx_ogroup {
+    _Alignas(32) int8_t q[LX_IKB][8][32];
+    _Alignas(32) float d[LX_IKB][8];
+    _Alignas(32) int32_t o[LX_IKB][8];
+} lx_ogroup;
+
+/* Tokens [t, t + 8) ∩ [0, T), blocks [kb, kb + nb) into g. */
+LX_AI void lx_ointerleave(const ak__linear_job *j, size_t t, size_t kb, size_t nb, lx_ogroup *g) {
+    size_t ldb = j->ldq / AK__QK, live = j->T - t < 8 ? j->T - t : 8;
+    for (size_t b = 0; b < nb; b++) {
+        __m256i v[8];
+        for (size_t i = 0; i < 8; i++) {
+            if (i < live) {
+                const int8_t *xb = j->xq + (t + i) * j->ldq + (kb + b) * AK__QK;
+                v[i] = _mm256_loadu_si256((const __m256i *)(const void *)xb);
+                g->d[b][i] = j->xd[(t + i) * ldb + kb + b];
+                g->o[b][i] = j->xo[(t + i) * ldb + kb + b];
+            } else {
+                v[i] = _mm256_setzero_si256();
+                g->d[b][i] = 0.0f;
+                g->o[b][i] = 0;
+            }
+        }
+        /* 8×8 dword transpose: rows = tokens, columns = dwords */
+        __m256i a[8], c[8];
+        for (int i = 0; i < 8; i += 2) {
+            a[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+            a[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+        }
+        for (int i = 0; i < 8; i += 4)
+            for (int h = 0; h < 2; h++) {
+                c[i + 2 * h] = _mm256_unpacklo_epi64(a[i + h], a[i + 2 + h]);
+                c[i + 2 * h + 1] = _mm256_unpackhi_epi64(a[i + h], a[i + 2 + h]);
+            }
+        /* c[0..3]: tokens 0-3, dwords {0,4}, {1,5}, {2,6}, {3,7} per half; c[4..7]: tokens 4-7 */
+        for (int d = 0; d < 4; d++) {
+            _mm256_store_si256((__m256i *)(void *)g->q[b][d], _mm256_permute2x128_si256(c[d], c[4 + d], 0x20));
+            _mm256_store_si256((__m256i *)(void *)g->q[b][4 + d], _mm256_permute2x128_si256(c[d], c[4 + d], 0x31));
+        }
+    }
+}
+
+/* Rows [n, n+R) × the G groups of gs (from token t) over blocks [kb, kb + nb). */
+LX_AI void lx_otile(int slot, int R, int G, const ak__linear_job *j, size_t n, size_t kb,
+                    size_t nb, const lx_ogroup *gs, size_t t, int accumulate, lx_pf *pf,
+                    size_t npf) {
+    size_t rb = j->row_bytes;
+    size_t bsz = slot == AK__LIN_Q8_0 ? sizeof(ak__block_q8_0) : sizeof(ak__block_q4_0);
+    const uint8_t *w = j->W + n * rb + kb * bsz;
+    _Alignas(32) uint8_t wq[LX_IKB][LX_R][32];
+    float wd[LX_IKB][LX_R];
+    for (size_t b = 0; b < nb; b++)
+        for (int r = 0; r < R; r++) {
+            const uint8_t *blk = w + (size_t)r * rb + b * bsz;
+            _mm256_store_si256((__m256i *)(void *)wq[b][r], lx_wbytes(slot, blk));
+            wd[b][r] = lx_scale(blk);
+        }
+    __m256 acc[LX_R][LX_OG];
+    for (int r = 0; r < R; r++)
+        for (int g = 0; g < G; g++) acc[r][g] = _mm256_setzero_ps();
+    lx_pf p = *pf;
+    for (size_t b = 0; b < nb; b++) {
+        if (npf) {
+            lx_pf_one(&p);
+            npf--;
+        }
+        /* two chains per (row, group), even and odd dwords: one chain of 8 dependent
+         * vpdpbusd per block kept the scheduler full of waiting operations */
+        __m256i s[2][LX_R][LX_OG];
+        for (int r = 0; r < R; r++)
+            for (int g = 0; g < G; g++) {
+                s[0][r][g] = _mm256_load_si256((const __m256i *)(const void *)gs[g].o[b]);
+                s[1][r][g] = _mm256_setzero_si256();
+            }
+        for (int c = 0; c < 8; c++) {
+            __m256i x[LX_OG];
+            for (int g = 0; g < G; g++)
+                x[g] = _mm256_load_si256((const __m256i *)(const void *)gs[g].q[b][c]);
+            for (int r = 0; r < R; r++) {
+                int32_t wd4;
+                memcpy(&wd4, wq[b][r] + 4 * c, sizeof wd4);
+                __m256i wv = _mm256_set1_epi32(wd4);
+                for (int g = 0; g < G; g++)
+                    s[c & 1][r][g] = _mm256_dpbusd_epi32(s[c & 1][r][g], wv, x[g]);
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            __m256 dw = _mm256_set1_ps(wd[b][r]);
+            for (int g = 0; g < G; g++) {
+                __m256 dx = _mm256_load_ps(gs[g].d[b]);
+                __m256i si = _mm256_add_epi32(s[0][r][g], s[1][r][g]);
+                acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(si), _mm256_mul_ps(dw, dx), acc[r][g]);
+            }
+        }
+    }
+    for (; npf; npf--) lx_pf_one(&p);
+    *pf = p;
+    for (int g = 0; g < G; g++) {
+        size_t tg = t + 8 * (size_t)g, live = j->T - tg < 8 ? j->T - tg : 8;
+        for (int r = 0; r < R; r++) {
+            _Alignas(32) float v[8];
+            _mm256_store_ps(v, acc[r][g]);
+            float *y = j->Y + tg * j->ldy + n + (size_t)r;
+            for (size_t i = 0; i < live; i++, y += j->ldy) *y = accumulate ? *y + v[i] : v[i];
+        }
+    }
+}
+
+/* Rows [b0, b1) of one K chunk for the tokens of gs (G groups from token t). */
+LX_AI void lx_orows(int slot, int G, const ak__linear_job *j, size_t b0, size_t b1, size_t kb,
+                    size_t nb, const lx_ogroup *gs, size_t t, int accumulate, lx_pf *pf,
+                    size_t per) {
+    size_t n = b0;
+    for (; n + LX_R <= b1; n += LX_R)
+        lx_otile(slot, LX_R, G, j, n, kb, nb, gs, t, accumulate, pf, per);
+    for (; n < b1; n++) lx_otile(slot, 1, G, j, n, kb, nb, gs, t, accumulate, pf, 0);
+}
+
+/* Blocks of rows (≤ 128 KiB of weights, kept in L2) outer, then K chunks, then tiles of
+ * 16 tokens, as lx_quant_interleaved. */
+LX_AI void lx_quant_lanes(int slot, const ak__linear_job *j, size_t n0, size_t n1) {
+    lx_ogroup gs[LX_OG];
+    size_t sb = lx_used_bytes(slot, j), nbk = ((size_t)128 << 10) / (sb ? sb : 1) / LX_R * LX_R;
+    size_t nball = j->K / AK__QK, tiles_t = lx_div_up(j->T, 8 * (size_t)LX_OG);
+    nbk = nbk < LX_R ? LX_R : nbk;
+    for (size_t b0 = n0; b0 < n1; b0 += nbk) {
+        size_t b1 = b0 + nbk < n1 ? b0 + nbk : n1, nx = b1 + nbk < n1 ? b1 + nbk : n1;
+        size_t chunks = lx_div_up(nball, (size_t)LX_IKB);
+        size_t tiles = lx_div_up(b1 - b0, (size_t)LX_R) * tiles_t * chunks;
+        lx_pf next = lx_pf_rows(slot, j, b1, nx - b1, 0);
+        size_t per = lx_div_up(lx_pf_lines(&next), tiles);
+        for (size_t kb = 0; kb < nball; kb += LX_IKB) {
+            size_t nb = nball - kb < LX_IKB ? nball - kb : LX_IKB;
+            int accumulate = kb ? 1 : j->accumulate;
+            for (size_t t = 0; t < j->T; t += 8 * LX_OG) {
+                size_t groups = lx_div_up(j->T - t, 8);
+                int G = groups < LX_OG ? (int)groups : LX_OG;
+                for (int g = 0; g < G; g++) lx_ointerleave(j, t + 8 * (size_t)g, kb, nb, &gs[g]);
+                if (G == 2) lx_orows(slot, 2, j, b0, b1, kb, nb, gs, t, accumulate, &next, per);
+                else lx_orows(slot, 1, j, b0, b1, kb, nb, gs, t, accumulate, &next, per);
+            }
+        }
+    }
+}
 #endif /* LX_VNNI */
 
 /* ---- T = 1: one row at a time ------------------------------------------------------------ */
@@ -716,7 +879,8 @@ _Static_assert(LX_FLOAT_C <= 6 && LX_QUANT_C <= 6, "LX_TOKENS handles remainders
     static LX_DEFINE_LINEAR(LX_CAT(name, _tiles), lx_quant_tile, LX_QUANT_ROW, LX_QUANT_C,  \
                             slot, LX_BLOCKED_QUANT)                                         \
     void name(const ak__linear_job *j, size_t n0, size_t n1) {                              \
-        if (j->T >= 4) lx_quant_interleaved(slot, j, n0, n1);                                \
+        if (j->T >= 8) lx_quant_lanes(slot, j, n0, n1);                                      \
+        else if (j->T >= 4) lx_quant_interleaved(slot, j, n0, n1);                           \
         else LX_CAT(name, _tiles)(j, n0, n1);                                                \
     }
 #else

@@ -358,22 +358,32 @@ static void test_public_threads(void **state) {
     lin_case c = case_make(AK_WTYPE_Q4_0, 129, 2048, 5, 1, 0, seed++);
     check_public(&c, NULL);
     case_free(&c);
-    /* several 256 KiB row blocks of a quantized type in one range (blocked order) */
-    c = case_make(AK_WTYPE_Q4_0, 700, 1024, 70, 0, 0, seed);
-    ak__linear_job job = {.W = c.W, .row_bytes = c.rb, .K = c.K, .T = c.T, .X = c.X,
-                          .ldx = c.ldx, .xd = c.xd, .xo = c.xo, .xq = c.xq, .ldq = c.K,
-                          .Y = NULL, .ldy = c.ldy};
-    for (size_t v = 0; v < N_VARIANTS; v++) {
-        const ak__kernels *k = ak__kernels_for(variants[v]);
-        if (!k) continue;
-        float *Y = malloc(c.T * c.ldy * sizeof(float));
-        memcpy(Y, c.Y0, c.T * c.ldy * sizeof(float));
-        job.Y = Y;
-        k->linear[AK__LIN_Q4_0](&job, 0, c.N);
-        check_y(&c, Y, k->name);
-        free(Y);
+    /* several 256 KiB row blocks of a quantized type in one range (blocked order); then
+     * Q4_0 / Q8_0 with several 128 KiB row blocks, two K chunks of 32 blocks, a
+     * remainder row and a part-filled group of 8 tokens (the VNNI one-token-per-lane
+     * tiles), accumulating */
+    static const struct { ak_wtype wt; int slot; size_t N, K, T; int acc; } big[] = {
+        {AK_WTYPE_Q4_0, AK__LIN_Q4_0, 700, 1024, 70, 0},
+        {AK_WTYPE_Q4_0, AK__LIN_Q4_0, 701, 2048, 13, 1},
+        {AK_WTYPE_Q8_0, AK__LIN_Q8_0, 301, 2048, 16, 1},
+    };
+    for (size_t i = 0; i < COUNT(big); i++) {
+        c = case_make(big[i].wt, big[i].N, big[i].K, big[i].T, big[i].acc, 0, seed++);
+        ak__linear_job job = {.W = c.W, .row_bytes = c.rb, .K = c.K, .T = c.T, .X = c.X,
+                              .ldx = c.ldx, .xd = c.xd, .xo = c.xo, .xq = c.xq, .ldq = c.K,
+                              .Y = NULL, .ldy = c.ldy, .accumulate = big[i].acc};
+        for (size_t v = 0; v < N_VARIANTS; v++) {
+            const ak__kernels *k = ak__kernels_for(variants[v]);
+            if (!k) continue;
+            float *Y = malloc(c.T * c.ldy * sizeof(float));
+            memcpy(Y, c.Y0, c.T * c.ldy * sizeof(float));
+            job.Y = Y;
+            k->linear[big[i].slot](&job, 0, c.N);
+            check_y(&c, Y, k->name);
+            free(Y);
+        }
+        case_free(&c);
     }
-    case_free(&c);
 }
 
 /* ak_linear_multi: three matrices of one input (row counts like Q, K, V; the middle one
