@@ -359,6 +359,7 @@ static void test_nonfinite_activations(void **state) {
         int8_t q[T * K];
         for (size_t t = 0; t < T; t++)
             k->linear_quantize_x(x + t * K, K, d + t * NB, sums + t * NB, q + t * K);
+        if (memcmp(d, rd, sizeof d)) print_error("%s: quantizer scales differ\n", variants[v]);
         assert_memory_equal(d, rd, sizeof d);
         assert_memory_equal(sums, rs, sizeof sums);
         assert_memory_equal(q, rq, sizeof q);
