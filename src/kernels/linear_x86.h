@@ -904,21 +904,35 @@ LX_QUANT_KERNEL(LX_NAME(ak_q4_0_linear__), AK__LIN_Q4_0)
 
 /* Bit-identical to ak_f32_quantize_q8_0__ref: d = amax/127 rounded through f16 as stored,
  * q = roundf(x·(1/d)), where roundf (ties away from zero) is trunc(v + copysign(0.5⁻, v))
- * for |v| ≤ 128 (checked over every float in that range). */
+ * for |v| ≤ 128 (checked over every float in that range). amax is the largest |x| taken
+ * as integer bits (the order of non-negative floats), so a NaN anywhere in the block is
+ * seen whatever its lane (a float max drops NaN operands by position); a block holding
+ * NaN or ±Inf gets d = NaN, q = 0 and sum 0 as in the reference, never cvttps' INT_MIN. */
 void LX_NAME(ak_f32_quantize_q8_0__)(const float *x, size_t K, float *d, int32_t *s, int8_t *q) {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256 half = _mm256_set1_ps(0x1.fffffep-2f);
     for (size_t i = 0; i < K / AK__QK; i++, x += AK__QK) {
-        __m256 v[4], m = _mm256_setzero_ps();
+        __m256 v[4];
+        __m256i m = _mm256_setzero_si256();
         for (int u = 0; u < 4; u++) {
             v[u] = _mm256_loadu_ps(x + 8 * u);
-            m = _mm256_max_ps(m, _mm256_and_ps(v[u], absmask));
+            m = _mm256_max_epi32(m, _mm256_castps_si256(_mm256_and_ps(v[u], absmask)));
         }
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        float di = _mm_cvtss_f32(m4) / 127.0f;
-        __m256 id = _mm256_set1_ps(di != 0.0f ? 1.0f / di : 0.0f);
+        __m128i m4 = _mm_max_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+        m4 = _mm_max_epi32(m4, _mm_shuffle_epi32(m4, 0x4e));
+        m4 = _mm_max_epi32(m4, _mm_shuffle_epi32(m4, 0xb1));
+        int32_t amax_bits = _mm_cvtsi128_si32(m4);
+        if (amax_bits >= 0x7f800000) { /* NaN or ±Inf */
+            _mm256_storeu_si256((__m256i *)(void *)(q + i * AK__QK), _mm256_setzero_si256());
+            s[i] = 0;
+            d[i] = __builtin_nanf("");
+            continue;
+        }
+        float amax;
+        memcpy(&amax, &amax_bits, sizeof amax);
+        float di = amax / 127.0f;
+        float inv = di != 0.0f ? 1.0f / di : 0.0f;
+        __m256 id = _mm256_set1_ps(inv <= 0x1.fffffep127f ? inv : 0.0f); /* 1/d overflowed: 0 */
         __m256i qi[4], sum = _mm256_setzero_si256();
         for (int u = 0; u < 4; u++) {
             __m256 p = _mm256_mul_ps(v[u], id);

@@ -63,8 +63,10 @@ run_one() {
   return 1
 }
 export -f run_one
-# UBSan only prints its reports and the run goes on unless UBSAN_OPTIONS has
-# halt_on_error=1, which makes them findings (docs/fuzzing.md lists the open ones)
+# An UBSan report is a finding: the fuzz build compiles with -fno-sanitize-recover=all,
+# so the report ends the run and libFuzzer saves the input; halt_on_error=1 does the same
+# for a build configured before that flag, and the report carries its stack
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 printf '%s\n' "${targets[@]}" |
   xargs -P "$jobs" -I{} bash -c 'run_one "$@"' _ {} "$build" "$seconds" "$runs"

@@ -78,11 +78,18 @@ static void test_q8_0_known_block(void **state) {
     float back[32];
     assert_int_equal(ak_dequantize_row(AK_WTYPE_Q8_0, got, back, 32), AK_OK);
     assert_true(back[2] == 3.0f && back[3] == -3.0f && back[11] == -9.0f);
-    /* a non-finite input is stored without undefined conversions: Inf gives d = Inf and
-     * q = 0 for that element (Inf·0 is NaN), finite neighbours 0 */
+    /* a non-finite input is stored without undefined conversions: a block holding Inf
+     * or NaN gets d = NaN (f16 0x7e00) and q = 0, so it dequantizes to NaN */
     x[3] = INFINITY;
     assert_int_equal(ak_quantize_row(AK_WTYPE_Q8_0, x, got, 32), AK_OK);
-    assert_int_equal(got[2 + 3], 0);
+    assert_true(got[0] == 0x00 && got[1] == 0x7e);
+    for (int j = 2; j < 34; j++) assert_int_equal(got[j], 0);
+    assert_int_equal(ak_dequantize_row(AK_WTYPE_Q8_0, got, back, 32), AK_OK);
+    assert_true(isnan(back[0]) && isnan(back[3]));
+    x[3] = NAN;
+    assert_int_equal(ak_quantize_row(AK_WTYPE_Q8_0, x, got, 32), AK_OK);
+    assert_true(got[0] == 0x00 && got[1] == 0x7e && got[2] == 0);
+    x[3] = INFINITY;
     assert_int_equal(ak_quantize_row(AK_WTYPE_Q4_0, x, got, 32), AK_OK);
     /* all zeros: d = 0, q = 0 */
     float z[32] = {0};
@@ -307,6 +314,82 @@ static void check_kernels(const lin_case *c) {
     }
 }
 
+/* Non-finite and extreme activations through the Q8_0 quantizer of every variant and the
+ * quantized kernels: bit for bit the reference's values, no undefined conversion (the
+ * sanitizer build checks), a block holding NaN or ±Inf gives d = NaN, q = 0, sum 0 and
+ * NaN outputs (as the float path gives NaN), a block whose 1/d overflows gives q = 0. */
+static void test_nonfinite_activations(void **state) {
+    (void)state;
+    enum { K = 256, T = 3, N = 5, NB = K / 32 };
+    uint64_t seed = 5;
+    float *x = rand_floats(T * K, &seed, 2.0f);
+    float neg_nan;
+    uint32_t neg_nan_bits = 0xffc00001u;
+    memcpy(&neg_nan, &neg_nan_bits, sizeof neg_nan);
+    x[0 * 32 + 13] = NAN;                             /* token 0: NaN mid-block */
+    x[2 * 32 + 31] = INFINITY;                        /* +Inf in the last lane */
+    x[3 * 32 + 0] = -INFINITY;                        /* -Inf in the first */
+    x[4 * 32 + 7] = INFINITY, x[4 * 32 + 8] = NAN;    /* both */
+    for (int j = 0; j < 32; j++) x[5 * 32 + j] = 3e38f * (j % 2 ? 1 : -1) / (float)(j + 1);
+    for (int j = 0; j < 32; j++) x[K + 6 * 32 + j] = 1e-38f / (float)(j + 1); /* token 1: 1/d = Inf */
+    memset(x + K + 7 * 32, 0, 32 * sizeof(float));
+    x[K + 7 * 32 + 3] = 0x1p-130f;                    /* a lone subnormal */
+    x[2 * K + 1 * 32 + 30] = neg_nan;                 /* token 2: a negative NaN */
+    float rd[T * NB];
+    int32_t rs[T * NB];
+    int8_t rq[T * K];
+    for (size_t t = 0; t < T; t++)
+        ak_f32_quantize_q8_0__ref(x + t * K, K, rd + t * NB, rs + t * NB, rq + t * K);
+    int nonfinite[T * NB] = {[0] = 1, [2] = 1, [3] = 1, [4] = 1, [2 * NB + 1] = 1};
+    for (size_t i = 0; i < T * NB; i++) {
+        if (nonfinite[i]) assert_true(isnan(rd[i]) && rs[i] == 0);
+        else assert_true(!isnan(rd[i]) && labs((long)rs[i]) <= 32 * 127);
+        for (int j = 0; j < 32; j++)
+            if (nonfinite[i] || i == NB + 6 || i == NB + 7) assert_int_equal(rq[i * 32 + j], 0);
+    }
+    assert_true(rd[NB + 6] == 0.0f && rd[NB + 7] == 0.0f); /* below f16's range */
+    assert_true(isinf(rd[5])); /* 3e38/127 is above f16's range (as in ggml's Q8_0) */
+    unsigned char W[N * (K / 32) * sizeof(ak__block_q8_0)];
+    float *w = rand_floats(N * K, &seed, 1.0f);
+    for (size_t v = 0; v < N_VARIANTS; v++) {
+        const ak__kernels *k = ak__kernels_for(variants[v]);
+        if (!k) continue;
+        float d[T * NB];
+        int32_t sums[T * NB];
+        int8_t q[T * K];
+        for (size_t t = 0; t < T; t++)
+            k->linear_quantize_x(x + t * K, K, d + t * NB, sums + t * NB, q + t * K);
+        if (memcmp(d, rd, sizeof d)) print_error("%s: quantizer scales differ\n", variants[v]);
+        assert_memory_equal(d, rd, sizeof d);
+        assert_memory_equal(sums, rs, sizeof sums);
+        assert_memory_equal(q, rq, sizeof q);
+        for (int wt = 0; wt < 2; wt++) {
+            ak_wtype wtype = wt ? AK_WTYPE_Q4_0 : AK_WTYPE_Q8_0;
+            size_t rb = row_bytes_of(wtype, K);
+            for (size_t n = 0; n < N; n++)
+                assert_int_equal(ak_quantize_row(wtype, w + n * K, W + n * rb, K), AK_OK);
+            memcpy(sums, rs, sizeof sums);
+            ak__linear_offsets(wtype, sums, T * NB);
+            float Y[T * N];
+            ak__linear_job job = {.W = W, .row_bytes = rb, .K = K, .T = T, .X = x, .ldx = K,
+                                  .xd = d, .xo = sums, .xq = q, .ldq = K, .Y = Y, .ldy = N};
+            k->linear[ak__linear_slot(wtype)](&job, 0, N);
+            for (size_t t = 0; t < T; t++)
+                for (size_t n = 0; n < N; n++)
+                    if (t == 1 ? !isfinite(Y[t * N + n]) : !isnan(Y[t * N + n])) {
+                        print_error("%s %s: Y[%zu][%zu] = %g\n", variants[v],
+                                    ak_wtype_name(wtype), t, n, (double)Y[t * N + n]);
+                        fail();
+                    }
+            assert_int_equal(ak_linear(wtype, W, N, K, x, K, T, Y, N, 0, NULL), AK_OK);
+            for (size_t n = 0; n < N; n++)
+                assert_true(isnan(Y[n]) && isfinite(Y[N + n]) && isnan(Y[2 * N + n]));
+        }
+    }
+    free(w);
+    free(x);
+}
+
 /* The public entry point on a pool (NULL = the global one), Y inside guard bytes. */
 static void check_public(const lin_case *c, ak_threadpool *pool) {
     size_t ny = c->T * c->ldy;
@@ -514,6 +597,7 @@ int main(void) {
         cmocka_unit_test(test_q4_0_known_block),
         cmocka_unit_test(test_round_trip_bounds),
         cmocka_unit_test(test_kernels_vs_ref),
+        cmocka_unit_test(test_nonfinite_activations),
         cmocka_unit_test(test_public_threads),
         cmocka_unit_test(test_multi),
         cmocka_unit_test(test_aliasing_rows),

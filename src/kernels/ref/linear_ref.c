@@ -21,16 +21,28 @@ static void store_scale(void *block, float d) {
 }
 
 /* ggml's quantize_row_q8_0 for one block: d = max|x|/127, q = roundf(x·(1/d)). The
- * multiply by the reciprocal (not a division) is ggml's and changes some roundings. */
+ * multiply by the reciprocal (not a division) is ggml's and changes some roundings.
+ * Where ggml's conversions are undefined we choose:
+ * - a block holding a NaN or ±Inf gets d = NaN and q = 0: its dot products are NaN, as
+ *   the float path's are (an Inf gives NaN there too, not ±Inf), and every q and block
+ *   sum stays in range;
+ * - a block so small that 1/d overflows (max|x| < 2^-121) gets q = 0, what ggml's
+ *   conversion of ±Inf to int8 gives on x86; its d is below f16's range and stored as 0
+ *   anyway. */
 static void quantize_block_q8_0(const float *x, float *d_out, int8_t *q) {
     float amax = 0.0f;
-    for (int j = 0; j < AK__QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+    for (int j = 0; j < AK__QK; j++) {
+        if (!isfinite(x[j])) {
+            memset(q, 0, AK__QK);
+            *d_out = NAN;
+            return;
+        }
+        amax = fmaxf(amax, fabsf(x[j]));
+    }
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
-    for (int j = 0; j < AK__QK; j++) {
-        float v = x[j] * id; /* |v| ≤ 127 for finite x; NaN (x = ±Inf) stores 0, not UB */
-        q[j] = v == v ? (int8_t)roundf(v) : 0;
-    }
+    if (isinf(id)) id = 0.0f;
+    for (int j = 0; j < AK__QK; j++) q[j] = (int8_t)roundf(x[j] * id); /* |x·id| ≤ 127 */
     *d_out = d;
 }
 

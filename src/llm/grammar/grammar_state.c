@@ -74,11 +74,17 @@ static void arena_release(arena *a, mark m) {
 
 static void arena_free(arena *a) { arena_release(a, (mark){NULL, 0}); }
 
-/* A set of stacks (NULL = the empty stack), without duplicates by content. */
+/* A set of stacks (NULL = the empty stack), without duplicates by content. Past
+ * SET_INDEXED stacks, `slots` indexes them by hash (open addressing over 2·cap slots
+ * holding index + 1, 0 = free), so adding to a set of thousands of stacks (an ambiguous
+ * grammar) is not a scan of all of them for every one of up to 2^18 expansions. */
 typedef struct gset {
     const gnode **v;
     uint32_t n, cap;
+    uint32_t *slots;
 } gset;
+
+#define SET_INDEXED 32
 
 typedef struct ctx {
     const ak_llm_grammar *gr;
@@ -96,10 +102,32 @@ static int same_stack(const gnode *x, const gnode *y) {
     return 1;
 }
 
+static uint32_t slot_of(uint64_t h, uint32_t mask) { return (uint32_t)(h ^ h >> 32) & mask; }
+
+/* Records s->v[i] in the index. */
+static void set_index(gset *s, uint32_t i) {
+    uint32_t mask = 2 * s->cap - 1, k = slot_of(stack_hash(s->v[i]), mask);
+    while (s->slots[k]) k = (k + 1) & mask;
+    s->slots[k] = i + 1;
+}
+
+static int set_has(const gset *s, const gnode *n, uint64_t h) {
+    if (!s->slots) {
+        for (uint32_t i = 0; i < s->n; ++i)
+            if (stack_hash(s->v[i]) == h && same_stack(s->v[i], n)) return 1;
+        return 0;
+    }
+    uint32_t mask = 2 * s->cap - 1;
+    for (uint32_t k = slot_of(h, mask); s->slots[k]; k = (k + 1) & mask) {
+        const gnode *o = s->v[s->slots[k] - 1];
+        if (stack_hash(o) == h && same_stack(o, n)) return 1;
+    }
+    return 0;
+}
+
 static void set_add(ctx *c, gset *s, const gnode *n) {
     uint64_t h = stack_hash(n);
-    for (uint32_t i = 0; i < s->n; ++i)
-        if (stack_hash(s->v[i]) == h && same_stack(s->v[i], n)) return;
+    if (set_has(s, n, h)) return;
     if (s->n == s->cap) {
         if (s->cap >= AK__GRAMMAR_MAX_STACKS) {
             if (c->st == AK_OK)
@@ -114,9 +142,19 @@ static void set_add(ctx *c, gset *s, const gnode *n) {
             return;
         }
         if (s->n) memcpy(v, s->v, s->n * sizeof *v);
-        s->v = v, s->cap = cap;
+        s->v = v, s->cap = cap, s->slots = NULL;
+        if (cap >= SET_INDEXED) {
+            s->slots = arena_alloc(&c->a, 2 * (size_t)cap * sizeof *s->slots);
+            if (!s->slots) {
+                if (c->st == AK_OK) c->st = AK_FAIL(AK_ERR_NO_MEMORY, "grammar: out of memory");
+                return;
+            }
+            memset(s->slots, 0, 2 * (size_t)cap * sizeof *s->slots);
+            for (uint32_t i = 0; i < s->n; ++i) set_index(s, i);
+        }
     }
     s->v[s->n++] = n;
+    if (s->slots) set_index(s, s->n - 1);
 }
 
 static const gnode *new_node(ctx *c, const gnode *parent, uint32_t pos) {
@@ -522,7 +560,7 @@ static const iset *step(walk *w, const iset *from, uint32_t cp) {
         if (w->memo[k].from == from && w->memo[k].cp == cp) return w->memo[k].to;
         k = (k + 1) & w->memo_mask;
     }
-    gset in = {(const gnode **)from->v, from->n, from->n}, out = {0};
+    gset in = {(const gnode **)from->v, from->n, from->n, NULL}, out = {0};
     advance(&w->c, &in, cp, &out);
     const iset *to = out.n && w->c.st == AK_OK ? intern(w, &out) : NULL;
     w->memo[k] = (memo_slot){from, cp, to};

@@ -196,7 +196,11 @@ static ak_status build_split(ak__op_ctx *ctx, seq_work *w) {
         if (len > AK__SEQ_MAX) return AK_OP_FAIL(ctx->node, AK_ERR_UNSUPPORTED, "more than %d chunks", AK__SEQ_MAX);
         for (n = 0; n < (size_t)len; n++) sizes[n] = 1;
     } else if (sp->rank == 0) {
-        int64_t c = sp->type == AK_ELEM_I64 ? *(const int64_t *)sp->data : *(const int32_t *)sp->data;
+        int64_t c; /* read through the checked reader: a value of another type (an
+                    * undefined one has no data at all) is refused, not reinterpreted */
+        size_t k;
+        AK_CHECK(ak__op_read_ints(ctx, sp, "split", &c, 1, &k));
+        if (k != 1) return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "split must hold one value");
         if (c <= 0 || (len + c - 1) / c > AK__SEQ_MAX)
             return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL, "split size %lld is invalid", (long long)c);
         for (int64_t done = 0; done < len; done += c) sizes[n++] = len - done < c ? len - done : c;

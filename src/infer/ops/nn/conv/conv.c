@@ -401,7 +401,8 @@ static void conv_tile_task(void *vr, size_t begin, size_t end, int tid) {
     const conv_run *r = vr;
     const conv_plan *pl = r->pl;
     uint64_t ntiles = (pl->P + pl->cols - 1) / pl->cols;
-    float *col = r->ws + (size_t)tid * pl->slot_floats;
+    /* no workspace (NULL) when the slots are empty: offsetting NULL is undefined */
+    float *col = r->ws ? r->ws + (size_t)tid * pl->slot_floats : NULL;
     for (size_t t = begin; t < end; t++) {
         uint64_t tile = t % ntiles, ng = t / ntiles;
         uint64_t n = ng / (uint64_t)pl->group, g = ng % (uint64_t)pl->group;
