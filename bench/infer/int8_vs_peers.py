@@ -177,6 +177,8 @@ def main():
             print("%-9s %7d %10.2f %10.2f %10.2f %11.2fx %9.3f" % (
                 model, t, med["fp32"], med["int8"], med["ort"], med["fp32"] / med["int8"],
                 med["int8"] / med["ort"]))
+            print("%-9s %7s rounds: %s" % ("", "", "  ".join(
+                "%s %s" % (k, " ".join("%.2f" % v for v in vs)) for k, vs in runs.items())))
             # the INT8 file as a model of its own ("resnet50-int8"): the report's latency
             # plot has a category per model and a series per engine
             fp, q8 = ({"model": name, "threads": t, "batch": 1, "precision": prec}
