@@ -46,8 +46,14 @@ ak_status ak__tops_scalar_int(const ak__op_ctx *ctx, const ak__tensor *t, const 
         *out = ak__tops_index_at(t, 0);
     else if (t->type == AK_ELEM_U64)
         *out = (int64_t)*(const uint64_t *)t->data;
-    else
-        *out = (int64_t)ak__elem_get(t->data, t->type, 0);
+    else {
+        double v = ak__elem_get(t->data, t->type, 0);
+        /* NaN, ±Inf and values past int64 have no integer (converting them is undefined) */
+        if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+            return AK_OP_FAIL(ctx->node, AK_ERR_INVALID_MODEL,
+                              "%s is %g, which is not a 64-bit integer", what, v);
+        *out = (int64_t)v;
+    }
     return AK_OK;
 }
 
