@@ -81,17 +81,55 @@ int ak_launch_is_local_host(const char *name) {
            strcmp(name, self) == 0;
 }
 
-/* A TCP port that is free here right now (bound to 0 on every address, read back,
- * released); when rank 0 runs on another host the port is only likely to be free there. */
+/* 1 when a TCP listener could bind `port` on every address here now (SO_REUSEADDR, as the
+ * store binds, so a closed connection's TIME_WAIT does not count as taken). */
+static int port_is_free(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1, ok = 0;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY),
+                            .sin_port = htons((uint16_t)port)};
+    if (fd < 0) return 0;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0)
+        ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* The lowest port the kernel hands out to outgoing connections (ip_local_port_range). */
+static int ephemeral_low(void) {
+    int lo = 32768, hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768;
+        fclose(f);
+    }
+    return lo;
+}
+
+/* Rank 0's store port P, with P+1 free too: accelkit.torch.distributed gives torch's own
+ * store MASTER_PORT = AK_MASTER_PORT + 1. Both come from below the ephemeral range, where
+ * no outgoing connection of a busy machine can take them between this check and the
+ * ranks' bind (a port bound to 0 is an ephemeral one, and so is its neighbour). When rank 0
+ * runs on another host the ports are only likely to be free there. */
 static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 29500;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
-    socklen_t len = sizeof a;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0) close(fd);
-    return port;
+    int top = ephemeral_low() - 2, bottom = 20000;
+    if (top > bottom) {
+        unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+        for (int tries = 0; tries < 200; tries++) {
+            int port = bottom + (int)(rand_r(&seed) % (unsigned)(top - bottom));
+            if (port_is_free(port) && port_is_free(port + 1)) return port;
+        }
+    }
+    for (int tries = 0; tries < 50; tries++) { /* no room below the range: two bound to 0 */
+        int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
+        socklen_t len = sizeof a;
+        if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+            getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+            port = ntohs(a.sin_port);
+        if (fd >= 0) close(fd);
+        if (port > 0 && port < 65535 && port_is_free(port + 1)) return port;
+    }
+    return 29500;
 }
 
 /* The launcher's address as seen from `peer`: the source address the kernel would route
@@ -312,6 +350,7 @@ int ak_launch_spawn(const ak_launch_plan *p, const char *host, const char *const
     int remote = !ak_launch_is_local_host(host);
     rp->stdin_fd = -1;
     if (pipe(out) || pipe(err) || (remote && pipe2(in, O_CLOEXEC))) return -1;
+    pid_t launcher = getpid();
     rp->pid = fork();
     if (rp->pid < 0) return -1;
     if (rp->pid == 0) {
@@ -323,7 +362,8 @@ int ak_launch_spawn(const ak_launch_plan *p, const char *host, const char *const
         close(out[0]), close(out[1]), close(err[0]), close(err[1]);
         setpgid(0, 0); /* the launcher can signal the rank and its children */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() == 1) _exit(128 + SIGKILL); /* the launcher died before prctl */
+        /* the launcher died before prctl: the rank was reparented (to init or a subreaper) */
+        if (getppid() != launcher) _exit(128 + SIGKILL);
         set_env_list(env);
         char **ssh = remote ? ssh_argv(p, host) : NULL;
         if (!remote) execvp(p->argv[0], p->argv);
