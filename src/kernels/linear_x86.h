@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "kernels/linear.h"
+#include "kernels/x86/pf_walk.h"
 
 #define LX_AI static inline __attribute__((always_inline))
 #define LX_R 4 /* weight rows per full tile */
@@ -102,15 +103,9 @@ LX_AI float lx_hsum1(__m256 a) {
 
 /* ---- prefetching the weights of rows to come --------------------------------------------- */
 
-/* A walk over the weight lines of `rows` rows (`bytes` each, row_bytes apart) that tiles
- * prefetch a few lines at a time: with T > 1 a tile reads its 4 rows as 4 short
- * interleaved streams, which the hardware prefetcher does not follow, so rows coming
- * from DRAM would stall the FMAs. */
-typedef struct lx_pf {
-    const uint8_t *row;
-    size_t off, bytes, row_bytes, rows;
-    int near; /* 1: needed within a few tiles (into L1), 0: by the next block (into L2) */
-} lx_pf;
+/* With T > 1 a tile reads its 4 rows as 4 short interleaved streams, which the hardware
+ * prefetcher does not follow, so rows coming from DRAM would stall the FMAs: the tiles walk
+ * the rows to come with pf_walk (kernels/x86/pf_walk.h). */
 
 /* Bytes of the K weights of a row. */
 LX_AI size_t lx_used_bytes(int slot, const ak__linear_job *j) {
@@ -123,34 +118,20 @@ LX_AI size_t lx_used_bytes(int slot, const ak__linear_job *j) {
 }
 
 /* Rows [n, n + rows) of the job's weights. */
-LX_AI lx_pf lx_pf_rows(int slot, const ak__linear_job *j, size_t n, size_t rows, int near) {
-    lx_pf p = {j->W + n * j->row_bytes, 0, lx_used_bytes(slot, j), j->row_bytes, rows, near};
+LX_AI pf_walk lx_pf_rows(int slot, const ak__linear_job *j, size_t n, size_t rows, int near) {
+    pf_walk p = {j->W + n * j->row_bytes, 0, lx_used_bytes(slot, j), j->row_bytes, rows, near};
     return p;
 }
 
-LX_AI size_t lx_pf_lines(const lx_pf *p) { return p->rows * ((p->bytes + 63) / 64); }
+LX_AI size_t lx_pf_lines(const pf_walk *p) { return p->rows * ((p->bytes + 63) / 64); }
 
-/* Prefetches the next line, if any. */
-LX_AI void lx_pf_one(lx_pf *p) {
-    if (!p->rows) return;
-    if (p->near)
-        _mm_prefetch((const char *)(p->row + p->off), _MM_HINT_T0);
-    else /* T0 would evict the tile's activations from L1 */
-        _mm_prefetch((const char *)(p->row + p->off), _MM_HINT_T1);
-    p->off += 64;
-    if (p->off >= p->bytes) {
-        p->off = 0;
-        p->row += p->row_bytes;
-        p->rows--;
-    }
-}
 
 /* ---- float weights (f32, f16, bf16) ------------------------------------------------------ */
 
 /* Rows [n, n+R) × tokens [t, t+C), prefetching `npf` lines of *pf on the way (one per k
  * step, any rest at the end). */
 LX_AI void lx_float_tile(int slot, int R, int C, const ak__linear_job *j, size_t n, size_t t,
-                         lx_pf *pf, size_t npf) {
+                         pf_walk *pf, size_t npf) {
     const uint8_t *w = j->W + n * j->row_bytes;
     const float *x = j->X + t * j->ldx;
     size_t K = j->K, rb = j->row_bytes, ldx = j->ldx, k = 0;
@@ -161,11 +142,11 @@ LX_AI void lx_float_tile(int slot, int R, int C, const ak__linear_job *j, size_t
             acc[r][c] = _mm256_setzero_ps();
             tail[r][c] = 0.0f;
         }
-    lx_pf p = *pf; /* a local copy stays in registers */
+    pf_walk p = *pf; /* a local copy stays in registers */
     for (; k + 8 <= K; k += 8) {
         __m256 xv[LX_FLOAT_C];
         if (npf) {
-            lx_pf_one(&p);
+            pf_walk_one(&p);
             npf--;
         }
         for (int c = 0; c < C; c++) xv[c] = _mm256_loadu_ps(x + (size_t)c * ldx + k);
@@ -179,7 +160,7 @@ LX_AI void lx_float_tile(int slot, int R, int C, const ak__linear_job *j, size_t
             float wk = lx_load1(slot, w + (size_t)r * rb, k);
             for (int c = 0; c < C; c++) tail[r][c] += wk * x[(size_t)c * ldx + k];
         }
-    for (; npf; npf--) lx_pf_one(&p);
+    for (; npf; npf--) pf_walk_one(&p);
     *pf = p;
     LX_STORE_TILE(R, C, acc, tail, j->Y + t * j->ldy + n, j->ldy, j->accumulate);
 }
@@ -244,14 +225,14 @@ LX_AI __m256i lx_xaux(int slot, __m256i xv, int32_t offset) {
 
 /* Rows [n, n+R) × tokens [t, t+C); pf as for lx_float_tile (one line per block). */
 LX_AI void lx_quant_tile(int slot, int R, int C, const ak__linear_job *j, size_t n, size_t t,
-                         lx_pf *pf, size_t npf) {
+                         pf_walk *pf, size_t npf) {
     size_t nb = j->K / AK__QK, ldq = j->ldq, ldb = ldq / AK__QK, rb = j->row_bytes;
     size_t bsz = slot == AK__LIN_Q8_0 ? sizeof(ak__block_q8_0) : sizeof(ak__block_q4_0);
     const uint8_t *w = j->W + n * rb;
     const int8_t *xq = j->xq + t * ldq;
     const float *xd = j->xd + t * ldb;
     const int32_t *xo = j->xo + t * ldb;
-    lx_pf p = *pf;
+    pf_walk p = *pf;
     __m256 acc[LX_R][LX_QUANT_C];
     float tail[LX_R][LX_QUANT_C];
     for (int r = 0; r < R; r++)
@@ -263,7 +244,7 @@ LX_AI void lx_quant_tile(int slot, int R, int C, const ak__linear_job *j, size_t
         __m256i xv[LX_QUANT_C], xa[LX_QUANT_C];
         __m256 dx[LX_QUANT_C];
         if (npf) {
-            lx_pf_one(&p);
+            pf_walk_one(&p);
             npf--;
         }
         for (int c = 0; c < C; c++) {
@@ -286,7 +267,7 @@ LX_AI void lx_quant_tile(int slot, int R, int C, const ak__linear_job *j, size_t
             }
         }
     }
-    for (; npf; npf--) lx_pf_one(&p);
+    for (; npf; npf--) pf_walk_one(&p);
     *pf = p;
     LX_STORE_TILE(R, C, acc, tail, j->Y + t * j->ldy + n, j->ldy, j->accumulate);
 }
@@ -373,7 +354,7 @@ LX_AI void lx_istore(int R, const __m256 *acc, const ak__linear_job *j, size_t n
  * once per 16 tokens (it was once per 8 with 4 rows × 2 groups: 26 vector operations per
  * 256 multiply-adds there, 42 per 512 here). */
 LX_AI void lx_itile(int slot, int R, int G, const ak__linear_job *j, size_t n, size_t kb,
-                    size_t nb, const lx_igroup *gs, size_t t, int accumulate, lx_pf *pf,
+                    size_t nb, const lx_igroup *gs, size_t t, int accumulate, pf_walk *pf,
                     size_t npf) {
     size_t rb = j->row_bytes;
     size_t bsz = slot == AK__LIN_Q8_0 ? sizeof(ak__block_q8_0) : sizeof(ak__block_q4_0);
@@ -381,12 +362,12 @@ LX_AI void lx_itile(int slot, int R, int G, const ak__linear_job *j, size_t n, s
     __m256 acc[LX_IG][LX_IR];
     for (int g = 0; g < G; g++)
         for (int r = 0; r < R; r++) acc[g][r] = _mm256_setzero_ps();
-    lx_pf p = *pf;
+    pf_walk p = *pf;
     for (size_t b = 0; b < nb; b++) {
         __m256i wq[LX_IR][4];
         __m256 dw[LX_IR];
         if (npf) {
-            lx_pf_one(&p);
+            pf_walk_one(&p);
             npf--;
         }
         for (int r = 0; r < R; r++) {
@@ -413,14 +394,14 @@ LX_AI void lx_itile(int slot, int R, int G, const ak__linear_job *j, size_t n, s
             }
         }
     }
-    for (; npf; npf--) lx_pf_one(&p);
+    for (; npf; npf--) pf_walk_one(&p);
     *pf = p;
     for (int g = 0; g < G; g++) lx_istore(R, acc[g], j, n, t + 4 * (size_t)g, accumulate);
 }
 
 /* Rows [b0, b1) of one K chunk for the tokens of gs (G groups from token t). */
 LX_AI void lx_irows(int slot, int G, const ak__linear_job *j, size_t b0, size_t b1, size_t kb,
-                    size_t nb, const lx_igroup *gs, size_t t, int accumulate, lx_pf *pf,
+                    size_t nb, const lx_igroup *gs, size_t t, int accumulate, pf_walk *pf,
                     size_t per) {
     size_t n = b0;
     for (; n + LX_IR <= b1; n += LX_IR)
@@ -440,7 +421,7 @@ LX_AI void lx_quant_interleaved(int slot, const ak__linear_job *j, size_t n0, si
         size_t b1 = b0 + nbk < n1 ? b0 + nbk : n1, nx = b1 + nbk < n1 ? b1 + nbk : n1;
         size_t chunks = lx_div_up(nball, (size_t)LX_IKB);
         size_t tiles = lx_div_up(b1 - b0, (size_t)LX_IR) * tiles_t * chunks;
-        lx_pf next = lx_pf_rows(slot, j, b1, nx - b1, 0);
+        pf_walk next = lx_pf_rows(slot, j, b1, nx - b1, 0);
         size_t per = lx_div_up(lx_pf_lines(&next), tiles);
         for (size_t kb = 0; kb < nball; kb += LX_IKB) {
             size_t nb = nball - kb < LX_IKB ? nball - kb : LX_IKB;
@@ -521,7 +502,7 @@ LX_AI void lx_ointerleave(const ak__linear_job *j, size_t t, size_t kb, size_t n
 
 /* Rows [n, n+R) × the G groups of gs (from token t) over blocks [kb, kb + nb). */
 LX_AI void lx_otile(int slot, int R, int G, const ak__linear_job *j, size_t n, size_t kb,
-                    size_t nb, const lx_ogroup *gs, size_t t, int accumulate, lx_pf *pf,
+                    size_t nb, const lx_ogroup *gs, size_t t, int accumulate, pf_walk *pf,
                     size_t npf) {
     size_t rb = j->row_bytes;
     size_t bsz = slot == AK__LIN_Q8_0 ? sizeof(ak__block_q8_0) : sizeof(ak__block_q4_0);
@@ -537,10 +518,10 @@ LX_AI void lx_otile(int slot, int R, int G, const ak__linear_job *j, size_t n, s
     __m256 acc[LX_R][LX_OG];
     for (int r = 0; r < R; r++)
         for (int g = 0; g < G; g++) acc[r][g] = _mm256_setzero_ps();
-    lx_pf p = *pf;
+    pf_walk p = *pf;
     for (size_t b = 0; b < nb; b++) {
         if (npf) {
-            lx_pf_one(&p);
+            pf_walk_one(&p);
             npf--;
         }
         /* two chains per (row, group), even and odd dwords: one chain of 8 dependent
@@ -572,7 +553,7 @@ LX_AI void lx_otile(int slot, int R, int G, const ak__linear_job *j, size_t n, s
             }
         }
     }
-    for (; npf; npf--) lx_pf_one(&p);
+    for (; npf; npf--) pf_walk_one(&p);
     *pf = p;
     for (int g = 0; g < G; g++) {
         size_t tg = t + 8 * (size_t)g, live = j->T - tg < 8 ? j->T - tg : 8;
@@ -587,7 +568,7 @@ LX_AI void lx_otile(int slot, int R, int G, const ak__linear_job *j, size_t n, s
 
 /* Rows [b0, b1) of one K chunk for the tokens of gs (G groups from token t). */
 LX_AI void lx_orows(int slot, int G, const ak__linear_job *j, size_t b0, size_t b1, size_t kb,
-                    size_t nb, const lx_ogroup *gs, size_t t, int accumulate, lx_pf *pf,
+                    size_t nb, const lx_ogroup *gs, size_t t, int accumulate, pf_walk *pf,
                     size_t per) {
     size_t n = b0;
     for (; n + LX_R <= b1; n += LX_R)
@@ -606,7 +587,7 @@ LX_AI void lx_quant_lanes(int slot, const ak__linear_job *j, size_t n0, size_t n
         size_t b1 = b0 + nbk < n1 ? b0 + nbk : n1, nx = b1 + nbk < n1 ? b1 + nbk : n1;
         size_t chunks = lx_div_up(nball, (size_t)LX_IKB);
         size_t tiles = lx_div_up(b1 - b0, (size_t)LX_R) * tiles_t * chunks;
-        lx_pf next = lx_pf_rows(slot, j, b1, nx - b1, 0);
+        pf_walk next = lx_pf_rows(slot, j, b1, nx - b1, 0);
         size_t per = lx_div_up(lx_pf_lines(&next), tiles);
         for (size_t kb = 0; kb < nball; kb += LX_IKB) {
             size_t nb = nball - kb < LX_IKB ? nball - kb : LX_IKB;
@@ -809,10 +790,10 @@ _Static_assert(LX_FLOAT_C <= 6 && LX_QUANT_C <= 6, "LX_TOKENS handles remainders
 #define LX_ROWS_OUTER(TILE, CMAX, slot, j, n0, n1)                                           \
     do {                                                                                      \
         size_t n_ = (n0), groups_ = LX_DIV_UP((j)->T, (size_t)(CMAX));                        \
-        lx_pf none_ = lx_pf_rows(slot, j, n0, 0, 1);                                             \
+        pf_walk none_ = lx_pf_rows(slot, j, n0, 0, 1);                                             \
         for (; n_ + LX_R <= (n1); n_ += LX_R) {                                               \
             size_t ahead_ = n_ + 2 * LX_R <= (n1) ? LX_R : 0;                                 \
-            lx_pf pf_ = lx_pf_rows(slot, j, n_ + LX_R, ahead_, 1);                               \
+            pf_walk pf_ = lx_pf_rows(slot, j, n_ + LX_R, ahead_, 1);                               \
             size_t per_ = LX_DIV_UP(lx_pf_lines(&pf_), groups_);                              \
             LX_TOKENS(TILE, CMAX, slot, LX_R, j, n_, 0, (j)->T, &pf_, per_);                  \
         }                                                                                     \
@@ -833,14 +814,14 @@ _Static_assert(LX_FLOAT_C <= 6 && LX_QUANT_C <= 6, "LX_TOKENS handles remainders
             size_t b1_ = b0_ + nbk_ < (n1) ? b0_ + nbk_ : (n1);                               \
             size_t nx_ = b1_ + nbk_ < (n1) ? b1_ + nbk_ : (n1);                               \
             size_t tiles_ = LX_DIV_UP(b1_ - b0_, (size_t)LX_R) * LX_DIV_UP(T_, (size_t)(CMAX)); \
-            lx_pf next_ = lx_pf_rows(slot, j, b1_, nx_ - b1_, 0);                                \
+            pf_walk next_ = lx_pf_rows(slot, j, b1_, nx_ - b1_, 0);                                \
             size_t per_ = LX_DIV_UP(lx_pf_lines(&next_), tiles_);                             \
-            lx_pf own_ = lx_pf_rows(slot, j, b0_ + LX_R, b0_ == (n0) && b1_ - b0_ > LX_R      \
+            pf_walk own_ = lx_pf_rows(slot, j, b0_ + LX_R, b0_ == (n0) && b1_ - b0_ > LX_R      \
                                                                ? b1_ - b0_ - LX_R : 0, 1);    \
             size_t own_per_ = LX_DIV_UP(lx_pf_lines(&own_), LX_DIV_UP(b1_ - b0_, (size_t)LX_R)); \
             for (size_t t_ = 0; t_ < T_; t_ += (CMAX)) {                                      \
                 size_t te_ = t_ + (CMAX) < T_ ? t_ + (CMAX) : T_;                             \
-                lx_pf *pf_ = t_ == 0 && own_.rows ? &own_ : &next_;                           \
+                pf_walk *pf_ = t_ == 0 && own_.rows ? &own_ : &next_;                           \
                 size_t pp_ = t_ == 0 && own_.rows ? own_per_ : per_;                          \
                 size_t n_ = b0_;                                                              \
                 for (; n_ + LX_R <= b1_; n_ += LX_R)                                          \

@@ -25,6 +25,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/kquant.h"
 #include "kernels/linear.h"
+#include "kernels/x86/pf_walk.h"
 
 #define KQ_AI static inline __attribute__((always_inline))
 #define KQ_C 8 /* tokens per pass over a row's blocks */
@@ -536,39 +537,24 @@ KQ_AI void kq_unpack(ak_wtype wt, const void *blk, kq_unpacked *U) {
     U->dA = U->dB = kq_h2f(b->d);
 }
 
-/* A walk over the weight lines of the next block of rows, prefetched into L2 a few lines
- * per row of the current block: with K over one chunk, a block's rows are read a chunk at
- * a time (short strided pieces the hardware prefetcher does not follow), and without
- * this 768×2048 Q6_K ran at half the speed of 2048×768. */
-typedef struct kq_pf {
-    const uint8_t *row;
-    size_t off, bytes, row_bytes, rows;
-} kq_pf;
-
-KQ_AI void kq_pf_one(kq_pf *p) {
-    if (!p->rows) return;
-    _mm_prefetch((const char *)(p->row + p->off), _MM_HINT_T1);
-    p->off += 64;
-    if (p->off >= p->bytes) {
-        p->off = 0;
-        p->row += p->row_bytes;
-        p->rows--;
-    }
-}
+/* The next block of rows is prefetched into L2 (a pf_walk, near = 0) a few lines per row
+ * of the current block: with K over one chunk, a block's rows are read a chunk at a time
+ * (short strided pieces the hardware prefetcher does not follow), and without this
+ * 768×2048 Q6_K ran at half the speed of 2048×768. */
 
 /* Row n, super-blocks [kb, kb + nb), against the G groups of gs from token t; prefetches
  * `npf` lines of *pf on the way (one per super-block, the rest at the end). */
 KQ_AI void kq_irow(ak_wtype wt, int G, const ak__linear_job *j, size_t bsz, size_t n, size_t kb,
-                   size_t nb, const kq_igroup *gs, size_t t, int accumulate, kq_pf *pf,
+                   size_t nb, const kq_igroup *gs, size_t t, int accumulate, pf_walk *pf,
                    size_t npf) {
     const uint8_t *row = j->W + n * j->row_bytes + kb * bsz;
     __m256 acc[KQ_IG];
     for (int g = 0; g < G; g++) acc[g] = _mm256_setzero_ps();
     kq_unpacked U;
-    kq_pf p = *pf; /* a local copy stays in registers */
+    pf_walk p = *pf; /* a local copy stays in registers */
     for (size_t b = 0; b < nb; b++) {
         if (npf) {
-            kq_pf_one(&p);
+            pf_walk_one(&p);
             npf--;
         }
         kq_unpack(wt, row + b * bsz, &U);
@@ -602,7 +588,7 @@ KQ_AI void kq_irow(ak_wtype wt, int G, const ak__linear_job *j, size_t bsz, size
             acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dB, dx), acc[g]);
         }
     }
-    for (; npf; npf--) kq_pf_one(&p);
+    for (; npf; npf--) pf_walk_one(&p);
     *pf = p;
     for (int g = 0; g < G; g++) {
         _Alignas(16) float v[4];
@@ -625,7 +611,7 @@ KQ_AI void kq_linear_interleaved(ak_wtype wt, const ak__linear_job *j, size_t n0
     for (size_t b0 = n0; b0 < n1; b0 += nbk) {
         size_t b1 = b0 + nbk < n1 ? b0 + nbk : n1, nx = b1 + nbk < n1 ? b1 + nbk : n1;
         size_t calls = (b1 - b0) * ((nball + KQ_IKB - 1) / KQ_IKB) * ((j->T + 4 * KQ_IG - 1) / (4 * KQ_IG));
-        kq_pf next = {j->W + b1 * j->row_bytes, 0, rowb, j->row_bytes, nx - b1};
+        pf_walk next = {j->W + b1 * j->row_bytes, 0, rowb, j->row_bytes, nx - b1, 0};
         size_t per = ((nx - b1) * ((rowb + 63) / 64) + calls - 1) / calls;
         for (size_t kb = 0; kb < nball; kb += KQ_IKB) {
             size_t nb = nball - kb < KQ_IKB ? nball - kb : KQ_IKB;

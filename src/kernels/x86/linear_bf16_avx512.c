@@ -24,7 +24,7 @@
 /* Rows [n, n+R) × tokens [t, t+C) from bf16 weights and bf16 activations, 16 elements
  * per step; the K % 16 rest in scalar f32 (exact products, f32 sums). */
 LX_AI void lx_bf16dot_tile(int slot, int R, int C, const ak__linear_job *j, size_t n,
-                           size_t t, lx_pf *pf, size_t npf) {
+                           size_t t, pf_walk *pf, size_t npf) {
     const uint8_t *w = j->W + n * j->row_bytes;
     const uint16_t *x = j->xb + t * j->ldxb;
     size_t K = j->K, rb = j->row_bytes, ldx = j->ldxb, k = 0;
@@ -35,11 +35,11 @@ LX_AI void lx_bf16dot_tile(int slot, int R, int C, const ak__linear_job *j, size
             acc[r][c] = _mm256_setzero_ps();
             tail[r][c] = 0.0f;
         }
-    lx_pf p = *pf;
+    pf_walk p = *pf;
     for (; k + 16 <= K; k += 16) {
         __m256bh xv[LX_FLOAT_C];
         if (npf) {
-            lx_pf_one(&p);
+            pf_walk_one(&p);
             npf--;
         }
         for (int c = 0; c < C; c++)
@@ -56,7 +56,7 @@ LX_AI void lx_bf16dot_tile(int slot, int R, int C, const ak__linear_job *j, size
             for (int c = 0; c < C; c++)
                 tail[r][c] += wk * ak__bf16_to_f32_ref(x[(size_t)c * ldx + k]);
         }
-    for (; npf; npf--) lx_pf_one(&p);
+    for (; npf; npf--) pf_walk_one(&p);
     *pf = p;
     LX_STORE_TILE(R, C, acc, tail, j->Y + t * j->ldy + n, j->ldy, j->accumulate);
 }
