@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "accelkit/ak.h"
+#include "core/params.h"
 
 static void test_aligned_alloc(void **state) {
     for (size_t size = 0; size < 5000; size += 37) {
@@ -27,6 +28,26 @@ static void test_aligned_alloc(void **state) {
     assert_null(p);
     assert_int_equal(ak_alloc((size_t)1 << 62, &p), AK_ERR_NO_MEMORY);
     assert_int_equal(ak_alloc(8, NULL), AK_ERR_INVALID_ARG);
+}
+
+/* AK_MAX_ALLOC_BYTES caps one allocation, named in the error; 0 means physical memory. */
+static void test_alloc_limit(void **state) {
+    void *p = (void *)1;
+    setenv("AK_MAX_ALLOC_BYTES", "1000000", 1);
+    assert_int_equal(ak__params_load(), AK_OK);
+    assert_int_equal(ak_alloc(1000001, &p), AK_ERR_NO_MEMORY);
+    assert_null(p);
+    assert_non_null(strstr(ak_last_error(), "1000001 bytes"));
+    assert_non_null(strstr(ak_last_error(), "AK_MAX_ALLOC_BYTES"));
+    assert_int_equal(ak_alloc(1000000, &p), AK_OK);
+    ak_free(p);
+    unsetenv("AK_MAX_ALLOC_BYTES");
+    assert_int_equal(ak__params_load(), AK_OK);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    assert_int_equal(ak_alloc((size_t)pages * (size_t)page + 1, &p), AK_ERR_NO_MEMORY);
+    assert_non_null(strstr(ak_last_error(), "physical memory"));
+    assert_int_equal(ak_alloc(1000001, &p), AK_OK);
+    ak_free(p);
 }
 
 static void test_arena(void **state) {
@@ -124,6 +145,7 @@ static void test_trace_threads(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_aligned_alloc),
+        cmocka_unit_test(test_alloc_limit),
         cmocka_unit_test(test_arena),
         cmocka_unit_test(test_clock_is_monotonic),
         cmocka_unit_test(test_trace_threads),
