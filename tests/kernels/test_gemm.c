@@ -238,6 +238,12 @@ static void test_paths(void **state) {
             gemm_case ragged = make_case(t & 1, t >> 1, 49, 157, 300, 1.0f, 0.5f, 0);
             check_case(&few, pool, 400 + (uint64_t)t);
             check_case(&ragged, pool, 500 + (uint64_t)t);
+            /* 1-4 rows of plain B: rows of B summed into C, cut into column chunks (one
+             * chunk of M·N over 16 KiB is cut further) */
+            gemm_case row1 = make_case(t & 1, 0, 1, 1000, 300, 1.0f, t % 2 ? 0.5f : 0.0f, 1);
+            gemm_case row4 = make_case(t & 1, 0, 4, 1500, 70, -0.5f, 1.0f, t % 2);
+            check_case(&row1, pool, 600 + (uint64_t)t);
+            check_case(&row4, pool, 700 + (uint64_t)t);
         }
         ak_threadpool_free(pool);
     }

@@ -141,8 +141,8 @@ static __m256 dw_output(const ak__kf_win2d *g, const ak__kf_nchwc_dw *d, int64_t
     return acc;
 }
 
-/* Output row oy: columns [in_lo, in_hi), whose windows lie inside the row, 4 at a time
- * (4 independent FMA chains) without bounds; the border columns one at a time. */
+/* Output row oy: columns [in_lo, in_hi), whose windows lie inside the row, 8 then 4 at a
+ * time (independent FMA chains) without bounds; the border columns one at a time. */
 static void dw_row(const ak__kf_win2d *g, const ak__kf_nchwc_dw *d, int64_t oy,
                    const ak__sgemm_tile_epi *f, int64_t in_lo, int64_t in_hi) {
     int64_t ky0, ky1;
@@ -159,6 +159,22 @@ static void dw_row(const ak__kf_win2d *g, const ak__kf_nchwc_dw *d, int64_t oy,
                      ak__nn_finish8(v, zrow ? zrow + (ox) * BLK : NULL, all, 1, f->act, lo, hi))
     for (int64_t ox = 0; ox < in_lo; ox++) DW_STORE(ox, dw_output(g, d, oy, ox, bias));
     int64_t ox = in_lo;
+    for (; ox + 8 <= in_hi; ox += 8) { /* 8 chains hide the FMA latency (4 only half of it) */
+        __m256 a[8];
+        for (int v = 0; v < 8; v++) a[v] = bias;
+        for (int64_t ky = ky0; ky < ky1; ky++) {
+            int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
+            const float *xr = d->x + (iy * g->in[1] + ox * g->s[1] - g->pb[1]) * BLK;
+            const float *wr = d->w + ky * kw * BLK;
+            for (int64_t kx = 0; kx < kw; kx++, xr += dx) {
+                __m256 wv = _mm256_loadu_ps(wr + kx * BLK);
+#pragma GCC unroll 8
+                for (int v = 0; v < 8; v++) a[v] = _mm256_fmadd_ps(_mm256_loadu_ps(xr + v * sx), wv, a[v]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; v++) DW_STORE(ox + v, a[v]);
+    }
     for (; ox + 4 <= in_hi; ox += 4) {
         __m256 a0 = bias, a1 = bias, a2 = bias, a3 = bias;
         for (int64_t ky = ky0; ky < ky1; ky++) {
