@@ -124,31 +124,56 @@ static void inner_cols(const ak__kf_win2d *g, int64_t *lo, int64_t *hi) {
     if (*lo > *hi) *lo = *hi;
 }
 
-/* One output with its window clipped to the plane, as a vector of 8 channels. */
+/* One border output with its window clipped to the plane, as a vector of 8 channels; the
+ * row's taps [ky0, ky1) are the caller's. On 7×7 planes two of seven columns come here, so
+ * the usual dilation 1 clips the columns without the general division. */
 static __m256 dw_output(const ak__kf_win2d *g, const ak__kf_nchwc_dw *d, int64_t oy, int64_t ox,
-                        __m256 acc) {
-    int64_t ky0, ky1, kx0, kx1;
-    ak__win2d_axis_taps(g, 0, oy, &ky0, &ky1);
-    ak__win2d_axis_taps(g, 1, ox, &kx0, &kx1);
+                        int64_t ky0, int64_t ky1, __m256 acc) {
+    int64_t kx0, kx1, x0 = ox * g->s[1] - g->pb[1];
+    if (g->d[1] == 1) {
+        kx0 = x0 < 0 ? -x0 : 0;
+        kx1 = g->in[1] - x0 < g->k[1] ? g->in[1] - x0 : g->k[1];
+    } else {
+        ak__win2d_axis_taps(g, 1, ox, &kx0, &kx1);
+    }
     for (int64_t ky = ky0; ky < ky1; ky++) {
         int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
-        for (int64_t kx = kx0; kx < kx1; kx++) {
-            int64_t ix = ox * g->s[1] - g->pb[1] + kx * g->d[1];
-            acc = _mm256_fmadd_ps(_mm256_loadu_ps(d->x + (iy * g->in[1] + ix) * BLK),
-                                  _mm256_loadu_ps(d->w + (ky * g->k[1] + kx) * BLK), acc);
-        }
+        const float *wr = d->w + ky * g->k[1] * BLK;
+        for (int64_t kx = kx0; kx < kx1; kx++) /* index first: x0 may be negative */
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(d->x + (iy * g->in[1] + x0 + kx * g->d[1]) * BLK),
+                                  _mm256_loadu_ps(wr + kx * BLK), acc);
     }
     return acc;
 }
 
-/* Output row oy: columns [in_lo, in_hi), whose windows lie inside the row, 8 then 4 at a
- * time (independent FMA chains) without bounds; the border columns one at a time. */
+/* n outputs (8, 4 or 1: a constant once inlined) of row oy from column ox, whose windows
+ * lie inside the row: n independent FMA chains without bounds; 8 hide the FMA latency,
+ * 4 only half of it. The row's taps are [ky0, ky1). */
+static inline __attribute__((always_inline)) void dw_cols(const ak__kf_win2d *g,
+                                                          const ak__kf_nchwc_dw *d, int64_t oy,
+                                                          int64_t ox, int64_t ky0, int64_t ky1,
+                                                          __m256 bias, int n, __m256 *a) {
+    int64_t sx = g->s[1] * BLK, dx = g->d[1] * BLK, kw = g->k[1];
+    for (int v = 0; v < n; v++) a[v] = bias;
+    for (int64_t ky = ky0; ky < ky1; ky++) {
+        int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
+        const float *xr = d->x + (iy * g->in[1] + ox * g->s[1] - g->pb[1]) * BLK;
+        const float *wr = d->w + ky * kw * BLK;
+        for (int64_t kx = 0; kx < kw; kx++, xr += dx) {
+            __m256 wv = _mm256_loadu_ps(wr + kx * BLK);
+#pragma GCC unroll 8
+            for (int v = 0; v < n; v++) a[v] = _mm256_fmadd_ps(_mm256_loadu_ps(xr + v * sx), wv, a[v]);
+        }
+    }
+}
+
+/* Output row oy: columns [in_lo, in_hi) 8, then 4, then 1 at a time; the border columns,
+ * whose windows the plane clips, one at a time. */
 static void dw_row(const ak__kf_win2d *g, const ak__kf_nchwc_dw *d, int64_t oy,
                    const ak__sgemm_tile_epi *f, int64_t in_lo, int64_t in_hi) {
     int64_t ky0, ky1;
     ak__win2d_axis_taps(g, 0, oy, &ky0, &ky1);
-    int64_t sx = g->s[1] * BLK, dx = g->d[1] * BLK, kw = g->k[1];
-    __m256 lo, hi;
+    __m256 lo, hi, a[8];
     ak__nn_finish_bounds(f, &lo, &hi);
     __m256 bias = d->bias ? _mm256_loadu_ps(d->bias) : _mm256_setzero_ps();
     __m256i all = ak__nn_first_lanes(BLK);
@@ -157,44 +182,23 @@ static void dw_row(const ak__kf_win2d *g, const ak__kf_nchwc_dw *d, int64_t oy,
 #define DW_STORE(ox, v)                                                                       \
     _mm256_storeu_ps(yrow + (ox) * BLK,                                                       \
                      ak__nn_finish8(v, zrow ? zrow + (ox) * BLK : NULL, all, 1, f->act, lo, hi))
-    for (int64_t ox = 0; ox < in_lo; ox++) DW_STORE(ox, dw_output(g, d, oy, ox, bias));
+    for (int64_t ox = 0; ox < in_lo; ox++) DW_STORE(ox, dw_output(g, d, oy, ox, ky0, ky1, bias));
     int64_t ox = in_lo;
-    for (; ox + 8 <= in_hi; ox += 8) { /* 8 chains hide the FMA latency (4 only half of it) */
-        __m256 a[8];
-        for (int v = 0; v < 8; v++) a[v] = bias;
-        for (int64_t ky = ky0; ky < ky1; ky++) {
-            int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
-            const float *xr = d->x + (iy * g->in[1] + ox * g->s[1] - g->pb[1]) * BLK;
-            const float *wr = d->w + ky * kw * BLK;
-            for (int64_t kx = 0; kx < kw; kx++, xr += dx) {
-                __m256 wv = _mm256_loadu_ps(wr + kx * BLK);
-#pragma GCC unroll 8
-                for (int v = 0; v < 8; v++) a[v] = _mm256_fmadd_ps(_mm256_loadu_ps(xr + v * sx), wv, a[v]);
-            }
-        }
+    for (; ox + 8 <= in_hi; ox += 8) {
+        dw_cols(g, d, oy, ox, ky0, ky1, bias, 8, a);
 #pragma GCC unroll 8
         for (int v = 0; v < 8; v++) DW_STORE(ox + v, a[v]);
     }
     for (; ox + 4 <= in_hi; ox += 4) {
-        __m256 a0 = bias, a1 = bias, a2 = bias, a3 = bias;
-        for (int64_t ky = ky0; ky < ky1; ky++) {
-            int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
-            const float *xr = d->x + (iy * g->in[1] + ox * g->s[1] - g->pb[1]) * BLK;
-            const float *wr = d->w + ky * kw * BLK;
-            for (int64_t kx = 0; kx < kw; kx++, xr += dx) {
-                __m256 wv = _mm256_loadu_ps(wr + kx * BLK);
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(xr), wv, a0);
-                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(xr + sx), wv, a1);
-                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(xr + 2 * sx), wv, a2);
-                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(xr + 3 * sx), wv, a3);
-            }
-        }
-        DW_STORE(ox, a0);
-        DW_STORE(ox + 1, a1);
-        DW_STORE(ox + 2, a2);
-        DW_STORE(ox + 3, a3);
+        dw_cols(g, d, oy, ox, ky0, ky1, bias, 4, a);
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; v++) DW_STORE(ox + v, a[v]);
     }
-    for (; ox < g->out[1]; ox++) DW_STORE(ox, dw_output(g, d, oy, ox, bias));
+    for (; ox < in_hi; ox++) {
+        dw_cols(g, d, oy, ox, ky0, ky1, bias, 1, a);
+        DW_STORE(ox, a[0]);
+    }
+    for (; ox < g->out[1]; ox++) DW_STORE(ox, dw_output(g, d, oy, ox, ky0, ky1, bias));
 #undef DW_STORE
 }
 
