@@ -491,10 +491,14 @@ section('infer', 'Inference: latency per model', () => {
   if (!recs.length && !prof.length) return [empty('No inference results here (bench/infer/vs_peers.sh writes them).')];
   const out = [];
   if (recs.length) {
-    const cats = uniq(recs.map(r => r.line.params.model)), ser = seriesOf(recs);
+    // one bar per model, or per model and thread count when runs of several are here
+    // (else an engine's 1- and 2-thread latencies would share a bar, the first one shown)
+    const manyThreads = uniq(recs.map(r => r.line.params.threads)).length > 1;
+    const catOf = r => manyThreads ? `${r.line.params.model}, ${r.line.params.threads} threads` : r.line.params.model;
+    const cats = uniq(recs.map(catOf)), ser = seriesOf(recs);
     out.push(plots(barPlot({title: 'latency p50 ms, batch 1 (lower is better)', yLabel: 'ms', categories: cats,
       series: ser.map(se => ({name: se.name, folder: se.folder,
-        refs: cats.map(c => { const r = se.recs.find(x => x.line.params.model === c); return r ? ref(r, 'p50_ms') : undefined; })}))})));
+        refs: cats.map(c => { const r = se.recs.find(x => catOf(x) === c); return r ? ref(r, 'p50_ms') : undefined; })}))})));
     out.push(table([{title: 'engine', text: 1, cell: seriesName}, {title: 'model', text: 1, cell: r => r.line.params.model},
                     {title: 'threads', cell: r => r.line.params.threads}, {title: 'p50 ms', cell: r => ref(r, 'p50_ms')}], recs));
   }

@@ -8,6 +8,7 @@
 //     that field of that line of the results files, read here from ROOT;
 // then writes a screenshot and prints its path and the page's load time.
 // usage: node check_report.js REPORT.html ROOT SCREENSHOT.png --plots a,b --empty c,d [--max-load-ms N]
+//        [--categories 'TITLE=N' ...] (that plot has N x-axis categories)
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -18,11 +19,15 @@ const SECTIONS = ['machine', 'sgemm', 'comm', 'infer', 'llm', 'train', 'plan', '
 function parseArgs(argv) {
   const [report, root, shot, ...rest] = argv;
   const opts = {report: path.resolve(report), root: path.resolve(root), shot: path.resolve(shot),
-                plots: [], empty: [], maxLoadMs: 1000};
+                plots: [], empty: [], categories: [], maxLoadMs: 1000};
   for (let i = 0; i < rest.length; i += 2) {
     if (rest[i] === '--plots') opts.plots = rest[i + 1].split(',').filter(Boolean);
     else if (rest[i] === '--empty') opts.empty = rest[i + 1].split(',').filter(Boolean);
     else if (rest[i] === '--max-load-ms') opts.maxLoadMs = Number(rest[i + 1]);
+    else if (rest[i] === '--categories') { /* TITLE=N: the plot titled TITLE has N x-axis categories */
+      const eq = rest[i + 1].lastIndexOf('=');
+      opts.categories.push({title: rest[i + 1].slice(0, eq), n: Number(rest[i + 1].slice(eq + 1))});
+    }
     else throw new Error('unknown argument ' + rest[i]);
   }
   return opts;
@@ -99,6 +104,11 @@ async function main() {
       if (!p.series.length) problems.push(`plot "${p.title}": no series`);
       for (const se of p.series) if (!se.marks) problems.push(`plot "${p.title}": series ${se.name} has no point`);
       if (p.legend < p.series.length) problems.push(`plot "${p.title}": ${p.series.length} series but ${p.legend} legend entries`);
+    }
+    for (const c of o.categories) {
+      const p = view.plots.find(q => q.title === c.title);
+      if (!p) problems.push(`no plot titled "${c.title}"`);
+      else if (p.xTicks !== c.n) problems.push(`plot "${c.title}": ${p.xTicks} categories, want ${c.n}`);
     }
     let checked = 0;
     for (const v of view.values) {

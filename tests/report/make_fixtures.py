@@ -98,6 +98,9 @@ def infer(run):
                                ("bert", 141.67, 148.40, 576.70)):
         for peer, ms in ((None, ak), ("ONNX Runtime", ort), ("PyTorch", pt)):
             out.append(line(run, "infer.latency", {"model": model, "threads": 2, "batch": 1}, {"p50_ms": ms}, peer))
+    if run == "run-a":  # one model on 1 thread too: the plot keeps it apart from 2 threads
+        for peer, ms in ((None, 69.78), ("ONNX Runtime", 75.73)):
+            out.append(line(run, "infer.latency", {"model": "resnet50", "threads": 1, "batch": 1}, {"p50_ms": ms}, peer))
     # AK_PROFILE=1 ak bench beside ORT's profiler (bench/infer/profile_vs_ort.py)
     for op, ak, ort in (("Conv", 29.8, 31.2), ("Add", 2.1, 2.6), ("Relu", 1.2, 0.9), ("MaxPool", 0.8, 0.7),
                         ("Gemm", 0.3, 0.3)):

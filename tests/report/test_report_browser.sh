@@ -19,7 +19,8 @@ run_check=(env NODE_PATH="$root/node_modules" node "$here/check_report.js")
 cd "$here/fixtures" || exit 1
 check build-full 0 "$AK" report run-a run-b -o "$outdir/report.html"
 check browser-full 0 "${run_check[@]}" "$outdir/report.html" . "$outdir/report.png" \
-  --plots sgemm,comm,infer,llm,train,plan
+  --plots sgemm,comm,infer,llm,train,plan \
+  --categories 'latency p50 ms, batch 1 (lower is better)=4'  # resnet50 on 1 and 2 threads apart
 echo "$out"
 check build-partial 0 "$AK" report run-b -o "$outdir/report-partial.html"
 check browser-partial 0 "${run_check[@]}" "$outdir/report-partial.html" . "$outdir/report-partial.png" \

@@ -12,7 +12,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cd "$here/fixtures" || exit 1
 
 check fixtures 0 "$AK" report run-a run-b -o "$tmp/r.html"
-contains_text fixtures "report: $tmp/r.html (225 results lines from 2 folder(s))"
+contains_text fixtures "report: $tmp/r.html (227 results lines from 2 folder(s))"
 check page-data 0 grep -c '"_src":"run-a/kernels.jsonl:1"' "$tmp/r.html"
 check page-script 0 grep -q 'function linePlot' "$tmp/r.html"
 # nothing in the page may fetch: no src= or href= to another document
