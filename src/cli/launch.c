@@ -108,8 +108,10 @@ static int ephemeral_low(void) {
 /* Rank 0's store port P, with P+1 free too: accelkit.torch.distributed gives torch's own
  * store MASTER_PORT = AK_MASTER_PORT + 1. Both come from below the ephemeral range, where
  * no outgoing connection of a busy machine can take them between this check and the
- * ranks' bind (a port bound to 0 is an ephemeral one, and so is its neighbour). When rank 0
- * runs on another host the ports are only likely to be free there. */
+ * ranks' bind (a port bound to 0 is an ephemeral one, and so is its neighbour); from 20000
+ * up, so that the tests' own stores (tests/comm/test_procs.sh: 10000-19999) never race a
+ * launch for the same port. When rank 0 runs on another host the ports are only likely to
+ * be free there. */
 static int free_port(void) {
     int top = ephemeral_low() - 2, bottom = 20000;
     if (top > bottom) {

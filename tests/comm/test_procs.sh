@@ -14,11 +14,13 @@ ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 
 # A port for a store that nothing holds now, below the kernel's ephemeral range
-# (32768+), so the outgoing connections of tests running beside this one cannot take it.
+# (32768+), so the outgoing connections of tests running beside this one cannot take it,
+# and below 20000, where `ak launch` picks its pairs: a launch in a test running beside
+# this one could otherwise pick the same free port before this store binds it.
 pick_port() {
   local port
   for _ in 1 2 3 4 5 6 7 8; do
-    port=$((20000 + RANDOM % 12000))
+    port=$((10000 + RANDOM % 10000))
     /usr/bin/python3 -c "import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $port))" 2>/dev/null && break
   done
   echo "$port"
