@@ -103,10 +103,6 @@ LX_AI float lx_hsum1(__m256 a) {
 
 /* ---- prefetching the weights of rows to come --------------------------------------------- */
 
-/* With T > 1 a tile reads its 4 rows as 4 short interleaved streams, which the hardware
- * prefetcher does not follow, so rows coming from DRAM would stall the FMAs: the tiles walk
- * the rows to come with pf_walk (kernels/x86/pf_walk.h). */
-
 /* Bytes of the K weights of a row. */
 LX_AI size_t lx_used_bytes(int slot, const ak__linear_job *j) {
     switch (slot) {
@@ -117,14 +113,15 @@ LX_AI size_t lx_used_bytes(int slot, const ak__linear_job *j) {
     }
 }
 
-/* Rows [n, n + rows) of the job's weights. */
+/* Rows [n, n + rows) of the job's weights, as a prefetch walk (kernels/x86/pf_walk.h):
+ * with T > 1 a tile reads its 4 rows as 4 short interleaved streams, which the hardware
+ * prefetcher does not follow, so rows coming from DRAM would stall the FMAs. */
 LX_AI pf_walk lx_pf_rows(int slot, const ak__linear_job *j, size_t n, size_t rows, int near) {
     pf_walk p = {j->W + n * j->row_bytes, 0, lx_used_bytes(slot, j), j->row_bytes, rows, near};
     return p;
 }
 
 LX_AI size_t lx_pf_lines(const pf_walk *p) { return p->rows * ((p->bytes + 63) / 64); }
-
 
 /* ---- float weights (f32, f16, bf16) ------------------------------------------------------ */
 

@@ -28,8 +28,10 @@ static inline void ak__nchwc_tile_skip(ak__kf_nchwc_tile *t, int rows) {
 static inline void ak__win2d_axis_taps(const ak__kf_win2d *g, int axis, int64_t o, int64_t *k0,
                                        int64_t *k1) {
     int64_t first = o * g->s[axis] - g->pb[axis], d = g->d[axis];
-    int64_t lo = first >= 0 ? 0 : (-first + d - 1) / d;
-    int64_t hi = (g->in[axis] - first + d - 1) / d;
+    /* dilation 1, the usual case, needs no division (border outputs of small planes ask
+     * for every output) */
+    int64_t lo = first >= 0 ? 0 : d == 1 ? -first : (-first + d - 1) / d;
+    int64_t hi = d == 1 ? g->in[axis] - first : (g->in[axis] - first + d - 1) / d;
     *k0 = lo;
     *k1 = hi < g->k[axis] ? hi : g->k[axis];
     if (*k1 < *k0) *k1 = *k0;

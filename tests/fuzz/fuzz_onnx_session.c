@@ -219,13 +219,7 @@ static const ak__op_def *const *const k_families[] = {
 static const ak__op_def *k_ops[1024];
 static size_t n_ops;
 
-/* Once, before the library reads its parameters: a recipe can ask for any shape through
- * an operator's data (Expand, ConstantOfShape, Tile, Range), and libFuzzer counts a single
- * allocation over its RSS limit (2 GiB) as a finding. The library refuses one over
- * AK_MAX_ALLOC_BYTES with an error, which is the path worth fuzzing; 64 MiB keeps a
- * session of six such tensors under that limit. */
 static void list_ops(void) {
-    setenv("AK_MAX_ALLOC_BYTES", "67108864", 0);
     for (size_t f = 0; f < sizeof k_families / sizeof *k_families; f++)
         for (const ak__op_def *const *d = k_families[f]; *d && n_ops < 1024; d++) k_ops[n_ops++] = *d;
 }
@@ -348,7 +342,14 @@ static void run_session(const ak_model *m, fuzz_recipe *r, feed *feeds, int n_fe
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!n_ops) list_ops();
+    if (!n_ops) { /* the first input, before the library reads its parameters */
+        /* A recipe can ask for any shape through an operator's data (Expand,
+         * ConstantOfShape, Tile, Range), and libFuzzer counts one allocation over its RSS
+         * limit (2 GiB) as a finding. The library refuses one over AK_MAX_ALLOC_BYTES with
+         * an error, the path worth fuzzing; 64 MiB keeps six such tensors under the limit. */
+        setenv("AK_MAX_ALLOC_BYTES", "67108864", 0);
+        list_ops();
+    }
     fuzz_recipe r = {data, size};
     graph_build g;
     memset(&g, 0, sizeof g);

@@ -125,17 +125,11 @@ static void inner_cols(const ak__kf_win2d *g, int64_t *lo, int64_t *hi) {
 }
 
 /* One border output with its window clipped to the plane, as a vector of 8 channels; the
- * row's taps [ky0, ky1) are the caller's. On 7×7 planes two of seven columns come here, so
- * the usual dilation 1 clips the columns without the general division. */
+ * row's taps [ky0, ky1) are the caller's (on 7×7 planes two of seven columns come here). */
 static __m256 dw_output(const ak__kf_win2d *g, const ak__kf_nchwc_dw *d, int64_t oy, int64_t ox,
                         int64_t ky0, int64_t ky1, __m256 acc) {
     int64_t kx0, kx1, x0 = ox * g->s[1] - g->pb[1];
-    if (g->d[1] == 1) {
-        kx0 = x0 < 0 ? -x0 : 0;
-        kx1 = g->in[1] - x0 < g->k[1] ? g->in[1] - x0 : g->k[1];
-    } else {
-        ak__win2d_axis_taps(g, 1, ox, &kx0, &kx1);
-    }
+    ak__win2d_axis_taps(g, 1, ox, &kx0, &kx1);
     for (int64_t ky = ky0; ky < ky1; ky++) {
         int64_t iy = oy * g->s[0] - g->pb[0] + ky * g->d[0];
         const float *wr = d->w + ky * g->k[1] * BLK;
