@@ -165,6 +165,19 @@ typedef enum ak_isa {
     AK_ISA_COUNT_
 } ak_isa;
 
+/* Micro-architecture families whose kernel tiles differ. What sets them apart is how
+ * 512-bit vectors run: Zen 4 splits each 512-bit operation over two 256-bit halves (no
+ * more work per cycle than 256-bit code), Zen 5 and Intel's AVX-512 cores run them at
+ * full width (twice the integer dot-product rate of 256-bit code). */
+typedef enum ak_cpu_family {
+    AK_CPU_FAMILY_OTHER = 0,        /* none of the below: the ISA's default tiles */
+    AK_CPU_FAMILY_AVX2 = 1,         /* x86 without AVX-512 */
+    AK_CPU_FAMILY_ZEN4 = 2,         /* AMD family 19h with AVX-512: 512-bit split in two */
+    AK_CPU_FAMILY_ZEN5 = 3,         /* AMD family 1Ah and later: 512-bit at full width */
+    AK_CPU_FAMILY_INTEL_AVX512 = 4, /* Intel with AVX-512: 512-bit at full width */
+    AK_CPU_FAMILY_COUNT_
+} ak_cpu_family;
+
 typedef struct ak_cpu_info {
     char vendor[16];
     char brand[64];
@@ -175,12 +188,19 @@ typedef struct ak_cpu_info {
     size_t l1d_bytes, l2_bytes, l3_bytes; /* 0 when unknown */
     ak_isa best_isa;                      /* best this CPU supports */
     ak_isa active_isa;                    /* what the kernels use (after AK_ISA) */
+    ak_cpu_family family;                 /* micro-architecture family (after AK_CPU_FAMILY) */
+    ak_cpu_family detected_family;        /* what cpuid says */
 } ak_cpu_info;
 
 AK_API ak_status ak_cpu_get_info(ak_cpu_info *out);
 AK_API const char *ak_isa_name(ak_isa isa);
 /* Parses "generic|avx2|avx512|auto" (auto = best supported). */
 AK_API ak_status ak_isa_parse(const char *text, ak_isa *out);
+/* "other", "avx2", "zen4", "zen5", "intel-avx512" ("unknown" past the enum). */
+AK_API const char *ak_cpu_family_name(ak_cpu_family family);
+/* Whether the family runs 512-bit vector operations at full width (the kernels then take
+ * their 512-bit tiles, table "avx512w"). */
+AK_API int ak_cpu_family_wide512(ak_cpu_family family);
 
 #ifdef __cplusplus
 }

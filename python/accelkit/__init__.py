@@ -39,6 +39,7 @@ def sysinfo(measure=True, peak_millis=200):
         "features": [f for f in _FEATURES if getattr(info, "has_" + f)],
         "best_isa": _lib.ak_isa_name(info.best_isa).decode(),
         "active_isa": _lib.ak_isa_name(info.active_isa).decode(),
+        "family": _lib.ak_cpu_family_name(info.family).decode(),
         "l1d_bytes": info.l1d_bytes,
         "l2_bytes": info.l2_bytes,
         "l3_bytes": info.l3_bytes,

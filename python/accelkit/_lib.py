@@ -75,6 +75,7 @@ class CpuInfo(ctypes.Structure):
         ("l1d_bytes", ctypes.c_size_t), ("l2_bytes", ctypes.c_size_t),
         ("l3_bytes", ctypes.c_size_t),
         ("best_isa", ctypes.c_int), ("active_isa", ctypes.c_int),
+        ("family", ctypes.c_int), ("detected_family", ctypes.c_int),
     ]
 
 
@@ -92,6 +93,7 @@ ak_init = _declare("ak_init", [])
 ak_version = _declare("ak_version", [_c_int_p, _c_int_p, _c_int_p])
 ak_cpu_get_info = _declare("ak_cpu_get_info", [ctypes.POINTER(CpuInfo)])
 ak_isa_name = _declare("ak_isa_name", [ctypes.c_int], ctypes.c_char_p)
+ak_cpu_family_name = _declare("ak_cpu_family_name", [ctypes.c_int], ctypes.c_char_p)
 ak_measure_fma_peak = _declare("ak_measure_fma_peak",
                                [ctypes.c_int, ctypes.POINTER(ctypes.c_double)])
 ak_measure_memcpy = _declare("ak_measure_memcpy",

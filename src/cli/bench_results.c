@@ -39,6 +39,7 @@ static cJSON *machine_json(double fma_peak, double memory_gbps) {
     cJSON_AddStringToObject(m, "cpu", cpu.brand[0] ? cpu.brand : "unknown");
     cJSON_AddNumberToObject(m, "cores", cpu.logical_cores);
     cJSON_AddStringToObject(m, "isa", ak_isa_name(cpu.active_isa));
+    cJSON_AddStringToObject(m, "family", ak_cpu_family_name(cpu.family));
     ak_cli_json_round(m, "fma_peak_gflops_per_core", fma_peak, 2);
     ak_cli_json_round(m, "memory_gbps", memory_gbps, 2);
     return m;

@@ -56,6 +56,9 @@ static int print_sysinfo_json(const ak_cpu_info *c, int threads, double peak, do
     cJSON_AddStringToObject(o, "best_isa", ak_isa_name(c->best_isa));
     cJSON_AddStringToObject(o, "active_isa", ak_isa_name(c->active_isa));
     cJSON_AddStringToObject(o, "kernels", ak__kernels_active()->name);
+    cJSON_AddStringToObject(o, "family", ak_cpu_family_name(c->family));
+    cJSON_AddStringToObject(o, "detected_family", ak_cpu_family_name(c->detected_family));
+    cJSON_AddBoolToObject(o, "wide512", ak_cpu_family_wide512(c->family));
     cJSON_AddNumberToObject(o, "l1d_bytes", (double)c->l1d_bytes);
     cJSON_AddNumberToObject(o, "l2_bytes", (double)c->l2_bytes);
     cJSON_AddNumberToObject(o, "l3_bytes", (double)c->l3_bytes);
@@ -106,6 +109,11 @@ int ak_cli_sysinfo(int argc, char **argv) {
     print_features(&c);
     printf("isa           %s active (best %s; AK_ISA), kernels '%s'\n", ak_isa_name(c.active_isa),
            ak_isa_name(c.best_isa), ak__kernels_active()->name);
+    printf("family        %s%s (AK_CPU_FAMILY; detected %s): %s\n", ak_cpu_family_name(c.family),
+           c.family == c.detected_family ? "" : " [set]", ak_cpu_family_name(c.detected_family),
+           ak_cpu_family_wide512(c.family) ? "512-bit vectors at full width, 512-bit tiles"
+           : c.family == AK_CPU_FAMILY_ZEN4 ? "512-bit vectors split in two, 256-bit tiles"
+                                            : "256-bit tiles");
     printf("fp32 peak     %.1f GFLOP/s per core (measured, FMA chains, %s)\n", peak,
            ak_isa_name(c.active_isa));
     printf("memcpy        %.1f GB/s (16 MiB, one thread, bytes read + written)\n", memcpy_bw);

@@ -14,8 +14,20 @@
 #endif
 
 static ak_cpu_info cpu;
+static unsigned x86_family; /* cpuid's display family; 0 off x86 */
 
 static const char *const isa_names[AK_ISA_COUNT_] = {"generic", "avx2", "avx512"};
+
+static const char *const family_names[AK_CPU_FAMILY_COUNT_] = {"other", "avx2", "zen4", "zen5",
+                                                                "intel-avx512"};
+
+const char *ak_cpu_family_name(ak_cpu_family family) {
+    return (unsigned)family < AK_CPU_FAMILY_COUNT_ ? family_names[family] : "unknown";
+}
+
+int ak_cpu_family_wide512(ak_cpu_family family) {
+    return family == AK_CPU_FAMILY_ZEN5 || family == AK_CPU_FAMILY_INTEL_AVX512;
+}
 
 const char *ak_isa_name(ak_isa isa) {
     return (unsigned)isa < AK_ISA_COUNT_ ? isa_names[isa] : "unknown";
@@ -60,6 +72,13 @@ static void read_brand(void) {
         cpu.brand[n - 1] = '\0';
 }
 
+/* The display family of cpuid leaf 1's eax: the base family, plus the extended family
+ * when the base is 0xF (AMD 19h = Zen 3/4, 1Ah = Zen 5). */
+static unsigned display_family(unsigned eax) {
+    unsigned base = (eax >> 8) & 0xf;
+    return base == 0xf ? base + ((eax >> 20) & 0xff) : base;
+}
+
 static void read_features(void) {
     unsigned a = 0, b = 0, c = 0, d = 0;
     unsigned max_leaf = __get_cpuid_max(0, NULL);
@@ -69,6 +88,7 @@ static void read_features(void) {
     memcpy(cpu.vendor + 8, &c, 4);
     cpu.vendor[12] = '\0';
     __get_cpuid(1, &a, &b, &c, &d);
+    x86_family = display_family(a);
     int osxsave = (c >> 27) & 1;
     uint64_t xcr0 = osxsave ? read_xcr0() : 0;
     int os_ymm = (xcr0 & 0x6) == 0x6;    /* XMM and YMM state saved by the OS */
@@ -134,6 +154,21 @@ static int isa_supported(ak_isa isa) {
     }
 }
 
+/* The family from the vendor, the display family and the ISA found. Zen 3 (19h without
+ * AVX-512) and older AMD cores are AVX2 cores here; an AVX-512 core of an unknown vendor
+ * keeps the ISA's default tiles. */
+static ak_cpu_family detect_family(void) {
+    if (!isa_supported(AK_ISA_AVX512))
+        return isa_supported(AK_ISA_AVX2) ? AK_CPU_FAMILY_AVX2 : AK_CPU_FAMILY_OTHER;
+    if (strcmp(cpu.vendor, "AuthenticAMD") == 0) {
+        if (x86_family == 0x19) return AK_CPU_FAMILY_ZEN4;
+        if (x86_family >= 0x1a) return AK_CPU_FAMILY_ZEN5;
+        return AK_CPU_FAMILY_OTHER;
+    }
+    if (strcmp(cpu.vendor, "GenuineIntel") == 0) return AK_CPU_FAMILY_INTEL_AVX512;
+    return AK_CPU_FAMILY_OTHER;
+}
+
 static void detect_once(void) {
     memset(&cpu, 0, sizeof cpu);
     snprintf(cpu.vendor, sizeof cpu.vendor, "unknown");
@@ -150,6 +185,7 @@ static void detect_once(void) {
         }
     }
     cpu.active_isa = cpu.best_isa;
+    cpu.detected_family = cpu.family = detect_family();
 }
 
 ak_status ak__cpu_detect(void) {
@@ -165,6 +201,43 @@ ak_status ak__cpu_set_active_isa(ak_isa isa) {
                        ak_isa_name(isa), ak_isa_name(cpu.best_isa));
     cpu.active_isa = isa;
     return AK_OK;
+}
+
+ak_status ak__cpu_family_parse(const char *text, ak_cpu_family *out) {
+    AK_ARG_CHECK(text && out, "ak__cpu_family_parse: NULL argument");
+    AK_CHECK(ak__cpu_detect());
+    if (strcasecmp(text, "auto") == 0 || text[0] == '\0') {
+        *out = cpu.detected_family;
+        return AK_OK;
+    }
+    for (int i = 0; i < AK_CPU_FAMILY_COUNT_; i++) {
+        if (strcasecmp(text, family_names[i]) == 0) {
+            *out = (ak_cpu_family)i;
+            return AK_OK;
+        }
+    }
+    return AK_FAIL(AK_ERR_INVALID_ARG,
+                   "'%s' is not one of auto, other, avx2, zen4, zen5, intel-avx512", text);
+}
+
+/* A family's tiles need its ISA: the AVX-512 families AVX-512, avx2 AVX2. */
+ak_status ak__cpu_set_family(ak_cpu_family family) {
+    AK_CHECK(ak__cpu_detect());
+    ak_isa needs = family == AK_CPU_FAMILY_AVX2    ? AK_ISA_AVX2
+                   : family == AK_CPU_FAMILY_OTHER ? AK_ISA_GENERIC
+                                                   : AK_ISA_AVX512;
+    if ((unsigned)family >= AK_CPU_FAMILY_COUNT_)
+        return AK_FAIL(AK_ERR_INVALID_ARG, "CPU family %d is out of range", (int)family);
+    if (!isa_supported(needs))
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "family '%s' needs ISA '%s', which this CPU lacks",
+                       ak_cpu_family_name(family), ak_isa_name(needs));
+    cpu.family = family;
+    return AK_OK;
+}
+
+ak_cpu_family ak__cpu_family(void) {
+    ak__cpu_detect();
+    return cpu.family;
 }
 
 size_t ak__cpu_cache_bytes(int level) {

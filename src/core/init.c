@@ -26,7 +26,8 @@ static ak_status configure_logging(void) {
     return AK_OK;
 }
 
-/* Validates AK_ISA (the CPU must run it) and AK_KERNELS; the kernels layer reads both. */
+/* Validates AK_ISA (the CPU must run it), AK_CPU_FAMILY (its ISA too) and AK_KERNELS; the
+ * kernels layer reads all three. */
 static ak_status check_kernel_settings(ak_isa *active_isa) {
     ak_isa isa;
     const char *isa_text = ak__param_str(AK_PARAM_ISA);
@@ -37,6 +38,14 @@ static ak_status check_kernel_settings(ak_isa *active_isa) {
         return AK_FAIL(st, "AK_ISA: %s", detail);
     }
     AK_CHECK(ak__cpu_set_active_isa(isa));
+    ak_cpu_family family;
+    st = ak__cpu_family_parse(ak__param_str(AK_PARAM_CPU_FAMILY), &family);
+    if (st == AK_OK) st = ak__cpu_set_family(family);
+    if (st != AK_OK) {
+        char detail[256];
+        snprintf(detail, sizeof detail, "%s", ak_last_error());
+        return AK_FAIL(st, "AK_CPU_FAMILY: %s", detail);
+    }
     const char *kernels = ak__param_str(AK_PARAM_KERNELS);
     if (strcmp(kernels, "ref") != 0 && strcmp(kernels, "auto") != 0)
         return AK_FAIL(AK_ERR_INVALID_ARG, "AK_KERNELS='%s' is not one of auto, ref", kernels);
@@ -52,8 +61,8 @@ static ak_status run_init(void) {
     AK_CHECK(check_kernel_settings(&isa));
     const char *trace = ak__param_str(AK_PARAM_TRACE);
     if (trace[0]) AK_CHECK(ak__trace_start_at_exit(trace));
-    AK_LOG_INFO(AK_SUBSYS_CORE, "accelkit %s initialized: ISA %s, kernels %s",
-                AK_VERSION_STRING, ak_isa_name(isa),
+    AK_LOG_INFO(AK_SUBSYS_CORE, "accelkit %s initialized: ISA %s, family %s, kernels %s",
+                AK_VERSION_STRING, ak_isa_name(isa), ak_cpu_family_name(ak__cpu_family()),
                 ak__param_str(AK_PARAM_KERNELS));
     return AK_OK;
 }

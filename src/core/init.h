@@ -12,6 +12,11 @@ ak_status ak__cpu_detect(void);
 ak_status ak__cpu_set_active_isa(ak_isa isa);
 /* May the CPU run `isa`? (for kernel tables; detects on first use) */
 int ak__cpu_supports(ak_isa isa);
+/* AK_CPU_FAMILY's values ("auto": the detected family), and the family in use: set once
+ * ak_init validated it (a family needs its ISA), read by the kernels' table choice. */
+ak_status ak__cpu_family_parse(const char *text, ak_cpu_family *out);
+ak_status ak__cpu_set_family(ak_cpu_family family);
+ak_cpu_family ak__cpu_family(void);
 /* 1 when the active ISA (after AK_ISA) includes AVX2, for code that picks its AVX2 copy
  * per call; decided on the first call, after ak_init has set the ISA. */
 int ak__cpu_active_avx2(void);

@@ -1,10 +1,12 @@
-/* Builds the kernel tables (ref, generic, avx2, avx512) from kernels/kernels.def and
- * selects the active one. Each table starts as a copy of the variant below it (ref at the
+/* Builds the kernel tables (ref, generic, avx2, avx512, avx512w) from kernels/kernels.def
+ * and selects the active one. Each table starts as a copy of the variant below it (ref at the
  * bottom), then takes the variant's own AK_IMPL lines, so a kernel a variant does not
  * implement falls back to a correct one.
  *
  * The kernels layer selects its table itself, on first use: core validates AK_ISA and
- * AK_KERNELS (ak_init fails on a bad value) and records the active ISA; the choice is
+ * AK_KERNELS (ak_init fails on a bad value) and records the active ISA and the CPU family
+ * (AK_CPU_FAMILY: avx512w, the 512-bit tiles, where 512-bit vectors run at full width,
+ * on AVX-512); the choice is
  * made again only when ak_init re-ran (tests that change the environment). */
 #include "kernels/dispatch.h"
 
@@ -19,13 +21,13 @@
 #include "kernels/gemm.h"
 #include "kernels/linear.h"
 
-enum { TABLE_REF, TABLE_GENERIC, TABLE_AVX2, TABLE_AVX512, TABLE_COUNT };
+enum { TABLE_REF, TABLE_GENERIC, TABLE_AVX2, TABLE_AVX512, TABLE_AVX512W, TABLE_COUNT };
 /* AK_IMPL's variant column names these */
 enum { VARIANT_ref = TABLE_REF, VARIANT_generic = TABLE_GENERIC, VARIANT_avx2 = TABLE_AVX2,
-       VARIANT_avx512 = TABLE_AVX512 };
+       VARIANT_avx512 = TABLE_AVX512, VARIANT_avx512w = TABLE_AVX512W };
 
 const char *const ak__kernel_variants[AK__KERNEL_VARIANTS] = {"ref", "generic", "avx2",
-                                                               "avx512"};
+                                                               "avx512", "avx512w"};
 
 const ak__kernel_info ak__kernel_list[AK__KERNEL_COUNT_] = {
 #define AK_KERNEL(name, type, elem, ref, check)                                           \
@@ -117,8 +119,12 @@ static void build_tables(void) {
     /* a variant is built only where the CPU can run it (ak__kernels_for returns NULL) */
     if (ak__cpu_supports(AK_ISA_AVX2))
         fill_variant(&tables[TABLE_AVX2], &tables[TABLE_GENERIC], TABLE_AVX2);
-    if (ak__cpu_supports(AK_ISA_AVX512))
+    if (ak__cpu_supports(AK_ISA_AVX512)) {
         fill_variant(&tables[TABLE_AVX512], &tables[TABLE_AVX2], TABLE_AVX512);
+        /* every AVX-512 CPU can run it (the tests compare it there); only the families
+         * with full-width 512-bit vectors choose it */
+        fill_variant(&tables[TABLE_AVX512W], &tables[TABLE_AVX512], TABLE_AVX512W);
+    }
 }
 
 const ak__kernels *ak__kernels_for(const char *variant) {
@@ -126,6 +132,10 @@ const ak__kernels *ak__kernels_for(const char *variant) {
     for (int i = 0; i < TABLE_COUNT; i++)
         if (tables[i].name && variant && strcmp(tables[i].name, variant) == 0) return &tables[i];
     return NULL;
+}
+
+int ak__kernels_avx512(const ak__kernels *k) {
+    return k && (k == &tables[TABLE_AVX512] || k == &tables[TABLE_AVX512W]);
 }
 
 size_t ak__kernels_stream_min_bytes(void) {
@@ -145,6 +155,7 @@ static const ak__kernels *choose(void) {
     if (strcmp(ak__param_str(AK_PARAM_KERNELS), "ref") == 0) return &tables[TABLE_REF];
     ak_isa isa = ak__cpu_active_isa();
     int t = (unsigned)isa < AK_ISA_COUNT_ ? by_isa[isa] : TABLE_GENERIC;
+    if (t == TABLE_AVX512 && ak_cpu_family_wide512(ak__cpu_family())) t = TABLE_AVX512W;
     while (t > TABLE_GENERIC && !tables[t].name) t--;
     return &tables[t];
 }

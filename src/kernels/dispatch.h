@@ -128,7 +128,7 @@ enum {
 };
 
 typedef struct ak__kernels {
-    const char *name; /* "ref", "generic", "avx2", "avx512" */
+    const char *name; /* "ref", "generic", "avx2", "avx512", "avx512w" */
 
     /* one member per AK_KERNEL line of kernels.def */
 #define AK_KERNEL(name, type, elem, ref, check) type *name;
@@ -168,7 +168,7 @@ typedef void (*ak__any_kernel)(void);
 ak__any_kernel ak__kernel_get(const ak__kernels *k, size_t index);
 /* The variants, bottom first: each inherits what it does not implement from the one
  * before it. */
-#define AK__KERNEL_VARIANTS 4
+#define AK__KERNEL_VARIANTS 5
 extern const char *const ak__kernel_variants[AK__KERNEL_VARIANTS];
 
 /* Bytes a call must move before large-output kernels switch to non-temporal stores:
@@ -182,6 +182,9 @@ size_t ak__kernels_stream_min_bytes(void);
 const ak__kernels *ak__kernels_active(void);
 /* Tables per variant, for tests that compare variants directly. Returns NULL if the
  * variant is not compiled in or the CPU cannot run it. */
-const ak__kernels *ak__kernels_for(const char *variant /* "ref"|"generic"|"avx2"|"avx512" */);
+const ak__kernels *ak__kernels_for(const char *variant /* "ref"|...|"avx512"|"avx512w" */);
+/* Whether a table runs AVX-512 code (avx512, avx512w): callers with AVX-512 loops of
+ * their own take them then. */
+int ak__kernels_avx512(const ak__kernels *k);
 
 #endif /* AK_KERNELS_DISPATCH_H */

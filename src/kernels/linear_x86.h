@@ -39,6 +39,14 @@
 #include "kernels/x86/pf_walk.h"
 
 #define LX_AI static inline __attribute__((always_inline))
+#ifndef LX_WIDE
+#define LX_WIDE 0 /* 1: the 512-bit lane tiles for T >= 16 (needs LX_VNNI) */
+#endif
+#if LX_WIDE
+#define LX_LANES_WIDE(slot, j, n0, n1) lx_quant_lanes_wide(slot, j, n0, n1)
+#else
+#define LX_LANES_WIDE(slot, j, n0, n1) ((void)0)
+#endif
 #define LX_R 4 /* weight rows per full tile */
 
 /* ---- weights to f32 ---------------------------------------------------------------------- */
@@ -461,40 +469,76 @@ typedef struct lx_ogroup {
     _Alignas(32) int32_t o[LX_IKB][8];
 } lx_ogroup;
 
-/* Tokens [t, t + 8) ∩ [0, T), blocks [kb, kb + nb) into g. */
-LX_AI void lx_ointerleave(const ak__linear_job *j, size_t t, size_t kb, size_t nb, lx_ogroup *g) {
-    size_t ldb = j->ldq / AK__QK, live = j->T - t < 8 ? j->T - t : 8;
-    for (size_t b = 0; b < nb; b++) {
-        __m256i v[8];
-        for (size_t i = 0; i < 8; i++) {
-            if (i < live) {
-                const int8_t *xb = j->xq + (t + i) * j->ldq + (kb + b) * AK__QK;
-                v[i] = _mm256_loadu_si256((const __m256i *)(const void *)xb);
-                g->d[b][i] = j->xd[(t + i) * ldb + kb + b];
-                g->o[b][i] = j->xo[(t + i) * ldb + kb + b];
-            } else {
-                v[i] = _mm256_setzero_si256();
-                g->d[b][i] = 0.0f;
-                g->o[b][i] = 0;
-            }
-        }
-        /* 8×8 dword transpose: rows = tokens, columns = dwords */
-        __m256i a[8], c[8];
-        for (int i = 0; i < 8; i += 2) {
-            a[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
-            a[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
-        }
-        for (int i = 0; i < 8; i += 4)
-            for (int h = 0; h < 2; h++) {
-                c[i + 2 * h] = _mm256_unpacklo_epi64(a[i + h], a[i + 2 + h]);
-                c[i + 2 * h + 1] = _mm256_unpackhi_epi64(a[i + h], a[i + 2 + h]);
-            }
-        /* c[0..3]: tokens 0-3, dwords {0,4}, {1,5}, {2,6}, {3,7} per half; c[4..7]: tokens 4-7 */
-        for (int d = 0; d < 4; d++) {
-            _mm256_store_si256((__m256i *)(void *)g->q[b][d], _mm256_permute2x128_si256(c[d], c[4 + d], 0x20));
-            _mm256_store_si256((__m256i *)(void *)g->q[b][4 + d], _mm256_permute2x128_si256(c[d], c[4 + d], 0x31));
+/* Block `blk` of tokens [t, t + 8) ∩ [0, T): out[c] holds dword c of token i in lane i,
+ * d[i] and o[i] the tokens' scales and offset terms. Tokens past T are zeros. */
+LX_AI void lx_tokens8(const ak__linear_job *j, size_t t, size_t blk, __m256i out[8], float *d,
+                      int32_t *o) {
+    size_t ldb = j->ldq / AK__QK, live = t < j->T ? (j->T - t < 8 ? j->T - t : 8) : 0;
+    __m256i v[8];
+    for (size_t i = 0; i < 8; i++) {
+        if (i < live) {
+            const int8_t *xb = j->xq + (t + i) * j->ldq + blk * AK__QK;
+            v[i] = _mm256_loadu_si256((const __m256i *)(const void *)xb);
+            d[i] = j->xd[(t + i) * ldb + blk];
+            o[i] = j->xo[(t + i) * ldb + blk];
+        } else {
+            v[i] = _mm256_setzero_si256();
+            d[i] = 0.0f;
+            o[i] = 0;
         }
     }
+    /* 8×8 dword transpose: rows = tokens, columns = dwords */
+    __m256i a[8], c[8];
+    for (int i = 0; i < 8; i += 2) {
+        a[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+        a[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4)
+        for (int h = 0; h < 2; h++) {
+            c[i + 2 * h] = _mm256_unpacklo_epi64(a[i + h], a[i + 2 + h]);
+            c[i + 2 * h + 1] = _mm256_unpackhi_epi64(a[i + h], a[i + 2 + h]);
+        }
+    /* c[0..3]: tokens 0-3, dwords {0,4}, {1,5}, {2,6}, {3,7} per half; c[4..7]: tokens 4-7 */
+    for (int k = 0; k < 4; k++) {
+        out[k] = _mm256_permute2x128_si256(c[k], c[4 + k], 0x20);
+        out[4 + k] = _mm256_permute2x128_si256(c[k], c[4 + k], 0x31);
+    }
+}
+
+/* Tokens [t, t + 8) ∩ [0, T), blocks [kb, kb + nb) into g. */
+LX_AI void lx_ointerleave(const ak__linear_job *j, size_t t, size_t kb, size_t nb, lx_ogroup *g) {
+    for (size_t b = 0; b < nb; b++) {
+        __m256i out[8];
+        lx_tokens8(j, t, kb + b, out, g->d[b], g->o[b]);
+        for (int c = 0; c < 8; c++) _mm256_store_si256((__m256i *)(void *)g->q[b][c], out[c]);
+    }
+}
+
+/* Y[tg + i][n + r] (+)= acc[r][g] lane i for the live tokens of group g. With 4 rows the
+ * 4×8 sums are transposed in registers (per 128-bit lane, as _MM_TRANSPOSE4_PS) so that
+ * each token's 4 outputs go out as one 16-byte store: scalar stores of each lane were a
+ * fifth of the 512-bit tiles' time (lx_wstore), and a part of these. */
+LX_AI void lx_ostore(int R, __m256 acc[LX_R][LX_OG], int g, const ak__linear_job *j, size_t n,
+                     size_t tg, int accumulate) {
+    size_t live = j->T - tg < 8 ? j->T - tg : 8;
+    float *y = j->Y + tg * j->ldy + n;
+    if (R == LX_R) {
+        __m256 t0 = _mm256_unpacklo_ps(acc[0][g], acc[1][g]), t1 = _mm256_unpackhi_ps(acc[0][g], acc[1][g]);
+        __m256 t2 = _mm256_unpacklo_ps(acc[2][g], acc[3][g]), t3 = _mm256_unpackhi_ps(acc[2][g], acc[3][g]);
+        /* u[k], 128-bit lane l: the 4 rows of token 4l + k */
+        __m256 u[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xee),
+                       _mm256_shuffle_ps(t1, t3, 0x44), _mm256_shuffle_ps(t1, t3, 0xee)};
+        _Alignas(32) float v[4][8];
+        for (int k = 0; k < 4; k++) _mm256_store_ps(v[k], u[k]);
+        for (size_t i = 0; i < live; i++, y += j->ldy) {
+            __m128 o = _mm_load_ps(&v[i & 3][4 * (i >> 2)]);
+            _mm_storeu_ps(y, accumulate ? _mm_add_ps(o, _mm_loadu_ps(y)) : o);
+        }
+        return;
+    }
+    _Alignas(32) float v[8];
+    _mm256_store_ps(v, acc[0][g]);
+    for (size_t i = 0; i < live; i++, y += j->ldy) *y = accumulate ? *y + v[i] : v[i];
 }
 
 /* Rows [n, n+R) × the G groups of gs (from token t) over blocks [kb, kb + nb). */
@@ -552,15 +596,7 @@ LX_AI void lx_otile(int slot, int R, int G, const ak__linear_job *j, size_t n, s
     }
     for (; npf; npf--) pf_walk_one(&p);
     *pf = p;
-    for (int g = 0; g < G; g++) {
-        size_t tg = t + 8 * (size_t)g, live = j->T - tg < 8 ? j->T - tg : 8;
-        for (int r = 0; r < R; r++) {
-            _Alignas(32) float v[8];
-            _mm256_store_ps(v, acc[r][g]);
-            float *y = j->Y + tg * j->ldy + n + (size_t)r;
-            for (size_t i = 0; i < live; i++, y += j->ldy) *y = accumulate ? *y + v[i] : v[i];
-        }
-    }
+    for (int g = 0; g < G; g++) lx_ostore(R, acc, g, j, n, t + 8 * (size_t)g, accumulate);
 }
 
 /* Rows [b0, b1) of one K chunk for the tokens of gs (G groups from token t). */
@@ -599,6 +635,156 @@ LX_AI void lx_quant_lanes(int slot, const ak__linear_job *j, size_t n0, size_t n
         }
     }
 }
+
+#if LX_WIDE
+/* ---- VNNI at full 512-bit width, T >= 16: 16 tokens per lane set ---------------------------
+ * Where 512-bit operations run at full width (Zen 5, Intel's AVX-512 cores; the "avx512w"
+ * table), a zmm vpdpbusd does twice the multiply-adds of a ymm one at about the same
+ * rate, and the tiles above are bound by vpdpbusd. These are the tiles of
+ * lx_quant_lanes with 16 tokens in the lanes of each vector: lanes 0-7 the first 8
+ * tokens' transpose (lx_tokens8), lanes 8-15 the next 8's. A tile covers 4 rows × up to
+ * 2 such groups (32 tokens), so a block's unpacked weights serve 32 tokens; the K chunk is
+ * half lx_quant_lanes' so that two groups' activations (2 × 10 KiB) stay in L1. On Zen 4,
+ * which splits a zmm operation in two, they would bring nothing over the ymm tiles. */
+
+#define LX_WG 2   /* groups of 16 tokens per tile (32 tokens) */
+#define LX_WKB 16 /* blocks per K chunk */
+
+typedef struct lx_wgroup {
+    _Alignas(64) int8_t q[LX_WKB][8][64];
+    _Alignas(64) float d[LX_WKB][16];
+    _Alignas(64) int32_t o[LX_WKB][16];
+} lx_wgroup;
+
+/* Tokens [t, t + 16) ∩ [0, T), blocks [kb, kb + nb) into g. */
+LX_AI void lx_winterleave(const ak__linear_job *j, size_t t, size_t kb, size_t nb, lx_wgroup *g) {
+    for (size_t b = 0; b < nb; b++) {
+        __m256i lo[8], hi[8];
+        lx_tokens8(j, t, kb + b, lo, g->d[b], g->o[b]);
+        lx_tokens8(j, t + 8, kb + b, hi, g->d[b] + 8, g->o[b] + 8);
+        for (int c = 0; c < 8; c++)
+            _mm512_store_si512((void *)g->q[b][c],
+                               _mm512_inserti64x4(_mm512_castsi256_si512(lo[c]), hi[c], 1));
+    }
+}
+
+/* lx_ostore for 16 tokens. */
+LX_AI void lx_wstore(int R, __m512 acc[LX_R][LX_WG], int g, const ak__linear_job *j, size_t n,
+                     size_t tg, int accumulate) {
+    size_t live = j->T - tg < 16 ? j->T - tg : 16;
+    float *y = j->Y + tg * j->ldy + n;
+    if (R == LX_R) {
+        __m512 t0 = _mm512_unpacklo_ps(acc[0][g], acc[1][g]), t1 = _mm512_unpackhi_ps(acc[0][g], acc[1][g]);
+        __m512 t2 = _mm512_unpacklo_ps(acc[2][g], acc[3][g]), t3 = _mm512_unpackhi_ps(acc[2][g], acc[3][g]);
+        /* u[k], 128-bit lane l: the 4 rows of token 4l + k */
+        __m512 u[4] = {_mm512_shuffle_ps(t0, t2, 0x44), _mm512_shuffle_ps(t0, t2, 0xee),
+                       _mm512_shuffle_ps(t1, t3, 0x44), _mm512_shuffle_ps(t1, t3, 0xee)};
+        _Alignas(64) float v[4][16];
+        for (int k = 0; k < 4; k++) _mm512_store_ps(v[k], u[k]);
+        for (size_t i = 0; i < live; i++, y += j->ldy) {
+            __m128 o = _mm_load_ps(&v[i & 3][4 * (i >> 2)]);
+            _mm_storeu_ps(y, accumulate ? _mm_add_ps(o, _mm_loadu_ps(y)) : o);
+        }
+        return;
+    }
+    _Alignas(64) float v[16];
+    _mm512_store_ps(v, acc[0][g]);
+    for (size_t i = 0; i < live; i++, y += j->ldy) *y = accumulate ? *y + v[i] : v[i];
+}
+
+/* Rows [n, n+R) × the G groups of gs (from token t) over blocks [kb, kb + nb). */
+LX_AI void lx_wtile(int slot, int R, int G, const ak__linear_job *j, size_t n, size_t kb,
+                    size_t nb, const lx_wgroup *gs, size_t t, int accumulate, pf_walk *pf,
+                    size_t npf) {
+    size_t rb = j->row_bytes;
+    size_t bsz = slot == AK__LIN_Q8_0 ? sizeof(ak__block_q8_0) : sizeof(ak__block_q4_0);
+    const uint8_t *w = j->W + n * rb + kb * bsz;
+    _Alignas(32) uint8_t wq[LX_WKB][LX_R][32];
+    float wd[LX_WKB][LX_R];
+    for (size_t b = 0; b < nb; b++)
+        for (int r = 0; r < R; r++) {
+            const uint8_t *blk = w + (size_t)r * rb + b * bsz;
+            _mm256_store_si256((__m256i *)(void *)wq[b][r], lx_wbytes(slot, blk));
+            wd[b][r] = lx_scale(blk);
+        }
+    __m512 acc[LX_R][LX_WG];
+    for (int r = 0; r < R; r++)
+        for (int g = 0; g < G; g++) acc[r][g] = _mm512_setzero_ps();
+    pf_walk p = *pf;
+    for (size_t b = 0; b < nb; b++) {
+        if (npf) {
+            pf_walk_one(&p);
+            npf--;
+        }
+        /* two chains per (row, group), even and odd dwords, as lx_otile */
+        __m512i s[2][LX_R][LX_WG];
+        for (int r = 0; r < R; r++)
+            for (int g = 0; g < G; g++) {
+                s[0][r][g] = _mm512_load_si512((const void *)gs[g].o[b]);
+                s[1][r][g] = _mm512_setzero_si512();
+            }
+        for (int c = 0; c < 8; c++) {
+            __m512i x[LX_WG];
+            for (int g = 0; g < G; g++) x[g] = _mm512_load_si512((const void *)gs[g].q[b][c]);
+            for (int r = 0; r < R; r++) {
+                int32_t wd4;
+                memcpy(&wd4, wq[b][r] + 4 * c, sizeof wd4);
+                __m512i wv = _mm512_set1_epi32(wd4);
+                for (int g = 0; g < G; g++)
+                    s[c & 1][r][g] = _mm512_dpbusd_epi32(s[c & 1][r][g], wv, x[g]);
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            __m512 dw = _mm512_set1_ps(wd[b][r]);
+            for (int g = 0; g < G; g++) {
+                __m512 dx = _mm512_load_ps(gs[g].d[b]);
+                __m512i si = _mm512_add_epi32(s[0][r][g], s[1][r][g]);
+                acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_mul_ps(dw, dx), acc[r][g]);
+            }
+        }
+    }
+    for (; npf; npf--) pf_walk_one(&p);
+    *pf = p;
+    for (int g = 0; g < G; g++) lx_wstore(R, acc, g, j, n, t + 16 * (size_t)g, accumulate);
+}
+
+/* Rows [b0, b1) of one K chunk for the tokens of gs (G groups from token t). */
+LX_AI void lx_wrows(int slot, int G, const ak__linear_job *j, size_t b0, size_t b1, size_t kb,
+                    size_t nb, const lx_wgroup *gs, size_t t, int accumulate, pf_walk *pf,
+                    size_t per) {
+    size_t n = b0;
+    for (; n + LX_R <= b1; n += LX_R)
+        lx_wtile(slot, LX_R, G, j, n, kb, nb, gs, t, accumulate, pf, per);
+    for (; n < b1; n++) lx_wtile(slot, 1, G, j, n, kb, nb, gs, t, accumulate, pf, 0);
+}
+
+/* Blocks of rows (≤ 128 KiB of weights, kept in L2) outer, then K chunks, then tiles of
+ * 32 tokens, as lx_quant_lanes. */
+LX_AI void lx_quant_lanes_wide(int slot, const ak__linear_job *j, size_t n0, size_t n1) {
+    lx_wgroup gs[LX_WG];
+    size_t sb = lx_used_bytes(slot, j), nbk = ((size_t)128 << 10) / (sb ? sb : 1) / LX_R * LX_R;
+    size_t nball = j->K / AK__QK, tiles_t = lx_div_up(j->T, 16 * (size_t)LX_WG);
+    nbk = nbk < LX_R ? LX_R : nbk;
+    for (size_t b0 = n0; b0 < n1; b0 += nbk) {
+        size_t b1 = b0 + nbk < n1 ? b0 + nbk : n1, nx = b1 + nbk < n1 ? b1 + nbk : n1;
+        size_t chunks = lx_div_up(nball, (size_t)LX_WKB);
+        size_t tiles = lx_div_up(b1 - b0, (size_t)LX_R) * tiles_t * chunks;
+        pf_walk next = lx_pf_rows(slot, j, b1, nx - b1, 0);
+        size_t per = lx_div_up(lx_pf_lines(&next), tiles);
+        for (size_t kb = 0; kb < nball; kb += LX_WKB) {
+            size_t nb = nball - kb < LX_WKB ? nball - kb : LX_WKB;
+            int accumulate = kb ? 1 : j->accumulate;
+            for (size_t t = 0; t < j->T; t += 16 * LX_WG) {
+                size_t groups = lx_div_up(j->T - t, 16);
+                int G = groups < LX_WG ? (int)groups : LX_WG;
+                for (int g = 0; g < G; g++) lx_winterleave(j, t + 16 * (size_t)g, kb, nb, &gs[g]);
+                if (G == 2) lx_wrows(slot, 2, j, b0, b1, kb, nb, gs, t, accumulate, &next, per);
+                else lx_wrows(slot, 1, j, b0, b1, kb, nb, gs, t, accumulate, &next, per);
+            }
+        }
+    }
+}
+#endif /* LX_WIDE */
 #endif /* LX_VNNI */
 
 /* ---- T = 1: one row at a time ------------------------------------------------------------ */
@@ -857,7 +1043,8 @@ _Static_assert(LX_FLOAT_C <= 6 && LX_QUANT_C <= 6, "LX_TOKENS handles remainders
     static LX_DEFINE_LINEAR(LX_CAT(name, _tiles), lx_quant_tile, LX_QUANT_ROW, LX_QUANT_C,  \
                             slot, LX_BLOCKED_QUANT)                                         \
     void name(const ak__linear_job *j, size_t n0, size_t n1) {                              \
-        if (j->T >= 8) lx_quant_lanes(slot, j, n0, n1);                                      \
+        if (LX_WIDE && j->T >= 16) LX_LANES_WIDE(slot, j, n0, n1);                          \
+        else if (j->T >= 8) lx_quant_lanes(slot, j, n0, n1);                                 \
         else if (j->T >= 4) lx_quant_interleaved(slot, j, n0, n1);                           \
         else LX_CAT(name, _tiles)(j, n0, n1);                                                \
     }
@@ -872,11 +1059,14 @@ _Static_assert(LX_FLOAT_C <= 6 && LX_QUANT_C <= 6, "LX_TOKENS handles remainders
 /* LX_TILES_ONLY: the includer takes the tiles and drivers above for a kernel of its own
  * (kernels/x86/linear_bf16_avx512.c) and defines none of these */
 #ifndef LX_TILES_ONLY
+LX_QUANT_KERNEL(LX_NAME(ak_q8_0_linear__), AK__LIN_Q8_0)
+LX_QUANT_KERNEL(LX_NAME(ak_q4_0_linear__), AK__LIN_Q4_0)
+/* the wide variant (kernels/x86/linear_avx512w.c) has only the quantized kernels of its
+ * own; the table takes the rest from avx512 */
+#if !LX_WIDE
 LX_FLOAT_KERNEL(LX_NAME(ak_f32_linear__), AK__LIN_F32)
 LX_FLOAT_KERNEL(LX_NAME(ak_f16_linear__), AK__LIN_F16)
 LX_FLOAT_KERNEL(LX_NAME(ak_bf16_linear__), AK__LIN_BF16)
-LX_QUANT_KERNEL(LX_NAME(ak_q8_0_linear__), AK__LIN_Q8_0)
-LX_QUANT_KERNEL(LX_NAME(ak_q4_0_linear__), AK__LIN_Q4_0)
 
 /* ---- activations to Q8_0 ----------------------------------------------------------------- */
 
@@ -931,6 +1121,7 @@ void LX_NAME(ak_f32_quantize_q8_0__)(const float *x, size_t K, float *d, int32_t
     }
 }
 
+#endif /* !LX_WIDE */
 #endif /* LX_TILES_ONLY */
 
 #endif /* AK_KERNELS_LINEAR_X86_H */

@@ -101,6 +101,41 @@ static void test_isa_override(void **state) {
     assert_int_equal(ak__init_reset(), AK_OK);
 }
 
+/* The family picks the table within the ISA: avx512w only for full-width 512-bit families
+ * on an AVX-512 ISA; a family the CPU's ISA cannot serve, or an unknown name, is refused. */
+static void test_family_override(void **state) {
+    ak_cpu_info c;
+    assert_int_equal(ak_cpu_get_info(&c), AK_OK);
+    assert_int_equal(c.family, c.detected_family);
+    assert_string_equal(ak_cpu_family_name(AK_CPU_FAMILY_ZEN4), "zen4");
+    assert_true(ak_cpu_family_wide512(AK_CPU_FAMILY_ZEN5));
+    assert_false(ak_cpu_family_wide512(AK_CPU_FAMILY_ZEN4));
+    if (c.best_isa >= AK_ISA_AVX512) {
+        /* AMD and Intel AVX-512 cores have a family of their own */
+        if (!strcmp(c.vendor, "GenuineIntel") || !strcmp(c.vendor, "AuthenticAMD"))
+            assert_true(c.family >= AK_CPU_FAMILY_ZEN4);
+        setenv("AK_CPU_FAMILY", "zen4", 1);
+        assert_int_equal(ak__init_reset(), AK_OK);
+        assert_string_equal(ak__kernels_active()->name, "avx512");
+        setenv("AK_CPU_FAMILY", "Intel-AVX512", 1);
+        assert_int_equal(ak__init_reset(), AK_OK);
+        assert_string_equal(ak__kernels_active()->name, "avx512w");
+        setenv("AK_ISA", "avx2", 1); /* the family does not raise the ISA */
+        assert_int_equal(ak__init_reset(), AK_OK);
+        assert_string_equal(ak__kernels_active()->name, "avx2");
+        unsetenv("AK_ISA");
+    } else {
+        setenv("AK_CPU_FAMILY", "zen5", 1);
+        assert_int_equal(ak__init_reset(), AK_ERR_UNSUPPORTED);
+        assert_non_null(strstr(ak_last_error(), "AK_CPU_FAMILY"));
+    }
+    setenv("AK_CPU_FAMILY", "zen9", 1);
+    assert_int_equal(ak__init_reset(), AK_ERR_INVALID_ARG);
+    assert_non_null(strstr(ak_last_error(), "'zen9' is not one of"));
+    unsetenv("AK_CPU_FAMILY");
+    assert_int_equal(ak__init_reset(), AK_OK);
+}
+
 static void test_log_env(void **state) {
     setenv("AK_LOG", "chatty", 1);
     assert_int_equal(ak__init_reset(), AK_ERR_INVALID_ARG);
@@ -116,6 +151,7 @@ int main(void) {
         cmocka_unit_test(test_every_param_documented),
         cmocka_unit_test(test_cpu_info),
         cmocka_unit_test(test_isa_override),
+        cmocka_unit_test(test_family_override),
         cmocka_unit_test(test_log_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

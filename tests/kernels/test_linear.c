@@ -25,7 +25,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/linear.h"
 
-static const char *const variants[] = {"ref", "generic", "avx2", "avx512"};
+static const char *const variants[] = {"ref", "generic", "avx2", "avx512", "avx512w"};
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -444,11 +444,13 @@ static void test_public_threads(void **state) {
     /* several 256 KiB row blocks of a quantized type in one range (blocked order); then
      * Q4_0 / Q8_0 with several 128 KiB row blocks, two K chunks of 32 blocks, a
      * remainder row and a part-filled group of 8 tokens (the VNNI one-token-per-lane
-     * tiles), accumulating */
+     * tiles), accumulating; T = 57: the 512-bit lane tiles (avx512w) with a tile of two
+     * groups of 16 whose second holds 9 tokens, over 3 K chunks of 16 blocks and a part */
     static const struct { ak_wtype wt; int slot; size_t N, K, T; int acc; } big[] = {
         {AK_WTYPE_Q4_0, AK__LIN_Q4_0, 700, 1024, 70, 0},
         {AK_WTYPE_Q4_0, AK__LIN_Q4_0, 701, 2048, 13, 1},
         {AK_WTYPE_Q8_0, AK__LIN_Q8_0, 301, 2048, 16, 1},
+        {AK_WTYPE_Q8_0, AK__LIN_Q8_0, 131, 1600, 57, 1},
     };
     for (size_t i = 0; i < COUNT(big); i++) {
         c = case_make(big[i].wt, big[i].N, big[i].K, big[i].T, big[i].acc, 0, seed++);

@@ -132,7 +132,7 @@ static ak_status qadd_run(ak__op_ctx *ctx) {
     ak__tensor *C = ak__op_out(ctx, 0);
     if (!C || C->count == 0) return AK_OK;
     const ak__tensor *ab[2] = {g.A, g.B};
-    int wide = strcmp(ak__kernels_active()->name, "avx512") == 0;
+    int wide = ak__kernels_avx512(ak__kernels_active());
     return ew_broadcast_run(ctx, C, ab, 2, wide ? qadd_segment_avx512 : qadd_segment_plain, &g,
                             EW_PAR_CHEAP);
 }

@@ -146,7 +146,7 @@ static void quantize_rows(void *vj, size_t begin, size_t end, int tid) {
     (void)tid;
     const qdq_job *j = vj;
     int is_signed = j->zp.type == AK_ELEM_I8;
-    int wide = strcmp(ak__kernels_active()->name, "avx512") == 0;
+    int wide = ak__kernels_avx512(ak__kernels_active());
     for (size_t r = begin; r < end; r++) {
         uint64_t o = r / j->l.D, d = r % j->l.D, base = r * j->l.inner;
         if (j->xt == AK_ELEM_F32 && j->l.mode != 2) { /* one scale for the whole row */

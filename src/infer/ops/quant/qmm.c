@@ -156,7 +156,7 @@ static void qmm_task(void *vj, size_t begin, size_t end, int tid) {
     uint8_t *arows = (uint8_t *)slot;
     int32_t *tile = (int32_t *)(slot + (ROWS * q->K + 63) / 64 * 64);
     const ak__kernels *kern = ak__kernels_active();
-    int wide = strcmp(kern->name, "avx512") == 0;
+    int wide = ak__kernels_avx512(kern);
     tile_cols *cols = (tile_cols *)(slot + (ROWS * q->K + 63) / 64 * 64 +
                                     (size_t)ROWS * COLS * sizeof(int32_t));
     for (size_t t = begin; t < end; t++) {
