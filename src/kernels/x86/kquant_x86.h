@@ -14,7 +14,8 @@
  * The integer sums are exact; the float combination differs from the reference only in
  * summation order (within the sweep's dot-product bound).
  *
- * The including file defines KQ_VNNI (0/1) and KQ_ISA (avx2, avx512). */
+ * The including file defines KQ_VNNI (0/1), KQ_ISA (avx2, avx512, avx512w) and, for
+ * avx512w, KQ_WIDE 1 (the 512-bit tiles of Q4_K and Q6_K, the only kernels it defines). */
 #ifndef AK_KERNELS_KQUANT_X86_H
 #define AK_KERNELS_KQUANT_X86_H
 
@@ -28,6 +29,9 @@
 #include "kernels/x86/pf_walk.h"
 
 #define KQ_AI static inline __attribute__((always_inline))
+#ifndef KQ_WIDE
+#define KQ_WIDE 0
+#endif
 #define KQ_C 8 /* tokens per pass over a row's blocks */
 #define KQ_CAT2(a, b) a##__##b
 #define KQ_CAT(a, b) KQ_CAT2(a, b)
@@ -448,15 +452,33 @@ typedef struct kq_igroup {
     _Alignas(16) float d[KQ_IKB][4];
 } kq_igroup;
 
-/* Per 128-bit half: rows = the 4 vectors (tokens), columns = dwords; transposed into dst. */
-KQ_AI void kq_transpose4(const __m256i v[4], void *dst) {
+/* Per 128-bit half: rows = the 4 vectors (tokens), columns = dwords; transposed into out. */
+KQ_AI void kq_transpose4v(const __m256i v[4], __m256i out[4]) {
     __m256i a0 = _mm256_unpacklo_epi32(v[0], v[1]), a1 = _mm256_unpackhi_epi32(v[0], v[1]);
     __m256i a2 = _mm256_unpacklo_epi32(v[2], v[3]), a3 = _mm256_unpackhi_epi32(v[2], v[3]);
-    __m256i *o = dst;
-    _mm256_store_si256(o, _mm256_unpacklo_epi64(a0, a2));
-    _mm256_store_si256(o + 1, _mm256_unpackhi_epi64(a0, a2));
-    _mm256_store_si256(o + 2, _mm256_unpacklo_epi64(a1, a3));
-    _mm256_store_si256(o + 3, _mm256_unpackhi_epi64(a1, a3));
+    out[0] = _mm256_unpacklo_epi64(a0, a2);
+    out[1] = _mm256_unpackhi_epi64(a0, a2);
+    out[2] = _mm256_unpacklo_epi64(a1, a3);
+    out[3] = _mm256_unpackhi_epi64(a1, a3);
+}
+
+KQ_AI void kq_transpose4(const __m256i v[4], void *dst) {
+    __m256i out[4];
+    kq_transpose4v(v, out);
+    for (int c = 0; c < 4; c++) _mm256_store_si256((__m256i *)dst + c, out[c]);
+}
+
+/* Vector s (0-7: the values of sub-block s; 8: the sums of 16) of super-block kb + b of
+ * tokens [t, t + 4) ∩ [0, T), each token's in one vector (zeros past T). */
+KQ_AI void kq_token_vectors(const ak__linear_job *j, size_t t, size_t kb, size_t b, int s,
+                            __m256i v[4]) {
+    size_t nbk = j->K / AK__QK_K, live = t < j->T ? (j->T - t < 4 ? j->T - t : 4) : 0;
+    for (size_t i = 0; i < 4; i++) {
+        size_t tok = t + i;
+        const void *src = s < 8 ? (const void *)(j->xq + tok * j->ldq + (kb + b) * AK__QK_K + 32 * s)
+                                : (const void *)(j->kbs + (tok * nbk + kb + b) * 16);
+        v[i] = i < live ? _mm256_loadu_si256((const __m256i *)src) : _mm256_setzero_si256();
+    }
 }
 
 /* Tokens [t, t + 4) ∩ [0, T), super-blocks [kb, kb + nb) of the job's Q8_K activations
@@ -466,12 +488,7 @@ KQ_AI void kq_interleave(const ak__linear_job *j, size_t t, size_t kb, size_t nb
     for (size_t b = 0; b < nb; b++) {
         for (int s = 0; s <= 8; s++) { /* s = 8: the sums of 16 */
             __m256i v[4];
-            for (size_t i = 0; i < 4; i++) {
-                size_t tok = t + i;
-                const void *src = s < 8 ? (const void *)(j->xq + tok * j->ldq + (kb + b) * AK__QK_K + 32 * s)
-                                        : (const void *)(j->kbs + (tok * nbk + kb + b) * 16);
-                v[i] = i < live ? _mm256_loadu_si256((const __m256i *)src) : _mm256_setzero_si256();
-            }
+            kq_token_vectors(j, t, kb, b, s, v);
             kq_transpose4(v, s < 8 ? (void *)g->q[b][s] : (void *)g->bs[b]);
         }
         for (size_t i = 0; i < 4; i++) g->d[b][i] = i < live ? j->kd[(t + i) * nbk + kb + b] : 0.0f;
@@ -630,10 +647,138 @@ KQ_AI void kq_linear_interleaved(ak_wtype wt, const ak__linear_job *j, size_t n0
         }
     }
 }
+
+#if KQ_WIDE
+/* ---- 512-bit tiles (table avx512w: Zen 5, Intel), T >= 8, Q4_K and Q6_K ---------------
+ * kq_irow's tiles with two groups of 4 tokens in one zmm: lanes 0-7 are one group's
+ * vector as kq_interleave lays it out, lanes 8-15 the next group's; the weights' dwords
+ * are broadcast to both halves. A zmm vpdpbusd, vpmulld or vpdpwssd then covers 8 tokens
+ * where these cores take about as long as for a ymm one of 4. */
+#define KQ_WG 2 /* groups of 8 tokens per pass over a row: 16 tokens share a block's unpacking */
+
+typedef struct kq_wgroup {
+    _Alignas(64) int8_t q[KQ_IKB][8][4][64];
+    _Alignas(64) int16_t bs[KQ_IKB][4][32];
+    _Alignas(64) float d[KQ_IKB][16]; /* lanes as the sums: tokens 0-3 twice, 4-7 twice */
+} kq_wgroup;
+
+/* Tokens [t, t + 8) ∩ [0, T), super-blocks [kb, kb + nb) into g. */
+KQ_AI void kq_winterleave(const ak__linear_job *j, size_t t, size_t kb, size_t nb, kq_wgroup *g) {
+    size_t nbk = j->K / AK__QK_K;
+    for (size_t b = 0; b < nb; b++) {
+        for (int s = 0; s <= 8; s++)
+            for (int h = 0; h < 2; h++) {
+                __m256i v[4], out[4];
+                kq_token_vectors(j, t + 4 * (size_t)h, kb, b, s, v);
+                kq_transpose4v(v, out);
+                for (int c = 0; c < 4; c++) {
+                    void *dst = s < 8 ? (void *)&g->q[b][s][c][32 * h] : (void *)&g->bs[b][c][16 * h];
+                    _mm256_store_si256(dst, out[c]);
+                }
+            }
+        for (size_t i = 0; i < 8; i++) {
+            float d = t + i < j->T ? j->kd[(t + i) * nbk + kb + b] : 0.0f;
+            g->d[b][8 * (i / 4) + i % 4] = g->d[b][8 * (i / 4) + 4 + i % 4] = d;
+        }
+    }
+}
+
+/* kq_irow on 8-token groups. */
+KQ_AI void kq_wrow(ak_wtype wt, int G, const ak__linear_job *j, size_t bsz, size_t n, size_t kb,
+                   size_t nb, const kq_wgroup *gs, size_t t, int accumulate, pf_walk *pf,
+                   size_t npf) {
+    const uint8_t *row = j->W + n * j->row_bytes + kb * bsz;
+    __m512 acc[KQ_WG];
+    for (int g = 0; g < G; g++) acc[g] = _mm512_setzero_ps();
+    kq_unpacked U;
+    pf_walk p = *pf;
+    for (size_t b = 0; b < nb; b++) {
+        if (npf) {
+            pf_walk_one(&p);
+            npf--;
+        }
+        kq_unpack(wt, row + b * bsz, &U);
+        __m512i si[KQ_WG];
+        for (int g = 0; g < G; g++) si[g] = _mm512_setzero_si512();
+        for (int s = 0; s < 8; s++) {
+            __m512i wv = _mm512_broadcast_i64x4(U.q[s]), sc = _mm512_broadcast_i64x4(U.sc[s]);
+            __m512i w0 = _mm512_shuffle_epi32(wv, 0x00), w1 = _mm512_shuffle_epi32(wv, 0x55);
+            __m512i w2 = _mm512_shuffle_epi32(wv, 0xaa), w3 = _mm512_shuffle_epi32(wv, 0xff);
+            for (int g = 0; g < G; g++) {
+                const void *x = gs[g].q[b][s];
+                __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, _mm512_load_si512(x));
+                d = _mm512_dpbusd_epi32(d, w1, _mm512_load_si512((const char *)x + 64));
+                d = _mm512_dpbusd_epi32(d, w2, _mm512_load_si512((const char *)x + 128));
+                d = _mm512_dpbusd_epi32(d, w3, _mm512_load_si512((const char *)x + 192));
+                si[g] = _mm512_add_epi32(si[g], _mm512_mullo_epi32(d, sc));
+            }
+        }
+        __m512i mn = _mm512_broadcast_i64x4(U.mn);
+        __m512i m0 = _mm512_shuffle_epi32(mn, 0x00), m1 = _mm512_shuffle_epi32(mn, 0x55);
+        __m512i m2 = _mm512_shuffle_epi32(mn, 0xaa), m3 = _mm512_shuffle_epi32(mn, 0xff);
+        __m512 dA = _mm512_set1_ps(U.dA), dB = _mm512_set1_ps(U.dB);
+        for (int g = 0; g < G; g++) {
+            const char *bs = (const char *)gs[g].bs[b];
+            __m512i m = _mm512_dpwssd_epi32(_mm512_setzero_si512(), m0, _mm512_load_si512(bs));
+            m = _mm512_dpwssd_epi32(m, m1, _mm512_load_si512(bs + 64));
+            m = _mm512_dpwssd_epi32(m, m2, _mm512_load_si512(bs + 128));
+            m = _mm512_dpwssd_epi32(m, m3, _mm512_load_si512(bs + 192));
+            __m512 dx = _mm512_load_ps(gs[g].d[b]);
+            acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si[g]), _mm512_mul_ps(dA, dx), acc[g]);
+            acc[g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dB, dx), acc[g]);
+        }
+    }
+    for (; npf; npf--) pf_walk_one(&p);
+    *pf = p;
+    for (int g = 0; g < G; g++) {
+        __m256 lo = _mm512_castps512_ps256(acc[g]), hi = _mm512_extractf32x8_ps(acc[g], 1);
+        _Alignas(32) float v[8]; /* tokens 0-3: the two halves of lo added; 4-7: of hi */
+        _mm_store_ps(v, _mm_add_ps(_mm256_castps256_ps128(lo), _mm256_extractf128_ps(lo, 1)));
+        _mm_store_ps(v + 4, _mm_add_ps(_mm256_castps256_ps128(hi), _mm256_extractf128_ps(hi, 1)));
+        size_t tg = t + 8 * (size_t)g, live = j->T - tg < 8 ? j->T - tg : 8;
+        float *y = j->Y + tg * j->ldy + n;
+        for (size_t i = 0; i < live; i++, y += j->ldy) *y = accumulate ? *y + v[i] : v[i];
+    }
+}
+
+/* kq_linear_interleaved on 8-token groups. */
+KQ_AI void kq_linear_wide(ak_wtype wt, const ak__linear_job *j, size_t n0, size_t n1) {
+    kq_wgroup gs[KQ_WG];
+    size_t e = 0, bsz = 0, nball = j->K / AK__QK_K;
+    ak__kquant_block(wt, &e, &bsz);
+    size_t rowb = nball * bsz, nbk = ((size_t)128 << 10) / (rowb ? rowb : 1);
+    nbk = nbk < 1 ? 1 : nbk;
+    for (size_t b0 = n0; b0 < n1; b0 += nbk) {
+        size_t b1 = b0 + nbk < n1 ? b0 + nbk : n1, nx = b1 + nbk < n1 ? b1 + nbk : n1;
+        size_t calls = (b1 - b0) * ((nball + KQ_IKB - 1) / KQ_IKB) * ((j->T + 8 * KQ_WG - 1) / (8 * KQ_WG));
+        pf_walk next = {j->W + b1 * j->row_bytes, 0, rowb, j->row_bytes, nx - b1, 0};
+        size_t per = ((nx - b1) * ((rowb + 63) / 64) + calls - 1) / calls;
+        for (size_t kb = 0; kb < nball; kb += KQ_IKB) {
+            size_t nb = nball - kb < KQ_IKB ? nball - kb : KQ_IKB;
+            int accumulate = kb ? 1 : j->accumulate;
+            for (size_t t = 0; t < j->T; t += 8 * KQ_WG) {
+                size_t groups = (j->T - t + 7) / 8;
+                int G = groups < KQ_WG ? (int)groups : KQ_WG;
+                for (int g = 0; g < G; g++) kq_winterleave(j, t + 8 * (size_t)g, kb, nb, &gs[g]);
+                for (size_t n = b0; n < b1; n++) {
+                    if (G == 2) kq_wrow(wt, 2, j, bsz, n, kb, nb, gs, t, accumulate, &next, per);
+                    else kq_wrow(wt, 1, j, bsz, n, kb, nb, gs, t, accumulate, &next, per);
+                }
+            }
+        }
+    }
+}
+#endif /* KQ_WIDE */
 #endif /* KQ_VNNI */
 
 /* Columns [n0, n1) of a super-block type against Q8_K activations. */
 KQ_AI void kq_linear(ak_wtype wt, const ak__linear_job *j, size_t n0, size_t n1) {
+#if KQ_WIDE
+    if (j->T >= 8 && (wt == AK_WTYPE_Q4_K || wt == AK_WTYPE_Q6_K)) {
+        kq_linear_wide(wt, j, n0, n1);
+        return;
+    }
+#endif
 #if KQ_VNNI
     if (j->T >= 4 && (wt == AK_WTYPE_Q4_K || wt == AK_WTYPE_Q6_K)) {
         kq_linear_interleaved(wt, j, n0, n1);
@@ -728,11 +873,13 @@ KQ_AI void kq_linear_iq4_nl(const ak__linear_job *j, size_t n0, size_t n1) {
     void KQ_NAME(ak_##ty##_linear)(const ak__linear_job *j, size_t n0, size_t n1) {        \
         kq_linear(AK_WTYPE_##TY, j, n0, n1);                                               \
     }
+KQ_DEFINE(q4_k, Q4_K)
+KQ_DEFINE(q6_k, Q6_K)
+/* the wide variant (kquant_avx512w.c) has only the types whose tiles differ */
+#if !KQ_WIDE
 KQ_DEFINE(q2_k, Q2_K)
 KQ_DEFINE(q3_k, Q3_K)
-KQ_DEFINE(q4_k, Q4_K)
 KQ_DEFINE(q5_k, Q5_K)
-KQ_DEFINE(q6_k, Q6_K)
 KQ_DEFINE(q8_k, Q8_K)
 KQ_DEFINE(iq4_xs, IQ4_XS)
 #undef KQ_DEFINE
@@ -740,5 +887,6 @@ KQ_DEFINE(iq4_xs, IQ4_XS)
 void KQ_NAME(ak_iq4_nl_linear)(const ak__linear_job *j, size_t n0, size_t n1) {
     kq_linear_iq4_nl(j, n0, n1);
 }
+#endif /* !KQ_WIDE */
 
 #endif /* AK_KERNELS_KQUANT_X86_H */
