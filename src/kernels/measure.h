@@ -7,5 +7,6 @@
 /* Each runs `iters` iterations of independent FMA chains; returns the flops done. */
 double ak__fma_loop__generic(uint64_t iters);
 double ak__fma_loop__avx2(uint64_t iters);
+double ak__fma_loop__avx512(uint64_t iters);
 
 #endif /* AK_KERNELS_MEASURE_H */
