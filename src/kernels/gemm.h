@@ -58,6 +58,11 @@ void ak_f32_gemm_ukernel_8x16__avx512(size_t k, float alpha, const float *Ap, co
                                       float beta, float *C, size_t ldc, size_t m, size_t n);
 void ak_f32_gemm_ukernel_8x16_epi__avx512(size_t k, const float *Ap, const float *Bp, float beta,
                                           float *C, size_t ldc, const ak__sgemm_tile_epi *epi);
+void ak_f32_gemm_ukernel_16x16__avx512w(size_t k, float alpha, const float *Ap, const float *Bp,
+                                        float beta, float *C, size_t ldc, size_t m, size_t n);
+void ak_f32_gemm_ukernel_16x16_epi__avx512w(size_t k, const float *Ap, const float *Bp,
+                                            float beta, float *C, size_t ldc,
+                                            const ak__sgemm_tile_epi *epi);
 
 /* The scalar reference (kernels/ref/gemm_ref.c), also used by tests as the oracle. */
 void ak_f32_gemm__ref(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,

@@ -24,7 +24,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 
-static const char *const variants[] = {"ref", "generic", "avx2", "avx512"};
+static const char *const variants[] = {"ref", "generic", "avx2", "avx512", "avx512w"};
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
 
 typedef struct gemm_case {

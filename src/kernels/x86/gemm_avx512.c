@@ -1,130 +1,18 @@
-/* AVX-512 SGEMM microkernel (MR×16), its configuration and the avx512 SGEMM entry.
- *
- * The tile is MR rows × one 16-float zmm: each k step loads the packed B row once and
- * multiplies it by MR broadcast values of the packed A sliver (an FMA with an embedded
- * broadcast each). Zen 4 splits a zmm FMA over its two 256-bit pipes, so the FLOP peak
+/* AVX-512 SGEMM microkernel (8×16, kernels/x86/gemm_avx512.h), its configuration and the
+ * avx512 SGEMM entry. Zen 4 splits a zmm FMA over its two 256-bit pipes, so the FLOP peak
  * is that of the AVX2 6×16 kernel; what it saves is load and instruction slots: MR + 1
  * loads per MR zmm FMAs against 8 per 6 zmm-equivalents there, which measured 8–15 %
- * more GFLOP/s on the inference shapes. The packed B layout (16 floats per k) is the
- * AVX2 kernel's, so code that packs for sgemm_nr works unchanged. */
-#include <immintrin.h>
-
-#include "kernels/dispatch.h"
-#include "kernels/gemm.h"
-
+ * more GFLOP/s on the inference shapes. */
 #define MR 8
-#define NR 16
-#define PREFETCH_A_AHEAD (16 * MR) /* floats: A streams from L2, fetch 16 k steps ahead */
-
-/* Rows of C (and Z) are only touched after the loop: start pulling their lines in now. */
-static inline void prefetch_rows(const float *C, size_t ldc, size_t m) {
-    for (size_t r = 0; r < m; r++) _mm_prefetch((const char *)(C + r * ldc), _MM_HINT_T0);
-}
-
-/* acc[r] = Σ_k A[k][r] · B[k][0:16] for r < rows. Inlined with a constant `rows`, acc
- * lives in registers. With few rows the chains are too short to hide the FMA latency,
- * so up to 4 rows even and odd k steps go to separate accumulators. */
-static inline __attribute__((always_inline)) void accumulate(int rows, size_t k, const float *Ap,
-                                                             const float *Bp, __m512 acc[MR]) {
-    __m512 odd[MR];
-    for (int r = 0; r < rows; r++) acc[r] = odd[r] = _mm512_setzero_ps();
-    if (rows <= 4)
-        for (; k >= 2; k -= 2, Ap += 2 * MR, Bp += 2 * NR) {
-            __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + NR);
-            for (int r = 0; r < rows; r++) {
-                acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(Ap[r]), b0, acc[r]);
-                odd[r] = _mm512_fmadd_ps(_mm512_set1_ps(Ap[MR + r]), b1, odd[r]);
-            }
-        }
-    for (; k >= 4; k -= 4, Ap += 4 * MR, Bp += 4 * NR) {
-        _mm_prefetch((const char *)(Ap + PREFETCH_A_AHEAD), _MM_HINT_T0);
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
-            __m512 b = _mm512_loadu_ps(Bp + p * NR);
-            for (int r = 0; r < rows; r++)
-                acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(Ap[p * MR + r]), b, acc[r]);
-        }
-    }
-    for (; k > 0; k--, Ap += MR, Bp += NR) {
-        __m512 b = _mm512_loadu_ps(Bp);
-        for (int r = 0; r < rows; r++) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(Ap[r]), b, acc[r]);
-    }
-    if (rows <= 4)
-        for (int r = 0; r < rows; r++) acc[r] = _mm512_add_ps(acc[r], odd[r]);
-}
-
-/* The valid m×n part of the tile: alpha·acc + beta·C (beta == 0 does not read C); full
- * 16-wide rows straight to C, a ragged edge through a spilled tile. */
-static inline __attribute__((always_inline)) void store_tile(int rows, const __m512 acc[MR],
-                                                             float alpha, float beta, float *C,
-                                                             size_t ldc, size_t n) {
-    __m512 valpha = _mm512_set1_ps(alpha);
-    if (n == NR) {
-        for (int r = 0; r < rows; r++) {
-            float *c = C + (size_t)r * ldc;
-            __m512 v = _mm512_mul_ps(acc[r], valpha);
-            if (beta != 0.0f) v = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_loadu_ps(c), v);
-            _mm512_storeu_ps(c, v);
-        }
-        return;
-    }
-    float tile[MR][NR];
-    for (int r = 0; r < rows; r++) _mm512_storeu_ps(tile[r], acc[r]);
-    ak__sgemm_store_edge(&tile[0][0], NR, alpha, beta, C, ldc, (size_t)rows, n);
-}
-
-static inline __attribute__((always_inline)) void tile_rows(int rows, size_t k, float alpha,
-                                                            const float *Ap, const float *Bp,
-                                                            float beta, float *C, size_t ldc,
-                                                            size_t n) {
-    __m512 acc[MR];
-    prefetch_rows(C, ldc, (size_t)rows);
-    accumulate(rows, k, Ap, Bp, acc);
-    store_tile(rows, acc, alpha, beta, C, ldc, n);
-}
-
-void ak_f32_gemm_ukernel_8x16__avx512(size_t k, float alpha, const float *Ap, const float *Bp,
-                                      float beta, float *C, size_t ldc, size_t m, size_t n) {
-    switch (m) { /* each case a constant-row instance: the last row tile of M % 8 ≠ 0 */
-    case 1: tile_rows(1, k, alpha, Ap, Bp, beta, C, ldc, n); break;
-    case 2: tile_rows(2, k, alpha, Ap, Bp, beta, C, ldc, n); break;
-    case 3: tile_rows(3, k, alpha, Ap, Bp, beta, C, ldc, n); break;
-    case 4: tile_rows(4, k, alpha, Ap, Bp, beta, C, ldc, n); break;
-    case 5: tile_rows(5, k, alpha, Ap, Bp, beta, C, ldc, n); break;
-    case 6: tile_rows(6, k, alpha, Ap, Bp, beta, C, ldc, n); break;
-    case 7: tile_rows(7, k, alpha, Ap, Bp, beta, C, ldc, n); break;
-    default: tile_rows(MR, k, alpha, Ap, Bp, beta, C, ldc, n); break;
-    }
-}
-
-/* The full-tile kernel finishing in its accumulators: + beta·C, + bias (per row), + the
- * column bias, + z, the activation, stored. */
-void ak_f32_gemm_ukernel_8x16_epi__avx512(size_t k, const float *Ap, const float *Bp, float beta,
-                                          float *C, size_t ldc, const ak__sgemm_tile_epi *epi) {
-    __m512 acc[MR];
-    prefetch_rows(C, ldc, MR);
-    if (epi->z) prefetch_rows(epi->z, ldc, MR);
-    accumulate(MR, k, Ap, Bp, acc);
-    __m512 vlo = _mm512_set1_ps(epi->lo), vhi = _mm512_set1_ps(epi->hi);
-    __m512 vcol = epi->col_bias ? _mm512_loadu_ps(epi->col_bias) : _mm512_setzero_ps();
-    for (int r = 0; r < MR; r++) {
-        float *c = C + (size_t)r * ldc;
-        __m512 v = acc[r];
-        if (beta != 0.0f) v = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_loadu_ps(c), v);
-        if (epi->bias) v = _mm512_add_ps(v, _mm512_set1_ps(epi->bias[r]));
-        if (epi->col_bias) v = _mm512_add_ps(v, vcol);
-        if (epi->z) v = _mm512_add_ps(v, _mm512_loadu_ps(epi->z + (size_t)r * ldc));
-        if (epi->act == AK_SGEMM_ACT_MAX) v = _mm512_max_ps(v, vlo); /* max(x, lo): NaN → lo */
-        else if (epi->act == AK_SGEMM_ACT_CLAMP) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
-        _mm512_storeu_ps(c, v);
-    }
-}
+#define GA_UKERNEL ak_f32_gemm_ukernel_8x16__avx512
+#define GA_UKERNEL_EPI ak_f32_gemm_ukernel_8x16_epi__avx512
+#include "kernels/x86/gemm_avx512.h"
 
 /* As the AVX2 configuration (its comment has the cache reasoning), with MC a multiple
  * of 8. */
 const ak__gemm_config ak_f32_gemm_config__avx512 = {
-    .ukernel = ak_f32_gemm_ukernel_8x16__avx512,
-    .ukernel_epi = ak_f32_gemm_ukernel_8x16_epi__avx512,
+    .ukernel = GA_UKERNEL,
+    .ukernel_epi = GA_UKERNEL_EPI,
     .mr = MR, .nr = NR,
     .kc = 256, .mc = 128, .nc = 4096,
 };
@@ -135,4 +23,3 @@ void ak_f32_gemm__avx512(int trans_a, int trans_b, size_t M, size_t N, size_t K,
     ak__sgemm_blocked(&ak_f32_gemm_config__avx512, trans_a, trans_b, M, N, K, alpha, A, lda, B,
                       ldb, beta, C, ldc, pool);
 }
-
