@@ -134,6 +134,10 @@ const ak__kernels *ak__kernels_for(const char *variant) {
     return NULL;
 }
 
+int ak__kernels_nchwc_panel_blocks(const ak__kernels *k) {
+    return k && k == &tables[TABLE_AVX512W] ? 4 : 2;
+}
+
 int ak__kernels_avx512(const ak__kernels *k) {
     return k && (k == &tables[TABLE_AVX512] || k == &tables[TABLE_AVX512W]);
 }

@@ -186,5 +186,8 @@ const ak__kernels *ak__kernels_for(const char *variant /* "ref"|...|"avx512"|"av
 /* Whether a table runs AVX-512 code (avx512, avx512w): callers with AVX-512 loops of
  * their own take them then. */
 int ak__kernels_avx512(const ak__kernels *k);
+/* Output blocks per NCHWc weight panel the table's conv row runs fastest (kf_infer.h): 4
+ * where it has 4-block tiles (avx512w), else 2. Every table runs any of 1..4. */
+int ak__kernels_nchwc_panel_blocks(const ak__kernels *k);
 
 #endif /* AK_KERNELS_DISPATCH_H */

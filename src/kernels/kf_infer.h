@@ -21,11 +21,13 @@ struct ak__sgemm_tile_epi;
 #define AK_KF_NCHWC_BLOCK 8
 
 /* ---- NCHWc convolution tiles ---------------------------------------------------------
- * One output row of n outputs × the 8·nb (nb = 1, 2) output channels of a weight panel
+ * One output row of n outputs × the 8·nb (nb = 1..4) output channels of a weight panel
  * [K][8·nb], K = blocks·kh·kw·lanes rows in the order (input block, ky, kx, lane). The
  * input value of output r for row k is read at
  *     x + block·cb_stride + ky·ky_stride + kx·dx + r·sx + lane;
  * y[(l/8)·plane + r·8 + l%8] = finish(bias[l] + Σ_k x·w[k][l] (+ z at the same place)).
+ * Which nb the packing uses is the table's choice (ak__kernels_nchwc_panel_blocks: 4 where
+ * a variant has 4-block tiles), but every variant runs every nb. 
  * Variants split the row into tiles of their own size; lanes is 1 (plain rows of a stem)
  * or 8 (a blocked X). */
 typedef struct ak__kf_nchwc_tile {
@@ -37,6 +39,9 @@ typedef struct ak__kf_nchwc_tile {
     uint64_t plane;    /* floats between the two output blocks */
     int64_t blocks, cb_stride, kh, ky_stride, kw, dx, sx;
     int lanes;
+    /* the kernels' own (callers leave it): floats between the rows of the whole panel
+     * while they run a part of its blocks (ak__nchwc_conv_panel) */
+    int64_t w_stride;
 } ak__kf_nchwc_tile;
 typedef void ak__kf_nchwc_conv_row(const ak__kf_nchwc_tile *t, int nb, int64_t n,
                                    const struct ak__sgemm_tile_epi *fin);

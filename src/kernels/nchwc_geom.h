@@ -24,6 +24,36 @@ static inline void ak__nchwc_tile_skip(ak__kf_nchwc_tile *t, int rows) {
     if (t->z) t->z += rows * AK_KF_NCHWC_BLOCK;
 }
 
+/* A variant's runner of a part of a panel: nb (≤ its widest tile) blocks from t->w, whose
+ * rows are t->w_stride floats apart. */
+typedef void ak__nchwc_part_fn(const ak__kf_nchwc_tile *t, int nb, int64_t n,
+                               const struct ak__sgemm_tile_epi *fin);
+
+/* nb blocks of t (rows t->w_stride apart) as parts of at most `most` blocks (the last
+ * part what is left), each with its weights, bias, y and z offset. */
+static inline void ak__nchwc_conv_parts(const ak__kf_nchwc_tile *t, int nb, int most, int64_t n,
+                                        const struct ak__sgemm_tile_epi *fin,
+                                        ak__nchwc_part_fn *part) {
+    ak__kf_nchwc_tile u = *t;
+    for (int b = 0; b < nb; b += most) {
+        size_t lane = (size_t)b * AK_KF_NCHWC_BLOCK, at = (size_t)b * t->plane;
+        u.w = t->w + lane;
+        u.bias = t->bias ? t->bias + lane : NULL;
+        u.y = t->y + at;
+        u.z = t->z ? t->z + at : NULL;
+        part(&u, nb - b < most ? nb - b : most, n, fin);
+    }
+}
+
+/* A variant's conv row entry: the whole panel of nb blocks ([K][8·nb]) as parts. */
+static inline void ak__nchwc_conv_panel(const ak__kf_nchwc_tile *t, int nb, int most, int64_t n,
+                                        const struct ak__sgemm_tile_epi *fin,
+                                        ak__nchwc_part_fn *part) {
+    ak__kf_nchwc_tile u = *t;
+    u.w_stride = (int64_t)nb * AK_KF_NCHWC_BLOCK;
+    ak__nchwc_conv_parts(&u, nb, most, n, fin, part);
+}
+
 /* The taps [*k0, *k1) of the window along one axis that land inside [0, in) for output o. */
 static inline void ak__win2d_axis_taps(const ak__kf_win2d *g, int axis, int64_t o, int64_t *k0,
                                        int64_t *k1) {

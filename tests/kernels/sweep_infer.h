@@ -97,7 +97,7 @@ static void check_nchwc_conv_row(const sweep_case *c) {
     static const int64_t ns[] = {1, 2, 5, 6, 7, 11, 12, 13, 17, 24, 25};
     for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
         for (int lanes = 1; lanes <= 8; lanes += 7)
-            for (int nb = 1; nb <= 2; nb++) {
+            for (int nb = 1; nb <= 4; nb++) { /* 3, 4: panels of avx512w, parts elsewhere */
                 int v = (int)i + lanes + nb;
                 conv_row_case rc = {lanes, nb, 1 + v % 3, 1 + v % 3, 1 + (v / 2) % 3,
                                     1 + v % 2, 1 + (v / 3) % 2, ns[i], v % 2, (v / 2) % 2};

@@ -22,7 +22,7 @@ static float finish_one(const ak__sgemm_tile_epi *f, float v, const float *z) {
 
 /* n (≤ TILE_ROWS) outputs of a row × 8·nb channels. */
 static void conv_tile(const ak__kf_nchwc_tile *t, int n, int nb, const ak__sgemm_tile_epi *f) {
-    float acc[TILE_ROWS][2 * BLK];
+    float acc[TILE_ROWS][4 * BLK];
     int width = nb * BLK;
     for (int r = 0; r < n; r++)
         for (int l = 0; l < width; l++) acc[r][l] = t->bias ? t->bias[l] : 0.0f;

@@ -40,13 +40,13 @@ tile_avx2(const ak__kf_nchwc_tile *t, const ak__sgemm_tile_epi *f, const int N, 
     __m256 c00 = b0, c01 = b1, c10 = b0, c11 = b1, c20 = b0, c21 = b1;
     __m256 c30 = b0, c31 = b1, c40 = b0, c41 = b1, c50 = b0, c51 = b1;
     const float *w = t->w;
-    const int64_t sx = t->sx;
+    const int64_t sx = t->sx, ws = t->w_stride;
     for (int64_t cb = 0; cb < t->blocks; cb++)
         for (int64_t ky = 0; ky < t->kh; ky++) {
             const float *row = t->x + cb * t->cb_stride + ky * t->ky_stride;
             for (int64_t kx = 0; kx < t->kw; kx++, row += t->dx)
 #pragma GCC unroll 8
-                for (int c = 0; c < LANES; c++, w += NB * BLK) {
+                for (int c = 0; c < LANES; c++, w += ws) {
                     const float *p = row + c;
                     __m256 w0 = _mm256_loadu_ps(w), w1 = NB == 2 ? _mm256_loadu_ps(w + BLK) : w0;
                     TILE_FMA(0)
@@ -99,8 +99,8 @@ static const tile_fn tile_fns[2][2][TILE_ROWS] = {{TILE_ROW(1, 1), TILE_ROW(2, 1
 /* Outputs [0, n) in tiles of at most 6 with sizes evened out (7 = 3 + 4: a lone
  * 1-output tile would run its FMA chains at a fraction of the rate, waiting on their
  * latency). */
-void ak_f32_nchwc_conv_row__avx2(const ak__kf_nchwc_tile *t, int nb, int64_t n,
-                                 const ak__sgemm_tile_epi *fin) {
+void ak__nchwc_conv_part__avx2(const ak__kf_nchwc_tile *t, int nb, int64_t n,
+                               const ak__sgemm_tile_epi *fin) {
     ak__kf_nchwc_tile u = *t;
     const tile_fn *fns = tile_fns[u.lanes == BLK][nb - 1];
     int64_t tiles = ak__nchwc_tile_count(n, TILE_ROWS);
@@ -110,6 +110,12 @@ void ak_f32_nchwc_conv_row__avx2(const ak__kf_nchwc_tile *t, int nb, int64_t n,
         ak__nchwc_tile_skip(&u, size);
         done += size;
     }
+}
+
+/* Panels of 3 or 4 blocks run as parts of 2 (and 1). */
+void ak_f32_nchwc_conv_row__avx2(const ak__kf_nchwc_tile *t, int nb, int64_t n,
+                                 const ak__sgemm_tile_epi *fin) {
+    ak__nchwc_conv_panel(t, nb, 2, n, fin, ak__nchwc_conv_part__avx2);
 }
 
 /* ---- depthwise -------------------------------------------------------------------------- */

@@ -31,13 +31,13 @@ tile_avx512(const ak__kf_nchwc_tile *t, const ak__sgemm_tile_epi *f, const int N
     __m512 c0 = b, c1 = b, c2 = b, c3 = b, c4 = b, c5 = b, c6 = b, c7 = b, c8 = b, c9 = b,
            c10 = b, c11 = b;
     const float *w = t->w;
-    const int64_t sx = t->sx;
+    const int64_t sx = t->sx, ws = t->w_stride;
     for (int64_t cb = 0; cb < t->blocks; cb++)
         for (int64_t ky = 0; ky < t->kh; ky++) {
             const float *row = t->x + cb * t->cb_stride + ky * t->ky_stride;
             for (int64_t kx = 0; kx < t->kw; kx++, row += t->dx)
 #pragma GCC unroll 8
-                for (int c = 0; c < LANES; c++, w += 2 * BLK) {
+                for (int c = 0; c < LANES; c++, w += ws) {
                     const float *p = row + c;
                     __m512 wv = _mm512_loadu_ps(w);
                     TILE512_FMA(0) TILE512_FMA(1) TILE512_FMA(2) TILE512_FMA(3)
@@ -81,10 +81,10 @@ static const tile_fn tile512_fns[2][TILE_ROWS] = {TILE512_ROW(1), TILE512_ROW(8)
 #undef TILE512_ROW
 
 /* Outputs [0, n) in tiles of at most 12, sizes evened out. */
-void ak_f32_nchwc_conv_row__avx512(const ak__kf_nchwc_tile *t, int nb, int64_t n,
-                                   const ak__sgemm_tile_epi *fin) {
+void ak__nchwc_conv_part__avx512(const ak__kf_nchwc_tile *t, int nb, int64_t n,
+                                 const ak__sgemm_tile_epi *fin) {
     if (nb != 2) {
-        ak_f32_nchwc_conv_row__avx2(t, nb, n, fin);
+        ak__nchwc_conv_part__avx2(t, nb, n, fin);
         return;
     }
     ak__kf_nchwc_tile u = *t;
@@ -96,4 +96,10 @@ void ak_f32_nchwc_conv_row__avx512(const ak__kf_nchwc_tile *t, int nb, int64_t n
         ak__nchwc_tile_skip(&u, size);
         done += size;
     }
+}
+
+/* Panels of 3 or 4 blocks run as parts of 2 (and 1). */
+void ak_f32_nchwc_conv_row__avx512(const ak__kf_nchwc_tile *t, int nb, int64_t n,
+                                   const ak__sgemm_tile_epi *fin) {
+    ak__nchwc_conv_panel(t, nb, 2, n, fin, ak__nchwc_conv_part__avx512);
 }

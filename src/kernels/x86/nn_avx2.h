@@ -10,6 +10,13 @@
 
 #include "kernels/dispatch.h"
 
+/* The conv row over a part of a panel (kernels/nchwc_geom.h: ak__nchwc_part_fn): nb ≤ 2
+ * blocks (AVX2: nchwc_avx2.c; AVX-512: nchwc_avx512.c), rows t->w_stride apart. */
+void ak__nchwc_conv_part__avx2(const ak__kf_nchwc_tile *t, int nb, int64_t n,
+                               const ak__sgemm_tile_epi *fin);
+void ak__nchwc_conv_part__avx512(const ak__kf_nchwc_tile *t, int nb, int64_t n,
+                                 const ak__sgemm_tile_epi *fin);
+
 /* The first n (0..8) lanes set. */
 static inline __m256i ak__nn_first_lanes(int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));

@@ -8,7 +8,8 @@
  *   conv       (one group, input channels in multiples of 8, any window): tiles of up to
  *              6 outputs of a row × 16 output channels broadcast each input value against
  *              two vectors of weights packed as [pair of blocks][C·kh·kw][16] (AVX-512:
- *              12 outputs against the 16 as one zmm); a 1×1
+ *              12 outputs against the 16 as one zmm; avx512w: panels of 4 blocks,
+ *              [C·kh·kw][32], 12 outputs against two zmm); a 1×1
  *              stride-1 layer's plane is one row read in place, short rows and strided
  *              1×1s run as a 1×1 over a gathered copy of what each tap reads (see
  *              conv_inputs), other windows read a zero-padded copy; 3×3 stride-1 planes
@@ -49,25 +50,27 @@ typedef struct nchwc_state {
     int kind;
     int64_t M, C, taps; /* output and input channels, window taps */
     int64_t K;          /* direct, conv: depth of a weight panel (C·taps) */
+    int pb;             /* direct, conv: output blocks per panel, as packed (2 or 4) */
     float *w;           /* packed weights (conv: on the first reshape that runs them) */
     ak__conv_wino *wino; /* conv, 3×3: the Winograd path, or NULL */
 } nchwc_state;
 
 /* ---- weights ------------------------------------------------------------------------ */
 
-/* W (M, C, taps) into panels of two output blocks, [M/16][K][16], then one of a single
- * block, [K][8], when M/8 is odd; a panel's rows k in the tiles' order (input block,
- * tap, lane): k = ((c / lanes)·taps + tap)·lanes + c % lanes. */
-static void pack_panels(const float *w, int64_t M, int64_t C, int64_t taps, int lanes,
+/* W (M, C, taps) into panels of pb output blocks, [M/(8·pb)][K][8·pb], then one of the
+ * blocks left, [K][8·rest]; a panel's rows k in the tiles' order (input block, tap,
+ * lane): k = ((c / lanes)·taps + tap)·lanes + c % lanes. pb is the kernel table's (4
+ * where its tiles take 4 blocks, kernels/kf_infer.h). */
+static void pack_panels(const float *w, int64_t M, int64_t C, int64_t taps, int lanes, int pb,
                         float *out) {
-    int64_t K = C * taps;
+    int64_t K = C * taps, full = (int64_t)pb * BLK;
     for (int64_t m = 0; m < M; m++) {
-        int64_t j = m / 16, width = M - j * 16 >= 16 ? 16 : BLK;
-        float *panel = out + j * K * 16;
+        int64_t j = m / full, width = M - j * full >= full ? full : M - j * full;
+        float *panel = out + j * K * full;
         for (int64_t c = 0; c < C; c++)
             for (int64_t t = 0; t < taps; t++) {
                 int64_t k = ((c / lanes) * taps + t) * lanes + c % lanes;
-                panel[k * width + m % 16] = w[(m * C + c) * taps + t];
+                panel[k * width + m % full] = w[(m * C + c) * taps + t];
             }
     }
 }
@@ -197,17 +200,19 @@ static void late_activation(const nchwc_run *r, float *y, size_t n) {
     if (!r->act_fused) ak__nn_act_rows(&r->act, y, 1, n, n);
 }
 
-/* Output blocks of panel j: 2, or 1 for the last of an odd count. */
+/* Output blocks of panel j: pb, or what is left for the last. */
 static int panel_blocks(const nchwc_run *r, size_t j) {
-    return 2 * j + 2 <= (size_t)r->st->M / BLK ? 2 : 1;
+    size_t pb = (size_t)r->st->pb, left = (size_t)r->st->M / BLK - j * pb;
+    return (int)(left < pb ? left : pb);
 }
 
 /* The tile arguments of panel j of image n, its y and z at the panel's first output. */
 static tile_args panel_tile(const nchwc_run *r, size_t n, size_t j) {
     const nchwc_state *st = r->st;
-    uint64_t ybase = (n * (uint64_t)(st->M / BLK) + 2 * j) * r->P * BLK;
-    return (tile_args){.w = st->w + j * (size_t)st->K * 16,
-                       .bias = r->bias ? r->bias + 2 * j * BLK : NULL,
+    size_t b0 = j * (size_t)st->pb; /* the panel's first output block */
+    uint64_t ybase = (n * (uint64_t)(st->M / BLK) + b0) * r->P * BLK;
+    return (tile_args){.w = st->w + b0 * (size_t)st->K * BLK,
+                       .bias = r->bias ? r->bias + b0 * BLK : NULL,
                        .z = r->z ? r->z + ybase : NULL, .y = r->y + ybase, .plane = r->P * BLK,
                        .kh = 1, .kw = 1, .lanes = BLK};
 }
@@ -384,8 +389,12 @@ static ak_status nchwc_pack(nchwc_state *st, const float *w) {
     if (ak_alloc(floats * sizeof(float), &mem) != AK_OK)
         return AK_FAIL(AK_ERR_NO_MEMORY, "NchwcConv: out of memory packing %zu weights", floats);
     st->w = mem;
-    if (st->kind == NCHWC_DEPTHWISE) pack_depthwise(w, st->M, st->taps, st->w);
-    else pack_panels(w, st->M, st->C, st->taps, st->kind == NCHWC_CONV ? BLK : 1, st->w);
+    if (st->kind == NCHWC_DEPTHWISE) {
+        pack_depthwise(w, st->M, st->taps, st->w);
+    } else {
+        st->pb = ak__kernels_nchwc_panel_blocks(ak__kernels_active());
+        pack_panels(w, st->M, st->C, st->taps, st->kind == NCHWC_CONV ? BLK : 1, st->pb, st->w);
+    }
     return AK_OK;
 }
 
@@ -413,7 +422,7 @@ static ak_status nchwc_create(const ak__ir_node *node, const ak__tensor *const *
         return AK_OP_FAIL(node, AK_ERR_UNSUPPORTED, "a stem reads a plain X");
     nchwc_state *st = calloc(1, sizeof *st);
     if (!st) return AK_FAIL(AK_ERR_NO_MEMORY, "NchwcConv: out of memory");
-    *st = (nchwc_state){kind, M, C, taps, C * taps, NULL, NULL};
+    *st = (nchwc_state){kind, M, C, taps, C * taps, 0, NULL, NULL};
     ak_status s = AK_OK;
     if (kind == NCHWC_CONV && W->dims[2] == 3 && W->dims[3] == 3)
         s = ak__conv_wino_create(M, C, &st->wino);
@@ -539,7 +548,7 @@ static void plan_bands(nchwc_run *r, int threads) {
     r->group_panels = r->panels; /* depthwise: a task's plane is one block, a single group */
     r->rows_per_task = st->kind == NCHWC_DIRECT ? 1 : OH; /* a stem refills its rows per row */
     if (st->kind == NCHWC_CONV) {
-        size_t panel_bytes = (size_t)st->K * 16 * sizeof(float);
+        size_t panel_bytes = (size_t)st->K * (size_t)st->pb * BLK * sizeof(float);
         int64_t window = (r->g.k[0] - 1) * r->g.d[0] + 1; /* rows an output row reads */
         int64_t fresh = r->g.s[0] < window ? r->g.s[0] : window; /* of them not read before */
         size_t row_bytes = (size_t)(st->C * fresh * r->Wp) * sizeof(float);
@@ -583,7 +592,10 @@ static float *nchwc_bind(ak__op_ctx *ctx, nchwc_run *r, ak__tensor *Y) {
     if (!r->act_fused) r->fin = (ak__sgemm_tile_epi){NULL, NULL, AK_SGEMM_ACT_NONE, 0.0f, 0.0f, NULL};
     r->k = ak__kernels_active();
     r->win = ak__nn_win2d(&r->g);
-    r->panels = (size_t)(st->M / 16 + st->M % 16 / BLK);
+    if (st->w && st->kind != NCHWC_DEPTHWISE) /* panels of packed weights (none: Winograd) */
+        r->panels = (size_t)((st->M / BLK + st->pb - 1) / st->pb);
+    else
+        r->panels = (size_t)(st->M / BLK);
     return scratch;
 }
 
