@@ -24,6 +24,24 @@ static inline void ak__nchwc_tile_skip(ak__kf_nchwc_tile *t, int rows) {
     if (t->z) t->z += rows * AK_KF_NCHWC_BLOCK;
 }
 
+/* A tile kernel of a variant: the tile's outputs (a constant per instance) of t. */
+typedef void ak__nchwc_tile_fn(const ak__kf_nchwc_tile *t, const struct ak__sgemm_tile_epi *fin);
+
+/* Outputs [0, n) of t in tiles of at most max_rows, sizes evened out: fns[size − 1] runs
+ * a tile of `size` outputs. */
+static inline void ak__nchwc_run_tiles(const ak__kf_nchwc_tile *t, int64_t n, int max_rows,
+                                       ak__nchwc_tile_fn *const *fns,
+                                       const struct ak__sgemm_tile_epi *fin) {
+    ak__kf_nchwc_tile u = *t;
+    int64_t tiles = ak__nchwc_tile_count(n, max_rows);
+    for (int64_t i = 0, done = 0; i < tiles; i++) {
+        int size = ak__nchwc_tile_rows(n, tiles, i, done);
+        fns[size - 1](&u, fin);
+        ak__nchwc_tile_skip(&u, size);
+        done += size;
+    }
+}
+
 /* A variant's runner of a part of a panel: nb (≤ its widest tile) blocks from t->w, whose
  * rows are t->w_stride floats apart. */
 typedef void ak__nchwc_part_fn(const ak__kf_nchwc_tile *t, int nb, int64_t n,

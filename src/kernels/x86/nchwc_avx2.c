@@ -74,7 +74,7 @@ tile_avx2(const ak__kf_nchwc_tile *t, const ak__sgemm_tile_epi *f, const int N, 
 #undef TILE_FMA
 #undef TILE_STORE
 
-typedef void (*tile_fn)(const ak__kf_nchwc_tile *, const ak__sgemm_tile_epi *);
+typedef ak__nchwc_tile_fn *tile_fn;
 #define TILE_FN(n, nb, l)                                                                   \
     static void tile_##n##_##nb##_##l(const ak__kf_nchwc_tile *t, const ak__sgemm_tile_epi *f) { \
         tile_avx2(t, f, n, nb, l);                                                          \
@@ -101,15 +101,7 @@ static const tile_fn tile_fns[2][2][TILE_ROWS] = {{TILE_ROW(1, 1), TILE_ROW(2, 1
  * latency). */
 void ak__nchwc_conv_part__avx2(const ak__kf_nchwc_tile *t, int nb, int64_t n,
                                const ak__sgemm_tile_epi *fin) {
-    ak__kf_nchwc_tile u = *t;
-    const tile_fn *fns = tile_fns[u.lanes == BLK][nb - 1];
-    int64_t tiles = ak__nchwc_tile_count(n, TILE_ROWS);
-    for (int64_t i = 0, done = 0; i < tiles; i++) {
-        int size = ak__nchwc_tile_rows(n, tiles, i, done);
-        fns[size - 1](&u, fin);
-        ak__nchwc_tile_skip(&u, size);
-        done += size;
-    }
+    ak__nchwc_run_tiles(t, n, TILE_ROWS, tile_fns[t->lanes == BLK][nb - 1], fin);
 }
 
 /* Panels of 3 or 4 blocks run as parts of 2 (and 1). */

@@ -59,7 +59,7 @@ tile_avx512(const ak__kf_nchwc_tile *t, const ak__sgemm_tile_epi *f, const int N
 #undef TILE512_FMA
 #undef TILE512_STORE
 
-typedef void (*tile_fn)(const ak__kf_nchwc_tile *, const ak__sgemm_tile_epi *);
+typedef ak__nchwc_tile_fn *tile_fn;
 #define TILE512_FN(n, l)                                                                    \
     static void tile512_##n##_##l(const ak__kf_nchwc_tile *t, const ak__sgemm_tile_epi *f) { \
         tile_avx512(t, f, n, l);                                                            \
@@ -87,15 +87,7 @@ void ak__nchwc_conv_part__avx512(const ak__kf_nchwc_tile *t, int nb, int64_t n,
         ak__nchwc_conv_part__avx2(t, nb, n, fin);
         return;
     }
-    ak__kf_nchwc_tile u = *t;
-    const tile_fn *fns = tile512_fns[u.lanes == BLK];
-    int64_t tiles = ak__nchwc_tile_count(n, TILE_ROWS);
-    for (int64_t i = 0, done = 0; i < tiles; i++) {
-        int size = ak__nchwc_tile_rows(n, tiles, i, done);
-        fns[size - 1](&u, fin);
-        ak__nchwc_tile_skip(&u, size);
-        done += size;
-    }
+    ak__nchwc_run_tiles(t, n, TILE_ROWS, tile512_fns[t->lanes == BLK], fin);
 }
 
 /* Panels of 3 or 4 blocks run as parts of 2 (and 1). */

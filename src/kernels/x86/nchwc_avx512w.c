@@ -81,7 +81,7 @@ tile4(const ak__kf_nchwc_tile *t, const ak__sgemm_tile_epi *f, const int N, cons
 #undef TILE4_STORE
 #undef W23_MASK
 
-typedef void (*tile_fn)(const ak__kf_nchwc_tile *, const ak__sgemm_tile_epi *);
+typedef ak__nchwc_tile_fn *tile_fn;
 #define TILE4_FN(n, l, nb)                                                                  \
     static void tile##nb##_##n##_##l(const ak__kf_nchwc_tile *t, const ak__sgemm_tile_epi *f) { \
         tile4(t, f, n, l, nb);                                                              \
@@ -112,15 +112,7 @@ static void conv_part(const ak__kf_nchwc_tile *t, int nb, int64_t n, const ak__s
         ak__nchwc_conv_part__avx512(t, nb, n, fin);
         return;
     }
-    ak__kf_nchwc_tile u = *t;
-    const tile_fn *fns = tile4_fns[nb - 3][u.lanes == BLK];
-    int64_t tiles = ak__nchwc_tile_count(n, TILE_ROWS);
-    for (int64_t i = 0, done = 0; i < tiles; i++) {
-        int size = ak__nchwc_tile_rows(n, tiles, i, done);
-        fns[size - 1](&u, fin);
-        ak__nchwc_tile_skip(&u, size);
-        done += size;
-    }
+    ak__nchwc_run_tiles(t, n, TILE_ROWS, tile4_fns[nb - 3][t->lanes == BLK], fin);
 }
 
 void ak_f32_nchwc_conv_row__avx512w(const ak__kf_nchwc_tile *t, int nb, int64_t n,
