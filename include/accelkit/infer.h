@@ -265,14 +265,16 @@ AK_API ak_status ak_session_profile(const ak_session *session, size_t i, ak_op_p
 /* Which implementation runs each float32 MatMul, Gemm and fused MatMul+bias node
  * (AK_INFER_BACKENDS, docs/inference-backends.md). A node chooses the first time a run
  * meets it with new input shapes, so the rows exist after a run: i < *count, in execution
- * order. ak_session_backends(s, 0, NULL, &count) asks for the count only. */
+ * order. ak_session_backends(s, 0, NULL, &count) asks for the count only; count may be
+ * NULL when out is not. */
 #define AK_MAX_BACKENDS 8
 typedef struct ak_node_backend {
     const char *node;     /* node name ("" when unnamed) */
     const char *op_type;
     const char *backend;  /* the one chosen: "own", "openblas", "blis" */
-    /* how: "measured" (timed in this session), "cache" (times from the tuning cache),
-     * "small" (too small to time: accelkit's kernels), "only" (one backend usable) */
+    /* how: "measured" (timed for this node), "shared" (an earlier node of the session
+     * with the same shapes and attributes was timed), "cache" (times from the tuning
+     * cache), "small" (too small to time: accelkit's kernels), "only" (one backend usable) */
     const char *how;
     uint64_t macs;        /* multiply-adds of one run of the node */
     size_t num_times;     /* backends timed for its key, with their median ns */

@@ -238,7 +238,7 @@ ak_status ak__bk_run_node(ak_session *s, size_t k, ak__op_ctx *ctx) {
         if ((b->usable & (1u << c)) && en->ns[c] && (best < 0 || en->ns[c] < en->ns[best])) best = c;
     bn->chosen = best;
     bn->entry = ei;
-    bn->how = ran ? "measured" : "cache";
+    bn->how = ran ? "measured" : en->from_cache ? "cache" : "shared";
     if (ak__log_enabled(AK_LOG_INFO, AK_SUBSYS_INFER)) {
         char times[160] = "";
         size_t w = 0;
@@ -255,7 +255,7 @@ ak_status ak__bk_run_node(ak_session *s, size_t k, ak__op_ctx *ctx) {
 }
 
 ak_status ak_session_backends(const ak_session *s, size_t i, ak_node_backend *out, size_t *count) {
-    AK_ARG_CHECK(s && count, "ak_session_backends: NULL argument");
+    AK_ARG_CHECK(s && (count || out), "ak_session_backends: NULL argument");
     const ak__bk_session *b = s->backends;
     size_t n = 0;
     for (size_t k = 0; b && k < s->num_nodes; k++) {
@@ -277,7 +277,7 @@ ak_status ak_session_backends(const ak_session *s, size_t i, ak_node_backend *ou
         }
         n++;
     }
-    *count = n;
+    if (count) *count = n;
     if (out && i >= n)
         return AK_FAIL(AK_ERR_INVALID_ARG, "ak_session_backends: index %zu of %zu", i, n);
     return AK_OK;
