@@ -1,11 +1,11 @@
-/* Inference backends (src/infer/backends): every available backend (own, OpenBLAS, BLIS)
+/* Inference backends (src/infer/backends): every available backend (own, OpenBLAS, BLIS, oneDNN)
  * against a double reference on MatMul (2-D, batched with B shared, batch broadcast on
  * either side, 1-D operands), Gemm (every transpose, alpha/beta, each C broadcast) and
  * MatMulBias with an activation, on 1 and 2 threads; a library that is absent is skipped
  * with one log line (a missing file put in the dlopen name's place); AK_INFER_BACKENDS
  * refuses unknown names by name; the tuning cache keeps entries across a save and load
  * and refuses corrupt lines and foreign files with a log line; a BLAS backend leaves no
- * thread spinning after a call. Passes without OpenBLAS and BLIS installed too: then
+ * thread spinning after a call. Passes without OpenBLAS, BLIS and oneDNN installed too: then
  * the skip is what is tested for them. */
 #include <math.h>
 #include <setjmp.h>
@@ -270,17 +270,21 @@ static void test_missing_library_skipped(void **s) {
     log_start();
     ak__infer_backend_test_set_library(AK_BK_OPENBLAS, "/nonexistent/libopenblas-missing.so.0");
     ak__infer_backend_test_set_library(AK_BK_BLIS, "/nonexistent/libblis-missing.so.4");
+    ak__infer_backend_test_set_library(AK_BK_ONEDNN, "/nonexistent/libdnnl-missing.so.2");
     assert_null(ak__infer_backend_get(AK_BK_OPENBLAS)->vt);
     assert_null(ak__infer_backend_get(AK_BK_BLIS)->vt);
+    assert_null(ak__infer_backend_get(AK_BK_ONEDNN)->vt);
     assert_non_null(ak__infer_backend_get(AK_BK_OWN)->vt);
     ak__infer_backend_get(AK_BK_OPENBLAS); /* probed once: no second line */
     log_stop();
     assert_int_equal(count_lines_with("inference backend openblas: skipped"), 1);
     assert_int_equal(count_lines_with("inference backend blis: skipped"), 1);
+    assert_int_equal(count_lines_with("inference backend onednn: skipped"), 1);
     assert_non_null(strstr(logged, "libopenblas-missing.so.0"));
     /* back to the installed libraries (if any) for the other tests */
     ak__infer_backend_test_set_library(AK_BK_OPENBLAS, NULL);
     ak__infer_backend_test_set_library(AK_BK_BLIS, NULL);
+    ak__infer_backend_test_set_library(AK_BK_ONEDNN, NULL);
 }
 
 static void test_backends_param(void **s) {

@@ -9,12 +9,12 @@
 #include "core/params.h"
 #include "kernels/dispatch.h"
 
-extern const ak__infer_backend_i ak__bk_own_i, ak__bk_openblas_i, ak__bk_blis_i;
+extern const ak__infer_backend_i ak__bk_own_i, ak__bk_openblas_i, ak__bk_blis_i, ak__bk_onednn_i;
 extern const ak__op_def ak__nn_gemm, ak__nn_matmul;
 
 static const ak__infer_backend_i *const vtables[AK_BK_COUNT] = {&ak__bk_own_i, &ak__bk_openblas_i,
-                                                                &ak__bk_blis_i};
-static const char *const names[AK_BK_COUNT] = {"own", "openblas", "blis"};
+                                                                &ak__bk_blis_i, &ak__bk_onednn_i};
+static const char *const names[AK_BK_COUNT] = {"own", "openblas", "blis", "onednn"};
 
 static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
 static int probed[AK_BK_COUNT];
@@ -64,13 +64,13 @@ ak_status ak__infer_backends_allowed(unsigned *mask) {
         if (n == 0 || n >= sizeof name)
             return AK_FAIL(AK_ERR_INVALID_ARG,
                            "AK_INFER_BACKENDS: empty or over-long entry in '%s' (a comma-separated "
-                           "list of own, openblas, blis; or all)", ak__param_str(AK_PARAM_INFER_BACKENDS));
+                           "list of own, openblas, blis, onednn; or all)", ak__param_str(AK_PARAM_INFER_BACKENDS));
         memcpy(name, s, n);
         name[n] = '\0';
         int b = ak__infer_backend_find(name);
         if (b < 0)
             return AK_FAIL(AK_ERR_INVALID_ARG,
-                           "AK_INFER_BACKENDS: unknown backend '%s' (known: own, openblas, blis; or all)",
+                           "AK_INFER_BACKENDS: unknown backend '%s' (known: own, openblas, blis, onednn; or all)",
                            name);
         *mask |= 1u << b;
         s += n;

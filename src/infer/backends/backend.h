@@ -4,12 +4,14 @@
  *   own       accelkit's kernels (the operators' own run functions)
  *   openblas  OpenBLAS's cblas_sgemm, loaded with dlopen at run time
  *   blis      BLIS's cblas_sgemm, loaded with dlopen at run time
+ *   onednn    oneDNN's dnnl_sgemm, loaded with dlopen at run time
  *
  * Nothing links against a library at build time: a library absent at run time makes its
  * backend unavailable, with one log line (info), never an error.
  *
- * Threads: the libraries are set to one thread each, and accelkit's pool splits a product
- * into blocks of rows or columns that each thread hands to the library. A library's own
+ * Threads: the libraries are set to one thread each (oneDNN: the OpenMP thread count of
+ * the calling thread), and accelkit's pool splits a product into blocks of rows or
+ * columns that each thread hands to the library. A library's own
  * worker threads would spin after each call (OpenBLAS busy-waits about 2^28 cycles) on
  * the cores the session's pool needs next; with one library thread there are none.
  *
@@ -24,7 +26,7 @@
 
 #include "infer/runtime/op.h"
 
-enum { AK_BK_OWN = 0, AK_BK_OPENBLAS = 1, AK_BK_BLIS = 2, AK_BK_COUNT = 3 };
+enum { AK_BK_OWN = 0, AK_BK_OPENBLAS = 1, AK_BK_BLIS = 2, AK_BK_ONEDNN = 3, AK_BK_COUNT = 4 };
 
 /* The operators a backend may run (their float32 form). */
 typedef enum ak__bk_op { AK_BK_OP_NONE = 0, AK_BK_OP_MATMUL, AK_BK_OP_GEMM, AK_BK_OP_MATMUL_BIAS } ak__bk_op;

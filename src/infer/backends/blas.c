@@ -1,11 +1,12 @@
-/* The OpenBLAS and BLIS backends: cblas_sgemm from a library loaded with dlopen at run
- * time (no build-time link). Each library is set to one thread; accelkit's pool splits
+/* The OpenBLAS, BLIS and oneDNN backends: cblas_sgemm (dnnl_sgemm for oneDNN, row-major
+ * too) from a library loaded with dlopen at run time (no build-time link). Each library is set to one thread; accelkit's pool splits
  * every product into blocks of rows (or columns, whichever dimension is longer) and each
  * pool thread hands its block to the library, so the library has no worker threads that
  * spin between calls on the cores the pool uses (backend.h): OpenBLAS with 2 threads on
  * 2 cores leaves its worker busy-waiting 0.1 s of CPU after every call (measured with
  * getrusage over an idle 0.1 s after 256^3 products), with one thread 0. */
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +20,27 @@ typedef void (*cblas_sgemm_fn)(int order, int trans_a, int trans_b, int M, int N
                                float alpha, const float *A, int lda, const float *B, int ldb,
                                float beta, float *C, int ldc);
 
+/* oneDNN 2.x: dnnl_status_t dnnl_sgemm(char transa, char transb, dnnl_dim_t M, N, K,
+ * float alpha, A, lda, B, ldb, float beta, C, ldc), row-major, 0 = dnnl_success */
+typedef int (*dnnl_sgemm_fn)(char transa, char transb, int64_t M, int64_t N, int64_t K,
+                             float alpha, const float *A, int64_t lda, const float *B,
+                             int64_t ldb, float beta, float *C, int64_t ldc);
+typedef struct dnnl_version_t {
+    int major, minor, patch;
+    const char *hash;
+    unsigned cpu_runtime, gpu_runtime;
+} dnnl_version_t;
+
 typedef struct blas_lib {
     void *handle;
     cblas_sgemm_fn sgemm;
+    dnnl_sgemm_fn dnnl_sgemm;
+    /* oneDNN's OpenMP: the team size of a parallel region the calling thread starts
+     * comes from that thread's own setting (default: every core), so each pool thread
+     * sets it to 1: two pool threads would otherwise each start a team of all cores.
+     * libgomp's idle team threads spin only ~0.3 ms before sleeping (no spin measured
+     * after calls either way, by the test's getrusage check) */
+    void (*omp_set_num_threads)(int);
 } blas_lib;
 
 static blas_lib libs[AK_BK_COUNT];
@@ -89,6 +108,31 @@ static ak_status blis_probe(void **ctx, char *version, size_t cap) {
                       ctx, version, cap);
 }
 
+static ak_status onednn_probe(void **ctx, char *version, size_t cap) {
+    blas_lib *lib = &libs[AK_BK_ONEDNN];
+    const char *path = override_path[AK_BK_ONEDNN] ? override_path[AK_BK_ONEDNN] : "libdnnl.so.2";
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *why = dlerror();
+        return AK_FAIL(AK_ERR_UNSUPPORTED, "cannot load %s (%s)", path, why ? why : "not found");
+    }
+    const dnnl_version_t *(*get_version)(void) = NULL;
+    /* dlsym on the handle also searches its dependencies: libgomp's omp_set_num_threads */
+    if (!sym_fn(h, "dnnl_sgemm", &lib->dnnl_sgemm, sizeof lib->dnnl_sgemm) ||
+        !sym_fn(h, "omp_set_num_threads", &lib->omp_set_num_threads, sizeof lib->omp_set_num_threads) ||
+        !sym_fn(h, "dnnl_version", &get_version, sizeof get_version)) {
+        dlclose(h);
+        return AK_FAIL(AK_ERR_UNSUPPORTED,
+                       "%s has no dnnl_sgemm, dnnl_version or OpenMP's omp_set_num_threads "
+                       "(only the OpenMP build is supported)", path);
+    }
+    const dnnl_version_t *v = get_version();
+    snprintf(version, cap, "%d.%d.%d", v ? v->major : 0, v ? v->minor : 0, v ? v->patch : 0);
+    lib->handle = h;
+    *ctx = lib;
+    return AK_OK;
+}
+
 /* ---- a batch of row-major products split over the pool -------------------------------- */
 
 /* Below this many multiply-adds a product is not split between threads. */
@@ -105,6 +149,7 @@ typedef struct blas_job {
     const ak__mm_plan *pl; /* batched MatMul: batch offsets; NULL = one product */
     size_t chunks, step;   /* blocks per product, rows (or columns) per block */
     int split_n;
+    atomic_int failed;     /* oneDNN returned an error */
 } blas_job;
 
 static void blas_task(void *vj, size_t begin, size_t end, int tid) {
@@ -133,6 +178,16 @@ static void blas_task(void *vj, size_t begin, size_t end, int tid) {
             C += lo * j->ldc;
             m = len;
         }
+        if (j->lib->dnnl_sgemm) {
+            j->lib->omp_set_num_threads(1);
+            /* the shapes are valid (checked by reshape): a failure would be an
+             * out-of-memory inside oneDNN, reported through the job */
+            if (j->lib->dnnl_sgemm(j->ta ? 'T' : 'N', j->tb ? 'T' : 'N', (int64_t)m, (int64_t)n,
+                                   (int64_t)j->K, j->alpha, A, (int64_t)j->lda, B,
+                                   (int64_t)j->ldb, j->beta, C, (int64_t)j->ldc) != 0)
+                atomic_store(&j->failed, 1);
+            continue;
+        }
         j->lib->sgemm(CBLAS_ROW_MAJOR, j->ta ? CBLAS_TRANS : CBLAS_NO_TRANS,
                       j->tb ? CBLAS_TRANS : CBLAS_NO_TRANS, (int)m, (int)n, (int)j->K, j->alpha,
                       A, (int)j->lda, B, (int)j->ldb, j->beta, C, (int)j->ldc);
@@ -158,7 +213,11 @@ static ak_status blas_run(const blas_lib *lib, ak_threadpool *pool, blas_job *j,
     j->step = step;
     j->chunks = (D + step - 1) / step;
     if (j->chunks == 0) j->chunks = 1;
-    return ak_threadpool_parallel_for(pool, batch * j->chunks, 1, blas_task, j);
+    atomic_init(&j->failed, 0);
+    AK_CHECK(ak_threadpool_parallel_for(pool, batch * j->chunks, 1, blas_task, j));
+    if (atomic_load(&j->failed))
+        return AK_FAIL(AK_ERR_NO_MEMORY, "dnnl_sgemm failed on a %zux%zux%zu product", j->M, j->N, j->K);
+    return AK_OK;
 }
 
 static ak_status blas_matmul(void *ctx, ak__op_ctx *op) {
@@ -237,3 +296,5 @@ const ak__infer_backend_i ak__bk_openblas_i = {"openblas", openblas_probe, blas_
                                                blas_matmul_bias};
 const ak__infer_backend_i ak__bk_blis_i = {"blis", blis_probe, blas_matmul, blas_gemm,
                                            blas_matmul_bias};
+const ak__infer_backend_i ak__bk_onednn_i = {"onednn", onednn_probe, blas_matmul, blas_gemm,
+                                             blas_matmul_bias};
