@@ -271,7 +271,7 @@ AK_API ak_status ak_session_profile(const ak_session *session, size_t i, ak_op_p
 typedef struct ak_node_backend {
     const char *node;     /* node name ("" when unnamed) */
     const char *op_type;
-    const char *backend;  /* the one chosen: "own", "openblas", "blis" */
+    const char *backend;  /* the one chosen: "own", "openblas", "blis", "onednn" */
     /* how: "measured" (timed for this node), "shared" (an earlier node of the session
      * with the same shapes and attributes was timed), "cache" (times from the tuning
      * cache), "small" (too small to time: accelkit's kernels), "only" (one backend usable) */

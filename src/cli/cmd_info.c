@@ -3,7 +3,7 @@
  * histogram, parameters, and FLOPs of Conv/Gemm/MatMul where the file fixes their shapes;
  * with --optimized, also what the graph optimizer of a session does to it (the same list
  * `ak optimize` prints); with --plan, which backend runs each float32 MatMul/Gemm node
- * (own, openblas, blis) and the median times measured for each (a session is made and
+ * (own, openblas, blis, onednn) and the median times measured for each (a session is made and
  * run once on made-up inputs: nodes choose when a run first meets their shapes). */
 #include <stdio.h>
 #include <string.h>
@@ -336,7 +336,7 @@ int ak_cli_info(int argc, char **argv) {
         {"optimized", 0, AK_OPT_FLAG, &optimized,
          .help = "also list what the graph optimizer folds, removes and fuses (makes a session)"},
         {"plan", 0, AK_OPT_FLAG, &plan,
-         .help = "instead: which backend (own, openblas, blis) runs each float32 MatMul/Gemm "
+         .help = "instead: which backend (own, openblas, blis, onednn) runs each float32 MatMul/Gemm "
                  "node, with the times measured (makes a session and runs it once on made-up inputs)"},
         {"threads", 't', AK_OPT_INT, &threads, "N", .help = "--plan: threads (0: AK_NUM_THREADS or all cores)",
          .min = 0, .max = 4096},
