@@ -19,6 +19,9 @@
  * overheads would decide, and timing it would cost more than it could save. */
 #define TUNE_MIN_MACS ((uint64_t)64 * 64 * 16)
 
+/* A library is kept only when accelkit's kernels take more than this times its time. */
+#define OWN_MARGIN 1.03
+
 /* "model name" of /proc/cpuinfo (tabs and newlines make no key: they become spaces). */
 static void cpu_model(char *out, size_t cap) {
     snprintf(out, cap, "unknown");
@@ -120,8 +123,10 @@ static void remember_inputs(ak__bk_node *n, const ak__op_ctx *ctx) {
     }
 }
 
-/* op|inputs|attributes|env: what decides the times. */
-static void make_key(const ak__bk_session *b, const ak__op_ctx *ctx, char *key, size_t cap) {
+/* op|inputs|attributes|env: what decides the times. Returns 0 when it did not fit in cap
+ * (a truncated key could name other shapes: such a node is timed, never shared or
+ * cached). */
+static int make_key(const ak__bk_session *b, const ak__op_ctx *ctx, char *key, size_t cap) {
     const ak__ir_node *n = ctx->node;
     size_t w = (size_t)snprintf(key, cap, "%s|", n->op_type);
     for (uint32_t i = 0; i < 3 && w < cap; i++) {
@@ -132,7 +137,7 @@ static void make_key(const ak__bk_session *b, const ak__op_ctx *ctx, char *key, 
             w += (size_t)snprintf(key + w, cap - w, "%s%lld", d ? "x" : "", (long long)t->dims[d]);
         if (w < cap) w += (size_t)snprintf(key + w, cap - w, "]");
     }
-    if (w >= cap) return;
+    if (w >= cap) return 0;
     if (ak__infer_backend_op_of(n) == AK_BK_OP_GEMM) {
         w += (size_t)snprintf(key + w, cap - w, "|transA=%d,transB=%d,alpha=%.9g,beta=%.9g",
                               ak__attr_int(n, "transA", 0) != 0, ak__attr_int(n, "transB", 0) != 0,
@@ -147,9 +152,10 @@ static void make_key(const ak__bk_session *b, const ak__op_ctx *ctx, char *key, 
     } else {
         w += (size_t)snprintf(key + w, cap - w, "|");
     }
-    if (w < cap) snprintf(key + w, cap - w, "|%s", b->env);
+    if (w < cap) w += (size_t)snprintf(key + w, cap - w, "|%s", b->env);
     for (char *c = key; *c; c++) /* names from a file make no tab or line break in the cache */
         if (*c == '\t' || *c == '\n' || *c == '\r') *c = ' ';
+    return w < cap;
 }
 
 /* Multiply-adds of the node (its output count times the inner dimension). */
@@ -211,12 +217,13 @@ ak_status ak__bk_run_node(ak_session *s, size_t k, ak__op_ctx *ctx) {
         return ak__infer_backend_run(bn->chosen, bn->op, ctx);
     }
     char key[1024];
-    make_key(b, ctx, key, sizeof key);
+    int keyed = make_key(b, ctx, key, sizeof key);
+    if (!keyed) key[0] = '\t'; /* a tab: no real key (make_key removes them) equals it */
     if (!b->cache_loaded) {
         b->cache_loaded = 1;
         ak__bk_cache_load(b);
     }
-    size_t ei = 0;
+    size_t ei = keyed ? 0 : b->num_entries; /* unkeyed: a fresh entry of its own */
     while (ei < b->num_entries && strcmp(b->entries[ei].key, key) != 0) ei++;
     if (ei == b->num_entries && !ak__bk_entry_add(b, key))
         return AK_FAIL(AK_ERR_NO_MEMORY, "session: out of memory");
@@ -231,11 +238,16 @@ ak_status ak__bk_run_node(ak_session *s, size_t k, ak__op_ctx *ctx) {
     if (ran) {
         b->tune_ns += ak_now_ns() - t0;
         en->from_cache = 0;
-        ak__bk_cache_save(b, en);
+        if (keyed) ak__bk_cache_save(b, en);
     }
     int best = -1;
     for (int c = 0; c < AK_BK_COUNT; c++)
         if ((b->usable & (1u << c)) && en->ns[c] && (best < 0 || en->ns[c] < en->ns[best])) best = c;
+    /* a library must beat accelkit's kernels by more than the medians' noise: a tie
+     * would only add the library's first-call costs (oneDNN compiles its kernels) */
+    if (best != AK_BK_OWN && (b->usable & (1u << AK_BK_OWN)) && en->ns[AK_BK_OWN] &&
+        (double)en->ns[AK_BK_OWN] <= OWN_MARGIN * (double)en->ns[best])
+        best = AK_BK_OWN;
     bn->chosen = best;
     bn->entry = ei;
     bn->how = ran ? "measured" : en->from_cache ? "cache" : "shared";
