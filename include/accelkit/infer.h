@@ -262,6 +262,28 @@ typedef struct ak_op_profile {
 AK_API ak_status ak_session_profile(const ak_session *session, size_t i, ak_op_profile *out,
                                     size_t *count);
 
+/* Which implementation runs each float32 MatMul, Gemm and fused MatMul+bias node
+ * (AK_INFER_BACKENDS, docs/inference-backends.md). A node chooses the first time a run
+ * meets it with new input shapes, so the rows exist after a run: i < *count, in execution
+ * order. ak_session_backends(s, 0, NULL, &count) asks for the count only; count may be
+ * NULL when out is not. */
+#define AK_MAX_BACKENDS 8
+typedef struct ak_node_backend {
+    const char *node;     /* node name ("" when unnamed) */
+    const char *op_type;
+    const char *backend;  /* the one chosen: "own", "openblas", "blis", "onednn" */
+    /* how: "measured" (timed for this node), "shared" (an earlier node of the session
+     * with the same shapes and attributes was timed), "cache" (times from the tuning
+     * cache), "small" (too small to time: accelkit's kernels), "only" (one backend usable) */
+    const char *how;
+    uint64_t macs;        /* multiply-adds of one run of the node */
+    size_t num_times;     /* backends timed for its key, with their median ns */
+    const char *names[AK_MAX_BACKENDS];
+    uint64_t median_ns[AK_MAX_BACKENDS];
+} ak_node_backend;
+AK_API ak_status ak_session_backends(const ak_session *session, size_t i, ak_node_backend *out,
+                                     size_t *count);
+
 /* With profiling on, a session records one event per node run and one per
  * ak_session_run. This writes the events recorded since creation (or the previous call)
  * to `path` as a Chrome trace in onnxruntime's layout (a JSON array of "X" events; times

@@ -2,7 +2,9 @@
  * producer, opsets, inputs and outputs with types and (symbolic) shapes, operator
  * histogram, parameters, and FLOPs of Conv/Gemm/MatMul where the file fixes their shapes;
  * with --optimized, also what the graph optimizer of a session does to it (the same list
- * `ak optimize` prints). */
+ * `ak optimize` prints); with --plan, which backend runs each float32 MatMul/Gemm node
+ * (own, openblas, blis, onednn) and the median times measured for each (a session is made and
+ * run once on made-up inputs: nodes choose when a run first meets their shapes). */
 #include <stdio.h>
 #include <string.h>
 
@@ -11,6 +13,7 @@
 #include "accelkit/infer.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
+#include "cli/infer_feed.h"
 
 static const char *kind_name(ak_value_kind k) {
     switch (k) {
@@ -217,6 +220,82 @@ static ak_status optimizations(const ak_model *m, cJSON *json_out) {
     return st;
 }
 
+/* --plan: a session run once on made-up inputs, then each GEMM-shaped node's backend. */
+static const char *parse_plan_dim(void *dest, char *value, ak_opt_more *more) {
+    (void)more;
+    ak_feed *f = dest;
+    const char *eq = strchr(value, '=');
+    size_t v;
+    if (!eq || eq == value || ak_cli_parse_size(eq + 1, &v)) return "want name=value";
+    if (f->num_dim_values == 16) return "at most 16 --dim";
+    return ak_feed_add_dim(f, value) ? "cannot record it" : NULL;
+}
+
+static int print_plan(const char *path, const ak_model *m, ak_feed *feed, long threads, int json) {
+    ak_session_options o;
+    ak_session_options_init(&o);
+    o.threads = (int)threads;
+    ak_session *s = NULL;
+    ak_model_summary sum;
+    ak_tensor outs[AK_FEED_MAX];
+    ak_status st = ak_model_get_summary(m, &sum);
+    if (st != AK_OK) return ak_cli_report(path, st);
+    if (sum.num_outputs > AK_FEED_MAX) {
+        fprintf(stderr, "ak info: %s: more than %d outputs\n", path, AK_FEED_MAX);
+        return AK_EXIT_ERROR;
+    }
+    if (ak_feed_fill_random(feed, m, 42)) return AK_EXIT_ERROR;
+    uint64_t t0 = ak_now_ns();
+    if ((st = ak_session_create(m, &o, &s)) != AK_OK) return ak_cli_report(path, st);
+    uint64_t t1 = ak_now_ns();
+    st = ak_session_run(s, feed->names, feed->tensors, feed->n, NULL, outs, sum.num_outputs);
+    uint64_t t2 = ak_now_ns();
+    size_t n = 0;
+    if (st == AK_OK) st = ak_session_backends(s, 0, NULL, &n);
+    if (st != AK_OK) {
+        ak_session_free(s);
+        return ak_cli_report(path, st);
+    }
+    cJSON *root = json ? cJSON_CreateObject() : NULL, *rows = NULL;
+    if (json) {
+        cJSON_AddItemToObject(root, "path", ak_cli_json_text(path));
+        cJSON_AddNumberToObject(root, "create_ms", (double)(t1 - t0) / 1e6);
+        cJSON_AddNumberToObject(root, "first_run_ms", (double)(t2 - t1) / 1e6);
+        rows = cJSON_AddArrayToObject(root, "nodes");
+    } else {
+        printf("plan         %s: %zu float32 MatMul/Gemm nodes; session created in %.1f ms, first "
+               "run (choosing) %.1f ms\n", path, n, (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6);
+        printf("  %-32s %-11s %10s  %-9s %-9s %s\n", "node", "op", "MACs", "backend", "how",
+               "median ms per backend");
+    }
+    for (size_t i = 0; i < n; i++) {
+        ak_node_backend b;
+        if (ak_session_backends(s, i, &b, NULL) != AK_OK) continue;
+        if (json) {
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddItemToObject(r, "node", ak_cli_json_text(b.node));
+            cJSON_AddStringToObject(r, "op", b.op_type);
+            cJSON_AddNumberToObject(r, "macs", (double)b.macs);
+            cJSON_AddStringToObject(r, "backend", b.backend);
+            cJSON_AddStringToObject(r, "how", b.how);
+            cJSON *t = cJSON_AddObjectToObject(r, "median_ms");
+            for (size_t k = 0; k < b.num_times; k++)
+                cJSON_AddNumberToObject(t, b.names[k], (double)b.median_ns[k] / 1e6);
+            cJSON_AddItemToArray(rows, r);
+            continue;
+        }
+        printf("  ");
+        text_str(b.node[0] ? b.node : "<unnamed>", 32);
+        printf(" %-11s %10llu  %-9s %-9s", b.op_type, (unsigned long long)b.macs, b.backend, b.how);
+        for (size_t k = 0; k < b.num_times; k++)
+            printf(" %s%s %.3f", strcmp(b.names[k], b.backend) == 0 ? "*" : "", b.names[k],
+                   (double)b.median_ns[k] / 1e6);
+        putchar('\n');
+    }
+    ak_session_free(s);
+    return json ? (ak_cli_print_json(root) ? AK_EXIT_ERROR : AK_EXIT_OK) : AK_EXIT_OK;
+}
+
 static int print_json(const char *path, const ak_model *m, const ak_model_summary *s,
                       const ak_model_flops *f, int optimized) {
     cJSON *o = cJSON_CreateObject();
@@ -249,11 +328,20 @@ static int print_json(const char *path, const ak_model *m, const ak_model_summar
 }
 
 int ak_cli_info(int argc, char **argv) {
-    int json = 0, optimized = 0, first;
+    int json = 0, optimized = 0, plan = 0, first;
+    long threads = 0;
+    ak_feed feed = {0};
     const ak_opt opts[] = {
         {"json", 0, AK_OPT_FLAG, &json, .help = "one JSON object instead of text"},
         {"optimized", 0, AK_OPT_FLAG, &optimized,
          .help = "also list what the graph optimizer folds, removes and fuses (makes a session)"},
+        {"plan", 0, AK_OPT_FLAG, &plan,
+         .help = "instead: which backend (own, openblas, blis, onednn) runs each float32 MatMul/Gemm "
+                 "node, with the times measured (makes a session and runs it once on made-up inputs)"},
+        {"threads", 't', AK_OPT_INT, &threads, "N", .help = "--plan: threads (0: AK_NUM_THREADS or all cores)",
+         .min = 0, .max = 4096},
+        {"dim", 0, AK_OPT_CUSTOM, &feed, "NAME=N",
+         "--plan: value of a symbolic dimension for the made-up inputs (repeatable)", .parse = parse_plan_dim},
         AK_OPT_END};
     const ak_cli_cmd cmd = {.name = "info", .opts = opts};
     int rc = ak_cli_parse(&cmd, argc, argv, &first);
@@ -262,9 +350,18 @@ int ak_cli_info(int argc, char **argv) {
     if (argc - first > 1)
         return ak_cli_usage_error(&cmd, "one model at a time ('%s' and '%s')", argv[first], argv[first + 1]);
     const char *path = argv[first];
+    if (plan && optimized) return ak_cli_usage_error(&cmd, "--plan and --optimized do not combine");
+    if (!plan && (threads || feed.num_dim_values))
+        return ak_cli_usage_error(&cmd, "--threads and --dim go with --plan");
     ak_model *m;
     ak_status st = ak_onnx_load_file(path, &m);
     if (st != AK_OK) return ak_cli_report(path, st);
+    if (plan) {
+        rc = print_plan(path, m, &feed, threads, json);
+        ak_feed_free(&feed);
+        ak_model_free(m);
+        return rc;
+    }
     ak_model_summary s;
     ak_model_flops f;
     if ((st = ak_model_get_summary(m, &s)) != AK_OK || (st = ak_model_get_flops(m, &f)) != AK_OK) {

@@ -50,6 +50,51 @@ sys.exit(0 if n > 100 else 1)' "$lines"
   rm -f "$lines"
 fi
 
+# --plan: the backend per float32 MatMul/Gemm node (docs/inference-backends.md) on a model
+# made here (python3-onnx): a MatMul large enough to be timed, a tiny Gemm that is not.
+# With OpenBLAS or BLIS installed the MatMul is measured, and a second process reads the
+# times from the tuning cache; with neither, "own" is the only backend.
+if /usr/bin/python3 -c 'import onnx' 2>/dev/null; then
+  pd=$(mktemp -d)
+  /usr/bin/python3 - "$pd/mm.onnx" <<'PY'
+import sys, numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+w = numpy_helper.from_array(np.random.RandomState(0).rand(256, 256).astype(np.float32), "W")
+g = numpy_helper.from_array(np.ones((2, 256), np.float32), "G")
+nodes = [helper.make_node("MatMul", ["X", "W"], ["Y"], name="big"),
+         helper.make_node("Gemm", ["Y", "G"], ["Z"], name="tiny", transB=1)]
+graph = helper.make_graph(nodes, "plan", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [64, 256])],
+                          [helper.make_tensor_value_info("Z", TensorProto.FLOAT, [64, 2])], [w, g])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PY
+  export XDG_CACHE_HOME=$pd/cache
+  check plan 0 "$AK" info --plan -t 2 "$pd/mm.onnx"
+  contains_text plan "2 float32 MatMul/Gemm nodes";  contains plan "tiny  *Gemm .* own  *small"
+  if grep -q "big .* measured" <<<"$out"; then
+    contains_text plan "*"                            # the chosen one's time is starred
+    check plan-cached 0 "$AK" info --plan -t 2 "$pd/mm.onnx"
+    contains plan-cached "big  *MatMul .* cache "
+    # a foreign cache file: refused with a log line, the node measured again
+    echo "not a cache" >"$pd/cache/accelkit/infer-backends.tsv"
+    check plan-foreign 0 "$AK" info --plan -t 2 "$pd/mm.onnx"
+    contains_text plan-foreign "is not one of accelkit's";  contains plan-foreign "big .* measured"
+  else
+    contains plan "big  *MatMul .* own  *only"       # neither OpenBLAS nor BLIS installed
+  fi
+  check plan-own 0 env AK_INFER_BACKENDS=own "$AK" info --plan "$pd/mm.onnx"
+  contains plan-own "big  *MatMul .* own  *only"
+  check plan-json 0 "$AK" info --plan --json "$pd/mm.onnx"
+  contains_text plan-json '"backend":'
+  check plan-bad 2 env AK_INFER_BACKENDS=own,mkl "$AK" info --plan "$pd/mm.onnx"
+  contains_text plan-bad "unknown backend 'mkl'"
+  check plan-opts 2 "$AK" info --optimized --plan "$pd/mm.onnx"
+  contains_text plan-opts "do not combine"
+  unset XDG_CACHE_HOME
+  rm -rf "$pd"
+else
+  echo "SKIP plan: /usr/bin/python3 has no onnx module (Debian python3-onnx)"
+fi
+
 # string tensors in `ak run` (printed quoted) and `ak compare` (equal or not, no distance)
 S=$DATA/node/test_strnormalizer_export_monday_casesensintive_upper
 L=$DATA/node/test_strnormalizer_export_monday_casesensintive_lower

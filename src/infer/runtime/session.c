@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/params.h"
+#include "infer/backends/choose.h"
 #include "infer/runtime/session.h"
 
 ak_status ak_session_options_init(ak_session_options *opts) {
@@ -277,7 +278,7 @@ ak_status ak__session_init(ak_session *s, const ak_session_options *opts) {
     if (opts->optimize != AK_OPTIMIZE_NONE) AK_CHECK(ak__optimize(s, opts->optimize));
     mark_baked(s);
     compute_lifetimes(s);
-    return AK_OK;
+    return ak__bk_session_init(s);
 }
 
 ak_status ak_session_create(const ak_model *model, const ak_session_options *opts,
@@ -353,6 +354,7 @@ void ak_session_free(ak_session *s) {
     free(s->outer_slot);
     free(s->bound);
     ak__session_free_events(s);
+    ak__bk_session_free(s->backends);
     ak_model_free(s->owned_model);
     free(s);
 }

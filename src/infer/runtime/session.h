@@ -77,6 +77,10 @@ struct ak_session {
     size_t num_events, cap_events;
     uint64_t profile_start_ns;
 
+    /* the backend each GEMM-shaped node runs on (infer/backends/choose.h); NULL in
+     * subsessions */
+    struct ak__bk_session *backends;
+
     /* bytes of STRING tensors: computed by folding (kept) and by the current run */
     ak__string_pool folded_strings, run_strings;
 };

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "infer/backends/choose.h"
 #include "infer/runtime/session.h"
 
 static int same_shape(const ak__tensor *a, const ak__tensor *b) {
@@ -166,7 +167,8 @@ ak_status ak__session_exec_node(ak_session *s, ak__exec_node *e, int *planned) {
         if (e->node->outputs[o] != AK_IR_NONE) AK_CHECK(place_output(s, e, o, *planned));
     AK_CHECK(reserve_workspace(s, ctx.workspace_bytes));
     ctx.workspace = s->workspace;
-    if (e->def->run) AK_CHECK(e->def->run(&ctx));
+    if (e->def->run)
+        AK_CHECK(s->backends ? ak__bk_run_node(s, (size_t)(e - s->nodes), &ctx) : e->def->run(&ctx));
     if (s->profile) record_time(s, e, t0);
     return AK_OK;
 }
