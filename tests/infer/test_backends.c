@@ -321,6 +321,9 @@ static void write_file(const char *path, const char *text) {
 static void test_cache_round_trip(void **s) {
     (void)s;
     snprintf(cache_dir, sizeof cache_dir, "/tmp/ak-test-backends-%ld", (long)getpid());
+    const char *outer = getenv("XDG_CACHE_HOME"); /* ctest's (the build tree): restored */
+    char saved[512] = "";
+    if (outer) snprintf(saved, sizeof saved, "%s", outer);
     setenv("XDG_CACHE_HOME", cache_dir, 1);
     char path[512];
     assert_non_null(ak__bk_cache_path(path, sizeof path));
@@ -390,7 +393,8 @@ static void test_cache_round_trip(void **s) {
     snprintf(dir, sizeof dir, "%s/accelkit", cache_dir);
     rmdir(dir);
     rmdir(cache_dir);
-    unsetenv("XDG_CACHE_HOME");
+    if (saved[0]) setenv("XDG_CACHE_HOME", saved, 1);
+    else unsetenv("XDG_CACHE_HOME");
 }
 
 /* ---- no spinning library threads after a call --------------------------------------- */

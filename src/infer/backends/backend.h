@@ -70,7 +70,5 @@ ak_status ak__infer_backend_run(int b, ak__bk_op op, ak__op_ctx *ctx);
  * every backend so the next get probes again. Not thread-safe; tests only. */
 void ak__infer_backend_test_set_library(int b, const char *path);
 
-/* The activation of a MatMulBias node (ops/fused/fused.c) over its output, in place. */
-ak_status ak__matmul_bias_epilogue(const ak__op_ctx *ctx);
 
 #endif /* AK_INFER_BACKENDS_BACKEND_H */

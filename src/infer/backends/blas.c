@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "infer/backends/backend.h"
+#include "infer/ops/fused/fused.h"
 #include "infer/ops/math/matmul_plan.h"
 
 enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };

@@ -3,6 +3,7 @@
 #define AK_INFER_BACKENDS_CHOOSE_H
 
 #include "infer/backends/backend.h"
+#include "infer/runtime/session.h"
 
 struct ak_session;
 struct ak__exec_node;
@@ -39,14 +40,8 @@ typedef struct ak__bk_session {
     uint64_t tune_ns;            /* time spent measuring */
 } ak__bk_session;
 
-/* Sets up choices for the nodes of a top-level session (after optimizing); fails on a bad
- * AK_INFER_BACKENDS. */
-ak_status ak__bk_session_init(struct ak_session *s);
-void ak__bk_session_free(ak__bk_session *b);
-
-/* Runs node k (its outputs placed) on its chosen backend, choosing first when its shapes
- * are new. */
-ak_status ak__bk_run_node(struct ak_session *s, size_t k, ak__op_ctx *ctx);
+/* ak__bk_session_init, ak__bk_session_free and ak__bk_run_node, the session's calls, are
+ * declared in infer/runtime/session.h (the runtime is below this module). */
 
 /* ---- the tuning cache (cache.c) ---- */
 

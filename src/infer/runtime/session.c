@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "core/params.h"
-#include "infer/backends/choose.h"
 #include "infer/runtime/session.h"
 
 ak_status ak_session_options_init(ak_session_options *opts) {

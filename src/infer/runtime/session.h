@@ -136,4 +136,15 @@ ak_status ak__subsession_run(ak_session *s, ak_threadpool *pool, const ak__tenso
 /* Output i of the last run. */
 const ak__tensor *ak__subsession_output(const ak_session *s, size_t i);
 
+/* ---- per-node backends: declared here for the session, defined by infer/backends/
+ * choose.c (a module above the runtime, as ops/ define ak__op_find) ---- */
+struct ak__bk_session;
+/* Sets up choices for the nodes of a top-level session (after optimizing); fails on a bad
+ * AK_INFER_BACKENDS. */
+ak_status ak__bk_session_init(struct ak_session *s);
+void ak__bk_session_free(struct ak__bk_session *b);
+/* Runs node k (its outputs placed) on its chosen backend, choosing first when its shapes
+ * are new. */
+ak_status ak__bk_run_node(struct ak_session *s, size_t k, ak__op_ctx *ctx);
+
 #endif /* AK_INFER_RUNTIME_SESSION_H */

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "infer/backends/choose.h"
 #include "infer/runtime/session.h"
 
 static int same_shape(const ak__tensor *a, const ak__tensor *b) {

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "accelkit/kernels.h"
-#include "infer/backends/backend.h"
+#include "infer/ops/fused/fused.h"
 #include "infer/runtime/op.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
@@ -122,7 +122,6 @@ static ak_status mmb_run(ak__op_ctx *ctx) {
     return run_epilogue(ctx, ctx->state, y);
 }
 
-/* The BLAS backends (infer/backends/blas.c) compute the product with the bias, then this. */
 ak_status ak__matmul_bias_epilogue(const ak__op_ctx *ctx) {
     return run_epilogue(ctx, ctx->state, ctx->outputs[0]);
 }
