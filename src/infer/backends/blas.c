@@ -155,7 +155,7 @@ typedef struct blas_job {
 
 static void blas_task(void *vj, size_t begin, size_t end, int tid) {
     (void)tid;
-    const blas_job *j = vj;
+    blas_job *j = vj; /* read-only but for its failure flag */
     for (size_t i = begin; i < end; i++) {
         size_t t = i / j->chunks, c = i % j->chunks;
         const float *A = j->A, *B = j->B;
