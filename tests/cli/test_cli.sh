@@ -41,12 +41,20 @@ contains launch "\[0\] r=0 w=3 l=0"; contains launch "\[2\] r=2 w=3 l=2"
 check launch-fail 7 "$AK" launch -np 3 -- sh -c '[ "$AK_RANK" = 1 ] && exit 7; sleep 30'
 contains launch-fail "rank 1 exited with 7"
 check launch-usage 2 "$AK" launch -- true
-# a launcher that is terminated or killed leaves no ranks behind
+# a launcher that is terminated or killed leaves no ranks behind. Under ASan, without the
+# leak check at exit: in CI the ASan launcher printed its last line after the SIGTERM and
+# then never exited. Seen live (2026-11-29): LeakSanitizer's tracer, a clone of the
+# launcher, sat in ThreadSuspender::SuspendThread's waitpid for the launcher to stop after
+# PTRACE_ATTACH, while the launcher, traced, kept running at 94 % CPU for 18 minutes (the
+# stop lost, perhaps to the SIGCONT timeout sends after its signal; google/sanitizers #777
+# and #1330 describe such hangs). The other launch steps keep the leak check.
 tag="ak-orphan-check-$$"
-check launch-term 124 timeout -s TERM 1 "$AK" launch -np 2 -- bash -c "exec -a $tag sleep 30"
-check launch-kill 137 timeout -s KILL 1 "$AK" launch -np 2 -- bash -c "exec -a $tag sleep 30"
+no_lsan="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+check launch-term 124 env "$no_lsan" timeout -s TERM 1 "$AK" launch -np 2 -- bash -c "exec -a $tag sleep 30"
+check launch-kill 137 env "$no_lsan" timeout -s KILL 1 "$AK" launch -np 2 -- bash -c "exec -a $tag sleep 30"
 sleep 0.5
-if pgrep -f "$tag" >/dev/null; then echo "FAIL launch-orphans: ranks outlived the launcher"; pkill -f "$tag"; fail=$((fail + 1)); fi
+# "^tag": the ranks' command lines (exec -a), not a launcher's, which holds the tag too
+if pgrep -f "^$tag " >/dev/null; then echo "FAIL launch-orphans: ranks outlived the launcher"; pkill -f "^$tag "; fail=$((fail + 1)); fi
 check launch-notfound 127 "$AK" launch -np 1 -- /nonexistent/program
 # remote ranks go through ssh: a stand-in ssh that runs the command line here through a
 # shell in a session of its own, as sshd does, passing its stdin through
